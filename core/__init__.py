@@ -1,0 +1,89 @@
+"""bioanon: anonymize biometric data and evaluate anonymizations against strong attackers.
+
+Public API::
+
+    import bioanon
+    bioanon.list_methods("face.*", kind="anonymizer")
+    blur = bioanon.get_method("face.gaussian_blur", kernel=29)
+    table = bioanon.load_dataset("any.synthetic", n_subjects=50)
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import (
+    BioanonError,
+    CacheError,
+    ConfigError,
+    ParameterError,
+    PluginError,
+    TableError,
+    UnknownMethodError,
+)
+from .hookspecs import hookimpl
+from .methods import (
+    Anonymizer,
+    DatasetSource,
+    Deanonymizer,
+    Method,
+    Recognizer,
+    ScoreMatrix,
+    Selector,
+    UtilityMeasure,
+    fitted,
+    param,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Anonymizer",
+    "BioanonError",
+    "CacheError",
+    "ConfigError",
+    "DatasetSource",
+    "Deanonymizer",
+    "Method",
+    "ParameterError",
+    "PluginError",
+    "Recognizer",
+    "ScoreMatrix",
+    "Selector",
+    "TableError",
+    "UnknownMethodError",
+    "UtilityMeasure",
+    "__version__",
+    "get_method",
+    "get_registry",
+    "hookimpl",
+    "list_methods",
+    "load_dataset",
+    "fitted",
+    "param",
+]
+
+
+def get_registry():
+    """The registry of every installed method (built-in and plugins)."""
+    from .plugins import get_registry as _get
+
+    return _get()
+
+
+def get_method(method_id: str, /, **params: Any) -> Method:
+    """Create a method by id with validated parameters, e.g. ``get_method("any.gaussian_noise", sigma=0.3)``."""
+    return get_registry().create(method_id, **params)
+
+
+def list_methods(*patterns: str, kind: str | None = None, trait: str | None = None) -> list[str]:
+    """Ids of the installed methods matching shell-style patterns, a kind and a trait."""
+    return [e.cls.id for e in get_registry().find(patterns, kind=kind, trait=trait)]
+
+
+def load_dataset(source_id: str, path: Any = None, /, **params: Any):
+    """Load a data set with a registered dataset source (``bioanon datasets`` lists them)."""
+    source = get_registry().create(source_id, kind="dataset", **params)
+    if source.needs_path and path is None:
+        raise BioanonError(f"{source_id} reads a data layout: give the path of the data set")
+    return source.load(path)

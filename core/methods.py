@@ -1,0 +1,526 @@
+"""Base classes of the six method kinds, and :func:`param`, the typed parameter declaration.
+
+A method is an ``attrs`` class whose init fields are its parameters::
+
+    @attrs.define(kw_only=True)
+    class GaussianNoise(Anonymizer):
+        \"\"\"Add zero-mean Gaussian noise to every value.\"\"\"
+        id = "any.gaussian_noise"
+        payloads = ("features",)
+        sigma: float = param(0.1, help="noise standard deviation", low=0.0)
+        seed: int = param(0, help="random seed")
+
+        def transform(self, table): ...
+
+Construction is cheap and validates every parameter against its annotation and constraints; a bad value raises
+:class:`~bioanon.errors.ParameterError` naming the method id, the parameter, the value and what is allowed.
+Fitted state lives in ``init=False`` fields whose names end in ``_``.
+"""
+
+from __future__ import annotations
+
+import enum
+import inspect
+import json
+import math
+import types
+import typing
+from collections.abc import Callable, Sequence
+from typing import Any, ClassVar, Literal
+
+import attrs
+import numpy as np
+
+from .errors import ParameterError
+
+__all__ = [
+    "KINDS",
+    "Anonymizer",
+    "DatasetSource",
+    "Deanonymizer",
+    "Method",
+    "Recognizer",
+    "ScoreMatrix",
+    "Selector",
+    "UtilityMeasure",
+    "fitted",
+    "param",
+]
+
+_HELP = "bioanon_help"
+_AFFECTS = "bioanon_affects_output"
+_CONSTRAINT = "bioanon_constraint"
+
+
+@attrs.frozen
+class _Constraint:
+    low: float | None = None
+    high: float | None = None
+    low_inclusive: bool = True
+    high_inclusive: bool = True
+    choices: tuple | None = None
+    check: Callable[[Any], bool] | None = None
+    check_text: str | None = None
+
+    def describe(self) -> str:
+        parts = []
+        if self.choices is not None:
+            parts.append("one of " + ", ".join(repr(c) for c in self.choices))
+        if self.low is not None or self.high is not None:
+            lo = "(-inf" if self.low is None else ("[" if self.low_inclusive else "(") + f"{self.low:g}"
+            hi = "inf)" if self.high is None else f"{self.high:g}" + ("]" if self.high_inclusive else ")")
+            parts.append(f"in {lo}, {hi}")
+        if self.check_text:
+            parts.append(self.check_text)
+        return "; ".join(parts)
+
+    def ok(self, value: Any) -> bool:
+        if value is None:
+            return True
+        if self.choices is not None and value not in self.choices:
+            return False
+        values = value if isinstance(value, tuple) else (value,)
+        for v in values:
+            if not isinstance(v, (int, float)) or isinstance(v, bool):
+                continue
+            if self.low is not None and (v < self.low or (v == self.low and not self.low_inclusive)):
+                return False
+            if self.high is not None and (v > self.high or (v == self.high and not self.high_inclusive)):
+                return False
+        if self.check is not None and not self.check(value):
+            return False
+        return True
+
+
+def param(
+    default: Any = attrs.NOTHING,
+    *,
+    help: str,
+    low: float | None = None,
+    high: float | None = None,
+    low_inclusive: bool = True,
+    high_inclusive: bool = True,
+    choices: Sequence[Any] | None = None,
+    check: Callable[[Any], bool] | None = None,
+    check_text: str | None = None,
+    affects_output: bool = True,
+) -> Any:
+    """Declare a method parameter.
+
+    Parameters
+    ----------
+    default : the default value (required: every parameter has one, so ``Method()`` always works).
+    help : one-line help text, shown by ``bioanon describe`` and ``--params``.
+    low, high, low_inclusive, high_inclusive : numeric range (applies to every element of a tuple value).
+    choices : the allowed values (a ``Literal[...]`` annotation does the same).
+    check, check_text : any further predicate and the text that says what it allows.
+    affects_output : False for parameters that cannot change results (batch size, threads, device, progress);
+        they are left out of the fingerprint.
+    """
+    constraint = _Constraint(
+        low, high, low_inclusive, high_inclusive, tuple(choices) if choices is not None else None, check, check_text
+    )
+    metadata = {_HELP: help, _AFFECTS: affects_output, _CONSTRAINT: constraint}
+    if isinstance(default, (list, dict, set)):
+        raise TypeError("param(): use a tuple (immutable) as default, not a list/dict/set")
+    return attrs.field(default=default, metadata=metadata)
+
+
+def fitted(default: Any = None) -> Any:
+    """Declare fitted state (set by ``fit``/``enroll``; not a parameter, not in repr or equality).
+    Name such fields with a trailing underscore: ``mean_: np.ndarray | None = fitted()``."""
+    return attrs.field(default=default, init=False, repr=False, eq=False)
+
+
+# --------------------------------------------------------------------------------------------------- typing
+
+
+def _type_text(tp: Any) -> str:
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return " | ".join(repr(a) for a in typing.get_args(tp))
+    if origin in (typing.Union, types.UnionType):
+        return " | ".join(_type_text(a) for a in typing.get_args(tp))
+    if origin is tuple:
+        args = typing.get_args(tp)
+        if len(args) == 2 and args[1] is Ellipsis:
+            return f"tuple[{_type_text(args[0])}, ...]"
+        return "tuple[" + ", ".join(_type_text(a) for a in args) + "]"
+    if tp is type(None):
+        return "None"
+    return getattr(tp, "__name__", str(tp))
+
+
+def _resolve(cls: type, tp: Any) -> Any:
+    """Evaluate a string annotation in the class's module (and typing's names) when get_type_hints cannot."""
+    if not isinstance(tp, str):
+        return Any if tp is None else tp
+    import sys
+
+    namespace = dict(vars(typing))
+    namespace.update(getattr(sys.modules.get(cls.__module__), "__dict__", {}))
+    try:
+        return eval(tp, namespace)  # noqa: S307 - annotations of an installed plugin's own class
+    except Exception:  # noqa: BLE001
+        return Any
+
+
+def _coerce(value: Any, tp: Any) -> tuple[bool, Any]:
+    """Check ``value`` against annotation ``tp``; return (ok, coerced value). Coercions are lossless only:
+    int → float, numpy scalars → Python, list → tuple, enum by value."""
+    if tp is Any:
+        return True, value
+    if isinstance(value, np.generic):
+        value = value.item()
+    origin = typing.get_origin(tp)
+    if origin is Literal:
+        return (value in typing.get_args(tp)), value
+    if origin in (typing.Union, types.UnionType):
+        for arg in typing.get_args(tp):
+            ok, v = _coerce(value, arg)
+            if ok and (arg is not float or not isinstance(value, int) or int not in typing.get_args(tp)):
+                return True, v
+        return False, value
+    if origin is tuple or tp is tuple:
+        if isinstance(value, (list, tuple)):
+            args = typing.get_args(tp)
+            if not args:
+                return True, tuple(value)
+            if len(args) == 2 and args[1] is Ellipsis:
+                out = [_coerce(v, args[0]) for v in value]
+            elif len(args) == len(value):
+                out = [_coerce(v, a) for v, a in zip(value, args)]
+            else:
+                return False, value
+            return all(o[0] for o in out), tuple(o[1] for o in out)
+        return False, value
+    if tp is type(None):
+        return value is None, value
+    if tp is bool:
+        return isinstance(value, bool), value
+    if tp is int:
+        return (isinstance(value, int) and not isinstance(value, bool)), value
+    if tp is float:
+        if isinstance(value, bool):
+            return False, value
+        if isinstance(value, (int, float)):
+            value = float(value)
+            return (not math.isnan(value)), value
+        return False, value
+    if tp is str:
+        return isinstance(value, str), value
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        try:
+            return True, tp(value)
+        except ValueError:
+            return False, value
+    if isinstance(tp, type):
+        return isinstance(value, tp), value
+    return True, value
+
+
+def parse_param_text(text: str, tp: Any) -> Any:
+    """Parse a command-line value (``-o name=value``) for a parameter of annotation ``tp``.
+
+    JSON is tried first (numbers, true/false, null, lists); a bare word stays a string."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        value = text
+    ok, _ = _coerce(value, tp)
+    if not ok and isinstance(value, (int, float, bool)) and not isinstance(value, str):
+        ok_s, _ = _coerce(text, tp)
+        if ok_s:
+            return text
+    if isinstance(value, str) and "," in value and typing.get_origin(tp) is tuple:
+        return [parse_param_text(v.strip(), typing.get_args(tp)[0]) for v in value.split(",")]
+    return value
+
+
+# --------------------------------------------------------------------------------------------------- Method
+
+KINDS = ("anonymizer", "deanonymizer", "recognizer", "utility", "selector", "dataset")
+
+
+@attrs.define(kw_only=True)
+class Method:
+    """Base of every method. Subclasses set the class attributes below and declare parameters with
+    :func:`param`."""
+
+    id: ClassVar[str] = ""
+    kind: ClassVar[str] = ""
+    trait: ClassVar[str] = "any"
+    version: ClassVar[str] = "1"
+    payloads: ClassVar[tuple[str, ...]] = ()
+    reference: ClassVar[str] = ""
+    distribution: ClassVar[str | None] = None  # set by the registry when a plugin registers the class
+
+    def __attrs_post_init__(self) -> None:
+        self._validate_params()
+
+    # -- parameters ------------------------------------------------------------------------------------
+    @classmethod
+    def param_fields(cls) -> tuple[attrs.Attribute, ...]:
+        """The init fields (parameters), in declaration order."""
+        return tuple(f for f in attrs.fields(cls) if f.init)
+
+    @classmethod
+    def param_types(cls) -> dict[str, Any]:
+        """Resolved annotations of the parameters."""
+        cache = cls.__dict__.get("_bioanon_types")
+        if cache is None:
+            try:
+                hints = typing.get_type_hints(cls, include_extras=False)
+            except Exception:  # noqa: BLE001 - e.g. a class defined in a module not in sys.modules
+                hints = {}
+            cache = {f.name: hints.get(f.name, _resolve(cls, f.type)) for f in cls.param_fields()}
+            type.__setattr__(cls, "_bioanon_types", cache)
+        return cache
+
+    @classmethod
+    def param_specs(cls) -> list[dict[str, Any]]:
+        """One dict per parameter: name, type, default, help, allowed, affects_output."""
+        out = []
+        types_ = cls.param_types()
+        for f in cls.param_fields():
+            c: _Constraint | None = f.metadata.get(_CONSTRAINT)
+            default = f.default
+            if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
+                default = default.factory()
+            out.append(
+                {
+                    "name": f.name,
+                    "type": _type_text(types_[f.name]),
+                    "default": None if default is attrs.NOTHING else default,
+                    "required": default is attrs.NOTHING,
+                    "help": f.metadata.get(_HELP, ""),
+                    "allowed": c.describe() if c else "",
+                    "affects_output": f.metadata.get(_AFFECTS, True),
+                }
+            )
+        return out
+
+    def _validate_params(self) -> None:
+        types_ = self.param_types()
+        for f in self.param_fields():
+            value = getattr(self, f.name)
+            ok, coerced = _coerce(value, types_[f.name])
+            c: _Constraint | None = f.metadata.get(_CONSTRAINT)
+            if not ok:
+                allowed = _type_text(types_[f.name])
+                if c and c.describe():
+                    allowed += f" ({c.describe()})"
+                raise ParameterError(self.id or type(self).__name__, f.name, value, allowed)
+            if c is not None and not c.ok(coerced):
+                raise ParameterError(self.id or type(self).__name__, f.name, value, c.describe())
+            if coerced is not value:
+                object.__setattr__(self, f.name, coerced)
+
+    def get_params(self) -> dict[str, Any]:
+        """The parameters as a dict (tuples stay tuples)."""
+        return {f.name: getattr(self, f.name) for f in self.param_fields()}
+
+    def with_params(self, **changes: Any) -> "Method":
+        """An unfitted copy with some parameters changed (validated again)."""
+        unknown = set(changes) - {f.name for f in self.param_fields()}
+        if unknown:
+            import difflib
+
+            name = sorted(unknown)[0]
+            close = difflib.get_close_matches(name, [f.name for f in self.param_fields()], n=1)
+            hint = f"did you mean {close[0]!r}?" if close else "see `bioanon describe " + self.id + "`"
+            raise ParameterError(self.id, name, changes[name], f"no such parameter; {hint}")
+        params = self.get_params()
+        params.update(changes)
+        return type(self)(**params)
+
+    def fingerprint(self) -> str:
+        """Hash of id, version and every output-affecting parameter (defaults applied)."""
+        from .cache import fingerprint
+
+        affecting = {
+            f.name: getattr(self, f.name) for f in self.param_fields() if f.metadata.get(_AFFECTS, True)
+        }
+        return fingerprint({"id": self.id, "version": self.version, "params": affecting})
+
+    @classmethod
+    def summary(cls) -> str:
+        """First line of the docstring."""
+        doc = inspect.getdoc(cls) or ""
+        return doc.strip().splitlines()[0] if doc.strip() else ""
+
+    @classmethod
+    def describe(cls) -> dict[str, Any]:
+        """Everything a user needs to know about the method, as a JSON-able dict."""
+        return {
+            "id": cls.id,
+            "kind": cls.kind,
+            "trait": cls.trait,
+            "version": cls.version,
+            "payloads": list(cls.payloads),
+            "summary": cls.summary(),
+            "doc": inspect.getdoc(cls) or "",
+            "reference": cls.reference,
+            "distribution": cls.distribution,
+            "class": f"{cls.__module__}.{cls.__qualname__}",
+            "params": cls.param_specs(),
+        }
+
+
+def _require_payload(method: Method, table: Any, name: str | None = None) -> str:
+    """Return the payload column the method works on (the first of its ``payloads`` the table has)."""
+    from .errors import TableError
+
+    candidates = [name] if name else list(method.payloads)
+    for c in candidates:
+        if c in table.payload_names:
+            return c
+    raise TableError(
+        f"{method.id}: the table has none of the payload columns {candidates}; it has {table.payload_names}"
+    )
+
+
+# --------------------------------------------------------------------------------------------------- kinds
+
+
+@attrs.define(kw_only=True)
+class Anonymizer(Method):
+    """Transforms samples to hide identity. ``fit(background)`` is optional (used by methods that need a
+    population, e.g. k-Same); ``transform(table)`` returns a table with the same sample ids in the same order."""
+
+    kind: ClassVar[str] = "anonymizer"
+    needs_fit: ClassVar[bool] = False
+
+    def fit(self, background: Any) -> "Anonymizer":
+        return self
+
+    def transform(self, table: Any) -> Any:
+        raise NotImplementedError
+
+    def fit_transform(self, table: Any, background: Any = None) -> Any:
+        return self.fit(background if background is not None else table).transform(table)
+
+    payload_column = _require_payload
+
+
+@attrs.define(kw_only=True)
+class Deanonymizer(Method):
+    """Learns to undo an anonymization from (clear, anonymized) pairs matched by sample id."""
+
+    kind: ClassVar[str] = "deanonymizer"
+
+    def fit(self, clear: Any, anonymized: Any) -> "Deanonymizer":
+        raise NotImplementedError
+
+    def transform(self, table: Any) -> Any:
+        raise NotImplementedError
+
+    payload_column = _require_payload
+
+
+@attrs.frozen
+class ScoreMatrix:
+    """Scores of probes against classes (higher = more alike)."""
+
+    scores: np.ndarray  # (n_probes, n_classes) float
+    classes: np.ndarray  # (n_classes,) labels of the columns
+    probe_ids: np.ndarray | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if self.scores.ndim != 2 or self.scores.shape[1] != len(self.classes):
+            raise ValueError(
+                f"score matrix of shape {self.scores.shape} does not match {len(self.classes)} classes"
+            )
+
+    def predict(self) -> np.ndarray:
+        """The top-scoring class per probe."""
+        return self.classes[np.argmax(self.scores, axis=1)]
+
+
+@attrs.define(kw_only=True)
+class Recognizer(Method):
+    """An attacker: identifies subjects or infers an attribute.
+
+    ``fit(train, label)`` trains the model (optional for training-free recognizers), ``enroll(gallery, label)``
+    builds class references, ``score(probes)`` returns a :class:`ScoreMatrix`. Identity and attribute inference
+    share this contract (``label="subject"`` or an attribute name)."""
+
+    kind: ClassVar[str] = "recognizer"
+    has_embedding: ClassVar[bool] = False
+
+    def fit(self, train: Any, label: str = "subject") -> "Recognizer":
+        return self
+
+    def enroll(self, gallery: Any, label: str = "subject") -> "Recognizer":
+        raise NotImplementedError
+
+    def score(self, probes: Any) -> ScoreMatrix:
+        raise NotImplementedError
+
+    def embed(self, table: Any) -> np.ndarray:
+        raise NotImplementedError(f"{self.id} has no embedding")
+
+    payload_column = _require_payload
+
+
+def labels_of(table: Any, label: str) -> np.ndarray:
+    """The label column a recognizer trains on: ``subject`` or an attribute name."""
+    return table.subjects if label == "subject" else table.attribute(label)
+
+
+@attrs.define(kw_only=True)
+class UtilityMeasure(Method):
+    """How useful the anonymized data still is. ``fit(clear)`` (optional, task-based measures train on clear
+    data); ``measure(original, anonymized)`` returns one value per sample (rows matched by sample id).
+
+    ``higher_is_better`` gives the direction; ``floor(table)`` the worst meaningful level (chance for a
+    task-based measure), used to normalize utility between floor and clear level."""
+
+    kind: ClassVar[str] = "utility"
+    higher_is_better: ClassVar[bool] = True
+    paired: ClassVar[bool] = True
+
+    def fit(self, clear: Any) -> "UtilityMeasure":
+        return self
+
+    def measure(self, original: Any, anonymized: Any) -> np.ndarray:
+        raise NotImplementedError
+
+    def floor(self, table: Any) -> float:
+        return 0.0
+
+    payload_column = _require_payload
+
+
+@attrs.define(kw_only=True)
+class Selector(Method):
+    """Chooses ``n`` subjects of the anonymized evaluation set (``false-sense-of-privacy.txt`` §4.3.3)."""
+
+    kind: ClassVar[str] = "selector"
+
+    def select(self, table: Any, n: int, *, attacker: Any = None) -> list[str]:
+        raise NotImplementedError
+
+
+@attrs.define(kw_only=True)
+class DatasetSource(Method):
+    """Loads a real data layout (``load(path)``) or generates synthetic data (``load()``) as a SampleTable.
+
+    The path is an argument, not a parameter, so it never enters a fingerprint: tables are fingerprinted
+    by content."""
+
+    kind: ClassVar[str] = "dataset"
+    needs_path: ClassVar[bool] = True
+
+    def load(self, path: Any = None) -> Any:
+        raise NotImplementedError
+
+
+KIND_CLASSES: dict[str, type[Method]] = {
+    "anonymizer": Anonymizer,
+    "deanonymizer": Deanonymizer,
+    "recognizer": Recognizer,
+    "utility": UtilityMeasure,
+    "selector": Selector,
+    "dataset": DatasetSource,
+}

@@ -1,0 +1,21 @@
+"""Helpers shared by methods that compute on payload arrays."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def restore_dtype(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
+    """Cast computed float values back to a payload dtype: integers are rounded and clipped to the dtype's
+    range (e.g. uint8 images stay in 0..255); floats are cast."""
+    dtype = np.dtype(dtype)
+    if np.issubdtype(dtype, np.integer):
+        info = np.iinfo(dtype)
+        return np.clip(np.rint(values), info.min, info.max).astype(dtype)
+    return values.astype(dtype, copy=False)
+
+
+def flatten_payload(x: np.ndarray) -> np.ndarray:
+    """(N, *shape) → (N, prod(shape)) float32, a view when possible."""
+    x2 = x.reshape(len(x), -1)
+    return x2 if x2.dtype == np.float32 else x2.astype(np.float32)

@@ -1,0 +1,121 @@
+"""The registry of method classes, built by the plugin manager and immutable afterwards."""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import re
+from collections.abc import Iterable, Iterator, Mapping
+from types import MappingProxyType
+
+import attrs
+
+from .errors import PluginError, UnknownMethodError
+from .methods import KIND_CLASSES, KINDS, Method
+
+ID_PATTERN = re.compile(r"^[a-z][a-z0-9_]*\.[a-z0-9][a-z0-9_:\-]*$")
+
+
+@attrs.frozen
+class Entry:
+    """A registered method class and where it came from."""
+
+    cls: type[Method]
+    distribution: str
+    aliases: tuple[str, ...] = ()
+
+
+def validate_method_class(cls: object, kind: str) -> None:
+    """Raise PluginError when ``cls`` cannot be registered as a method of ``kind``."""
+    if not isinstance(cls, type):
+        raise PluginError(f"register() takes a class, got {type(cls).__name__} {cls!r}")
+    base = KIND_CLASSES[kind]
+    if not issubclass(cls, base):
+        raise PluginError(f"{cls.__qualname__} registered as {kind} but is not a subclass of {base.__name__}")
+    if not attrs.has(cls):
+        raise PluginError(f"{cls.__qualname__} is not an attrs class (decorate it with @attrs.define(kw_only=True))")
+    if not isinstance(cls.id, str) or not ID_PATTERN.match(cls.id):
+        raise PluginError(
+            f"{cls.__qualname__} has invalid id {cls.id!r}: use '<trait>.<name>' in lower case, e.g. 'face.blur'"
+        )
+    missing = [f.name for f in cls.param_fields() if f.default is attrs.NOTHING]
+    if missing:
+        raise PluginError(f"{cls.id}: parameters without default: {missing}")
+    try:
+        cls()
+    except Exception as exc:  # noqa: BLE001 - report any construction failure
+        raise PluginError(f"{cls.id}: constructing with default parameters failed: {exc}") from exc
+
+
+class Registry(Mapping[str, Entry]):
+    """Immutable mapping ``method id → Entry``; aliases resolve too."""
+
+    def __init__(self, entries: Mapping[str, Entry]):
+        self._entries = MappingProxyType(dict(sorted(entries.items())))
+        aliases = {}
+        for mid, e in self._entries.items():
+            for a in e.aliases:
+                aliases[a] = mid
+        self._aliases = MappingProxyType(aliases)
+
+    def __getitem__(self, method_id: str) -> Entry:
+        return self._entries[self._aliases.get(method_id, method_id)]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._entries)
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def __contains__(self, method_id: object) -> bool:
+        return method_id in self._entries or method_id in self._aliases
+
+    def suggest(self, method_id: str, kind: str | None = None, n: int = 3) -> list[str]:
+        """Ids close to ``method_id`` (for "did you mean")."""
+        pool = [m for m, e in self._entries.items() if kind is None or e.cls.kind == kind]
+        pool += [a for a, m in self._aliases.items() if kind is None or self._entries[m].cls.kind == kind]
+        close = difflib.get_close_matches(method_id, pool, n=n, cutoff=0.75)
+        # also match on the part after the dot: "gaussian_blur" -> "face.gaussian_blur"
+        tail = [m for m in pool if m.split(".", 1)[-1] == method_id.split(".", 1)[-1] and m not in close]
+        return (tail + close)[:n]
+
+    def get(self, method_id: str, kind: str | None = None) -> type[Method]:  # type: ignore[override]
+        """The class registered under ``method_id``; UnknownMethodError with suggestions otherwise."""
+        if method_id in self:
+            cls = self[method_id].cls
+            if kind is None or cls.kind == kind:
+                return cls
+            raise UnknownMethodError(method_id, self.suggest(method_id, kind), kind=kind)
+        raise UnknownMethodError(method_id, self.suggest(method_id, kind), kind=kind)
+
+    def create(self, method_id: str, kind: str | None = None, **params: object) -> Method:
+        """Instantiate a method with parameters (validated)."""
+        return self.get(method_id, kind)(**params)
+
+    def find(
+        self,
+        patterns: Iterable[str] = (),
+        *,
+        kind: str | None = None,
+        trait: str | None = None,
+    ) -> list[Entry]:
+        """Entries matching any of the shell-style ``patterns`` (all when none), a kind and a trait."""
+        if kind is not None and kind not in KINDS:
+            raise UnknownMethodError(kind, difflib.get_close_matches(kind, KINDS, n=2), kind="kind of")
+        pats = list(patterns) or ["*"]
+        out = []
+        for mid, e in self._entries.items():
+            if kind is not None and e.cls.kind != kind:
+                continue
+            if trait is not None and e.cls.trait != trait:
+                continue
+            if any(fnmatch.fnmatchcase(mid, p) or p in e.aliases for p in pats):
+                out.append(e)
+        return out
+
+    def by_distribution(self) -> dict[str, list[Entry]]:
+        """Entries grouped by the distribution that registered them."""
+        out: dict[str, list[Entry]] = {}
+        for e in self._entries.values():
+            out.setdefault(e.distribution, []).append(e)
+        return out

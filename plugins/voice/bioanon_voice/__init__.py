@@ -1,0 +1,3 @@
+"""bioanon-voice: the bioanon plugin for speech."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,7 @@
+"""Entry point of bioanon-voice: registers its methods through bioanon's hooks.
+
+Only light modules are imported here; heavy libraries are imported inside the methods.
+The trait's methods arrive with the voice plugin issue; until then the plugin loads and registers nothing.
+"""
+
+from __future__ import annotations

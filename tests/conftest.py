@@ -1,0 +1,25 @@
+"""Shared test configuration."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_DATA = Path(os.environ.get("BIOANON_SHARED_DATA", ROOT.parent / "shared" / "data"))
+
+
+@pytest.fixture(autouse=True)
+def _isolated_cache(tmp_path_factory, monkeypatch):
+    """Every test gets its own cache directory, never the user's."""
+    monkeypatch.setenv("BIOANON_CACHE", str(tmp_path_factory.mktemp("cache")))
+
+
+@pytest.fixture
+def shared_data() -> Path:
+    """../shared/data, or skip with the reason when a fresh clone does not have it."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"real test data not found at {SHARED_DATA} (present in CI; see README)")
+    return SHARED_DATA
