@@ -1,0 +1,1206 @@
+"""The Arrow-backed sample table (DESIGN.md §5).
+
+A :class:`SampleTable` wraps one :class:`pyarrow.Table` with one row per sample:
+
+* ``sample_id`` (string, unique, non-null) and ``subject`` (string, non-null);
+* attribute columns ``attr.<name>`` (any scalar Arrow type, nulls allowed);
+* payload columns: fixed-shape payloads as ``pa.fixed_shape_tensor(value_type, shape)`` extension arrays
+  (``image`` uint8 H×W×C, ``pose`` float32 frames×joints×3, ``imu`` float32 time×channels, ``features``
+  float32 D) and variable-length payloads as ``list<float*>`` (``audio``, list<float32>, with a
+  ``sample_rate`` in the metadata or a ``sample_rate`` column). Any other column whose type is a
+  fixed_shape_tensor or a list of floats is a payload too, so plugins can add new payload names;
+* an optional numeric ``sample_rate`` column.
+
+Trait metadata (trait name, joint and channel names, rates, ``lineage``) is a JSON dict in the schema
+metadata under the key ``b"bioanon"``.
+
+Tables are immutable: every ``with_*``/selection method returns a new table sharing the Arrow buffers.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from bioanon.errors import TableError
+
+__all__ = ["SampleTable", "PAYLOAD_SPECS", "METADATA_KEY", "SAMPLE_ID", "SUBJECT", "ATTR_PREFIX", "SAMPLE_RATE"]
+
+#: Schema metadata key holding the JSON metadata dict.
+METADATA_KEY = b"bioanon"
+SAMPLE_ID = "sample_id"
+SUBJECT = "subject"
+ATTR_PREFIX = "attr."
+#: Optional per-sample sample-rate column (for variable-length audio payloads).
+SAMPLE_RATE = "sample_rate"
+
+#: Expected layout of the well-known payload columns, checked by :meth:`SampleTable.validate`.
+#: ``name -> (kind, numpy dtype, per-sample shape)``; kind is ``"tensor"`` (fixed_shape_tensor) or ``"list"``
+#: (list<float>); ``None`` in a shape is a wildcard. Plugins may add entries for their own payloads.
+PAYLOAD_SPECS: dict[str, tuple[str, np.dtype, tuple[int | None, ...]]] = {
+    "image": ("tensor", np.dtype(np.uint8), (None, None, None)),
+    "pose": ("tensor", np.dtype(np.float32), (None, None, 3)),
+    "imu": ("tensor", np.dtype(np.float32), (None, None)),
+    "features": ("tensor", np.dtype(np.float32), (None,)),
+    "audio": ("list", np.dtype(np.float32), (None,)),
+}
+
+_RESERVED = (SAMPLE_ID, SUBJECT, SAMPLE_RATE)
+_SHOW = 5  # how many offending ids an error message names
+_BLOCK_ELEMS = 1 << 22  # elements per block in the finiteness check
+_TOL = 1e-9
+
+
+# --------------------------------------------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------------------------------------------
+def _is_tensor_type(t: pa.DataType) -> bool:
+    return isinstance(t, pa.FixedShapeTensorType)
+
+
+def _is_list_float_type(t: pa.DataType) -> bool:
+    return (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_floating(t.value_type)
+
+
+def _is_payload_field(field: pa.Field) -> bool:
+    name = field.name
+    if name in _RESERVED or name.startswith(ATTR_PREFIX):
+        return False
+    return _is_tensor_type(field.type) or _is_list_float_type(field.type)
+
+
+def _is_string_type(t: pa.DataType) -> bool:
+    return pa.types.is_string(t) or pa.types.is_large_string(t)
+
+
+def _attr_col(name: str) -> str:
+    return name if name.startswith(ATTR_PREFIX) else ATTR_PREFIX + name
+
+
+def _fmt_list(items: Sequence[Any], total: int | None = None) -> str:
+    items = list(items)
+    total = len(items) if total is None else total
+    shown = ", ".join(repr(x) for x in items[:_SHOW])
+    return f"[{shown}{', ...' if total > _SHOW else ''}]"
+
+
+def _np_dtype(t: pa.DataType) -> np.dtype:
+    return np.dtype(t.to_pandas_dtype())
+
+
+def _type_desc(t: pa.DataType) -> str:
+    if _is_tensor_type(t):
+        return f"fixed_shape_tensor<{_np_dtype(t.value_type)}>{list(t.shape)}"
+    if _is_list_float_type(t):
+        return f"list<{_np_dtype(t.value_type)}>"
+    return str(t)
+
+
+def _shape_matches(actual: Sequence[int | None], expected: Sequence[int | None]) -> bool:
+    return len(actual) == len(expected) and all(e is None or a == e for a, e in zip(actual, expected))
+
+
+def _dump_meta(meta: dict) -> bytes:
+    try:
+        return json.dumps(meta, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+    except (TypeError, ValueError) as e:
+        raise TableError(f"metadata must be JSON-serializable (no NaN/inf): {e}") from None
+
+
+def _as_string_array(values: Any, what: str) -> pa.Array:
+    """Strings (or integers, which are formatted) as a pa.string() array; None stays null."""
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks()
+        if _is_string_type(values.type) or pa.types.is_integer(values.type):
+            return pc.cast(values, pa.string())
+        raise TableError(f"{what} must be strings, got Arrow type {values.type}")
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise TableError(f"{what} must be one-dimensional, got shape {arr.shape}")
+    if arr.dtype.kind in "iu":
+        arr = arr.astype(str)
+    try:
+        if arr.dtype.kind == "O":
+            return pa.array(arr.tolist(), type=pa.string())
+        return pa.array(arr, type=pa.string())
+    except (pa.ArrowException, TypeError, ValueError) as e:
+        raise TableError(f"{what} must be strings: {e}") from None
+
+
+def _tensor_array(arr: np.ndarray, name: str) -> pa.Array:
+    """(N, *shape) ndarray -> fixed_shape_tensor extension array (zero-copy for C-contiguous numeric input)."""
+    if arr.ndim < 2:
+        raise TableError(
+            f"payload {name!r}: an ndarray payload must have shape (N, *sample_shape) with at least 2 dims, "
+            f"got shape {arr.shape}; give scalars as attributes and 1-D samples as shape (N, D)")
+    if arr.dtype.kind not in "biuf":
+        raise TableError(f"payload {name!r}: unsupported dtype {arr.dtype}")
+    arr = np.ascontiguousarray(arr)
+    shape = tuple(int(s) for s in arr.shape[1:])
+    size = int(np.prod(shape))
+    value_type = pa.from_numpy_dtype(arr.dtype)
+    storage = pa.FixedSizeListArray.from_arrays(pa.array(arr.reshape(-1), type=value_type), size)
+    return pa.ExtensionArray.from_storage(pa.fixed_shape_tensor(value_type, shape), storage)
+
+
+def _ragged_array(items: Sequence[Any], name: str) -> pa.Array:
+    """Sequence of 1-D arrays -> list<float32> (large_list<float32> when over 2**31 - 1 values)."""
+    arrs = [np.asarray(a) for a in items]
+    for i, a in enumerate(arrs):
+        if a.ndim != 1 or a.dtype.kind not in "biuf":
+            raise TableError(
+                f"payload {name!r}: item {i} must be a 1-D numeric array for a variable-length payload, "
+                f"got shape {a.shape} dtype {a.dtype}")
+    lengths = np.fromiter((a.shape[0] for a in arrs), dtype=np.int64, count=len(arrs))
+    offsets = np.zeros(len(arrs) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    values = (np.concatenate(arrs) if arrs else np.empty(0)).astype(np.float32, copy=False)
+    if offsets[-1] > np.iinfo(np.int32).max:
+        return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values))
+    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(values))
+
+
+def _payload_to_arrow(name: str, value: Any) -> pa.Array | pa.ChunkedArray:
+    if isinstance(value, (pa.Array, pa.ChunkedArray)):
+        if not (_is_tensor_type(value.type) or _is_list_float_type(value.type)):
+            raise TableError(
+                f"payload {name!r}: Arrow type {value.type} is not a payload type "
+                f"(fixed_shape_tensor or list<float>)")
+        return value
+    if isinstance(value, np.ndarray) and value.dtype.kind != "O":
+        return _tensor_array(value, name)
+    if isinstance(value, (list, tuple, np.ndarray)):
+        items = list(value)
+        if items and all(np.ndim(a) > 1 for a in items):
+            shapes = {np.shape(a) for a in items}
+            if len(shapes) != 1:
+                raise TableError(f"payload {name!r}: items have different shapes {sorted(shapes)[:_SHOW]}; "
+                                 f"only 1-D items may have different lengths")
+            return _tensor_array(np.stack(items), name)
+        return _ragged_array(items, name)
+    raise TableError(f"payload {name!r}: expected an ndarray (N, *shape) or a list of 1-D arrays, "
+                     f"got {type(value).__name__}")
+
+
+def _part_sizes(count: np.ndarray, rates: np.ndarray) -> np.ndarray:
+    """Largest-remainder sizes, vectorized over ``count`` (shape (M,)) -> (M, k) int64."""
+    q = count[:, None].astype(np.float64) * rates[None, :]
+    n = np.floor(q + _TOL).astype(np.int64)
+    frac = np.round(np.maximum(q - n, 0.0), 9)
+    left = count - n.sum(axis=1)
+    order = np.argsort(-frac, axis=1, kind="stable")  # ties -> lower part index
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.arange(rates.size)[None, :].repeat(len(count), axis=0), axis=1)
+    n += rank < left[:, None]
+    return n
+
+
+def _check_rates(rates: Sequence[float]) -> np.ndarray:
+    try:
+        r = np.asarray(rates, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TableError(f"rates must be a sequence of positive floats summing to 1, got {rates!r}") from None
+    if r.ndim != 1 or r.size < 1 or not np.all(np.isfinite(r)) or np.any(r <= 0) or abs(r.sum() - 1.0) > _TOL:
+        raise TableError(f"rates must be one or more positive floats summing to 1, got {list(np.atleast_1d(r))}")
+    return r
+
+
+def _atomic_write(path: str | os.PathLike, write) -> None:
+    """Write via ``write(fileobj)`` to a temp file next to ``path``, fsync, then os.replace onto ``path``."""
+    path = Path(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    try:  # make the rename durable; best effort (not supported everywhere)
+        dfd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
+
+
+def _write_ipc(table: pa.Table, sink) -> None:
+    with pa.ipc.new_file(sink, table.schema) as writer:
+        writer.write_table(table)
+
+
+def _write_parquet(table: pa.Table, sink) -> None:
+    import pyarrow.parquet as pq
+
+    # keep Arrow's list child name ("item") so the schema round-trips exactly
+    pq.write_table(table, sink, use_compliant_nested_type=False)
+
+
+# --------------------------------------------------------------------------------------------------------------
+# the table
+# --------------------------------------------------------------------------------------------------------------
+class SampleTable:
+    """An immutable, Arrow-backed table of samples (one row per sample).
+
+    Parameters
+    ----------
+    table : pyarrow.Table
+        The table to wrap (not copied).
+    validate : bool, default True
+        Run :meth:`validate` on it.
+
+    Raises
+    ------
+    TableError
+        If ``validate`` and the table is malformed.
+    """
+
+    __slots__ = ("_table",)
+
+    def __init__(self, table: pa.Table, *, validate: bool = True):
+        if isinstance(table, pa.RecordBatch):
+            table = pa.Table.from_batches([table])
+        if not isinstance(table, pa.Table):
+            raise TableError(f"SampleTable wraps a pyarrow.Table, got {type(table).__name__}")
+        self._table = table
+        if validate:
+            self.validate()
+
+    # ---------------------------------------------------------------------------------------------- construction
+    @classmethod
+    def from_arrays(
+        cls,
+        *,
+        subject: Any,
+        payloads: dict[str, Any],
+        sample_id: Any = None,
+        attributes: dict[str, Any] | None = None,
+        metadata: dict | None = None,
+    ) -> SampleTable:
+        """Build a validated table from numpy data.
+
+        Parameters
+        ----------
+        subject : array-like of str (or int, formatted as str), or a single str for all samples
+            Subject of each sample.
+        payloads : dict
+            ``name -> ndarray (N, *shape)`` (stored as fixed_shape_tensor, dtype kept, zero-copy when
+            C-contiguous), or ``name -> list of 1-D arrays`` (variable length, stored as list<float32>).
+            A list of equal-shape arrays with more than one dimension is stacked into a tensor.
+        sample_id : array-like of str, optional
+            Defaults to ``f"{i:0{width}d}"`` with ``width = len(str(N - 1))``.
+        attributes : dict, optional
+            ``name -> 1-D array-like``, stored as ``attr.<name>``.
+        metadata : dict, optional
+            JSON-serializable metadata (stored under ``b"bioanon"``).
+
+        Returns
+        -------
+        SampleTable
+        """
+        payload_arrays = {name: _payload_to_arrow(name, value) for name, value in payloads.items()}
+        n: int | None = None
+        if not isinstance(subject, str):
+            subj = _as_string_array(subject, "subject")
+            n = len(subj)
+        for name, arr in payload_arrays.items():
+            if n is None:
+                n = len(arr)
+            elif len(arr) != n:
+                raise TableError(f"payload {name!r} has {len(arr)} samples, expected {n} (length of subject)")
+        if isinstance(subject, str):
+            if n is None:
+                raise TableError("subject is a single string and there are no payloads to tell the row count")
+            subj = pa.array([subject] * n, type=pa.string())
+        assert n is not None
+        if sample_id is None:
+            width = len(str(n - 1)) if n > 0 else 1
+            sid = pa.array(np.char.zfill(np.arange(n).astype(str), width) if n else [], type=pa.string())
+        else:
+            sid = _as_string_array(sample_id, "sample_id")
+            if len(sid) != n:
+                raise TableError(f"sample_id has {len(sid)} entries, expected {n}")
+        columns: dict[str, Any] = {SAMPLE_ID: sid, SUBJECT: subj}
+        for name, values in (attributes or {}).items():
+            col = _attr_col(name)
+            columns[col] = cls._attribute_array(col, values, n)
+        for name, arr in payload_arrays.items():
+            if name in columns or name in _RESERVED or name.startswith(ATTR_PREFIX):
+                raise TableError(f"payload name {name!r} is reserved or used twice")
+            columns[name] = arr
+        table = pa.table(columns)
+        table = table.replace_schema_metadata({METADATA_KEY: _dump_meta(dict(metadata or {}))})
+        return cls(table, validate=True)
+
+    @classmethod
+    def from_arrow(cls, table: pa.Table | pa.RecordBatch) -> SampleTable:
+        """Wrap and validate an Arrow table or record batch.
+
+        Parameters
+        ----------
+        table : pyarrow.Table or pyarrow.RecordBatch
+
+        Returns
+        -------
+        SampleTable
+        """
+        return cls(table, validate=True)
+
+    @staticmethod
+    def _attribute_array(col: str, values: Any, n: int) -> pa.Array:
+        try:
+            if isinstance(values, pa.ChunkedArray):
+                arr = values.combine_chunks()
+            elif isinstance(values, pa.Array):
+                arr = values
+            else:
+                np_values = np.asarray(values) if not isinstance(values, (list, tuple)) else None
+                if np_values is not None and np_values.ndim != 1:
+                    raise TableError(f"attribute {col!r} must be one-dimensional, got shape {np_values.shape}")
+                arr = pa.array(values)
+        except pa.ArrowException as e:
+            raise TableError(f"attribute {col!r}: cannot convert values to Arrow: {e}") from None
+        if pa.types.is_nested(arr.type) or isinstance(arr.type, pa.ExtensionType):
+            raise TableError(f"attribute {col!r} must be a scalar type, got {arr.type}")
+        if len(arr) != n:
+            raise TableError(f"attribute {col!r} has {len(arr)} values, expected {n}")
+        return arr
+
+    # ---------------------------------------------------------------------------------------------- basic access
+    @property
+    def arrow(self) -> pa.Table:
+        """pyarrow.Table: the wrapped table."""
+        return self._table
+
+    @property
+    def schema(self) -> pa.Schema:
+        """pyarrow.Schema: the table's schema (including the metadata)."""
+        return self._table.schema
+
+    @property
+    def num_rows(self) -> int:
+        """int: number of samples."""
+        return self._table.num_rows
+
+    def __len__(self) -> int:
+        """Number of samples."""
+        return self._table.num_rows
+
+    def __repr__(self) -> str:
+        """Short summary: rows, subjects, payloads with shapes, attributes."""
+        pays = []
+        for name in self.payload_names:
+            t = self._table.schema.field(name).type
+            if _is_tensor_type(t):
+                pays.append(f"{name} {_np_dtype(t.value_type)}{list(t.shape)}")
+            else:
+                pays.append(f"{name} list<{_np_dtype(t.value_type)}>")
+        try:
+            subjects = str(self.num_subjects)
+        except Exception:  # pragma: no cover - repr must not fail on a malformed table
+            subjects = "?"
+        return (f"SampleTable({self.num_rows} rows, {subjects} subjects; payloads: {', '.join(pays) or '-'}; "
+                f"attributes: {', '.join(self.attribute_names) or '-'})")
+
+    def _column(self, name: str) -> pa.ChunkedArray:
+        return self._table.column(name)
+
+    @property
+    def sample_ids(self) -> np.ndarray:
+        """numpy.ndarray of str (object dtype): the sample ids in row order."""
+        return self._column(SAMPLE_ID).to_numpy()
+
+    @property
+    def subjects(self) -> np.ndarray:
+        """numpy.ndarray of str (object dtype): the subject of each row."""
+        return self._column(SUBJECT).to_numpy()
+
+    @property
+    def subject_names(self) -> list[str]:
+        """list of str: the distinct subjects, sorted."""
+        uniq = pc.unique(self._column(SUBJECT))
+        return pc.take(uniq, pc.sort_indices(uniq)).to_pylist()
+
+    @property
+    def num_subjects(self) -> int:
+        """int: number of distinct subjects."""
+        return len(pc.unique(self._column(SUBJECT)))
+
+    @property
+    def payload_names(self) -> list[str]:
+        """list of str: payload column names, in column order."""
+        return [f.name for f in self._table.schema if _is_payload_field(f)]
+
+    @property
+    def attribute_names(self) -> list[str]:
+        """list of str: attribute names without the ``attr.`` prefix, in column order."""
+        return [n[len(ATTR_PREFIX):] for n in self._table.schema.names if n.startswith(ATTR_PREFIX)]
+
+    def _require_payload(self, name: str) -> pa.Field:
+        idx = self._table.schema.get_field_index(name)
+        if idx < 0 or not _is_payload_field(self._table.schema.field(idx)):
+            raise TableError(f"no payload column {name!r}; available: {self.payload_names}")
+        return self._table.schema.field(idx)
+
+    def payload(self, name: str) -> np.ndarray | list[np.ndarray]:
+        """A payload column as numpy.
+
+        Zero-copy when the column has a single chunk (e.g. a fresh or loaded table, or a slice of one);
+        a multi-chunk column (e.g. after :meth:`concat`) is combined into one copy first. Arrays backed by
+        Arrow memory are read-only.
+
+        Parameters
+        ----------
+        name : str
+            Payload column name.
+
+        Returns
+        -------
+        numpy.ndarray or list of numpy.ndarray
+            ``(N, *shape)`` for a fixed-shape payload; for a list<float> payload a list of N 1-D arrays,
+            each a zero-copy view of the flat values.
+
+        Raises
+        ------
+        TableError
+            If there is no such payload, or it has null entries.
+        """
+        field = self._require_payload(name)
+        col = self._column(name)
+        if col.null_count:
+            bad = self._rows_to_ids(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False)))
+            raise TableError(f"payload {name!r} has {col.null_count} null entries, e.g. samples {bad}")
+        chunk = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
+        if isinstance(chunk, pa.ChunkedArray):  # pragma: no cover - pyarrow < 15 returns ChunkedArray
+            chunk = chunk.combine_chunks()
+        if _is_tensor_type(field.type):
+            return self._tensor_numpy(name, chunk)
+        return self._list_numpy(name, chunk)
+
+    @staticmethod
+    def _flat_values(name: str, chunk: pa.Array) -> tuple[np.ndarray, Any]:
+        """Numpy view of a tensor chunk's values as (len, size) plus the type."""
+        t = chunk.type
+        size = int(np.prod(t.shape))
+        storage = chunk.storage
+        vals = storage.values.slice(storage.offset * size, len(storage) * size)
+        if vals.null_count:
+            raise TableError(f"payload {name!r} has null values inside its tensors")
+        try:
+            flat = vals.to_numpy(zero_copy_only=True)
+        except pa.ArrowInvalid:  # e.g. bool values are bit-packed
+            flat = vals.to_numpy(zero_copy_only=False)
+        return flat.reshape(len(storage), size), t
+
+    def _tensor_numpy(self, name: str, chunk: pa.Array) -> np.ndarray:
+        t = chunk.type
+        perm = t.permutation
+        if perm is not None and list(perm) != list(range(len(perm))):
+            return chunk.to_numpy_ndarray()
+        flat, _ = self._flat_values(name, chunk)
+        return flat.reshape((len(chunk), *t.shape))
+
+    @staticmethod
+    def _list_numpy(name: str, chunk: pa.Array) -> list[np.ndarray]:
+        offsets = chunk.offsets.to_numpy()
+        vals = chunk.values
+        if vals.null_count:
+            raise TableError(f"payload {name!r} has null values inside its lists")
+        flat = vals.to_numpy(zero_copy_only=True)
+        start = int(offsets[0]) if len(offsets) else 0
+        return np.split(flat[start:int(offsets[-1])] if len(offsets) else flat[:0], offsets[1:-1] - start) \
+            if len(chunk) else []
+
+    def payload_shape(self, name: str) -> tuple[int | None, ...]:
+        """Per-sample shape of a payload: ``(H, W, C)`` etc.; ``(None,)`` for a variable-length payload.
+
+        Parameters
+        ----------
+        name : str
+
+        Returns
+        -------
+        tuple
+        """
+        t = self._require_payload(name).type
+        return tuple(int(s) for s in t.shape) if _is_tensor_type(t) else (None,)
+
+    def attribute(self, name: str) -> np.ndarray:
+        """An attribute column as numpy (copy if needed; nulls become NaN/None as pyarrow converts them).
+
+        Parameters
+        ----------
+        name : str
+            Attribute name without the ``attr.`` prefix (a name already starting with ``attr.`` is used as is).
+
+        Returns
+        -------
+        numpy.ndarray
+        """
+        col = _attr_col(name)
+        if col not in self._table.schema.names:
+            raise TableError(f"no attribute column {col!r}; available: {self.attribute_names}")
+        return self._column(col).to_numpy()
+
+    # -------------------------------------------------------------------------------------------------- metadata
+    @property
+    def metadata(self) -> dict:
+        """dict: a copy of the JSON metadata (``{}`` when absent)."""
+        raw = (self._table.schema.metadata or {}).get(METADATA_KEY)
+        if raw is None:
+            return {}
+        try:
+            meta = json.loads(raw)
+        except ValueError as e:
+            raise TableError(f"schema metadata {METADATA_KEY!r} is not valid JSON: {e}") from None
+        if not isinstance(meta, dict):
+            raise TableError(f"schema metadata {METADATA_KEY!r} must be a JSON object, got {type(meta).__name__}")
+        return meta
+
+    def _with_meta(self, meta: dict) -> SampleTable:
+        schema_meta = dict(self._table.schema.metadata or {})
+        schema_meta[METADATA_KEY] = _dump_meta(meta)
+        return SampleTable(self._table.replace_schema_metadata(schema_meta), validate=False)
+
+    def with_metadata(self, **updates: Any) -> SampleTable:
+        """A table whose metadata is this one's updated with ``updates`` (data shared).
+
+        Returns
+        -------
+        SampleTable
+        """
+        meta = self.metadata
+        meta.update(updates)
+        if "lineage" in updates:
+            _check_lineage(meta["lineage"])
+        return self._with_meta(meta)
+
+    @property
+    def lineage(self) -> list[dict]:
+        """list of dict: the processing steps applied so far (``[]`` when none)."""
+        return list(self.metadata.get("lineage", []))
+
+    def with_lineage_step(self, step: dict) -> SampleTable:
+        """A table with ``step`` appended to the lineage.
+
+        Parameters
+        ----------
+        step : dict
+            Must hold ``"step"`` (the method id, str) and ``"fingerprint"`` (str); other JSON values allowed.
+
+        Returns
+        -------
+        SampleTable
+        """
+        _check_lineage([step])
+        meta = self.metadata
+        meta["lineage"] = list(meta.get("lineage", [])) + [dict(step)]
+        return self._with_meta(meta)
+
+    # ---------------------------------------------------------------------------------------------- new columns
+    def with_payload(self, name: str, array: Any, *, drop: str | None = None) -> SampleTable:
+        """Replace or add a payload column (row order and ids kept); the new column is validated.
+
+        Parameters
+        ----------
+        name : str
+            Payload name; an existing column keeps its position, a new one is appended.
+        array : ndarray (N, *shape), list of 1-D arrays, or Arrow array
+            As in :meth:`from_arrays`; N must equal :attr:`num_rows`.
+        drop : str, optional
+            A payload column to remove at the same time (e.g. ``"audio"`` when adding ``"features"``).
+
+        Returns
+        -------
+        SampleTable
+        """
+        if name in _RESERVED or name.startswith(ATTR_PREFIX):
+            raise TableError(f"{name!r} cannot be a payload name")
+        arr = _payload_to_arrow(name, array)
+        if len(arr) != self.num_rows:
+            raise TableError(f"payload {name!r} has {len(arr)} samples, table has {self.num_rows}")
+        table = self._table
+        if drop is not None and drop != name:
+            self._require_payload(drop)
+            table = table.drop_columns([drop])
+        idx = table.schema.get_field_index(name)
+        field = pa.field(name, arr.type)
+        table = table.set_column(idx, field, arr) if idx >= 0 else table.append_column(field, arr)
+        out = SampleTable(table, validate=False)
+        out._validate_payload_column(name)
+        return out
+
+    def with_attribute(self, name: str, values: Any) -> SampleTable:
+        """Replace or add the attribute column ``attr.<name>``.
+
+        Parameters
+        ----------
+        name : str
+            Attribute name without the prefix.
+        values : array-like
+            N scalar values (nulls allowed).
+
+        Returns
+        -------
+        SampleTable
+        """
+        col = _attr_col(name)
+        arr = self._attribute_array(col, values, self.num_rows)
+        idx = self._table.schema.get_field_index(col)
+        field = pa.field(col, arr.type)
+        table = self._table.set_column(idx, field, arr) if idx >= 0 else self._table.append_column(field, arr)
+        return SampleTable(table, validate=False)
+
+    # ------------------------------------------------------------------------------------------------ validation
+    def _rows_to_ids(self, rows: np.ndarray) -> list:
+        rows = np.asarray(rows)[:_SHOW]
+        return pc.take(self._column(SAMPLE_ID), pa.array(rows, type=pa.int64())).to_pylist()
+
+    def _ids_desc(self, rows: np.ndarray) -> str:
+        return _fmt_list(self._rows_to_ids(rows), len(rows))
+
+    def _check_structure(self) -> None:
+        """Cheap O(columns) checks: required columns, column types, metadata."""
+        schema = self._table.schema
+        names = schema.names
+        dup = sorted({n for n in names if names.count(n) > 1})
+        if dup:
+            raise TableError(f"duplicate column names {dup}")
+        for req in (SAMPLE_ID, SUBJECT):
+            if req not in names:
+                raise TableError(f"missing required column {req!r}; columns: {names}")
+            if not _is_string_type(schema.field(req).type):
+                raise TableError(f"column {req!r} must be string, got {schema.field(req).type}")
+        for field in schema:
+            name, t = field.name, field.type
+            if name in (SAMPLE_ID, SUBJECT):
+                continue
+            if name.startswith(ATTR_PREFIX):
+                if pa.types.is_nested(t) or isinstance(t, pa.ExtensionType):
+                    raise TableError(f"attribute column {name!r} must be a scalar type, got {t}")
+            elif name == SAMPLE_RATE:
+                if not (pa.types.is_integer(t) or pa.types.is_floating(t)):
+                    raise TableError(f"column {SAMPLE_RATE!r} must be numeric, got {t}")
+            elif name in PAYLOAD_SPECS or _is_payload_field(field):
+                self._check_payload_type(name, t)
+            else:
+                raise TableError(
+                    f"column {name!r} of type {t} is neither {SAMPLE_ID!r}, {SUBJECT!r}, {SAMPLE_RATE!r}, an "
+                    f"attribute ('{ATTR_PREFIX}{name}') nor a payload (fixed_shape_tensor or list<float>)")
+        meta = self.metadata
+        if "lineage" in meta:
+            _check_lineage(meta["lineage"])
+        if any(_is_list_float_type(f.type) and f.name == "audio" for f in schema):
+            if "sample_rate" not in meta and SAMPLE_RATE not in names:
+                raise TableError(
+                    "payload 'audio' needs a sample rate: set metadata 'sample_rate' or add a 'sample_rate' column")
+
+    @staticmethod
+    def _check_payload_type(name: str, t: pa.DataType) -> None:
+        if not (_is_tensor_type(t) or _is_list_float_type(t)):
+            want = ""
+            if name in PAYLOAD_SPECS:
+                kind, dtype, _ = PAYLOAD_SPECS[name]
+                want = f"fixed_shape_tensor<{dtype}>" if kind == "tensor" else f"list<{dtype}>"
+            raise TableError(f"payload column {name!r} has wrong Arrow type {t}; expected "
+                             f"{want or 'fixed_shape_tensor or list<float>'}")
+        if name in PAYLOAD_SPECS:
+            kind, dtype, shape = PAYLOAD_SPECS[name]
+            actual_kind = "tensor" if _is_tensor_type(t) else "list"
+            actual_dtype = _np_dtype(t.value_type)
+            actual_shape = tuple(t.shape) if actual_kind == "tensor" else (None,)
+            if actual_kind != kind:
+                want = f"fixed_shape_tensor<{dtype}>" if kind == "tensor" else f"list<{dtype}>"
+                raise TableError(f"payload column {name!r} has wrong Arrow type {_type_desc(t)}; expected {want}")
+            if actual_dtype != dtype:
+                raise TableError(f"payload column {name!r} has dtype {actual_dtype}, expected {dtype}"
+                                 f"{' (use .astype(np.' + str(dtype) + '))' if kind == 'tensor' else ''}")
+            if not _shape_matches(actual_shape, shape):
+                raise TableError(f"payload column {name!r} has per-sample shape {actual_shape}, expected "
+                                 f"{_shape_str(shape)}")
+
+    def _validate_payload_column(self, name: str) -> None:
+        """Type/spec, nulls and finiteness of one payload column."""
+        t = self._table.schema.field(name).type
+        self._check_payload_type(name, t)
+        col = self._column(name)
+        if col.null_count:
+            rows = np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))
+            raise TableError(f"payload column {name!r} has null entries at samples {self._ids_desc(rows)}")
+        if not pa.types.is_floating(t.value_type):
+            return
+        bad_rows: list[np.ndarray] = []
+        start = 0
+        for chunk in col.chunks:
+            if _is_tensor_type(t):
+                flat, _ = self._flat_values(name, chunk)
+                step = max(1, _BLOCK_ELEMS // max(flat.shape[1], 1))
+                for b in range(0, flat.shape[0], step):
+                    ok = np.isfinite(flat[b:b + step]).all(axis=1)
+                    if not ok.all():
+                        bad_rows.append(start + b + np.flatnonzero(~ok))
+            else:
+                vals = chunk.values
+                if vals.null_count:
+                    raise TableError(f"payload column {name!r} has null values inside its lists")
+                offsets = chunk.offsets.to_numpy()
+                if len(chunk):
+                    lo, hi = int(offsets[0]), int(offsets[-1])
+                    flat = vals.to_numpy(zero_copy_only=True)
+                    for b in range(lo, hi, _BLOCK_ELEMS):
+                        part = flat[b:min(b + _BLOCK_ELEMS, hi)]
+                        bad = np.flatnonzero(~np.isfinite(part))
+                        if bad.size:
+                            rows = np.searchsorted(offsets, b + bad, side="right") - 1
+                            bad_rows.append(start + np.unique(rows))
+            start += len(chunk)
+        if bad_rows:
+            rows = np.unique(np.concatenate(bad_rows))
+            raise TableError(f"payload column {name!r} has NaN/inf values in {rows.size} samples: "
+                             f"{self._ids_desc(rows)}")
+
+    def validate(self) -> None:
+        """Check the table; raise :class:`TableError` naming the column and the first offending samples.
+
+        Checks: ``sample_id``/``subject`` present and string; no null or duplicate sample ids; no null subjects;
+        every other column is an ``attr.*`` scalar column, a numeric ``sample_rate`` or a payload
+        (fixed_shape_tensor / list<float>); the well-known payloads match :data:`PAYLOAD_SPECS` (kind, dtype,
+        shape); payloads have no nulls and float payloads no NaN/inf; ``audio`` has a sample rate; the metadata
+        is a JSON object whose ``lineage`` entries have ``step`` and ``fingerprint``. Vectorized.
+        """
+        self._check_structure()
+        sid = self._column(SAMPLE_ID)
+        if sid.null_count:
+            rows = np.flatnonzero(sid.is_null().to_numpy(zero_copy_only=False))
+            raise TableError(f"column {SAMPLE_ID!r} has {sid.null_count} null values at rows "
+                             f"{_fmt_list(rows.tolist())}")
+        counts = pc.value_counts(sid)
+        dup = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
+        if len(dup):
+            raise TableError(f"column {SAMPLE_ID!r} has {len(dup)} duplicate ids: "
+                             f"{_fmt_list(dup.slice(0, _SHOW).to_pylist(), len(dup))}")
+        subj = self._column(SUBJECT)
+        if subj.null_count:
+            rows = np.flatnonzero(subj.is_null().to_numpy(zero_copy_only=False))
+            raise TableError(f"column {SUBJECT!r} has {subj.null_count} null values at samples "
+                             f"{self._ids_desc(rows)}")
+        for name in self.payload_names:
+            self._validate_payload_column(name)
+
+    def validate_payload(self, name: str, *, shape: Sequence[int | None] | None = None,
+                         dtype: Any = None) -> None:
+        """Assert that payload ``name`` exists with the given per-sample shape and dtype.
+
+        Parameters
+        ----------
+        name : str
+        shape : sequence of int or None, optional
+            Expected per-sample shape; ``None`` entries are wildcards. For a variable-length payload the shape
+            is ``(length,)``; a fixed length is checked against every sample.
+        dtype : numpy dtype-like, optional
+            Expected value dtype.
+
+        Raises
+        ------
+        TableError
+        """
+        t = self._require_payload(name).type
+        if dtype is not None and _np_dtype(t.value_type) != np.dtype(dtype):
+            raise TableError(f"payload {name!r} has dtype {_np_dtype(t.value_type)}, expected {np.dtype(dtype)}")
+        if shape is None:
+            return
+        shape = tuple(shape)
+        if _is_tensor_type(t):
+            actual = tuple(int(s) for s in t.shape)
+            if not _shape_matches(actual, shape):
+                raise TableError(f"payload {name!r} has per-sample shape {actual}, expected {_shape_str(shape)}")
+            return
+        if len(shape) != 1:
+            raise TableError(f"payload {name!r} is variable-length (1-D per sample), expected shape "
+                             f"{_shape_str(shape)}")
+        if shape[0] is not None:
+            lengths = pc.list_value_length(self._column(name))
+            lengths = lengths.to_numpy(zero_copy_only=False) if isinstance(lengths, pa.Array) else np.concatenate(
+                [c.to_numpy(zero_copy_only=False) for c in lengths.chunks] or [np.empty(0)])
+            rows = np.flatnonzero(lengths != shape[0])
+            if rows.size:
+                raise TableError(f"payload {name!r}: {rows.size} samples do not have length {shape[0]}, e.g. "
+                                 f"{self._ids_desc(rows)} (lengths {lengths[rows[:_SHOW]].tolist()})")
+
+    # ------------------------------------------------------------------------------------------------ selection
+    def take(self, indices: Any) -> SampleTable:
+        """Rows at ``indices`` (in that order), metadata kept.
+
+        Parameters
+        ----------
+        indices : array-like of int or pyarrow integer array
+            Non-negative row positions.
+
+        Returns
+        -------
+        SampleTable
+        """
+        if not isinstance(indices, (pa.Array, pa.ChunkedArray)):
+            idx = np.asarray(indices)
+            if idx.size == 0:
+                idx = idx.astype(np.int64)
+            if idx.dtype.kind == "b":
+                raise TableError("take() needs integer indices; use filter() for a boolean mask")
+            if idx.ndim != 1 or idx.dtype.kind not in "iu":
+                raise TableError(f"take() needs a 1-D integer array, got dtype {idx.dtype} shape {idx.shape}")
+            if idx.size and (idx.min() < 0 or idx.max() >= self.num_rows):
+                raise TableError(f"take() indices out of range [0, {self.num_rows})")
+            indices = pa.array(idx)
+        try:
+            return SampleTable(self._table.take(indices), validate=False)
+        except (pa.ArrowException, IndexError) as e:
+            raise TableError(f"take() failed: {e}") from None
+
+    def filter(self, mask: Any) -> SampleTable:
+        """Rows where ``mask`` is true (order kept; null mask entries drop the row), metadata kept.
+
+        Parameters
+        ----------
+        mask : numpy bool array or pyarrow boolean array of length N
+
+        Returns
+        -------
+        SampleTable
+        """
+        if not isinstance(mask, (pa.Array, pa.ChunkedArray)):
+            m = np.asarray(mask)
+            if m.dtype != np.bool_ or m.ndim != 1:
+                raise TableError(f"filter() needs a 1-D boolean mask, got dtype {m.dtype} shape {m.shape}")
+            mask = pa.array(m)
+        elif not pa.types.is_boolean(mask.type):
+            raise TableError(f"filter() needs a boolean mask, got Arrow type {mask.type}")
+        if len(mask) != self.num_rows:
+            raise TableError(f"filter() mask has length {len(mask)}, table has {self.num_rows} rows")
+        return SampleTable(self._table.filter(mask), validate=False)
+
+    def select_subjects(self, subjects: Iterable[str]) -> SampleTable:
+        """Rows of the given subjects (row order kept).
+
+        Parameters
+        ----------
+        subjects : iterable of str
+            Each must occur in the table.
+
+        Returns
+        -------
+        SampleTable
+        """
+        wanted = pa.array(list(dict.fromkeys(subjects)), type=pa.string())
+        present = pc.is_in(wanted, value_set=pc.unique(self._column(SUBJECT)))
+        missing = pc.filter(wanted, pc.invert(present)).to_pylist()
+        if missing:
+            raise TableError(f"select_subjects: unknown subjects {_fmt_list(missing)}")
+        return SampleTable(self._table.filter(pc.is_in(self._column(SUBJECT), value_set=wanted)), validate=False)
+
+    @staticmethod
+    def concat(tables: Sequence[SampleTable]) -> SampleTable:
+        """Concatenate tables (chunks are kept, no copy).
+
+        Schemas must agree (same columns and types; column order follows the first table); sample ids must be
+        unique across the tables; metadata other than ``lineage`` must be equal. The result has the first
+        table's metadata; when the lineages differ, the result's lineage is the first table's plus a
+        ``{"step": "concat", "fingerprint": ..., "inputs": [lineage of each table]}`` step.
+
+        Parameters
+        ----------
+        tables : sequence of SampleTable
+
+        Returns
+        -------
+        SampleTable
+        """
+        tables = list(tables)
+        if not tables:
+            raise TableError("concat() needs at least one table")
+        first = tables[0]
+        ref = first.schema
+        arrows = []
+        for i, tab in enumerate(tables):
+            s = tab.schema
+            missing = [n for n in ref.names if n not in s.names]
+            extra = [n for n in s.names if n not in ref.names]
+            if missing or extra:
+                col = (missing or extra)[0]
+                raise TableError(f"concat: table {i} {'lacks' if missing else 'has extra'} column {col!r}")
+            for f in ref:
+                if s.field(f.name).type != f.type:
+                    raise TableError(f"concat: column {f.name!r} has type {_type_desc(s.field(f.name).type)} in "
+                                     f"table {i} but {_type_desc(f.type)} in table 0")
+            arrows.append(tab.arrow.select(ref.names).replace_schema_metadata(ref.metadata))
+        meta0 = first.metadata
+        lineages = [t.lineage for t in tables]
+        base0 = {k: v for k, v in meta0.items() if k != "lineage"}
+        for i, tab in enumerate(tables[1:], 1):
+            base = {k: v for k, v in tab.metadata.items() if k != "lineage"}
+            if base != base0:
+                key = sorted(k for k in set(base) | set(base0) if base.get(k) != base0.get(k))[0]
+                raise TableError(f"concat: metadata {key!r} differs between table 0 and table {i}")
+        out = SampleTable(pa.concat_tables(arrows), validate=False)
+        sid = out._column(SAMPLE_ID)
+        counts = pc.value_counts(sid)
+        dup = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
+        if len(dup):
+            raise TableError(f"concat: {len(dup)} sample ids occur in more than one table: "
+                             f"{_fmt_list(dup.slice(0, _SHOW).to_pylist(), len(dup))}")
+        if any(lin != lineages[0] for lin in lineages[1:]):
+            import hashlib
+
+            fp = hashlib.sha256(_dump_meta({"inputs": lineages})).hexdigest()
+            meta0["lineage"] = lineages[0] + [{"step": "concat", "fingerprint": fp, "inputs": lineages}]
+            out = out._with_meta(meta0)
+        return out
+
+    # ---------------------------------------------------------------------------------------------------- splits
+    def _subject_codes(self) -> tuple[pa.Array, np.ndarray]:
+        """(sorted unique subjects, code of each row into them)."""
+        subj = self._column(SUBJECT)
+        if subj.null_count:
+            raise TableError(f"column {SUBJECT!r} has null values; cannot split")
+        uniq = pc.unique(subj)
+        uniq = pc.take(uniq, pc.sort_indices(uniq))
+        codes = pc.index_in(subj, value_set=uniq)
+        codes = np.concatenate([c.to_numpy(zero_copy_only=False) for c in codes.chunks]) if codes.num_chunks \
+            else np.empty(0, dtype=np.int32)
+        return uniq, codes.astype(np.int64, copy=False)
+
+    def _parts_from_row_part(self, row_part: np.ndarray, k: int) -> list[SampleTable]:
+        return [SampleTable(self._table.filter(pa.array(row_part == i)), validate=False) for i in range(k)]
+
+    def split_subjects(self, rates: Sequence[float], seed: int) -> list[SampleTable]:
+        """Split into subject-disjoint parts.
+
+        The S distinct subjects are sorted (so the result does not depend on row order), permuted with
+        ``numpy.random.default_rng(seed)``, and cut into consecutive groups whose sizes follow the
+        largest-remainder (Hamilton) rule: with ``q_i = rates[i] * S``, part i first gets ``floor(q_i)``
+        subjects; the ``S - sum(floor(q_i))`` remaining subjects go one each to the parts with the largest
+        remainders ``q_i - floor(q_i)``, ties going to the lower part index. (In float64, ``q_i`` within 1e-9
+        of an integer counts as that integer and remainders are compared rounded to 9 decimals.) Rows keep
+        their relative order in each part; metadata is kept.
+
+        Parameters
+        ----------
+        rates : sequence of float
+            One or more positive shares summing to 1 (±1e-9).
+        seed : int
+            Seed of the permutation.
+
+        Returns
+        -------
+        list of SampleTable
+            One table per rate.
+
+        Raises
+        ------
+        TableError
+            For invalid rates, or if a part would get no subject.
+        """
+        r = _check_rates(rates)
+        uniq, codes = self._subject_codes()
+        s = len(uniq)
+        sizes = _part_sizes(np.array([s]), r)[0]
+        empty = np.flatnonzero(sizes == 0)
+        if empty.size:
+            raise TableError(f"split rates {r.tolist()} over {s} subjects leave part {int(empty[0])} empty")
+        perm = np.random.default_rng(seed).permutation(s)
+        part_of_subject = np.empty(s, dtype=np.int64)
+        part_of_subject[perm] = np.repeat(np.arange(r.size), sizes)
+        return self._parts_from_row_part(part_of_subject[codes], r.size)
+
+    def split_within_subjects(self, rates: Sequence[float], seed: int, *,
+                              min_per_part: int = 1) -> list[SampleTable]:
+        """Split every subject's samples into parts (each part holds all subjects when counts allow).
+
+        Every sample gets a random key: the samples sorted by sample_id (so the result does not depend on row
+        order) receive ``numpy.random.default_rng(seed).permutation(N)``. A subject's samples, ordered by key,
+        are its shuffle: a subject with c samples gives its first ``n_0`` shuffled samples to part 0, the next
+        ``n_1`` to part 1, ..., where the sizes follow the same largest-remainder rule as :meth:`split_subjects`
+        applied to c. Rows keep their relative order in each part.
+
+        Parameters
+        ----------
+        rates : sequence of float
+            One or more positive shares summing to 1 (±1e-9).
+        seed : int
+        min_per_part : int, default 1
+            Every subject must get at least this many samples in every part.
+
+        Returns
+        -------
+        list of SampleTable
+
+        Raises
+        ------
+        TableError
+            For invalid rates, or naming the subjects (and their sample counts) that would get fewer than
+            ``min_per_part`` samples in some part.
+        """
+        r = _check_rates(rates)
+        if min_per_part < 0:
+            raise TableError(f"min_per_part must be >= 0, got {min_per_part}")
+        uniq, codes = self._subject_codes()
+        n = len(codes)
+        counts = np.bincount(codes, minlength=len(uniq))
+        sizes = _part_sizes(counts, r)  # (S, k)
+        short = np.flatnonzero((sizes < min_per_part).any(axis=1))
+        if short.size:
+            names = pc.take(uniq, pa.array(short[:_SHOW])).to_pylist()
+            desc = ", ".join(f"{nm!r} ({int(counts[i])} samples)" for nm, i in zip(names, short[:_SHOW]))
+            raise TableError(f"split rates {r.tolist()} with min_per_part={min_per_part}: {short.size} subjects "
+                             f"have too few samples: {desc}{', ...' if short.size > _SHOW else ''}")
+        # canonical order (by sample_id) -> one random key per sample, independent of the row order
+        canon = pc.sort_indices(self._column(SAMPLE_ID)).to_numpy()
+        row_key = np.empty(n, dtype=np.int64)
+        row_key[canon] = np.random.default_rng(seed).permutation(n)
+        shuffled = np.argsort(codes * n + row_key)  # by subject, then random key (all keys distinct)
+        sub = codes[shuffled]
+        starts = np.zeros(len(uniq), dtype=np.int64)
+        np.cumsum(counts[:-1], out=starts[1:])
+        rank = np.arange(n, dtype=np.int64) - starts[sub]
+        cuts = np.cumsum(sizes, axis=1)  # (S, k): end of each part
+        part = np.zeros(n, dtype=np.int64)
+        for i in range(r.size - 1):  # loop over parts (few), not subjects
+            part += rank >= cuts[sub, i]
+        row_part = np.empty(n, dtype=np.int64)
+        row_part[shuffled] = part
+        return self._parts_from_row_part(row_part, r.size)
+
+    # -------------------------------------------------------------------------------------------------- batches
+    def iter_batches(self, batch_size: int = 65536) -> Iterator[SampleTable]:
+        """Consecutive zero-copy slices of at most ``batch_size`` rows.
+
+        Parameters
+        ----------
+        batch_size : int, default 65536
+
+        Yields
+        ------
+        SampleTable
+        """
+        if int(batch_size) < 1:
+            raise TableError(f"batch_size must be >= 1, got {batch_size}")
+        for off in range(0, self.num_rows, int(batch_size)):
+            yield SampleTable(self._table.slice(off, int(batch_size)), validate=False)
+
+    # ------------------------------------------------------------------------------------------------------- I/O
+    def save(self, path: str | os.PathLike) -> None:
+        """Write an Arrow IPC file atomically (temp file in the same directory, fsync, os.replace).
+
+        Parameters
+        ----------
+        path : str or path-like
+        """
+        _atomic_write(path, lambda f: _write_ipc(self._table, f))
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, *, memory_map: bool = True, validate: bool = False) -> SampleTable:
+        """Read a table written by :meth:`save`.
+
+        Parameters
+        ----------
+        path : str or path-like
+        memory_map : bool, default True
+            Memory-map the file: payloads are then zero-copy views of the mapped file.
+        validate : bool, default False
+            Run the full :meth:`validate` (the cheap structural checks always run).
+
+        Returns
+        -------
+        SampleTable
+
+        Raises
+        ------
+        TableError
+            Naming the path, if it is missing, not an Arrow IPC file, truncated, or not a sample table.
+        """
+        path = os.fspath(path)
+        if not os.path.isfile(path):
+            raise TableError(f"cannot load sample table {path!r}: no such file")
+        try:
+            with pa.memory_map(path, "r") if memory_map else pa.OSFile(path, "rb") as source:
+                with pa.ipc.open_file(source) as reader:
+                    table = reader.read_all()
+            table.validate()
+        except (pa.ArrowException, OSError) as e:
+            raise TableError(f"cannot load sample table {path!r}: not a valid Arrow IPC file "
+                             f"(truncated or corrupt?): {e}") from None
+        return cls._checked(table, path, validate)
+
+    @classmethod
+    def _checked(cls, table: pa.Table, path: str, validate: bool) -> SampleTable:
+        out = cls(table, validate=False)
+        try:
+            out.validate() if validate else out._check_structure()
+        except TableError as e:
+            raise TableError(f"{path!r}: {e}") from None
+        return out
+
+    def to_parquet(self, path: str | os.PathLike) -> None:
+        """Write a Parquet file atomically (extension types and metadata are kept via the Arrow schema).
+
+        Parameters
+        ----------
+        path : str or path-like
+        """
+        _atomic_write(path, lambda f: _write_parquet(self._table, f))
+
+    @classmethod
+    def from_parquet(cls, path: str | os.PathLike, *, validate: bool = True) -> SampleTable:
+        """Read a Parquet file written by :meth:`to_parquet` (or any Parquet file with the sample-table layout).
+
+        Parameters
+        ----------
+        path : str or path-like
+        validate : bool, default True
+            Run the full :meth:`validate` (the structural checks always run).
+
+        Returns
+        -------
+        SampleTable
+        """
+        import pyarrow.parquet as pq
+
+        path = os.fspath(path)
+        if not os.path.isfile(path):
+            raise TableError(f"cannot read Parquet sample table {path!r}: no such file")
+        try:
+            table = pq.read_table(path)
+        except (pa.ArrowException, OSError) as e:
+            raise TableError(f"cannot read Parquet sample table {path!r}: {e}") from None
+        return cls._checked(table, path, validate)
+
+
+def _shape_str(shape: Sequence[int | None]) -> str:
+    return "(" + ", ".join("*" if s is None else str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def _check_lineage(lineage: Any) -> None:
+    if not isinstance(lineage, list):
+        raise TableError(f"metadata 'lineage' must be a list of steps, got {type(lineage).__name__}")
+    for i, step in enumerate(lineage):
+        if not isinstance(step, dict) or not isinstance(step.get("step"), str) \
+                or not isinstance(step.get("fingerprint"), str):
+            raise TableError(f"lineage step {i} must be a dict with str 'step' and 'fingerprint', got {step!r}")
