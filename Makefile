@@ -1,0 +1,37 @@
+# Two commands do everything on a fresh machine (Python 3.11 with venv):
+#   make demo   create .venv, install torch, the core and all four plugins, run the main job
+#   make test   the same set-up, then the whole test suite (incl. the plugin template's tests)
+# Both are idempotent: the set-up reruns only when a pyproject.toml changed.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.bioanon-setup
+PIP    := $(BIN)/python -m pip --disable-pip-version-check
+PLUGINS := plugins/face plugins/gait plugins/voice plugins/motion
+TORCH  := torch==2.14.1 torchvision==0.29.1
+
+.PHONY: setup demo test plugin-template clean
+
+$(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	@# torch first, pinned, so nothing later resolves a different build
+	$(PIP) install -q $(TORCH)
+	$(PIP) install -q -e '.[test]' $(addprefix -e ,$(PLUGINS))
+	@touch $(STAMP)
+
+setup: $(STAMP)
+
+demo: setup
+	$(BIN)/bioanon plugins
+	$(BIN)/bioanon methods
+
+plugin-template: setup
+	$(PIP) install -q -e examples/plugin-template
+
+test: setup plugin-template
+	BIOANON_STRICT_PLUGINS=1 $(BIN)/python -m pytest tests examples/plugin-template/tests
+
+clean:
+	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -1,0 +1,19 @@
+"""Registers the plugin's methods. Keep this module light: import heavy libraries inside methods."""
+
+from __future__ import annotations
+
+import bioanon
+
+
+@bioanon.hookimpl
+def register_anonymizers(register):
+    from .methods import Quantize
+
+    register(Quantize)
+
+
+@bioanon.hookimpl
+def register_recognizers(register):
+    from .methods import NearestNeighbour
+
+    register(NearestNeighbour)

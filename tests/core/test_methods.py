@@ -1,0 +1,120 @@
+"""Typed, validated method parameters and the method contract."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+import attrs
+import numpy as np
+import pytest
+
+import bioanon
+from bioanon import Anonymizer, ParameterError, fitted, param
+from bioanon.methods import parse_param_text
+
+
+@attrs.define(kw_only=True)
+class Demo(Anonymizer):
+    """A demo anonymizer with one parameter of every supported type."""
+
+    id: ClassVar[str] = "any.demo"
+    payloads: ClassVar[tuple[str, ...]] = ("features",)
+
+    rate: float = param(0.5, help="a rate", low=0.0, high=1.0)
+    count: int = param(3, help="a count", low=1)
+    flag: bool = param(False, help="a flag")
+    mode: Literal["a", "b"] = param("a", help="a mode")
+    name: str = param("x", help="a name", choices=("x", "y"))
+    sizes: tuple[int, ...] = param((1, 2), help="sizes", low=1)
+    limit: float | None = param(None, help="optional limit", low=0.0, low_inclusive=False)
+    workers: int = param(1, help="threads", low=1, affects_output=False)
+
+    state_: np.ndarray | None = fitted()
+
+    def transform(self, table):
+        return table
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "allowed"),
+    [
+        ("rate", 1.5, r"in \[0, 1\]"),
+        ("rate", "half", "float"),
+        ("rate", float("nan"), "float"),
+        ("count", 0, r"in \[1, inf\)"),
+        ("count", 2.5, "int"),
+        ("count", True, "int"),
+        ("flag", 1, "bool"),
+        ("mode", "c", "'a' | 'b'"),
+        ("name", "z", "one of 'x', 'y'"),
+        ("sizes", (1, 0), r"in \[1, inf\)"),
+        ("sizes", (1, "a"), r"tuple\[int, ...\]"),
+        ("limit", 0.0, r"in \(0, inf\)"),
+    ],
+)
+def test_invalid_parameter_names_method_param_value_and_allowed(name, value, allowed):
+    with pytest.raises(ParameterError, match=rf"any\.demo: parameter '{name}' = .* is invalid; allowed: .*{allowed}"):
+        Demo(**{name: value})
+
+
+def test_coercions_are_lossless():
+    d = Demo(rate=1, sizes=[3, 4], limit=2, count=np.int64(5))
+    assert d.rate == 1.0 and isinstance(d.rate, float)
+    assert d.sizes == (3, 4) and d.limit == 2.0 and type(d.count) is int
+
+
+def test_get_with_params_and_unfitted_copy():
+    d = Demo(rate=0.2)
+    d.state_ = np.ones(3)
+    e = d.with_params(count=7)
+    assert e.get_params() == {**d.get_params(), "count": 7}
+    assert e.state_ is None, "with_params must return an unfitted copy"
+    with pytest.raises(ParameterError, match="'rat'.*did you mean 'rate'"):
+        d.with_params(rat=0.1)
+    with pytest.raises(ParameterError, match="'count'"):
+        d.with_params(count=-1)
+
+
+def test_fingerprint_covers_params_but_not_runtime_options():
+    base = Demo()
+    assert base.fingerprint() == Demo().fingerprint()
+    assert base.fingerprint() != Demo(rate=0.25).fingerprint()
+    assert base.fingerprint() != Demo(sizes=(1, 3)).fingerprint()
+    assert base.fingerprint() == Demo(workers=4).fingerprint()
+    assert Demo(rate=1).fingerprint() == Demo(rate=1.0).fingerprint()
+
+
+def test_describe():
+    d = Demo.describe()
+    assert d["id"] == "any.demo" and d["kind"] == "anonymizer"
+    specs = {p["name"]: p for p in d["params"]}
+    assert specs["rate"]["allowed"] == "in [0, 1]" and specs["rate"]["help"] == "a rate"
+    assert specs["mode"]["type"] == "'a' | 'b'" and specs["limit"]["type"] == "float | None"
+    assert specs["workers"]["affects_output"] is False
+    assert d["summary"].startswith("A demo anonymizer")
+
+
+def test_parse_param_text():
+    assert parse_param_text("32", int) == 32
+    assert parse_param_text("0.9", float) == 0.9
+    assert parse_param_text("true", bool) is True
+    assert parse_param_text("population", float | Literal["population"]) == "population"
+    assert parse_param_text("1,2,3", tuple[int, ...]) == [1, 2, 3]
+    assert parse_param_text("007", str) == "007"
+
+
+def test_get_method_and_unknown_ids():
+    m = bioanon.get_method("any.gaussian_noise", sigma=0.1)
+    assert m.sigma == 0.1
+    with pytest.raises(bioanon.UnknownMethodError, match="did you mean 'any.gaussian_noise'"):
+        bioanon.get_method("any.gausian_noise")
+    with pytest.raises(bioanon.UnknownMethodError, match="unknown dataset method id 'any.identity'"):
+        bioanon.get_registry().get("any.identity", kind="dataset")
+
+
+def test_registry_find_patterns():
+    reg = bioanon.get_registry()
+    assert [e.cls.id for e in reg.find(["any.gauss*"])] == ["any.gaussian_noise"]
+    assert all(e.cls.kind == "dataset" for e in reg.find(kind="dataset"))
+    with pytest.raises(bioanon.UnknownMethodError, match="did you mean 'anonymizer'"):
+        reg.find(kind="anonymiser")
