@@ -1,0 +1,919 @@
+"""Fingerprints and the content-addressed cache of derived tables and small JSON results.
+
+Two halves (DESIGN.md §6, §8):
+
+* **Fingerprints** — :func:`canonical_json` / :func:`fingerprint` hash parameters deterministically
+  (no pickle, no paths, no mtimes), :func:`derive_fingerprint` keys a derived table by its method, version,
+  parameters, inputs and seed, and :func:`table_fingerprint` hashes a table's logical content.
+* **Cache** — :class:`Cache` stores Arrow IPC tables and JSON documents by fingerprint on any
+  ``pyarrow.fs`` filesystem (local directory or object store shared by Dask workers). Writes go to a
+  temporary file in the destination directory and are then renamed, so readers never see half a file; an
+  unreadable entry is moved aside and treated as a miss.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import re
+import threading
+import time
+import uuid
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.fs as pafs
+
+from bioanon.errors import CacheError
+
+__all__ = [
+    "Cache",
+    "CacheInfo",
+    "CacheWarning",
+    "canonical_json",
+    "derive_fingerprint",
+    "fingerprint",
+    "format_bytes",
+    "table_fingerprint",
+]
+
+#: Length (hex characters) of the fingerprints this module produces.
+FINGERPRINT_LENGTH = 32
+_KEY_RE = re.compile(r"[0-9a-f]{16,64}")
+_URI_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
+_RESERVED_KEYS = frozenset({"__ndarray__"})
+#: Keys of the ``b"bioanon"`` schema metadata that describe history, not content (left out of table hashes).
+_HISTORY_KEYS = ("lineage", "fingerprint")
+_CACHEDIR_TAG = (
+    b"Signature: 8a477f597d28d172789f06886806bc55\n"
+    b"# This file is a cache directory tag created by bioanon.\n"
+    b"# For information about cache directory tags see https://bford.info/cachedir/\n"
+)
+
+
+class CacheWarning(UserWarning):
+    """A cache entry was unreadable (moved aside) or a computed result could not be stored."""
+
+
+# --------------------------------------------------------------------------------------------- fingerprints
+
+
+def canonical_json(obj: Any) -> str:
+    """Deterministic JSON text of ``obj`` for fingerprinting.
+
+    Sorted keys, no whitespace, ASCII only. Accepted: ``dict`` (any ``Mapping``) with ``str`` keys, ``list``
+    and ``tuple`` (both encode as a JSON list), ``str``, ``int``, ``bool``, ``None``, finite ``float``
+    (shortest round-trip ``repr``, so ``0.1`` and ``0.1000000001`` differ), numpy scalars (as the equal
+    Python scalar) and numpy arrays (as ``{"__ndarray__": {"dtype", "shape", "sha256"}}`` of their bytes).
+    An integral float encodes as ``1.0`` and an int as ``1``, so the two differ: methods coerce parameters
+    to their declared types before fingerprinting. Paths, NaN/inf, sets and any other type raise
+    :class:`~bioanon.errors.CacheError` naming the offending value's type.
+    """
+    return json.dumps(
+        _canon(obj, set(), "$"), sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=False
+    )
+
+
+def fingerprint(obj: Any) -> str:
+    """The first 32 hex characters of the SHA-256 of :func:`canonical_json` of ``obj``."""
+    return hashlib.sha256(canonical_json(obj).encode("ascii")).hexdigest()[:FINGERPRINT_LENGTH]
+
+
+def derive_fingerprint(
+    *,
+    method_id: str,
+    version: str,
+    params: Mapping[str, Any],
+    inputs: Sequence[str],
+    seed: int | None = None,
+    extra: Mapping[str, Any] | None = None,
+) -> str:
+    """Fingerprint of a derived result: method id and version, parameters, ordered input fingerprints, seed.
+
+    ``params`` must already have defaults applied and output-irrelevant parameters (batch size, device,
+    threads) removed. ``inputs`` is ordered (e.g. ``[table, background]``). ``extra`` holds anything else
+    that changes the output; ``None`` and ``{}`` are the same.
+    """
+    if not isinstance(method_id, str) or not method_id:
+        raise CacheError(f"derive_fingerprint: method_id must be a non-empty str, got {method_id!r}")
+    if not isinstance(version, str):
+        raise CacheError(f"derive_fingerprint: version must be a str, got {type(version).__name__}")
+    if not isinstance(params, Mapping):
+        raise CacheError(f"derive_fingerprint: params must be a mapping, got {type(params).__name__}")
+    if isinstance(inputs, (str, bytes)) or not isinstance(inputs, Sequence):
+        raise CacheError("derive_fingerprint: inputs must be a sequence of fingerprint strings")
+    for i, fp in enumerate(inputs):
+        if not isinstance(fp, str):
+            raise CacheError(f"derive_fingerprint: inputs[{i}] must be a str, got {type(fp).__name__}")
+    if seed is not None and (isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer))):
+        raise CacheError(f"derive_fingerprint: seed must be an int or None, got {type(seed).__name__}")
+    if extra is not None and not isinstance(extra, Mapping):
+        raise CacheError(f"derive_fingerprint: extra must be a mapping or None, got {type(extra).__name__}")
+    return fingerprint(
+        {
+            "fp": "bioanon.derive/1",
+            "method": method_id,
+            "version": version,
+            "params": params,
+            "inputs": list(inputs),
+            "seed": None if seed is None else int(seed),
+            "extra": extra or {},
+        }
+    )
+
+
+def _canon(obj: Any, active: set[int], where: str) -> Any:
+    """Convert ``obj`` to plain JSON-able Python values, refusing anything ambiguous."""
+    if obj is None or isinstance(obj, (bool, np.bool_)):
+        return None if obj is None else bool(obj)
+    if isinstance(obj, (int, np.integer)):
+        return int(obj)
+    if isinstance(obj, (float, np.floating)):
+        value = float(obj)
+        if not math.isfinite(value):
+            raise CacheError(f"cannot fingerprint non-finite float {value!r} at {where}")
+        return value
+    if isinstance(obj, str):
+        return str.__str__(obj)  # a plain str even for str subclasses (e.g. StrEnum)
+    if isinstance(obj, os.PathLike):
+        raise CacheError(
+            f"cannot fingerprint {type(obj).__name__} at {where}: paths must not enter fingerprints "
+            "(fingerprint the data's content instead)"
+        )
+    if isinstance(obj, np.ndarray):
+        return {"__ndarray__": _ndarray_digest(obj, where)}
+    if isinstance(obj, np.generic):  # remaining numpy scalars (datetime64, str_, ...): via their Python value
+        item = obj.item()
+        if isinstance(item, np.generic):
+            raise CacheError(f"cannot fingerprint numpy scalar of dtype {obj.dtype} at {where}")
+        return _canon(item, active, where)
+    if isinstance(obj, (Mapping, list, tuple)):
+        if id(obj) in active:
+            raise CacheError(f"cannot fingerprint a self-referencing container at {where}")
+        active.add(id(obj))
+        try:
+            if isinstance(obj, Mapping):
+                out = {}
+                for k, v in obj.items():
+                    if not isinstance(k, str):
+                        raise CacheError(
+                            f"cannot fingerprint dict key {k!r} of type {type(k).__name__} at {where}: "
+                            "keys must be str"
+                        )
+                    if k in _RESERVED_KEYS:
+                        raise CacheError(f"dict key {k!r} at {where} is reserved for fingerprint encoding")
+                    out[str.__str__(k)] = _canon(v, active, f"{where}.{k}")
+                return out
+            return [_canon(v, active, f"{where}[{i}]") for i, v in enumerate(obj)]
+        finally:
+            active.discard(id(obj))
+    hint = " (use a sorted list)" if isinstance(obj, (set, frozenset)) else ""
+    raise CacheError(f"cannot fingerprint a value of type {type(obj).__module__}.{type(obj).__qualname__} "
+                     f"at {where}{hint}")
+
+
+def _ndarray_digest(arr: np.ndarray, where: str) -> dict[str, Any]:
+    """dtype, shape and SHA-256 of a numpy array's C-order bytes (byte order normalized to little endian)."""
+    dtype = arr.dtype
+    if dtype.hasobject:
+        raise CacheError(f"cannot fingerprint a numpy array of object dtype at {where}")
+    if dtype.fields is None and dtype.kind in "biufcmM" and dtype.itemsize > 1:
+        dtype = dtype.newbyteorder("<")
+        arr = arr.astype(dtype, copy=False)
+    flat = np.ascontiguousarray(arr).reshape(-1)
+    digest = hashlib.sha256(memoryview(flat.view(np.uint8))).hexdigest()
+    dtype_desc = dtype.str if dtype.fields is None else repr(dtype.descr)
+    return {"dtype": dtype_desc, "shape": [int(n) for n in arr.shape], "sha256": digest}
+
+
+# ----------------------------------------------------------------------------------------- table hashing
+
+
+def table_fingerprint(table: Any) -> str:
+    """Content hash (32 hex characters, BLAKE2b) of a table's schema, trait metadata and logical values.
+
+    Accepts a ``pyarrow.Table``, ``pyarrow.RecordBatch`` or anything with an ``.arrow`` table (SampleTable).
+    Independent of chunk layout, slicing offsets, dictionary encoding and the values hidden under nulls;
+    the ``lineage``/``fingerprint`` entries of the ``b"bioanon"`` metadata and foreign ``pandas``/``ARROW:``
+    metadata are left out, so the same data reached by two routes hashes the same. Buffers are hashed in
+    place (no copy of the payload unless a column has nulls or needs decoding).
+    """
+    tbl = _as_table(table, "table_fingerprint")
+    h = hashlib.blake2b(digest_size=FINGERPRINT_LENGTH // 2)
+    h.update(b"bioanon.table/1\0")
+    h.update(canonical_json(_schema_desc(tbl.schema)).encode("ascii"))
+    h.update(tbl.num_rows.to_bytes(8, "little"))
+    for i in range(tbl.num_columns):
+        column = tbl.column(i)
+        chunks = column.chunks if column.num_chunks else [column.combine_chunks()]
+        stream = _Stream()
+        for chunk in chunks:
+            stream.feed(chunk, tbl.schema.field(i).name)
+        h.update(stream.digest())
+    return h.hexdigest()
+
+
+def _as_table(obj: Any, what: str) -> pa.Table:
+    """Unwrap a SampleTable / RecordBatch into a ``pyarrow.Table``."""
+    inner = getattr(obj, "arrow", None)
+    if isinstance(inner, pa.Table):
+        return inner
+    if isinstance(obj, pa.Table):
+        return obj
+    if isinstance(obj, pa.RecordBatch):
+        return pa.Table.from_batches([obj])
+    raise CacheError(f"{what}: expected a pyarrow.Table, RecordBatch or SampleTable, got {type(obj).__name__}")
+
+
+def _latin1(b: bytes | str) -> str:
+    return b if isinstance(b, str) else b.decode("latin-1")
+
+
+def _type_desc(t: pa.DataType) -> Any:
+    """A JSON-able, canonical description of an Arrow type."""
+    if isinstance(t, pa.FixedShapeTensorType):
+        perm = t.permutation
+        if perm is not None and list(perm) == list(range(len(t.shape))):
+            perm = None  # identity permutation given explicitly == not given
+        return {
+            "extension": t.extension_name,
+            "value_type": _type_desc(t.value_type),
+            "shape": [int(n) for n in t.shape],
+            "dim_names": None if t.dim_names is None else list(t.dim_names),
+            "permutation": None if perm is None else [int(p) for p in perm],
+        }
+    if isinstance(t, pa.BaseExtensionType):
+        desc = {"extension": t.extension_name, "storage": _type_desc(t.storage_type), "str": str(t)}
+        serialize = getattr(t, "__arrow_ext_serialize__", None)
+        if serialize is not None:
+            desc["serialized"] = bytes(serialize()).hex()
+        return desc
+    return str(t)
+
+
+def _metadata_desc(metadata: Mapping[bytes, bytes] | None) -> dict[str, str]:
+    return {_latin1(k): _latin1(v) for k, v in (metadata or {}).items()}
+
+
+def _schema_desc(schema: pa.Schema) -> dict[str, Any]:
+    fields = [
+        {"name": f.name, "type": _type_desc(f.type), "nullable": f.nullable, "metadata": _metadata_desc(f.metadata)}
+        for f in schema
+    ]
+    meta: dict[str, Any] = {}
+    for k, v in (schema.metadata or {}).items():
+        if k == b"pandas" or k.startswith(b"ARROW:"):
+            continue
+        if k == b"bioanon":
+            try:
+                doc = json.loads(v)
+                if isinstance(doc, dict):
+                    doc = {dk: dv for dk, dv in doc.items() if dk not in _HISTORY_KEYS}
+                meta["bioanon"] = {"json": canonical_json(doc)}
+                continue
+            except (ValueError, CacheError):
+                pass  # not canonicalizable: hash the raw bytes below
+        meta[_latin1(k)] = _latin1(v)
+    return {"fields": fields, "metadata": meta}
+
+
+_BINARY_OFFSET_DTYPES = {
+    pa.types.is_string: np.int32,
+    pa.types.is_binary: np.int32,
+    pa.types.is_large_string: np.int64,
+    pa.types.is_large_binary: np.int64,
+}
+
+
+class _Stream:
+    """Incremental hash of one logical array (a column or a nested child), fed chunk by chunk.
+
+    Each part is a separate hash over the concatenation across chunks, so the result does not depend on
+    where the chunk boundaries are: positions of nulls (global int64 indices), lengths of variable-size
+    values (int64), the bytes of the non-null values, and one sub-stream per child array.
+    """
+
+    __slots__ = ("n", "nulls", "lengths", "data", "children")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.nulls = hashlib.blake2b()
+        self.lengths = hashlib.blake2b()
+        self.data = hashlib.blake2b()
+        self.children: dict[int, _Stream] = {}
+
+    def child(self, i: int) -> _Stream:
+        stream = self.children.get(i)
+        if stream is None:
+            stream = self.children[i] = _Stream()
+        return stream
+
+    def feed(self, arr: pa.Array, name: str) -> None:
+        # 1. reduce to a canonical physical encoding (logical values unchanged)
+        if isinstance(arr, pa.ExtensionArray):
+            arr = arr.storage
+        t = arr.type
+        if pa.types.is_dictionary(t):
+            arr = arr.dictionary_decode()
+        elif pa.types.is_run_end_encoded(t):
+            arr = pc.run_end_decode(arr)
+        elif pa.types.is_string_view(t) or pa.types.is_binary_view(t):
+            arr = arr.cast(pa.large_binary())
+        if isinstance(arr, pa.ExtensionArray):  # a dictionary of extension values
+            arr = arr.storage
+        t = arr.type
+        n = len(arr)
+        if pa.types.is_null(t):
+            self.n += n
+            return
+        if pa.types.is_union(t):
+            raise CacheError(f"table_fingerprint: column {name!r} has a union type ({t}), which is not supported")
+        # 2. nulls: record where they are, then hash only the valid values
+        if arr.null_count:
+            valid = arr.is_valid().to_numpy(zero_copy_only=False)
+            idx = np.flatnonzero(~valid).astype("<i8") + self.n
+            self.nulls.update(memoryview(idx))
+            arr = arr.drop_null()
+        self.n += n
+        m = len(arr)
+        # 3. values
+        if pa.types.is_boolean(t):
+            self.data.update(memoryview(arr.to_numpy(zero_copy_only=False).view(np.uint8)))
+        elif pa.types.is_struct(t):
+            for i, child in enumerate(arr.flatten()):
+                self.child(i).feed(child, f"{name}.{t.field(i).name}")
+        elif pa.types.is_fixed_size_list(t):
+            size = t.list_size
+            self.child(0).feed(arr.values.slice(arr.offset * size, m * size), f"{name}[]")
+        elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+            offsets = arr.offsets.to_numpy()  # respects the slice offset; values do not
+            self.lengths.update(memoryview(np.diff(offsets).astype("<i8")))
+            start, stop = (int(offsets[0]), int(offsets[-1])) if m else (0, 0)
+            self.child(0).feed(arr.values.slice(start, stop - start), f"{name}[]")
+        elif pa.types.is_list_view(t) or pa.types.is_large_list_view(t):
+            lengths = pc.list_value_length(arr).to_numpy(zero_copy_only=False).astype("<i8")
+            self.lengths.update(memoryview(lengths))
+            self.child(0).feed(pc.list_flatten(arr), f"{name}[]")
+        else:
+            for pred, off_dtype in _BINARY_OFFSET_DTYPES.items():
+                if pred(t):
+                    self._feed_binary(arr, np.dtype(off_dtype))
+                    return
+            try:
+                width = t.bit_width
+            except ValueError:
+                width = 0
+            if width <= 0 or width % 8:
+                raise CacheError(f"table_fingerprint: column {name!r} has an unsupported type ({t})")
+            nbytes = width // 8
+            buf = arr.buffers()[1]
+            if m:
+                self.data.update(memoryview(buf.slice(arr.offset * nbytes, m * nbytes)))
+
+    def _feed_binary(self, arr: pa.Array, off_dtype: np.dtype) -> None:
+        m = len(arr)
+        if m == 0:
+            return
+        _, off_buf, data_buf = arr.buffers()
+        offsets = np.frombuffer(off_buf, dtype=off_dtype, count=m + 1, offset=arr.offset * off_dtype.itemsize)
+        self.lengths.update(memoryview(np.diff(offsets).astype("<i8")))
+        start, stop = int(offsets[0]), int(offsets[-1])
+        if stop > start:
+            self.data.update(memoryview(data_buf.slice(start, stop - start)))
+
+    def digest(self) -> bytes:
+        h = hashlib.blake2b()
+        h.update(self.n.to_bytes(8, "little"))
+        for part in (self.nulls, self.lengths, self.data):
+            h.update(part.digest())
+        h.update(len(self.children).to_bytes(4, "little"))
+        for i in sorted(self.children):
+            h.update(self.children[i].digest())
+        return h.digest()
+
+
+# ------------------------------------------------------------------------------------------------- cache
+
+
+def format_bytes(n: float) -> str:
+    """Human-readable size with binary units: ``format_bytes(1536) == "1.5 KiB"``."""
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{int(n)} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+@dataclasses.dataclass(frozen=True)
+class CacheInfo:
+    """Summary of a cache: entry counts, total size, and debris (left-over temp files, moved-aside entries)."""
+
+    root: str
+    n_tables: int
+    n_json: int
+    total_bytes: int
+    n_temp: int
+    n_corrupt: int
+
+    def __str__(self) -> str:
+        return (
+            f"cache {self.root}: {self.n_tables} tables, {self.n_json} JSON results, "
+            f"{format_bytes(self.total_bytes)}; {self.n_temp} temp files, {self.n_corrupt} corrupt entries"
+        )
+
+
+_ENTRY_NAME = re.compile(r"[0-9a-f]{16,64}\.(arrow|json)")
+
+
+def _classify(name: str) -> str:
+    """``entry``, ``temp``, ``corrupt`` or ``other`` for a file name inside ``tables/`` or ``json/``."""
+    if _ENTRY_NAME.fullmatch(name):
+        return "entry"
+    if ".tmp-" in name:
+        return "temp"
+    if name.endswith(".corrupt"):
+        return "corrupt"
+    return "other"
+
+
+def _wrap_table(tbl: pa.Table) -> Any:
+    """Wrap as a SampleTable; a plain ``pyarrow.Table`` while ``bioanon.table`` does not exist yet."""
+    try:
+        from bioanon.table import SampleTable
+    except ModuleNotFoundError as exc:
+        if exc.name != "bioanon.table":
+            raise
+        return tbl
+    return SampleTable(tbl, validate=False)
+
+
+_MISSING = object()
+
+
+def _json_default(obj: Any) -> Any:
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    raise TypeError(f"a value of type {type(obj).__name__} cannot be stored as JSON")
+
+
+def _restore_cache(fs: pafs.FileSystem, root: str, uri: str, fsync: bool) -> Cache:
+    cache = Cache.__new__(Cache)
+    cache._init(fs, root, uri, fsync)
+    return cache
+
+
+class Cache:
+    """Content-addressed store of derived tables (Arrow IPC) and small JSON results, keyed by fingerprint.
+
+    ``root`` is a directory path or a URI (``file:///...``, ``s3://bucket/prefix``) resolved through
+    ``pyarrow.fs``; by default ``$BIOANON_CACHE`` or the user cache directory. Layout:
+    ``<root>/tables/<key[:2]>/<key>.arrow`` and ``<root>/json/<key[:2]>/<key>.json``. Keys are lowercase
+    hex strings of 16–64 characters. Safe for concurrent use by threads and processes sharing the root.
+    ``fsync=False`` skips flushing to disk (faster, for throw-away caches).
+    """
+
+    def __init__(self, root: str | os.PathLike[str] | None = None, *, fsync: bool = True):
+        if root is None:
+            root = os.environ.get("BIOANON_CACHE") or None
+        if root is None:
+            import platformdirs
+
+            root = platformdirs.user_cache_dir("bioanon")
+        if isinstance(root, os.PathLike):
+            root = os.fspath(root)
+        if not isinstance(root, str) or not root:
+            raise CacheError(f"cache root must be a non-empty path or URI, got {root!r}")
+        if _URI_RE.match(root):
+            try:
+                fs, path = pafs.FileSystem.from_uri(root)
+            except (pa.ArrowException, OSError, ValueError) as exc:
+                raise CacheError(f"cannot open cache at {root!r}: {exc}") from exc
+            path = path.rstrip("/") or path
+            uri = root.rstrip("/")
+            if isinstance(fs, pafs.LocalFileSystem):
+                uri = _file_uri(path)
+        else:
+            fs = pafs.LocalFileSystem()
+            path = os.path.abspath(os.path.expanduser(root))
+            uri = _file_uri(path)
+        self._init(fs, path, uri, fsync)
+
+    def _init(self, fs: pafs.FileSystem, root: str, uri: str, fsync: bool) -> None:
+        self.fs = fs
+        self.root = root
+        self.uri = uri
+        self._fsync = fsync
+        self._local = isinstance(fs, pafs.LocalFileSystem)
+        self._lock = threading.Lock()
+        self._stats = {"hits": 0, "misses": 0, "writes": 0}
+        self._tagged = False
+
+    def __reduce__(self):
+        return _restore_cache, (self.fs, self.root, self.uri, self._fsync)
+
+    def __repr__(self) -> str:
+        return f"Cache({self.uri!r})"
+
+    # -- statistics --------------------------------------------------------------------------------------
+
+    @property
+    def stats(self) -> dict[str, int]:
+        """Counts for this ``Cache`` object: ``hits`` and ``misses`` of ``get_*``, ``writes`` actually done."""
+        with self._lock:
+            return dict(self._stats)
+
+    def reset_stats(self) -> None:
+        """Set all :attr:`stats` counters back to zero."""
+        with self._lock:
+            self._stats = dict.fromkeys(self._stats, 0)
+
+    def _count(self, what: str) -> None:
+        with self._lock:
+            self._stats[what] += 1
+
+    # -- paths ---------------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _check_key(key: Any) -> str:
+        if not isinstance(key, str) or not _KEY_RE.fullmatch(key):
+            raise CacheError(f"invalid cache key {key!r}: expected 16-64 lowercase hex characters")
+        return key
+
+    def _path(self, kind: str, key: str) -> str:
+        key = self._check_key(key)
+        ext = "arrow" if kind == "tables" else "json"
+        return f"{self.root}/{kind}/{key[:2]}/{key}.{ext}"
+
+    def table_path(self, key: str) -> str:
+        """Where the table entry ``key`` lives (whether or not it exists)."""
+        return self._path("tables", key)
+
+    def json_path(self, key: str) -> str:
+        """Where the JSON entry ``key`` lives (whether or not it exists)."""
+        return self._path("json", key)
+
+    # -- filesystem primitives ---------------------------------------------------------------------------
+
+    def _exists(self, path: str) -> bool:
+        if self._local:
+            return os.path.isfile(path)
+        try:
+            return self.fs.get_file_info(path).type == pafs.FileType.File
+        except (pa.ArrowException, OSError) as exc:
+            raise CacheError(f"cannot check cache entry {path}: {exc}") from exc
+
+    def _makedirs(self, path: str) -> None:
+        if self._local:
+            os.makedirs(path, exist_ok=True)
+        else:
+            self.fs.create_dir(path, recursive=True)
+        if not self._tagged:
+            self._tagged = True
+            self._write_tag()
+
+    def _write_tag(self) -> None:
+        """Best effort: a CACHEDIR.TAG so backup tools skip the cache."""
+        tag = f"{self.root}/CACHEDIR.TAG"
+        try:
+            if not self._exists(tag):
+                self._atomic_write(tag, lambda sink: sink.write(_CACHEDIR_TAG))
+        except Exception:  # noqa: BLE001 - the tag is a courtesy, never a failure
+            pass
+
+    def _atomic_write(self, path: str, write: Callable[[Any], None]) -> bool:
+        """Write via a temp file + rename. Returns False if the entry appeared meanwhile (nothing written)."""
+        directory = path.rsplit("/", 1)[0]
+        tmp = f"{path}.tmp-{os.getpid()}-{uuid.uuid4().hex}"
+        try:
+            self._makedirs(directory)
+            if self._local:
+                with pa.OSFile(tmp, "wb") as sink:
+                    write(sink)
+                if self._fsync:
+                    _fsync_path(tmp)
+                try:
+                    os.replace(tmp, path)
+                except PermissionError:
+                    # Windows refuses to replace a file another process has open; the entry is there.
+                    if os.path.isfile(path):
+                        _remove_quietly(tmp)
+                        return False
+                    raise
+                if self._fsync:
+                    _fsync_dir(directory)
+            else:
+                with self.fs.open_output_stream(tmp) as sink:
+                    write(sink)
+                self.fs.move(tmp, path)
+        except BaseException as exc:
+            self._remove_quietly(tmp)
+            if isinstance(exc, (pa.ArrowException, OSError)) and not isinstance(exc, CacheError):
+                raise CacheError(f"cannot write cache entry {path}: {exc}") from exc
+            raise
+        return True
+
+    def _remove_quietly(self, path: str) -> None:
+        if self._local:
+            _remove_quietly(path)
+            return
+        try:
+            self.fs.delete_file(path)
+        except (pa.ArrowException, OSError):
+            pass
+
+    def _read_bytes(self, path: str) -> bytes | None:
+        try:
+            if self._local:
+                with open(path, "rb") as f:
+                    return f.read()
+            with self.fs.open_input_stream(path) as f:
+                return f.read()
+        except FileNotFoundError:
+            return None
+        except PermissionError as exc:
+            raise CacheError(f"cannot read cache entry {path}: {exc}") from exc
+
+    def _touch(self, path: str) -> None:
+        """Record a use (local filesystems only), so ``clear(older_than_days=...)`` evicts unused entries."""
+        if self._local:
+            try:
+                os.utime(path)
+            except OSError:
+                pass
+
+    def _quarantine(self, path: str, error: BaseException, stat: os.stat_result | None = None) -> None:
+        """Move an unreadable entry aside to ``<path>.corrupt`` and warn."""
+        dest = f"{path}.corrupt"
+        try:
+            if self._local:
+                if stat is not None:
+                    now = os.stat(path)
+                    if (now.st_ino, now.st_size, now.st_mtime_ns) != (stat.st_ino, stat.st_size, stat.st_mtime_ns):
+                        return  # replaced by a fresh write meanwhile: leave it
+                os.replace(path, dest)
+            else:
+                self.fs.move(path, dest)
+        except (pa.ArrowException, OSError):
+            return  # already moved or removed by another process
+        warnings.warn(
+            f"bioanon cache: entry {path} is unreadable ({type(error).__name__}: {error}); "
+            f"moved it to {dest} and treated it as a miss",
+            CacheWarning,
+            stacklevel=3,
+        )
+
+    # -- tables ----------------------------------------------------------------------------------------------
+
+    def has_table(self, key: str) -> bool:
+        """Whether a table entry for ``key`` exists (it is not opened)."""
+        return self._exists(self.table_path(key))
+
+    def put_table(self, key: str, table: Any) -> str:
+        """Store ``table`` (SampleTable, ``pyarrow.Table``, ``RecordBatch`` or ``RecordBatchReader``) under ``key``.
+
+        Atomic: readers see the whole file or none. If the entry already exists nothing is written (the
+        content is addressed by the key). Returns the entry's path on the cache filesystem.
+        """
+        path = self.table_path(key)
+        reader = table if isinstance(table, pa.RecordBatchReader) else None
+        tbl = None if reader is not None else _as_table(table, "put_table")
+        if self._exists(path):
+            return path
+        if reader is not None:
+
+            def write(sink: Any) -> None:
+                with pa.ipc.new_file(sink, reader.schema) as writer:
+                    for batch in reader:
+                        writer.write_batch(batch)
+        else:
+
+            def write(sink: Any) -> None:
+                with pa.ipc.new_file(sink, tbl.schema) as writer:
+                    writer.write_table(tbl)
+
+        if self._atomic_write(path, write):
+            self._count("writes")
+        return path
+
+    def get_table(self, key: str) -> Any:
+        """The stored table for ``key`` as a SampleTable (memory-mapped on local disks), or ``None``.
+
+        An unreadable entry (truncated, corrupt) is moved aside as ``*.corrupt`` with a
+        :class:`CacheWarning` and counts as a miss.
+        """
+        path = self.table_path(key)
+        stat = None
+        try:
+            if self._local:
+                stat = os.stat(path)
+                source = pa.memory_map(path, "r")
+            else:
+                source = self.fs.open_input_file(path)
+            tbl = pa.ipc.open_file(source).read_all()
+            tbl.validate(full=True)
+        except FileNotFoundError:
+            self._count("misses")
+            return None
+        except PermissionError as exc:
+            raise CacheError(f"cannot read cache entry {path}: {exc}") from exc
+        except (pa.ArrowException, OSError, ValueError, EOFError) as exc:
+            if not self._local and not self._exists(path):
+                self._count("misses")
+                return None
+            self._quarantine(path, exc, stat)
+            self._count("misses")
+            return None
+        self._touch(path)
+        self._count("hits")
+        return _wrap_table(tbl)
+
+    def get_or_compute_table(self, key: str, fn: Callable[[], Any]) -> Any:
+        """The cached table for ``key``; on a miss, ``fn()`` computes it and it is stored.
+
+        If storing fails (e.g. disk full), a :class:`CacheWarning` is issued and the computed table is still
+        returned.
+        """
+        cached = self.get_table(key)
+        if cached is not None:
+            return cached
+        result = fn()
+        if isinstance(result, pa.RecordBatchReader):  # streamed: store, then read back memory-mapped
+            self.put_table(key, result)
+            stored = self.get_table(key)
+            if stored is None:
+                raise CacheError(f"table {key} could not be read back after storing it")
+            return stored
+        try:
+            self.put_table(key, result)
+        except CacheError as exc:
+            warnings.warn(f"bioanon cache: could not store table {key}: {exc}", CacheWarning, stacklevel=2)
+        if getattr(result, "arrow", None) is not None and not isinstance(result, pa.Table):
+            return result
+        return _wrap_table(_as_table(result, "get_or_compute_table"))
+
+    # -- JSON --------------------------------------------------------------------------------------------------
+
+    def has_json(self, key: str) -> bool:
+        """Whether a JSON entry for ``key`` exists."""
+        return self._exists(self.json_path(key))
+
+    def put_json(self, key: str, value: Any) -> str:
+        """Store a JSON-able ``value`` under ``key`` (atomic; skipped if present). Returns the entry's path.
+
+        Encoded with sorted keys; tuples become lists, numpy scalars/arrays become numbers/lists, NaN and
+        infinities are kept (as JSON's ``NaN``/``Infinity`` extension). Never pickled.
+        """
+        path = self.json_path(key)
+        if self._exists(path):
+            return path
+        try:
+            data = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
+                              default=_json_default).encode("utf-8")
+        except (TypeError, ValueError) as exc:
+            raise CacheError(f"cannot store JSON entry {key}: {exc}") from exc
+        if self._atomic_write(path, lambda sink: sink.write(data)):
+            self._count("writes")
+        return path
+
+    def _lookup_json(self, key: str) -> Any:
+        path = self.json_path(key)
+        raw = self._read_bytes(path)
+        if raw is None:
+            self._count("misses")
+            return _MISSING
+        try:
+            value = json.loads(raw.decode("utf-8"))
+        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+            self._quarantine(path, exc)
+            self._count("misses")
+            return _MISSING
+        self._touch(path)
+        self._count("hits")
+        return value
+
+    def get_json(self, key: str, default: Any = None) -> Any:
+        """The stored JSON value for ``key``, or ``default`` on a miss (unreadable entries are moved aside)."""
+        value = self._lookup_json(key)
+        return default if value is _MISSING else value
+
+    def get_or_compute_json(self, key: str, fn: Callable[[], Any]) -> Any:
+        """The cached JSON value for ``key``; on a miss, ``fn()`` computes it and it is stored.
+
+        Returns the value as read back from JSON would look (tuples as lists), also on a miss, so a first and
+        a second run return equal values.
+        """
+        value = self._lookup_json(key)
+        if value is not _MISSING:
+            return value
+        result = fn()
+        try:
+            self.put_json(key, result)
+        except CacheError as exc:
+            warnings.warn(f"bioanon cache: could not store JSON {key}: {exc}", CacheWarning, stacklevel=2)
+            return result
+        return json.loads(json.dumps(result, default=_json_default))
+
+    # -- maintenance ------------------------------------------------------------------------------------------
+
+    def _walk(self) -> list[tuple[str, str, pafs.FileInfo]]:
+        """(kind, class, info) of every file under ``tables/`` and ``json/``."""
+        out = []
+        for kind in ("tables", "json"):
+            selector = pafs.FileSelector(f"{self.root}/{kind}", recursive=True, allow_not_found=True)
+            try:
+                infos = self.fs.get_file_info(selector)
+            except (pa.ArrowException, OSError) as exc:
+                raise CacheError(f"cannot list cache {self.uri}: {exc}") from exc
+            for info in infos:
+                if info.type == pafs.FileType.File:
+                    out.append((kind, _classify(info.base_name), info))
+        return out
+
+    def info(self) -> CacheInfo:
+        """Counts and total size of the entries and of left-over files."""
+        counts = {"tables": 0, "json": 0, "temp": 0, "corrupt": 0}
+        total = 0
+        for kind, cls, info in self._walk():
+            if cls == "entry":
+                counts[kind] += 1
+            elif cls in counts:
+                counts[cls] += 1
+            total += info.size or 0
+        return CacheInfo(self.uri, counts["tables"], counts["json"], total, counts["temp"], counts["corrupt"])
+
+    def clear(self, *, older_than_days: float | None = None) -> int:
+        """Remove entries, left-over temp files and moved-aside corrupt files; return how many were removed.
+
+        With ``older_than_days``, only files last written (or, on local disks, last read) longer ago than that.
+        Without it, everything goes, including temp files of writes in progress (those writes then fail).
+        Unknown files are left alone.
+        """
+        cutoff_ns = None
+        if older_than_days is not None:
+            if isinstance(older_than_days, bool) or not isinstance(older_than_days, (int, float)) \
+                    or not math.isfinite(older_than_days) or older_than_days < 0:
+                raise CacheError(f"older_than_days must be a non-negative number, got {older_than_days!r}")
+            cutoff_ns = time.time_ns() - int(older_than_days * 86400e9)
+        removed = 0
+        for _kind, cls, info in self._walk():
+            if cls == "other":
+                continue
+            if cutoff_ns is not None:
+                mtime = info.mtime_ns
+                if mtime is None or mtime >= cutoff_ns:
+                    continue
+            try:
+                self.fs.delete_file(info.path)
+            except FileNotFoundError:
+                continue
+            except (pa.ArrowException, OSError) as exc:
+                raise CacheError(f"cannot remove {info.path}: {exc}") from exc
+            removed += 1
+        return removed
+
+
+def _file_uri(path: str) -> str:
+    from pathlib import Path
+
+    return Path(path).as_uri()
+
+
+def _remove_quietly(path: str) -> None:
+    try:
+        os.remove(path)
+    except OSError:
+        pass
+
+
+def _fsync_path(path: str) -> None:
+    fd = os.open(path, os.O_RDWR if os.name == "nt" else os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_dir(path: str) -> None:
+    """Persist a rename (POSIX); a no-op where directories cannot be opened."""
+    if os.name == "nt":
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
