@@ -1,0 +1,909 @@
+"""The evaluation config: a TOML file (or an equivalent dict) validated completely before any work starts.
+
+::
+
+    from bioanon.evaluation.config import load_config
+
+    cfg = load_config("examples/motion-quickstart.toml")
+    for spec in cfg.anonymizers:
+        for setting in spec.settings():            # the grid's cartesian product
+            anonymizer = spec.create(setting)
+            print(spec.name, spec.setting_label(setting))
+
+Validation collects *every* problem and raises one :class:`~bioanon.errors.ConfigError` whose message has a
+header line and then one line per problem, each starting with its key path::
+
+    invalid evaluation config demo.toml (2 problems):
+      repeats: expected an integer ≥ 1, got '2' (str)
+      recognizers[0].id: unknown recognizer 'any.cosine_centroi'; did you mean 'any.cosine_centroid'?
+
+The problem lines (without indentation) are also available as ``error.problems``.
+
+Method parameters are validated by constructing the method for every grid setting. The loaded config is
+*resolved*: aliases are replaced by canonical ids, every default is filled in and every method's parameters
+are completed with the method's own defaults, so ``cfg.to_dict()`` is a self-contained record of what ran and
+``load_config(cfg.to_dict()) == cfg``.
+"""
+
+from __future__ import annotations
+
+import difflib
+import enum
+import itertools
+import json
+import math
+import os
+import re
+import tomllib
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ..errors import ConfigError, ParameterError
+from ..methods import Method
+
+__all__ = [
+    "ALWAYS_SCENARIOS",
+    "SCENARIOS",
+    "DatasetSpec",
+    "EvalConfig",
+    "MethodSpec",
+    "Rates",
+    "ReportSpec",
+    "SelectionSpec",
+    "load_config",
+]
+
+SCENARIOS = ("naive", "lazy", "parrot", "deanon")
+"""Scenario names a config may list (besides ``parrot:<share>``)."""
+ALWAYS_SCENARIOS = ("clear", "chance")
+"""Levels every evaluation reports; never listed in a config."""
+
+DEFAULT_NAME = "evaluation"
+DEFAULT_SELECTORS = ("random",)
+DEFAULT_RANDOM_DRAWS = 5
+DEFAULT_RATES = {"background": 0.2, "attacker": 0.4, "evaluation": 0.4, "enrolment": 0.5}
+DEFAULT_REPORT = {"bootstrap": 1000, "confidence": 0.95, "per_probe_scores": False}
+
+_KIND_NOUN = {
+    "anonymizer": "anonymizer",
+    "deanonymizer": "deanonymizer",
+    "recognizer": "recognizer",
+    "utility": "utility measure",
+    "selector": "selector",
+    "dataset": "dataset source",
+}
+
+_TOP_KEYS = (
+    "name", "seed", "repeats", "label", "scenarios", "dataset", "rates", "anonymizers", "deanonymizer",
+    "recognizers", "selection", "utility", "report",
+)  # fmt: skip
+_TOP_SCALARS = ("name", "seed", "repeats", "label", "scenarios")
+_DATASET_KEYS = ("source", "path", "params")
+_RATE_KEYS = ("background", "attacker", "evaluation", "enrolment")
+_SHARE_KEYS = ("background", "attacker", "evaluation")
+_SELECTION_KEYS = ("selectors", "subject_counts", "random_draws")
+_REPORT_KEYS = ("bootstrap", "confidence", "per_probe_scores")
+_METHOD_KEYS = ("id", "name", "params")
+_ANONYMIZER_KEYS = ("id", "name", "params", "grid")
+
+
+# --------------------------------------------------------------------------------------------------- specs
+
+
+def _registry() -> Any:
+    from .. import get_registry
+
+    return get_registry()
+
+
+@attrs.frozen
+class MethodSpec:
+    """One configured method: canonical ``id``, its fixed ``params`` (completed with the method's defaults),
+    the swept parameters ``grid`` (name → values, in the order written) and a display ``name``."""
+
+    id: str
+    params: dict[str, Any] = attrs.field(factory=dict)
+    grid: dict[str, tuple] = attrs.field(factory=dict)
+    name: str = ""
+    cls: type[Method] | None = attrs.field(default=None, eq=False, repr=False, kw_only=True)
+    """The method class found at validation (not compared); looked up in the registry when ``None``."""
+
+    def __attrs_post_init__(self) -> None:
+        if not self.name:
+            object.__setattr__(self, "name", self.id)
+        object.__setattr__(self, "grid", {k: tuple(v) for k, v in self.grid.items()})
+
+    def settings(self) -> list[dict[str, Any]]:
+        """Every parameter setting: ``params`` merged with each combination of the grid (cartesian product,
+        the first grid key varying slowest, values in the order given); ``[params]`` without a grid."""
+        if not self.grid:
+            return [dict(self.params)]
+        keys = list(self.grid)
+        return [
+            {**self.params, **dict(zip(keys, combo))} for combo in itertools.product(*(self.grid[k] for k in keys))
+        ]
+
+    def method_class(self) -> type[Method]:
+        return self.cls if self.cls is not None else _registry().get(self.id)
+
+    def create(self, setting: Mapping[str, Any] | None = None) -> Method:
+        """Instantiate the method with ``params`` updated by ``setting`` (a dict from :meth:`settings`, or just
+        its grid part). Without a setting, the spec must have no grid."""
+        if setting is None:
+            if self.grid:
+                raise ValueError(
+                    f"{self.name}: sweeps {', '.join(self.grid)}; pass one of settings() to create()"
+                )
+            setting = {}
+        return self.method_class()(**{**self.params, **setting})
+
+    def setting_label(self, setting: Mapping[str, Any]) -> str:
+        """The grid part of a setting as text, e.g. ``"sigma=0.5, seed=1"``; ``""`` without a grid."""
+        return ", ".join(f"{k}={_label_value(setting[k])}" for k in self.grid if k in setting)
+
+    def to_dict(self, *, grid: bool = True) -> dict[str, Any]:
+        out: dict[str, Any] = {"id": self.id, "name": self.name, "params": _jsonable(self.params)}
+        if grid:
+            out["grid"] = {k: _jsonable(list(v)) for k, v in self.grid.items()}
+        return out
+
+
+@attrs.frozen
+class DatasetSpec:
+    """The data set: a registered dataset source, its path (``None`` for generators) and its parameters."""
+
+    source: str
+    path: str | None = None
+    params: dict[str, Any] = attrs.field(factory=dict)
+    cls: type[Method] | None = attrs.field(default=None, eq=False, repr=False, kw_only=True)
+
+    def create(self) -> Method:
+        cls = self.cls if self.cls is not None else _registry().get(self.source, "dataset")
+        return cls(**self.params)
+
+    def load(self) -> Any:
+        """Load the table (``source.load(path)``)."""
+        return self.create().load(self.path)
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"source": self.source}
+        if self.path is not None:
+            out["path"] = self.path
+        out["params"] = _jsonable(self.params)
+        return out
+
+
+@attrs.frozen
+class Rates:
+    """Shares of subjects (background, attacker, evaluation; they sum to 1) and the share of each evaluation
+    subject's samples used for enrolment."""
+
+    background: float = DEFAULT_RATES["background"]
+    attacker: float = DEFAULT_RATES["attacker"]
+    evaluation: float = DEFAULT_RATES["evaluation"]
+    enrolment: float = DEFAULT_RATES["enrolment"]
+
+
+@attrs.frozen
+class SelectionSpec:
+    """Subject selection: the selectors, the selection sizes (decreasing; empty = all evaluation subjects)
+    and how often selectors with id ``any.select_random`` are drawn."""
+
+    selectors: tuple[MethodSpec, ...]
+    subject_counts: tuple[int, ...] = ()
+    random_draws: int = DEFAULT_RANDOM_DRAWS
+
+
+@attrs.frozen
+class ReportSpec:
+    bootstrap: int = DEFAULT_REPORT["bootstrap"]
+    confidence: float = DEFAULT_REPORT["confidence"]
+    per_probe_scores: bool = DEFAULT_REPORT["per_probe_scores"]
+
+
+@attrs.frozen
+class EvalConfig:
+    """A validated, resolved evaluation config (see :func:`load_config`)."""
+
+    name: str
+    seed: int
+    repeats: int
+    label: str
+    dataset: DatasetSpec
+    rates: Rates
+    anonymizers: tuple[MethodSpec, ...]
+    deanonymizer: MethodSpec | None
+    recognizers: tuple[MethodSpec, ...]
+    scenarios: tuple[str, ...]
+    selection: SelectionSpec
+    utility: tuple[MethodSpec, ...]
+    report: ReportSpec
+
+    def all_scenarios(self) -> tuple[str, ...]:
+        """The listed scenarios plus the levels always reported (``clear``, ``chance``)."""
+        return ALWAYS_SCENARIOS + self.scenarios
+
+    def to_dict(self) -> dict[str, Any]:
+        """The resolved config as a JSON-able dict (every default filled in, method parameters completed);
+        ``load_config(cfg.to_dict()) == cfg``."""
+        out: dict[str, Any] = {
+            "name": self.name,
+            "seed": self.seed,
+            "repeats": self.repeats,
+            "label": self.label,
+            "scenarios": list(self.scenarios),
+            "dataset": self.dataset.to_dict(),
+            "rates": attrs.asdict(self.rates),
+            "anonymizers": [a.to_dict() for a in self.anonymizers],
+        }
+        if self.deanonymizer is not None:
+            out["deanonymizer"] = self.deanonymizer.to_dict(grid=False)
+        out["recognizers"] = [r.to_dict(grid=False) for r in self.recognizers]
+        out["selection"] = {
+            "selectors": [s.to_dict(grid=False) for s in self.selection.selectors],
+            "subject_counts": list(self.selection.subject_counts),
+            "random_draws": self.selection.random_draws,
+        }
+        out["utility"] = [u.to_dict(grid=False) for u in self.utility]
+        out["report"] = attrs.asdict(self.report)
+        return out
+
+    def to_toml(self) -> str:
+        """The resolved config as TOML (``load_config`` reads it back to an equal config).
+
+        TOML has no null: a parameter whose value is ``None`` is left out, which reads back the same when
+        ``None`` is that parameter's default; otherwise ValueError (store :meth:`to_dict` as JSON instead)."""
+        return _to_toml(self)
+
+
+# --------------------------------------------------------------------------------------------------- loading
+
+
+def load_config(
+    source: str | os.PathLike[str] | Mapping[str, Any] | EvalConfig,
+    *,
+    registry: Any = None,
+    base_dir: str | os.PathLike[str] | None = None,
+    check_paths: bool = True,
+) -> EvalConfig:
+    """Read and validate an evaluation config.
+
+    Parameters
+    ----------
+    source : the path of a ``.toml`` file, or the config as a dict (e.g. ``EvalConfig.to_dict()``); an
+        ``EvalConfig`` is returned as it is.
+    registry : the method registry to resolve ids in (default: :func:`bioanon.get_registry`).
+    base_dir : directory a relative ``dataset.path`` is resolved against (default: the TOML file's
+        directory; for a dict, the current directory). The path is stored absolute.
+    check_paths : report a ``dataset.path`` that does not exist.
+
+    Raises
+    ------
+    ConfigError : listing every problem found, one per line, each prefixed by its key path.
+    """
+    where = "<dict>"
+    if isinstance(source, EvalConfig):
+        return source
+    if isinstance(source, Mapping):
+        raw: Any = source
+    elif isinstance(source, (str, os.PathLike)):
+        file = Path(source)
+        where = str(file)
+        try:
+            with open(file, "rb") as fh:
+                raw = tomllib.load(fh)
+        except FileNotFoundError:
+            _raise([f"{file}: no such config file"], f"invalid evaluation config {file}")
+        except IsADirectoryError:
+            _raise([f"{file}: is a directory, not a config file"], f"invalid evaluation config {file}")
+        except tomllib.TOMLDecodeError as exc:
+            _raise([f"{file}: invalid TOML: {exc}"], f"invalid evaluation config {file}")
+        except (OSError, UnicodeDecodeError) as exc:
+            _raise([f"{file}: cannot read: {exc}"], f"invalid evaluation config {file}")
+        if base_dir is None:
+            base_dir = file.resolve().parent
+    else:
+        raise ConfigError(f"load_config() takes a path or a mapping, got {type(source).__name__}")
+    v = _Validator(registry if registry is not None else _registry(), base_dir, check_paths)
+    config = v.config(raw)
+    if v.problems:
+        n = len(v.problems)
+        _raise(v.problems, f"invalid evaluation config {where} ({n} problem{'s' if n > 1 else ''})")
+    assert config is not None
+    return config
+
+
+def _raise(problems: list[str], header: str) -> None:
+    err = ConfigError(header + ":\n" + "\n".join("  " + p for p in problems))
+    err.problems = list(problems)  # type: ignore[attr-defined]
+    raise err
+
+
+def _got(value: Any) -> str:
+    return f"got {value!r} ({type(value).__name__})"
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
+def _a(noun: str) -> str:
+    return ("an " if noun[0] in "aeio" else "a ") + noun  # "a utility measure"
+
+
+def _did_you_mean(word: str, options: Iterable[str]) -> str:
+    options = list(options)
+    close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
+    if close:
+        return f"did you mean {close[0]!r}?"
+    return "allowed: " + ", ".join(options)
+
+
+class _Validator:
+    def __init__(self, registry: Any, base_dir: Any, check_paths: bool):
+        self.registry = registry
+        self.base_dir = Path(base_dir) if base_dir is not None else None
+        self.check_paths = check_paths
+        self.problems: list[str] = []
+
+    def add(self, path: str, message: str) -> None:
+        line = f"{path}: {message}"
+        if line not in self.problems:
+            self.problems.append(line)
+
+    # -- generic checks --------------------------------------------------------------------------------
+    def table(self, raw: Any, path: str, keys: tuple[str, ...], *, method: type[Method] | None = None) -> dict:
+        """A table (dict) with only ``keys``; unknown keys are reported (the table is returned without them)."""
+        if not isinstance(raw, Mapping):
+            self.add(path, f"expected a table, {_got(raw)}")
+            return {}
+        out = {}
+        for k, value in raw.items():
+            if k in keys:
+                out[k] = value
+                continue
+            key_path = f"{path}.{k}" if path else str(k)
+            params = [f.name for f in method.param_fields()] if method is not None else []
+            if k in params:
+                self.add(key_path, f"unknown key; method parameters go in params (params.{k} = ...)")
+            elif path and k in _TOP_SCALARS:
+                self.add(
+                    key_path,
+                    f"unknown key; {k!r} is a top-level key: in TOML, top-level keys must come before the first "
+                    "[table] header",
+                )
+            else:
+                self.add(key_path, f"unknown key; {_did_you_mean(str(k), keys)}")
+        return out
+
+    def integer(self, raw: dict, key: str, path: str, default: int, low: int) -> int:
+        value = raw.get(key, default)
+        if not _is_int(value) or value < low:
+            self.add(path, f"expected an integer ≥ {low}, {_got(value)}")
+            return default
+        return value
+
+    def number(self, raw: dict, key: str, path: str, default: float, low: float, high: float) -> float:
+        value = raw.get(key, default)
+        if not _is_number(value) or not low < value < high:
+            self.add(path, f"expected a number in ({low:g}, {high:g}), {_got(value)}")
+            return default
+        return float(value)
+
+    def string(self, raw: dict, key: str, path: str, default: str | None) -> str | None:
+        value = raw.get(key, default)
+        if not isinstance(value, str) or not value.strip():
+            self.add(path, f"expected a non-empty string, {_got(value)}")
+            return default
+        return value
+
+    def boolean(self, raw: dict, key: str, path: str, default: bool) -> bool:
+        value = raw.get(key, default)
+        if not isinstance(value, bool):
+            self.add(path, f"expected true or false, {_got(value)}")
+            return default
+        return value
+
+    def table_list(self, raw: Any, path: str, required: bool) -> list:
+        if raw is None:
+            if required:
+                self.add(path, f"missing required key (at least one [[{path}]] table)")
+            return []
+        if isinstance(raw, Mapping):
+            self.add(path, f"expected a list of tables, got a single table: write [[{path}]], not [{path}]")
+            return []
+        if not isinstance(raw, list):
+            self.add(path, f"expected a list of tables ([[{path}]]), {_got(raw)}")
+            return []
+        if required and not raw:
+            self.add(path, f"expected at least one [[{path}]] table, got an empty list")
+        return raw
+
+    # -- the config ------------------------------------------------------------------------------------
+    def config(self, raw_any: Any) -> EvalConfig | None:
+        raw = self.table(raw_any, "", _TOP_KEYS)
+        if not isinstance(raw_any, Mapping):
+            return None
+        name = self.string(raw, "name", "name", DEFAULT_NAME)
+        if name and re.search(r"[/\\\x00]", name):
+            self.add("name", f"expected a name without path separators, {_got(name)}")
+        seed = self.integer(raw, "seed", "seed", 0, 0)
+        repeats = self.integer(raw, "repeats", "repeats", 1, 1)
+        label = self.string(raw, "label", "label", "subject")
+        dataset = self.dataset(raw.get("dataset"))
+        rates = self.rates(raw.get("rates", {}))
+        anonymizers = self.methods(raw.get("anonymizers"), "anonymizers", "anonymizer", required=True, grid=True)
+        self.unique_names(anonymizers, "anonymizers")
+        deanonymizer = None
+        if "deanonymizer" in raw:
+            deanonymizer = self.method(raw["deanonymizer"], "deanonymizer", "deanonymizer")
+        recognizers = self.methods(raw.get("recognizers"), "recognizers", "recognizer", required=True)
+        self.unique_names(recognizers, "recognizers")
+        scenarios = self.scenarios(raw, "deanonymizer" in raw)
+        selection = self.selection(raw.get("selection", {}))
+        utility = self.methods(raw.get("utility"), "utility", "utility", required=False)
+        self.unique_names(utility, "utility")
+        report = self.report(raw.get("report", {}))
+        if self.problems:
+            return None
+        return EvalConfig(
+            name=name,  # type: ignore[arg-type]
+            seed=seed,
+            repeats=repeats,
+            label=label,  # type: ignore[arg-type]
+            dataset=dataset,  # type: ignore[arg-type]
+            rates=rates,
+            anonymizers=tuple(anonymizers),  # type: ignore[arg-type]
+            deanonymizer=deanonymizer,
+            recognizers=tuple(recognizers),  # type: ignore[arg-type]
+            scenarios=scenarios,
+            selection=selection,  # type: ignore[arg-type]
+            utility=tuple(utility),  # type: ignore[arg-type]
+            report=report,
+        )
+
+    def dataset(self, raw_any: Any) -> DatasetSpec | None:
+        if raw_any is None:
+            self.add("dataset.source", "missing required key (the [dataset] table names a dataset source)")
+            return None
+        if not isinstance(raw_any, Mapping):
+            self.add("dataset", f"expected a table, {_got(raw_any)}")
+            return None
+        if "source" not in raw_any:
+            self.add("dataset.source", "missing required key (a registered dataset source id)")
+            cls = None
+        else:
+            cls = self.resolve(raw_any["source"], "dataset.source", "dataset")
+        raw = self.table(raw_any, "dataset", _DATASET_KEYS, method=cls)
+        params = self.params_table(raw.get("params", {}), "dataset.params")
+        path = raw.get("path")
+        if path is not None and not isinstance(path, (str, os.PathLike)):
+            self.add("dataset.path", f"expected a path (string), {_got(path)}")
+            path = None
+        if cls is None:
+            return None
+        if cls.needs_path and path is None:  # type: ignore[attr-defined]
+            self.add("dataset.path", f"missing required key: {cls.id} reads a data set from disk; give its path")
+        elif not cls.needs_path and path is not None:  # type: ignore[attr-defined]
+            self.add("dataset.path", f"not allowed: {cls.id} generates its data and takes no path")
+            path = None
+        if path is not None:
+            p = Path(path).expanduser()
+            if not p.is_absolute():
+                p = (self.base_dir if self.base_dir is not None else Path.cwd()) / p
+            p = Path(os.path.normpath(p.absolute()))
+            if self.check_paths and not p.exists():
+                self.add("dataset.path", f"no such file or directory: {str(p)!r}")
+            path = str(p)
+        resolved = self.construct(cls, params, {}, "dataset")
+        if resolved is None:
+            return None
+        return DatasetSpec(cls.id, path, resolved[0], cls=cls)
+
+    def rates(self, raw_any: Any) -> Rates:
+        raw = self.table(raw_any, "rates", _RATE_KEYS)
+        given = [k for k in _SHARE_KEYS if k in raw]
+        if given and len(given) < 3:
+            for k in _SHARE_KEYS:
+                if k not in raw:
+                    self.add(
+                        f"rates.{k}",
+                        "missing: give all of background, attacker and evaluation (they must sum to 1) or none",
+                    )
+            return Rates()
+        values = {}
+        ok = True
+        for k in _RATE_KEYS:
+            value = raw.get(k, DEFAULT_RATES[k])
+            if not _is_number(value) or not 0 < value < 1:
+                self.add(f"rates.{k}", f"expected a number in (0, 1), {_got(value)}")
+                ok = False
+                values[k] = DEFAULT_RATES[k]
+            else:
+                values[k] = float(value)
+        total = sum(values[k] for k in _SHARE_KEYS)
+        if ok and abs(total - 1.0) > 1e-9:
+            self.add(
+                "rates",
+                "background + attacker + evaluation must sum to 1, got "
+                + " + ".join(f"{values[k]:g}" for k in _SHARE_KEYS)
+                + f" = {total:g}",
+            )
+        return Rates(**values)
+
+    def scenarios(self, raw: dict, has_deanonymizer: bool) -> tuple[str, ...]:
+        if "scenarios" not in raw:
+            return ("naive", "parrot") + (("deanon",) if has_deanonymizer else ())
+        value = raw["scenarios"]
+        if not isinstance(value, list) or not value:
+            self.add("scenarios", f"expected a non-empty list of scenario names, {_got(value)}")
+            return ()
+        out: list[str] = []
+        for i, s in enumerate(value):
+            path = f"scenarios[{i}]"
+            if not isinstance(s, str):
+                self.add(path, f"expected a scenario name (string), {_got(s)}")
+                continue
+            s = s.strip()
+            if s in ALWAYS_SCENARIOS:
+                self.add(path, f"{s!r} is always evaluated; do not list it")
+                continue
+            if s.startswith("parrot:"):
+                text = s.split(":", 1)[1]
+                try:
+                    share = float(text)
+                except ValueError:
+                    self.add(path, f"expected 'parrot:<share>' with a number share in (0, 1), got {s!r}")
+                    continue
+                if not 0 < share < 1:
+                    self.add(path, f"the parrot share must be in (0, 1), got {s!r}")
+                    continue
+                s = f"parrot:{share!r}"
+            elif s not in SCENARIOS:
+                head, sep, tail = s.partition(":")
+                close = difflib.get_close_matches(head, SCENARIOS + ALWAYS_SCENARIOS, n=1, cutoff=0.6)
+                hint = (
+                    f"did you mean {close[0] + sep + tail!r}?"
+                    if close
+                    else "allowed: naive, lazy, parrot, parrot:<share>, deanon"
+                )
+                self.add(path, f"unknown scenario {s!r}; {hint}")
+                continue
+            if s == "deanon" and not has_deanonymizer:
+                self.add(path, "'deanon' needs a de-anonymizer: add a [deanonymizer] table")
+                continue
+            if s in out:
+                self.add(path, f"duplicate scenario {s!r}")
+                continue
+            out.append(s)
+        if has_deanonymizer and "deanon" not in out and all(isinstance(s, str) for s in value):
+            self.add("deanonymizer", "given but unused: add 'deanon' to scenarios or remove [deanonymizer]")
+        return tuple(out)
+
+    def selection(self, raw_any: Any) -> SelectionSpec | None:
+        raw = self.table(raw_any, "selection", _SELECTION_KEYS)
+        selectors: list[MethodSpec | None] = []
+        value = raw.get("selectors", list(DEFAULT_SELECTORS))
+        missing_default = [s for s in DEFAULT_SELECTORS if s not in self.registry]
+        if "selectors" not in raw and missing_default:
+            self.add(
+                "selection.selectors",
+                f"the default selector {missing_default[0]!r} is not installed; list the selectors explicitly",
+            )
+        elif not isinstance(value, list) or not value:
+            self.add("selection.selectors", f"expected a non-empty list of selector ids or tables, {_got(value)}")
+        else:
+            for i, s in enumerate(value):
+                if not isinstance(s, (str, Mapping)):
+                    self.add(f"selection.selectors[{i}]", f"expected a selector id or a table, {_got(s)}")
+                    selectors.append(None)
+                    continue
+                path = f"selection.selectors[{i}]"
+                selectors.append(
+                    self.method(s if isinstance(s, Mapping) else {"id": s}, path, "selector", bare=isinstance(s, str))
+                )
+            self.unique_names(selectors, "selection.selectors")
+        counts: list[int] = []
+        value = raw.get("subject_counts", [])
+        if not isinstance(value, list):
+            self.add("selection.subject_counts", f"expected a list of integers ≥ 2, {_got(value)}")
+        else:
+            for i, n in enumerate(value):
+                if not _is_int(n) or n < 2:
+                    self.add(f"selection.subject_counts[{i}]", f"expected an integer ≥ 2, {_got(n)}")
+                else:
+                    counts.append(n)
+        draws = self.integer(raw, "random_draws", "selection.random_draws", DEFAULT_RANDOM_DRAWS, 1)
+        if any(s is None for s in selectors):
+            return None
+        counts = sorted(set(counts), reverse=True)
+        return SelectionSpec(tuple(selectors), tuple(counts), draws)  # type: ignore[arg-type]
+
+    def report(self, raw_any: Any) -> ReportSpec:
+        raw = self.table(raw_any, "report", _REPORT_KEYS)
+        return ReportSpec(
+            bootstrap=self.integer(raw, "bootstrap", "report.bootstrap", DEFAULT_REPORT["bootstrap"], 0),
+            confidence=self.number(raw, "confidence", "report.confidence", DEFAULT_REPORT["confidence"], 0, 1),
+            per_probe_scores=self.boolean(
+                raw, "per_probe_scores", "report.per_probe_scores", DEFAULT_REPORT["per_probe_scores"]
+            ),
+        )
+
+    # -- methods ---------------------------------------------------------------------------------------
+    def methods(self, raw: Any, path: str, kind: str, *, required: bool, grid: bool = False) -> list:
+        items = self.table_list(raw, path, required)
+        return [self.method(item, f"{path}[{i}]", kind, grid=grid) for i, item in enumerate(items)]
+
+    def unique_names(self, specs: list[MethodSpec | None], path: str) -> None:
+        seen: dict[str, int] = {}
+        for i, spec in enumerate(specs):
+            if spec is None:
+                continue
+            if spec.name in seen:
+                self.add(
+                    f"{path}[{i}].name",
+                    f"duplicate name {spec.name!r} (also {path}[{seen[spec.name]}]); give each a distinct name",
+                )
+            else:
+                seen[spec.name] = i
+
+    def resolve(self, method_id: Any, path: str, kind: str) -> type[Method] | None:
+        """The class registered under ``method_id`` (an id or alias) if it is of ``kind``; else a problem."""
+        noun = _KIND_NOUN[kind]
+        if not isinstance(method_id, str) or not method_id.strip():
+            self.add(path, f"expected {_a(noun)} id (string), {_got(method_id)}")
+            return None
+        if method_id in self.registry:
+            cls = self.registry[method_id].cls
+            if cls.kind == kind:
+                return cls
+            self.add(path, f"{method_id!r} is {_a(_KIND_NOUN[cls.kind])}, not {_a(noun)}")
+            return None
+        suggestions = self.registry.suggest(method_id, kind)
+        if suggestions:
+            hint = "did you mean " + " or ".join(repr(s) for s in suggestions) + "?"
+        else:
+            hint = f"run `bioanon methods --kind {kind}` to list the installed ones"
+        self.add(path, f"unknown {noun} {method_id!r}; {hint}")
+        return None
+
+    def params_table(self, raw: Any, path: str) -> dict:
+        if not isinstance(raw, Mapping):
+            self.add(path, f"expected a table of parameters, {_got(raw)}")
+            return {}
+        return dict(raw)
+
+    def method(
+        self, raw_any: Any, path: str, kind: str, *, grid: bool = False, bare: bool = False
+    ) -> MethodSpec | None:
+        """Validate one method table; ``bare``: the user wrote only the id (a string), so its problems point at
+        ``path`` itself."""
+        if not isinstance(raw_any, Mapping):
+            self.add(path, f"expected a table with an id, {_got(raw_any)}")
+            return None
+        cls = None
+        if "id" not in raw_any:
+            self.add(f"{path}.id", f"missing required key (a registered {_KIND_NOUN[kind]} id)")
+        else:
+            cls = self.resolve(raw_any["id"], path if bare else f"{path}.id", kind)
+        keys = _ANONYMIZER_KEYS if grid else _METHOD_KEYS
+        if not grid and "grid" in raw_any:
+            self.add(f"{path}.grid", "unknown key; only anonymizers take a grid (list one table per setting instead)")
+            raw_any = {k: v for k, v in raw_any.items() if k != "grid"}
+        raw = self.table(raw_any, path, keys, method=cls)
+        name = None
+        if "name" in raw:
+            name = self.string(raw, "name", f"{path}.name", None)
+        params = self.params_table(raw.get("params", {}), f"{path}.params")
+        sweep: dict[str, list] = {}
+        if grid and "grid" in raw:
+            g = raw["grid"]
+            if not isinstance(g, Mapping):
+                self.add(f"{path}.grid", f"expected a table of parameter → list of values, {_got(g)}")
+            else:
+                for k, values in g.items():
+                    if not isinstance(values, list) or not values:
+                        self.add(f"{path}.grid.{k}", f"expected a non-empty list of values, {_got(values)}")
+                    elif k in params:
+                        self.add(f"{path}.grid.{k}", "also given in params; give it in one place")
+                    else:
+                        sweep[k] = values
+        if cls is None:
+            return None
+        resolved = self.construct(cls, params, sweep, path)
+        if resolved is None:
+            return None
+        fixed, swept = resolved
+        return MethodSpec(cls.id, fixed, swept, name or cls.id, cls=cls)
+
+    def construct(
+        self, cls: type[Method], params: dict, sweep: dict[str, list], path: str
+    ) -> tuple[dict, dict[str, tuple]] | None:
+        """Construct ``cls`` for every grid setting; return (completed fixed params, coerced grid)."""
+        names = [f.name for f in cls.param_fields()]
+        ok = True
+        for section, table in (("params", params), ("grid", sweep)):
+            for k in list(table):
+                if k not in names:
+                    hint = _did_you_mean(str(k), names) if names else f"{cls.id} takes no parameters"
+                    self.add(f"{path}.{section}.{k}", f"unknown parameter of {cls.id}; {hint}")
+                    ok = False
+        params = {k: v for k, v in params.items() if k in names}
+        sweep = {k: v for k, v in sweep.items() if k in names}
+        keys = list(sweep)
+        coerced: dict[str, list] = {k: [_MISSING] * len(v) for k, v in sweep.items()}
+        fixed: dict | None = None
+        for combo in itertools.product(*(range(len(sweep[k])) for k in keys)):
+            setting = {k: sweep[k][i] for k, i in zip(keys, combo)}
+            try:
+                instance = cls(**params, **setting)
+            except ParameterError as exc:
+                ok = False
+                if exc.param in sweep:
+                    where = f"{path}.grid.{exc.param}[{combo[keys.index(exc.param)]}]"
+                else:
+                    where = f"{path}.params.{exc.param}"
+                self.add(where, str(exc))
+                continue
+            except Exception as exc:  # noqa: BLE001 - a method's own checks may raise anything
+                ok = False
+                shown = ", ".join(f"{k}={v!r}" for k, v in {**params, **setting}.items())
+                self.add(path, f"{cls.id}({shown}) failed: {type(exc).__name__}: {exc}")
+                continue
+            values = instance.get_params()
+            if fixed is None:
+                fixed = {k: v for k, v in values.items() if k not in sweep}
+            for k, i in zip(keys, combo):
+                coerced[k][i] = values[k]
+        if not ok or fixed is None:
+            return None
+        return fixed, {k: tuple(v) for k, v in coerced.items()}
+
+
+_MISSING = object()
+
+
+# --------------------------------------------------------------------------------------------------- output
+
+
+def _jsonable(value: Any) -> Any:
+    """Tuples → lists, enums → their value, numpy scalars → Python, Paths → str (recursively)."""
+    if isinstance(value, enum.Enum):
+        return _jsonable(value.value)
+    if isinstance(value, (list, tuple)):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if hasattr(value, "item") and callable(value.item) and type(value).__module__ == "numpy":
+        return value.item()
+    return value
+
+
+def _label_value(value: Any) -> str:
+    value = _jsonable(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, list):
+        return "[" + ", ".join(_label_value(v) for v in value) + "]"
+    return repr(value)
+
+
+_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
+def _toml_key(key: str) -> str:
+    return key if _BARE_KEY.match(key) else _toml_string(key)
+
+
+def _toml_string(s: str) -> str:
+    return json.dumps(s, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def _toml_value(value: Any, where: str) -> str:
+    if value is None:
+        raise ValueError(f"{where}: None cannot be written as TOML; store the config as JSON (to_dict())")
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "nan"
+        if math.isinf(value):
+            return "inf" if value > 0 else "-inf"
+        return repr(value)
+    if isinstance(value, str):
+        return _toml_string(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(_toml_value(v, f"{where}[{i}]") for i, v in enumerate(value)) + "]"
+    if isinstance(value, Mapping):
+        return _inline_table(value, where)
+    raise ValueError(f"{where}: cannot write a {type(value).__name__} as TOML")
+
+
+def _inline_table(table: Mapping[str, Any], where: str, *, spec: MethodSpec | None = None) -> str:
+    items = []
+    for k, v in table.items():
+        if v is None:
+            if spec is not None and k in spec.params and _default_is_none(spec, k):
+                continue
+            raise ValueError(f"{where}.{k}: None cannot be written as TOML; store the config as JSON (to_dict())")
+        items.append(f"{_toml_key(k)} = {_toml_value(v, f'{where}.{k}')}")
+    return "{ " + ", ".join(items) + " }" if items else "{}"
+
+
+def _default_is_none(spec: MethodSpec | DatasetSpec, name: str) -> bool:
+    cls = spec.cls if spec.cls is not None else None
+    if cls is None:
+        cls = _registry().get(spec.source if isinstance(spec, DatasetSpec) else spec.id)
+    for f in cls.param_fields():
+        if f.name == name:
+            return f.default is None
+    return False
+
+
+def _method_lines(spec: MethodSpec, where: str, *, grid: bool) -> list[str]:
+    d = spec.to_dict(grid=grid)
+    lines = [f"id = {_toml_string(d['id'])}", f"name = {_toml_string(d['name'])}"]
+    lines.append(f"params = {_inline_table(d['params'], where + '.params', spec=spec)}")
+    if grid:
+        lines.append(f"grid = {_inline_table(d['grid'], where + '.grid')}")
+    return lines
+
+
+def _to_toml(cfg: EvalConfig) -> str:
+    d = cfg.to_dict()
+    out = ["# bioanon evaluation config (resolved: every default filled in)"]
+    for k in ("name", "seed", "repeats", "label", "scenarios"):
+        out.append(f"{k} = {_toml_value(d[k], k)}")
+    ds = d["dataset"]
+    out += ["", "[dataset]", f"source = {_toml_string(ds['source'])}"]
+    if "path" in ds:
+        out.append(f"path = {_toml_string(ds['path'])}")
+    params = {}
+    for k, v in ds["params"].items():
+        if v is None and _default_is_none(cfg.dataset, k):
+            continue
+        params[k] = v
+    out.append(f"params = {_inline_table(params, 'dataset.params')}")
+    out += ["", "[rates]"] + [f"{k} = {_toml_value(v, 'rates.' + k)}" for k, v in d["rates"].items()]
+    for i, a in enumerate(cfg.anonymizers):
+        out += ["", "[[anonymizers]]"] + _method_lines(a, f"anonymizers[{i}]", grid=True)
+    if cfg.deanonymizer is not None:
+        out += ["", "[deanonymizer]"] + _method_lines(cfg.deanonymizer, "deanonymizer", grid=False)
+    for i, r in enumerate(cfg.recognizers):
+        out += ["", "[[recognizers]]"] + _method_lines(r, f"recognizers[{i}]", grid=False)
+    sel = cfg.selection
+    selectors = []
+    for i, s in enumerate(sel.selectors):
+        where = f"selection.selectors[{i}]"
+        selectors.append(
+            "{ "
+            + ", ".join(
+                [f"id = {_toml_string(s.id)}", f"name = {_toml_string(s.name)}"]
+                + [f"params = {_inline_table(_jsonable(s.params), where + '.params', spec=s)}"]
+            )
+            + " }"
+        )
+    out += [
+        "",
+        "[selection]",
+        "selectors = [" + ", ".join(selectors) + "]",
+        f"subject_counts = {_toml_value(list(sel.subject_counts), 'selection.subject_counts')}",
+        f"random_draws = {sel.random_draws}",
+    ]
+    for i, u in enumerate(cfg.utility):
+        out += ["", "[[utility]]"] + _method_lines(u, f"utility[{i}]", grid=False)
+    out += ["", "[report]"] + [f"{k} = {_toml_value(v, 'report.' + k)}" for k, v in d["report"].items()]
+    return "\n".join(out) + "\n"
