@@ -33,9 +33,15 @@ def _table(rows: list[list[str]], headers: list[str], *, flex: int = -1) -> str:
     """Left-aligned columns; the ``flex`` column is cut so every line fits the terminal width."""
     cols = list(zip(*([headers] + rows))) if rows else [[h] for h in headers]
     widths = [max(len(str(c)) for c in col) for col in cols]
-    total = sum(widths) + 2 * (len(widths) - 1)
-    if total > _width():
-        widths[flex] = max(8, widths[flex] - (total - _width()))
+    excess = sum(widths) + 2 * (len(widths) - 1) - _width()
+    if excess > 0:  # cut the flex column first, then the widest ones
+        cut = min(excess, max(0, widths[flex] - 8))
+        widths[flex] -= cut
+        excess -= cut
+        while excess > 0 and max(widths) > 6:
+            i = widths.index(max(widths))
+            widths[i] -= 1
+            excess -= 1
     lines = []
     for r in [headers] + rows:
         cells = [_cut(str(c), w).ljust(w) for c, w in zip(r, widths)]
@@ -158,6 +164,78 @@ def cmd_cache(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fmt(x: Any) -> str:
+    try:
+        return "—" if x != x else f"{float(x):.3f}"
+    except (TypeError, ValueError):
+        return str(x)
+
+
+def _print_summary(result: Any) -> None:
+    """What a user wants to see after a run: the worst case per setting, AUCs, warnings, where the report is."""
+    head = result.headline()
+    if not head.empty:
+        sel, n = head.selector.iloc[0], head.n_subjects.iloc[0]
+        print(f"\nworst-case top-1 accuracy ({sel} selection, {n} subjects; clear level and chance beside it):")
+        rows = [[r.anonymizer, r.setting or "-", _fmt(r.worst_accuracy), f"{r.worst_recognizer} / {r.worst_scenario}",
+                 _fmt(r.clear_accuracy), _fmt(r.chance)] for r in head.itertuples()]
+        print(_table(rows, ["anonymizer", "setting", "worst", "achieved by", "clear", "chance"], flex=3))
+    if result.auc is not None and not result.auc.empty:
+        counted = result.auc[result.auc.counted]
+        print("\nprivacy–utility AUC (1 = ideal; the lower of with/without de-anonymization):")
+        rows = [[r.anonymizer, r.measure, f"{r.selector} n={r.n_subjects}", _fmt(r.auc)] for r in counted.itertuples()]
+        print(_table(rows, ["anonymizer", "utility measure", "selection", "AUC"], flex=1))
+    for w in result.warnings:
+        print(textwrap.fill("warning: " + w, _width(), subsequent_indent="  "), file=sys.stderr)
+    for f in result.failures:
+        print(textwrap.fill(f"failed: {f['task']}: {f['error'].splitlines()[0]}", _width(), subsequent_indent="  "),
+              file=sys.stderr)
+    print(f"\ntasks: {result.executed} computed, {result.cached} reused from the cache")
+    if result.report_path is not None:
+        print(f"report: {result.report_path}")
+    elif result.run_dir is not None:
+        print(f"results: {result.run_dir}")
+
+
+def _run_evaluation(config: Any, args: argparse.Namespace) -> int:
+    from .evaluation.run import evaluate
+
+    result = evaluate(config, out_dir=args.out, run_id=args.run_id, cache=args.cache_dir,
+                      keep_going=args.keep_going, progress=not args.quiet, report=not args.no_report)
+    _print_summary(result)
+    if result.failures:
+        print(f"bioanon: {len(result.failures)} task(s) failed or were skipped (see failures.json)", file=sys.stderr)
+        return 1
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    return _run_evaluation(args.config, args)
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from .evaluation.demo import demo_config
+
+    print(f"bioanon demo: a full strong evaluation on built-in synthetic data (trait: {args.trait})")
+    return _run_evaluation(demo_config(args.trait), args)
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from .report import render_report
+
+    print(f"report: {render_report(args.run_dir)}")
+    return 0
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", default="results", help="results folder (default: ./results)")
+    p.add_argument("--run-id", default=None, help="name of the run folder (default: name-time-fingerprint)")
+    p.add_argument("--cache-dir", default=None, help="cache location (default: $BIOANON_CACHE or the user cache)")
+    p.add_argument("--keep-going", action="store_true", help="finish what does not depend on a failure")
+    p.add_argument("--no-report", action="store_true", help="write the tables but not report.html")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+
+
 # --------------------------------------------------------------------------------------------------- parser
 
 
@@ -215,6 +293,20 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--older-than", type=float, default=None, metavar="DAYS", help="clear only older entries")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_cache)
+
+    p = sub.add_parser("evaluate", help="run a strong evaluation from a TOML config")
+    p.add_argument("config", help="the evaluation config (TOML)")
+    _add_run_options(p)
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("demo", help="a full evaluation on built-in synthetic data (about a minute)")
+    p.add_argument("--trait", default="any", help="use this trait plugin's synthetic data (default: any)")
+    _add_run_options(p)
+    p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("report", help="re-render report.html and plots of a results folder")
+    p.add_argument("run_dir")
+    p.set_defaults(func=cmd_report)
 
     get_plugin_manager().add_commands(sub)
     return parser

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import os
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bioanon.errors import TableError
+from bioanon.fileio import atomic_write
 
 __all__ = ["SampleTable", "PAYLOAD_SPECS", "METADATA_KEY", "SAMPLE_ID", "SUBJECT", "ATTR_PREFIX", "SAMPLE_RATE"]
 
@@ -212,35 +212,6 @@ def _check_rates(rates: Sequence[float]) -> np.ndarray:
     if r.ndim != 1 or r.size < 1 or not np.all(np.isfinite(r)) or np.any(r <= 0) or abs(r.sum() - 1.0) > _TOL:
         raise TableError(f"rates must be one or more positive floats summing to 1, got {list(np.atleast_1d(r))}")
     return r
-
-
-def _atomic_write(path: str | os.PathLike, write) -> None:
-    """Write via ``write(fileobj)`` to a temp file next to ``path``, fsync, then os.replace onto ``path``."""
-    path = Path(path)
-    directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    try:  # make the rename durable; best effort (not supported everywhere)
-        dfd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dfd)
-    except OSError:
-        pass
-    finally:
-        os.close(dfd)
 
 
 def _write_ipc(table: pa.Table, sink) -> None:
@@ -1113,7 +1084,7 @@ class SampleTable:
         ----------
         path : str or path-like
         """
-        _atomic_write(path, lambda f: _write_ipc(self._table, f))
+        atomic_write(path, lambda f: _write_ipc(self._table, f))
 
     @classmethod
     def load(cls, path: str | os.PathLike, *, memory_map: bool = True, validate: bool = False) -> SampleTable:
@@ -1165,7 +1136,7 @@ class SampleTable:
         ----------
         path : str or path-like
         """
-        _atomic_write(path, lambda f: _write_parquet(self._table, f))
+        atomic_write(path, lambda f: _write_parquet(self._table, f))
 
     @classmethod
     def from_parquet(cls, path: str | os.PathLike, *, validate: bool = True) -> SampleTable:

@@ -1,0 +1,41 @@
+"""Atomic file writes shared by every module that writes results."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def atomic_write(path: str | os.PathLike, write) -> None:
+    """Write via ``write(fileobj)`` to a temp file next to ``path``, fsync, then os.replace onto ``path``."""
+    path = Path(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+    try:  # make the rename durable; best effort (not supported everywhere)
+        dfd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    """Write a text file atomically (UTF-8)."""
+    atomic_write(path, lambda f: f.write(text.encode("utf-8")))
