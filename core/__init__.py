@@ -54,6 +54,7 @@ __all__ = [
     "UnknownMethodError",
     "UtilityMeasure",
     "__version__",
+    "evaluate",
     "get_method",
     "get_registry",
     "hookimpl",
@@ -79,6 +80,14 @@ def get_method(method_id: str, /, **params: Any) -> Method:
 def list_methods(*patterns: str, kind: str | None = None, trait: str | None = None) -> list[str]:
     """Ids of the installed methods matching shell-style patterns, a kind and a trait."""
     return [e.cls.id for e in get_registry().find(patterns, kind=kind, trait=trait)]
+
+
+def evaluate(config: Any, /, **kwargs: Any):
+    """Run a strong evaluation from a TOML path, a dict or an EvalConfig; see
+    :func:`bioanon.evaluation.run.evaluate` for the options. Returns an EvaluationResult."""
+    from .evaluation.run import evaluate as _evaluate
+
+    return _evaluate(config, **kwargs)
 
 
 def load_dataset(source_id: str, path: Any = None, /, **params: Any):

@@ -29,6 +29,8 @@ class SyntheticFeatures(DatasetSource):
     identity_scale: float = param(1.0, help="spread of subject centres (signal strength)", low=0.0)
     attribute_scale: float = param(1.5, help="strength of the attribute effects", low=0.0)
     noise: float = param(0.5, help="per-sample noise standard deviation", low=0.0)
+    noise_heterogeneity: float = param(
+        0.0, help="spread of per-subject noise levels: each subject's noise is scaled by exp(N(0, h))", low=0.0)
     n_activities: int = param(3, help="number of values of attr.activity", low=2)
     seed: int = param(0, help="random seed")
 
@@ -50,7 +52,10 @@ class SyntheticFeatures(DatasetSource):
         activity_effect = rng.standard_normal((self.n_activities, D)).astype(np.float32)
         activity_effect[:, : d_id + d_attr] = 0
         x = centres[subject] + self.attribute_scale * (group_effect[group[subject]] + activity_effect[activity])
-        x += rng.standard_normal((S * K, D)).astype(np.float32) * self.noise
+        level = np.full(S, self.noise)
+        if self.noise_heterogeneity:
+            level *= np.exp(rng.standard_normal(S) * self.noise_heterogeneity)
+        x += rng.standard_normal((S * K, D)).astype(np.float32) * level[subject, None].astype(np.float32)
         width = len(str(S - 1))
         subjects = np.array([f"s{i:0{width}d}" for i in range(S)])[subject]
         return SampleTable.from_arrays(

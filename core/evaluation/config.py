@@ -721,7 +721,8 @@ class _Validator:
         if resolved is None:
             return None
         fixed, swept = resolved
-        return MethodSpec(cls.id, fixed, swept, name or cls.id, cls=cls)
+        written = raw_any.get("id") if isinstance(raw_any.get("id"), str) else cls.id
+        return MethodSpec(cls.id, fixed, swept, name or written, cls=cls)  # default name: the id as written
 
     def construct(
         self, cls: type[Method], params: dict, sweep: dict[str, list], path: str

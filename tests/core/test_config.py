@@ -247,7 +247,7 @@ def test_full_toml_loads_resolved(tmp_path, registry):
     assert noise.name == "noise" and noise.id == "any.gaussian_noise"
     assert noise.params == {"relative": False, "payload": ""}  # completed with defaults, grid keys excluded
     assert noise.grid == {"sigma": (0.5, 1.0), "seed": (0, 1)}
-    assert pairs.id == "test.pairs" and pairs.name == "test.pairs"  # alias resolved; name defaults to the id
+    assert pairs.id == "test.pairs" and pairs.name == "test.pair_alias"  # alias resolved; name = id as written
     assert pairs.params == {"sizes": (3, 4), "mode": None, "limit": 3, "strict": False}
     assert identity.params == {} and identity.settings() == [{}]
     assert cfg.deanonymizer == MethodSpec("test.undo", {"alpha": 2.0}, {}, "test.undo")
@@ -255,7 +255,7 @@ def test_full_toml_loads_resolved(tmp_path, registry):
     assert cfg.recognizers[0].params == {"center": True, "payload": ""}
     sel = cfg.selection
     assert [(s.id, s.name, s.params) for s in sel.selectors] == [
-        ("test.select_first", "test.select_first", {"seed": 0}),
+        ("test.select_first", "first", {"seed": 0}),
         ("test.select_first", "first-7", {"seed": 7}),
     ]
     assert sel.subject_counts == (20, 10, 5) and sel.random_draws == 3
@@ -308,7 +308,7 @@ def test_defaults_filled(registry_with_random):
     assert cfg.scenarios == ("naive", "parrot")
     assert cfg.rates == Rates(0.2, 0.4, 0.4, 0.5)
     assert cfg.deanonymizer is None and cfg.utility == ()
-    assert cfg.selection.selectors == (MethodSpec("any.select_random", {"seed": 0}),)
+    assert cfg.selection.selectors == (MethodSpec("any.select_random", {"seed": 0}, name="random"),)
     assert cfg.selection.subject_counts == () and cfg.selection.random_draws == 5
     assert cfg.report == ReportSpec(1000, 0.95, False)
     assert cfg.dataset.path is None

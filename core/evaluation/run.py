@@ -1,0 +1,527 @@
+"""Plan, execute and collect a strong evaluation (DESIGN §7).
+
+For every repeat (its own subject split) and anonymizer setting: split subjects into background / attacker /
+evaluation → anonymize attacker and evaluation sets → select subjects → optionally de-anonymize → split each
+selected subject's samples into enrolment and test → every recognizer under every attacker scenario, plus the
+clear level → metrics with CIs → utility → privacy–utility trade-off and its AUC.
+Every stage is a cached task keyed by fingerprint, so a sweep shares its splits, a rerun reuses everything and
+an interrupted run resumes.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+import platform
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+
+from ..cache import Cache, table_fingerprint
+from ..errors import BioanonError
+from ..fileio import atomic_write, atomic_write_text
+from ..table import SampleTable, _part_sizes
+from .tasks import TaskSpec, derived_seed, make_task, output_key
+
+ATTACK_SCENARIOS = ("naive", "lazy", "parrot", "deanon")
+
+
+@attrs.define
+class Plan:
+    """The task graph of one evaluation, with what is needed to interpret its results."""
+
+    tasks: list[TaskSpec]
+    dataset_key: str
+    warnings: list[str]
+    score_tasks: list[dict[str, Any]]  # {key, anonymizer, setting, setting_index, repeat, recognizer, scenario, selections}
+    utility_tasks: list[dict[str, Any]]
+    split_tasks: list[dict[str, Any]]
+    n_evaluation_subjects: int
+
+
+@attrs.define
+class EvaluationResult:
+    """The outcome of :func:`evaluate`: where the results are, the tidy tables, and what was recomputed."""
+
+    run_dir: Path | None
+    metrics: Any  # pandas.DataFrame
+    utility: Any
+    tradeoff: Any
+    auc: Any
+    warnings: list[str]
+    failures: list[dict[str, str]]
+    executed: int
+    cached: int
+    report_path: Path | None = None
+
+    def headline(self) -> Any:
+        """Worst-case top-1 per anonymizer setting (max over recognizers and attack scenarios)."""
+        return headline_table(self.metrics)
+
+
+# --------------------------------------------------------------------------------------------------- planning
+
+
+def _method_dict(spec: Any, setting: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    m = spec.create(setting)
+    return {"id": m.id, "params": _jsonable(m.get_params())}
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, Mapping):
+        return {str(k): _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    if isinstance(obj, np.generic):
+        return obj.item()
+    return obj
+
+
+def _with_seed(method: dict[str, Any], seed: int) -> dict[str, Any]:
+    """Give a method's ``seed`` parameter (if it has one) a derived value."""
+    if "seed" in method["params"]:
+        return {"id": method["id"], "params": {**method["params"], "seed": int(seed)}}
+    return method
+
+
+def load_data(cfg: Any, data: SampleTable | None = None) -> SampleTable:
+    """The configured data set (or ``data`` when given)."""
+    if data is not None:
+        return data
+    from .. import load_dataset
+
+    return load_dataset(cfg.dataset.source, cfg.dataset.path, **cfg.dataset.params)
+
+
+def _drop_unsplittable(table: SampleTable, enrolment: float, label: str) -> tuple[SampleTable, list[str]]:
+    """Drop subjects whose samples cannot give both an enrolment and a test sample; say so."""
+    subjects, counts = np.unique(table.subjects, return_counts=True)
+    sizes = _part_sizes(counts.astype(np.int64), np.array([enrolment, 1.0 - enrolment]))
+    ok = (sizes >= 1).all(axis=1)
+    warnings = []
+    if not ok.all():
+        bad = subjects[~ok]
+        warnings.append(
+            f"too few samples per subject: {len(bad)} of {len(subjects)} subjects have too few samples for an "
+            f"enrolment share of {enrolment} (need ≥ 1 enrolment and ≥ 1 test sample) and were left out: "
+            + ", ".join(map(str, bad[:5])) + (" …" if len(bad) > 5 else "")
+        )
+        table = table.select_subjects(subjects[ok])
+    if label != "subject" and label not in table.attribute_names:
+        raise BioanonError(f"label {label!r}: the data set has no attribute column 'attr.{label}'; "
+                           f"available: {table.attribute_names}")
+    return table, warnings
+
+
+def build_plan(cfg: Any, cache: Cache, data: SampleTable) -> Plan:
+    """Turn a validated config into the task graph (the data set is stored in the cache first)."""
+    data, warnings = _drop_unsplittable(data, cfg.rates.enrolment, cfg.label)
+    dataset_key = table_fingerprint(data)
+    if not cache.has_table(dataset_key):
+        cache.put_table(dataset_key, data)
+    rates = [cfg.rates.background, cfg.rates.attacker, cfg.rates.evaluation]
+    n_eval = int(_part_sizes(np.array([data.num_subjects]), np.array(rates))[0, 2])
+    if min(_part_sizes(np.array([data.num_subjects]), np.array(rates))[0]) < 1:
+        raise BioanonError(
+            f"rates {rates} over {data.num_subjects} subjects leave a part (background/attacker/evaluation) empty"
+        )
+    counts = sorted(set(cfg.selection.subject_counts), reverse=True) or [n_eval]
+    reachable = [n for n in counts if n <= n_eval]
+    for n in counts:
+        if n > n_eval:
+            warnings.append(f"selection cannot reach {n} subjects: the evaluation set has only {n_eval}; skipped")
+    if not reachable:
+        raise BioanonError(f"no subject count in {counts} is reachable with {n_eval} evaluation subjects")
+
+    tasks: list[TaskSpec] = []
+    score_tasks: list[dict[str, Any]] = []
+    utility_tasks: list[dict[str, Any]] = []
+    split_tasks: list[dict[str, Any]] = []
+    rep = cfg.report
+    scenarios = ["clear"] + [s for s in cfg.scenarios if s != "clear"]
+
+    def add(task: TaskSpec) -> TaskSpec:
+        tasks.append(task)
+        return task
+
+    for r in range(cfg.repeats):
+        seed_r = derived_seed(cfg.seed, "repeat", r)
+        t_split = add(make_task("split", {"dataset": dataset_key, "rates": rates, "seed": seed_r}, (),
+                                stage="split", label=f"split repeat {r}"))
+        split_tasks.append({"key": t_split.key, "repeat": r})
+        clear = {n: output_key(t_split.key, n) for n in ("background", "attacker", "evaluation")}
+        for a_spec in cfg.anonymizers:
+            for s_idx, setting in enumerate(a_spec.settings()):
+                label = a_spec.setting_label(setting)
+                where = f"{a_spec.name}[{label}] repeat {r}" if label else f"{a_spec.name} repeat {r}"
+                method = _method_dict(a_spec, setting)
+                t_anon = add(make_task("anonymize", {"method": method, **clear}, (t_split.key,),
+                                       stage="anonymize", label=f"anonymize {where}"))
+                anon = {n: output_key(t_anon.key, n) for n in ("attacker", "evaluation")}
+                sets = {"clear_attacker": clear["attacker"], "anon_attacker": anon["attacker"],
+                        "clear_evaluation": clear["evaluation"], "anon_evaluation": anon["evaluation"]}
+                deps_anon = (t_split.key, t_anon.key)
+                if cfg.deanonymizer is not None:
+                    t_de = add(make_task(
+                        "deanonymize",
+                        {"method": _method_dict(cfg.deanonymizer), "clear_attacker": clear["attacker"],
+                         "anon_attacker": anon["attacker"], "anon_evaluation": anon["evaluation"]},
+                        deps_anon, stage="deanonymize", label=f"de-anonymize {where}"))
+                    sets["deanon_evaluation"] = output_key(t_de.key, "evaluation")
+                    deps_anon = deps_anon + (t_de.key,)
+                selections = []
+                for sel_spec in cfg.selection.selectors:
+                    base = _method_dict(sel_spec)
+                    draws = cfg.selection.random_draws if base["id"] == "any.select_random" else 1
+                    for n in reachable:
+                        for d in range(draws):
+                            if n == n_eval and draws > 1 and d > 0:
+                                break  # every draw of all subjects is the same set
+                            m = _with_seed(base, derived_seed(cfg.seed, r, sel_spec.name, n, d))
+                            t_sel = add(make_task(
+                                "select", {"method": m, "n": n, "evaluation": anon["evaluation"],
+                                           "attacker": anon["attacker"]},
+                                (t_anon.key,), stage="select", label=f"select {sel_spec.name} n={n} {where}"))
+                            selections.append({"id": f"{sel_spec.name}|{n}|{d}", "task": t_sel.key})
+                sel_keys = tuple(s["task"] for s in selections)
+                for rec_spec in cfg.recognizers:
+                    rec = _method_dict(rec_spec)
+                    for scen in scenarios:
+                        needed = _sets_for(scen, sets)
+                        t_score = add(make_task(
+                            "score",
+                            {"recognizer": rec, "scenario": scen, "label": cfg.label, "sets": needed,
+                             "selections": selections, "enrolment": cfg.rates.enrolment, "seed": seed_r,
+                             "bootstrap": rep.bootstrap, "confidence": rep.confidence,
+                             "per_probe_scores": rep.per_probe_scores},
+                            deps_anon + sel_keys, stage="score",
+                            label=f"score {rec_spec.name} {scen} {where}"))
+                        score_tasks.append({"key": t_score.key, "anonymizer": a_spec.name, "setting": label,
+                                            "setting_index": s_idx, "params": json.dumps(method["params"]),
+                                            "repeat": r, "recognizer": rec_spec.name, "scenario": scen})
+                for u_spec in cfg.utility:
+                    t_u = add(make_task(
+                        "utility",
+                        {"measure": _method_dict(u_spec), "clear_attacker": clear["attacker"],
+                         "clear_evaluation": clear["evaluation"], "anon_evaluation": anon["evaluation"],
+                         "bootstrap": rep.bootstrap, "confidence": rep.confidence,
+                         "seed": derived_seed(seed_r, "utility")},
+                        (t_split.key, t_anon.key), stage="utility", label=f"utility {u_spec.name} {where}"))
+                    utility_tasks.append({"key": t_u.key, "anonymizer": a_spec.name, "setting": label,
+                                          "setting_index": s_idx, "params": json.dumps(method["params"]),
+                                          "repeat": r, "measure": u_spec.name})
+    order = {"split": 0, "anonymize": 1, "deanonymize": 2, "select": 3, "score": 4, "utility": 5}
+    tasks.sort(key=lambda t: order[t.stage])  # stable: dependencies always come first
+    return Plan(tasks, dataset_key, warnings, score_tasks, utility_tasks, split_tasks, n_eval)
+
+
+def _sets_for(scenario: str, sets: dict[str, str]) -> dict[str, str]:
+    """Only the tables a scenario reads, so its key does not depend on the others."""
+    from .tasks import scenario_sets
+
+    train, enrol, probe = scenario_sets(scenario)
+    need = {"clear_evaluation"}
+    if train == "clear" or train.startswith("mix:"):
+        need.add("clear_attacker")
+    if train == "anon" or train.startswith("mix:"):
+        need.add("anon_attacker")
+    for kind in (enrol, probe):
+        need.add(f"{kind}_evaluation")
+    return {k: sets[k] for k in sorted(need)}
+
+
+# --------------------------------------------------------------------------------------------------- results
+
+
+def collect_metrics(plan: Plan, records: Mapping[str, Any]) -> Any:
+    import pandas as pd
+
+    rows = []
+    for st in plan.score_tasks:
+        rec = records.get(st["key"])
+        if rec is None:
+            continue
+        for row in rec["rows"]:
+            selector, n, draw = row["selection"].split("|")
+            rows.append({
+                "anonymizer": st["anonymizer"], "setting": st["setting"], "setting_index": st["setting_index"],
+                "params": st["params"], "repeat": st["repeat"], "selector": selector, "n_subjects": int(n),
+                "draw": int(draw), "recognizer": st["recognizer"], "scenario": st["scenario"],
+                **{k: row[k] for k in ("metric", "value", "ci_low", "ci_high", "chance", "n_probes")},
+            })
+    cols = ["anonymizer", "setting", "setting_index", "params", "repeat", "selector", "n_subjects", "draw",
+            "recognizer", "scenario", "metric", "value", "ci_low", "ci_high", "chance", "n_probes"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def collect_utility(plan: Plan, records: Mapping[str, Any]) -> Any:
+    import pandas as pd
+
+    from ..metrics import utility_level
+
+    rows = []
+    for ut in plan.utility_tasks:
+        rec = records.get(ut["key"])
+        if rec is None:
+            continue
+        rows.append({k: ut[k] for k in ("anonymizer", "setting", "setting_index", "params", "repeat", "measure")}
+                    | {k: rec[k] for k in ("value", "ci_low", "ci_high", "clear_value", "floor")}
+                    | {"normalized": float(utility_level(rec["value"], rec["clear_value"], rec["floor"]))})
+    cols = ["anonymizer", "setting", "setting_index", "params", "repeat", "measure", "value", "ci_low", "ci_high",
+            "clear_value", "floor", "normalized"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def headline_table(metrics: Any) -> Any:
+    """Per anonymizer setting: the worst case (highest mean top-1 over recognizers × attack scenarios) at the
+    largest subject count of the first selector, with the recognizer and scenario that achieved it, beside the
+    clear level and chance."""
+    import pandas as pd
+
+    top1 = metrics[metrics.metric == "top1"]
+    if top1.empty:
+        return pd.DataFrame()
+    first_sel = top1.selector.iloc[0]
+    t = top1[(top1.selector == first_sel) & (top1.n_subjects == top1[top1.selector == first_sel].n_subjects.max())]
+    keys = ["anonymizer", "setting_index", "setting", "recognizer", "scenario"]
+    mean = t.groupby(keys, sort=False).agg(value=("value", "mean"), chance=("chance", "mean")).reset_index()
+    out = []
+    for (anon, idx, setting), g in mean.groupby(["anonymizer", "setting_index", "setting"], sort=False):
+        attacks = g[g.scenario != "clear"]
+        clear = g[g.scenario == "clear"]
+        if attacks.empty:
+            continue
+        worst = attacks.loc[attacks.value.idxmax()]
+        out.append({"anonymizer": anon, "setting": setting, "setting_index": idx, "worst_accuracy": worst.value,
+                    "worst_recognizer": worst.recognizer, "worst_scenario": worst.scenario,
+                    "clear_accuracy": clear.value.max() if not clear.empty else math.nan,
+                    "chance": worst.chance, "selector": first_sel, "n_subjects": int(t.n_subjects.max())})
+    return pd.DataFrame(out)
+
+
+def tradeoff_tables(metrics: Any, utility: Any, has_deanon: bool) -> tuple[Any, Any]:
+    """Privacy–utility points (one per anonymizer setting × selector × subject count × measure × deanon) and the
+    AUC of each curve (METRICS.md): privacy from the worst case over recognizers and scenarios (mean over repeats
+    and random draws), utility normalized between its floor and clear level."""
+    import pandas as pd
+
+    from ..metrics import privacy_level, tradeoff_auc, utility_level
+
+    top1 = metrics[metrics.metric == "top1"]
+    keys = ["anonymizer", "setting_index", "setting", "selector", "n_subjects", "recognizer", "scenario"]
+    acc = top1.groupby(keys, sort=False).agg(value=("value", "mean"), chance=("chance", "mean")).reset_index()
+    if utility is not None and not utility.empty:
+        util = utility.groupby(["anonymizer", "setting_index", "measure"], sort=False).agg(
+            value=("value", "mean"), clear_value=("clear_value", "mean"), floor=("floor", "mean")).reset_index()
+        measures = list(dict.fromkeys(util.measure))
+    else:
+        util, measures = None, [""]
+    points = []
+    for (anon, idx, setting, sel, n), g in acc.groupby(
+            ["anonymizer", "setting_index", "setting", "selector", "n_subjects"], sort=False):
+        clear = g[g.scenario == "clear"]
+        a_clear = clear.value.max() if not clear.empty else math.nan
+        chance = g.chance.mean()
+        for deanon in ([False, True] if has_deanon else [False]):
+            attacks = g[(g.scenario != "clear") & ((g.scenario != "deanon") | deanon)]
+            if attacks.empty:
+                continue
+            worst = attacks.loc[attacks.value.idxmax()]
+            privacy = float(privacy_level(worst.value, a_clear, chance))
+            for measure in measures:
+                y = math.nan
+                if util is not None:
+                    u = util[(util.anonymizer == anon) & (util.setting_index == idx) & (util.measure == measure)]
+                    if not u.empty:
+                        y = float(utility_level(u.value.iloc[0], u.clear_value.iloc[0], u.floor.iloc[0]))
+                points.append({"anonymizer": anon, "setting": setting, "setting_index": idx, "selector": sel,
+                               "n_subjects": int(n), "measure": measure, "deanon": deanon,
+                               "accuracy": float(worst.value), "worst_recognizer": worst.recognizer,
+                               "worst_scenario": worst.scenario, "clear_accuracy": float(a_clear),
+                               "chance": float(chance), "privacy": privacy, "utility": y})
+    tradeoff = pd.DataFrame(points, columns=[
+        "anonymizer", "setting", "setting_index", "selector", "n_subjects", "measure", "deanon", "accuracy",
+        "worst_recognizer", "worst_scenario", "clear_accuracy", "chance", "privacy", "utility"])
+    aucs = []
+    if util is not None and not tradeoff.empty:
+        for (anon, sel, n, measure), g in tradeoff.groupby(["anonymizer", "selector", "n_subjects", "measure"],
+                                                          sort=False):
+            per = {}
+            for deanon, h in g.groupby("deanon"):
+                h = h.dropna(subset=["privacy", "utility"])
+                if not h.empty:
+                    per[bool(deanon)] = float(tradeoff_auc(h.privacy.to_numpy(), h.utility.to_numpy()))
+            if not per:
+                continue
+            low = min(per.values())
+            counted_done = False
+            for deanon, value in per.items():
+                counted = value == low and not counted_done
+                counted_done |= counted
+                aucs.append({"anonymizer": anon, "selector": sel, "n_subjects": int(n), "measure": measure,
+                             "deanon": deanon, "auc": value, "counted": counted})
+    auc = pd.DataFrame(aucs, columns=["anonymizer", "selector", "n_subjects", "measure", "deanon", "auc", "counted"])
+    return tradeoff, auc
+
+
+def sanity_warnings(metrics: Any) -> list[str]:
+    """The attacker-too-weak guard: a recognizer whose clear-level top-1 CI contains chance."""
+    out = []
+    clear = metrics[(metrics.metric == "top1") & (metrics.scenario == "clear")]
+    if clear.empty:
+        return out
+    g = clear.groupby(["recognizer", "selector", "n_subjects"], sort=False).agg(
+        value=("value", "mean"), lo=("ci_low", "mean"), hi=("ci_high", "mean"), chance=("chance", "mean"))
+    for (rec, sel, n), row in g.iterrows():
+        lo = row.lo if not math.isnan(row.lo) else row.value
+        if lo <= row.chance + 1e-12:
+            out.append(f"attacker too weak: {rec} reaches only {row.value:.3f} top-1 on CLEAR data "
+                       f"(CI {row.lo:.3f}–{row.hi:.3f}) against chance {row.chance:.3f} ({sel}, {n} subjects); "
+                       f"its privacy figures say little")
+    return out
+
+
+def _environment(seed: int) -> dict[str, Any]:
+    from .. import __version__
+    from ..plugins import get_plugin_manager
+
+    versions = {}
+    for mod in ("numpy", "pyarrow", "sklearn", "pandas", "scipy", "torch"):
+        m = sys.modules.get(mod)
+        if m is not None:
+            versions[mod] = getattr(m, "__version__", "?")
+    return {
+        "bioanon": __version__,
+        "plugins": {s.distribution: s.version for s in get_plugin_manager().statuses if s.status == "loaded"},
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "packages": versions,
+        "seed": seed,
+        "cpu_count": os.cpu_count(),
+    }
+
+
+def _write_parquet(df: Any, path: Path) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.Table.from_pandas(df, preserve_index=False)
+    atomic_write(path, lambda f: pq.write_table(table, f))
+
+
+def _run_id(cfg: Any) -> str:
+    from ..cache import fingerprint
+
+    stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
+    safe = "".join(c if c.isalnum() or c in "-_" else "-" for c in cfg.name)[:40] or "run"
+    return f"{safe}-{stamp}-{fingerprint(cfg.to_dict())[:6]}"
+
+
+def evaluate(
+    config: Any,
+    *,
+    data: SampleTable | None = None,
+    out_dir: str | os.PathLike | None = "results",
+    run_id: str | None = None,
+    cache: Cache | str | os.PathLike | None = None,
+    executor: Any = None,
+    keep_going: bool = False,
+    progress: bool = True,
+    report: bool = True,
+) -> EvaluationResult:
+    """Run a strong evaluation.
+
+    Parameters
+    ----------
+    config : a path to a TOML file, a dict, or a validated :class:`~bioanon.evaluation.config.EvalConfig`.
+        It is validated completely before any work.
+    data : a SampleTable to evaluate instead of loading the configured dataset source.
+    out_dir : where ``<run-id>/`` is written (None: write nothing, only return the tables).
+    run_id : the run directory's name (default: name, time and config fingerprint).
+    cache : a :class:`~bioanon.cache.Cache` or its root (default: ``$BIOANON_CACHE`` or the user cache).
+    executor : an executor with ``run(tasks) -> ExecutionReport`` (default: the local executor).
+    keep_going : finish everything that does not depend on a failed task, then report the failures.
+    progress : progress bars per stage.
+    report : render ``report.html`` with plots.
+    """
+    from ..executors import LocalExecutor
+    from .config import EvalConfig, load_config
+
+    started = time.time()
+    cfg = config if isinstance(config, EvalConfig) else load_config(config)
+    cache = cache if isinstance(cache, Cache) else Cache(cache)
+    table = load_data(cfg, data)
+    plan = build_plan(cfg, cache, table)
+    executor = executor or LocalExecutor(cache, keep_going=keep_going, progress=progress)
+    exe = executor.run(plan.tasks)
+
+    metrics = collect_metrics(plan, exe.records)
+    utility = collect_utility(plan, exe.records)
+    tradeoff, auc = tradeoff_tables(metrics, utility, cfg.deanonymizer is not None)
+    warnings = plan.warnings + sanity_warnings(metrics)
+    labels = {t.key: t.label for t in plan.tasks}
+    failures = [{"task": labels.get(k, k), "error": e} for k, e in exe.failed.items()]
+    failures += [{"task": labels.get(k, k), "error": e} for k, e in exe.skipped.items()]
+
+    run_dir = None
+    report_path = None
+    if out_dir is not None:
+        run_dir = Path(out_dir) / (run_id or _run_id(cfg))
+        run_dir.mkdir(parents=True, exist_ok=True)
+        env = _environment(cfg.seed) | {
+            "started": _dt.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
+            "finished": _dt.datetime.now().isoformat(timespec="seconds"),
+            "duration_s": round(time.time() - started, 3),
+            "tasks": {"executed": exe.executed, "cached": exe.cached, "failed": len(exe.failed),
+                      "by_stage": exe.by_stage},
+            "dataset_fingerprint": plan.dataset_key,
+            "cache": str(cache.uri),
+        }
+        atomic_write_text(run_dir / "config.json", json.dumps(cfg.to_dict(), indent=2, default=str))
+        atomic_write_text(run_dir / "environment.json", json.dumps(env, indent=2, default=str))
+        atomic_write_text(run_dir / "lineage.json", json.dumps(_lineage(plan, cache), indent=2))
+        atomic_write_text(run_dir / "warnings.json", json.dumps(warnings, indent=2))
+        atomic_write_text(run_dir / "failures.json", json.dumps(failures, indent=2))
+        for name, df in (("metrics", metrics), ("utility", utility), ("tradeoff", tradeoff), ("auc", auc)):
+            _write_parquet(df, run_dir / f"{name}.parquet")
+        if cfg.report.per_probe_scores:
+            _write_scores(plan, exe.records, cache, run_dir)
+        if report:
+            from ..report import render_report
+
+            report_path = render_report(run_dir)
+    return EvaluationResult(run_dir, metrics, utility, tradeoff, auc, warnings, failures, exe.executed, exe.cached,
+                            report_path)
+
+
+def _lineage(plan: Plan, cache: Cache) -> list[dict[str, Any]]:
+    """The subjects of every split part, so the absence of leakage can be checked on the stored results."""
+    out = []
+    for st in plan.split_tasks:
+        rec = cache.get_json(st["key"])
+        if rec is not None:
+            out.append({"repeat": st["repeat"], "subjects": rec["subjects"]})
+    return out
+
+
+def _write_scores(plan: Plan, records: Mapping[str, Any], cache: Cache, run_dir: Path) -> None:
+    import pyarrow.parquet as pq
+
+    folder = run_dir / "scores"
+    folder.mkdir(exist_ok=True)
+    for st in plan.score_tasks:
+        rec = records.get(st["key"]) or {}
+        for sel, key in rec.get("scores", {}).items():
+            t = cache.get_table(key)
+            if t is None:
+                continue
+            name = "_".join([st["anonymizer"], str(st["setting_index"]), str(st["repeat"]), st["recognizer"],
+                             st["scenario"], sel]).replace("|", "-").replace("/", "-").replace(":", "-")
+            atomic_write(folder / f"{name}.parquet", lambda f, t=t: pq.write_table(t.arrow, f))

@@ -1,0 +1,285 @@
+"""The evaluation's task operations.
+
+A task is a JSON-able :class:`TaskSpec` (operation name, arguments, the keys of its inputs) whose output is
+written to the cache under its key. Tasks exchange fingerprints, never data: every input table is read from
+the cache, so the same spec runs unchanged in this process or on a remote worker. A task is complete when its
+JSON record exists under its key (written last, atomically); outputs written before a crash are reused, never
+half-read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+import numpy as np
+
+from ..cache import Cache, derive_fingerprint, fingerprint
+from ..errors import BioanonError
+from ..table import SampleTable
+
+OPS: dict[str, Callable[..., dict[str, Any]]] = {}
+
+
+def op(fn: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
+    """Register a task operation under its function name."""
+    OPS[fn.__name__] = fn
+    return fn
+
+
+@attrs.frozen
+class TaskSpec:
+    """One unit of work: ``OPS[op](cache, **args)`` returns a JSON-able record stored under ``key``."""
+
+    key: str
+    op: str
+    args: Mapping[str, Any]
+    deps: tuple[str, ...] = ()
+    stage: str = ""
+    label: str = ""
+
+
+def output_key(task_key: str, name: str) -> str:
+    """Key of a named table output of a task."""
+    return fingerprint({"task": task_key, "output": name})
+
+
+def derived_seed(*parts: Any) -> int:
+    """A 31-bit seed derived from any JSON-able parts (stable across processes)."""
+    return int(fingerprint(list(parts))[:8], 16) & 0x7FFFFFFF
+
+
+def task_key(op_name: str, args: Mapping[str, Any], deps: tuple[str, ...]) -> str:
+    return derive_fingerprint(method_id=f"task.{op_name}", version="1", params=dict(args), inputs=list(deps))
+
+
+def make_task(op_name: str, args: Mapping[str, Any], deps: tuple[str, ...], *, stage: str, label: str) -> TaskSpec:
+    """A TaskSpec whose key covers the operation, all its arguments and its inputs' keys."""
+    return TaskSpec(task_key(op_name, args, deps), op_name, dict(args), tuple(deps), stage, label)
+
+
+def run_task(task: TaskSpec, cache: Cache) -> dict[str, Any]:
+    """Run a task unless its record exists; return the record (thread- and process-safe via the cache)."""
+    done = cache.get_json(task.key)
+    if done is not None:
+        return done
+    record = OPS[task.op](cache, key=task.key, **task.args)
+    cache.put_json(task.key, record)
+    return record
+
+
+def _create(spec: Mapping[str, Any]):
+    from .. import get_registry
+
+    return get_registry().create(spec["id"], **spec.get("params", {}))
+
+
+def _table(cache: Cache, key: str) -> SampleTable:
+    t = cache.get_table(key)
+    if t is None:
+        raise BioanonError(f"cache entry {key} is missing: was the cache cleared during the run?")
+    return t
+
+
+# --------------------------------------------------------------------------------------------------- ops
+
+
+@op
+def split(cache: Cache, *, dataset: str, rates: list[float], seed: int, key: str) -> dict[str, Any]:
+    """Subject-disjoint split into background / attacker / evaluation."""
+    table = _table(cache, dataset)
+    parts = table.split_subjects(rates, seed)
+    out = {}
+    for name, part in zip(("background", "attacker", "evaluation"), parts):
+        k = output_key(key, name)
+        cache.put_table(k, part.with_lineage_step({"step": "split:" + name, "fingerprint": k}))
+        out[name] = k
+    return {"outputs": out, "subjects": {n: p.subject_names for n, p in zip(out, parts)}}
+
+
+@op
+def anonymize(cache: Cache, *, method: dict, background: str, attacker: str, evaluation: str, key: str) -> dict:
+    """Fit the anonymizer on the background set; anonymize the attacker and evaluation sets."""
+    m = _create(method)
+    m.fit(_table(cache, background))
+    out = {}
+    for name, k_in in (("attacker", attacker), ("evaluation", evaluation)):
+        clear = _table(cache, k_in)
+        anon = m.transform(clear)
+        if not np.array_equal(anon.sample_ids, clear.sample_ids):
+            raise BioanonError(f"{m.id} changed the sample ids or their order")
+        k = output_key(key, name)
+        cache.put_table(k, anon.with_lineage_step({"step": m.id, "fingerprint": k, "params": _jsonable(m.get_params())}))
+        out[name] = k
+    return {"outputs": out}
+
+
+@op
+def deanonymize(cache: Cache, *, method: dict, clear_attacker: str, anon_attacker: str, anon_evaluation: str,
+                key: str) -> dict:
+    """Train the de-anonymizer on (clear, anonymized) attacker pairs; apply it to the anonymized evaluation set."""
+    m = _create(method)
+    m.fit(_table(cache, clear_attacker), _table(cache, anon_attacker))
+    anon = _table(cache, anon_evaluation)
+    out = m.transform(anon)
+    k = output_key(key, "evaluation")
+    cache.put_table(k, out.with_lineage_step({"step": m.id, "fingerprint": k}))
+    return {"outputs": {"evaluation": k}}
+
+
+@op
+def select(cache: Cache, *, method: dict, n: int, evaluation: str, attacker: str, key: str) -> dict:
+    """Select n subjects of the anonymized evaluation set (the selector may train on the anonymized attacker set)."""
+    m = _create(method)
+    subjects = m.select(_table(cache, evaluation), n, attacker=_table(cache, attacker))
+    return {"subjects": [str(s) for s in subjects]}
+
+
+SCENARIOS_BASE = ("clear", "naive", "lazy", "parrot", "deanon")
+
+
+def scenario_sets(scenario: str) -> tuple[str, str, str]:
+    """(training, enrolment, probe) data of an attacker scenario: 'clear', 'anon', 'mix:<share>' or 'deanon'."""
+    if scenario.startswith("parrot:"):
+        return "mix:" + scenario.split(":", 1)[1], "anon", "anon"
+    return {
+        "clear": ("clear", "clear", "clear"),
+        "naive": ("clear", "clear", "anon"),
+        "lazy": ("clear", "anon", "anon"),
+        "parrot": ("anon", "anon", "anon"),
+        "deanon": ("clear", "clear", "deanon"),
+    }[scenario]
+
+
+def _mixed(clear: SampleTable, anon: SampleTable, share: float, seed: int) -> SampleTable:
+    """Attacker training data with a share of the samples anonymized (the %-parrot attacker)."""
+    rng = np.random.default_rng(seed)
+    n = len(clear)
+    chosen = np.zeros(n, bool)
+    chosen[rng.permutation(n)[: int(round(share * n))]] = True
+    pa_payloads = {}
+    for name in anon.payload_names:
+        x_clear, x_anon = clear.payload(name), anon.payload(name)
+        if isinstance(x_clear, list):
+            pa_payloads[name] = [a if c else b for a, b, c in zip(x_anon, x_clear, chosen)]
+        else:
+            pa_payloads[name] = np.where(chosen.reshape((-1,) + (1,) * (x_clear.ndim - 1)), x_anon, x_clear)
+    out = clear
+    for name, values in pa_payloads.items():
+        out = out.with_payload(name, values)
+    return out
+
+
+@op
+def score(
+    cache: Cache,
+    *,
+    recognizer: dict,
+    scenario: str,
+    label: str,
+    sets: dict,
+    selections: list[dict],
+    enrolment: float,
+    seed: int,
+    bootstrap: int,
+    confidence: float,
+    per_probe_scores: bool,
+    key: str,
+) -> dict:
+    """Fit a recognizer once on the scenario's training data, then enrol and probe every subject selection.
+
+    ``sets`` maps 'clear_attacker', 'anon_attacker', 'clear_evaluation', 'anon_evaluation' and optionally
+    'deanon_evaluation' to table keys. Each selection gives its subjects; each selected subject's samples are
+    split into enrolment and test (seeded, the same split for clear and anonymized data)."""
+    from .scoring import score_metrics
+
+    train_kind, enrol_kind, probe_kind = scenario_sets(scenario)
+    attacker = {"clear": lambda: _table(cache, sets["clear_attacker"]), "anon": lambda: _table(cache, sets["anon_attacker"])}
+    if train_kind.startswith("mix:"):
+        train = _mixed(attacker["clear"](), attacker["anon"](), float(train_kind[4:]), derived_seed(seed, "mix"))
+    else:
+        train = attacker[train_kind]()
+    evaluation = {k: _table(cache, sets[f"{k}_evaluation"]) for k in sorted({enrol_kind, probe_kind, "clear"})}
+
+    rec = _create(recognizer)
+    rec.fit(train, label)
+    rows: list[dict] = []
+    probes_out: dict[str, str] = {}
+    clear_eval = evaluation["clear"]
+    for sel in selections:
+        subjects = sel.get("subjects")
+        if subjects is None:
+            record = cache.get_json(sel["task"])
+            if record is None:
+                raise BioanonError(f"selection {sel['id']} has not been computed")
+            subjects = record["subjects"]
+        subset = clear_eval.select_subjects(subjects)
+        enrol_part, test_part = subset.split_within_subjects([enrolment, 1.0 - enrolment], seed)
+        gallery = _rows(evaluation[enrol_kind], enrol_part.sample_ids)
+        probes = _rows(evaluation[probe_kind], test_part.sample_ids)
+        rec.enroll(gallery, label)
+        scores = rec.score(probes)
+        true = probes.subjects if label == "subject" else probes.attribute(label)
+        groups = probes.subjects
+        for r in score_metrics(scores, true, groups, bootstrap=bootstrap, confidence=confidence,
+                               seed=derived_seed(seed, "bootstrap", sel["id"])):
+            rows.append({"selection": sel["id"], **r})
+        if per_probe_scores:
+            k = output_key(key, "scores:" + sel["id"])
+            cache.put_table(k, _scores_table(scores, true, probes))
+            probes_out[sel["id"]] = k
+    return {"rows": rows, "scores": probes_out}
+
+
+def _rows(table: SampleTable, ids: np.ndarray) -> SampleTable:
+    """The rows whose sample id is in ``ids`` (vectorized), in table order."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return table.filter(pc.is_in(table.arrow.column("sample_id"), value_set=pa.array(ids, pa.string())))
+
+
+def _scores_table(scores: Any, true: np.ndarray, probes: SampleTable) -> SampleTable:
+    return SampleTable.from_arrays(
+        subject=probes.subjects,
+        sample_id=probes.sample_ids,
+        payloads={"features": np.asarray(scores.scores, dtype=np.float32)},
+        attributes={"true_label": np.asarray(true).astype(str)},
+        metadata={"classes": [str(c) for c in scores.classes]},
+    )
+
+
+@op
+def utility(cache: Cache, *, measure: dict, clear_attacker: str, clear_evaluation: str, anon_evaluation: str,
+            bootstrap: int, confidence: float, seed: int, key: str) -> dict:
+    """A utility measure: fitted on the clear attacker set, measured on the anonymized evaluation set, beside
+    its clear level (the same measure on clear data) and its floor."""
+    from ..metrics import bootstrap_ci
+
+    m = _create(measure)
+    m.fit(_table(cache, clear_attacker))
+    clear = _table(cache, clear_evaluation)
+    anon = _table(cache, anon_evaluation)
+    values = np.asarray(m.measure(clear, anon), dtype=np.float64)
+    clear_values = np.asarray(m.measure(clear, clear), dtype=np.float64)
+    _, groups = np.unique(clear.subjects, return_inverse=True)
+    lo = hi = float("nan")
+    if bootstrap > 0 and len(np.unique(groups)) > 1:
+        lo, hi = bootstrap_ci(values, groups, n_resamples=bootstrap, seed=seed, alpha=1 - confidence)
+    return {
+        "value": float(np.mean(values)),
+        "ci_low": float(lo),
+        "ci_high": float(hi),
+        "clear_value": float(np.mean(clear_values)),
+        "floor": float(m.floor(clear)),
+        "higher_is_better": bool(m.higher_is_better),
+    }
+
+
+def _jsonable(obj: Any) -> Any:
+    if isinstance(obj, dict):
+        return {k: _jsonable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_jsonable(v) for v in obj]
+    return obj
