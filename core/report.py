@@ -1,0 +1,1152 @@
+"""The evaluation report: headline table, plots and a self-contained ``report.html`` from a results directory.
+
+``render_report(RUN_DIR)`` reads what the evaluation pipeline wrote (DESIGN.md §7) and writes ``RUN_DIR/plots/*.png``
+and ``RUN_DIR/report.html``; :func:`headline` returns the headline privacy figure per anonymizer setting. Nothing is
+recomputed from scores: the tables and plots only aggregate the stored metrics (means over repeats and draws, the
+maximum over recognizers × scenarios) and draw the privacy–utility envelope with
+:func:`bioanon.metrics.tradeoff_envelope`.
+
+Input files (``metrics.parquet`` is required, everything else is optional)::
+
+    config.json        resolved config          environment.json   versions, seed, times
+    metrics.parquet    tidy metric rows         utility.parquet    utility measures per setting × repeat
+    tradeoff.parquet   privacy–utility points   auc.parquet        AUC per curve, ``counted`` marks the lower one
+    warnings.json      sanity-guard messages    failures.json      [{"task", "error"}] of failed tasks
+
+Definitions used throughout (METRICS.md, "Privacy–utility trade-off"):
+
+* the *worst case* of a setting is the highest top-1 accuracy over recognizers × attacker scenarios (every scenario
+  except ``clear``, de-anonymization included), where each recognizer × scenario accuracy is first averaged over
+  repeats and random-selection draws;
+* the *clear level* is the highest top-1 accuracy over recognizers on clear data for the same selection;
+* the headline uses the first selector (config order) at its largest subject count.
+
+matplotlib and pandas are imported lazily inside the functions, so ``import bioanon.report`` stays light. Figures
+are drawn on the Agg canvas directly (no pyplot, no global backend switch), so rendering is safe in notebooks and
+worker threads.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import re
+import textwrap
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from . import metrics as _metrics
+from .errors import BioanonError
+from .fileio import atomic_write, atomic_write_text
+
+if TYPE_CHECKING:  # pragma: no cover
+    import pandas as pd
+    from matplotlib.figure import Figure
+
+__all__ = ["ReportError", "ResultsNotFoundError", "headline", "render_report"]
+
+
+class ReportError(BioanonError, ValueError):
+    """A results file is malformed (unreadable, or a required column is missing); the message names the file."""
+
+
+class ResultsNotFoundError(BioanonError, FileNotFoundError):
+    """The run directory or its ``metrics.parquet`` does not exist; the message names the path."""
+
+
+# ------------------------------------------------------------------------------------------------------ constants
+
+DPI = 150
+MAX_PANELS = 3  # settings shown per anonymizer in the subject-count and scenario plots (first, middle, last)
+MAX_TRADEOFF_FIGURES = 36
+MAX_REVERSIBILITY_FIGURES = 6
+REVERSIBILITY_THRESHOLDS = (0.1, 0.5)
+PLOT_PREFIXES = ("tradeoff_", "subjects_", "scenarios_", "reversibility_")
+SUMMARY_METRICS = ("top1", "eer", "min_cllr", "linkability")
+
+METRICS_COLUMNS = (
+    "anonymizer", "setting", "setting_index", "repeat", "selector", "n_subjects", "draw", "recognizer", "scenario",
+    "metric", "value", "ci_low", "ci_high", "chance", "n_probes",
+)  # fmt: skip
+UTILITY_COLUMNS = (
+    "anonymizer", "setting", "setting_index", "repeat", "measure", "value", "ci_low", "ci_high", "clear_value",
+    "floor", "normalized",
+)  # fmt: skip
+TRADEOFF_COLUMNS = (
+    "anonymizer", "setting", "setting_index", "selector", "n_subjects", "measure", "deanon", "accuracy",
+    "worst_recognizer", "worst_scenario", "clear_accuracy", "chance", "privacy", "utility",
+)  # fmt: skip
+AUC_COLUMNS = ("anonymizer", "selector", "n_subjects", "measure", "deanon", "auc", "counted")
+
+_SETTING = ["anonymizer", "setting_index", "setting"]  # one anonymizer setting (setting is the label of the index)
+_SCENARIO_RANK = {"clear": 0, "naive": 1, "lazy": 2, "parrot": 3, "deanon": 5}
+
+METRIC_LABELS = {
+    "top1": "top-1",
+    "top5": "top-5",
+    "cna1": "chance-norm. top-1",
+    "balanced_accuracy": "balanced acc.",
+    "per_subject_accuracy": "per-subject acc.",
+    "eer": "EER",
+    "min_cllr": "min Cllr",
+    "linkability": "D↔sys",
+}
+
+
+# ------------------------------------------------------------------------------------------------------ loading
+
+
+@dataclass
+class _Results:
+    run_dir: Path
+    config: dict
+    environment: dict
+    metrics: pd.DataFrame
+    utility: pd.DataFrame
+    tradeoff: pd.DataFrame
+    auc: pd.DataFrame
+    warnings: list[str]
+    failures: list[dict]
+    notes: list[str] = field(default_factory=list)  # problems with the inputs, shown in the report
+    anonymizers: list[str] = field(default_factory=list)  # display order
+    selectors: list[str] = field(default_factory=list)  # display order; the first is the headline selector
+    recognizers: list[str] = field(default_factory=list)
+
+    @property
+    def first_selector(self) -> str | None:
+        return self.selectors[0] if self.selectors else None
+
+
+def _read_json(path: Path, default: Any, notes: list[str]) -> Any:
+    if not path.exists():
+        notes.append(f"{path.name} not found")
+        return default
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ReportError(f"{path}: cannot read {path.name}: {exc}") from exc
+
+
+def _read_parquet(path: Path, columns: Sequence[str], *, required: bool) -> pd.DataFrame:
+    import pandas as pd
+
+    if not path.exists():
+        if required:
+            raise ResultsNotFoundError(
+                f"{path}: {path.name} not found in the run directory; the evaluation did not finish writing its "
+                f"results (re-run `bioanon evaluate`)"
+            )
+        return pd.DataFrame(columns=list(columns))
+    try:
+        df = pd.read_parquet(path)
+    except Exception as exc:  # noqa: BLE001 - any reader failure is a malformed file
+        raise ReportError(f"{path}: cannot read {path.name}: {type(exc).__name__}: {exc}") from exc
+    if len(df) == 0 and not required:
+        return pd.DataFrame(columns=list(columns))
+    missing = [c for c in columns if c not in df.columns]
+    if missing:
+        raise ReportError(f"{path}: {path.name} lacks the column(s) {', '.join(missing)}")
+    df = df.reset_index(drop=True)
+    for c in ("setting",):
+        if c in df.columns:
+            df[c] = df[c].fillna("").astype(str)
+    if "deanon" in df.columns:
+        df["deanon"] = df["deanon"].astype(bool)
+    if "counted" in df.columns:
+        df["counted"] = df["counted"].astype(bool)
+    return df
+
+
+def _unique(values: Iterable[Any]) -> list[Any]:
+    out: list[Any] = []
+    seen: set[Any] = set()
+    for v in values:
+        if v not in seen:
+            seen.add(v)
+            out.append(v)
+    return out
+
+
+def _config_names(entries: Any, keys: Sequence[str]) -> list[str]:
+    """Names from config list entries (strings or dicts with one of ``keys``)."""
+    out: list[str] = []
+    for e in entries if isinstance(entries, list) else []:
+        if isinstance(e, str):
+            out.append(e)
+        elif isinstance(e, dict):
+            out.extend(str(e[k]) for k in keys if k in e and e[k] is not None)
+    return out
+
+
+def _order(present: Iterable[Any], preferred: Sequence[str]) -> list[Any]:
+    """The present values, those named in ``preferred`` first in that order, then the rest in order of appearance."""
+    present = _unique(present)
+    head = [p for p in _unique(preferred) if p in present]
+    return head + [p for p in present if p not in head]
+
+
+def _load(run_dir: str | os.PathLike) -> _Results:
+    run = Path(run_dir)
+    if not run.is_dir():
+        raise ResultsNotFoundError(f"{run}: run directory not found")
+    notes: list[str] = []
+    metrics = _read_parquet(run / "metrics.parquet", METRICS_COLUMNS, required=True)
+    config = _read_json(run / "config.json", {}, notes)
+    environment = _read_json(run / "environment.json", {}, notes)
+    warns = _read_json(run / "warnings.json", [], [])
+    fails = _read_json(run / "failures.json", [], [])
+    config = config if isinstance(config, dict) else {}
+    environment = environment if isinstance(environment, dict) else {}
+    warns = [str(w) for w in warns] if isinstance(warns, list) else [str(warns)]
+    fails = [f if isinstance(f, dict) else {"task": "", "error": str(f)} for f in (fails or [])]
+    res = _Results(
+        run_dir=run,
+        config=config,
+        environment=environment,
+        metrics=metrics,
+        utility=_read_parquet(run / "utility.parquet", UTILITY_COLUMNS, required=False),
+        tradeoff=_read_parquet(run / "tradeoff.parquet", TRADEOFF_COLUMNS, required=False),
+        auc=_read_parquet(run / "auc.parquet", AUC_COLUMNS, required=False),
+        warnings=warns,
+        failures=fails,
+        notes=notes,
+    )
+    sel = config.get("selection") if isinstance(config.get("selection"), dict) else {}
+    res.selectors = _order(metrics["selector"], _config_names(sel.get("selectors"), ("name", "id")))
+    res.anonymizers = _order(metrics["anonymizer"], _config_names(config.get("anonymizers"), ("name",)))
+    res.recognizers = _order(metrics["recognizer"], _config_names(config.get("recognizers"), ("id", "name")))
+    return res
+
+
+# ------------------------------------------------------------------------------------------------------ aggregation
+
+
+def _scenario_key(s: str) -> tuple:
+    base, _, share = str(s).partition(":")
+    try:
+        frac = float(share) if share else 0.0
+    except ValueError:
+        frac = 0.0
+    return (_SCENARIO_RANK.get(base, 4), base, 1 if share else 0, frac, str(s))
+
+
+def _scenarios(values: Iterable[str]) -> list[str]:
+    return sorted(_unique(values), key=_scenario_key)
+
+
+def _setting_order(res: _Results, df: pd.DataFrame) -> pd.DataFrame:
+    """Sort rows by anonymizer (display order) and setting index."""
+    rank = {a: i for i, a in enumerate(res.anonymizers)}
+    key = df["anonymizer"].map(lambda a: rank.get(a, len(rank)))
+    return df.assign(_a=key).sort_values(["_a", "setting_index"], kind="stable").drop(columns="_a")
+
+
+def _mean_runs(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Mean of value / CI bounds / chance over repeats and draws, one row per ``keys``; ``n_runs`` counts rows."""
+    cols = [c for c in ("value", "ci_low", "ci_high", "chance") if c in df.columns]
+    g = df.groupby(keys, dropna=False, sort=False)
+    out = g[cols].mean()
+    out["n_runs"] = g.size()
+    if "repeat" in df.columns:
+        out["n_repeats"] = g["repeat"].nunique()
+    return out.reset_index()
+
+
+def _largest_n(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Rows at the largest subject count within each ``keys`` group."""
+    if df.empty:
+        return df
+    nmax = df.groupby(keys, dropna=False, sort=False)["n_subjects"].transform("max")
+    return df[df["n_subjects"] == nmax]
+
+
+def _first_selector_top(res: _Results, metric: str = "top1") -> pd.DataFrame:
+    """Rows of ``metric`` for the first selector at each setting's largest subject count."""
+    m = res.metrics
+    df = m[(m["metric"] == metric) & (m["selector"] == res.first_selector)]
+    return _largest_n(df, _SETTING)
+
+
+def _worst_case(agg: pd.DataFrame, keys: list[str], res: _Results) -> pd.DataFrame:
+    """Per ``keys`` group the attack row (scenario ≠ clear) with the highest mean value; ties → first recognizer in
+    display order, then first scenario in display order."""
+    att = agg[(agg["scenario"] != "clear") & agg["value"].notna()]
+    if att.empty:
+        return att.assign(recognizer=[], scenario=[]).iloc[:0]
+    rrank = {r: i for i, r in enumerate(res.recognizers)}
+    att = att.assign(
+        _r=att["recognizer"].map(lambda r: rrank.get(r, len(rrank))),
+        _s=att["scenario"].map(_scenario_key),
+    ).sort_values(["_r", "_s"], kind="stable")
+    idx = att.groupby(keys, dropna=False, sort=False)["value"].idxmax()
+    return att.loc[idx.to_numpy()].drop(columns=["_r", "_s"])
+
+
+def _headline(res: _Results) -> pd.DataFrame:
+    import pandas as pd
+
+    cols = [
+        "anonymizer", "setting", "setting_index", "selector", "n_subjects", "top1", "ci_low", "ci_high",
+        "recognizer", "scenario", "clear", "chance", "privacy", "n_repeats",
+    ]  # fmt: skip
+    top = _first_selector_top(res)
+    if top.empty:
+        return pd.DataFrame(columns=cols)
+    keys = _SETTING + ["selector", "n_subjects"]
+    agg = _mean_runs(top, keys + ["recognizer", "scenario"])
+    worst = _worst_case(agg, keys, res).rename(columns={"value": "top1"})
+    clear = (
+        agg[agg["scenario"] == "clear"].groupby(keys, dropna=False, sort=False)["value"].max().rename("clear")
+    )
+    chance = top.groupby(keys, dropna=False, sort=False)["chance"].mean().rename("chance_mean")
+    out = worst.drop(columns=["chance"]).merge(clear.reset_index(), on=keys, how="left")
+    out = out.merge(chance.reset_index(), on=keys, how="left").rename(columns={"chance_mean": "chance"})
+    fallback = 1.0 / out["n_subjects"].astype(float)
+    out["chance"] = out["chance"].where(out["chance"].notna(), fallback)
+    out["privacy"] = np.atleast_1d(_metrics.privacy_level(out["top1"], out["clear"], out["chance"])) if len(out) else []
+    out = _setting_order(res, out)
+    return out[cols].reset_index(drop=True)
+
+
+def headline(run_dir: str | os.PathLike) -> pd.DataFrame:
+    """The headline privacy figure per anonymizer setting.
+
+    For the first selector (config order) at its largest subject count: each recognizer × attacker-scenario top-1
+    accuracy is averaged over repeats and draws, and the worst case is the maximum over them (``clear`` excluded,
+    de-anonymization included). Columns: ``anonymizer, setting, setting_index, selector, n_subjects, top1`` (the
+    worst case), ``ci_low, ci_high`` (its CI, bounds averaged over repeats), ``recognizer, scenario`` (who achieved
+    it; ties go to the first in config order), ``clear`` (worst-case clear top-1 on the same selection), ``chance``,
+    ``privacy`` (x = 1 − clip((A − c)/(A_clear − c), 0, 1), :func:`bioanon.metrics.privacy_level`), ``n_repeats``.
+    """
+    return _headline(_load(run_dir))
+
+
+def _subject_curves(res: _Results, t1: pd.DataFrame) -> pd.DataFrame:
+    """Worst-case top-1 against subject count for one setting's top-1 rows, one row per selector × n_subjects.
+
+    Columns: ``worst`` (max over attacks of the mean over repeats and draws — the headline quantity) with its
+    ``recognizer`` and ``scenario``; ``lo``/``hi`` (min/max over draws of that attack's accuracy, each draw averaged
+    over repeats, so ``lo ≤ worst ≤ hi``); ``best`` (the best draw: max over draws and attacks, ≥ ``hi``);
+    ``n_draws``, ``clear``, ``chance``.
+    """
+    import pandas as pd
+
+    keys = ["selector", "n_subjects"]
+    attack = keys + ["recognizer", "scenario"]
+    agg = _mean_runs(t1, attack)
+    worst = _worst_case(agg, keys, res).set_index(keys)[["value", "recognizer", "scenario"]]
+    worst = worst.rename(columns={"value": "worst"})
+    att = t1[t1["scenario"] != "clear"]
+    per_draw = att.groupby(attack + ["draw"], dropna=False)["value"].mean().reset_index()
+    of_worst = per_draw.merge(worst.reset_index()[attack], on=attack, how="inner")
+    spread = of_worst.groupby(keys, dropna=False)["value"].agg(["min", "max", "count"])
+    spread.columns = ["lo", "hi", "n_draws"]
+    best = per_draw.groupby(keys, dropna=False)["value"].max().rename("best")
+    clear = agg[agg["scenario"] == "clear"].groupby(keys, dropna=False)["value"].max().rename("clear")
+    chance = t1.groupby(keys, dropna=False)["chance"].mean()
+    out = pd.concat([worst, spread, best, clear, chance], axis=1).reset_index()
+    out["chance"] = out["chance"].where(out["chance"].notna(), 1.0 / out["n_subjects"].astype(float))
+    return out.sort_values(keys).reset_index(drop=True)
+
+
+def _tradeoff_series(tr: pd.DataFrame, auc: pd.DataFrame, anonymizers: Sequence[str]) -> list[dict]:
+    """The curves of one privacy–utility figure (one measure × selector × n_subjects).
+
+    Per anonymizer and de-anonymization variant: the points, their labels, the staircase envelope
+    (:func:`bioanon.metrics.tradeoff_envelope`), the stored AUC and whether the variant is the counted one
+    (``auc.parquet``'s ``counted``; without an AUC row, the variant with the lower :func:`~bioanon.metrics.tradeoff_auc`).
+    Points with undefined privacy or utility (NaN) are dropped and counted in ``dropped``.
+    """
+    out = []
+    for anon in _order(tr["anonymizer"], anonymizers):
+        part = tr[tr["anonymizer"] == anon].sort_values("setting_index", kind="stable")
+        series = []
+        for deanon in sorted(_unique(part["deanon"])):
+            p = part[part["deanon"] == deanon]
+            ok = p["privacy"].notna() & p["utility"].notna()
+            q = p[ok]
+            a = auc[(auc["anonymizer"] == anon) & (auc["deanon"] == deanon)] if len(auc) else auc
+            s = {
+                "anonymizer": anon,
+                "deanon": bool(deanon),
+                "x": np.clip(q["privacy"].to_numpy(float), 0.0, 1.0),  # as the AUC clips them
+                "y": np.clip(q["utility"].to_numpy(float), 0.0, 1.0),
+                "labels": [str(v) for v in q["setting"]],
+                "dropped": int((~ok).sum()),
+                "auc": float(a["auc"].iloc[0]) if len(a) else math.nan,
+                "auc_stored": bool(len(a)),
+                "counted": bool(a["counted"].iloc[0]) if len(a) else None,
+            }
+            if len(q):
+                s["px"], s["py"] = _metrics.tradeoff_envelope(s["x"], s["y"])
+            else:
+                s["px"], s["py"] = np.array([]), np.array([])
+            series.append(s)
+        if not series:
+            continue
+        if all(s["counted"] is None for s in series):  # no AUC rows: the lower area counts
+            for s in series:
+                if len(s["x"]):
+                    s["auc"] = _metrics.tradeoff_auc(s["x"], s["y"])
+            lowest = min(series, key=lambda s: (math.inf if math.isnan(s["auc"]) else s["auc"]))
+            for s in series:
+                s["counted"] = s is lowest
+        elif not any(s["counted"] for s in series):  # AUC rows without a counted flag set: the lower stored one
+            lowest = min(series, key=lambda s: (math.inf if math.isnan(s["auc"]) else s["auc"]))
+            lowest["counted"] = True
+        for s in series:
+            s["counted"] = bool(s["counted"])
+        out.extend(series)
+    return out
+
+
+def _reversibility(res: _Results, thresholds: tuple[float, float]) -> pd.DataFrame:
+    """R per setting (first selector, largest n), from the per-recognizer mean top-1 of deanon, naive and clear."""
+    import pandas as pd
+
+    cols = ["anonymizer", "setting", "setting_index", "n_subjects", "R", "category", "n_recognizers"]
+    top = _first_selector_top(res)
+    if top.empty or "deanon" not in set(top["scenario"]):
+        return pd.DataFrame(columns=cols)
+    agg = _mean_runs(top, _SETTING + ["n_subjects", "recognizer", "scenario"])
+    rows = []
+    for (anon, idx, setting, n), g in agg.groupby(_SETTING + ["n_subjects"], dropna=False, sort=False):
+        w = g.pivot_table(index="recognizer", columns="scenario", values="value", aggfunc="mean")
+        if not {"deanon", "naive", "clear"} <= set(w.columns):
+            continue
+        w = w[["deanon", "naive", "clear"]].dropna()
+        if w.empty:
+            continue
+        r, cat = _metrics.reversibility(w["deanon"], w["naive"], w["clear"], thresholds)
+        rows.append((anon, setting, idx, n, r, cat, len(w)))
+    return _setting_order(res, pd.DataFrame(rows, columns=cols)).reset_index(drop=True)
+
+
+def _reversibility_thresholds(res: _Results) -> tuple[float, float]:
+    rep = res.config.get("report") if isinstance(res.config.get("report"), dict) else {}
+    t = rep.get("reversibility_thresholds")
+    try:
+        if t is not None and len(t) == 2:
+            return float(t[0]), float(t[1])
+    except (TypeError, ValueError):
+        pass
+    return REVERSIBILITY_THRESHOLDS
+
+
+def _pick(items: Sequence[Any]) -> list[Any]:
+    """All items if at most MAX_PANELS, else the first, middle and last."""
+    items = list(items)
+    if len(items) <= MAX_PANELS:
+        return items
+    return [items[0], items[(len(items) - 1) // 2], items[-1]]
+
+
+# ------------------------------------------------------------------------------------------------------ plotting
+
+
+def _mpl(s: Any) -> str:
+    """A string made safe for matplotlib text: no mathtext from '$', no legend-hiding leading '_'."""
+    s = str(s).replace("$", r"\$")
+    return " " + s if s.startswith("_") else s
+
+
+def _wrap(s: str, width: int = 70) -> str:
+    return "\n".join(textwrap.wrap(s, width)) or s
+
+
+def _slug(*parts: Any) -> str:
+    s = "_".join(str(p) for p in parts)
+    s = re.sub(r"[^A-Za-z0-9.=-]+", "-", s).strip("-.").lower()
+    return s[:60] or "x"
+
+
+_RC = {
+    "font.size": 10,
+    "axes.titlesize": 11,
+    "axes.labelsize": 10,
+    "xtick.labelsize": 9,
+    "ytick.labelsize": 9,
+    "legend.fontsize": 9,
+    "figure.titlesize": 12,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "savefig.dpi": DPI,
+}
+
+
+def _readable(path: Path) -> None:
+    """rw-r--r--: the atomic writer's temp files are created owner-only, a report is meant to be shared."""
+    try:
+        os.chmod(path, 0o644)
+    except OSError:  # pragma: no cover - e.g. filesystems without permissions
+        pass
+
+
+class _Plotter:
+    """Creates figures on the Agg canvas and saves them atomically under ``plots/``."""
+
+    def __init__(self, plots: Path):
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+
+        self._Figure, self._Canvas = Figure, FigureCanvasAgg
+        self.plots = plots
+        self.written: list[str] = []
+        self._n = 0
+
+    def figure(self, w: float, h: float) -> Figure:
+        fig = self._Figure(figsize=(w, h), layout="constrained")
+        self._Canvas(fig)  # the Agg backend, set per figure
+        return fig
+
+    def save(self, fig: Figure, prefix: str, *parts: Any) -> str:
+        self._n += 1
+        name = f"{prefix}{self._n:02d}_{_slug(*parts)}.png"
+        atomic_write(self.plots / name, lambda f: fig.savefig(f, format="png", dpi=DPI))
+        _readable(self.plots / name)
+        self.written.append(name)
+        return f"plots/{name}"
+
+
+def _colors(n: int, cmap: str = "tab10") -> list:
+    import matplotlib
+
+    cm = matplotlib.colormaps[cmap]
+    return [cm(i % cm.N) for i in range(max(n, 1))]
+
+
+def _ref_lines_x(ax) -> None:
+    for x, label, ha, dx in ((0.0, "clear level", "left", 0.012), (1.0, "chance", "right", -0.012)):
+        ax.axvline(x, color="0.35", linestyle=":", linewidth=1.2, zorder=1)
+        ax.text(x + dx, 1.085, label, ha=ha, va="center", fontsize=8, color="0.3")
+
+
+# label offsets (points) and alignments per anonymizer, so that labels of neighbouring curves do not coincide
+_LABEL_OFFSETS = (((5, 5), "left", "bottom"), ((5, -6), "left", "top"), ((-5, 5), "right", "bottom"),
+                  ((-5, -6), "right", "top"))  # fmt: skip
+
+
+def _plot_tradeoff(res: _Results, plotter: _Plotter) -> tuple[list[dict], list[str]]:
+    """One figure per (measure, selector, n_subjects). Returns figure entries and notes."""
+    tr = res.tradeoff
+    if tr.empty:
+        return [], []
+    measures = _unique(tr["measure"])
+    selectors = _order(tr["selector"], res.selectors)
+    groups = []
+    for measure in measures:
+        for sel in selectors:
+            ns = sorted(_unique(tr.loc[(tr["measure"] == measure) & (tr["selector"] == sel), "n_subjects"]),
+                        reverse=True)  # fmt: skip
+            groups.extend((measure, sel, n) for n in ns)
+    notes = []
+    if len(groups) > MAX_TRADEOFF_FIGURES:
+        notes.append(f"{len(groups)} privacy–utility curves; the first {MAX_TRADEOFF_FIGURES} are plotted "
+                     f"(per measure and selector, largest subject counts first); all AUCs are in the table.")  # fmt: skip
+        groups = groups[:MAX_TRADEOFF_FIGURES]
+    color = dict(zip(res.anonymizers, _colors(len(res.anonymizers))))
+    figs = []
+    for measure, sel, n in groups:
+        part = tr[(tr["measure"] == measure) & (tr["selector"] == sel) & (tr["n_subjects"] == n)]
+        a = res.auc
+        if len(a):
+            a = a[(a["measure"] == measure) & (a["selector"] == sel) & (a["n_subjects"] == n)]
+        series = _tradeoff_series(part, a, res.anonymizers)
+        fig = plotter.figure(7.5, 6.6)
+        ax = fig.add_subplot()
+        both = {s["anonymizer"] for s in series if not s["counted"]}
+        anon_idx = {a: i for i, a in enumerate(_unique(s["anonymizer"] for s in series))}
+        dropped = 0
+        for s in sorted(series, key=lambda s: (anon_idx[s["anonymizer"]], not s["counted"])):
+            c = color.get(s["anonymizer"], "0.3")
+            dropped += s["dropped"]
+            variant = "with de-anon." if s["deanon"] else "without de-anon."
+            auc_txt = f"  AUC {_fmt(s['auc'])}" if not math.isnan(s["auc"]) else ""
+            if s["counted"]:
+                label = f"{_mpl(s['anonymizer'])}{auc_txt}" + (f"  ({variant}, counted)" if s["anonymizer"] in both
+                                                               else "")  # fmt: skip
+                ax.plot(s["px"], s["py"], color=c, linewidth=2.0, label=label, zorder=3)
+                ax.plot(s["x"], s["y"], "o", color=c, markersize=6, zorder=4)
+                off, ha, va = _LABEL_OFFSETS[anon_idx[s["anonymizer"]] % len(_LABEL_OFFSETS)]
+                for x, y, t in zip(s["x"], s["y"], s["labels"]):
+                    if t:
+                        ax.annotate(_mpl(t), (x, y), xytext=off, textcoords="offset points", fontsize=8, color=c,
+                                    ha=ha, va=va, zorder=5)  # fmt: skip
+            else:
+                label = f"{_mpl(s['anonymizer'])}{auc_txt}  ({variant})"
+                ax.plot(s["px"], s["py"], color=c, linewidth=1.3, linestyle="--", label=label, zorder=2)
+                ax.plot(s["x"], s["y"], "o", color=c, markersize=5, markerfacecolor="white", zorder=3)
+        _ref_lines_x(ax)
+        ax.set_xlim(-0.05, 1.05)
+        ax.set_ylim(-0.05, 1.12)
+        ax.set_xlabel("privacy  (0 = clear level, 1 = chance)")
+        ax.set_ylabel(_wrap(f"utility: {_mpl(measure)}  (0 = floor, 1 = clear)", 50))
+        ax.set_title(_wrap(f"Privacy–utility: {_mpl(measure)} — selector {_mpl(sel)}, n = {n}", 60))
+        if series:  # below the axes: inside, it would hide the staircase tails and points
+            ncol = 1 if max(len(h.get_label()) for h in ax.get_lines() if not h.get_label().startswith("_")) > 40 else 2
+            fig.legend(loc="outside lower center", ncol=ncol, frameon=False)
+        src = plotter.save(fig, "tradeoff_", measure, sel, f"n{n}")
+        cap = (f"Measure {measure}, selector {sel}, {n} subjects. Solid: the counted (lower-AUC) variant with its "
+               "points (labelled by setting); dashed, hollow points: the other de-anonymization variant. The "
+               "staircase is the conservative envelope whose area is the AUC.")  # fmt: skip
+        if dropped:
+            cap += f" {dropped} point(s) with undefined privacy or utility are not drawn."
+        figs.append({"src": src, "caption": cap})
+    return figs, notes
+
+
+def _setting_panels(res: _Results, df: pd.DataFrame) -> tuple[dict[str, list[tuple]], list[str]]:
+    """Per anonymizer the (setting_index, setting) pairs to draw (first, middle, last) and notes about the cap."""
+    panels, notes = {}, []
+    for anon in _order(df["anonymizer"], res.anonymizers):
+        s = df[df["anonymizer"] == anon][["setting_index", "setting"]].drop_duplicates().sort_values("setting_index")
+        all_ = list(s.itertuples(index=False, name=None))
+        picked = _pick(all_)
+        panels[anon] = picked
+        if len(picked) < len(all_):
+            names = ", ".join(t or "(default)" for _, t in picked)
+            notes.append(f"{anon}: showing {len(picked)} of {len(all_)} settings (first, middle and last: {names}).")
+    return panels, notes
+
+
+def _plot_subjects(res: _Results, plotter: _Plotter) -> tuple[list[dict], list[str]]:
+    m = res.metrics
+    t1 = m[m["metric"] == "top1"]
+    if t1.empty:
+        return [], []
+    panels, notes = _setting_panels(res, t1)
+    scolor = dict(zip(res.selectors, _colors(len(res.selectors), "Dark2")))
+    figs = []
+    for anon, picked in panels.items():
+        fig = plotter.figure(4.6 * len(picked) + 0.6, 4.8)
+        axes = fig.subplots(1, len(picked), sharey=True, squeeze=False)[0]
+        handles: dict[str, Any] = {}
+        for ax, (idx, setting) in zip(axes, picked):
+            d = t1[(t1["anonymizer"] == anon) & (t1["setting_index"] == idx)]
+            cur = _subject_curves(res, d)
+            ns = sorted(_unique(cur["n_subjects"]))
+            for sel in _order(cur["selector"], res.selectors):
+                c = cur[cur["selector"] == sel]
+                col = scolor.get(sel, "0.3")
+                (h,) = ax.plot(c["n_subjects"], c["worst"], "o-", color=col, linewidth=2, label=f"{_mpl(sel)}")
+                handles.setdefault(f"sel:{sel}", h)
+                if (c["n_draws"] > 1).any():
+                    label = f"{_mpl(sel)}: range over draws"
+                    h = ax.fill_between(c["n_subjects"], c["lo"], c["hi"], color=col, alpha=0.18, linewidth=0,
+                                        label=label)  # fmt: skip
+                    handles.setdefault(f"band:{sel}", h)
+                    (h,) = ax.plot(c["n_subjects"], c["best"], color=col, linewidth=0.9, label=f"{_mpl(sel)}: best draw")
+                    handles.setdefault(f"best:{sel}", h)
+                if c["clear"].notna().any():
+                    (h,) = ax.plot(c["n_subjects"], c["clear"], "--", color=col, linewidth=1.2, alpha=0.8,
+                                   label=f"clear level ({_mpl(sel)})")  # fmt: skip
+                    handles.setdefault(f"clear:{sel}", h)
+            ch = cur.groupby("n_subjects")["chance"].mean()
+            (h,) = ax.plot(ch.index, ch.to_numpy(), ":", color="black", linewidth=1.4, label="chance (1/n)")
+            handles.setdefault("chance", h)
+            ax.set_xscale("log")
+            if ns:
+                from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
+
+                ax.xaxis.set_major_locator(FixedLocator(ns))
+                ax.xaxis.set_major_formatter(ScalarFormatter())
+                ax.xaxis.set_minor_locator(NullLocator())
+                lo, hi = min(ns), max(ns)
+                ax.set_xlim(lo / 1.15, hi * 1.15)
+            ax.set_ylim(0, 1.03)
+            ax.set_xlabel("subjects in the selection (log scale)")
+            ax.set_title(_wrap(_mpl(setting or "(default)"), 40))
+        axes[0].set_ylabel("worst-case top-1 accuracy")
+        fig.suptitle(_wrap(f"{_mpl(anon)}: worst-case top-1 against subject count", 90))
+        fig.legend(list(handles.values()), [h.get_label() for h in handles.values()], loc="outside lower center",
+                   ncol=min(4, len(handles)), frameon=False)  # fmt: skip
+        src = plotter.save(fig, "subjects_", anon)
+        figs.append({
+            "src": src,
+            "caption": (f"{anon}: worst case over recognizers × attack scenarios (mean over repeats and draws) per "
+                        "selector; for selectors with several random draws the band is the min–max over draws of "
+                        "that worst-case attack and the thin line the best draw (the highest accuracy of any attack "
+                        "on any draw). Dashed: clear level; dotted: chance 1/n."),
+        })  # fmt: skip
+    return figs, notes
+
+
+def _plot_scenarios(res: _Results, plotter: _Plotter) -> tuple[list[dict], list[str]]:
+    top = _first_selector_top(res)
+    if top.empty:
+        return [], []
+    agg = _mean_runs(top, _SETTING + ["n_subjects", "recognizer", "scenario"])
+    panels, notes = _setting_panels(res, agg)
+    recs = _order(agg["recognizer"], res.recognizers)
+    rcolor = dict(zip(recs, _colors(len(recs), "Set2")))
+    figs = []
+    for anon, picked in panels.items():
+        nscen = max(len(_unique(agg.loc[agg["anonymizer"] == anon, "scenario"])), 1)
+        panel_w = min(max(4.8, 0.35 * nscen * max(len(recs), 1) + 1.5), 10.0)
+        stacked = panel_w * len(picked) > 16  # many bars: one panel per row instead of side by side
+        if stacked:
+            fig = plotter.figure(panel_w + 0.4, 3.6 * len(picked) + 0.8)
+            axes = fig.subplots(len(picked), 1, sharey=True, squeeze=False)[:, 0]
+        else:
+            fig = plotter.figure(panel_w * len(picked) + 0.4, 4.8)
+            axes = fig.subplots(1, len(picked), sharey=True, squeeze=False)[0]
+        handles: dict[str, Any] = {}
+        for ax, (idx, setting) in zip(axes, picked):
+            d = agg[(agg["anonymizer"] == anon) & (agg["setting_index"] == idx)]
+            scen = _scenarios(d["scenario"])
+            width = 0.8 / max(len(recs), 1)
+            for j, r in enumerate(recs):
+                v = d[d["recognizer"] == r].set_index("scenario").reindex(scen)
+                x = np.arange(len(scen)) - 0.4 + width * (j + 0.5)
+                val = v["value"].to_numpy(float)
+                lo = np.nan_to_num(np.clip(val - v["ci_low"].to_numpy(float), 0, None))
+                hi = np.nan_to_num(np.clip(v["ci_high"].to_numpy(float) - val, 0, None))
+                h = ax.bar(x, np.nan_to_num(val), width * 0.92, color=rcolor[r], label=_mpl(r),
+                           yerr=np.vstack([lo, hi]), capsize=2.5, error_kw={"elinewidth": 1, "ecolor": "0.25"})  # fmt: skip
+                handles.setdefault(f"rec:{r}", h)
+            chance = float(top.loc[(top["anonymizer"] == anon) & (top["setting_index"] == idx), "chance"].mean())
+            n = int(d["n_subjects"].iloc[0])
+            if math.isnan(chance):
+                chance = 1.0 / n
+            h = ax.axhline(chance, color="black", linestyle=":", linewidth=1.4, label="chance")
+            handles.setdefault("chance", h)
+            clear = d.loc[d["scenario"] == "clear", "value"].max()
+            if not (isinstance(clear, float) and math.isnan(clear)):
+                h = ax.axhline(clear, color="0.35", linestyle="--", linewidth=1.2, label="clear level (worst case)")
+                handles.setdefault("clear", h)
+            ax.set_xticks(np.arange(len(scen)), [_mpl(s) for s in scen])
+            ax.set_xlim(-0.6, len(scen) - 0.4)
+            ax.set_ylim(0, 1.05)
+            ax.grid(axis="x", visible=False)
+            ax.set_xlabel("attacker scenario")
+            ax.set_title(_wrap(f"{_mpl(setting or '(default)')}  (n = {n})", 40))
+        for ax in axes if stacked else axes[:1]:
+            ax.set_ylabel("top-1 accuracy (mean over repeats)")
+        fig.suptitle(_wrap(f"{_mpl(anon)}: top-1 per scenario and recognizer — selector {_mpl(res.first_selector)}",
+                           90))  # fmt: skip
+        fig.legend(list(handles.values()), [h.get_label() for h in handles.values()], loc="outside lower center",
+                   ncol=min(6, len(handles)), frameon=False)  # fmt: skip
+        src = plotter.save(fig, "scenarios_", anon)
+        figs.append({
+            "src": src,
+            "caption": (f"{anon}: top-1 accuracy per attacker scenario (groups) and recognizer (bars) for selector "
+                        f"{res.first_selector} at its largest subject count; error bars: the stored CIs (bounds "
+                        "averaged over repeats). Dotted: chance; dashed: worst-case clear level."),
+        })  # fmt: skip
+    return figs, notes
+
+
+def _plot_reversibility(res: _Results, rev: pd.DataFrame, plotter: _Plotter, t: tuple[float, float]) -> list[dict]:
+    u = res.utility
+    if rev.empty or u.empty:
+        return []
+    um = u.groupby(_SETTING + ["measure"], dropna=False, sort=False)["normalized"].mean().reset_index()
+    color = dict(zip(res.anonymizers, _colors(len(res.anonymizers))))
+    figs = []
+    for measure in _unique(um["measure"])[:MAX_REVERSIBILITY_FIGURES]:
+        d = rev.merge(um[um["measure"] == measure], on=_SETTING, how="inner")
+        d = d[d["R"].notna() & d["normalized"].notna()]
+        if d.empty:
+            continue
+        fig = plotter.figure(6.5, 5.0)
+        ax = fig.add_subplot()
+        for i, anon in enumerate(_order(d["anonymizer"], res.anonymizers)):
+            p = d[d["anonymizer"] == anon].sort_values("setting_index")
+            c = color.get(anon, "0.3")
+            ax.plot(p["normalized"], p["R"], "o-", color=c, label=_mpl(anon))
+            off, ha, va = _LABEL_OFFSETS[i % len(_LABEL_OFFSETS)]
+            for x, y, s in zip(p["normalized"], p["R"], p["setting"]):
+                if s:
+                    ax.annotate(_mpl(s), (x, y), xytext=off, textcoords="offset points", fontsize=8, color=c,
+                                ha=ha, va=va)  # fmt: skip
+        for y in t:
+            ax.axhline(y, color="0.4", linestyle=":", linewidth=1.1)
+        tr = ax.get_yaxis_transform()  # x in axes coordinates: the labels sit in the right margin
+        for y, label in ((t[0] / 2, "irreversible"), ((t[0] + t[1]) / 2, "partially\nreversible"),
+                         ((t[1] + 1) / 2, "highly\nreversible")):  # fmt: skip
+            ax.text(1.015, y, label, transform=tr, ha="left", va="center", fontsize=8, color="0.3")
+        ax.set_xlim(-0.05, 1.05)
+        ax.set_ylim(-0.05, 1.05)
+        ax.set_xlabel(_wrap(f"utility: {_mpl(measure)}  (0 = floor, 1 = clear)", 60))
+        ax.set_ylabel("reversibility R")
+        ax.set_title(_wrap(f"Reversibility against utility ({_mpl(measure)})", 60))
+        ax.legend(loc="upper left", framealpha=0.9)
+        src = plotter.save(fig, "reversibility_", measure)
+        figs.append({"src": src, "caption": f"Reversibility R against normalized utility ({measure}); dotted lines: "
+                                            f"category thresholds {t[0]:g} and {t[1]:g}."})  # fmt: skip
+    return figs
+
+
+# ------------------------------------------------------------------------------------------------------ HTML
+
+
+class _Raw(str):
+    """Already-escaped HTML."""
+
+
+def _esc(s: Any) -> str:
+    return html.escape(str(s), quote=True)
+
+
+def _fmt(v: Any) -> str:
+    """Numbers with 3 decimals (3 significant digits when very small or large); NaN/None → en dash."""
+    if v is None:
+        return "–"
+    if isinstance(v, (bool, np.bool_)):
+        return "yes" if v else "no"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return str(v)
+    if math.isnan(f):
+        return "–"
+    if math.isinf(f):
+        return "∞" if f > 0 else "−∞"
+    a = abs(f)
+    if a != 0 and (a < 1e-3 or a >= 1e5):
+        return f"{f:.3g}"
+    return f"{f:.3f}"
+
+
+def _fmt_ci(v: Any, lo: Any, hi: Any) -> str:
+    s = _fmt(v)
+    if lo is None or hi is None or _isnan(lo) or _isnan(hi):
+        return s
+    return f"{s} [{_fmt(lo)}, {_fmt(hi)}]"
+
+
+def _isnan(v: Any) -> bool:
+    try:
+        return math.isnan(float(v))
+    except (TypeError, ValueError):
+        return False
+
+
+def _cell(v: Any) -> str:
+    if isinstance(v, _Raw):
+        return v
+    if isinstance(v, str):
+        return _esc(v)
+    return _esc(_fmt(v))
+
+
+def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, num_from: int = 0, cls: str = "") -> str:
+    head = "".join(f"<th>{_esc(h)}</th>" for h in headers)
+    body = []
+    for row in rows:
+        tds = "".join(
+            f'<td class="num">{_cell(v)}</td>' if i >= num_from and num_from else f"<td>{_cell(v)}</td>"
+            for i, v in enumerate(row)
+        )
+        body.append(f"<tr>{tds}</tr>")
+    c = f' class="{_esc(cls)}"' if cls else ""
+    return f"<table{c}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+
+
+def _figures(figs: list[dict]) -> str:
+    return "".join(
+        f'<figure><img src="{_esc(f["src"])}" alt="{_esc(f["caption"])}" loading="lazy">'
+        f"<figcaption>{_esc(f['caption'])}</figcaption></figure>"
+        for f in figs
+    )
+
+
+def _notes(notes: list[str]) -> str:
+    return "".join(f'<p class="note">{_esc(n)}</p>' for n in notes)
+
+
+def _section(sid: str, title: str, body: str) -> str:
+    return f'<section id="{sid}"><h2>{_esc(title)}</h2>{body}</section>'
+
+
+_CSS = """
+body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;margin:0;color:#1d232a;
+background:#fafbfc;line-height:1.45}
+main{max-width:1200px;margin:0 auto;padding:1.5rem 2rem 4rem}
+h1{font-size:1.7rem;margin:.2rem 0}h2{font-size:1.3rem;border-bottom:2px solid #d8dee4;padding-bottom:.25rem;
+margin-top:2.2rem}
+.meta{color:#57606a;font-size:.92rem}.meta span{margin-right:1.2rem}
+nav{font-size:.9rem;margin:1rem 0}nav a{margin-right:.9rem;color:#0969da;text-decoration:none}
+table{border-collapse:collapse;margin:.6rem 0;font-size:.88rem;background:#fff}
+th,td{border:1px solid #d8dee4;padding:.28rem .55rem;text-align:left;vertical-align:top}
+th{background:#eef1f4;font-weight:600}td.num{font-variant-numeric:tabular-nums;white-space:nowrap}
+tbody tr:nth-child(even){background:#f6f8fa}
+.counted{font-weight:700;background:#dafbe1}
+.warn{background:#fff8c5;border:1px solid #d4a72c;border-left:6px solid #d4a72c;padding:.5rem 1rem;margin:.6rem 0}
+.warn li{margin:.2rem 0}
+.fail{background:#ffebe9;border:1px solid #cf222e;border-left:6px solid #cf222e;padding:.5rem 1rem}
+.ok{color:#1a7f37}.note{color:#57606a;font-size:.9rem}
+.big{font-size:1.05rem;font-weight:700}.dim{color:#57606a;font-size:.85em}
+figure{margin:1rem 0;background:#fff;border:1px solid #d8dee4;padding:.6rem}
+figure img{max-width:100%;height:auto;display:block}figcaption{font-size:.85rem;color:#57606a;margin-top:.3rem}
+pre{background:#f6f8fa;border:1px solid #d8dee4;padding:.8rem;overflow:auto;font-size:.8rem}
+code{font-size:.9em}
+"""
+
+
+def _duration(s: Any) -> str:
+    try:
+        s = float(s)
+    except (TypeError, ValueError):
+        return "–"
+    if math.isnan(s):
+        return "–"
+    if s < 60:
+        return f"{s:.1f} s"
+    m, sec = divmod(int(round(s)), 60)
+    h, m = divmod(m, 60)
+    return f"{h} h {m} min" if h else f"{m} min {sec} s"
+
+
+def _header(res: _Results) -> str:
+    env = res.environment
+    name = res.config.get("name") or res.run_dir.name
+    plugins = env.get("plugins") if isinstance(env.get("plugins"), dict) else {}
+    plug = ", ".join(f"{k} {v}" for k, v in sorted(plugins.items())) or "none"
+    meta = [
+        ("run", name),
+        ("started", env.get("started", "–")),
+        ("finished", env.get("finished", "–")),
+        ("duration", _duration(env.get("duration_s"))),
+        ("seed", env.get("seed", res.config.get("seed", "–"))),
+        ("repeats", res.config.get("repeats", "–")),
+    ]
+    vers = [
+        ("bioanon", env.get("bioanon", "–")),
+        ("plugins", plug),
+        ("python", env.get("python", "–")),
+        ("platform", env.get("platform", "–")),
+    ]
+    row = lambda items: "".join(f"<span><b>{_esc(k)}</b> {_esc(v)}</span>" for k, v in items)  # noqa: E731
+    return (
+        f"<header><h1>bioanon report — {_esc(name)}</h1>"
+        f'<p class="meta">{row(meta)}</p><p class="meta">{row(vers)}</p>'
+        f'<p class="meta"><b>results</b> {_esc(res.run_dir.resolve())}</p>{_notes(res.notes)}</header>'
+    )
+
+
+def _headline_html(res: _Results, hl: pd.DataFrame) -> str:
+    if hl.empty:
+        return '<p class="note">No top-1 results for the first selector; no headline.</p>'
+    rows = []
+    for r in hl.itertuples(index=False):
+        rows.append((
+            r.anonymizer, r.setting or "(default)",
+            _Raw(f'<span class="big">{_esc(_fmt(r.top1))}</span>'
+                 + (f' <span class="dim">[{_esc(_fmt(r.ci_low))}, {_esc(_fmt(r.ci_high))}]</span>'
+                    if not (_isnan(r.ci_low) or _isnan(r.ci_high)) else "")),
+            r.clear, r.chance, r.privacy, f"{r.recognizer} / {r.scenario}", r.n_subjects, r.n_repeats,
+        ))  # fmt: skip
+    intro = (
+        f"<p>Worst-case top-1 re-identification accuracy per anonymizer setting: the highest accuracy over every "
+        f"recognizer × attacker scenario (clear excluded, de-anonymization included), each averaged over repeats "
+        f"and draws; selector <code>{_esc(res.first_selector)}</code> at its largest subject count. Beside it the "
+        f"clear level (worst case on clear data, same selection) and chance; privacy x = 1 − clip((A − c)/(A_clear − "
+        f"c), 0, 1) is 0 at the clear level and 1 at chance. Lower accuracy = more privacy.</p>"
+    )
+    return intro + _table(
+        ["anonymizer", "setting", "worst-case top-1 [CI]", "clear level", "chance", "privacy x",
+         "achieved by (recognizer / scenario)", "subjects", "repeats"],
+        rows, num_from=2, cls="headline",
+    )  # fmt: skip
+
+
+def _warnings_html(res: _Results) -> str:
+    if res.warnings:
+        items = "".join(f"<li>{_esc(w)}</li>" for w in res.warnings)
+        w = f'<div class="warn"><b>{len(res.warnings)} sanity warning(s)</b><ul>{items}</ul></div>'
+    else:
+        w = '<p class="ok">No sanity warnings.</p>'
+    if res.failures:
+        rows = [(f.get("task", ""), _Raw(f"<code>{_esc(f.get('error', ''))}</code>")) for f in res.failures]
+        w += f'<div class="fail"><b>{len(res.failures)} failed task(s)</b>{_table(["task", "error"], rows)}</div>'
+    else:
+        w += '<p class="ok">No failed tasks.</p>'
+    return w
+
+
+def _auc_html(res: _Results) -> str:
+    a = res.auc
+    if a.empty:
+        return '<p class="note">No AUC results (no utility measures configured, or auc.parquet missing).</p>'
+    keys = ["anonymizer", "selector", "n_subjects", "measure"]
+    arank = {x: i for i, x in enumerate(res.anonymizers)}
+    srank = {x: i for i, x in enumerate(res.selectors)}
+    a = a.assign(
+        _a=a["anonymizer"].map(lambda x: arank.get(x, len(arank))),
+        _s=a["selector"].map(lambda x: srank.get(x, len(srank))),
+    ).sort_values(["_a", "_s", "n_subjects", "measure"], ascending=[True, True, False, True], kind="stable")
+    rows = []
+    for k, g in a.groupby(keys, dropna=False, sort=False):
+        cells = {}
+        counted = None
+        for r in g.itertuples(index=False):
+            txt = _esc(_fmt(r.auc))
+            if r.counted:
+                counted = r
+                txt = f'<span class="counted">{txt} ✔</span>'
+            cells[bool(r.deanon)] = _Raw(txt)
+        cval = _Raw(
+            f'<span class="counted">{_esc(_fmt(counted.auc))}</span> '
+            f'<span class="dim">({"with" if counted.deanon else "without"} de-anon.)</span>'
+        ) if counted is not None else "–"  # fmt: skip
+        rows.append((*k, cells.get(False, "–"), cells.get(True, "–"), cval))
+    return (
+        "<p>Area under the conservative privacy–utility staircase (1 = ideal). Of the AUCs with and without the "
+        "de-anonymization scenario in the worst case, the lower one (✔) counts — compare anonymizations by it, "
+        "and always beside its curve below.</p>"
+        + _table(["anonymizer", "selector", "subjects", "measure", "AUC without de-anon.", "AUC with de-anon.",
+                  "counted AUC"], rows, num_from=4)  # fmt: skip
+    )
+
+
+def _utility_html(res: _Results) -> str:
+    u = res.utility
+    if u.empty:
+        return '<p class="note">No utility measures in this run.</p>'
+    g = u.groupby(_SETTING + ["measure"], dropna=False, sort=False)
+    t = g[["value", "ci_low", "ci_high", "clear_value", "floor", "normalized"]].mean()
+    t["n_repeats"] = g["repeat"].nunique()
+    t = _setting_order(res, t.reset_index())
+    rows = [
+        (r.anonymizer, r.setting or "(default)", r.measure, _fmt_ci(r.value, r.ci_low, r.ci_high), r.clear_value,
+         r.floor, r.normalized, r.n_repeats)
+        for r in t.itertuples(index=False)
+    ]  # fmt: skip
+    return (
+        "<p>Mean over repeats (CI bounds averaged). Normalized utility y = (U − floor)/(clear − floor), clipped to "
+        "[0, 1]: 1 = as useful as clear data, 0 = the floor.</p>"
+        + _table(["anonymizer", "setting", "measure", "value [CI]", "clear", "floor", "normalized y", "repeats"],
+                 rows, num_from=3)  # fmt: skip
+    )
+
+
+def _reversibility_html(rev: pd.DataFrame, t: tuple[float, float], figs: list[dict], res: _Results) -> str:
+    rows = [(r.anonymizer, r.setting or "(default)", r.R, r.category, r.n_recognizers, r.n_subjects)
+            for r in rev.itertuples(index=False)]  # fmt: skip
+    return (
+        f"<p>R = clip((A_deanon − A_naive)/(A_clear − A_naive), 0, 1), averaged over recognizers (selector "
+        f"<code>{_esc(res.first_selector)}</code>, largest subject count). Categories: irreversible (R &lt; "
+        f"{_esc(f'{t[0]:g}')}), partially reversible (&lt; {_esc(f'{t[1]:g}')}), highly reversible (otherwise); these "
+        f"thresholds are bioanon's own choice and configurable (<code>report.reversibility_thresholds</code>).</p>"
+        + _table(["anonymizer", "setting", "R", "category", "recognizers", "subjects"], rows, num_from=2)
+        + _figures(figs)
+    )
+
+
+def _metrics_html(res: _Results) -> str:
+    m = res.metrics
+    df = m[(m["selector"] == res.first_selector) & m["metric"].isin(SUMMARY_METRICS)]
+    df = _largest_n(df, _SETTING)
+    if df.empty:
+        return '<p class="note">No results.</p>'
+    agg = _mean_runs(df, _SETTING + ["n_subjects", "recognizer", "scenario", "metric"])
+    present = [x for x in SUMMARY_METRICS if x in set(agg["metric"])]
+    rrank = {r: i for i, r in enumerate(res.recognizers)}
+    rows = []
+    for (anon, idx, setting, n), g in _setting_order(res, agg).groupby(_SETTING + ["n_subjects"], dropna=False,
+                                                                      sort=False):  # fmt: skip
+        pairs = sorted(_unique(zip(g["recognizer"], g["scenario"])),
+                       key=lambda p: (rrank.get(p[0], len(rrank)), _scenario_key(p[1])))  # fmt: skip
+        for rec, scen in pairs:
+            h = g[(g["recognizer"] == rec) & (g["scenario"] == scen)].set_index("metric")
+            cells = [_fmt_ci(h.at[x, "value"], h.at[x, "ci_low"], h.at[x, "ci_high"]) if x in h.index else "–"
+                     for x in present]  # fmt: skip
+            rows.append((anon, setting or "(default)", n, rec, scen, *cells))
+    boot = res.config.get("report") if isinstance(res.config.get("report"), dict) else {}
+    ci = ""
+    if boot:
+        ci = (f" CIs: {_esc(_fmt_conf(boot.get('confidence')))} bootstrap over subjects"
+              f" ({_esc(boot.get('bootstrap', '–'))} resamples) where available, bounds averaged over repeats.")
+    return (
+        f"<p>Selector <code>{_esc(res.first_selector)}</code> at each setting's largest subject count; mean over "
+        f"repeats and draws. EER 0.5 and min Cllr 1 bit = chance; linkability D↔sys 0 = unlinkable.{ci}</p>"
+        + _table(["anonymizer", "setting", "subjects", "recognizer", "scenario",
+                  *[METRIC_LABELS.get(x, x) for x in present]], rows, num_from=5)  # fmt: skip
+    )
+
+
+def _fmt_conf(c: Any) -> str:
+    try:
+        c = float(c)
+    except (TypeError, ValueError):
+        return "–"
+    return f"{c * 100:g} %" if c <= 1 else f"{c:g} %"
+
+
+def _build_html(res: _Results, hl: pd.DataFrame, parts: dict[str, Any]) -> str:
+    rev, rev_t, rev_figs = parts["reversibility"]
+    sections = [
+        ("headline", "Headline: worst-case privacy", _headline_html(res, hl)),
+        ("warnings", "Sanity warnings and failures", _warnings_html(res)),
+        ("auc", "Privacy–utility AUC", _auc_html(res)),
+        ("utility", "Utility", _utility_html(res)),
+        ("tradeoff", "Privacy–utility curves",
+         (_notes(parts["tradeoff_notes"]) + _figures(parts["tradeoff"])) if parts["tradeoff"]
+         else '<p class="note">No privacy–utility points (no utility measures configured).</p>'),
+        ("subjects", "Accuracy against subject count",
+         _notes(parts["subjects_notes"]) + (_figures(parts["subjects"]) or '<p class="note">No top-1 results.</p>')),
+        ("scenarios", "Accuracy per scenario and recognizer",
+         _notes(parts["scenarios_notes"]) + (_figures(parts["scenarios"]) or '<p class="note">No top-1 results.</p>')),
+    ]  # fmt: skip
+    if not rev.empty:
+        sections.append(("reversibility", "Reversibility", _reversibility_html(rev, rev_t, rev_figs, res)))
+    sections += [
+        ("metrics", "Metrics", _metrics_html(res)),
+        ("config", "Resolved config",
+         f"<pre>{_esc(json.dumps(res.config, indent=2, ensure_ascii=False, sort_keys=False, default=str))}</pre>"),
+    ]  # fmt: skip
+    nav = "<nav>" + "".join(f'<a href="#{sid}">{_esc(t)}</a>' for sid, t, _ in sections) + "</nav>"
+    name = res.config.get("name") or res.run_dir.name
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f"<title>bioanon report — {_esc(name)}</title><style>{_CSS}</style></head><body><main>"
+        + _header(res) + nav + "".join(_section(sid, t, body) for sid, t, body in sections)
+        + '<footer class="note">Generated by bioanon.report.</footer></main></body></html>\n'
+    )
+
+
+def render_report(run_dir: str | os.PathLike) -> Path:
+    """Render ``RUN_DIR/plots/*.png`` and ``RUN_DIR/report.html`` from the stored results; returns the HTML path.
+
+    Only ``metrics.parquet`` is required (:class:`ResultsNotFoundError` names it when missing); without utility,
+    trade-off or AUC files those sections say so. Every file is written atomically (temp file + ``os.replace``),
+    and PNGs of an earlier rendering that this one did not write are removed.
+    """
+    import matplotlib
+
+    res = _load(run_dir)
+    plots = res.run_dir / "plots"
+    plots.mkdir(exist_ok=True)
+    hl = _headline(res)
+    thresholds = _reversibility_thresholds(res)
+    rev = _reversibility(res, thresholds)
+    plotter = _Plotter(plots)
+    with matplotlib.rc_context(_RC):
+        tradeoff, tnotes = _plot_tradeoff(res, plotter)
+        subjects, snotes = _plot_subjects(res, plotter)
+        scenarios, cnotes = _plot_scenarios(res, plotter)
+        rev_figs = _plot_reversibility(res, rev, plotter, thresholds)
+    parts = {
+        "tradeoff": tradeoff, "tradeoff_notes": tnotes,
+        "subjects": subjects, "subjects_notes": snotes,
+        "scenarios": scenarios, "scenarios_notes": cnotes,
+        "reversibility": (rev, thresholds, rev_figs),
+    }  # fmt: skip
+    out = res.run_dir / "report.html"
+    atomic_write_text(out, _build_html(res, hl, parts))
+    _readable(out)
+    written = set(plotter.written)
+    for p in plots.glob("*.png"):
+        if p.name.startswith(PLOT_PREFIXES) and p.name not in written:
+            p.unlink(missing_ok=True)
+    return out

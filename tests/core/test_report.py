@@ -1,0 +1,364 @@
+"""Tests of bioanon.report on synthetic results directories that follow the pipeline's schema."""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+import struct
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bioanon import metrics as m
+from bioanon import report
+from bioanon.errors import BioanonError
+
+ANONS = {"noise": ["sigma=0.5", "sigma=1", "sigma=2"], "blur": ["k=3", "k=5", "k=9"]}
+RECS = ["knn", "cnn"]
+SCENARIOS = ["clear", "naive", "parrot"]
+SELECTORS = {"random": 3, "classification": 1}  # selector → number of draws
+COUNTS = [10, 5]
+REPEATS = [0, 1]
+METRIC_NAMES = ["top1", "top5", "cna1", "balanced_accuracy", "per_subject_accuracy", "eer", "min_cllr", "linkability"]
+MEASURE = "wer"
+PLANTED = ("noise", 1, "cnn", "parrot", 0.987)  # a top-1 value that must be the headline of noise setting 1
+WARNINGS = [
+    "attacker too weak: knn reaches 0.12 on clear data (< 2 × chance 0.1)",
+    "too few samples per subject: 3 < 4 for <subject 7> & others",
+]
+FAILURES = [{"task": "anonymize blur k=9 repeat 1", "error": "RuntimeError: out of memory <gpu0> & more"}]
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def make_run(root: Path, *, anons=ANONS, deanon: bool = False, utility: bool = True, seed: int = 0,
+             selectors=SELECTORS, counts=COUNTS) -> Path:  # fmt: skip
+    """Write a synthetic RUN_DIR with the pipeline's schema."""
+    rng = np.random.default_rng(seed)
+    root.mkdir(parents=True, exist_ok=True)
+    scenarios = SCENARIOS + (["deanon"] if deanon else [])
+    rows = []
+    for aname, settings in anons.items():
+        for si, setting in enumerate(settings):
+            for rep in REPEATS:
+                for sel, draws in selectors.items():
+                    for n in counts:
+                        chance = 1.0 / n
+                        for draw in range(draws):
+                            for rec in RECS:
+                                for scen in scenarios:
+                                    for metric in METRIC_NAMES:
+                                        if metric == "top1":
+                                            if scen == "clear":
+                                                v = rng.uniform(0.85, 0.95)
+                                            else:
+                                                v = rng.uniform(chance, max(0.8 - 0.2 * si, 0.3))
+                                            if (aname, si, rec, scen) == PLANTED[:4] and sel == "random" and n == max(counts):
+                                                v = PLANTED[4]
+                                            lo, hi, ch = max(v - 0.05, 0), min(v + 0.05, 1), chance
+                                        elif metric in ("eer", "min_cllr", "linkability"):
+                                            v, lo, hi, ch = rng.uniform(0, 0.5), math.nan, math.nan, math.nan
+                                        else:
+                                            v = rng.uniform(0, 1)
+                                            lo, hi, ch = v - 0.03, v + 0.03, chance
+                                        rows.append((aname, setting, si, rep, sel, n, draw, rec, scen, metric, v,
+                                                     lo, hi, ch, 4 * n))  # fmt: skip
+    met = pd.DataFrame(rows, columns=list(report.METRICS_COLUMNS))
+    met.to_parquet(root / "metrics.parquet")
+
+    config = {
+        "name": "synthetic-run",
+        "seed": 7,
+        "repeats": len(REPEATS),
+        "dataset": {"source": "any.synthetic", "params": {"n_subjects": 50}},
+        "anonymizers": [{"id": f"any.{a}", "name": a, "params": {}, "grid": {"p": s}} for a, s in anons.items()],
+        "recognizers": [{"id": r, "params": {}} for r in RECS],
+        "scenarios": scenarios[1:],
+        "selection": {"selectors": [{"id": s} for s in selectors], "subject_counts": list(counts), "random_draws": 3},
+        "utility": [{"id": MEASURE}] if utility else [],
+        "report": {"bootstrap": 1000, "confidence": 0.95},
+    }
+    (root / "config.json").write_text(json.dumps(config))
+    env = {"bioanon": "0.1.0", "plugins": {"bioanon-face": "0.1.0"}, "python": "3.12.1", "platform": "Linux-x86_64",
+           "seed": 7, "started": "2025-01-02T03:04:05", "finished": "2025-01-02T04:05:06", "duration_s": 3661.0}
+    (root / "environment.json").write_text(json.dumps(env))
+    (root / "warnings.json").write_text(json.dumps(WARNINGS))
+    (root / "failures.json").write_text(json.dumps(FAILURES))
+    if not utility:
+        return root
+
+    urows, trows, arows = [], [], []
+    for aname, settings in anons.items():
+        for si, setting in enumerate(settings):
+            norm = max(1.0 - 0.35 * si, 0.0)
+            for rep in REPEATS:
+                v = 0.1 + 0.9 * (1 - norm)
+                urows.append((aname, setting, si, rep, MEASURE, v, v - 0.02, v + 0.02, 0.1, 1.0, norm))
+    for aname, settings in anons.items():
+        for sel in selectors:
+            for n in counts:
+                for dn in (False, True):
+                    xs, ys = [], []
+                    for si, setting in enumerate(settings):
+                        x = min(0.45 * si + (0.0 if dn else 0.1) + (0.05 if aname == "blur" else 0.0), 1.0)
+                        y = max(1.0 - 0.35 * si, 0.0)
+                        if aname == "noise" and si == 0 and sel == "classification" and n == 5:
+                            x = math.nan  # undefined privacy: must be dropped, not crash
+                        trows.append((aname, setting, si, sel, n, MEASURE, dn, 0.5, "cnn", "parrot", 0.9, 1 / n, x, y))
+                        if not math.isnan(x):
+                            xs.append(x)
+                            ys.append(y)
+                    arows.append([aname, sel, n, MEASURE, dn, m.tradeoff_auc(xs, ys), False])
+    auc = pd.DataFrame(arows, columns=list(report.AUC_COLUMNS))
+    low = auc.groupby(["anonymizer", "selector", "n_subjects", "measure"])["auc"].transform("min")
+    auc["counted"] = auc["auc"] == low
+    pd.DataFrame(urows, columns=list(report.UTILITY_COLUMNS)).to_parquet(root / "utility.parquet")
+    pd.DataFrame(trows, columns=list(report.TRADEOFF_COLUMNS)).to_parquet(root / "tradeoff.parquet")
+    auc.to_parquet(root / "auc.parquet")
+    return root
+
+
+def ref_headline(met: pd.DataFrame, selector: str = "random") -> dict:
+    """Slow reference: per setting, mean over repeats/draws per (recognizer, scenario), max over attacks."""
+    t = met[(met["metric"] == "top1") & (met["selector"] == selector)]
+    out = {}
+    for (anon, idx), g in t.groupby(["anonymizer", "setting_index"]):
+        n = g["n_subjects"].max()
+        vals = defaultdict(list)
+        for r in g[g["n_subjects"] == n].itertuples():
+            vals[(r.recognizer, r.scenario)].append(r.value)
+        means = {k: sum(v) / len(v) for k, v in vals.items()}
+        att = {k: v for k, v in means.items() if k[1] != "clear"}
+        best = max(att, key=att.get)
+        clear = max(v for k, v in means.items() if k[1] == "clear")
+        out[(anon, idx)] = (att[best], best, clear, n)
+    return out
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data[:8] == PNG_MAGIC, path
+    return struct.unpack(">II", data[16:24])
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    run = make_run(tmp_path_factory.mktemp("run") / "RUN")
+    out = report.render_report(run)
+    return run, out, out.read_text(encoding="utf-8")
+
+
+# ----------------------------------------------------------------------------------------------------------------
+
+
+def test_render_writes_html_and_pngs(rendered):
+    run, out, text = rendered
+    assert out == run / "report.html" and out.is_file()
+    pngs = sorted(p.name for p in (run / "plots").glob("*.png"))
+    kinds = defaultdict(int)
+    for name in pngs:
+        kinds[name.split("_")[0]] += 1
+    assert kinds == {"tradeoff": len(SELECTORS) * len(COUNTS), "subjects": len(ANONS), "scenarios": len(ANONS)}
+    for name in pngs:
+        w, h = png_size(run / "plots" / name)
+        assert w >= 600 and h >= 400, (name, w, h)  # 150 dpi figures
+        assert f'src="plots/{name}"' in text
+    # no temp files left behind by the atomic writes
+    assert not [p for p in run.rglob("*") if p.name.startswith(".") or p.name.endswith(".tmp")]
+
+
+def test_html_sections_and_content(rendered):
+    run, _, text = rendered
+    assert text.startswith("<!DOCTYPE html>")
+    for sid in ("headline", "warnings", "auc", "utility", "tradeoff", "subjects", "scenarios", "metrics", "config"):
+        assert f'<section id="{sid}">' in text
+    assert "reversibility" not in text.split("<nav>")[1].split("</nav>")[0]  # no deanon scenario → no section
+    assert "synthetic-run" in text and "0.1.0" in text and "bioanon-face" in text and "1 h 1 min" in text
+    for w in WARNINGS:
+        assert html.escape(w) in text
+    assert 'class="warn"' in text
+    assert html.escape(FAILURES[0]["error"]) in text and FAILURES[0]["task"] in text
+    auc = pd.read_parquet(run / "auc.parquet")
+    for v in auc["auc"]:
+        assert report._fmt(v) in text
+    for v in auc.loc[auc["counted"], "auc"]:
+        assert f'<span class="counted">{report._fmt(v)}' in text
+    hl = report.headline(run)
+    for r in hl.itertuples():
+        assert f'<span class="big">{report._fmt(r.top1)}</span>' in text
+        assert report._fmt(r.clear) in text and report._fmt(r.chance) in text
+        assert html.escape(f"{r.recognizer} / {r.scenario}") in text
+    util = pd.read_parquet(run / "utility.parquet")
+    assert report._fmt(util["normalized"].iloc[-1]) in text
+    assert "<pre>" in text and "&quot;subject_counts&quot;" in text
+    # the compact metrics table carries all four summary metrics
+    for label in ("top-1", "EER", "min Cllr", "D↔sys"):
+        assert f"<th>{html.escape(label)}</th>" in text
+
+
+def test_headline_picks_true_maximum(rendered):
+    run, _, _ = rendered
+    met = pd.read_parquet(run / "metrics.parquet")
+    ref = ref_headline(met)
+    hl = report.headline(run)
+    assert len(hl) == sum(len(s) for s in ANONS.values())
+    assert list(hl["anonymizer"]) == [a for a, s in ANONS.items() for _ in s]  # config order, then setting order
+    assert list(hl["setting"]) == [x for s in ANONS.values() for x in s]
+    for r in hl.itertuples():
+        top, (rec, scen), clear, n = ref[(r.anonymizer, r.setting_index)]
+        assert r.top1 == pytest.approx(top)
+        assert (r.recognizer, r.scenario) == (rec, scen)
+        assert r.clear == pytest.approx(clear)
+        assert r.n_subjects == n == max(COUNTS) and r.selector == "random"
+        assert r.chance == pytest.approx(1 / n)
+        assert r.privacy == pytest.approx(m.privacy_level(top, clear, 1 / n))
+        assert r.scenario != "clear"
+    planted = hl[(hl["anonymizer"] == PLANTED[0]) & (hl["setting_index"] == PLANTED[1])].iloc[0]
+    assert (planted.recognizer, planted.scenario, planted.top1) == (PLANTED[2], PLANTED[3], pytest.approx(PLANTED[4]))
+
+
+def test_headline_uses_first_selector_of_config(tmp_path):
+    run = make_run(tmp_path / "run", selectors={"classification": 1, "random": 3}, utility=False)
+    hl = report.headline(run)
+    assert set(hl["selector"]) == {"classification"}
+    ref = ref_headline(pd.read_parquet(run / "metrics.parquet"), "classification")
+    for r in hl.itertuples():
+        assert r.top1 == pytest.approx(ref[(r.anonymizer, r.setting_index)][0])
+
+
+def test_subject_curves_random_draw_spread(rendered):
+    run, _, _ = rendered
+    res = report._load(run)
+    met = res.metrics
+    t1 = met[(met["metric"] == "top1") & (met["anonymizer"] == "blur") & (met["setting_index"] == 2)]
+    cur = report._subject_curves(res, t1)
+    assert len(cur) == len(SELECTORS) * len(COUNTS)
+    for r in cur.itertuples():
+        g = t1[(t1["selector"] == r.selector) & (t1["n_subjects"] == r.n_subjects) & (t1["scenario"] != "clear")]
+        means = g.groupby(["recognizer", "scenario"])["value"].mean()
+        assert r.worst == pytest.approx(means.max()) and (r.recognizer, r.scenario) == means.idxmax()
+        of_worst = g[(g["recognizer"] == r.recognizer) & (g["scenario"] == r.scenario)]
+        per_draw = of_worst.groupby("draw")["value"].mean()
+        assert r.n_draws == SELECTORS[r.selector] == len(per_draw)
+        assert r.lo == pytest.approx(per_draw.min()) and r.hi == pytest.approx(per_draw.max())
+        assert r.lo <= r.worst <= r.hi <= r.best
+        assert r.best == pytest.approx(g.groupby(["draw", "recognizer", "scenario"])["value"].mean().max())
+    # at the largest n of the first selector the curve is the headline figure
+    hl = report.headline(run)
+    top = hl[(hl["anonymizer"] == "blur") & (hl["setting_index"] == 2)]["top1"].iloc[0]
+    assert cur[(cur["selector"] == "random") & (cur["n_subjects"] == 10)]["worst"].iloc[0] == pytest.approx(top)
+
+
+def test_tradeoff_series_counted_and_envelope(rendered):
+    run, _, _ = rendered
+    res = report._load(run)
+    tr, auc = res.tradeoff, res.auc
+    part = tr[(tr["selector"] == "random") & (tr["n_subjects"] == 10)]
+    a = auc[(auc["selector"] == "random") & (auc["n_subjects"] == 10)]
+    series = report._tradeoff_series(part, a, res.anonymizers)
+    assert [(s["anonymizer"], s["deanon"]) for s in series] == [(x, d) for x in ANONS for d in (False, True)]
+    for s in series:
+        row = a[(a["anonymizer"] == s["anonymizer"]) & (a["deanon"] == s["deanon"])].iloc[0]
+        assert s["counted"] == bool(row["counted"]) and s["auc"] == pytest.approx(row["auc"])
+        px, py = m.tradeoff_envelope(s["x"], s["y"])
+        np.testing.assert_array_equal(s["px"], px)
+        np.testing.assert_array_equal(s["py"], py)
+        assert s["counted"] == s["deanon"]  # de-anonymization lowers privacy → lower AUC counts
+    # without AUC rows the variant with the lower area counts; NaN points are dropped
+    part = tr[(tr["selector"] == "classification") & (tr["n_subjects"] == 5)]
+    series = report._tradeoff_series(part, auc.iloc[:0], res.anonymizers)
+    noise = [s for s in series if s["anonymizer"] == "noise"]
+    assert [s["counted"] for s in noise] == [False, True]
+    assert all(s["dropped"] == 1 and len(s["x"]) == 2 for s in noise)
+
+
+def test_renders_without_utility_and_removes_stale_plots(tmp_path):
+    run = make_run(tmp_path / "run", anons={"noise": ANONS["noise"]}, selectors={"random": 3}, counts=[8, 4])
+    report.render_report(run)
+    assert list((run / "plots").glob("tradeoff_*.png"))
+    for f in ("utility.parquet", "tradeoff.parquet", "auc.parquet", "failures.json", "environment.json"):
+        (run / f).unlink()
+    text = report.render_report(run).read_text(encoding="utf-8")
+    assert not list((run / "plots").glob("tradeoff_*.png"))  # stale curves of the earlier rendering are gone
+    assert list((run / "plots").glob("subjects_*.png")) and list((run / "plots").glob("scenarios_*.png"))
+    assert "No AUC results" in text and "No utility measures" in text and "No privacy–utility points" in text
+    assert "environment.json not found" in text and "No failed tasks" in text
+
+
+def test_renders_with_empty_optional_files_and_deanon(tmp_path):
+    run = make_run(tmp_path / "run", utility=False, deanon=True,
+                   anons={"noise": ["sigma=0.5", "sigma=1", "sigma=2", "sigma=4", "sigma=8"]})  # fmt: skip
+    for f, cols in (("utility", report.UTILITY_COLUMNS), ("tradeoff", report.TRADEOFF_COLUMNS),
+                    ("auc", report.AUC_COLUMNS)):  # fmt: skip
+        pd.DataFrame(columns=list(cols)).to_parquet(run / f"{f}.parquet")
+    (run / "warnings.json").write_text("[]")
+    text = report.render_report(run).read_text(encoding="utf-8")
+    assert "No sanity warnings" in text and "No AUC results" in text
+    assert '<section id="reversibility">' in text and "configurable" in text
+    # five settings: the plots show the first, middle and last and say so
+    assert "showing 3 of 5 settings" in text
+    hl = report.headline(run)
+    rev = report._reversibility(report._load(run), report.REVERSIBILITY_THRESHOLDS)
+    assert len(rev) == 5 and rev["category"].isin(
+        ["irreversible", "partially reversible", "highly reversible", "undefined"]).all()  # fmt: skip
+    for r in rev.itertuples():
+        assert f">{r.category}</td>" in text
+    assert set(hl["scenario"]) <= {"naive", "parrot", "deanon"}
+
+
+def test_html_special_characters_are_escaped(tmp_path):
+    name = '_noi$e <b>&"x'
+    run = make_run(tmp_path / "run", anons={name: ["s<1>", "s&2", "s=3"], "blur": ["k=3", "k=5", "k=9"]},
+                   selectors={"random": 2}, counts=[5])  # fmt: skip
+    text = report.render_report(run).read_text(encoding="utf-8")
+    assert html.escape(name) in text and html.escape("s<1>") in text
+    assert "<b>&" not in text and "s<1>" not in text and 's&2"' not in text
+    for p in (run / "plots").glob("*.png"):  # file names stay plain and are quoted safely
+        assert all(c.isalnum() or c in "_-.=" for c in p.name), p.name
+        png_size(p)
+
+
+def test_missing_metrics_parquet_is_a_clear_error(tmp_path):
+    run = make_run(tmp_path / "run", utility=False)
+    (run / "metrics.parquet").unlink()
+    with pytest.raises(report.ResultsNotFoundError, match="metrics.parquet") as exc:
+        report.render_report(run)
+    assert isinstance(exc.value, FileNotFoundError) and isinstance(exc.value, BioanonError)
+    with pytest.raises(report.ResultsNotFoundError, match="metrics.parquet"):
+        report.headline(run)
+    assert not (run / "report.html").exists()
+    with pytest.raises(report.ResultsNotFoundError, match="run directory not found"):
+        report.render_report(tmp_path / "nope")
+
+
+def test_malformed_results_name_the_file_and_column(tmp_path):
+    run = make_run(tmp_path / "run", utility=False)
+    pd.read_parquet(run / "metrics.parquet").drop(columns=["scenario"]).to_parquet(run / "metrics.parquet")
+    with pytest.raises(report.ReportError, match=r"metrics\.parquet lacks the column\(s\) scenario"):
+        report.render_report(run)
+    run2 = make_run(tmp_path / "run2", utility=False)
+    (run2 / "config.json").write_text("{not json")
+    with pytest.raises(report.ReportError, match="config.json"):
+        report.render_report(run2)
+
+
+def test_number_formatting():
+    assert report._fmt(0.42) == "0.420"
+    assert report._fmt(math.nan) == "–" and report._fmt(None) == "–"
+    assert report._fmt(3) == "3" and report._fmt(1.23456e-5) == "1.23e-05" and report._fmt(123456.0) == "1.23e+05"
+    assert report._fmt_ci(0.5, 0.4, 0.6) == "0.500 [0.400, 0.600]" and report._fmt_ci(0.5, math.nan, 0.6) == "0.500"
+
+
+def test_import_is_light():
+    code = (
+        "import sys, bioanon.report\n"
+        "heavy = [m for m in ('matplotlib', 'pandas', 'matplotlib.pyplot') if m in sys.modules]\n"
+        "assert not heavy, heavy\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
