@@ -25,7 +25,7 @@ setup: $(STAMP)
 
 demo: setup
 	$(BIN)/bioanon plugins
-	$(BIN)/bioanon methods
+	$(BIN)/bioanon demo
 
 plugin-template: setup
 	$(PIP) install -q -e examples/plugin-template

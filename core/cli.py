@@ -182,7 +182,10 @@ def _print_summary(result: Any) -> None:
         print(_table(rows, ["anonymizer", "setting", "worst", "achieved by", "clear", "chance"], flex=3))
     if result.auc is not None and not result.auc.empty:
         counted = result.auc[result.auc.counted]
-        print("\nprivacy–utility AUC (1 = ideal; the lower of with/without de-anonymization):")
+        largest = counted.groupby("selector").n_subjects.transform("max")
+        counted = counted[counted.n_subjects == largest]
+        print("\nprivacy–utility AUC (1 = ideal; the lower of with/without de-anonymization; all subject counts "
+              "in the report):")
         rows = [[r.anonymizer, r.measure, f"{r.selector} n={r.n_subjects}", _fmt(r.auc)] for r in counted.itertuples()]
         print(_table(rows, ["anonymizer", "utility measure", "selection", "AUC"], flex=1))
     for w in result.warnings:

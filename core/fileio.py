@@ -17,6 +17,7 @@ def atomic_write(path: str | os.PathLike, write) -> None:
             write(f)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual permissions
         os.replace(tmp, path)
     except BaseException:
         try:
@@ -34,6 +35,12 @@ def atomic_write(path: str | os.PathLike, write) -> None:
         pass
     finally:
         os.close(dfd)
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:

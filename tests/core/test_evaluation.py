@@ -1,0 +1,326 @@
+"""The strong evaluation: the papers' qualitative findings on synthetic data built to have them, the cache
+(no recomputation, partial recomputation, resume after a kill), no leakage, guards and failures."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import ClassVar
+
+import attrs
+import numpy as np
+import pytest
+
+import bioanon
+from bioanon.cache import Cache
+from bioanon.errors import ConfigError
+from bioanon.executors import TaskFailed
+
+
+def config(**overrides):
+    """A small evaluation: subjects with heterogeneous separability, noise swept, a block permutation."""
+    c = {
+        "name": "test",
+        "seed": 0,
+        "repeats": 2,
+        "dataset": {"source": "any.synthetic",
+                    "params": {"n_subjects": 60, "samples_per_subject": 16, "dim": 32,
+                               "noise_heterogeneity": 0.6, "seed": 3}},
+        "anonymizers": [{"id": "any.gaussian_noise", "name": "noise", "grid": {"sigma": [1.0, 2.0]}},
+                        {"id": "any.block_permutation", "name": "perm"}],
+        "recognizers": [{"id": "any.cosine_centroid"}, {"id": "any.lda_cosine"}],
+        "scenarios": ["naive", "parrot"],
+        "selection": {"selectors": ["random", "classification"], "subject_counts": [24, 6], "random_draws": 5},
+        "utility": [{"id": "any.cosine_similarity"}],
+        "report": {"bootstrap": 200},
+    }
+    c.update(overrides)
+    return c
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory):
+    root = tmp_path_factory.mktemp("eval")
+    return bioanon.evaluate(config(), out_dir=root / "results", run_id="run", cache=root / "cache",
+                            progress=False, report=False)
+
+
+def top1(metrics, **where):
+    m = metrics[metrics.metric == "top1"]
+    for k, v in where.items():
+        m = m[m[k] == v]
+    assert not m.empty, where
+    return float(m.value.mean())
+
+
+def test_h1_deterministic_permutation_defeats_naive_not_parrot(result):
+    m = result.metrics
+    for rec in ("any.cosine_centroid", "any.lda_cosine"):
+        naive = top1(m, anonymizer="perm", recognizer=rec, scenario="naive", selector="random", n_subjects=24)
+        parrot = top1(m, anonymizer="perm", recognizer=rec, scenario="parrot", selector="random", n_subjects=24)
+        clear = top1(m, anonymizer="perm", recognizer=rec, scenario="clear", selector="random", n_subjects=24)
+        assert naive < 1 / 24 + 0.1, f"{rec}: naive attacker should be near chance, got {naive}"
+        assert parrot > naive + 0.4 and abs(parrot - clear) < 0.05, f"{rec}: parrot {parrot} vs clear {clear}"
+    head = result.headline()
+    row = head[head.anonymizer == "perm"].iloc[0]
+    assert row.worst_scenario == "parrot" and row.worst_accuracy > 0.6
+
+
+def test_h4_fewer_subjects_raise_accuracy_beyond_chance(result):
+    m = result.metrics
+    cna = m[(m.metric == "cna1") & (m.anonymizer == "noise") & (m.setting == "sigma=2.0")
+            & (m.selector == "random") & (m.scenario != "clear")]
+    by_n = cna.groupby("n_subjects").value.mean()
+    assert by_n[6] > by_n[24] + 0.05, by_n.to_dict()
+    acc = m[(m.metric == "top1") & (m.anonymizer == "noise") & (m.selector == "random") & (m.scenario == "naive")]
+    per_n = acc.groupby("n_subjects").agg(value=("value", "mean"), chance=("chance", "mean"))
+    assert per_n.loc[6, "value"] - per_n.loc[24, "value"] > per_n.loc[6, "chance"] - per_n.loc[24, "chance"]
+
+
+def test_h5_classification_selection_at_least_as_hard_as_random(result):
+    """The worst case over recognizers and scenarios (the headline figure) on subjects chosen by the
+    classification selector is at least the mean over random draws."""
+    tr = result.tradeoff
+    tr = tr[(tr.anonymizer == "noise") & (tr.n_subjects == 6)]
+    for setting, g in tr.groupby("setting"):
+        cls = g[g.selector == "classification"].accuracy.iloc[0]
+        rnd = g[g.selector == "random"].accuracy.iloc[0]
+        assert cls >= rnd, (setting, cls, rnd)
+    m = result.metrics
+    cls = top1(m, anonymizer="noise", selector="classification", n_subjects=6, scenario="parrot")
+    rnd = top1(m, anonymizer="noise", selector="random", n_subjects=6, scenario="parrot")
+    assert cls >= rnd, (cls, rnd)
+
+
+def test_tidy_outputs_and_tradeoff(result):
+    run = result.run_dir
+    for name in ("config.json", "environment.json", "metrics.parquet", "utility.parquet", "tradeoff.parquet",
+                 "auc.parquet", "warnings.json", "failures.json", "lineage.json"):
+        assert (run / name).is_file(), name
+    m = result.metrics
+    assert set(m.scenario) == {"clear", "naive", "parrot"}
+    assert {"top1", "top5", "cna1", "eer", "min_cllr", "balanced_accuracy", "per_subject_accuracy"} <= set(m.metric)
+    t1 = m[m.metric == "top1"]
+    assert (t1.ci_low <= t1.value + 1e-12).all() and (t1.value <= t1.ci_high + 1e-12).all()
+    assert np.allclose(t1[t1.n_subjects == 6].chance, 1 / 6)
+    draws = m[(m.selector == "random") & (m.n_subjects == 6)].draw.unique()
+    assert sorted(draws) == [0, 1, 2, 3, 4]
+    env = json.loads((run / "environment.json").read_text())
+    assert env["bioanon"] == bioanon.__version__ and "bioanon-face" in env["plugins"]
+    resolved = json.loads((run / "config.json").read_text())
+    assert resolved["anonymizers"][0]["params"]["relative"] is True  # defaults filled in
+    # the perm point: parrot recovers everything → privacy 0, so its AUC is 0
+    auc = result.auc[result.auc.counted]
+    assert (auc[auc.anonymizer == "perm"].auc == 0).all()
+    noise_auc = auc[(auc.anonymizer == "noise") & (auc.selector == "random") & (auc.n_subjects == 24)].auc.iloc[0]
+    assert 0 < noise_auc < 1
+    tr = result.tradeoff
+    assert tr.privacy.between(0, 1).all() and tr.utility.between(0, 1).all()
+
+
+def test_no_leakage_between_background_attacker_and_evaluation(result):
+    lineage = json.loads((result.run_dir / "lineage.json").read_text())
+    assert len(lineage) == 2  # one split per repeat
+    for rep in lineage:
+        parts = {k: set(v) for k, v in rep["subjects"].items()}
+        assert set(parts) == {"background", "attacker", "evaluation"}
+        assert not parts["background"] & parts["attacker"]
+        assert not parts["background"] & parts["evaluation"]
+        assert not parts["attacker"] & parts["evaluation"]
+        assert len(parts["evaluation"]) == 24
+    assert lineage[0]["subjects"]["evaluation"] != lineage[1]["subjects"]["evaluation"]
+
+
+SMALL = dict(
+    repeats=1,
+    anonymizers=[{"id": "any.gaussian_noise", "name": "noise", "grid": {"sigma": [1.0, 3.0]}}],
+    selection={"selectors": ["random"], "subject_counts": [12], "random_draws": 2},
+    report={"bootstrap": 50},
+)
+
+
+def test_rerun_recomputes_nothing_and_one_change_only_its_dependents(tmp_path):
+    cache = Cache(tmp_path / "cache")
+    first = bioanon.evaluate(config(**SMALL), out_dir=None, cache=cache, progress=False)
+    assert first.executed > 0 and first.cached == 0
+    again = bioanon.evaluate(config(**SMALL), out_dir=None, cache=cache, progress=False)
+    assert again.executed == 0 and again.cached == first.executed
+    assert again.metrics.equals(first.metrics)
+
+    changed = config(**SMALL)
+    changed["recognizers"] = [{"id": "any.cosine_centroid", "params": {"center": False}}, {"id": "any.lda_cosine"}]
+    third = bioanon.evaluate(changed, out_dir=None, cache=cache, progress=False)
+    # only the score tasks of the changed recognizer: 2 settings × 3 scenarios (clear, naive, parrot)
+    assert third.executed == 6, third.executed
+    lda = lambda r: r.metrics[r.metrics.recognizer == "any.lda_cosine"].reset_index(drop=True)  # noqa: E731
+    assert lda(third).equals(lda(first))
+
+    grid = config(**SMALL)
+    grid["anonymizers"] = [{"id": "any.gaussian_noise", "name": "noise", "grid": {"sigma": [1.0, 3.0, 5.0]}}]
+    fourth = bioanon.evaluate(grid, out_dir=None, cache=cache, progress=False)
+    # one new setting: anonymize + 2 random draws + 2 recognizers × 3 scenarios + 1 utility measure
+    assert fourth.executed == 1 + 2 + 6 + 1, fourth.executed
+
+
+KILL_SCRIPT = textwrap.dedent("""
+    import sys, json, bioanon
+    cfg = json.loads(sys.argv[1])
+    r = bioanon.evaluate(cfg, out_dir=None, cache=sys.argv[2], progress=False)
+    r.metrics.to_json(sys.argv[3])
+""")
+
+
+def test_killed_run_resumes_with_identical_metrics(tmp_path):
+    cfg = config(**{**SMALL, "anonymizers": [{"id": "any.gaussian_noise", "name": "noise",
+                                              "grid": {"sigma": [0.5, 1.0, 2.0, 3.0, 4.0, 5.0]}}]})
+    cache_dir = tmp_path / "cache"
+    script = tmp_path / "run.py"
+    script.write_text(KILL_SCRIPT)
+    proc = subprocess.Popen([sys.executable, str(script), json.dumps(cfg), str(cache_dir), str(tmp_path / "x.json")])
+    json_dir = cache_dir / "json"
+    deadline = time.time() + 120
+    while time.time() < deadline:
+        n = sum(1 for _ in json_dir.rglob("*.json")) if json_dir.exists() else 0
+        if n >= 8 or proc.poll() is not None:
+            break
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done_before = sum(1 for _ in json_dir.rglob("*.json"))
+    resumed = bioanon.evaluate(cfg, out_dir=None, cache=cache_dir, progress=False)
+    assert resumed.cached >= min(done_before, 8) - 1  # what was finished is reused
+    fresh = bioanon.evaluate(cfg, out_dir=None, cache=tmp_path / "fresh", progress=False)
+    assert resumed.metrics.equals(fresh.metrics)
+    assert resumed.executed + resumed.cached == fresh.executed
+
+
+def test_invalid_config_fails_before_any_work(tmp_path):
+    bad = config(repeats="2", recognizers=[{"id": "any.cosine_centroi"}])
+    cache_dir = tmp_path / "cache"
+    with pytest.raises(ConfigError) as err:
+        bioanon.evaluate(bad, out_dir=tmp_path / "out", cache=cache_dir, progress=False)
+    msg = str(err.value)
+    assert "repeats:" in msg and "did you mean 'any.cosine_centroid'" in msg
+    assert not (cache_dir / "tables").exists() and not (tmp_path / "out").exists()
+
+
+def test_attacker_too_weak_guard(tmp_path):
+    cfg = config(**SMALL)
+    cfg["dataset"] = {"source": "any.synthetic", "params": {"n_subjects": 40, "identity_scale": 0.0, "seed": 1}}
+    r = bioanon.evaluate(cfg, out_dir=None, cache=tmp_path, progress=False)
+    assert any(w.startswith("attacker too weak") for w in r.warnings), r.warnings
+
+
+def test_unreachable_subject_count_and_too_few_samples_are_reported(tmp_path):
+    cfg = config(**SMALL)
+    cfg["selection"] = {"selectors": ["random"], "subject_counts": [100, 6], "random_draws": 1}
+    r = bioanon.evaluate(cfg, out_dir=None, cache=tmp_path, progress=False)
+    assert any("cannot reach 100 subjects" in w for w in r.warnings)
+    assert set(r.metrics.n_subjects) == {6}
+
+    table = bioanon.load_dataset("any.synthetic", n_subjects=30, samples_per_subject=4)
+    keep = np.ones(len(table), bool)
+    keep[np.flatnonzero(table.subjects == "s03")[1:]] = False  # s03 keeps a single sample
+    cfg = config(**SMALL)
+    cfg["selection"] = {"selectors": ["random"], "subject_counts": [6], "random_draws": 1}
+    r = bioanon.evaluate(cfg, data=table.filter(keep), out_dir=None, cache=tmp_path, progress=False)
+    assert any("too few samples per subject" in w and "s03" in w for w in r.warnings)
+
+
+@attrs.define(kw_only=True)
+class Exploding(bioanon.Recognizer):
+    """Fails when scoring (to test failure handling)."""
+
+    id: ClassVar[str] = "test.exploding"
+    payloads: ClassVar[tuple[str, ...]] = ("features",)
+
+    def enroll(self, gallery, label="subject"):
+        return self
+
+    def score(self, probes):
+        raise RuntimeError("kaboom")
+
+
+class _Plugin:
+    @staticmethod
+    @bioanon.hookimpl
+    def register_recognizers(register):
+        register(Exploding)
+
+
+def test_failure_stops_or_keeps_going(tmp_path, register_bioanon_plugin):
+    register_bioanon_plugin(_Plugin(), "exploding")
+    cfg = config(**SMALL)
+    cfg["recognizers"] = [{"id": "any.cosine_centroid"}, {"id": "test.exploding"}]
+    with pytest.raises(TaskFailed, match="score test.exploding .*kaboom"):
+        bioanon.evaluate(cfg, out_dir=None, cache=tmp_path / "a", progress=False)
+    r = bioanon.evaluate(cfg, out_dir=None, cache=tmp_path / "b", progress=False, keep_going=True)
+    assert len(r.failures) == 6 and all("kaboom" in f["error"] for f in r.failures)
+    assert set(r.metrics.recognizer) == {"any.cosine_centroid"}
+
+
+def test_cli_evaluate_report_and_demo(tmp_path):
+    toml = tmp_path / "eval.toml"
+    toml.write_text(textwrap.dedent("""
+        name = "cli"
+        repeats = 1
+        scenarios = ["naive", "parrot:0.5", "parrot"]
+
+        [dataset]
+        source = "any.synthetic"
+        params = { n_subjects = 30 }
+
+        [[anonymizers]]
+        id = "any.gaussian_noise"
+        grid = { sigma = [1.0, 2.0] }
+
+        [[recognizers]]
+        id = "any.cosine_centroid"
+
+        [selection]
+        selectors = ["random"]
+        subject_counts = [12, 4]
+        random_draws = 2
+
+        [[utility]]
+        id = "any.snr"
+
+        [report]
+        bootstrap = 50
+    """))
+    env = {**os.environ, "BIOANON_CACHE": str(tmp_path / "cache")}
+    cmd = [sys.executable, "-m", "bioanon.cli"]
+    out = subprocess.run(cmd + ["evaluate", str(toml), "--out", str(tmp_path / "res"), "--run-id", "r1",
+                                "--quiet"], capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert "worst-case top-1" in out.stdout and "report:" in out.stdout
+    run = tmp_path / "res" / "r1"
+    assert (run / "report.html").is_file()
+    import pandas as pd
+
+    m = pd.read_parquet(run / "metrics.parquet")
+    assert set(m.scenario) == {"clear", "naive", "parrot:0.5", "parrot"}
+    (run / "report.html").unlink()
+    out = subprocess.run(cmd + ["report", str(run)], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0 and (run / "report.html").is_file()
+
+    out = subprocess.run(cmd + ["evaluate", str(tmp_path / "missing.toml")], capture_output=True, text=True,
+                         env=env, timeout=120)
+    assert out.returncode == 2 and "missing.toml" in out.stderr
+
+
+@pytest.mark.slow
+def test_demo_runs_and_tells_where_the_report_is(tmp_path):
+    env = {**os.environ, "BIOANON_CACHE": str(tmp_path / "cache")}
+    out = subprocess.run([sys.executable, "-m", "bioanon.cli", "demo", "--out", str(tmp_path), "--quiet"],
+                         capture_output=True, text=True, env=env, timeout=600)
+    assert out.returncode == 0, out.stderr
+    report = Path(out.stdout.strip().splitlines()[-1].split("report: ", 1)[1])
+    assert report.is_file() and report.parent.parent == tmp_path
+    assert (report.parent / "plots").is_dir()
