@@ -254,6 +254,7 @@ class Method:
     payloads: ClassVar[tuple[str, ...]] = ()
     reference: ClassVar[str] = ""
     distribution: ClassVar[str | None] = None  # set by the registry when a plugin registers the class
+    example_params: ClassVar[dict[str, Any]] = {}  # parameters that run on bioanon.testing's tiny tables
 
     def __attrs_post_init__(self) -> None:
         self._validate_params()

@@ -237,7 +237,8 @@ def check_method(
         (and listed) when no table fits.
     label : the label column recognizers train on.
     invalid_params : further values per parameter that must be rejected.
-    params : parameters for the behaviour checks (e.g. a small ``epochs`` for a network).
+    params : parameters for the behaviour checks (e.g. a small ``epochs`` for a network); default: the class's
+        ``example_params``.
 
     Checks: id and kind, documentation, help on every parameter, defaults construct, validators reject bad
     values (by type, range, choices), ``with_params`` round-trips and rejects unknown names, ``describe()`` is
@@ -246,7 +247,7 @@ def check_method(
     """
     report = ConformanceReport(getattr(cls, "id", repr(cls)))
     c = _Checker(report)
-    params = dict(params or {})
+    params = dict(getattr(cls, "example_params", {}) if params is None else params)
 
     def id_and_kind() -> None:
         assert attrs.has(cls), "not an attrs class"

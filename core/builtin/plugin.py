@@ -7,17 +7,52 @@ from ..hookspecs import hookimpl
 
 @hookimpl
 def register_anonymizers(register):
-    from .anonymizers import GaussianNoise, Identity
+    from .anonymizers import BlockPermutation, GaussianNoise, Identity
 
     register(Identity)
     register(GaussianNoise)
+    register(BlockPermutation)
 
 
 @hookimpl
 def register_recognizers(register):
-    from .recognizers import CosineNearestCentroid
+    from .recognizers import (
+        CosineNearestCentroid,
+        LdaCosine,
+        LogisticRegression,
+        NearestNeighbors,
+        PcaSvm,
+        RandomForest,
+    )
 
-    register(CosineNearestCentroid)
+    for cls in (CosineNearestCentroid, PcaSvm, RandomForest, NearestNeighbors, LogisticRegression, LdaCosine):
+        register(cls)
+
+
+@hookimpl
+def register_selectors(register):
+    from .selectors import (
+        CenterSelection,
+        ClassificationSelection,
+        DistinctiveSelection,
+        MetadataSelection,
+        RandomSelection,
+    )
+
+    register(RandomSelection, aliases=("random",))
+    register(ClassificationSelection, aliases=("classification",))
+    register(MetadataSelection, aliases=("metadata",))
+    register(DistinctiveSelection, aliases=("distinctive",))
+    register(CenterSelection, aliases=("center",))
+
+
+@hookimpl
+def register_utility_measures(register):
+    from .utility import AttributeAccuracy, CosineSimilarity, Snr
+
+    register(AttributeAccuracy)
+    register(CosineSimilarity)
+    register(Snr)
 
 
 @hookimpl
@@ -25,3 +60,10 @@ def register_datasets(register):
     from .datasets import SyntheticFeatures
 
     register(SyntheticFeatures)
+
+
+@hookimpl
+def register_deanonymizers(register):
+    from .deanonymizers import RidgeInversion
+
+    register(RidgeInversion)

@@ -223,7 +223,7 @@ def score(
         true = probes.subjects if label == "subject" else probes.attribute(label)
         groups = probes.subjects
         for r in score_metrics(scores, true, groups, bootstrap=bootstrap, confidence=confidence,
-                               seed=derived_seed(seed, "bootstrap", sel["id"])):
+                               seed=derived_seed(seed, "bootstrap", sel["id"]), attribute=label != "subject"):
             rows.append({"selection": sel["id"], **r})
         if per_probe_scores:
             k = output_key(key, "scores:" + sel["id"])

@@ -1,0 +1,63 @@
+"""Trait-agnostic de-anonymizers: learned inversions trained on (clear, anonymized) attacker pairs."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import attrs
+import numpy as np
+
+from ..errors import TableError
+from ..methods import Deanonymizer, fitted, param
+from ..payloads import flatten_payload, restore_dtype
+
+
+def paired_payloads(clear, anonymized, column: str) -> tuple[np.ndarray, np.ndarray]:
+    """Flattened payloads of the samples present in both tables, matched by sample id."""
+    ids_c, ids_a = clear.sample_ids, anonymized.sample_ids
+    if len(ids_c) == len(ids_a) and np.array_equal(ids_c, ids_a):
+        return flatten_payload(clear.payload(column)), flatten_payload(anonymized.payload(column))
+    common, ic, ia = np.intersect1d(ids_c, ids_a, return_indices=True)
+    if len(common) == 0:
+        raise TableError("the clear and anonymized tables share no sample ids: cannot pair them")
+    return flatten_payload(clear.payload(column))[ic], flatten_payload(anonymized.payload(column))[ia]
+
+
+@attrs.define(kw_only=True)
+class RidgeInversion(Deanonymizer):
+    """Linear (ridge) regression from anonymized to clear payloads, learned on the attacker's pairs.
+
+    Undoes linear and permutation-like anonymizations exactly when it sees enough pairs, and partly undoes
+    noise (the Wiener-like linear estimate). Payloads are flattened; the output keeps the payload's shape and
+    dtype (integers clipped to their range). ``fantomas.txt`` §4–5: reversal is the strongest test."""
+
+    id: ClassVar[str] = "any.ridge_inversion"
+    payloads: ClassVar[tuple[str, ...]] = ("features", "imu", "pose", "image")
+    reference: ClassVar[str] = "fantomas.txt §4-5 (de-anonymization before recognition)"
+
+    alpha: float = param(1e-3, help="ridge penalty (relative to the mean feature variance)", low=0.0)
+    payload: str = param("", help="payload column (default: the first supported one present)")
+
+    weights_: np.ndarray | None = fitted()
+    column_: str | None = fitted()
+
+    def fit(self, clear, anonymized):
+        column = self.payload_column(anonymized, self.payload or None)
+        y, x = paired_payloads(clear, anonymized, column)
+        x64, y64 = x.astype(np.float64), y.astype(np.float64)
+        mx, my = x64.mean(0), y64.mean(0)
+        xc, yc = x64 - mx, y64 - my
+        gram = xc.T @ xc
+        penalty = self.alpha * max(float(np.trace(gram)) / max(gram.shape[0], 1), 1e-12)
+        w = np.linalg.solve(gram + penalty * np.eye(gram.shape[0]), xc.T @ yc)
+        self.weights_ = np.vstack([w, (my - mx @ w)[None, :]]).astype(np.float32)  # last row: intercept
+        self.column_ = column
+        return self
+
+    def transform(self, table):
+        if self.weights_ is None:
+            raise RuntimeError(f"{self.id}: fit() before transform()")
+        x = table.payload(self.column_)
+        flat = flatten_payload(x)
+        out = flat @ self.weights_[:-1] + self.weights_[-1]
+        return table.with_payload(self.column_, restore_dtype(out.reshape(x.shape), x.dtype))
