@@ -230,6 +230,54 @@ def cmd_report(args: argparse.Namespace) -> int:
     return 0
 
 
+def _parse_assignments(items: list[str], cls: Any, what: str) -> dict[str, Any]:
+    """``name=value`` options → typed parameters of ``cls`` (JSON values; bare words stay strings)."""
+    from .errors import ParameterError
+    from .methods import parse_param_text
+
+    types = cls.param_types()
+    out: dict[str, Any] = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep:
+            raise ParameterError(cls.id, item, None, f"write {what} as name=value")
+        if name not in types:
+            import difflib
+
+            close = difflib.get_close_matches(name, list(types), n=1)
+            raise ParameterError(cls.id, name, text, f"no such parameter; did you mean {close[0]!r}?" if close
+                                 else "known: " + ", ".join(types))
+        out[name] = parse_param_text(text, types[name])
+    return out
+
+
+def cmd_anonymize(args: argparse.Namespace) -> int:
+    from .cache import table_fingerprint
+    from .errors import BioanonError
+
+    registry = get_plugin_manager().registry
+    source_cls = registry.get(args.source, kind="dataset")
+    method_cls = registry.get(args.method, kind="anonymizer")
+    source = source_cls(**_parse_assignments(args.dataset_param, source_cls, "-d"))
+    method = method_cls(**_parse_assignments(args.option, method_cls, "-o"))
+    if source.needs_path and not args.path:
+        raise BioanonError(f"{source.id} reads a data layout: give its PATH")
+    table = source.load(args.path if source.needs_path else None)
+    out = method.fit(table).transform(table)
+    out = out.with_lineage_step({"step": method.id, "fingerprint": method.fingerprint(),
+                                 "input": table_fingerprint(table), "params": _json_params(method)})
+    if args.out.endswith(".parquet"):
+        out.to_parquet(args.out)
+    else:
+        out.save(args.out)
+    print(f"anonymized {len(out)} samples of {out.num_subjects} subjects with {method.id} -> {args.out}")
+    return 0
+
+
+def _json_params(method: Any) -> dict[str, Any]:
+    return json.loads(json.dumps(method.get_params(), default=str))
+
+
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="results", help="results folder (default: ./results)")
     p.add_argument("--run-id", default=None, help="name of the run folder (default: name-time-fingerprint)")
@@ -306,6 +354,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trait", default="any", help="use this trait plugin's synthetic data (default: any)")
     _add_run_options(p)
     p.set_defaults(func=cmd_demo)
+
+    p = sub.add_parser("anonymize", help="anonymize a data set and write it as Arrow IPC (or .parquet)")
+    p.add_argument("source", help="dataset source id (see `bioanon datasets`)")
+    p.add_argument("path", nargs="?", default=None, help="data folder, for sources that read files")
+    p.add_argument("-m", "--method", required=True, help="anonymizer id")
+    p.add_argument("-o", "--option", action="append", default=[], metavar="NAME=VALUE",
+                   help="anonymizer parameter (repeatable)")
+    p.add_argument("-d", "--dataset-param", action="append", default=[], metavar="NAME=VALUE",
+                   help="dataset source parameter (repeatable)")
+    p.add_argument("--out", required=True, help="output file (.arrow, or .parquet)")
+    p.set_defaults(func=cmd_anonymize)
 
     p = sub.add_parser("report", help="re-render report.html and plots of a results folder")
     p.add_argument("run_dir")

@@ -35,3 +35,15 @@ def test_distributions_and_entry_points():
     import bioanon
 
     assert bioanon.__file__.replace("\\", "/").endswith("core/__init__.py")
+
+
+def test_every_core_subpackage_is_packaged():
+    """A subpackage missing from [tool.setuptools] packages would be absent from a wheel."""
+    import tomllib
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    found = {"bioanon" + ("." + ".".join(p.parent.relative_to(root / "core").parts) if p.parent != root / "core"
+                          else "") for p in (root / "core").rglob("__init__.py")}
+    assert found == listed
