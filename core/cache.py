@@ -32,6 +32,7 @@ import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
 from bioanon.errors import CacheError
+from bioanon.fileio import fsync_dir
 
 __all__ = [
     "Cache",
@@ -610,7 +611,7 @@ class Cache:
                         return False
                     raise
                 if self._fsync:
-                    _fsync_dir(directory)
+                    fsync_dir(directory)
             else:
                 with self.fs.open_output_stream(tmp) as sink:
                     write(sink)
@@ -903,17 +904,3 @@ def _fsync_path(path: str) -> None:
         os.close(fd)
 
 
-def _fsync_dir(path: str) -> None:
-    """Persist a rename (POSIX); a no-op where directories cannot be opened."""
-    if os.name == "nt":
-        return
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)

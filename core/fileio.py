@@ -25,16 +25,23 @@ def atomic_write(path: str | os.PathLike, write) -> None:
         except FileNotFoundError:
             pass
         raise
-    try:  # make the rename durable; best effort (not supported everywhere)
-        dfd = os.open(directory, os.O_RDONLY)
+    fsync_dir(directory)
+
+
+def fsync_dir(path: str | os.PathLike) -> None:
+    """Persist a rename (POSIX); best effort, a no-op where directories cannot be opened."""
+    if os.name == "nt":
+        return
+    try:
+        fd = os.open(path, os.O_RDONLY)
     except OSError:
         return
     try:
-        os.fsync(dfd)
+        os.fsync(fd)
     except OSError:
         pass
     finally:
-        os.close(dfd)
+        os.close(fd)
 
 
 def _umask() -> int:
