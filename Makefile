@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
 	$(PIP) install -q --upgrade pip
 	@# torch first, pinned, so nothing later resolves a different build
 	$(PIP) install -q $(TORCH)
-	$(PIP) install -q -e '.[test]' $(addprefix -e ,$(PLUGINS))
+	$(PIP) install -q -e '.[test,dask]' $(addprefix -e ,$(PLUGINS))
 	@touch $(STAMP)
 
 setup: $(STAMP)

@@ -204,6 +204,7 @@ def _run_evaluation(config: Any, args: argparse.Namespace) -> int:
     from .evaluation.run import evaluate
 
     result = evaluate(config, out_dir=args.out, run_id=args.run_id, cache=args.cache_dir,
+                      executor=args.executor, scheduler=args.scheduler,
                       keep_going=args.keep_going, progress=not args.quiet, report=not args.no_report)
     _print_summary(result)
     if result.failures:
@@ -283,6 +284,10 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-id", default=None, help="name of the run folder (default: name-time-fingerprint)")
     p.add_argument("--cache-dir", default=None, help="cache location (default: $BIOANON_CACHE or the user cache)")
     p.add_argument("--keep-going", action="store_true", help="finish what does not depend on a failure")
+    p.add_argument("--executor", choices=["local", "dask"], default="local",
+                   help="run the task graph here (local) or on a Dask cluster")
+    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                   help="Dask scheduler address, e.g. tcp://10.0.0.1:8786 (with --executor dask)")
     p.add_argument("--no-report", action="store_true", help="write the tables but not report.html")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(Path(__file__).parent))  # shared helpers (evalconfigs.py) for --import-mode=importlib
 SHARED_DATA = Path(os.environ.get("BIOANON_SHARED_DATA", ROOT.parent / "shared" / "data"))
 
 

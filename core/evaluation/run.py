@@ -431,7 +431,8 @@ def evaluate(
     out_dir: str | os.PathLike | None = "results",
     run_id: str | None = None,
     cache: Cache | str | os.PathLike | None = None,
-    executor: Any = None,
+    executor: Any = "local",
+    scheduler: Any = None,
     keep_going: bool = False,
     progress: bool = True,
     report: bool = True,
@@ -446,12 +447,13 @@ def evaluate(
     out_dir : where ``<run-id>/`` is written (None: write nothing, only return the tables).
     run_id : the run directory's name (default: name, time and config fingerprint).
     cache : a :class:`~bioanon.cache.Cache` or its root (default: ``$BIOANON_CACHE`` or the user cache).
-    executor : an executor with ``run(tasks) -> ExecutionReport`` (default: the local executor).
+    executor : ``"local"`` (default), ``"dask"``, or an object with ``run(tasks) -> ExecutionReport``.
+    scheduler : for ``executor="dask"``: the scheduler address, or a ``distributed.Client``.
     keep_going : finish everything that does not depend on a failed task, then report the failures.
     progress : progress bars per stage.
     report : render ``report.html`` with plots.
     """
-    from ..executors import LocalExecutor
+    from ..executors import DaskExecutor, LocalExecutor
     from .config import EvalConfig, load_config
 
     started = time.time()
@@ -459,7 +461,14 @@ def evaluate(
     cache = cache if isinstance(cache, Cache) else Cache(cache)
     table = load_data(cfg, data)
     plan = build_plan(cfg, cache, table)
-    executor = executor or LocalExecutor(cache, keep_going=keep_going, progress=progress)
+    if executor in (None, "local"):
+        executor = LocalExecutor(cache, keep_going=keep_going, progress=progress)
+    elif executor == "dask":
+        client = scheduler if scheduler is not None and not isinstance(scheduler, str) else None
+        executor = DaskExecutor(cache, scheduler=scheduler if client is None else None, client=client,
+                                keep_going=keep_going, progress=progress)
+    elif isinstance(executor, str):
+        raise BioanonError(f"unknown executor {executor!r}; use 'local' or 'dask'")
     exe = executor.run(plan.tasks)
 
     metrics = collect_metrics(plan, exe.records)

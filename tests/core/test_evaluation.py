@@ -21,27 +21,7 @@ import bioanon
 from bioanon.cache import Cache
 from bioanon.errors import ConfigError
 from bioanon.executors import TaskFailed
-
-
-def config(**overrides):
-    """A small evaluation: subjects with heterogeneous separability, noise swept, a block permutation."""
-    c = {
-        "name": "test",
-        "seed": 0,
-        "repeats": 2,
-        "dataset": {"source": "any.synthetic",
-                    "params": {"n_subjects": 60, "samples_per_subject": 16, "dim": 32,
-                               "noise_heterogeneity": 0.6, "seed": 3}},
-        "anonymizers": [{"id": "any.gaussian_noise", "name": "noise", "grid": {"sigma": [1.0, 2.0]}},
-                        {"id": "any.block_permutation", "name": "perm"}],
-        "recognizers": [{"id": "any.cosine_centroid"}, {"id": "any.lda_cosine"}],
-        "scenarios": ["naive", "parrot"],
-        "selection": {"selectors": ["random", "classification"], "subject_counts": [24, 6], "random_draws": 5},
-        "utility": [{"id": "any.cosine_similarity"}],
-        "report": {"bootstrap": 200},
-    }
-    c.update(overrides)
-    return c
+from evalconfigs import SMALL, config
 
 
 @pytest.fixture(scope="module")
@@ -135,14 +115,6 @@ def test_no_leakage_between_background_attacker_and_evaluation(result):
         assert not parts["attacker"] & parts["evaluation"]
         assert len(parts["evaluation"]) == 24
     assert lineage[0]["subjects"]["evaluation"] != lineage[1]["subjects"]["evaluation"]
-
-
-SMALL = dict(
-    repeats=1,
-    anonymizers=[{"id": "any.gaussian_noise", "name": "noise", "grid": {"sigma": [1.0, 3.0]}}],
-    selection={"selectors": ["random"], "subject_counts": [12], "random_draws": 2},
-    report={"bootstrap": 50},
-)
 
 
 def test_rerun_recomputes_nothing_and_one_change_only_its_dependents(tmp_path):
@@ -356,3 +328,20 @@ def test_attribute_inference_uses_majority_chance(tmp_path):
     t1 = r.metrics[r.metrics.metric == "top1"]
     assert (t1.chance >= 0.5).all() and (t1.chance < 1).all()  # binary attribute: majority rate, not 1/12
     assert t1[t1.scenario == "clear"].value.mean() > 0.9  # the group attribute is clearly encoded
+
+
+def test_two_runs_sharing_one_cache_at_once(tmp_path):
+    cfg = config(**SMALL)
+    script = tmp_path / "run.py"
+    script.write_text(KILL_SCRIPT)
+    cache_dir = tmp_path / "cache"
+    procs = [subprocess.Popen([sys.executable, str(script), json.dumps(cfg), str(cache_dir), str(tmp_path / f"{i}.json")])
+             for i in range(2)]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0]
+    import pandas as pd
+
+    a, b = (pd.read_json(tmp_path / f"{i}.json") for i in range(2))
+    fresh = bioanon.evaluate(cfg, out_dir=None, cache=tmp_path / "fresh", progress=False)
+    assert a.equals(b)
+    assert np.allclose(a.value.to_numpy(), fresh.metrics.value.to_numpy())
+    assert not list(cache_dir.rglob("*.tmp-*"))
