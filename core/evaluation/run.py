@@ -222,6 +222,60 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable) -> Plan:
     return Plan(tasks, dataset_key, warnings, score_tasks, utility_tasks, split_tasks, n_eval)
 
 
+@attrs.frozen
+class ResourceEstimate:
+    """Disk the run's new cache entries need, and the peak memory of its largest task (rough upper bounds)."""
+
+    disk_bytes: int
+    memory_bytes: int
+    new_tasks: int
+
+    def __str__(self) -> str:
+        from ..cache import format_bytes
+
+        return (f"{self.new_tasks} tasks to compute; about {format_bytes(self.disk_bytes)} of new cache entries "
+                f"and {format_bytes(self.memory_bytes)} of memory at the peak")
+
+
+def estimate_resources(plan: Plan, cfg: Any, data_bytes: int, cache: Cache) -> ResourceEstimate:
+    """Estimate what the tasks still to compute will write to the cache and need in memory.
+
+    A split writes the data set once more; an anonymization writes the attacker and evaluation shares; a
+    de-anonymization the evaluation share; scores and JSON records are small (≈ 64 KiB each, or the per-probe
+    score matrices when kept). Peak memory: the data set, its anonymized copy and a working copy of the largest
+    task's inputs."""
+    share = {"split": 1.0, "anonymize": cfg.rates.attacker + cfg.rates.evaluation,
+             "deanonymize": cfg.rates.evaluation}
+    disk = 0
+    new = 0
+    for t in plan.tasks:
+        if cache.has_json(t.key):
+            continue
+        new += 1
+        disk += int(share.get(t.stage, 0.0) * data_bytes) + 64 * 1024
+    return ResourceEstimate(disk, 3 * data_bytes + 256 * 1024 * 1024, new)
+
+
+def check_disk_space(estimate: ResourceEstimate, cache: Cache) -> None:
+    """Refuse to start when the cache volume lacks the space the run needs (local caches only)."""
+    import shutil
+
+    from ..cache import format_bytes
+
+    root = getattr(cache, "root", None)
+    if not isinstance(root, (str, os.PathLike)) or "://" in str(root):
+        return
+    path = Path(root)
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    free = shutil.disk_usage(path).free
+    if free < 1.1 * estimate.disk_bytes:
+        raise BioanonError(
+            f"not enough disk space for the cache at {root}: the run needs about "
+            f"{format_bytes(estimate.disk_bytes)} and {format_bytes(free)} are free "
+            f"(free space, point --cache-dir elsewhere, or run `bioanon cache clear`)")
+
+
 def _sets_for(scenario: str, sets: dict[str, str]) -> dict[str, str]:
     """Only the tables a scenario reads, so its key does not depend on the others."""
     from .tasks import scenario_sets
@@ -460,7 +514,13 @@ def evaluate(
     cfg = config if isinstance(config, EvalConfig) else load_config(config)
     cache = cache if isinstance(cache, Cache) else Cache(cache)
     table = load_data(cfg, data)
+    data_bytes = int(table.arrow.nbytes)
+    check_disk_space(ResourceEstimate(2 * data_bytes, 0, 0), cache)  # room for the data set itself
     plan = build_plan(cfg, cache, table)
+    estimate = estimate_resources(plan, cfg, data_bytes, cache)
+    check_disk_space(estimate, cache)
+    if progress:
+        print(f"bioanon: {estimate}", file=sys.stderr)
     if executor in (None, "local"):
         executor = LocalExecutor(cache, keep_going=keep_going, progress=progress)
     elif executor == "dask":
@@ -491,6 +551,8 @@ def evaluate(
             "tasks": {"executed": exe.executed, "cached": exe.cached, "failed": len(exe.failed),
                       "by_stage": exe.by_stage},
             "dataset_fingerprint": plan.dataset_key,
+            "estimate": {"disk_bytes": estimate.disk_bytes, "memory_bytes": estimate.memory_bytes,
+                         "new_tasks": estimate.new_tasks},
             "cache": str(cache.uri),
         }
         atomic_write_text(run_dir / "config.json", json.dumps(cfg.to_dict(), indent=2, default=str))

@@ -345,3 +345,29 @@ def test_two_runs_sharing_one_cache_at_once(tmp_path):
     assert a.equals(b)
     assert np.allclose(a.value.to_numpy(), fresh.metrics.value.to_numpy())
     assert not list(cache_dir.rglob("*.tmp-*"))
+
+
+def test_refuses_to_start_without_disk_space(tmp_path, monkeypatch):
+    import shutil
+    from collections import namedtuple
+
+    usage = namedtuple("usage", "total used free")
+    monkeypatch.setattr(shutil, "disk_usage", lambda p: usage(10**9, 10**9 - 1000, 1000))
+    with pytest.raises(bioanon.BioanonError, match=r"not enough disk space .* needs about .* and 1000 B are free"):
+        bioanon.evaluate(config(**SMALL), out_dir=None, cache=tmp_path / "cache", progress=False)
+    assert not list((tmp_path / "cache").rglob("*.json")), "no task may run"
+
+
+def test_resource_estimate_counts_only_new_work(tmp_path):
+    from bioanon.evaluation.config import load_config
+    from bioanon.evaluation.run import build_plan, estimate_resources, load_data
+
+    cfg = load_config(config(**SMALL))
+    cache = Cache(tmp_path)
+    table = load_data(cfg)
+    plan = build_plan(cfg, cache, table)
+    before = estimate_resources(plan, cfg, table.arrow.nbytes, cache)
+    assert before.new_tasks == len(plan.tasks) and before.disk_bytes > table.arrow.nbytes
+    bioanon.evaluate(cfg, out_dir=None, cache=cache, progress=False)
+    after = estimate_resources(plan, cfg, table.arrow.nbytes, cache)
+    assert after.new_tasks == 0 and after.disk_bytes == 0
