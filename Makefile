@@ -11,7 +11,7 @@ PIP    := $(BIN)/python -m pip --disable-pip-version-check
 PLUGINS := plugins/face plugins/gait plugins/voice plugins/motion
 TORCH  := torch==2.14.1 torchvision==0.29.1
 
-.PHONY: setup demo test plugin-template clean
+.PHONY: setup demo test bench plugin-template clean
 
 $(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -32,6 +32,9 @@ plugin-template: setup
 
 test: setup plugin-template
 	BIOANON_STRICT_PLUGINS=1 $(BIN)/python -m pytest tests examples/plugin-template/tests
+
+bench: setup
+	$(BIN)/python -m benchmarks.run
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

@@ -8,6 +8,7 @@ runs them here, one after another, with a progress bar per stage.
 from __future__ import annotations
 
 import sys
+import time
 import traceback
 from collections.abc import Sequence
 from typing import Any
@@ -29,9 +30,10 @@ class ExecutionReport:
     records: dict[str, Any] = attrs.field(factory=dict)
     by_stage: dict[str, dict[str, int]] = attrs.field(factory=dict)
 
-    def count(self, stage: str, what: str) -> None:
-        s = self.by_stage.setdefault(stage, {"executed": 0, "cached": 0, "failed": 0})
+    def count(self, stage: str, what: str, seconds: float = 0.0) -> None:
+        s = self.by_stage.setdefault(stage, {"executed": 0, "cached": 0, "failed": 0, "seconds": 0.0})
         s[what] += 1
+        s["seconds"] = round(s["seconds"] + seconds, 6)
 
 
 class TaskFailed(BioanonError):
@@ -77,6 +79,7 @@ class LocalExecutor:
                     report.cached += 1
                     report.count(stage, "cached")
                 else:
+                    start = time.perf_counter()
                     try:
                         record = run_task(t, self.cache)
                     except Exception as exc:  # noqa: BLE001 - reported with the task's name
@@ -88,7 +91,7 @@ class LocalExecutor:
                         report.count(stage, "failed")
                         continue
                     report.executed += 1
-                    report.count(stage, "executed")
+                    report.count(stage, "executed", time.perf_counter() - start)
                 report.records[t.key] = record
             bar.close()
         return report

@@ -60,6 +60,7 @@ class EvaluationResult:
     executed: int
     cached: int
     report_path: Path | None = None
+    stages: dict[str, dict[str, float]] = attrs.field(factory=dict)  # per stage: executed, cached, seconds
 
     def headline(self) -> Any:
         """Worst-case top-1 per anonymizer setting (max over recognizers and attack scenarios)."""
@@ -569,7 +570,7 @@ def evaluate(
 
             report_path = render_report(run_dir)
     return EvaluationResult(run_dir, metrics, utility, tradeoff, auc, warnings, failures, exe.executed, exe.cached,
-                            report_path)
+                            report_path, exe.by_stage)
 
 
 def _lineage(plan: Plan, cache: Cache) -> list[dict[str, Any]]:
