@@ -371,3 +371,20 @@ def test_resource_estimate_counts_only_new_work(tmp_path):
     bioanon.evaluate(cfg, out_dir=None, cache=cache, progress=False)
     after = estimate_resources(plan, cfg, table.arrow.nbytes, cache)
     assert after.new_tasks == 0 and after.disk_bytes == 0
+
+
+def test_per_probe_scores_are_stored(tmp_path):
+    import pandas as pd
+
+    cfg = config(**SMALL)
+    cfg["report"] = {"bootstrap": 0, "per_probe_scores": True}
+    r = bioanon.evaluate(cfg, out_dir=tmp_path / "out", run_id="s", cache=tmp_path / "cache", progress=False,
+                         report=False)
+    files = sorted((r.run_dir / "scores").glob("*.parquet"))
+    # 2 settings × 2 recognizers × 3 scenarios × 2 random draws
+    assert len(files) == 24, [f.name for f in files]
+    t = pd.read_parquet(files[0])
+    assert {"sample_id", "subject", "features", "attr.true_label"} <= set(t.columns)
+    assert len(t.features.iloc[0]) == 12  # one score per enrolled subject
+    m = r.metrics[r.metrics.metric == "top1"]
+    assert m.ci_low.isna().all()  # bootstrap = 0: no CIs
