@@ -23,6 +23,13 @@ def demo_config(trait: str = "any") -> dict[str, Any]:
             raise BioanonError(f"--trait {trait}: no dataset source {source!r} is installed; "
                                f"install bioanon-{trait} (or use --trait any)")
         dataset = {"source": source, "params": {}}
+    attribute = "activity"
+    if trait != "any":
+        attrs_ = get_registry().create(dataset["source"]).load().attribute_names
+        if attribute not in attrs_:
+            if not attrs_:
+                raise BioanonError(f"{dataset['source']} has no attribute column for the utility measure")
+            attribute = attrs_[0]
     return {
         "name": f"demo-{trait}",
         "seed": 0,
@@ -36,7 +43,7 @@ def demo_config(trait: str = "any") -> dict[str, Any]:
         "recognizers": [{"id": "any.cosine_centroid"}, {"id": "any.lda_cosine"}, {"id": "any.pca_svm"}],
         "scenarios": ["naive", "parrot"],
         "selection": {"selectors": ["random", "classification"], "subject_counts": [24, 12, 6], "random_draws": 3},
-        "utility": [{"id": "any.attribute_accuracy", "params": {"attribute": "activity"}},
+        "utility": [{"id": "any.attribute_accuracy", "params": {"attribute": attribute}},
                     {"id": "any.cosine_similarity"}],
         "report": {"bootstrap": 500},
     }
