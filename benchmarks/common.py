@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import argparse
+import json
 import resource
 import time
+from pathlib import Path
 from collections.abc import Callable
 from typing import Any
 
@@ -33,3 +36,15 @@ def peak_rss_bytes() -> int:
 def figure(name: str, *, value: float, target: str, passed: bool, unit: str = "×", **context: Any) -> dict[str, Any]:
     """One measured figure: a ratio (or value) with its target, whether it is met, and absolute context."""
     return {"name": name, "value": float(value), "unit": unit, "target": target, "passed": bool(passed), **context}
+
+
+def main(run: Callable[..., dict[str, Any]], doc: str | None) -> None:
+    """Command line of a single benchmark module: ``--quick`` and ``--json PATH``."""
+    ap = argparse.ArgumentParser(description=doc)
+    ap.add_argument("--quick", action="store_true", help="tiny sizes (a smoke run)")
+    ap.add_argument("--json", default=None, help="also write the result here")
+    a = ap.parse_args()
+    res = run(quick=a.quick)
+    print(json.dumps(res, indent=2))
+    if a.json:
+        Path(a.json).write_text(json.dumps(res, indent=2))

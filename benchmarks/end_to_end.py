@@ -8,8 +8,6 @@ anonymization and splitting grow about linearly (slope ≈ 1); a warm rerun take
 
 from __future__ import annotations
 
-import argparse
-import json
 import tempfile
 import time
 from pathlib import Path
@@ -17,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import figure
+from benchmarks.common import figure, main
 
 
 def bench_config(n_subjects: int, samples: int, dim: int) -> dict[str, Any]:
@@ -84,11 +82,4 @@ def run(quick: bool = False) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--json", default=None)
-    a = ap.parse_args()
-    res = run(a.quick)
-    print(json.dumps(res, indent=2))
-    if a.json:
-        Path(a.json).write_text(json.dumps(res, indent=2))
+    main(run, __doc__)

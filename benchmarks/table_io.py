@@ -7,8 +7,6 @@ fresh subprocess so its peak RSS is its own.
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import subprocess
 import sys
@@ -19,7 +17,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from benchmarks.common import cpu_timed, figure, timed
+from benchmarks.common import cpu_timed, figure, main, timed
 
 MB = 1024 * 1024
 
@@ -87,11 +85,4 @@ def run(quick: bool = False, workdir: str | None = None) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    ap = argparse.ArgumentParser(description=__doc__)
-    ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--json", default=None)
-    a = ap.parse_args()
-    res = run(a.quick)
-    print(json.dumps(res, indent=2))
-    if a.json:
-        Path(a.json).write_text(json.dumps(res, indent=2))
+    main(run, __doc__)
