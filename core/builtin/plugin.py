@@ -8,10 +8,12 @@ from ..hookspecs import hookimpl
 @hookimpl
 def register_anonymizers(register):
     from .anonymizers import BlockPermutation, GaussianNoise, Identity
+    from .random_set_mean import RandomSetMean
 
     register(Identity)
     register(GaussianNoise)
     register(BlockPermutation)
+    register(RandomSetMean)
 
 
 @hookimpl
@@ -26,6 +28,11 @@ def register_recognizers(register):
     )
 
     for cls in (CosineNearestCentroid, PcaSvm, RandomForest, NearestNeighbors, LogisticRegression, LdaCosine):
+        register(cls)
+
+    from .attacks import AttributeKnn, AttributeSvm, SimilarityAttributeAttack
+
+    for cls in (SimilarityAttributeAttack, AttributeKnn, AttributeSvm):
         register(cls)
 
 
@@ -67,3 +74,7 @@ def register_deanonymizers(register):
     from .deanonymizers import RidgeInversion
 
     register(RidgeInversion)
+
+    from .inversion import MlpInversion  # torch is imported lazily, on fit
+
+    register(MlpInversion)

@@ -1,0 +1,297 @@
+"""Attribute-inference attacks: the similarity-based attack on privacy-enhanced templates and classifier
+baselines (``soft-biometric-attack.txt`` §III, Tables IV–IX).
+
+The threat model of the paper: the attacker runs the privacy-enhancing method as a black box on their *own*
+labelled data (the attacker database), intercepts a protected template, compares it with every database
+template and infers the soft-biometric attribute from the labels of the most similar ones. In the evaluation
+pipeline this database is exactly the training set a recognizer receives in ``fit(train, label)`` under the
+``parrot`` scenario (the anonymized attacker set), with ``label`` the attribute name.
+
+* ``any.similarity_attribute_attack``: the attack (majority vote, averaging, linearly and logarithmically
+  weighted averaging of the n best scores; :func:`bioanon.metrics.similarity_attack_scores`);
+* ``any.attribute_knn``, ``any.attribute_svm``: the machine-learning baselines of Table IV, trained on the
+  attacker's labelled set in ``fit`` (unlike the identity recognizers, which train on the gallery in
+  ``enroll``), so they infer an attribute of subjects they have never seen.
+
+All three accept ``label="subject"`` too (then they are closed-set identifiers whose classes must occur in the
+training data).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+
+from ..errors import TableError
+from ..methods import Recognizer, ScoreMatrix, fitted, labels_of, param
+from ..metrics import similarity_attack_scores
+from ..payloads import flatten_payload
+from .recognizers import _N_COMPONENTS_HELP, _l2_normalize, _n_components_ok, _SpaceRecognizer, _two_columns
+from .utility import _valid
+
+__all__ = ["AttributeKnn", "AttributeSvm", "SimilarityAttributeAttack", "align_columns"]
+
+_PAYLOADS = ("features", "imu", "pose", "image")
+_BLOCK_ELEMENTS = 1 << 24  # probe × database similarities computed per block of at most this many entries
+
+
+def align_columns(scores: np.ndarray, have: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Reorder score columns labelled ``have`` to the labels ``want``.
+
+    A wanted label the scorer knows nothing about (absent from ``have``) gets each row's minimum minus one:
+    finite, and never the prediction. Labels are matched by equality of their Python values."""
+    scores = np.asarray(scores, dtype=np.float64)
+    pos = {v: i for i, v in enumerate(np.asarray(have).tolist())}
+    idx = np.array([pos.get(v, -1) for v in np.asarray(want).tolist()], dtype=np.intp)
+    if scores.shape[1] == 0:
+        return np.zeros((scores.shape[0], len(idx)))
+    out = scores[:, np.maximum(idx, 0)]
+    if (idx < 0).any():
+        out[:, idx < 0] = scores.min(axis=1, keepdims=True) - 1.0
+    return out
+
+
+def _labelled(table, label: str) -> tuple[np.ndarray, np.ndarray]:
+    """(labels, mask of non-null labels) of the label column."""
+    y = labels_of(table, label)
+    return y, _valid(y)
+
+
+def _sorted_classes(y: np.ndarray) -> np.ndarray:
+    return np.unique(y)
+
+
+# ------------------------------------------------------------------------------------------------ similarity attack
+
+
+@attrs.define(kw_only=True)
+class SimilarityAttributeAttack(Recognizer):
+    """Similarity-based soft-biometric attack: the attribute of the most similar attacker-database templates.
+
+    The database is the attacker's own labelled samples, anonymized by the same (black-box) method.
+
+    ``fit(train, label)`` stores the database: the training set's flattened payloads (centred or z-scored with
+    statistics of the database itself, then L2-normalized for cosine similarity) and their ``label`` values
+    (an attribute name; null labels are dropped). Under the ``parrot`` scenario the training set is the
+    attacker's data passed through the same anonymizer, which is the paper's attacker database. Any table with
+    the same payload shape can be attacked afterwards (cross-database use: the database and the targets may
+    come from different data sets, and the targets need no labels).
+
+    ``enroll(gallery, label)`` records the gallery's classes (the columns of the score matrix). It does *not*
+    add the gallery to the database unless ``add_gallery`` is set: in the paper the attacker knows only their
+    own data; adding labelled samples of the probes' own subjects would turn the attack into re-identification
+    followed by a label look-up. Without ``fit`` the gallery is the database.
+
+    ``score(probes)`` compares each probe with the database (``similarity``: cosine, or negated Euclidean
+    distance) and returns :func:`bioanon.metrics.similarity_attack_scores` of the ``n`` best scores
+    (``strategy``: ``vote`` = count of each value among the n best overall, ``average`` / ``linear`` /
+    ``log`` = (weighted) mean of the n best per value). ``n`` is capped at the database size (``vote``) or at
+    the smallest number of database samples of a value (the others); the value used is ``n_used_``. An enrolled
+    class absent from the database scores below every other class."""
+
+    id: ClassVar[str] = "any.similarity_attribute_attack"
+    payloads: ClassVar[tuple[str, ...]] = _PAYLOADS
+    reference: ClassVar[str] = "soft-biometric-attack.txt §III-B (Tables V-IX)"
+    example_params: ClassVar[dict[str, Any]] = {"n": 3}
+
+    strategy: str = param("average", help="how the n best scores become a per-value confidence",
+                          choices=("vote", "average", "linear", "log"))
+    n: int = param(10, help="number of best scores (overall for vote, per attribute value otherwise)", low=1)
+    similarity: str = param("cosine", help="template comparator (euclidean: minus the distance)",
+                            choices=("cosine", "euclidean"))
+    standardize: str = param("center", help="normalization fitted on the database before comparing",
+                             choices=("none", "center", "zscore"))
+    add_gallery: bool = param(False, help="also add the enrolled (labelled) gallery to the attacker database")
+    payload: str = param("", help="payload column (default: the first supported one present)")
+
+    mean_: np.ndarray | None = fitted()
+    scale_: np.ndarray | None = fitted()
+    database_: np.ndarray | None = fitted()
+    db_labels_: np.ndarray | None = fitted()
+    label_: str | None = fitted()
+    shape_: tuple | None = fitted()
+    classes_: np.ndarray | None = fitted()
+    n_used_: int | None = fitted()
+
+    def _raw(self, table) -> np.ndarray:
+        column = self.payload_column(table, self.payload or None)
+        x = table.payload(column)
+        if isinstance(x, list):
+            raise TableError(f"{self.id}: payload {column!r} has variable length; the attack needs fixed-shape "
+                             "templates")
+        if self.shape_ is not None and tuple(x.shape[1:]) != self.shape_:
+            raise TableError(f"{self.id}: payload {column!r} has sample shape {tuple(x.shape[1:])}, the attacker "
+                             f"database has {self.shape_}: templates must come from the same anonymizer")
+        return flatten_payload(x)
+
+    def _prepare(self, x: np.ndarray) -> np.ndarray:
+        z = x.astype(np.float32, copy=True)
+        if self.mean_ is not None:
+            z -= self.mean_
+        if self.scale_ is not None:
+            z /= self.scale_
+        return _l2_normalize(z).astype(np.float32) if self.similarity == "cosine" else z
+
+    def fit(self, train, label: str = "subject"):
+        y, ok = _labelled(train, label)
+        if not ok.any():
+            raise TableError(f"{self.id}: the attacker database has no sample with a {label!r} value")
+        self.shape_ = None
+        x = self._raw(train)[ok]
+        self.shape_ = tuple(train.payload(self.payload_column(train, self.payload or None)).shape[1:])
+        self.mean_ = x.mean(axis=0, dtype=np.float64).astype(np.float32) if self.standardize != "none" else None
+        if self.standardize == "zscore":
+            scale = x.std(axis=0, dtype=np.float64).astype(np.float32)
+            scale[scale < 1e-8] = 1.0
+            self.scale_ = scale
+        else:
+            self.scale_ = None
+        self.database_ = self._prepare(x)
+        self.db_labels_ = y[ok]
+        self.label_ = label
+        self.classes_ = None
+        return self
+
+    def enroll(self, gallery, label: str = "subject"):
+        if self.database_ is None:
+            self.fit(gallery, label)
+        elif label != self.label_:
+            raise ValueError(f"{self.id}: the database is labelled with {self.label_!r}, enroll() got {label!r}")
+        elif self.add_gallery:
+            y, ok = _labelled(gallery, label)
+            self.database_ = np.concatenate([self.database_, self._prepare(self._raw(gallery)[ok])])
+            self.db_labels_ = np.concatenate([self.db_labels_, y[ok]])
+        y, ok = _labelled(gallery, label)
+        self.classes_ = _sorted_classes(y[ok])
+        return self
+
+    def similarities(self, probes) -> np.ndarray:
+        """Probe × database similarity matrix (higher = more alike)."""
+        if self.database_ is None:
+            raise RuntimeError(f"{self.id}: fit() (the attacker database) before score()")
+        q = self._prepare(self._raw(probes))
+        db = self.database_
+        if self.similarity == "cosine":
+            return q @ db.T
+        q, db = q.astype(np.float64), db.astype(np.float64)  # the expansion cancels badly in float32
+        d2 = (q * q).sum(1)[:, None] + (db * db).sum(1)[None, :] - 2.0 * (q @ db.T)
+        return -np.sqrt(np.maximum(d2, 0.0))
+
+    def _n(self) -> int:
+        if self.strategy == "vote":
+            return max(1, min(self.n, len(self.db_labels_)))
+        _, counts = np.unique(self.db_labels_, return_counts=True)
+        return max(1, min(self.n, int(counts.min())))
+
+    def score(self, probes) -> ScoreMatrix:
+        if self.database_ is None:
+            raise RuntimeError(f"{self.id}: fit() (the attacker database) before score()")
+        n = self.n_used_ = self._n()
+        block = max(1, _BLOCK_ELEMENTS // max(len(self.database_), 1))
+        parts, db_classes = [], _sorted_classes(self.db_labels_)
+        for start in range(0, len(probes), block):  # memory-bounded; one block for small tables
+            sub = probes if len(probes) <= block else probes.take(np.arange(start, min(start + block, len(probes))))
+            conf, db_classes = similarity_attack_scores(self.similarities(sub), self.db_labels_, n, self.strategy)
+            parts.append(conf)
+        conf = np.concatenate(parts) if parts else np.zeros((0, len(db_classes)))
+        classes = db_classes if self.classes_ is None else self.classes_
+        return ScoreMatrix(align_columns(conf, db_classes, classes), classes, probes.sample_ids)
+
+
+# ------------------------------------------------------------------------------------------ classifier baselines
+
+
+@attrs.define(kw_only=True)
+class _AttributeClassifier(_SpaceRecognizer):
+    """Shared machinery of the baselines: ``fit(train, label)`` learns the feature space (standardization,
+    optional PCA) *and* trains the classifier on the labelled training set; ``enroll(gallery, label)`` records
+    the gallery's classes (fitting on the gallery when ``fit`` was not called); ``score`` gives the classifier's
+    scores in the enrolled classes' order (a class the classifier never saw scores below all others)."""
+
+    payloads: ClassVar[tuple[str, ...]] = _PAYLOADS
+
+    n_components: int | float = param(1.0, help=_N_COMPONENTS_HELP, check=_n_components_ok,
+                                      check_text="a float in (0, 1] or an int >= 1")
+
+    label_: str | None = fitted()
+    model_classes_: np.ndarray | None = fitted()
+
+    def fit(self, train, label: str = "subject"):
+        y, ok = _labelled(train, label)
+        if not ok.any():
+            raise TableError(f"{self.id}: the training set has no sample with a {label!r} value")
+        super().fit(train.filter(ok) if not ok.all() else train, label)
+        z = self.embed(train)[ok]
+        classes, yi = np.unique(y[ok], return_inverse=True)
+        self.model_classes_ = classes
+        self.model_ = self._train(z, yi) if len(classes) > 1 else None
+        self.label_ = label
+        self.classes_ = None
+        return self
+
+    def enroll(self, gallery, label: str = "subject"):
+        if self.space_ is None or self.model_classes_ is None:
+            self.fit(gallery, label)
+        elif label != self.label_:
+            raise ValueError(f"{self.id}: trained on {self.label_!r}, enroll() got {label!r}")
+        y, ok = _labelled(gallery, label)
+        self.classes_ = _sorted_classes(y[ok])
+        return self
+
+    def score(self, probes) -> ScoreMatrix:
+        if self.model_classes_ is None:
+            raise RuntimeError(f"{self.id}: fit() before score()")
+        z = self.embed(probes)
+        s = self._scores(z) if self.model_ is not None else np.zeros((len(z), 1))
+        classes = self.model_classes_ if self.classes_ is None else self.classes_
+        return ScoreMatrix(align_columns(s, self.model_classes_, classes), classes, probes.sample_ids)
+
+
+@attrs.define(kw_only=True)
+class AttributeKnn(_AttributeClassifier):
+    """k-nearest-neighbour attribute classifier trained on the attacker's labelled set (Table IV's kNN).
+
+    ``fit`` standardizes (and optionally projects with PCA) the training set and stores it with its labels;
+    scores are the shares of each class among the ``k`` nearest training samples."""
+
+    id: ClassVar[str] = "any.attribute_knn"
+    reference: ClassVar[str] = "soft-biometric-attack.txt Table IV (kNN baseline)"
+
+    k: int = param(5, help="number of neighbours (scikit-learn's default)", low=1)
+    metric: str = param("euclidean", help="distance", choices=("euclidean", "cosine"))
+
+    def _train(self, z, y):
+        from sklearn.neighbors import KNeighborsClassifier
+
+        return KNeighborsClassifier(n_neighbors=min(self.k, len(z)), metric=self.metric).fit(z, y)
+
+    def _scores(self, z):
+        return self.model_.predict_proba(z)
+
+
+@attrs.define(kw_only=True)
+class AttributeSvm(_AttributeClassifier):
+    """Support-vector attribute classifier trained on the attacker's labelled set (Table IV's SVMs).
+
+    ``fit`` standardizes (and optionally projects with PCA) the training set and trains an SVC with the given
+    kernel (scikit-learn defaults otherwise: C = 1, gamma = 'scale', degree 3, as the paper's "basic
+    configurations"); scores are its one-vs-rest decision function."""
+
+    id: ClassVar[str] = "any.attribute_svm"
+    reference: ClassVar[str] = "soft-biometric-attack.txt Table IV (SVM baselines)"
+
+    kernel: str = param("rbf", help="SVM kernel", choices=("rbf", "poly", "sigmoid", "linear"))
+    c: float = param(1.0, help="SVM regularization C", low=0.0, low_inclusive=False)
+    degree: int = param(3, help="degree of the poly kernel", low=1)
+    seed: int = param(0, help="random seed (randomized PCA on very large data)")
+
+    def _train(self, z, y):
+        from sklearn.svm import SVC
+
+        return SVC(kernel=self.kernel, C=self.c, degree=self.degree, gamma="scale",
+                   decision_function_shape="ovr").fit(z, y)
+
+    def _scores(self, z):
+        return _two_columns(self.model_.decision_function(z))

@@ -1,0 +1,252 @@
+"""Learned non-linear inversion: a multilayer perceptron from anonymized to clear payloads (torch, lazy import).
+
+``fantomas.txt`` §4–5: the strongest test of an anonymization is whether an attacker who can run it on their
+own data learns to undo it. :class:`~bioanon.builtin.deanonymizers.RidgeInversion` undoes linear maps; this one
+also undoes smooth non-linear ones (saturations, warps) given enough attacker pairs.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+
+from ..methods import Deanonymizer, fitted, param
+from ..payloads import restore_dtype
+from .deanonymizers import paired_payloads
+
+__all__ = ["MlpInversion"]
+
+
+def _torch():
+    try:
+        import torch
+    except ImportError as e:  # pragma: no cover - torch is a declared dependency of this method
+        raise ImportError("any.mlp_inversion needs PyTorch: pip install torch") from e
+    return torch
+
+
+def _cores() -> int:
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # pragma: no cover - not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+@contextlib.contextmanager
+def _num_threads(n: int):
+    """torch's intra-op thread count set to ``n`` for the block, restored afterwards."""
+    torch = _torch()
+    old = torch.get_num_threads()
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def _standardize_stats(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    mean = a.mean(axis=0, dtype=np.float64)
+    scale = a.std(axis=0, dtype=np.float64)
+    scale[scale < 1e-8] = 1.0
+    return mean.astype(np.float32), scale.astype(np.float32)
+
+
+def _build(torch, d_in: int, d_out: int, hidden: tuple[int, ...], activation: str, skip: bool,
+           generator: Any = None):
+    """The network; initialized from ``generator`` (PyTorch's default init, without the global RNG)."""
+    nn = torch.nn
+    act = {"relu": nn.ReLU, "gelu": nn.GELU}[activation]
+
+    def linear(i: int, o: int, bias: bool = True):
+        layer = torch.nn.utils.skip_init(nn.Linear, i, o, bias=bias)
+        if generator is not None:  # nn.Linear.reset_parameters, with our generator
+            nn.init.kaiming_uniform_(layer.weight, a=5 ** 0.5, generator=generator)
+            if bias:
+                bound = 1.0 / i ** 0.5 if i > 0 else 0.0
+                nn.init.uniform_(layer.bias, -bound, bound, generator=generator)
+        return layer
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            layers: list[Any] = []
+            width = d_in
+            for h in hidden:
+                layers += [linear(width, h), act()]
+                width = h
+            layers.append(linear(width, d_out))
+            self.mlp = nn.Sequential(*layers)
+            self.skip = linear(d_in, d_out, bias=False) if skip and hidden else None
+            if self.skip is not None and generator is not None:
+                nn.init.zeros_(self.skip.weight)  # start as the plain MLP; the skip learns the linear part
+
+        def forward(self, x):
+            y = self.mlp(x)
+            return y if self.skip is None else y + self.skip(x)
+
+    return Net()
+
+
+@attrs.define(kw_only=True)
+class MlpInversion(Deanonymizer):
+    """Non-linear inversion: an MLP regressing clear payloads from anonymized ones, learned on attacker pairs.
+
+    ``fit(clear, anonymized)`` pairs the attacker's samples by sample id, standardizes inputs and targets
+    (per feature, on the pairs), and trains a multilayer perceptron (``hidden`` sizes, ReLU or GELU, an optional
+    linear skip connection from input to output) with the mean squared error and Adam. A seeded share
+    ``validation`` of the pairs is held out; training stops after ``patience`` epochs without a lower validation
+    loss and keeps the best weights. ``history_`` holds the per-epoch losses (standardized units).
+
+    Determinism: all randomness (initialization, validation split, batch order) comes from ``seed`` through a
+    private ``torch.Generator`` (never the global RNG), so two fits with the same parameters and data give the
+    same weights on the same machine. ``threads`` sets torch's intra-op threads during fit/transform (0 = all
+    available cores) and is restored afterwards. ``transform`` runs under ``torch.inference_mode()`` and
+    returns the clear payload's shape and dtype (integers rounded and clipped). Checkpoints:
+    :meth:`save_checkpoint` / :meth:`load_checkpoint` (``torch.save`` / ``torch.load(weights_only=True)``)."""
+
+    id: ClassVar[str] = "any.mlp_inversion"
+    payloads: ClassVar[tuple[str, ...]] = ("features", "imu", "pose", "image")
+    reference: ClassVar[str] = "fantomas.txt §4-5 (de-anonymization before recognition)"
+    example_params: ClassVar[dict[str, Any]] = {"hidden": (16,), "epochs": 3, "batch_size": 16}
+
+    hidden: tuple[int, ...] = param((256, 256), help="hidden layer sizes (empty: a linear model)", low=1)
+    activation: str = param("relu", help="hidden-layer activation", choices=("relu", "gelu"))
+    skip: bool = param(True, help="add a linear skip connection from input to output")
+    epochs: int = param(200, help="maximum training epochs", low=1)
+    batch_size: int = param(64, help="minibatch size", low=1)
+    lr: float = param(1e-3, help="Adam learning rate", low=0.0, low_inclusive=False)
+    weight_decay: float = param(0.0, help="Adam weight decay (L2)", low=0.0)
+    validation: float = param(0.1, help="share of the pairs held out for early stopping (0: none)", low=0.0,
+                              high=0.5)
+    patience: int = param(10, help="epochs without a lower validation loss before stopping (0: never stop)",
+                          low=0)
+    seed: int = param(0, help="random seed (initialization, validation split, batch order)")
+    threads: int = param(0, help="torch intra-op threads (0 = all available cores)", low=0, affects_output=False)
+    payload: str = param("", help="payload column (default: the first supported one present)")
+
+    model_: Any = fitted()
+    x_mean_: np.ndarray | None = fitted()
+    x_scale_: np.ndarray | None = fitted()
+    y_mean_: np.ndarray | None = fitted()
+    y_scale_: np.ndarray | None = fitted()
+    column_: str | None = fitted()
+    shape_: tuple | None = fitted()
+    dtype_: str | None = fitted()
+    history_: list | None = fitted()
+    best_epoch_: int | None = fitted()
+
+    def _threads(self) -> int:
+        return self.threads or _cores()
+
+    # ------------------------------------------------------------------------------------------------- fit
+    def fit(self, clear, anonymized):
+        torch = _torch()
+        column = self.payload_column(anonymized, self.payload or None)
+        y, x = paired_payloads(clear, anonymized, column)
+        sample = clear.payload(column)
+        self.column_, self.shape_, self.dtype_ = column, tuple(sample.shape[1:]), np.dtype(sample.dtype).str
+        self.x_mean_, self.x_scale_ = _standardize_stats(x)
+        self.y_mean_, self.y_scale_ = _standardize_stats(y)
+        xs = (x - self.x_mean_) / self.x_scale_
+        ys = (y - self.y_mean_) / self.y_scale_
+        n = len(xs)
+        n_val = int(round(self.validation * n)) if n >= 10 else 0
+        perm = np.random.default_rng(self.seed).permutation(n)
+        val, tr = perm[:n_val], perm[n_val:]
+        with _num_threads(self._threads()):
+            gen = torch.Generator().manual_seed(self.seed)
+            model = _build(torch, xs.shape[1], ys.shape[1], self.hidden, self.activation, self.skip, gen)
+            x_tr, y_tr = (torch.from_numpy(np.ascontiguousarray(a[tr])) for a in (xs, ys))
+            x_va, y_va = (torch.from_numpy(np.ascontiguousarray(a[val])) for a in (xs, ys))
+            opt = torch.optim.Adam(model.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+            loss_fn = torch.nn.MSELoss()
+            history: list[dict[str, float]] = []
+            best, best_state, best_epoch, waited = float("inf"), None, 0, 0
+            for epoch in range(1, self.epochs + 1):
+                model.train()
+                order = torch.randperm(len(tr), generator=gen)
+                total = 0.0
+                for start in range(0, len(tr), self.batch_size):
+                    idx = order[start:start + self.batch_size]
+                    opt.zero_grad(set_to_none=True)
+                    loss = loss_fn(model(x_tr[idx]), y_tr[idx])
+                    loss.backward()
+                    opt.step()
+                    total += float(loss.detach()) * len(idx)
+                record = {"epoch": epoch, "train_loss": total / max(len(tr), 1)}
+                if n_val:
+                    model.eval()
+                    with torch.no_grad():
+                        record["val_loss"] = float(loss_fn(model(x_va), y_va))
+                history.append(record)
+                monitored = record.get("val_loss", record["train_loss"])
+                if monitored < best:
+                    best, best_epoch, waited = monitored, epoch, 0
+                    best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+                else:
+                    waited += 1
+                    if n_val and self.patience and waited >= self.patience:
+                        break
+            if best_state is not None:
+                model.load_state_dict(best_state)
+        model.eval()
+        self.model_, self.history_, self.best_epoch_ = model, history, best_epoch
+        return self
+
+    # ------------------------------------------------------------------------------------------- transform
+    def predict(self, x: np.ndarray) -> np.ndarray:
+        """Clear-domain estimates (float32, flattened) of flattened anonymized payloads ``x`` (N, D)."""
+        if self.model_ is None:
+            raise RuntimeError(f"{self.id}: fit() before transform()")
+        torch = _torch()
+        xs = ((np.asarray(x, dtype=np.float32) - self.x_mean_) / self.x_scale_).astype(np.float32)
+        out = np.empty((len(xs), len(self.y_mean_)), np.float32)
+        with _num_threads(self._threads()), torch.inference_mode():
+            for start in range(0, len(xs), 4096):
+                batch = torch.from_numpy(np.ascontiguousarray(xs[start:start + 4096]))
+                out[start:start + 4096] = self.model_(batch).numpy()
+        return out * self.y_scale_ + self.y_mean_
+
+    def transform(self, table):
+        if self.model_ is None:
+            raise RuntimeError(f"{self.id}: fit() before transform()")
+        x = table.payload(self.column_)
+        out = self.predict(x.reshape(len(x), -1)).reshape((len(x), *self.shape_))
+        return table.with_payload(self.column_, restore_dtype(out, np.dtype(self.dtype_)))
+
+    # ----------------------------------------------------------------------------------------- checkpoints
+    def save_checkpoint(self, path: str | os.PathLike) -> None:
+        """Save the fitted network, the standardization and the parameters (``torch.save``)."""
+        if self.model_ is None:
+            raise RuntimeError(f"{self.id}: fit() before save_checkpoint()")
+        torch = _torch()
+        params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.get_params().items()}
+        torch.save({
+            "id": self.id, "version": self.version, "params": params,
+            "state_dict": self.model_.state_dict(),
+            "stats": {k: torch.from_numpy(getattr(self, k).copy())
+                      for k in ("x_mean_", "x_scale_", "y_mean_", "y_scale_")},
+            "column": self.column_, "shape": list(self.shape_), "dtype": self.dtype_,
+            "history": self.history_, "best_epoch": self.best_epoch_,
+        }, os.fspath(path))
+
+    @classmethod
+    def load_checkpoint(cls, path: str | os.PathLike) -> "MlpInversion":
+        """A fitted instance from :meth:`save_checkpoint`'s file (``torch.load(weights_only=True)``)."""
+        torch = _torch()
+        ck = torch.load(os.fspath(path), weights_only=True, map_location="cpu")
+        if ck.get("id") != cls.id:
+            raise ValueError(f"{path}: not a {cls.id} checkpoint (id {ck.get('id')!r})")
+        m = cls(**ck["params"])
+        for k, v in ck["stats"].items():
+            setattr(m, k, v.numpy())
+        model = _build(torch, len(m.x_mean_), len(m.y_mean_), m.hidden, m.activation, m.skip)
+        model.load_state_dict(ck["state_dict"])
+        model.eval()
+        m.model_, m.column_, m.shape_, m.dtype_ = model, ck["column"], tuple(ck["shape"]), ck["dtype"]
+        m.history_, m.best_epoch_ = ck["history"], ck["best_epoch"]
+        return m
