@@ -38,6 +38,13 @@ def validate_method_class(cls: object, kind: str) -> None:
         raise PluginError(
             f"{cls.__qualname__} has invalid id {cls.id!r}: use '<trait>.<name>' in lower case, e.g. 'face.blur'"
         )
+    reserved = {n for n in dir(base) if not n.startswith("_")}
+    clashes = [f.name for f in cls.param_fields() if f.name in reserved]
+    if clashes:
+        raise PluginError(
+            f"{cls.id}: parameter names {clashes} clash with attributes of {base.__name__} "
+            f"(e.g. id, kind, trait, distribution, payloads); rename them"
+        )
     missing = [f.name for f in cls.param_fields() if f.default is attrs.NOTHING]
     if missing:
         raise PluginError(f"{cls.id}: parameters without default: {missing}")

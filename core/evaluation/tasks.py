@@ -264,14 +264,19 @@ def utility(cache: Cache, *, measure: dict, clear_attacker: str, clear_evaluatio
     values = np.asarray(m.measure(clear, anon), dtype=np.float64)
     clear_values = np.asarray(m.measure(clear, clear), dtype=np.float64)
     _, groups = np.unique(clear.subjects, return_inverse=True)
+    known = np.isfinite(values)  # e.g. samples whose attribute is missing
+    if not known.any():
+        raise BioanonError(f"{m.id}: no sample has a finite utility value")
     lo = hi = float("nan")
-    if bootstrap > 0 and len(np.unique(groups)) > 1:
-        lo, hi = bootstrap_ci(values, groups, n_resamples=bootstrap, seed=seed, alpha=1 - confidence)
+    if bootstrap > 0 and len(np.unique(groups[known])) > 1:
+        lo, hi = bootstrap_ci(values[known], groups[known], n_resamples=bootstrap, seed=seed,
+                              alpha=1 - confidence)
     return {
-        "value": float(np.mean(values)),
+        "value": float(np.mean(values[known])),
         "ci_low": float(lo),
         "ci_high": float(hi),
-        "clear_value": float(np.mean(clear_values)),
+        "n_missing": int((~known).sum()),
+        "clear_value": float(np.nanmean(clear_values)),
         "floor": float(m.floor(clear)),
         "higher_is_better": bool(m.higher_is_better),
     }

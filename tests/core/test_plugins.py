@@ -186,3 +186,20 @@ def test_builtin_methods_register_through_hooks(bioanon_plugin_manager):
     impls = bioanon_plugin_manager.pluggy_manager.hook.register_anonymizers.get_hookimpls()
     assert [i.plugin_name for i in impls] == ["bioanon"]
     assert {"any.identity", "any.gaussian_noise"} <= set(bioanon.list_methods(kind="anonymizer"))
+
+
+def test_parameter_named_like_a_class_attribute_is_rejected(register_bioanon_plugin):
+    import types
+
+    code = GOOD_PLUGIN.format(trait="clash").replace(
+        'scale: float = param(1.0, help="multiplier", low=0.0)',
+        'scale: float = param(1.0, help="multiplier", low=0.0)\n    distribution: str = param("normal", help="x")')
+    mod = types.ModuleType("clash_plugin")
+    sys.modules["clash_plugin"] = mod
+    try:
+        exec(code, mod.__dict__)
+        with pytest.warns(PluginLoadWarning, match="clash with attributes of Anonymizer"):
+            registry = register_bioanon_plugin(mod, "clash")
+        assert "clash.invert" not in registry
+    finally:
+        del sys.modules["clash_plugin"]
