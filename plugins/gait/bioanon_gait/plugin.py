@@ -1,7 +1,52 @@
 """Entry point of bioanon-gait: registers its methods through bioanon's hooks.
 
-Only light modules are imported here; heavy libraries are imported inside the methods.
-The trait's methods arrive with the gait plugin issue; until then the plugin loads and registers nothing.
+Only light modules are imported here (numpy, attrs, bioanon); torch is imported inside ``gait.cnn`` when it
+runs, the ``c3d`` reader and PyYAML inside the sources that need them.
 """
 
 from __future__ import annotations
+
+import bioanon
+
+
+@bioanon.hookimpl
+def register_datasets(register):
+    """The gait data sources."""
+    from .sources import C3dGait, CsvGait, SebaGait, UCalgaryGait
+    from .walker import SyntheticGait
+
+    for cls in (UCalgaryGait, C3dGait, CsvGait, SebaGait, SyntheticGait):
+        register(cls)
+
+
+@bioanon.hookimpl
+def register_anonymizers(register):
+    """The gait anonymizations (and the random-set mean on poses when bioanon has it)."""
+    from . import anonymizers as a
+
+    for cls in (a.NoiseInjection, a.CoarsenTime, a.CoarsenPrecision, a.Resample, a.RollingAverage,
+                a.MotionExtraction, a.TrajectoryFeatures, a.KeepParts, a.RemoveParts, a.SumOfParts,
+                a.SizeNormalization, a.AxisNormalization, a.AveragePose, a.FirstPose, a.Chain):
+        register(cls)
+    random_set_mean = a.random_set_mean_class()
+    if random_set_mean is not None:
+        register(random_set_mean)
+
+
+@bioanon.hookimpl
+def register_recognizers(register):
+    """The gait attackers."""
+    from .cnn import TemporalCnn
+    from .recognizers import GaitKnn, GaitRandomForest, GaitSvm
+
+    for cls in (GaitSvm, GaitRandomForest, GaitKnn, TemporalCnn):
+        register(cls)
+
+
+@bioanon.hookimpl
+def register_utility_measures(register):
+    """The gait utility measures."""
+    from .utility import DtwDistance, EuclideanDistance, FrechetDistance, GaitAttributeAccuracy
+
+    for cls in (GaitAttributeAccuracy, DtwDistance, FrechetDistance, EuclideanDistance):
+        register(cls)

@@ -1,0 +1,661 @@
+"""Gait anonymizations: SEBA's gait list (``seba.txt`` App. B.1, from Hanisch et al., "Understanding person
+identification through gait", PoPETs 2023), vectorized over the batch, with SEBA's defects fixed.
+
+Every method maps a ``pose`` payload ``(N, frames, joints, 3)`` to one of **the same shape**, so any of them can
+follow any other in ``gait.chain``. Methods whose natural output is shorter or smaller keep the shape as follows:
+
+* motion extraction — the ``T - lag`` differences come first, the last ``lag`` frames are zero;
+* trajectory features — values stay aligned with their frame; the ``window`` frames at each end, which have
+  no full window, are zero;
+* rolling average — each frame averages the frames of its window that exist (shorter windows at the edges);
+* resampling / coarsening in time — the reduced sequence is interpolated back to the original frame count;
+* average pose / first pose — that pose repeated over all frames.
+
+Fixed relative to SEBA: noise is seeded, zero-mean for every distribution (uniform on [-√3, √3]) and the
+"indirect" mode really adds noise (to the frame differences, then integrated); the chain loads from TOML and
+validates its steps; the trajectory window is symmetric; sizes are normalized about the sequence's centre.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+from collections.abc import Sequence
+from typing import Any, ClassVar, Literal
+
+import attrs
+import numpy as np
+
+from bioanon import Anonymizer, param
+from bioanon.errors import ParameterError, TableError
+
+from .skeleton import (
+    BODY_PARTS,
+    BODY_PARTS_CHECK,
+    BODY_PARTS_HELP,
+    body_part_indices,
+    joint_names,
+    poses,
+    resample,
+    unit_scale,
+    up_axis,
+    valid_body_parts_json,
+)
+
+_SEBA = "SEBA (seba.txt App. B.1); Hanisch et al., Understanding person identification through gait, PoPETs 2023"
+
+
+@attrs.define(kw_only=True)
+class _PoseAnonymizer(Anonymizer):
+    """Shared machinery: ``transform`` reads the poses, calls ``_apply(x, table)`` with ``x`` as float64
+    ``(N, T, J, 3)`` and stores the float32 result of the same shape."""
+
+    trait: ClassVar[str] = "gait"
+    payloads: ClassVar[tuple[str, ...]] = ("pose",)
+    reference: ClassVar[str] = _SEBA
+
+    def transform(self, table):
+        x = poses(table)
+        out = self._apply(x.astype(np.float64), table) if len(x) else x.astype(np.float64)
+        if out.shape != x.shape:  # pragma: no cover - a bug in a subclass
+            raise AssertionError(f"{self.id} changed the pose shape {x.shape} -> {out.shape}")
+        return table.with_payload("pose", out.astype(np.float32))
+
+    def _apply(self, x: np.ndarray, table: Any) -> np.ndarray:
+        raise NotImplementedError
+
+
+# --------------------------------------------------------------------------------------------------- noise
+
+_DISTRIBUTIONS = ("normal", "laplace", "uniform")
+
+
+def sample_seed(seed: int, sample_id: str) -> list[int]:
+    """Entropy for one sample's generator: the method seed and a hash of the sample id, so a sample's noise
+    depends only on (seed, sample id), not on its row, its batch or the other samples of the table."""
+    digest = hashlib.sha256(str(sample_id).encode("utf-8")).digest()
+    return [int(seed)] + [int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4)]
+
+
+def unit_draws(sample_ids: Sequence[str], shape: tuple[int, ...], distribution: str, seed: int) -> np.ndarray:
+    """Zero-mean, unit-variance draws ``(N, *shape)``: normal(0, 1), Laplace(0, 1/√2) or uniform(−√3, √3).
+
+    One generator per sample (seeded from (seed, sample id), see :func:`sample_seed`); the draws are then used
+    in vectorized arithmetic over the batch."""
+    out = np.empty((len(sample_ids),) + tuple(shape))
+    for i, sid in enumerate(sample_ids):  # one generator per sample; the draws themselves are vectorized
+        rng = np.random.default_rng(sample_seed(seed, sid))
+        if distribution == "normal":
+            out[i] = rng.standard_normal(shape)
+        elif distribution == "laplace":
+            out[i] = rng.laplace(0.0, 1.0 / np.sqrt(2.0), shape)
+        else:
+            out[i] = rng.uniform(-np.sqrt(3.0), np.sqrt(3.0), shape)
+    return out
+
+
+@attrs.define(kw_only=True)
+class NoiseInjection(_PoseAnonymizer):
+    """Noise injection: add seeded zero-mean noise scaled by each joint's temporal standard deviation.
+
+    ``direct`` (the paper's Noise(x)): ``x[t] + scale · σ · z[t]``, where σ is the standard deviation over time
+    of that sequence's joint coordinate and ``z`` has zero mean and unit variance (``normal``; ``laplace`` with
+    b = 1/√2; ``uniform`` on [−√3, √3]; parameter ``noise``). ``indirect``: the noise is added to the frame
+    differences
+    (``d[t] = x[t+1] − x[t]``, scaled by their own σ) and the sequence is re-integrated from its first frame,
+    so the error accumulates like a random walk. Noise depends only on (seed, sample id)."""
+
+    id: ClassVar[str] = "gait.noise"
+
+    # (named ``noise``, not ``distribution``: Method.distribution is the registering package's name)
+    noise: Literal["normal", "laplace", "uniform"] = param("normal", help="noise distribution (zero mean, unit "
+                                                                          "variance)")
+    scale: float = param(1.0, help="noise level in multiples of the per-joint temporal standard deviation", low=0.0)
+    mode: Literal["direct", "indirect"] = param("direct", help="add noise to the positions or to the frame "
+                                                               "differences (re-integrated)")
+    seed: int = param(0, help="random seed")
+
+    def draws(self, table) -> np.ndarray:
+        """The unit-variance draws this method adds (before scaling), ``(N, T, J, 3)``."""
+        return unit_draws(table.sample_ids, table.payload_shape("pose"), self.noise, self.seed)
+
+    def _apply(self, x, table):
+        z = self.draws(table)
+        if self.mode == "direct":
+            return x + self.scale * x.std(axis=1, keepdims=True) * z
+        d = np.diff(x, axis=1)
+        d = d + self.scale * d.std(axis=1, keepdims=True) * z[:, 1:]
+        return np.concatenate([x[:, :1], x[:, :1] + np.cumsum(d, axis=1)], axis=1)
+
+
+# --------------------------------------------------------------------------------------------------- coarsening
+
+
+@attrs.define(kw_only=True)
+class CoarsenTime(_PoseAnonymizer):
+    """Coarsening in time: keep every ``factor``-th frame (0, f, 2f, …) and rebuild the frames in between.
+
+    ``linear`` interpolates between kept frames (SEBA's coarsening), ``hold`` repeats the last kept frame.
+    Frames after the last kept frame repeat it."""
+
+    id: ClassVar[str] = "gait.coarsen_time"
+
+    factor: int = param(10, help="keep every factor-th frame", low=1)
+    interpolation: Literal["linear", "hold"] = param("linear", help="how frames between kept ones are rebuilt")
+
+    def _apply(self, x, table):
+        T, f = x.shape[1], self.factor
+        t = np.arange(T)
+        k0 = (t // f) * f
+        last = ((T - 1) // f) * f
+        k1 = np.minimum(k0 + f, last)
+        w = np.where(k1 > k0, (t - k0) / f, 0.0) if self.interpolation == "linear" else np.zeros(T)
+        w = w[None, :, None, None]
+        return x[:, k0] * (1.0 - w) + x[:, k1] * w
+
+
+@attrs.define(kw_only=True)
+class CoarsenPrecision(_PoseAnonymizer):
+    """Coarsening in precision: round every coordinate to a grid of ``step`` metres (converted to the table's
+    units, e.g. 0.05 m = 50 mm)."""
+
+    id: ClassVar[str] = "gait.coarsen_precision"
+
+    step: float = param(0.05, help="grid width in metres", low=0.0, low_inclusive=False)
+
+    def _apply(self, x, table):
+        s = self.step * unit_scale(table)
+        return np.round(x / s) * s
+
+
+@attrs.define(kw_only=True)
+class Resample(_PoseAnonymizer):
+    """Resampling: resample each sequence to a lower frame rate, then back to its frame count (linear
+    interpolation both ways), removing the fast components of the motion.
+
+    The reduced sequence has ``max(2, round(T · factor))`` frames spanning the whole walk; with ``fps`` > 0 the
+    factor is ``fps / frame_rate`` from the table's metadata."""
+
+    id: ClassVar[str] = "gait.resample"
+
+    factor: float = param(0.25, help="new frame rate as a share of the current one", low=0.0, high=1.0,
+                          low_inclusive=False)
+    fps: float = param(0.0, help="target frame rate in Hz (0 = use factor)", low=0.0)
+
+    def reduced_frames(self, table) -> int:
+        """Frame count of the reduced sequence."""
+        T = table.payload_shape("pose")[0]
+        factor = self.factor
+        if self.fps > 0:
+            rate = table.metadata.get("frame_rate")
+            if not rate:
+                raise TableError(f"{self.id}: fps={self.fps} needs the table's frame rate (metadata 'frame_rate'); "
+                                 f"give factor instead")
+            factor = min(1.0, self.fps / float(rate))
+        return int(max(2, min(T, round(T * factor))))
+
+    def _apply(self, x, table):
+        return resample(resample(x, self.reduced_frames(table)), x.shape[1]).astype(np.float64)
+
+
+# --------------------------------------------------------------------------------------------------- filters
+
+
+def window_mean(x: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Mean of ``x[:, lo[t]:hi[t]]`` for every t (cumulative sums along axis 1, vectorized)."""
+    c = np.concatenate([np.zeros_like(x[:, :1]), np.cumsum(x, axis=1)], axis=1)
+    n = (hi - lo).reshape(1, -1, *([1] * (x.ndim - 2)))
+    return (c[:, hi] - c[:, lo]) / n
+
+
+@attrs.define(kw_only=True)
+class RollingAverage(_PoseAnonymizer):
+    """Rolling average over ``window`` frames (a low-pass filter of the trajectories).
+
+    ``trailing`` averages frame t with the ``window − 1`` frames before it (SEBA's valid convolution, kept
+    aligned), ``centered`` the window around t; at the edges only the frames that exist are averaged."""
+
+    id: ClassVar[str] = "gait.rolling_average"
+
+    window: int = param(5, help="frames per average", low=1)
+    alignment: Literal["trailing", "centered"] = param("trailing", help="window position relative to the frame")
+
+    def _apply(self, x, table):
+        T = x.shape[1]
+        t = np.arange(T)
+        lo = t - (self.window - 1) if self.alignment == "trailing" else t - self.window // 2
+        hi = lo + self.window
+        return window_mean(x, np.clip(lo, 0, T), np.clip(hi, 0, T))
+
+
+@attrs.define(kw_only=True)
+class MotionExtraction(_PoseAnonymizer):
+    """Motion extraction: the differences ``x[t + lag] − x[t]`` between poses, keeping only the dynamics (the
+    structure of the walker is removed). The last ``lag`` frames, which have no successor, are zero."""
+
+    id: ClassVar[str] = "gait.motion_extraction"
+
+    lag: int = param(1, help="frame distance of the subtracted poses", low=1)
+
+    def _apply(self, x, table):
+        out = np.zeros_like(x)
+        if self.lag < x.shape[1]:
+            out[:, : x.shape[1] - self.lag] = x[:, self.lag:] - x[:, : -self.lag]
+        return out
+
+
+@attrs.define(kw_only=True)
+class TrajectoryFeatures(_PoseAnonymizer):
+    """Trajectory feature extraction: compare each frame with its neighbourhood of ``window`` frames each side.
+
+    The local baseline is the mean of the frames ``t − window … t + window`` (``all``) or the linear
+    interpolation between the window's edges, ``(x[t − w] + x[t + w]) / 2`` (``edges``). ``output`` is the
+    ``residual`` ``x[t] − baseline`` (the feature: what the local trend does not explain) or the ``average``
+    (the baseline itself). Values stay aligned with their frame; the ``window`` frames at each end are zero."""
+
+    id: ClassVar[str] = "gait.trajectory_features"
+
+    window: int = param(1, help="frames on each side of the current one", low=1)
+    baseline: Literal["all", "edges"] = param("all", help="window mean, or interpolation between the window's "
+                                                          "edges")
+    output: Literal["residual", "average"] = param("residual", help="frame minus baseline, or the baseline")
+
+    def _apply(self, x, table):
+        T, w = x.shape[1], self.window
+        out = np.zeros_like(x)
+        if T <= 2 * w:
+            return out
+        t = np.arange(w, T - w)
+        if self.baseline == "all":
+            ref = window_mean(x, t - w, t + w + 1)
+        else:
+            ref = (x[:, t - w] + x[:, t + w]) / 2.0
+        out[:, w: T - w] = x[:, t] - ref if self.output == "residual" else ref
+        return out
+
+
+# --------------------------------------------------------------------------------------------------- body parts
+
+
+def _parts_ok(parts: tuple) -> bool:
+    """Validator: every name is a known body part."""
+    return all(p in BODY_PARTS for p in parts)
+
+
+@attrs.define(kw_only=True)
+class _PartSelection(_PoseAnonymizer):
+    """Select joints by body part and/or joint name."""
+
+    keep: ClassVar[bool] = True
+
+    parts: tuple[str, ...] = param(("left_leg", "right_leg"), help="body parts: " + ", ".join(BODY_PARTS),
+                                   check=_parts_ok, check_text="names among " + ", ".join(BODY_PARTS))
+    joints: tuple[str, ...] = param((), help="further joints by name (the table's joint names; j0, j1, … when it "
+                                             "has none)")
+    body_parts: str = param("", help=BODY_PARTS_HELP, check=valid_body_parts_json, check_text=BODY_PARTS_CHECK)
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        if not self.parts and not self.joints:
+            raise ParameterError(self.id, "parts", self.parts, "at least one body part or joint (parts or joints)")
+
+    def selected(self, table) -> np.ndarray:
+        """Boolean mask over joints: True for the joints of the given parts and names."""
+        names = joint_names(table)
+        mask = np.zeros(len(names), bool)
+        if self.parts:
+            groups = body_part_indices(table, self.body_parts, method_id=self.id)
+            missing = [p for p in self.parts if p not in groups]
+            if missing:
+                raise TableError(f"{self.id}: the table has no body parts {missing}; it has {sorted(groups)}")
+            for p in self.parts:
+                mask[groups[p]] = True
+        unknown = [j for j in self.joints if j not in names]
+        if unknown:
+            raise TableError(f"{self.id}: unknown joints {unknown}; the table's joints are {names}")
+        mask[[names.index(j) for j in self.joints]] = True
+        return mask
+
+    def _apply(self, x, table):
+        mask = self.selected(table)
+        zero = ~mask if self.keep else mask
+        out = x.copy()
+        out[:, :, zero] = 0.0
+        return out
+
+
+@attrs.define(kw_only=True)
+class KeepParts(_PartSelection):
+    """Keep body parts: only the joints of the given parts (and joint names) are kept, all others are set to
+    zero (the paper's Keep(legs) and Keep(head); SEBA's remove parts with ``invert``)."""
+
+    id: ClassVar[str] = "gait.keep_parts"
+    keep: ClassVar[bool] = True
+    example_params: ClassVar[dict] = {"parts": (), "joints": ("j0", "j1")}
+
+
+@attrs.define(kw_only=True)
+class RemoveParts(_PartSelection):
+    """Remove body parts: the joints of the given parts (and joint names) are set to zero."""
+
+    id: ClassVar[str] = "gait.remove_parts"
+    keep: ClassVar[bool] = False
+    example_params: ClassVar[dict] = {"parts": (), "joints": ("j0",)}
+
+    parts: tuple[str, ...] = param(("head",), help="body parts: " + ", ".join(BODY_PARTS), check=_parts_ok,
+                                   check_text="names among " + ", ".join(BODY_PARTS))
+
+
+#: SEBA's fixed per-part translations (mm, for its 0.5 m default), as multiples of ``distance``.
+SUM_OF_PARTS_OFFSETS = {
+    "right_leg": (0.0, 1.0, 2.0),
+    "left_leg": (0.0, -1.0, 0.0),
+    "torso": (0.0, -1.0, -1.0),
+    "head": (0.0, 1.0, -2.0),
+    "left_arm": (0.0, -1.0, 1.0),
+    "right_arm": (0.0, 1.0, -1.0),
+    "hip": (0.0, 0.0, 0.0),
+}
+
+
+@attrs.define(kw_only=True)
+class SumOfParts(_PoseAnonymizer):
+    """Sum of parts: translate each body part by a fixed offset, so the walker falls apart into its parts while
+    every part keeps its own motion (SEBA's offsets: right leg (0, 1, 2)·d, left leg (0, −1, 0)·d, torso
+    (0, −1, −1)·d, head (0, 1, −2)·d, left arm (0, −1, 1)·d, right arm (0, 1, −1)·d, hip unmoved; d =
+    ``distance`` metres in the table's units). Joints in no part stay in place."""
+
+    id: ClassVar[str] = "gait.sum_of_parts"
+    example_params: ClassVar[dict] = {"body_parts": '{"left_leg": ["j0"], "right_leg": ["j1"], "torso": ["j2"]}'}
+
+    distance: float = param(0.5, help="offset unit d in metres", low=0.0)
+    body_parts: str = param("", help=BODY_PARTS_HELP, check=valid_body_parts_json, check_text=BODY_PARTS_CHECK)
+
+    def offsets(self, table) -> np.ndarray:
+        """Per-joint offsets ``(J, 3)`` in the table's units."""
+        groups = body_part_indices(table, self.body_parts, method_id=self.id)
+        off = np.zeros((len(joint_names(table)), 3))
+        for part, idx in groups.items():
+            off[idx] = np.array(SUM_OF_PARTS_OFFSETS[part]) * self.distance * unit_scale(table)
+        return off
+
+    def _apply(self, x, table):
+        return x + self.offsets(table)[None, None]
+
+
+# --------------------------------------------------------------------------------------------------- normalization
+
+
+@attrs.define(kw_only=True)
+class SizeNormalization(_PoseAnonymizer):
+    """Size normalization: scale every walker to the same size, about its sequence centre (mean position).
+
+    The size is the subject's height attribute (``by='height'``, attribute ``height_attribute`` in metres, as
+    SEBA's simple size normalization) or the skeleton's own size (``by='skeleton'``: the median over frames of
+    the vertical extent of the joints, so no attribute is needed). Each sequence is scaled by
+    ``target / size`` on all axes or only on ``axis``."""
+
+    id: ClassVar[str] = "gait.size_normalization"
+
+    by: Literal["skeleton", "height"] = param("skeleton", help="what defines a walker's size")
+    target: float = param(1.8, help="the size every walker gets, in metres", low=0.0, low_inclusive=False)
+    height_attribute: str = param("height", help="attribute with the subject height in metres (by='height')")
+    axis: Literal["all", "x", "y", "z"] = param("all", help="scale all axes or only one")
+
+    def sizes(self, x: np.ndarray, table) -> np.ndarray:
+        """Each sequence's size in the table's units, ``(N,)``."""
+        if self.by == "height":
+            if self.height_attribute not in table.attribute_names:
+                raise TableError(f"{self.id}: by='height' needs the attribute {self.height_attribute!r} "
+                                 f"(height_attribute); the table has {table.attribute_names}; use by='skeleton'")
+            h = np.asarray(table.attribute(self.height_attribute), dtype=np.float64)
+            bad = ~(np.isfinite(h) & (h > 0))
+            if bad.any():
+                raise TableError(f"{self.id}: attribute {self.height_attribute!r} is missing or not positive for "
+                                 f"samples {list(table.sample_ids[bad][:5])}")
+            return h * unit_scale(table)
+        vertical = x[..., up_axis(table)]  # (N, T, J)
+        return np.median(vertical.max(axis=2) - vertical.min(axis=2), axis=1)
+
+    def _apply(self, x, table):
+        size = self.sizes(x, table)
+        factor = np.where(size > 0, self.target * unit_scale(table) / np.where(size > 0, size, 1.0), 1.0)
+        centre = x.mean(axis=(1, 2), keepdims=True)
+        scale = np.ones((len(x), 1, 1, 3))
+        if self.axis == "all":
+            scale[:] = factor[:, None, None, None]
+        else:
+            scale[..., "xyz".index(self.axis)] = factor[:, None, None]
+        return centre + (x - centre) * scale
+
+
+@attrs.define(kw_only=True)
+class AxisNormalization(_PoseAnonymizer):
+    """Per-axis normalization of each sequence: ``minmax`` to [0, 1], ``zscore`` (zero mean, unit standard
+    deviation) or ``l2`` (unit norm, SEBA's normalize), computed per axis over all joints and frames
+    (``per='axis'``: keeps the walker's proportions within an axis) or per joint axis over frames
+    (``per='joint_axis'``, SEBA's). Constant groups map to 0."""
+
+    id: ClassVar[str] = "gait.normalize"
+
+    method: Literal["minmax", "zscore", "l2"] = param("minmax", help="normalization")
+    per: Literal["axis", "joint_axis"] = param("axis", help="statistics per axis or per joint axis")
+
+    def _apply(self, x, table):
+        over = (1, 2) if self.per == "axis" else (1,)
+        if self.method == "minmax":
+            lo, hi = x.min(axis=over, keepdims=True), x.max(axis=over, keepdims=True)
+            span = hi - lo
+            return np.where(span > 0, (x - lo) / np.where(span > 0, span, 1.0), 0.0)
+        if self.method == "zscore":
+            mu, sd = x.mean(axis=over, keepdims=True), x.std(axis=over, keepdims=True)
+            return np.where(sd > 0, (x - mu) / np.where(sd > 0, sd, 1.0), 0.0)
+        norm = np.sqrt(np.square(x).sum(axis=over, keepdims=True))
+        return np.where(norm > 0, x / np.where(norm > 0, norm, 1.0), 0.0)
+
+
+@attrs.define(kw_only=True)
+class AveragePose(_PoseAnonymizer):
+    """Average pose: every frame becomes the sequence's mean pose (all motion removed, body shape kept)."""
+
+    id: ClassVar[str] = "gait.average_pose"
+
+    def _apply(self, x, table):
+        return np.broadcast_to(x.mean(axis=1, keepdims=True), x.shape).copy()
+
+
+@attrs.define(kw_only=True)
+class FirstPose(_PoseAnonymizer):
+    """First pose: every frame becomes the sequence's first pose."""
+
+    id: ClassVar[str] = "gait.first_pose"
+
+    def _apply(self, x, table):
+        return np.broadcast_to(x[:, :1], x.shape).copy()
+
+
+# --------------------------------------------------------------------------------------------------- chain
+
+
+def _split_top_level(text: str, sep: str) -> list[str]:
+    """Split on ``sep`` outside brackets, braces and quotes."""
+    out, depth, quote, cur = [], 0, None, []
+    for ch in text:
+        if quote:
+            cur.append(ch)
+            if ch == quote:
+                quote = None
+            continue
+        if ch in "\"'":
+            quote = ch
+        elif ch in "[{(":
+            depth += 1
+        elif ch in "]})":
+            depth -= 1
+        if ch == sep and depth == 0:
+            out.append("".join(cur))
+            cur = []
+        else:
+            cur.append(ch)
+    out.append("".join(cur))
+    return out
+
+
+def _value(text: str) -> Any:
+    """A step parameter value: JSON when it parses, else the bare (or single-quoted) word."""
+    text = text.strip()
+    try:
+        return json.loads(text)
+    except ValueError:
+        if len(text) >= 2 and text[0] == text[-1] == "'":
+            return text[1:-1]
+        return text
+
+
+def parse_step(text: str) -> tuple[str, dict[str, Any]]:
+    """Parse one chain step: ``"id"``, ``"id:name=value,name=value"`` (values are JSON when they parse, e.g.
+    ``parts=["left_leg","right_leg"]`` or ``scale=3``; bare words are strings) or a JSON object
+    ``{"id": ..., "params": {...}}``. A step id without a trait prefix gets ``gait.``."""
+    text = text.strip()
+    if text.startswith("{"):
+        obj = json.loads(text)
+        if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
+            raise ValueError("a JSON step needs an 'id' string")
+        params = obj.get("params", {})
+        if not isinstance(params, dict):
+            raise ValueError("a JSON step's 'params' must be an object")
+        method_id = obj["id"]
+    else:
+        method_id, _, rest = text.partition(":")
+        params = {}
+        if rest.strip():
+            for item in _split_top_level(rest, ","):
+                name, eq, value = item.partition("=")
+                if not eq or not name.strip():
+                    raise ValueError(f"expected name=value, got {item.strip()!r}")
+                params[name.strip()] = _value(value)
+    method_id = method_id.strip()
+    if not method_id:
+        raise ValueError("empty step id")
+    if "." not in method_id:
+        method_id = "gait." + method_id
+    return method_id, params
+
+
+def _local_anonymizers() -> dict[str, type]:
+    """This module's anonymizers by id (found without the registry, which may still be being built)."""
+    return {c.id: c for c in globals().values()
+            if isinstance(c, type) and issubclass(c, _PoseAnonymizer) and c.id and c is not Chain}
+
+
+def _step_class(method_id: str) -> type | None:
+    """The anonymizer class of a chain step: this plugin's own, else any installed anonymizer."""
+    local = _local_anonymizers()
+    if method_id in local:
+        return local[method_id]
+    import bioanon
+
+    registry = bioanon.get_registry()
+    return registry.get(method_id) if method_id in registry else None
+
+
+def _steps_syntax_ok(steps: tuple) -> bool:
+    """Validator of ``steps``: a non-empty list of parseable steps (ids are checked when building)."""
+    try:
+        return len(steps) > 0 and all(isinstance(s, str) and parse_step(s) for s in steps)
+    except (ValueError, TypeError):
+        return False
+
+
+@attrs.define(kw_only=True)
+class Chain(_PoseAnonymizer):
+    """A chain of pose anonymizations applied in order (SEBA's chain, which could not load, made loadable).
+
+    ``steps`` is a list of strings, TOML-friendly: ``"gait.coarsen_time:factor=4"``,
+    ``'gait.keep_parts:parts=["left_leg","right_leg"]'``, ``"noise:scale=0.5,noise=laplace"`` (an id
+    without prefix means ``gait.<id>``; values are JSON, bare words strings), or JSON objects
+    ``'{"id": "gait.noise", "params": {"scale": 0.5}}'``. Every step must be an installed anonymizer of
+    ``pose`` data; its parameters are validated when the chain is built. A step with a ``seed`` parameter that
+    the step does not set gets ``seed + its position``. ``fit`` fits each step on the background data as
+    transformed by the steps before it."""
+
+    id: ClassVar[str] = "gait.chain"
+
+    steps: tuple[str, ...] = param(("gait.coarsen_time:factor=4", "gait.noise:scale=0.5"),
+                                   help="the steps, each 'id:name=value,…' or a JSON object {id, params}",
+                                   check=_steps_syntax_ok,
+                                   check_text="a non-empty list of 'id:name=value,…' or JSON {\"id\", \"params\"}")
+    seed: int = param(0, help="base seed of the steps that take a seed and do not set it")
+
+    methods_: list = attrs.field(init=False, repr=False, eq=False, factory=list)
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        self.methods_ = self.build_steps()
+
+    def build_steps(self) -> list[Anonymizer]:
+        """Construct the step methods (validated; raises ParameterError naming the step)."""
+        out = []
+        for i, text in enumerate(self.steps):
+            method_id, params = parse_step(text)
+            cls = _step_class(method_id)
+            if cls is None:
+                import bioanon
+
+                known = sorted(set(_local_anonymizers()) | set(bioanon.list_methods(kind="anonymizer")))
+                hint = difflib.get_close_matches(method_id, known, n=1)
+                raise ParameterError(self.id, "steps", text, f"step {i}: unknown anonymizer {method_id!r}"
+                                     + (f"; did you mean {hint[0]!r}?" if hint else ""))
+            if cls.kind != "anonymizer" or not ({"pose", "*"} & set(cls.payloads)):
+                raise ParameterError(self.id, "steps", text, f"step {i}: {method_id} is not an anonymizer of pose "
+                                                             "data")
+            names = [f.name for f in cls.param_fields()]
+            for name in params:
+                if name not in names:
+                    close = difflib.get_close_matches(name, names, n=1)
+                    raise ParameterError(self.id, "steps", text, f"step {i}: {method_id} has no parameter {name!r}"
+                                         + (f"; did you mean {close[0]!r}?" if close else f"; it has {names}"))
+            if "seed" in names and "seed" not in params:
+                params["seed"] = self.seed + i
+            try:
+                out.append(cls(**params))
+            except ParameterError as e:
+                raise ParameterError(self.id, "steps", text, f"step {i}: {e}") from None
+        return out
+
+    def fit(self, background):
+        data = background
+        for i, m in enumerate(self.methods_):
+            m.fit(data)
+            if i + 1 < len(self.methods_):  # the next step learns from what it will be given
+                data = m.transform(data)
+        return self
+
+    def transform(self, table):
+        for m in self.methods_:
+            table = m.transform(table)
+        return table
+
+
+# --------------------------------------------------------------------------------------------------- random-set mean
+
+try:  # the core's trait-agnostic class (being added to bioanon); registered for poses when present
+    from bioanon.builtin.random_set_mean import RandomSetMean as _RandomSetMean
+except ImportError:  # pragma: no cover - depends on the installed bioanon
+    _RandomSetMean = None
+
+if _RandomSetMean is not None:
+
+    @attrs.define(kw_only=True)
+    class GaitRandomSetMean(_RandomSetMean):
+        """Random-set mean on gait poses: ``any.random_set_mean`` restricted to the ``pose`` payload."""
+
+        id: ClassVar[str] = "gait.random_set_mean"
+        trait: ClassVar[str] = "gait"
+        payloads: ClassVar[tuple[str, ...]] = ("pose",)
+
+
+def random_set_mean_class() -> type | None:
+    """``gait.random_set_mean`` when the installed bioanon has ``any.random_set_mean``, else None."""
+    return globals().get("GaitRandomSetMean")

@@ -1,0 +1,185 @@
+"""``gait.cnn``: a small temporal convolutional network trained from scratch (PyTorch, imported lazily).
+
+``fit`` trains the network on the attacker's training set with a classification head over the training
+subjects (cross-entropy with label smoothing; random temporal crops and jitter as augmentation). The layer
+before the head is the embedding: ``enroll`` stores each enrolled class's normalized mean embedding and
+``score`` is the cosine similarity to those centroids, so subjects never seen in training can be enrolled
+(the evaluation's gallery subjects are disjoint from the attacker's). Deterministic for a seed (torch's
+global RNG is forked and restored; batches and augmentation use a seeded numpy generator), runs on the CPU
+with ``threads`` threads (default: all cores) and infers under ``torch.inference_mode``.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+
+from bioanon import Recognizer, param
+from bioanon.methods import ScoreMatrix, fitted, labels_of
+
+from .features import CENTERING_HELP, Centering, center
+from .skeleton import poses
+
+
+def import_torch() -> Any:
+    """Import torch, or fail with a clear message (torch is not a dependency of bioanon-gait)."""
+    try:
+        import torch
+    except ImportError:
+        raise ImportError("gait.cnn needs PyTorch, which bioanon-gait does not install: pip install torch "
+                          "(the other gait methods work without it)") from None
+    return torch
+
+
+@contextmanager
+def _torch_threads(torch: Any, n: int):
+    """Use ``n`` intra-op threads (0 = all cores) inside the block, then restore the previous setting."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(n or os.cpu_count() or 1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def _build_net(torch: Any, c_in: int, channels: int, emb: int, n_classes: int, dropout: float) -> Any:
+    """The network (built inside a function so torch is imported only when the method runs)."""
+    nn = torch.nn
+
+    class TemporalNet(nn.Module):
+        """Dilated 1-D convolutions over time, mean+max pooling, a linear embedding, a classification head."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            c = channels
+            self.body = nn.Sequential(
+                nn.Conv1d(c_in, c, 5, padding=2), nn.BatchNorm1d(c), nn.ReLU(),
+                nn.Conv1d(c, c, 5, padding=4, dilation=2), nn.BatchNorm1d(c), nn.ReLU(),
+                nn.Conv1d(c, 2 * c, 3, padding=4, dilation=4), nn.BatchNorm1d(2 * c), nn.ReLU(),
+            )
+            self.embedding = nn.Linear(4 * c, emb)
+            self.head = nn.Sequential(nn.ReLU(), nn.Dropout(dropout), nn.Linear(emb, n_classes))
+
+        def embed(self, x):
+            h = self.body(x)
+            return self.embedding(torch.cat([h.mean(dim=-1), h.amax(dim=-1)], dim=1))
+
+        def forward(self, x):
+            return self.head(self.embed(x))
+
+    return TemporalNet()
+
+
+@attrs.define(kw_only=True)
+class TemporalCnn(Recognizer):
+    """Temporal CNN trained from scratch on the attacker's training set; cosine to enrolled class centroids.
+
+    Input: translation-invariant poses (``centering``) as ``joints · 3`` channels over time, standardized per
+    channel with training statistics. Three dilated convolution blocks, mean and max pooling over time, a
+    linear embedding of ``embedding_dim``; a classification head over the training subjects is used only for
+    training. Needs PyTorch (imported when the method runs, not when it is listed)."""
+
+    id: ClassVar[str] = "gait.cnn"
+    trait: ClassVar[str] = "gait"
+    payloads: ClassVar[tuple[str, ...]] = ("pose",)
+    has_embedding: ClassVar[bool] = True
+    example_params: ClassVar[dict] = {"epochs": 2, "channels": 8, "embedding_dim": 8}
+
+    centering: Centering = param("frame", help=CENTERING_HELP)
+    channels: int = param(48, help="convolution channels of the first blocks (the last has twice as many)", low=2)
+    embedding_dim: int = param(64, help="embedding size", low=2)
+    epochs: int = param(60, help="training epochs", low=1)
+    batch_size: int = param(32, help="training batch size", low=2)
+    learning_rate: float = param(2e-3, help="Adam learning rate", low=0.0, low_inclusive=False)
+    weight_decay: float = param(1e-4, help="Adam weight decay", low=0.0)
+    dropout: float = param(0.2, help="dropout before the classification head", low=0.0, high=1.0,
+                           high_inclusive=False)
+    augment: bool = param(True, help="random temporal crops (75-100 %) and jitter during training")
+    seed: int = param(0, help="random seed (initialization, batches, augmentation)")
+    threads: int = param(0, help="CPU threads (0 = all cores)", low=0, affects_output=False)
+
+    model_: Any = fitted()
+    mean_: np.ndarray | None = fitted()
+    std_: np.ndarray | None = fitted()
+    classes_: np.ndarray | None = fitted()
+    templates_: np.ndarray | None = fitted()
+
+    def _inputs(self, table) -> np.ndarray:
+        """``(N, joints·3, T)`` float32 network inputs (standardized when fitted)."""
+        x = center(poses(table), self.centering)
+        x = x.reshape(x.shape[0], x.shape[1], -1).transpose(0, 2, 1)
+        if self.mean_ is not None:
+            x = (x - self.mean_) / self.std_
+        return np.ascontiguousarray(x, dtype=np.float32)
+
+    def fit(self, train, label: str = "subject"):
+        torch = import_torch()
+        raw = center(poses(train), self.centering)
+        raw = raw.reshape(raw.shape[0], raw.shape[1], -1).transpose(0, 2, 1)  # (N, C, T)
+        self.mean_ = raw.mean(axis=(0, 2), keepdims=True)[0]
+        self.std_ = np.maximum(raw.std(axis=(0, 2), keepdims=True)[0], 1e-6)
+        x = ((raw - self.mean_) / self.std_).astype(np.float32)
+        classes, y = np.unique(labels_of(train, label).astype(str), return_inverse=True)
+        rng = np.random.default_rng(self.seed)
+        n, c, t = x.shape
+        with _torch_threads(torch, self.threads), torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            net = _build_net(torch, c, self.channels, self.embedding_dim, max(len(classes), 2), self.dropout)
+            opt = torch.optim.Adam(net.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay)
+            sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=self.epochs)
+            loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=0.1)
+            xt, yt = torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
+            net.train()
+            for _ in range(self.epochs):
+                order = rng.permutation(n)
+                for start in range(0, n, self.batch_size):
+                    idx = order[start:start + self.batch_size]
+                    if len(idx) < 2:  # batch norm needs two samples
+                        continue
+                    xb = xt[idx]
+                    if self.augment:
+                        length = int(rng.integers(max(4, int(0.75 * t)), t + 1))
+                        offset = int(rng.integers(0, t - length + 1))
+                        xb = xb[:, :, offset:offset + length]
+                        xb = xb + 0.05 * torch.from_numpy(rng.standard_normal(xb.shape).astype(np.float32))
+                    opt.zero_grad()
+                    loss = loss_fn(net(xb), yt[idx])
+                    loss.backward()
+                    opt.step()
+                sched.step()
+            net.eval()
+        self.model_ = net
+        return self
+
+    def embed(self, table) -> np.ndarray:
+        if self.model_ is None:
+            raise RuntimeError(f"{self.id}: fit() or enroll() before embed()")
+        torch = import_torch()
+        x = self._inputs(table)
+        out = []
+        with _torch_threads(torch, self.threads), torch.inference_mode():
+            for start in range(0, len(x), 256):
+                out.append(self.model_.embed(torch.from_numpy(x[start:start + 256])).numpy())
+        e = np.concatenate(out) if out else np.zeros((0, self.embedding_dim), np.float32)
+        return e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
+
+    def enroll(self, gallery, label: str = "subject"):
+        if self.model_ is None:
+            self.fit(gallery, label)
+        e = self.embed(gallery).astype(np.float64)
+        classes, inv = np.unique(labels_of(gallery, label), return_inverse=True)
+        sums = np.zeros((len(classes), e.shape[1]))
+        np.add.at(sums, inv, e)
+        self.classes_ = classes
+        self.templates_ = (sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+        return self
+
+    def score(self, probes) -> ScoreMatrix:
+        if self.templates_ is None:
+            raise RuntimeError(f"{self.id}: enroll() before score()")
+        return ScoreMatrix((self.embed(probes) @ self.templates_.T).astype(np.float64), self.classes_,
+                           probes.sample_ids)

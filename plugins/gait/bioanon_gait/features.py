@@ -1,0 +1,95 @@
+"""Gait feature vectors for the recognizers and utility measures: the paper's ``flatten`` and ``simple``.
+
+Both are made translation-invariant first (``centering``): ``frame`` subtracts each frame's joint centroid
+(root-relative: where the walker is, and where it walks, no longer matters), ``sequence`` subtracts the
+sequence's mean position (keeps the path within the walk), ``none`` keeps absolute positions.
+
+* ``flatten`` (Horst et al. 2019): all centred poses of a sequence in one vector, ``frames · joints · 3``;
+* ``simple`` (``false-sense-of-privacy.txt`` §5.5, SEBA's ``simple_feature_vector``): a PCA over the
+  sequence's poses (frames as observations) — its first ``n_pcs`` principal directions, each ``joints · 3`` —
+  concatenated with the mean pose. A principal direction's sign is arbitrary (SVD may return ``v`` or ``−v``
+  for the same motion), which makes the raw feature unstable; here each is flipped to point along a reference
+  direction learned on the training set (the leading eigenvector of Σ v vᵀ over the training sequences, which
+  does not depend on the signs), so equal motions give equal features.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+import numpy as np
+
+Features = Literal["flatten", "simple"]
+Centering = Literal["frame", "sequence", "none"]
+
+FEATURES_HELP = "flatten: all root-relative poses; simple: first principal pose directions + mean pose"
+CENTERING_HELP = ("translation invariance: subtract each frame's joint centroid (frame), the sequence mean "
+                  "(sequence), or nothing (none)")
+
+
+def center(x: np.ndarray, centering: str) -> np.ndarray:
+    """Translation-invariant poses ``(N, T, J, 3)`` (float64)."""
+    x = np.asarray(x, dtype=np.float64)
+    if centering == "frame":
+        return x - x.mean(axis=2, keepdims=True)
+    if centering == "sequence":
+        return x - x.mean(axis=(1, 2), keepdims=True)
+    return x
+
+
+def principal_directions(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per sequence: the first ``k`` principal directions of its poses and its mean pose.
+
+    ``x`` is ``(N, T, J, 3)``; returns ``(N, k, J·3)`` (unit vectors; zero rows for directions without
+    variance) and ``(N, J·3)``. One batched eigendecomposition of the ``(J·3) × (J·3)`` pose covariances."""
+    n, t = x.shape[:2]
+    p = x.reshape(n, t, -1)
+    mean = p.mean(axis=1)
+    c = p - mean[:, None]
+    cov = np.einsum("ntd,nte->nde", c, c) / max(t, 1)
+    w, v = np.linalg.eigh(cov)  # ascending eigenvalues; columns of v are the directions
+    k_have = min(k, v.shape[2])
+    out = np.zeros((n, k, p.shape[2]))
+    top = v[:, :, ::-1][:, :, :k_have].transpose(0, 2, 1)  # (n, k, D), largest variance first
+    wt = w[:, ::-1][:, :k_have]
+    out[:, :k_have] = top * (wt > 1e-12 * np.maximum(w[:, -1:], 1e-300))[..., None]
+    return out, mean
+
+
+def reference_directions(v: np.ndarray) -> np.ndarray:
+    """Sign-free reference per principal component: the leading eigenvector of ``Σ_i v_i v_iᵀ`` (``v``:
+    ``(N, k, D)``) → ``(k, D)``, itself given a deterministic sign (largest entry positive)."""
+    refs = []
+    for j in range(v.shape[1]):  # loop over components (few), vectorized over samples
+        _, _, vt = np.linalg.svd(v[:, j], full_matrices=False)
+        r = vt[0]
+        refs.append(r * (1.0 if r[np.argmax(np.abs(r))] >= 0 else -1.0))
+    return np.stack(refs)
+
+
+@attrs.define(kw_only=True)
+class GaitFeatures:
+    """Feature extractor: ``fit(poses)`` learns what ``transform`` needs (the sign references of ``simple``),
+    ``transform(poses) -> (N, D)`` float32."""
+
+    kind: str = "flatten"
+    centering: str = "frame"
+    n_pcs: int = 1
+    references_: np.ndarray | None = attrs.field(default=None, init=False, repr=False)
+
+    def fit(self, x: np.ndarray) -> "GaitFeatures":
+        if self.kind == "simple":
+            v, _ = principal_directions(center(x, self.centering), self.n_pcs)
+            self.references_ = reference_directions(v)
+        return self
+
+    def transform(self, x: np.ndarray) -> np.ndarray:
+        c = center(x, self.centering)
+        if self.kind == "flatten":
+            return c.reshape(len(c), -1).astype(np.float32)
+        v, mean = principal_directions(c, self.n_pcs)
+        ref = self.references_ if self.references_ is not None else reference_directions(v)
+        sign = np.where(np.einsum("nkd,kd->nk", v, ref) < 0, -1.0, 1.0)
+        v = v * sign[..., None]
+        return np.concatenate([v.reshape(len(v), -1), mean], axis=1).astype(np.float32)
