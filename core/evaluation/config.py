@@ -85,7 +85,8 @@ _DATASET_KEYS = ("source", "path", "params")
 _RATE_KEYS = ("background", "attacker", "evaluation", "enrolment")
 _SHARE_KEYS = ("background", "attacker", "evaluation")
 _SELECTION_KEYS = ("selectors", "subject_counts", "random_draws")
-_REPORT_KEYS = ("bootstrap", "confidence", "per_probe_scores")
+_REPORT_KEYS = ("bootstrap", "confidence", "per_probe_scores", "paper_protocol", "reversibility_thresholds")
+DEFAULT_REVERSIBILITY = (0.1, 0.5)
 _METHOD_KEYS = ("id", "name", "params")
 _ANONYMIZER_KEYS = ("id", "name", "params", "grid")
 
@@ -202,6 +203,8 @@ class ReportSpec:
     bootstrap: int = DEFAULT_REPORT["bootstrap"]
     confidence: float = DEFAULT_REPORT["confidence"]
     per_probe_scores: bool = DEFAULT_REPORT["per_probe_scores"]
+    paper_protocol: str = ""  # attribute of interest: also report utility-preserving-anonymization.txt §5.1.3
+    reversibility_thresholds: tuple[float, float] = (0.1, 0.5)  # METRICS.md categories (ours, configurable)
 
 
 @attrs.frozen
@@ -248,7 +251,7 @@ class EvalConfig:
             "random_draws": self.selection.random_draws,
         }
         out["utility"] = [u.to_dict(grid=False) for u in self.utility]
-        out["report"] = attrs.asdict(self.report)
+        out["report"] = {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.asdict(self.report).items()}
         return out
 
     def to_toml(self) -> str:
@@ -634,7 +637,21 @@ class _Validator:
             per_probe_scores=self.boolean(
                 raw, "per_probe_scores", "report.per_probe_scores", DEFAULT_REPORT["per_probe_scores"]
             ),
+            paper_protocol=(self.string(raw, "paper_protocol", "report.paper_protocol", "") or ""
+                            if raw.get("paper_protocol", "") != "" else ""),
+            reversibility_thresholds=self.thresholds(raw),
         )
+
+    def thresholds(self, raw: dict) -> tuple[float, float]:
+        value = raw.get("reversibility_thresholds", list(DEFAULT_REVERSIBILITY))
+        ok = (isinstance(value, (list, tuple)) and len(value) == 2 and all(_is_number(v) for v in value)
+              and 0 < value[0] < value[1] < 1)
+        if not ok:
+            self.add("report.reversibility_thresholds",
+                     f"expected two increasing numbers in (0, 1) (irreversible below the first, highly "
+                     f"reversible from the second), {_got(value)}")
+            return DEFAULT_REVERSIBILITY
+        return (float(value[0]), float(value[1]))
 
     # -- methods ---------------------------------------------------------------------------------------
     def methods(self, raw: Any, path: str, kind: str, *, required: bool, grid: bool = False) -> list:

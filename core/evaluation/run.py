@@ -44,6 +44,7 @@ class Plan:
     utility_tasks: list[dict[str, Any]]
     split_tasks: list[dict[str, Any]]
     n_evaluation_subjects: int
+    protocol_tasks: list[dict[str, Any]] = attrs.field(factory=list)
 
 
 @attrs.define
@@ -61,6 +62,7 @@ class EvaluationResult:
     cached: int
     report_path: Path | None = None
     stages: dict[str, dict[str, float]] = attrs.field(factory=dict)  # per stage: executed, cached, seconds
+    protocol: Any = None  # the paper's own protocol per setting (when report.paper_protocol is set)
 
     def headline(self) -> Any:
         """Worst-case top-1 per anonymizer setting (max over recognizers and attack scenarios)."""
@@ -145,6 +147,7 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable) -> Plan:
     score_tasks: list[dict[str, Any]] = []
     utility_tasks: list[dict[str, Any]] = []
     split_tasks: list[dict[str, Any]] = []
+    protocol_tasks: list[dict[str, Any]] = []
     rep = cfg.report
     scenarios = ["clear"] + [s for s in cfg.scenarios if s != "clear"]
 
@@ -218,9 +221,17 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable) -> Plan:
                     utility_tasks.append({"key": t_u.key, "anonymizer": a_spec.name, "setting": label,
                                           "setting_index": s_idx, "params": json.dumps(method["params"]),
                                           "repeat": r, "measure": u_spec.name})
-    order = {"split": 0, "anonymize": 1, "deanonymize": 2, "select": 3, "score": 4, "utility": 5}
+                if rep.paper_protocol:
+                    t_p = add(make_task(
+                        "protocol",
+                        {"attribute": rep.paper_protocol, "clear_evaluation": clear["evaluation"],
+                         "anon_evaluation": anon["evaluation"], "seed": derived_seed(seed_r, "protocol")},
+                        (t_split.key, t_anon.key), stage="protocol", label=f"paper protocol {where}"))
+                    protocol_tasks.append({"key": t_p.key, "anonymizer": a_spec.name, "setting": label,
+                                           "setting_index": s_idx, "repeat": r})
+    order = {"split": 0, "anonymize": 1, "deanonymize": 2, "select": 3, "score": 4, "utility": 5, "protocol": 6}
     tasks.sort(key=lambda t: order[t.stage])  # stable: dependencies always come first
-    return Plan(tasks, dataset_key, warnings, score_tasks, utility_tasks, split_tasks, n_eval)
+    return Plan(tasks, dataset_key, warnings, score_tasks, utility_tasks, split_tasks, n_eval, protocol_tasks)
 
 
 @attrs.frozen
@@ -332,6 +343,20 @@ def collect_utility(plan: Plan, records: Mapping[str, Any]) -> Any:
     cols = ["anonymizer", "setting", "setting_index", "params", "repeat", "measure", "value", "ci_low", "ci_high",
             "clear_value", "floor", "normalized"]
     return pd.DataFrame(rows, columns=cols)
+
+
+def collect_protocol(plan: Plan, records: Mapping[str, Any]) -> Any:
+    import pandas as pd
+
+    rows = []
+    for pt in plan.protocol_tasks:
+        rec = records.get(pt["key"])
+        if rec is None:
+            continue
+        for metric, value in rec["values"].items():
+            rows.append({k: pt[k] for k in ("anonymizer", "setting", "setting_index", "repeat")}
+                        | {"metric": metric, "value": value})
+    return pd.DataFrame(rows, columns=["anonymizer", "setting", "setting_index", "repeat", "metric", "value"])
 
 
 def headline_table(metrics: Any) -> Any:
@@ -535,6 +560,7 @@ def evaluate(
     metrics = collect_metrics(plan, exe.records)
     utility = collect_utility(plan, exe.records)
     tradeoff, auc = tradeoff_tables(metrics, utility, cfg.deanonymizer is not None)
+    protocol_df = collect_protocol(plan, exe.records)
     warnings = plan.warnings + sanity_warnings(metrics)
     labels = {t.key: t.label for t in plan.tasks}
     failures = [{"task": labels.get(k, k), "error": e} for k, e in exe.failed.items()]
@@ -561,7 +587,10 @@ def evaluate(
         atomic_write_text(run_dir / "lineage.json", json.dumps(_lineage(plan, cache), indent=2))
         atomic_write_text(run_dir / "warnings.json", json.dumps(warnings, indent=2))
         atomic_write_text(run_dir / "failures.json", json.dumps(failures, indent=2))
-        for name, df in (("metrics", metrics), ("utility", utility), ("tradeoff", tradeoff), ("auc", auc)):
+        tables = [("metrics", metrics), ("utility", utility), ("tradeoff", tradeoff), ("auc", auc)]
+        if cfg.report.paper_protocol:
+            tables.append(("protocol", protocol_df))
+        for name, df in tables:
             _write_parquet(df, run_dir / f"{name}.parquet")
         if cfg.report.per_probe_scores:
             _write_scores(plan, exe.records, cache, run_dir)
@@ -570,7 +599,7 @@ def evaluate(
 
             report_path = render_report(run_dir)
     return EvaluationResult(run_dir, metrics, utility, tradeoff, auc, warnings, failures, exe.executed, exe.cached,
-                            report_path, exe.by_stage)
+                            report_path, exe.by_stage, protocol_df)
 
 
 def _lineage(plan: Plan, cache: Cache) -> list[dict[str, Any]]:

@@ -288,3 +288,23 @@ def _jsonable(obj: Any) -> Any:
     if isinstance(obj, (list, tuple)):
         return [_jsonable(v) for v in obj]
     return obj
+
+
+@op
+def protocol(cache: Cache, *, attribute: str, clear_evaluation: str, anon_evaluation: str, seed: int,
+             key: str) -> dict:
+    """The paper's own evaluation protocol (``utility-preserving-anonymization.txt`` §5.1.3) on the evaluation
+    set: attribute-of-interest accuracy of a random forest trained on original data, mixture, top-k mixture and
+    KL from random guess of an identity classifier trained on original data."""
+    from ..builtin.protocol import paper_protocol
+
+    out = paper_protocol(_table(cache, clear_evaluation), _table(cache, anon_evaluation), attribute, seed=seed)
+    flat: dict[str, float] = {}
+    for name, value in out.items():
+        if isinstance(value, dict):
+            prefix = "top" if name == "top_k_mixture" else "random_top"
+            for k, v in value.items():
+                flat[f"{prefix}{k}_mixture"] = float(v)
+        elif isinstance(value, (int, float)) and not isinstance(value, bool):
+            flat[name] = float(value)
+    return {"values": flat}

@@ -388,3 +388,20 @@ def test_per_probe_scores_are_stored(tmp_path):
     assert len(t.features.iloc[0]) == 12  # one score per enrolled subject
     m = r.metrics[r.metrics.metric == "top1"]
     assert m.ci_low.isna().all()  # bootstrap = 0: no CIs
+
+
+def test_paper_protocol_beside_the_strong_evaluation(tmp_path):
+    cfg = config(**SMALL)
+    cfg["anonymizers"] = [{"id": "any.random_set_mean", "name": "rsm",
+                           "params": {"attribute": "activity", "relevance_trees": 20}, "grid": {"set_size": [4, 16]}}]
+    cfg["report"] = {"bootstrap": 0, "paper_protocol": "activity", "reversibility_thresholds": [0.2, 0.6]}
+    r = bioanon.evaluate(cfg, out_dir=tmp_path / "out", run_id="p", cache=tmp_path / "cache", progress=False)
+    p = r.protocol.groupby(["setting", "metric"]).value.mean()
+    for setting in ("set_size=4", "set_size=16"):
+        assert p[setting, "attribute_accuracy"] > p[setting, "attribute_chance"] + 0.2  # attribute kept
+        assert 0 <= p[setting, "mixture"] <= 1
+    assert p["set_size=16", "mixture"] > p["set_size=4", "mixture"]  # larger sets mix more
+    assert (r.run_dir / "protocol.parquet").is_file()
+    html = (r.run_dir / "report.html").read_text()
+    assert "The paper&#x27;s own protocol" in html or "The paper's own protocol" in html
+    assert "0.2" in html  # the configured reversibility thresholds reach the report config
