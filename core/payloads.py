@@ -19,3 +19,20 @@ def flatten_payload(x: np.ndarray) -> np.ndarray:
     """(N, *shape) → (N, prod(shape)) float32, a view when possible."""
     x2 = x.reshape(len(x), -1)
     return x2 if x2.dtype == np.float32 else x2.astype(np.float32)
+
+
+def table_rng(table, seed: int) -> np.random.Generator:
+    """A generator seeded by ``seed`` and the table's sample ids.
+
+    Random anonymizations must not reuse one noise sequence for every table (the attacker and evaluation sets
+    would get the same noise row by row, which a parrot attacker exploits); keyed by the sample ids, the same
+    table always gets the same noise and different tables independent noise."""
+    import hashlib
+
+    ids = table.arrow.column("sample_id").combine_chunks()
+    h = hashlib.blake2b(digest_size=16)
+    for buf in ids.buffers():
+        if buf is not None:
+            h.update(memoryview(buf))
+    h.update(str(len(ids)).encode())
+    return np.random.default_rng([int(seed), int.from_bytes(h.digest()[:8], "little")])

@@ -8,7 +8,7 @@ import attrs
 import numpy as np
 
 from ..methods import Anonymizer, param
-from ..payloads import restore_dtype
+from ..payloads import restore_dtype, table_rng
 
 
 @attrs.define(kw_only=True)
@@ -42,7 +42,7 @@ class GaussianNoise(Anonymizer):
         column = self.payload_column(table, self.payload or None)
         x = table.payload(column)
         scale = self.sigma * (float(np.std(x, dtype=np.float64)) if self.relative else 1.0)
-        rng = np.random.default_rng(self.seed)
+        rng = table_rng(table, self.seed)  # independent noise for every table, reproducible per table
         noisy = x.astype(np.float32, copy=True)
         noisy += rng.standard_normal(x.shape, dtype=np.float32) * np.float32(scale)
         return table.with_payload(column, restore_dtype(noisy, x.dtype))

@@ -118,3 +118,14 @@ def test_registry_find_patterns():
     assert all(e.cls.kind == "dataset" for e in reg.find(kind="dataset"))
     with pytest.raises(bioanon.UnknownMethodError, match="did you mean 'anonymizer'"):
         reg.find(kind="anonymiser")
+
+
+def test_gaussian_noise_differs_between_tables_and_repeats_per_table():
+    data = bioanon.load_dataset("any.synthetic", n_subjects=10, samples_per_subject=4)
+    a, b = data.split_subjects([0.5, 0.5], seed=0)
+    noise = bioanon.get_method("any.gaussian_noise", sigma=1.0, seed=5)
+    na, nb = noise.transform(a), noise.transform(b)
+    da = na.payload("features") - a.payload("features")
+    db = nb.payload("features") - b.payload("features")
+    assert not np.allclose(da[: len(db)], db[: len(da)])  # no shared noise sequence between the two sets
+    assert np.array_equal(noise.transform(a).payload("features"), na.payload("features"))
