@@ -1,7 +1,50 @@
 """Entry point of bioanon-motion: registers its methods through bioanon's hooks.
 
-Only light modules are imported here; heavy libraries are imported inside the methods.
-The trait's methods arrive with the motion plugin issue; until then the plugin loads and registers nothing.
+Only light modules are imported here (numpy, attrs); torch is imported inside ``motion.cnn`` when it trains.
 """
 
 from __future__ import annotations
+
+import bioanon
+
+
+@bioanon.hookimpl
+def register_datasets(register):
+    """MotionSense, phone gait, generic CSV and synthetic sources."""
+    from .datasets import CsvRecordings, MotionSense, PhoneGait, SyntheticMotion
+
+    for cls in (MotionSense, PhoneGait, CsvRecordings, SyntheticMotion):
+        register(cls)
+
+
+@bioanon.hookimpl
+def register_anonymizers(register):
+    """Noise, filtering, resampling, quantization, channel removal, normalization, random-set mean."""
+    from .anonymizers import ChannelRemoval, GaussianNoise, LaplaceNoise, LowPass, Normalize, Quantize, Resample
+
+    for cls in (GaussianNoise, LaplaceNoise, LowPass, Resample, Quantize, ChannelRemoval, Normalize):
+        register(cls)
+    from .random_set_mean import available_random_set_mean
+
+    cls = available_random_set_mean()
+    if cls is not None:  # the core engine (any.random_set_mean) is installed
+        register(cls)
+
+
+@bioanon.hookimpl
+def register_recognizers(register):
+    """Window-feature recognizers and the 1-D CNN."""
+    from .cnn import ImuCnn
+    from .recognizers import FeaturesKnn, FeaturesLda, FeaturesRf, FeaturesSvm
+
+    for cls in (FeaturesRf, FeaturesSvm, FeaturesLda, FeaturesKnn, ImuCnn):
+        register(cls)
+
+
+@bioanon.hookimpl
+def register_utility_measures(register):
+    """Attribute accuracy, correlation and DTW."""
+    from .utility import AttributeAccuracy, Correlation, Dtw
+
+    for cls in (AttributeAccuracy, Correlation, Dtw):
+        register(cls)

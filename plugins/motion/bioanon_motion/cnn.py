@@ -1,0 +1,202 @@
+"""``motion.cnn``: a small 1-D convolutional network trained from scratch on ``imu`` windows.
+
+``fit(train, label)`` trains the network with a classification head on the attacker's training set (identity or
+any attribute); the head is then dropped and the penultimate layer is an embedding. ``enroll`` stores the
+normalized mean embedding of every enrolled class and ``score`` is the cosine similarity of a probe's embedding
+to those centroids — so subjects never seen in training can be enrolled and recognized (open-set, as the
+evaluation requires: the attacker's training subjects are disjoint from the evaluation subjects).
+
+torch is imported only when the method trains or scores. Training is deterministic for a given ``seed`` (local
+generators for initialization and batch order; the global torch RNG is left untouched).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+from bioanon.methods import Recognizer, ScoreMatrix, fitted, labels_of, param
+
+__all__ = ["ImuCnn"]
+
+
+def _torch() -> Any:
+    """The torch module, or an ImportError that says how to get it."""
+    try:
+        import torch
+    except ImportError as e:  # pragma: no cover - torch is installed with the project's set-up
+        raise ImportError("motion.cnn needs PyTorch: pip install torch") from e
+    return torch
+
+
+def _build_model(n_channels: int, n_classes: int, width: int, embedding_dim: int) -> Any:
+    """Conv1d(k7) → Conv1d(k5, /2) → Conv1d(k3, /2), each with batch norm and ReLU; global average and max
+    pooling; a linear embedding layer; a linear classification head."""
+    torch = _torch()
+    nn = torch.nn
+
+    class Net(nn.Module):
+        """The network: convolutional trunk, embedding layer, classification head."""
+        def __init__(self) -> None:
+            """Build the layers."""
+            super().__init__()
+            w = width
+            self.features = nn.Sequential(
+                nn.Conv1d(n_channels, w, 7, padding=3, bias=False), nn.BatchNorm1d(w), nn.ReLU(),
+                nn.Conv1d(w, 2 * w, 5, stride=2, padding=2, bias=False), nn.BatchNorm1d(2 * w), nn.ReLU(),
+                nn.Conv1d(2 * w, 2 * w, 3, stride=2, padding=1, bias=False), nn.BatchNorm1d(2 * w), nn.ReLU(),
+            )
+            self.embedding = nn.Linear(4 * w, embedding_dim)
+            self.head = nn.Sequential(nn.ReLU(), nn.Dropout(0.2), nn.Linear(embedding_dim, n_classes))
+
+        def embed(self, x: "torch.Tensor") -> "torch.Tensor":
+            """The embedding (before the head)."""
+            h = self.features(x)
+            return self.embedding(torch.cat([h.mean(dim=2), h.amax(dim=2)], dim=1))
+
+        def forward(self, x: "torch.Tensor") -> "torch.Tensor":
+            """Class logits (training only)."""
+            return self.head(self.embed(x))
+
+    return Net()
+
+
+def _cores() -> int:
+    """CPU cores this process may use."""
+    try:
+        return len(os.sched_getaffinity(0)) or 1
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+@contextlib.contextmanager
+def _torch_threads(n: int) -> Iterator[None]:
+    """Run with ``n`` intra-op threads (0: every core), restoring the previous setting."""
+    import torch
+
+    old = torch.get_num_threads()
+    torch.set_num_threads(n if n > 0 else _cores())
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+@attrs.define(kw_only=True)
+class ImuCnn(Recognizer):
+    """A small 1-D CNN trained from scratch; cosine similarity of its embedding to enrolled class centroids.
+
+    Three convolution blocks (batch norm, ReLU; strides 1, 2, 2) over time, global average and max pooling,
+    a ``embedding_dim`` embedding and a softmax head used only for training (cross-entropy, AdamW, ``epochs``
+    passes in mini-batches of ``batch_size``). Inputs are standardized per channel with the training set's
+    statistics. Without ``fit``, ``enroll`` trains on the gallery. Scoring runs under ``torch.inference_mode``."""
+
+    id: ClassVar[str] = "motion.cnn"
+    trait: ClassVar[str] = "motion"
+    payloads: ClassVar[tuple[str, ...]] = ("imu",)
+    has_embedding: ClassVar[bool] = True
+    example_params: ClassVar[dict] = {"epochs": 2, "threads": 1}
+
+    epochs: int = param(15, help="training passes over the training set", low=1)
+    batch_size: int = param(64, help="mini-batch size (changes the optimization, so it is part of the result)",
+                            low=1)
+    lr: float = param(3e-3, help="AdamW learning rate", low=0.0, low_inclusive=False)
+    weight_decay: float = param(1e-4, help="AdamW weight decay", low=0.0)
+    width: int = param(32, help="channels of the first convolution (the others have twice as many)", low=1)
+    embedding_dim: int = param(64, help="embedding dimension", low=2)
+    seed: int = param(0, help="random seed (initialization and batch order)")
+    threads: int = param(0, help="torch CPU threads (0: every core; 1 is faster on a machine busy with other "
+                         "work)", low=0, affects_output=False)
+    payload: str = param("", help="payload column (default: imu)")
+
+    model_: Any = fitted()
+    mean_: np.ndarray | None = fitted()
+    std_: np.ndarray | None = fitted()
+    classes_: np.ndarray | None = fitted()
+    templates_: np.ndarray | None = fitted()
+
+    def _x(self, table: Any) -> np.ndarray:
+        """The windows (N, T, C) as float32."""
+        x = np.asarray(table.payload(self.payload_column(table, self.payload or None)), dtype=np.float32)
+        if x.ndim != 3:
+            raise ValueError(f"{self.id}: needs (window, channels) samples, got per-sample shape {x.shape[1:]}")
+        return x
+
+    def _input(self, x: np.ndarray) -> Any:
+        """Standardized (N, C, T) float32 tensor."""
+        import torch
+
+        z = (x - self.mean_) / self.std_
+        return torch.from_numpy(np.ascontiguousarray(z.transpose(0, 2, 1), dtype=np.float32))
+
+    def fit(self, train, label: str = "subject"):
+        """Train the network on the training windows' labels (identity or an attribute)."""
+        torch = _torch()
+        nn = torch.nn
+
+        x = self._x(train)
+        classes, y = np.unique(labels_of(train, label).astype(str), return_inverse=True)
+        flat = x.reshape(-1, x.shape[2])
+        self.mean_ = flat.mean(axis=0).astype(np.float32)
+        std = flat.std(axis=0)
+        self.std_ = np.where(std > 1e-8, std, 1.0).astype(np.float32)
+        with _torch_threads(self.threads), torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)  # initialization and dropout (inside fork_rng: global state restored)
+            model = _build_model(x.shape[2], len(classes), self.width, self.embedding_dim)
+            opt = torch.optim.AdamW(model.parameters(), lr=self.lr, weight_decay=self.weight_decay)
+            loss_fn = nn.CrossEntropyLoss()
+            inputs, targets = self._input(x), torch.from_numpy(y.astype(np.int64))
+            order_gen = torch.Generator().manual_seed(self.seed)
+            n = len(targets)
+            model.train()
+            for _ in range(self.epochs):
+                order = torch.randperm(n, generator=order_gen)
+                for start in range(0, n, self.batch_size):
+                    idx = order[start:start + self.batch_size]
+                    if len(idx) < 2 and n >= 2:  # batch norm needs two samples; skip a singleton tail
+                        continue
+                    opt.zero_grad(set_to_none=True)
+                    loss = loss_fn(model(inputs[idx]), targets[idx])
+                    loss.backward()
+                    opt.step()
+            model.eval()
+        self.model_ = model
+        return self
+
+    def embed(self, table) -> np.ndarray:
+        """L2-normalized embeddings (N, embedding_dim)."""
+        import torch
+
+        if self.model_ is None:
+            raise RuntimeError(f"{self.id}: fit() or enroll() before embed()")
+        x = self._x(table)
+        out = []
+        with _torch_threads(self.threads), torch.inference_mode():
+            inputs = self._input(x)
+            for start in range(0, len(inputs), 1024):
+                out.append(self.model_.embed(inputs[start:start + 1024]))
+            e = torch.cat(out).double() if out else torch.zeros((0, self.embedding_dim), dtype=torch.float64)
+            e = torch.nn.functional.normalize(e, dim=1)
+        return e.numpy()
+
+    def enroll(self, gallery, label: str = "subject"):
+        """Store the normalized mean embedding of every enrolled class (trains on the gallery when unfitted)."""
+        if self.model_ is None:
+            self.fit(gallery, label)
+        e = self.embed(gallery)
+        classes, inv = np.unique(labels_of(gallery, label), return_inverse=True)
+        sums = np.zeros((len(classes), e.shape[1]))
+        np.add.at(sums, inv, e)
+        norms = np.linalg.norm(sums, axis=1, keepdims=True)
+        self.classes_, self.templates_ = classes, sums / np.maximum(norms, 1e-12)
+        return self
+
+    def score(self, probes) -> ScoreMatrix:
+        """Cosine similarity of the probes' embeddings to the class centroids."""
+        if self.templates_ is None:
+            raise RuntimeError(f"{self.id}: enroll() before score()")
+        return ScoreMatrix(self.embed(probes) @ self.templates_.T, self.classes_, probes.sample_ids)
