@@ -1,0 +1,302 @@
+"""Dataset sources producing face tables: payload ``image`` = uint8 (N, H, W, C).
+
+Every source takes ``size`` = (height, width) to resize to ((0, 0) = keep the native size, which must then be
+the same for every image) and ``channels``: 0 (default) keeps the data set's own — grey sets (ORL, the .mat
+benchmarks) stay single-channel (C = 1), colour sets have C = 3; 1 converts colour to grey; 3 expands grey to
+three equal channels (e.g. for recognizers that need RGB). Resizing uses OpenCV's INTER_AREA when shrinking
+(INTER_LINEAR when enlarging), all images of one native shape in one call.
+
+* ``face.orl`` — the ORL / AT&T database (``s1..s40/1..10.pgm``, 92×112 grey);
+* ``face.mat`` — a MATLAB ``.mat`` file with ``x`` (H×W×N uint8) and ``label`` (N×1), e.g. GT, IMM, UMIST;
+* ``face.folder`` — one folder per subject, optional attribute CSV;
+* ``face.celeba`` — CelebA's aligned layout with identities and the 40 binary attributes;
+* ``face.synthetic`` — seeded procedural faces (in :mod:`bioanon_face.synthetic`).
+
+Files that cannot be decoded raise :class:`~bioanon.errors.TableError` naming the file; with
+``skip_bad_files=true`` they are skipped and listed in the table metadata under ``skipped_files``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import re
+from pathlib import Path
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+
+from bioanon import DatasetSource, param
+from bioanon.errors import TableError
+from bioanon.table import SampleTable
+
+from .imageio import IMAGE_EXTENSIONS, check_size, read_images, to_batch
+
+_SIZE_HELP = "(height, width) to resize every image to; (0, 0) keeps the native size"
+_CHANNELS_HELP = "0 keeps the data set's channels (grey stays 1), 1 converts to grey, 3 expands grey to RGB"
+_SKIP_HELP = "skip files that cannot be decoded (listed in the metadata as skipped_files) instead of raising"
+
+
+def _natural_key(text: str) -> list:
+    return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
+
+
+def _parse_cell(text: str) -> Any:
+    text = text.strip()
+    if text == "":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def _uniform(values: list[Any]) -> list[Any]:
+    present = [v for v in values if v is not None]
+    if any(isinstance(v, str) for v in present):
+        return [None if v is None else str(v) for v in values]
+    if any(isinstance(v, float) for v in present):
+        return [None if v is None else float(v) for v in values]
+    return values
+
+
+def _metadata(source: str, x: np.ndarray, skipped: list[str], **extra: Any) -> dict:
+    meta = {"trait": "face", "source": source, "image_size": [int(x.shape[1]), int(x.shape[2])],
+            "channels": int(x.shape[3])}
+    if skipped:
+        meta["skipped_files"] = skipped
+    meta.update(extra)
+    return meta
+
+
+def _require_dir(path: Any, what: str) -> Path:
+    if path is None:
+        raise TableError(f"{what}: give the data set's path")
+    p = Path(path)
+    if not p.is_dir():
+        raise TableError(f"{p}: no such directory ({what})")
+    return p
+
+
+@attrs.define(kw_only=True)
+class _ImageSource(DatasetSource):
+    trait: ClassVar[str] = "face"
+    payloads: ClassVar[tuple[str, ...]] = ("image",)
+
+    size: tuple[int, int] = param((0, 0), help=_SIZE_HELP, check=check_size,
+                                  check_text="(0, 0) or two positive integers")
+    channels: int = param(0, help=_CHANNELS_HELP, choices=(0, 1, 3))
+    skip_bad_files: bool = param(False, help=_SKIP_HELP)
+
+    def _load_files(self, files: list[Path], subjects: list[str], ids: list[str], source: str,
+                    attributes: dict[str, list[Any]] | None = None, **extra: Any) -> SampleTable:
+        images, kept, bad = read_images(files, self.skip_bad_files)
+        if not images:
+            raise TableError(f"{source}: no readable images")
+        x = to_batch(images, self.size, self.channels)
+        attrs_ = {k: _uniform([v[i] for i in kept]) for k, v in (attributes or {}).items()}
+        return SampleTable.from_arrays(
+            sample_id=np.array([ids[i] for i in kept]), subject=np.array([subjects[i] for i in kept]),
+            payloads={"image": x}, attributes=attrs_ or None, metadata=_metadata(source, x, bad, **extra))
+
+
+@attrs.define(kw_only=True)
+class OrlFaces(_ImageSource):
+    """The ORL (AT&T) face database: 40 subjects × 10 grey 92×112 images, ``s<k>/<i>.pgm``.
+
+    Subjects are ``s1``..``s40``, sample ids ``s<k>/<i>``; attribute ``image_index`` (1..10) — the ten images
+    of a subject vary in pose, expression and glasses. Grey, so C = 1 unless ``channels=3``."""
+
+    id: ClassVar[str] = "face.orl"
+    reference: ClassVar[str] = "Samaria & Harter 1994; https://cam-orl.co.uk/facedatabase.html"
+
+    def load(self, path: Any = None) -> SampleTable:
+        root = _require_dir(path, self.id)
+        dirs = sorted((d for d in root.iterdir() if d.is_dir() and re.fullmatch(r"s\d+", d.name)),
+                      key=lambda d: int(d.name[1:]))
+        if not dirs:
+            raise TableError(f"{root}: no s<k>/ subject folders (expected the ORL layout s1..s40/1..10.pgm)")
+        files, subjects, ids, index = [], [], [], []
+        for d in dirs:
+            pgms = sorted(d.glob("*.pgm"), key=lambda p: _natural_key(p.stem))
+            for p in pgms:
+                files.append(p)
+                subjects.append(d.name)
+                ids.append(f"{d.name}/{p.stem}")
+                index.append(int(p.stem) if p.stem.isdigit() else None)
+        if not files:
+            raise TableError(f"{root}: the subject folders hold no .pgm images")
+        return self._load_files(files, subjects, ids, self.id, {"image_index": index})
+
+
+@attrs.define(kw_only=True)
+class MatFaces(_ImageSource):
+    """A face set stored as a MATLAB v5 ``.mat`` file: ``x`` (H×W×N uint8, or N×H×W with ``layout``) and
+    ``label`` (N×1, subject numbers), e.g. the GT, IMM and UMIST benchmark files.
+
+    Subjects are ``<stem>_<label>``, sample ids ``<stem>_<n>`` (n = 0-based index in the file)."""
+
+    id: ClassVar[str] = "face.mat"
+
+    images_key: str = param("x", help="variable holding the images")
+    label_key: str = param("label", help="variable holding the subject labels")
+    layout: str = param("HWN", help="axis order of the image array", choices=("HWN", "NHW", "HWCN", "NHWC"))
+
+    def load(self, path: Any = None) -> SampleTable:
+        import scipy.io
+
+        if path is None:
+            raise TableError(f"{self.id}: give the .mat file's path")
+        p = Path(path)
+        if not p.is_file():
+            raise TableError(f"{p}: no such .mat file")
+        try:
+            d = scipy.io.loadmat(str(p))
+        except Exception as e:  # noqa: BLE001 - scipy raises several kinds
+            raise TableError(f"{p}: not a readable MATLAB .mat file ({e})") from None
+        for key in (self.images_key, self.label_key):
+            if key not in d:
+                raise TableError(f"{p}: no variable {key!r}; it has {sorted(k for k in d if not k.startswith('__'))}")
+        x = np.asarray(d[self.images_key])
+        labels = np.asarray(d[self.label_key]).ravel()
+        order = {"HWN": (2, 0, 1), "NHW": (0, 1, 2), "HWCN": (3, 0, 1, 2), "NHWC": (0, 1, 2, 3)}[self.layout]
+        if x.ndim != len(order):
+            raise TableError(f"{p}: {self.images_key!r} has shape {x.shape}, which does not fit layout "
+                             f"{self.layout}")
+        x = np.transpose(x, order)
+        if len(labels) != len(x):
+            raise TableError(f"{p}: {len(x)} images but {len(labels)} labels")
+        if x.dtype != np.uint8:
+            x = np.clip(np.rint(x * 255.0) if x.dtype.kind == "f" and x.max() <= 1.0 else x, 0, 255).astype(np.uint8)
+        batch = to_batch(x, self.size, self.channels)
+        lab = [str(int(v)) if np.issubdtype(np.asarray(v).dtype, np.number) else str(v) for v in labels]
+        return SampleTable.from_arrays(
+            sample_id=np.array([f"{p.stem}_{i}" for i in range(len(x))]),
+            subject=np.array([f"{p.stem}_{v}" for v in lab]),
+            payloads={"image": batch}, metadata=_metadata(self.id, batch, [], file=p.name))
+
+
+def _read_attribute_csv(path: Path) -> dict[str, dict[str, Any]]:
+    """``path`` column (relative to the data set root, e.g. ``alice/1.png``) → other columns."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as e:
+        raise TableError(f"{path}: cannot read the attribute CSV: {e}") from None
+    reader = csv.reader(io.StringIO(text))
+    try:
+        header = [h.strip() for h in next(reader)]
+    except StopIteration:
+        raise TableError(f"{path}: the attribute CSV is empty (expected a header row: path, …)") from None
+    if "path" not in header:
+        raise TableError(f"{path}:1: the attribute CSV has no 'path' column (got {header})")
+    rows: dict[str, dict[str, Any]] = {}
+    for line, cells in enumerate(reader, start=2):
+        if not cells or all(not c.strip() for c in cells):
+            continue
+        if len(cells) != len(header):
+            raise TableError(f"{path}:{line}: {len(cells)} cells, but the header has {len(header)} columns")
+        row = dict(zip(header, cells))
+        rows[Path(row.pop("path").strip()).as_posix()] = {k: _parse_cell(v) for k, v in row.items()}
+    return rows
+
+
+@attrs.define(kw_only=True)
+class FolderFaces(_ImageSource):
+    """Images in one folder per subject: ``<root>/<subject>/<image>`` (png, jpg, bmp, pgm, tif, webp, …).
+
+    Sample ids are ``<subject>/<file name>``. An optional CSV ``attributes`` (relative to the root) with a
+    ``path`` column (``<subject>/<file name>``) and further columns adds attributes (numbers parsed, empty
+    cells and unlisted images are nulls). Images of different sizes need ``size``."""
+
+    id: ClassVar[str] = "face.folder"
+
+    attributes: str = param("attributes.csv", help="attribute CSV relative to the root (used when present)")
+
+    def load(self, path: Any = None) -> SampleTable:
+        root = _require_dir(path, self.id)
+        files, subjects, ids = [], [], []
+        for d in sorted((d for d in root.iterdir() if d.is_dir() and not d.name.startswith(".")),
+                        key=lambda d: _natural_key(d.name)):
+            for f in sorted(d.iterdir(), key=lambda f: _natural_key(f.name)):
+                if f.is_file() and f.suffix.lower() in IMAGE_EXTENSIONS:
+                    files.append(f)
+                    subjects.append(d.name)
+                    ids.append(f"{d.name}/{f.name}")
+        if not files:
+            raise TableError(f"{root}: no images in subject folders (expected <root>/<subject>/<image>)")
+        attributes: dict[str, list[Any]] = {}
+        csv_path = root / self.attributes if self.attributes else None
+        if csv_path is not None and csv_path.is_file():
+            rows = _read_attribute_csv(csv_path)
+            names = sorted({k for r in rows.values() for k in r})
+            attributes = {n: [rows.get(i, {}).get(n) for i in ids] for n in names}
+        return self._load_files(files, subjects, ids, self.id, attributes)
+
+
+@attrs.define(kw_only=True)
+class CelebAFaces(_ImageSource):
+    """CelebA (aligned): ``img_align_celeba/``, ``identity_CelebA.txt`` and ``list_attr_celeba.txt``.
+
+    Keeps the identities with at least ``min_images`` images and at most ``max_images`` images each (the
+    first ones in file order) — the papers' filter (``false-sense-of-privacy.txt`` §5: ≥ 8 images, at most
+    20), optionally only the ``max_subjects`` identities with the most images (``fantomas.txt`` takes the
+    top 5000). The 40 binary attributes become boolean attributes (``attr.Male``, ``attr.Eyeglasses``, …)."""
+
+    id: ClassVar[str] = "face.celeba"
+    reference: ClassVar[str] = "Liu et al., Deep Learning Face Attributes in the Wild, ICCV 2015"
+
+    size: tuple[int, int] = param((64, 64), help=_SIZE_HELP, check=check_size,
+                                  check_text="(0, 0) or two positive integers")
+    min_images: int = param(8, help="drop identities with fewer images", low=1)
+    max_images: int = param(20, help="keep at most this many images per identity (0 = all)", low=0)
+    max_subjects: int = param(0, help="keep only this many identities, those with the most images (0 = all)",
+                              low=0)
+
+    def load(self, path: Any = None) -> SampleTable:
+        root = _require_dir(path, self.id)
+        img_dir = root / "img_align_celeba"
+        ident = root / "identity_CelebA.txt"
+        attr_file = root / "list_attr_celeba.txt"
+        for need in (img_dir, ident):
+            if not need.exists():
+                raise TableError(f"{need}: missing (expected the CelebA layout: img_align_celeba/, "
+                                 f"identity_CelebA.txt, list_attr_celeba.txt)")
+        by_subject: dict[str, list[str]] = {}
+        for line_no, line in enumerate(ident.read_text().splitlines(), start=1):
+            parts = line.split()
+            if not parts:
+                continue
+            if len(parts) != 2:
+                raise TableError(f"{ident}:{line_no}: expected '<image> <identity>', got {line!r}")
+            by_subject.setdefault(parts[1], []).append(parts[0])
+        keep = {s: sorted(v)[: self.max_images or None] for s, v in by_subject.items() if len(v) >= self.min_images}
+        if self.max_subjects:
+            ranked = sorted(keep, key=lambda s: (-len(by_subject[s]), _natural_key(s)))[: self.max_subjects]
+            keep = {s: keep[s] for s in ranked}
+        if not keep:
+            raise TableError(f"{ident}: no identity has at least {self.min_images} images")
+        names = sorted(f for v in keep.values() for f in v)
+        subject_of = {f: s for s, v in keep.items() for f in v}
+        attributes: dict[str, list[Any]] = {}
+        if attr_file.is_file():
+            lines = attr_file.read_text().splitlines()
+            if len(lines) < 2:
+                raise TableError(f"{attr_file}: expected a count line and a header line of attribute names")
+            attr_names = lines[1].split()
+            table: dict[str, list[bool]] = {}
+            for line_no, line in enumerate(lines[2:], start=3):
+                parts = line.split()
+                if not parts:
+                    continue
+                if len(parts) != len(attr_names) + 1:
+                    raise TableError(f"{attr_file}:{line_no}: {len(parts) - 1} values for {len(attr_names)} "
+                                     f"attributes")
+                if parts[0] in subject_of:
+                    table[parts[0]] = [v == "1" for v in parts[1:]]
+            attributes = {a: [table[f][j] if f in table else None for f in names] for j, a in enumerate(attr_names)}
+        files = [img_dir / f for f in names]
+        return self._load_files(files, [subject_of[f] for f in names], [Path(f).stem for f in names], self.id,
+                                attributes)
