@@ -214,7 +214,22 @@ def _run_evaluation(config: Any, args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    return _run_evaluation(args.config, args)
+    config: Any = args.config
+    if args.skip_bad_files:
+        import tomllib
+        from pathlib import Path
+
+        from .evaluation.config import load_config
+
+        path = Path(args.config)
+        try:
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError):
+            raw = None  # let load_config report the problem with the file name
+        if isinstance(raw, dict) and isinstance(raw.get("dataset"), dict):
+            raw["dataset"].setdefault("params", {})["skip_bad_files"] = True
+            config = load_config(raw, base_dir=path.resolve().parent)
+    return _run_evaluation(config, args)
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -259,7 +274,10 @@ def cmd_anonymize(args: argparse.Namespace) -> int:
     registry = get_plugin_manager().registry
     source_cls = registry.get(args.source, kind="dataset")
     method_cls = registry.get(args.method, kind="anonymizer")
-    source = source_cls(**_parse_assignments(args.dataset_param, source_cls, "-d"))
+    dataset_params = _parse_assignments(args.dataset_param, source_cls, "-d")
+    if args.skip_bad_files:
+        dataset_params["skip_bad_files"] = True  # validated: sources without it reject the parameter
+    source = source_cls(**dataset_params)
     method = method_cls(**_parse_assignments(args.option, method_cls, "-o"))
     if source.needs_path and not args.path:
         raise BioanonError(f"{source.id} reads a data layout: give its PATH")
@@ -352,6 +370,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("evaluate", help="run a strong evaluation from a TOML config")
     p.add_argument("config", help="the evaluation config (TOML)")
+    p.add_argument("--skip-bad-files", action="store_true",
+                   help="skip unreadable data files and list them (sources with a skip_bad_files parameter)")
     _add_run_options(p)
     p.set_defaults(func=cmd_evaluate)
 
@@ -369,6 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-d", "--dataset-param", action="append", default=[], metavar="NAME=VALUE",
                    help="dataset source parameter (repeatable)")
     p.add_argument("--out", required=True, help="output file (.arrow, or .parquet)")
+    p.add_argument("--skip-bad-files", action="store_true", help="skip unreadable data files and list them")
     p.set_defaults(func=cmd_anonymize)
 
     p = sub.add_parser("report", help="re-render report.html and plots of a results folder")

@@ -125,7 +125,11 @@ def _drop_unsplittable(table: SampleTable, enrolment: float, label: str) -> tupl
 
 def build_plan(cfg: Any, cache: Cache, data: SampleTable) -> Plan:
     """Turn a validated config into the task graph (the data set is stored in the cache first)."""
+    skipped = data.metadata.get("skipped_files") or []
     data, warnings = _drop_unsplittable(data, cfg.rates.enrolment, cfg.label)
+    if skipped:
+        warnings.insert(0, f"{len(skipped)} unreadable data file(s) skipped: " + ", ".join(map(str, skipped[:5]))
+                        + (" …" if len(skipped) > 5 else ""))
     dataset_key = table_fingerprint(data)
     if not cache.has_table(dataset_key):
         cache.put_table(dataset_key, data)
