@@ -46,3 +46,7 @@ class PluginError(BioanonError):
 
 class ConfigError(BioanonError, ValueError):
     """An evaluation config is invalid; the message names the key path."""
+
+
+class DataError(BioanonError, ValueError):
+    """A data file or folder is missing, empty, malformed or outside the data root; the message names it."""

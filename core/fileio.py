@@ -53,3 +53,31 @@ def _umask() -> int:
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """Write a text file atomically (UTF-8)."""
     atomic_write(path, lambda f: f.write(text.encode("utf-8")))
+
+
+def resolve_within(root: str | os.PathLike, relative: str | os.PathLike, *, where: str = "") -> Path:
+    """The path ``relative`` (from a manifest or listing) resolved against ``root``, refusing any that escapes
+    the data root through ``..``, an absolute path or a symbolic link.
+
+    Raises :class:`~bioanon.errors.DataError` naming ``where`` (e.g. ``"manifest.csv, line 4"``)."""
+    from .errors import DataError
+
+    base = Path(root).resolve()
+    candidate = (base / Path(relative).expanduser()).resolve()
+    if not candidate.is_relative_to(base):
+        prefix = f"{where}: " if where else ""
+        raise DataError(f"{prefix}{str(relative)!r} resolves to {candidate}, outside the data root {base} "
+                        "(through '..', an absolute path or a symbolic link); refusing to read it")
+    return candidate
+
+
+def check_data_dir(path: str | os.PathLike, *, what: str = "data set") -> Path:
+    """A data folder that exists and is not empty, or a DataError naming it."""
+    from .errors import DataError
+
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise DataError(f"{what}: {p} does not exist")
+    if p.is_dir() and not any(p.iterdir()):
+        raise DataError(f"{what}: the folder {p} is empty")
+    return p

@@ -29,6 +29,8 @@ import attrs
 import numpy as np
 
 from bioanon import DatasetSource, param
+from bioanon.errors import DataError
+from bioanon.fileio import resolve_within
 from bioanon.errors import TableError
 
 from .skeleton import (
@@ -107,7 +109,10 @@ def read_manifest(path: str | Path) -> tuple[Path, list[dict[str, Any]]]:
         row = dict(zip(header, (c.strip() for c in cells)))
         if not row["path"] or not row["subject"]:
             raise TableError(f"{p}:{line}: empty 'path' or 'subject'")
-        row["path"] = str((p.parent / row["path"]).resolve())
+        try:
+            row["path"] = str(resolve_within(p.parent, row["path"], where=f"{p}:{line}"))
+        except DataError as e:
+            raise TableError(str(e)) from None
         row["_line"] = line
         rows.append(row)
     if not rows:

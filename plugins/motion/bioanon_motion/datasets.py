@@ -25,6 +25,8 @@ from typing import Any, ClassVar
 
 import attrs
 import numpy as np
+from bioanon.errors import DataError
+from bioanon.fileio import resolve_within
 from bioanon.methods import DatasetSource, param
 
 from .io import MotionDataError, read_numeric, require_path
@@ -373,7 +375,10 @@ class CsvRecordings(_WindowedSource):
             if not rel or not subject:
                 what = self.file_column if not rel else self.subject_column
                 raise MotionDataError(f"{manifest}, line {line}: empty {what!r}")
-            f = (manifest.parent / rel).expanduser()
+            try:
+                f = resolve_within(manifest.parent, rel, where=f"{manifest}, line {line}")
+            except DataError as e:
+                raise MotionDataError(str(e)) from None
             if not f.is_file():
                 raise MotionDataError(f"{manifest}, line {line}: recording file {str(f)!r} does not exist")
             delim = self._delimiter(f)
