@@ -404,9 +404,9 @@ class CsvRecordings(_WindowedSource):
 
         try:
             head = pd.read_csv(f, sep=r"\s+" if delim is None else delim, header=0 if self.header else None, nrows=1)
-        except (pd.errors.EmptyDataError, pd.errors.ParserError) as e:
+        except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, ValueError) as e:
             raise MotionDataError(f"{f}: the file is empty" if isinstance(e, pd.errors.EmptyDataError)
-                                  else f"{f}: {e}") from None
+                                  else f"{f}: not a readable text table ({type(e).__name__}: {e})") from None
         if self.header:
             cols = [str(c) for c in head.columns if str(c) != self.time_column and not str(c).startswith("Unnamed")]
         else:

@@ -1,0 +1,105 @@
+"""Fuzzing the file loaders: random bytes, truncations and byte flips of valid files must give a table or one
+of our errors (BioanonError, naming the file) — never another exception, a crash or a hang."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import bioanon
+from bioanon.errors import BioanonError
+
+FUZZ = settings(max_examples=40, deadline=10_000, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def _mutations():
+    """(kind, position share, random bytes): truncate, flip bytes, or replace the file."""
+    return st.tuples(st.sampled_from(["truncate", "flip", "replace"]), st.floats(0, 1), st.binary(max_size=256))
+
+
+def _mutate(valid: bytes, mutation) -> bytes:
+    kind, share, noise = mutation
+    cut = int(share * len(valid))
+    if kind == "truncate":
+        return valid[:cut]
+    if kind == "flip":
+        return valid[:cut] + noise + valid[cut + len(noise):]
+    return noise
+
+
+def _check(load) -> None:
+    try:
+        table = load()
+    except BioanonError:
+        return
+    table.validate()  # a table that loads must be a valid table
+
+
+def _motion_csv(root: Path) -> tuple[Path, str]:
+    (root / "rec").mkdir()
+    rng = np.random.default_rng(0)
+    for s in ("a", "b"):
+        x = rng.normal(size=(60, 3))
+        lines = ["ax,ay,az"] + [",".join(f"{v:.4f}" for v in row) for row in x]
+        (root / "rec" / f"{s}.csv").write_text("\n".join(lines) + "\n")
+    (root / "manifest.csv").write_text("file,subject\nrec/a.csv,a\nrec/b.csv,b\n")
+    return root / "rec" / "a.csv", "motion.csv"
+
+
+def _gait_c3d(root: Path) -> tuple[Path, str]:
+    import c3d
+
+    w = c3d.Writer(point_rate=100.0, point_units="mm  ")
+    w.set_point_labels(["LKNE", "RKNE", "C7"])
+    frames = [(np.c_[np.random.default_rng(t).normal(size=(3, 3)) * 100, np.zeros((3, 2))].astype(np.float32),
+               np.zeros((0, 0), np.float32)) for t in range(20)]
+    w.add_frames(frames)
+    with open(root / "t.c3d", "wb") as fh:
+        w.write(fh)
+    (root / "manifest.csv").write_text("path,subject\nt.c3d,s1\n")
+    return root / "t.c3d", "gait.c3d"
+
+
+def _face_folder(root: Path) -> tuple[Path, str]:
+    import cv2
+
+    for s in ("p1", "p2"):
+        (root / s).mkdir()
+        for i in range(2):
+            cv2.imwrite(str(root / s / f"{i}.png"), np.random.default_rng(i).integers(0, 255, (12, 10), np.uint8))
+    return root / "p1" / "0.png", "face.folder"
+
+
+BUILDERS = {"motion.csv": _motion_csv, "gait.c3d": _gait_c3d, "face.folder": _face_folder}
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("source", sorted(BUILDERS))
+def test_loader_survives_corrupt_files(source):
+    if source not in bioanon.get_registry():
+        pytest.skip(f"{source} is not installed")
+    with tempfile.TemporaryDirectory() as tmp:
+        template = Path(tmp) / "template"
+        template.mkdir()
+        target, _ = BUILDERS[source](template)
+        valid = target.read_bytes()
+        rel = target.relative_to(template)
+        _check(lambda: bioanon.load_dataset(source, template))  # the valid fixture loads or errors cleanly
+
+        @FUZZ
+        @given(mutation=_mutations())
+        def fuzz(mutation):
+            with tempfile.TemporaryDirectory() as case:
+                root = Path(case) / "data"
+                shutil.copytree(template, root)
+                (root / rel).write_bytes(_mutate(valid, mutation))
+                _check(lambda: bioanon.load_dataset(source, root))
+
+        fuzz()
