@@ -54,3 +54,21 @@ def test_manifest_loaders_refuse_paths_outside_the_data_root(tmp_path, source):
     (root / "manifest.csv").write_text(f"{col},subject\n../outside.csv,s1\n")
     with pytest.raises(BioanonError, match="outside the data root"):
         bioanon.load_dataset(source, root)
+
+
+def test_folder_loader_refuses_a_symlink_out_of_the_root(tmp_path):
+    import bioanon
+
+    if "face.folder" not in bioanon.get_registry():
+        pytest.skip("face.folder is not installed")
+    import cv2
+    import numpy as np
+
+    root = tmp_path / "faces"
+    (root / "p1").mkdir(parents=True)
+    img = np.zeros((8, 8), np.uint8)
+    cv2.imwrite(str(root / "p1" / "0.png"), img)
+    cv2.imwrite(str(tmp_path / "private.png"), img)
+    os.symlink(tmp_path / "private.png", root / "p1" / "1.png")
+    with pytest.raises(BioanonError, match="outside the data root"):
+        bioanon.load_dataset("face.folder", root)

@@ -28,7 +28,8 @@ import attrs
 import numpy as np
 
 from bioanon import DatasetSource, param
-from bioanon.errors import TableError
+from bioanon.errors import DataError, TableError
+from bioanon.fileio import resolve_within
 from bioanon.table import SampleTable
 
 from .imageio import IMAGE_EXTENSIONS, check_size, read_images, to_batch
@@ -222,6 +223,10 @@ class FolderFaces(_ImageSource):
                         key=lambda d: _natural_key(d.name)):
             for f in sorted(d.iterdir(), key=lambda f: _natural_key(f.name)):
                 if f.is_file() and f.suffix.lower() in IMAGE_EXTENSIONS:
+                    try:  # a symlink may not lead out of the data root
+                        resolve_within(root, f.relative_to(root), where=self.id)
+                    except DataError as e:
+                        raise TableError(str(e)) from None
                     files.append(f)
                     subjects.append(d.name)
                     ids.append(f"{d.name}/{f.name}")
