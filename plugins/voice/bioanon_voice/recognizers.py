@@ -1,0 +1,122 @@
+"""Voice recognizers (attackers) on utterance statistics: MFCC or log-mel filter-bank mean and standard
+deviation (and of their deltas), then a core recognizer (``any.pca_svm``, ``any.logistic_regression``,
+``any.lda_cosine``). As in the core, ``fit`` learns the feature space (standardization, PCA, LDA) on the
+attacker's training set and ``enroll`` the classifier on the gallery, so a parrot attacker trained on
+anonymized speech learns the feature space of anonymized speech. The x-vector network is in
+:mod:`bioanon_voice.xvector`."""
+
+from __future__ import annotations
+
+from typing import ClassVar, Literal
+
+import attrs
+import numpy as np
+
+from bioanon import Recognizer, param
+from bioanon.builtin.recognizers import LdaCosine, LogisticRegression, PcaSvm
+from bioanon.methods import ScoreMatrix, fitted
+
+from .dsp import audio_of, feature_stats
+
+FeatureKind = Literal["mfcc", "fbank"]
+
+
+def _n_components_ok(v) -> bool:
+    return (isinstance(v, int) and v >= 1) or (isinstance(v, float) and 0.0 < v <= 1.0)
+
+
+def stats_table(table, kind: str = "mfcc", n_coeffs: int = 20, n_mels: int = 40, deltas: bool = True,
+                energy_quantile: float = 0.3):
+    """The table with its audio replaced by utterance statistics (``features`` payload)."""
+    audio, sr = audio_of(table)
+    x = feature_stats(audio, sr, kind, n_coeffs, n_mels, deltas, energy_quantile)
+    drop = "features" if "features" in table.payload_names else None
+    out = table.with_payload("features", x) if drop else table.with_payload("features", x, drop="audio")
+    return out
+
+
+@attrs.define(kw_only=True)
+class _StatsRecognizer(Recognizer):
+    """Utterance statistics, then a core recognizer (built by ``_inner()``) on a ``features`` table."""
+
+    trait: ClassVar[str] = "voice"
+    payloads: ClassVar[tuple[str, ...]] = ("audio",)
+    has_embedding: ClassVar[bool] = True
+
+    features: FeatureKind = param("mfcc", help="frame features: MFCCs or log mel filter-bank energies")
+    n_coeffs: int = param(20, help="MFCCs per frame (features = 'mfcc')", low=2, high=80)
+    n_mels: int = param(40, help="mel bands", low=8, high=128)
+    deltas: bool = param(True, help="also the mean and std of the frame-to-frame differences")
+    energy_quantile: float = param(0.3, help="drop frames below this quantile of the frame energy (silence)",
+                                   low=0.0, high=0.9)
+    n_components: int | float = param(0.99, help="PCA of the back-end: share of variance in (0, 1] or a count",
+                                      check=_n_components_ok, check_text="a float in (0, 1] or an int >= 1")
+
+    inner_: Recognizer | None = fitted()
+
+    def _inner(self) -> Recognizer:
+        raise NotImplementedError
+
+    def feature_table(self, table):
+        return stats_table(table, self.features, self.n_coeffs, self.n_mels, self.deltas, self.energy_quantile)
+
+    def fit(self, train, label: str = "subject"):
+        self.inner_ = self._inner().fit(self.feature_table(train), label)
+        return self
+
+    def enroll(self, gallery, label: str = "subject"):
+        if self.inner_ is None:
+            self.fit(gallery, label)
+        self.inner_.enroll(self.feature_table(gallery), label)
+        return self
+
+    def score(self, probes) -> ScoreMatrix:
+        if self.inner_ is None:
+            raise RuntimeError(f"{self.id}: enroll() before score()")
+        return self.inner_.score(self.feature_table(probes))
+
+    def embed(self, table) -> np.ndarray:
+        if self.inner_ is None:
+            raise RuntimeError(f"{self.id}: fit() or enroll() before embed()")
+        return self.inner_.embed(self.feature_table(table))
+
+
+@attrs.define(kw_only=True)
+class MfccSvm(_StatsRecognizer):
+    """MFCC (or filter-bank) statistics, standardization + PCA, then a linear/RBF SVM (core ``any.pca_svm``)."""
+
+    id: ClassVar[str] = "voice.mfcc_svm"
+
+    kernel: str = param("linear", help="SVM kernel", choices=("linear", "rbf"))
+    c: float = param(1.0, help="SVM regularization C", low=0.0, low_inclusive=False)
+
+    def _inner(self):
+        return PcaSvm(n_components=self.n_components, kernel=self.kernel, c=self.c)
+
+
+@attrs.define(kw_only=True)
+class MfccLogReg(_StatsRecognizer):
+    """MFCC (or filter-bank) statistics, standardization + PCA, then multinomial logistic regression (core
+    ``any.logistic_regression``)."""
+
+    id: ClassVar[str] = "voice.mfcc_logreg"
+
+    c: float = param(1.0, help="inverse L2 regularization strength C", low=0.0, low_inclusive=False)
+
+    def _inner(self):
+        return LogisticRegression(n_components=self.n_components, c=self.c)
+
+
+@attrs.define(kw_only=True)
+class MfccLda(_StatsRecognizer):
+    """MFCC (or filter-bank) statistics, PCA + LDA learned on the attacker's training speakers, cosine to the
+    enrolled speakers' mean embeddings (core ``any.lda_cosine``; the classic i-vector/x-vector back-end without
+    PLDA). ``fit`` needs at least two training speakers."""
+
+    id: ClassVar[str] = "voice.mfcc_lda"
+
+    shrinkage: float = param(0.05, help="shrink the within-class scatter towards a scaled identity", low=0.0,
+                             high=1.0)
+
+    def _inner(self):
+        return LdaCosine(n_components=self.n_components, shrinkage=self.shrinkage)

@@ -1,0 +1,285 @@
+"""Voice data sources: FSDD, AudioMNIST, LibriSpeech, a folder per speaker, and a seeded synthesizer.
+
+Every source yields an ``audio`` payload (ragged float32 in [-1, 1], mono) with ``sample_rate`` in the
+metadata. Files are read with ``soundfile``; with ``sample_rate`` > 0 every file is resampled to it
+(``librosa.resample``), with ``sample_rate = 0`` the data set's native rate is kept and a file at another rate
+is a bad file. Bad files (corrupt, empty, not audio, wrong rate) raise :class:`~bioanon.errors.DatasetError`
+naming the file, or with ``skip_bad_files = True`` are skipped and listed in ``metadata["skipped_files"]``.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from pathlib import Path
+from typing import ClassVar
+
+import attrs
+import numpy as np
+
+from bioanon import DatasetSource, param
+
+from bioanon.errors import BioanonError
+
+
+class DatasetError(BioanonError, ValueError):
+    """A voice data set that cannot be loaded (missing, empty, or a bad file)."""
+
+_AUDIO_EXT = (".wav", ".flac", ".ogg", ".aiff", ".aif")
+
+
+class BadAudioFile(DatasetError):
+    """A file that cannot be used as a voice sample (corrupt, empty, not audio, wrong sample rate)."""
+
+
+def read_audio(path: Path, target_sr: int, native_sr: int | None) -> tuple[np.ndarray, int]:
+    """Read one file as mono float32; resample to ``target_sr`` (> 0) or require ``native_sr``."""
+    import soundfile as sf
+
+    try:
+        x, sr = sf.read(str(path), dtype="float32", always_2d=True)
+    except Exception as e:  # noqa: BLE001 - soundfile raises LibsndfileError/RuntimeError/TypeError
+        raise BadAudioFile(f"{path}: cannot read as audio ({type(e).__name__}: {e})") from None
+    if x.size == 0:
+        raise BadAudioFile(f"{path}: empty audio file (0 samples)")
+    x = x.mean(axis=1) if x.shape[1] > 1 else x[:, 0]
+    if not np.all(np.isfinite(x)):
+        raise BadAudioFile(f"{path}: non-finite sample values")
+    if target_sr > 0:
+        if sr != target_sr:
+            import librosa
+
+            x = librosa.resample(x, orig_sr=sr, target_sr=target_sr, res_type="soxr_hq").astype(np.float32)
+        return x, target_sr
+    if native_sr is not None and sr != native_sr:
+        raise BadAudioFile(f"{path}: sample rate {sr} Hz, expected {native_sr} Hz (set the parameter "
+                           f"sample_rate to resample every file)")
+    return x, sr
+
+
+@attrs.define(kw_only=True)
+class _FileSource(DatasetSource):
+    """Shared loading: subclasses list ``(path, subject, attributes)`` records in ``_records(root)``."""
+
+    trait: ClassVar[str] = "voice"
+    native_rate: ClassVar[int | None] = None
+
+    sample_rate: int = param(0, help="resample every file to this rate in Hz (0 = keep the data set's native "
+                                     "rate; a file at another rate is then a bad file)", low=0)
+    skip_bad_files: bool = param(False, help="skip corrupt/empty/non-audio/wrong-rate files and list them in "
+                                             "metadata['skipped_files'] (default: raise naming the file)")
+    max_per_speaker: int = param(0, help="keep at most this many utterances per speaker (0 = all), taken in a "
+                                         "stable order that spreads over the utterance index", low=0)
+    speakers: tuple[str, ...] = param((), help="load only these speakers (empty = all)")
+
+    def _records(self, root: Path) -> list[tuple[Path, str, dict]]:
+        raise NotImplementedError
+
+    def _order_key(self, rec) -> tuple:
+        return (str(rec[0]),)
+
+    def load(self, path=None):
+        from bioanon.table import SampleTable
+
+        if path is None:
+            raise DatasetError(f"{self.id}: needs a path to the data set")
+        root = Path(path)
+        if not root.exists():
+            raise DatasetError(f"{self.id}: no such file or directory: {str(root)!r}")
+        recs = self._records(root)
+        if self.speakers:
+            wanted = set(self.speakers)
+            recs = [r for r in recs if r[1] in wanted]
+        recs.sort(key=lambda r: (r[1],) + self._order_key(r))
+        if self.max_per_speaker:
+            by: dict[str, list] = {}
+            for r in recs:
+                by.setdefault(r[1], []).append(r)
+            recs = [r for s in sorted(by) for r in by[s][: self.max_per_speaker]]
+        if not recs:
+            raise DatasetError(f"{self.id}: no audio files found under {str(root)!r}")
+        audio, subjects, ids, attrs_, skipped = [], [], [], [], []
+        rate = self.sample_rate or self.native_rate
+        for p, subject, at in recs:
+            try:
+                x, sr = read_audio(p, self.sample_rate, rate)
+            except BadAudioFile as e:
+                if not self.skip_bad_files:
+                    raise
+                skipped.append({"file": str(p), "reason": str(e).split(": ", 1)[-1]})
+                continue
+            rate = sr
+            audio.append(x)
+            subjects.append(subject)
+            ids.append(str(p.relative_to(root)) if p.is_relative_to(root) else p.name)
+            attrs_.append(at)
+        if not audio:
+            raise DatasetError(f"{self.id}: every file under {str(root)!r} was bad ({len(skipped)} skipped)")
+        names = sorted({k for a in attrs_ for k in a})
+        attributes = {k: np.array([a.get(k) for a in attrs_], dtype=object) for k in names}
+        for k, v in attributes.items():
+            if all(isinstance(e, (int, np.integer)) for e in v):
+                attributes[k] = v.astype(np.int64)
+        return SampleTable.from_arrays(
+            subject=np.array(subjects, dtype=object), sample_id=np.array(ids, dtype=object),
+            payloads={"audio": audio}, attributes=attributes,
+            metadata={"trait": "voice", "source": self.id, "sample_rate": int(rate),
+                      "skipped_files": skipped, "params": self.get_params()})
+
+
+def _csv_rows(path: Path, key: str) -> dict[str, dict]:
+    if not path.is_file():
+        return {}
+    with open(path, newline="", encoding="utf-8") as f:
+        return {row[key].strip(): {k.strip(): (v or "").strip() for k, v in row.items() if k and k != key}
+                for row in csv.DictReader(f)}
+
+
+@attrs.define(kw_only=True)
+class Fsdd(_FileSource):
+    """Free Spoken Digit Dataset: ``recordings/{digit}_{speaker}_{index}.wav`` (8 kHz) and ``speakers.csv``.
+
+    Attributes: ``digit`` (int, the spoken content), ``index``, and the speaker's ``gender``/``accent`` from
+    ``speakers.csv`` when present. The path is the data set folder (or its ``recordings`` folder)."""
+
+    id: ClassVar[str] = "voice.fsdd"
+    native_rate: ClassVar[int | None] = 8000
+    reference: ClassVar[str] = "github:Jakobovski/free-spoken-digit-dataset"
+
+    def _order_key(self, rec):
+        return (rec[2]["index"], rec[2]["digit"])
+
+    def _records(self, root):
+        rec_dir = root / "recordings" if (root / "recordings").is_dir() else root
+        meta = _csv_rows(root / "speakers.csv", "speaker") or _csv_rows(rec_dir.parent / "speakers.csv", "speaker")
+        out = []
+        for p in rec_dir.iterdir():
+            m = re.fullmatch(r"(\d)_([^_]+)_(\d+)\.wav", p.name)
+            if not m:
+                continue
+            at = {"digit": int(m.group(1)), "index": int(m.group(3))}
+            info = meta.get(m.group(2), {})
+            for k in ("gender", "accent"):
+                if k in info:
+                    at[k] = info[k]
+            out.append((p, m.group(2), at))
+        return out
+
+
+@attrs.define(kw_only=True)
+class AudioMnist(_FileSource):
+    """AudioMNIST: ``data/<NN>/<digit>_<NN>_<index>.wav`` (48 kHz) and ``data/audioMNIST_meta.txt`` (JSON).
+
+    Attributes: ``digit``, ``index`` and the speaker's ``gender``, ``age``, ``accent``, ``native_speaker`` from
+    the meta file when present. The path is the repository folder (with ``data/``) or ``data/`` itself."""
+
+    id: ClassVar[str] = "voice.audiomnist"
+    native_rate: ClassVar[int | None] = 48000
+    reference: ClassVar[str] = "github:soerenab/AudioMNIST"
+
+    def _order_key(self, rec):
+        return (rec[2]["index"], rec[2]["digit"])
+
+    def _records(self, root):
+        import json
+
+        data = root / "data" if (root / "data").is_dir() else root
+        meta = {}
+        meta_file = data / "audioMNIST_meta.txt"
+        if meta_file.is_file():
+            try:
+                meta = json.loads(meta_file.read_text(encoding="utf-8"))
+            except json.JSONDecodeError as e:
+                raise DatasetError(f"{meta_file}: not valid JSON ({e})") from None
+        out = []
+        for d in sorted(p for p in data.iterdir() if p.is_dir()):
+            for p in d.iterdir():
+                m = re.fullmatch(r"(\d)_(\d+)_(\d+)\.wav", p.name)
+                if not m:
+                    continue
+                at = {"digit": int(m.group(1)), "index": int(m.group(3))}
+                info = meta.get(m.group(2), meta.get(d.name, {}))
+                for k in ("gender", "accent", "native_speaker"):
+                    if k in info:
+                        at[k] = str(info[k])
+                if "age" in info:
+                    try:
+                        at["age"] = int(info["age"])
+                    except (TypeError, ValueError):
+                        pass
+                out.append((p, d.name, at))
+        return out
+
+
+@attrs.define(kw_only=True)
+class LibriSpeech(_FileSource):
+    """LibriSpeech: ``<subset>/<speaker>/<chapter>/*.flac`` (16 kHz) and ``SPEAKERS.TXT``.
+
+    The path is a subset folder (e.g. ``train-clean-100``) or the ``LibriSpeech`` folder (all subsets below it).
+    Attributes: ``chapter`` and the speaker's ``gender`` (``sex`` column) and ``subset`` from ``SPEAKERS.TXT``
+    (looked up next to the path and one level up)."""
+
+    id: ClassVar[str] = "voice.librispeech"
+    native_rate: ClassVar[int | None] = 16000
+    reference: ClassVar[str] = "https://www.openslr.org/12"
+
+    @staticmethod
+    def _speakers(root: Path) -> dict[str, dict]:
+        for f in (root / "SPEAKERS.TXT", root.parent / "SPEAKERS.TXT"):
+            if f.is_file():
+                out = {}
+                for line in f.read_text(encoding="utf-8", errors="replace").splitlines():
+                    if line.startswith(";") or "|" not in line:
+                        continue
+                    parts = [p.strip() for p in line.split("|")]
+                    if len(parts) >= 3:
+                        out[parts[0]] = {"gender": parts[1], "subset": parts[2]}
+                return out
+        return {}
+
+    def _records(self, root):
+        meta = self._speakers(root)
+        out = []
+        for p in root.rglob("*.flac"):
+            chapter, speaker = p.parent.name, p.parent.parent.name
+            if not speaker.isdigit():
+                continue
+            at = {"chapter": chapter}
+            at.update(meta.get(speaker, {}))
+            out.append((p, speaker, at))
+        return out
+
+
+@attrs.define(kw_only=True)
+class SpeakerFolder(_FileSource):
+    """A folder per speaker: ``<root>/<speaker>/**/*.{wav,flac,ogg}``, optional ``metadata.csv``.
+
+    The metadata CSV (``metadata_file``, relative to the root) has a ``file`` column (path relative to the
+    root) or a ``speaker`` column; its other columns become attributes (per file or per speaker). With
+    ``sample_rate = 0`` every file must have the rate of the first file read."""
+
+    id: ClassVar[str] = "voice.folder"
+
+    metadata_file: str = param("metadata.csv", help="CSV of attributes, relative to the root (missing = none)")
+
+    def _records(self, root):
+        per_file: dict[str, dict] = {}
+        per_speaker: dict[str, dict] = {}
+        mf = root / self.metadata_file
+        if mf.is_file():
+            with open(mf, newline="", encoding="utf-8") as f:
+                reader = csv.DictReader(f)
+                key = "file" if "file" in (reader.fieldnames or []) else "speaker"
+                if key not in (reader.fieldnames or []):
+                    raise DatasetError(f"{mf}: needs a 'file' or a 'speaker' column, has {reader.fieldnames}")
+                for row in reader:
+                    vals = {k: v for k, v in row.items() if k not in ("file", "speaker") and k}
+                    (per_file if key == "file" else per_speaker)[row[key].strip()] = vals
+        out = []
+        for d in sorted(p for p in root.iterdir() if p.is_dir()):
+            for p in sorted(d.rglob("*")):
+                if p.is_file() and p.suffix.lower() in _AUDIO_EXT:
+                    at = dict(per_speaker.get(d.name, {}))
+                    at.update(per_file.get(p.relative_to(root).as_posix(), {}))
+                    out.append((p, d.name, at))
+        return out

@@ -1,0 +1,191 @@
+"""``voice.xvector``: a small x-vector-style network trained from scratch (PyTorch, imported lazily).
+
+Log-mel frames (per-utterance mean normalized) → a TDNN (dilated 1-D convolutions with batch norm) →
+statistics pooling (mean and standard deviation over time) → a linear embedding. ``fit`` trains it on the
+attacker's training speakers with an additive angular margin (ArcFace / AAM-softmax) loss on random fixed-
+length crops; ``enroll`` stores each enrolled class's normalized mean embedding and ``score`` is the cosine
+similarity to those centroids, so speakers never seen in training can be enrolled. Deterministic for a seed
+(torch's global RNG is forked and restored, crops and batches come from a seeded numpy generator); CPU only,
+``threads`` intra-op threads.
+"""
+
+from __future__ import annotations
+
+import os
+from contextlib import contextmanager
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+
+from bioanon import Recognizer, param
+from bioanon.methods import ScoreMatrix, fitted, labels_of
+
+from .dsp import audio_of, log_mel
+
+
+def import_torch() -> Any:
+    """Import torch, or fail with a clear message (torch is not a dependency of bioanon-voice)."""
+    try:
+        import torch
+    except ImportError:
+        raise ImportError("voice.xvector needs PyTorch, which bioanon-voice does not install: pip install torch "
+                          "(or bioanon-voice[xvector]; the other voice methods work without it)") from None
+    return torch
+
+
+@contextmanager
+def _torch_threads(torch: Any, n: int):
+    old = torch.get_num_threads()
+    torch.set_num_threads(n or os.cpu_count() or 1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(old)
+
+
+def _build(torch: Any, n_mels: int, channels: int, emb: int, n_classes: int, margin: float, scale: float):
+    nn = torch.nn
+    F = torch.nn.functional
+
+    class XVector(nn.Module):
+        """TDNN frames → mean+std pooling → embedding; AAM-softmax head for training."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            c = channels
+            self.tdnn = nn.Sequential(
+                nn.Conv1d(n_mels, c, 5, padding=2), nn.ReLU(), nn.BatchNorm1d(c),
+                nn.Conv1d(c, c, 3, dilation=2, padding=2), nn.ReLU(), nn.BatchNorm1d(c),
+                nn.Conv1d(c, c, 3, dilation=3, padding=3), nn.ReLU(), nn.BatchNorm1d(c),
+                nn.Conv1d(c, 2 * c, 1), nn.ReLU(), nn.BatchNorm1d(2 * c),
+            )
+            self.embedding = nn.Linear(4 * c, emb)
+            self.weight = nn.Parameter(torch.randn(n_classes, emb) * 0.01)
+
+        def embed(self, x):  # (B, n_mels, T) -> (B, emb)
+            h = self.tdnn(x)
+            stats = torch.cat([h.mean(dim=2), torch.sqrt(h.var(dim=2, unbiased=False) + 1e-5)], dim=1)
+            return self.embedding(stats)
+
+        def loss(self, x, y):
+            e = F.normalize(self.embed(x), dim=1)
+            w = F.normalize(self.weight, dim=1)
+            cos = (e @ w.T).clamp(-1 + 1e-7, 1 - 1e-7)
+            theta = torch.acos(cos)
+            target = torch.cos(theta + margin)
+            onehot = F.one_hot(y, n_classes).to(cos.dtype)
+            logits = scale * (onehot * target + (1 - onehot) * cos)
+            return F.cross_entropy(logits, y)
+
+    return XVector()
+
+
+@attrs.define(kw_only=True)
+class XVector(Recognizer):
+    """A small x-vector-style speaker embedding network (TDNN + statistics pooling) trained from scratch with
+    an additive angular margin loss on the attacker's training speakers; cosine to enrolled centroids.
+
+    Needs PyTorch (``pip install torch``), which bioanon-voice does not install. Tiny by default (two cores,
+    seconds to a minute on a few hundred utterances); ``epochs`` and ``channels`` trade time for accuracy."""
+
+    id: ClassVar[str] = "voice.xvector"
+    trait: ClassVar[str] = "voice"
+    payloads: ClassVar[tuple[str, ...]] = ("audio",)
+    has_embedding: ClassVar[bool] = True
+    reference: ClassVar[str] = ("Snyder et al., X-vectors: robust DNN embeddings for speaker recognition, 2018; "
+                                "Deng et al., ArcFace, 2019")
+    example_params: ClassVar[dict] = {"epochs": 2, "channels": 8, "embedding_dim": 8, "crop_frames": 20}
+
+    n_mels: int = param(30, help="log mel bands per frame", low=8, high=128)
+    channels: int = param(64, help="TDNN channels", low=4)
+    embedding_dim: int = param(64, help="embedding dimension", low=2)
+    epochs: int = param(30, help="training epochs", low=1)
+    batch_size: int = param(32, help="utterances per batch", low=2)
+    crop_frames: int = param(60, help="training crop length in 10 ms frames (shorter utterances are tiled)",
+                             low=8)
+    margin: float = param(0.2, help="additive angular margin m (radians)", low=0.0, high=1.0)
+    scale: float = param(30.0, help="logit scale s of the AAM-softmax", low=1.0)
+    learning_rate: float = param(0.002, help="Adam learning rate", low=0.0, low_inclusive=False)
+    seed: int = param(0, help="random seed (initialization, crops, batches)")
+    threads: int = param(0, help="torch intra-op threads (0 = all cores)", low=0, affects_output=False)
+
+    model_: Any = fitted()
+    classes_: np.ndarray | None = fitted()
+    templates_: np.ndarray | None = fitted()
+
+    def _frames(self, table) -> list[np.ndarray]:
+        audio, sr = audio_of(table)
+        out = []
+        for a in audio:
+            f = log_mel(a, sr, self.n_mels)
+            out.append((f - f.mean(0)).T.astype(np.float32))  # (n_mels, T), per-utterance mean normalized
+        return out
+
+    def _crop(self, f: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+        t = f.shape[1]
+        if t < self.crop_frames:
+            f = np.tile(f, (1, int(np.ceil(self.crop_frames / t))))
+            t = f.shape[1]
+        o = int(rng.integers(0, t - self.crop_frames + 1))
+        return f[:, o : o + self.crop_frames]
+
+    def fit(self, train, label: str = "subject"):
+        torch = import_torch()
+        feats = self._frames(train)
+        classes, y = np.unique(labels_of(train, label).astype(str), return_inverse=True)
+        rng = np.random.default_rng(self.seed)
+        n = len(feats)
+        with _torch_threads(torch, self.threads), torch.random.fork_rng(devices=[]):
+            torch.manual_seed(self.seed)
+            net = _build(torch, self.n_mels, self.channels, self.embedding_dim, max(len(classes), 2), self.margin,
+                         self.scale)
+            opt = torch.optim.Adam(net.parameters(), lr=self.learning_rate, weight_decay=1e-4)
+            sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=self.epochs)
+            yt = torch.from_numpy(y.astype(np.int64))
+            net.train()
+            for _ in range(self.epochs):
+                order = rng.permutation(n)
+                for start in range(0, n, self.batch_size):
+                    idx = order[start : start + self.batch_size]
+                    if len(idx) < 2:  # batch norm needs two samples
+                        continue
+                    xb = torch.from_numpy(np.stack([self._crop(feats[i], rng) for i in idx]))
+                    opt.zero_grad()
+                    loss = net.loss(xb, yt[idx])
+                    loss.backward()
+                    opt.step()
+                sched.step()
+            net.eval()
+        self.model_ = net
+        return self
+
+    def embed(self, table) -> np.ndarray:
+        if self.model_ is None:
+            raise RuntimeError(f"{self.id}: fit() or enroll() before embed()")
+        torch = import_torch()
+        out = []
+        with _torch_threads(torch, self.threads), torch.inference_mode():
+            for f in self._frames(table):
+                if f.shape[1] < 8:
+                    f = np.tile(f, (1, int(np.ceil(8 / f.shape[1]))))
+                out.append(self.model_.embed(torch.from_numpy(f[None])).numpy()[0])
+        e = np.asarray(out, dtype=np.float32).reshape(-1, self.embedding_dim)
+        return e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
+
+    def enroll(self, gallery, label: str = "subject"):
+        if self.model_ is None:
+            self.fit(gallery, label)
+        e = self.embed(gallery).astype(np.float64)
+        classes, inv = np.unique(labels_of(gallery, label), return_inverse=True)
+        sums = np.zeros((len(classes), e.shape[1]))
+        np.add.at(sums, inv, e)
+        self.classes_ = classes
+        self.templates_ = (sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)).astype(np.float32)
+        return self
+
+    def score(self, probes) -> ScoreMatrix:
+        if self.templates_ is None:
+            raise RuntimeError(f"{self.id}: enroll() before score()")
+        return ScoreMatrix((self.embed(probes) @ self.templates_.T).astype(np.float64), self.classes_,
+                           probes.sample_ids)
