@@ -76,7 +76,20 @@ def _face_folder(root: Path) -> tuple[Path, str]:
     return root / "p1" / "0.png", "face.folder"
 
 
-BUILDERS = {"motion.csv": _motion_csv, "gait.c3d": _gait_c3d, "face.folder": _face_folder}
+def _voice_folder(root: Path) -> tuple[Path, str]:
+    import soundfile as sf
+
+    rng = np.random.default_rng(0)
+    for s in ("spk1", "spk2"):
+        (root / s).mkdir()
+        for i in range(2):
+            sf.write(root / s / f"{i}.wav", (0.1 * rng.standard_normal(800)).astype(np.float32), 8000,
+                     subtype="PCM_16")
+    return root / "spk1" / "0.wav", "voice.folder"
+
+
+BUILDERS = {"motion.csv": _motion_csv, "gait.c3d": _gait_c3d, "face.folder": _face_folder,
+            "voice.folder": _voice_folder}
 
 
 @pytest.mark.slow
