@@ -346,9 +346,16 @@ class Method:
 
     @classmethod
     def summary(cls) -> str:
-        """First line of the docstring."""
-        doc = inspect.getdoc(cls) or ""
-        return doc.strip().splitlines()[0] if doc.strip() else ""
+        """The docstring's first sentence (its first paragraph joined, cut at the first full stop)."""
+        doc = (inspect.getdoc(cls) or "").strip()
+        if not doc:
+            return ""
+        text = " ".join(doc.split("\n\n")[0].split())
+        for end in (". ",):
+            i = text.find(end)
+            if 0 < i < len(text) - 2:
+                return text[: i + 1]
+        return text
 
     @classmethod
     def describe(cls) -> dict[str, Any]:
