@@ -40,10 +40,12 @@ __all__ = [
     "Deanonymizer",
     "Method",
     "Recognizer",
+    "FeatureRecognizer",
     "ScoreMatrix",
     "Selector",
     "UtilityMeasure",
     "fitted",
+    "n_components_ok",
     "param",
 ]
 
@@ -469,6 +471,56 @@ class Recognizer(Method):
         raise NotImplementedError(f"{self.id} has no embedding")
 
     payload_column = _require_payload
+
+
+def n_components_ok(value: Any) -> bool:
+    """Validator for PCA sizes: a share of variance in (0, 1] or a component count ≥ 1."""
+    return (isinstance(value, int) and not isinstance(value, bool) and value >= 1) or (
+        isinstance(value, float) and 0.0 < value <= 1.0)
+
+
+@attrs.define(kw_only=True)
+class FeatureRecognizer(Recognizer):
+    """A recognizer that maps samples to a ``features`` table and delegates to an inner (core) recognizer.
+
+    Subclasses implement ``inner_recognizer()`` (a fresh, unfitted recognizer for the features),
+    ``feature_table(table)`` and, when the feature extraction itself learns something from the attacker's
+    training set, ``fit_features(train)``. ``fit`` learns both on the training set; ``enroll`` may be called
+    many times on one fitted recognizer; without ``fit`` it fits on the gallery."""
+
+    has_embedding: ClassVar[bool] = True
+
+    inner_: Any = attrs.field(default=None, init=False, repr=False, eq=False)
+
+    def inner_recognizer(self) -> "Recognizer":
+        raise NotImplementedError
+
+    def fit_features(self, train: Any) -> None:
+        """Learn the feature extraction on the training set (default: nothing to learn)."""
+
+    def feature_table(self, table: Any) -> Any:
+        raise NotImplementedError
+
+    def fit(self, train: Any, label: str = "subject") -> "FeatureRecognizer":
+        self.fit_features(train)
+        self.inner_ = self.inner_recognizer().fit(self.feature_table(train), label)
+        return self
+
+    def enroll(self, gallery: Any, label: str = "subject") -> "FeatureRecognizer":
+        if self.inner_ is None:
+            self.fit(gallery, label)
+        self.inner_.enroll(self.feature_table(gallery), label)
+        return self
+
+    def score(self, probes: Any) -> ScoreMatrix:
+        if self.inner_ is None:
+            raise RuntimeError(f"{self.id}: enroll() before score()")
+        return self.inner_.score(self.feature_table(probes))
+
+    def embed(self, table: Any) -> np.ndarray:
+        if self.inner_ is None:
+            raise RuntimeError(f"{self.id}: fit() or enroll() before embed()")
+        return self.inner_.embed(self.feature_table(table))
 
 
 def labels_of(table: Any, label: str) -> np.ndarray:

@@ -28,7 +28,8 @@ from ..errors import TableError
 from ..methods import Recognizer, ScoreMatrix, fitted, labels_of, param
 from ..metrics import similarity_attack_scores
 from ..payloads import flatten_payload
-from .recognizers import _N_COMPONENTS_HELP, _l2_normalize, _n_components_ok, _SpaceRecognizer, _two_columns
+from ..methods import n_components_ok
+from .recognizers import _N_COMPONENTS_HELP, _l2_normalize, _SpaceRecognizer, _two_columns
 from .utility import _valid
 
 __all__ = ["AttributeKnn", "AttributeSvm", "SimilarityAttributeAttack", "align_columns"]
@@ -212,7 +213,7 @@ class _AttributeClassifier(_SpaceRecognizer):
 
     payloads: ClassVar[tuple[str, ...]] = _PAYLOADS
 
-    n_components: int | float = param(1.0, help=_N_COMPONENTS_HELP, check=_n_components_ok,
+    n_components: int | float = param(1.0, help=_N_COMPONENTS_HELP, check=n_components_ok,
                                       check_text="a float in (0, 1] or an int >= 1")
 
     label_: str | None = fitted()

@@ -18,7 +18,7 @@ from typing import ClassVar
 import attrs
 import numpy as np
 
-from ..methods import Recognizer, ScoreMatrix, fitted, labels_of, param
+from ..methods import Recognizer, ScoreMatrix, fitted, labels_of, n_components_ok, param
 from ..payloads import flatten_payload
 
 
@@ -76,10 +76,6 @@ class CosineNearestCentroid(Recognizer):
 
 
 # ------------------------------------------------------------------------------------------ learned feature spaces
-
-
-def _n_components_ok(v) -> bool:
-    return (isinstance(v, int) and v >= 1) or (isinstance(v, float) and 0.0 < v <= 1.0)
 
 
 _N_COMPONENTS_HELP = "PCA components: a share of variance in (0, 1] (1.0 = all) or a count >= 1"
@@ -145,7 +141,7 @@ class _SpaceRecognizer(Recognizer):
     has_embedding: ClassVar[bool] = True
 
     payload: str = param("", help="payload column (default: the first supported one present)")
-    n_components: int | float = param(0.95, help=_N_COMPONENTS_HELP, check=_n_components_ok,
+    n_components: int | float = param(0.95, help=_N_COMPONENTS_HELP, check=n_components_ok,
                                       check_text="a float in (0, 1] or an int >= 1")
     standardize: bool = param(True, help="z-score every feature (fitted on the training set) before PCA")
 
@@ -302,7 +298,7 @@ class LdaCosine(_SpaceRecognizer):
 
     id: ClassVar[str] = "any.lda_cosine"
 
-    n_components: int | float = param(0.99, help=_N_COMPONENTS_HELP, check=_n_components_ok,
+    n_components: int | float = param(0.99, help=_N_COMPONENTS_HELP, check=n_components_ok,
                                       check_text="a float in (0, 1] or an int >= 1")
     lda_dims: int = param(0, help="LDA dimensions (0 = all, C - 1)", low=0)
     shrinkage: float = param(0.05, help="shrink the within-class scatter towards a scaled identity", low=0.0,

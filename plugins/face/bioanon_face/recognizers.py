@@ -8,7 +8,8 @@ import attrs
 import numpy as np
 
 from bioanon import Recognizer, ScoreMatrix, fitted, param
-from bioanon.builtin.recognizers import PcaSvm, _n_components_ok
+from bioanon.builtin.recognizers import PcaSvm
+from bioanon.methods import n_components_ok
 from bioanon.methods import labels_of
 
 
@@ -26,7 +27,7 @@ class Eigenfaces(PcaSvm):
     reference: ClassVar[str] = "Turk & Pentland, Eigenfaces for recognition, 1991"
 
     n_components: int | float = param(0.95, help="PCA components: a share of the variance in (0, 1] or a count",
-                                      check=_n_components_ok, check_text="a float in (0, 1] or an int >= 1")
+                                      check=n_components_ok, check_text="a float in (0, 1] or an int >= 1")
     standardize: bool = param(False, help="z-score every pixel (fitted on the training set) before PCA")
 
 

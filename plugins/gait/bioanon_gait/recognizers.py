@@ -13,11 +13,10 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 import attrs
-import numpy as np
 
-from bioanon import Recognizer, param
+from bioanon import param
 from bioanon.builtin.recognizers import NearestNeighbors, PcaSvm, RandomForest
-from bioanon.methods import ScoreMatrix, fitted
+from bioanon.methods import FeatureRecognizer, fitted, n_components_ok
 
 from .features import CENTERING_HELP, FEATURES_HELP, Centering, Features, GaitFeatures
 from .skeleton import poses
@@ -25,14 +24,9 @@ from .skeleton import poses
 _REF = "false-sense-of-privacy.txt §5.5 (SVM, random forest, k-NN on flatten and simple features)"
 
 
-def _n_components_ok(v) -> bool:
-    """Validator: a share of variance in (0, 1] or a component count >= 1."""
-    return (isinstance(v, int) and v >= 1) or (isinstance(v, float) and 0.0 < v <= 1.0)
-
-
 @attrs.define(kw_only=True)
-class _GaitRecognizer(Recognizer):
-    """Gait features, then a core recognizer (built by ``_inner()``) on a ``features`` table."""
+class _GaitRecognizer(FeatureRecognizer):
+    """Gait features, then a core recognizer (built by ``inner_recognizer()``) on a ``features`` table."""
 
     trait: ClassVar[str] = "gait"
     payloads: ClassVar[tuple[str, ...]] = ("pose",)
@@ -44,13 +38,9 @@ class _GaitRecognizer(Recognizer):
     n_pcs: int = param(1, help="principal pose directions in the simple features (the paper: the first)", low=1)
     n_components: int | float = param(1.0, help="PCA of the classifier: share of variance in (0, 1] or a count "
                                                 "(1.0: all components — best on UCalgary, 28 subjects)",
-                                      check=_n_components_ok, check_text="a float in (0, 1] or an int >= 1")
+                                      check=n_components_ok, check_text="a float in (0, 1] or an int >= 1")
 
     extractor_: GaitFeatures | None = fitted()
-    inner_: Recognizer | None = fitted()
-
-    def _inner(self) -> Recognizer:
-        raise NotImplementedError
 
     def feature_table(self, table):
         """The table with its poses replaced by feature vectors (``features`` payload; ids, subjects and
@@ -59,27 +49,9 @@ class _GaitRecognizer(Recognizer):
             raise RuntimeError(f"{self.id}: fit() or enroll() first")
         return table.with_payload("features", self.extractor_.transform(poses(table)), drop="pose")
 
-    def fit(self, train, label: str = "subject"):
+    def fit_features(self, train) -> None:
         self.extractor_ = GaitFeatures(kind=self.features, centering=self.centering, n_pcs=self.n_pcs)
         self.extractor_.fit(poses(train))
-        self.inner_ = self._inner().fit(self.feature_table(train), label)
-        return self
-
-    def enroll(self, gallery, label: str = "subject"):
-        if self.inner_ is None:
-            self.fit(gallery, label)
-        self.inner_.enroll(self.feature_table(gallery), label)
-        return self
-
-    def score(self, probes) -> ScoreMatrix:
-        if self.inner_ is None:
-            raise RuntimeError(f"{self.id}: enroll() before score()")
-        return self.inner_.score(self.feature_table(probes))
-
-    def embed(self, table) -> np.ndarray:
-        if self.inner_ is None:
-            raise RuntimeError(f"{self.id}: fit() or enroll() before embed()")
-        return self.inner_.embed(self.feature_table(table))
 
 
 @attrs.define(kw_only=True)
@@ -93,7 +65,7 @@ class GaitSvm(_GaitRecognizer):
     kernel: Literal["linear", "rbf"] = param("linear", help="SVM kernel")
     c: float = param(1.0, help="SVM regularization C", low=0.0, low_inclusive=False)
 
-    def _inner(self):
+    def inner_recognizer(self):
         return PcaSvm(kernel=self.kernel, c=self.c, n_components=self.n_components)
 
 
@@ -108,7 +80,7 @@ class GaitRandomForest(_GaitRecognizer):
     seed: int = param(0, help="random seed")
     n_jobs: int = param(1, help="parallel jobs (-1 = all cores)", affects_output=False)
 
-    def _inner(self):
+    def inner_recognizer(self):
         return RandomForest(n_estimators=self.n_estimators, seed=self.seed, n_jobs=self.n_jobs,
                             n_components=self.n_components)
 
@@ -123,5 +95,5 @@ class GaitKnn(_GaitRecognizer):
     k: int = param(1, help="nearest enrolled samples per class averaged into its score", low=1)
     metric: Literal["euclidean", "cosine"] = param("euclidean", help="distance")
 
-    def _inner(self):
+    def inner_recognizer(self):
         return NearestNeighbors(k=self.k, metric=self.metric, n_components=self.n_components)

@@ -19,16 +19,11 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 from bioanon.builtin.recognizers import LdaCosine, NearestNeighbors, PcaSvm, RandomForest
-from bioanon.methods import Recognizer, ScoreMatrix, fitted, param
+from bioanon.methods import FeatureRecognizer, param, n_components_ok
 
 from .signals import sample_rate_of, window_features
 
 __all__ = ["FeaturesKnn", "FeaturesLda", "FeaturesRf", "FeaturesSvm", "features_table"]
-
-
-def _n_components_ok(v: Any) -> bool:
-    """A share of variance in (0, 1] or a component count >= 1."""
-    return (isinstance(v, int) and v >= 1) or (isinstance(v, float) and 0.0 < v <= 1.0)
 
 
 _N_COMPONENTS_HELP = "PCA components of the features: a share of variance in (0, 1] or a count >= 1"
@@ -42,8 +37,8 @@ def features_table(table: Any, column: str = "imu", *, n_bands: int = 8, sample_
 
 
 @attrs.define(kw_only=True)
-class _FeatureRecognizer(Recognizer):
-    """Window features → a core recognizer (``_make_inner``), through its public contract."""
+class _FeatureRecognizer(FeatureRecognizer):
+    """Window features → a core recognizer (``inner_recognizer``), through its public contract."""
 
     trait: ClassVar[str] = "motion"
     payloads: ClassVar[tuple[str, ...]] = ("imu",)
@@ -53,41 +48,10 @@ class _FeatureRecognizer(Recognizer):
     sample_rate: float = param(0.0, help="sample rate in Hz (0: from the table's metadata)", low=0.0)
     payload: str = param("", help="payload column (default: imu)")
 
-    inner_: Recognizer | None = fitted()
-
-    def _make_inner(self) -> Recognizer:
-        """A fresh core recognizer with this method's parameters."""
-        raise NotImplementedError
-
-    def features(self, table: Any) -> Any:
+    def feature_table(self, table: Any) -> Any:
         """The ``features`` table the inner recognizer sees."""
         column = self.payload_column(table, self.payload or None)
         return features_table(table, column, n_bands=self.n_bands, sample_rate=self.sample_rate)
-
-    def fit(self, train, label: str = "subject"):
-        """Learn the feature space on the attacker's training windows."""
-        self.inner_ = self._make_inner()
-        self.inner_.fit(self.features(train), label)
-        return self
-
-    def enroll(self, gallery, label: str = "subject"):
-        """Enrol the gallery's classes (fits on the gallery when not fitted)."""
-        if self.inner_ is None:  # not fitted: the inner recognizer fits its space on the gallery
-            self.inner_ = self._make_inner()
-        self.inner_.enroll(self.features(gallery), label)
-        return self
-
-    def score(self, probes) -> ScoreMatrix:
-        """Scores of the probes against the enrolled classes."""
-        if self.inner_ is None:
-            raise RuntimeError(f"{self.id}: enroll() before score()")
-        return self.inner_.score(self.features(probes))
-
-    def embed(self, table) -> np.ndarray:
-        """The inner recognizer's embedding of the windows' features."""
-        if self.inner_ is None:
-            raise RuntimeError(f"{self.id}: fit() or enroll() before embed()")
-        return self.inner_.embed(self.features(table))
 
 
 @attrs.define(kw_only=True)
@@ -104,12 +68,12 @@ class FeaturesRf(_FeatureRecognizer):
 
     n_estimators: int = param(300, help="number of trees", low=1)
     max_features: str = param("sqrt", help="features considered per split", choices=("sqrt", "log2", "all"))
-    n_components: int | float = param(1.0, help=_N_COMPONENTS_HELP, check=_n_components_ok,
+    n_components: int | float = param(1.0, help=_N_COMPONENTS_HELP, check=n_components_ok,
                                       check_text="a float in (0, 1] or an int >= 1")
     seed: int = param(0, help="random seed")
     n_jobs: int = param(1, help="parallel jobs (-1 = all cores)", affects_output=False)
 
-    def _make_inner(self):
+    def inner_recognizer(self):
         """A fresh core recognizer with this method's parameters."""
         return RandomForest(n_estimators=self.n_estimators, max_features=self.max_features,
                             n_components=self.n_components, seed=self.seed, n_jobs=self.n_jobs)
@@ -124,11 +88,11 @@ class FeaturesSvm(_FeatureRecognizer):
 
     kernel: str = param("rbf", help="SVM kernel", choices=("linear", "rbf"))
     c: float = param(10.0, help="SVM regularization C", low=0.0, low_inclusive=False)
-    n_components: int | float = param(0.99, help=_N_COMPONENTS_HELP, check=_n_components_ok,
+    n_components: int | float = param(0.99, help=_N_COMPONENTS_HELP, check=n_components_ok,
                                       check_text="a float in (0, 1] or an int >= 1")
     seed: int = param(0, help="random seed (randomized PCA on very large data)")
 
-    def _make_inner(self):
+    def inner_recognizer(self):
         """A fresh core recognizer with this method's parameters."""
         return PcaSvm(kernel=self.kernel, c=self.c, n_components=self.n_components, seed=self.seed)
 
@@ -141,13 +105,13 @@ class FeaturesLda(_FeatureRecognizer):
 
     id: ClassVar[str] = "motion.features_lda"
 
-    n_components: int | float = param(0.99, help=_N_COMPONENTS_HELP, check=_n_components_ok,
+    n_components: int | float = param(0.99, help=_N_COMPONENTS_HELP, check=n_components_ok,
                                       check_text="a float in (0, 1] or an int >= 1")
     lda_dims: int = param(0, help="LDA dimensions (0 = all, classes - 1)", low=0)
     shrinkage: float = param(0.05, help="shrink the within-class scatter towards a scaled identity", low=0.0,
                              high=1.0)
 
-    def _make_inner(self):
+    def inner_recognizer(self):
         """A fresh core recognizer with this method's parameters."""
         return LdaCosine(n_components=self.n_components, lda_dims=self.lda_dims, shrinkage=self.shrinkage)
 
@@ -161,9 +125,9 @@ class FeaturesKnn(_FeatureRecognizer):
 
     k: int = param(1, help="nearest enrolled windows per class averaged into its score", low=1)
     metric: str = param("euclidean", help="distance", choices=("euclidean", "cosine"))
-    n_components: int | float = param(0.99, help=_N_COMPONENTS_HELP, check=_n_components_ok,
+    n_components: int | float = param(0.99, help=_N_COMPONENTS_HELP, check=n_components_ok,
                                       check_text="a float in (0, 1] or an int >= 1")
 
-    def _make_inner(self):
+    def inner_recognizer(self):
         """A fresh core recognizer with this method's parameters."""
         return NearestNeighbors(k=self.k, metric=self.metric, n_components=self.n_components)

@@ -10,19 +10,14 @@ from __future__ import annotations
 from typing import ClassVar, Literal
 
 import attrs
-import numpy as np
 
-from bioanon import Recognizer, param
+from bioanon import param
 from bioanon.builtin.recognizers import LdaCosine, LogisticRegression, PcaSvm
-from bioanon.methods import ScoreMatrix, fitted
+from bioanon.methods import FeatureRecognizer, n_components_ok
 
 from .dsp import audio_of, feature_stats
 
 FeatureKind = Literal["mfcc", "fbank"]
-
-
-def _n_components_ok(v) -> bool:
-    return (isinstance(v, int) and v >= 1) or (isinstance(v, float) and 0.0 < v <= 1.0)
 
 
 def stats_table(table, kind: str = "mfcc", n_coeffs: int = 20, n_mels: int = 40, deltas: bool = True,
@@ -36,8 +31,8 @@ def stats_table(table, kind: str = "mfcc", n_coeffs: int = 20, n_mels: int = 40,
 
 
 @attrs.define(kw_only=True)
-class _StatsRecognizer(Recognizer):
-    """Utterance statistics, then a core recognizer (built by ``_inner()``) on a ``features`` table."""
+class _StatsRecognizer(FeatureRecognizer):
+    """Utterance statistics, then a core recognizer (built by ``inner_recognizer()``) on a ``features`` table."""
 
     trait: ClassVar[str] = "voice"
     payloads: ClassVar[tuple[str, ...]] = ("audio",)
@@ -50,35 +45,11 @@ class _StatsRecognizer(Recognizer):
     energy_quantile: float = param(0.3, help="drop frames below this quantile of the frame energy (silence)",
                                    low=0.0, high=0.9)
     n_components: int | float = param(0.99, help="PCA of the back-end: share of variance in (0, 1] or a count",
-                                      check=_n_components_ok, check_text="a float in (0, 1] or an int >= 1")
+                                      check=n_components_ok, check_text="a float in (0, 1] or an int >= 1")
 
-    inner_: Recognizer | None = fitted()
-
-    def _inner(self) -> Recognizer:
-        raise NotImplementedError
 
     def feature_table(self, table):
         return stats_table(table, self.features, self.n_coeffs, self.n_mels, self.deltas, self.energy_quantile)
-
-    def fit(self, train, label: str = "subject"):
-        self.inner_ = self._inner().fit(self.feature_table(train), label)
-        return self
-
-    def enroll(self, gallery, label: str = "subject"):
-        if self.inner_ is None:
-            self.fit(gallery, label)
-        self.inner_.enroll(self.feature_table(gallery), label)
-        return self
-
-    def score(self, probes) -> ScoreMatrix:
-        if self.inner_ is None:
-            raise RuntimeError(f"{self.id}: enroll() before score()")
-        return self.inner_.score(self.feature_table(probes))
-
-    def embed(self, table) -> np.ndarray:
-        if self.inner_ is None:
-            raise RuntimeError(f"{self.id}: fit() or enroll() before embed()")
-        return self.inner_.embed(self.feature_table(table))
 
 
 @attrs.define(kw_only=True)
@@ -90,7 +61,7 @@ class MfccSvm(_StatsRecognizer):
     kernel: str = param("linear", help="SVM kernel", choices=("linear", "rbf"))
     c: float = param(1.0, help="SVM regularization C", low=0.0, low_inclusive=False)
 
-    def _inner(self):
+    def inner_recognizer(self):
         return PcaSvm(n_components=self.n_components, kernel=self.kernel, c=self.c)
 
 
@@ -103,7 +74,7 @@ class MfccLogReg(_StatsRecognizer):
 
     c: float = param(1.0, help="inverse L2 regularization strength C", low=0.0, low_inclusive=False)
 
-    def _inner(self):
+    def inner_recognizer(self):
         return LogisticRegression(n_components=self.n_components, c=self.c)
 
 
@@ -118,5 +89,5 @@ class MfccLda(_StatsRecognizer):
     shrinkage: float = param(0.05, help="shrink the within-class scatter towards a scaled identity", low=0.0,
                              high=1.0)
 
-    def _inner(self):
+    def inner_recognizer(self):
         return LdaCosine(n_components=self.n_components, shrinkage=self.shrinkage)
