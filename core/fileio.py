@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import enum
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 
 def atomic_write(path: str | os.PathLike, write) -> None:
@@ -81,3 +84,41 @@ def check_data_dir(path: str | os.PathLike, *, what: str = "data set") -> Path:
     if p.is_dir() and not any(p.iterdir()):
         raise DataError(f"{what}: the folder {p} is empty")
     return p
+
+
+def jsonable(value: Any) -> Any:
+    """Tuples → lists, enums → their value, numpy scalars → Python, Paths → str (recursively)."""
+    if isinstance(value, enum.Enum):
+        return jsonable(value.value)
+    if isinstance(value, (list, tuple)):
+        return [jsonable(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    if hasattr(value, "item") and callable(value.item) and type(value).__module__ == "numpy":
+        return value.item()
+    return value
+
+
+def parse_cell(text: str) -> Any:
+    """A cell of a manifest or attribute CSV: int, float or str; empty means null."""
+    text = text.strip()
+    if text == "":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
+def uniform_column(values: list[Any]) -> list[Any]:
+    """One type per column: numbers stay numbers unless mixed with text (then all text); nulls kept."""
+    present = [v for v in values if v is not None]
+    if any(isinstance(v, str) for v in present):
+        return [None if v is None else str(v) for v in values]
+    if any(isinstance(v, float) for v in present):
+        return [None if v is None else float(v) for v in values]
+    return values

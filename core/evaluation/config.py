@@ -28,7 +28,6 @@ are completed with the method's own defaults, so ``cfg.to_dict()`` is a self-con
 from __future__ import annotations
 
 import difflib
-import enum
 import itertools
 import json
 import math
@@ -41,6 +40,7 @@ from typing import Any
 
 import attrs
 
+from ..fileio import jsonable
 from ..errors import ConfigError, ParameterError
 from ..methods import Method
 
@@ -146,9 +146,9 @@ class MethodSpec:
         return ", ".join(f"{k}={_label_value(setting[k])}" for k in self.grid if k in setting)
 
     def to_dict(self, *, grid: bool = True) -> dict[str, Any]:
-        out: dict[str, Any] = {"id": self.id, "name": self.name, "params": _jsonable(self.params)}
+        out: dict[str, Any] = {"id": self.id, "name": self.name, "params": jsonable(self.params)}
         if grid:
-            out["grid"] = {k: _jsonable(list(v)) for k, v in self.grid.items()}
+            out["grid"] = {k: jsonable(list(v)) for k, v in self.grid.items()}
         return out
 
 
@@ -173,7 +173,7 @@ class DatasetSpec:
         out: dict[str, Any] = {"source": self.source}
         if self.path is not None:
             out["path"] = self.path
-        out["params"] = _jsonable(self.params)
+        out["params"] = jsonable(self.params)
         return out
 
 
@@ -791,23 +791,8 @@ _MISSING = object()
 # --------------------------------------------------------------------------------------------------- output
 
 
-def _jsonable(value: Any) -> Any:
-    """Tuples → lists, enums → their value, numpy scalars → Python, Paths → str (recursively)."""
-    if isinstance(value, enum.Enum):
-        return _jsonable(value.value)
-    if isinstance(value, (list, tuple)):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    if hasattr(value, "item") and callable(value.item) and type(value).__module__ == "numpy":
-        return value.item()
-    return value
-
-
 def _label_value(value: Any) -> str:
-    value = _jsonable(value)
+    value = jsonable(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, str):
@@ -910,7 +895,7 @@ def _to_toml(cfg: EvalConfig) -> str:
             "{ "
             + ", ".join(
                 [f"id = {_toml_string(s.id)}", f"name = {_toml_string(s.name)}"]
-                + [f"params = {_inline_table(_jsonable(s.params), where + '.params', spec=s)}"]
+                + [f"params = {_inline_table(jsonable(s.params), where + '.params', spec=s)}"]
             )
             + " }"
         )

@@ -26,7 +26,7 @@ import numpy as np
 
 from ..cache import Cache, table_fingerprint
 from ..errors import BioanonError
-from ..fileio import atomic_write, atomic_write_text
+from ..fileio import atomic_write, atomic_write_text, jsonable
 from ..table import SampleTable, _part_sizes
 from .tasks import TaskSpec, derived_seed, make_task, output_key
 
@@ -74,17 +74,7 @@ class EvaluationResult:
 
 def _method_dict(spec: Any, setting: Mapping[str, Any] | None = None) -> dict[str, Any]:
     m = spec.create(setting)
-    return {"id": m.id, "params": _jsonable(m.get_params())}
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, Mapping):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    if isinstance(obj, np.generic):
-        return obj.item()
-    return obj
+    return {"id": m.id, "params": jsonable(m.get_params())}
 
 
 def _with_seed(method: dict[str, Any], seed: int) -> dict[str, Any]:

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..cache import Cache, derive_fingerprint, fingerprint
 from ..errors import BioanonError
+from ..fileio import jsonable
 from ..table import SampleTable
 
 OPS: dict[str, Callable[..., dict[str, Any]]] = {}
@@ -110,7 +111,7 @@ def anonymize(cache: Cache, *, method: dict, background: str, attacker: str, eva
         if not np.array_equal(anon.sample_ids, clear.sample_ids):
             raise BioanonError(f"{m.id} changed the sample ids or their order")
         k = output_key(key, name)
-        cache.put_table(k, anon.with_lineage_step({"step": m.id, "fingerprint": k, "params": _jsonable(m.get_params())}))
+        cache.put_table(k, anon.with_lineage_step({"step": m.id, "fingerprint": k, "params": jsonable(m.get_params())}))
         out[name] = k
     return {"outputs": out}
 
@@ -280,14 +281,6 @@ def utility(cache: Cache, *, measure: dict, clear_attacker: str, clear_evaluatio
         "floor": float(m.floor(clear)),
         "higher_is_better": bool(m.higher_is_better),
     }
-
-
-def _jsonable(obj: Any) -> Any:
-    if isinstance(obj, dict):
-        return {k: _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    return obj
 
 
 @op

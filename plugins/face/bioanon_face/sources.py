@@ -29,7 +29,7 @@ import numpy as np
 
 from bioanon import DatasetSource, param
 from bioanon.errors import DataError, TableError
-from bioanon.fileio import resolve_within
+from bioanon.fileio import parse_cell, resolve_within, uniform_column
 from bioanon.table import SampleTable
 
 from .imageio import IMAGE_EXTENSIONS, check_size, read_images, to_batch
@@ -41,27 +41,6 @@ _SKIP_HELP = "skip files that cannot be decoded (listed in the metadata as skipp
 
 def _natural_key(text: str) -> list:
     return [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", text)]
-
-
-def _parse_cell(text: str) -> Any:
-    text = text.strip()
-    if text == "":
-        return None
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
-def _uniform(values: list[Any]) -> list[Any]:
-    present = [v for v in values if v is not None]
-    if any(isinstance(v, str) for v in present):
-        return [None if v is None else str(v) for v in values]
-    if any(isinstance(v, float) for v in present):
-        return [None if v is None else float(v) for v in values]
-    return values
 
 
 def _metadata(source: str, x: np.ndarray, skipped: list[str], **extra: Any) -> dict:
@@ -98,7 +77,7 @@ class _ImageSource(DatasetSource):
         if not images:
             raise TableError(f"{source}: no readable images")
         x = to_batch(images, self.size, self.channels)
-        attrs_ = {k: _uniform([v[i] for i in kept]) for k, v in (attributes or {}).items()}
+        attrs_ = {k: uniform_column([v[i] for i in kept]) for k, v in (attributes or {}).items()}
         return SampleTable.from_arrays(
             sample_id=np.array([ids[i] for i in kept]), subject=np.array([subjects[i] for i in kept]),
             payloads={"image": x}, attributes=attrs_ or None, metadata=_metadata(source, x, bad, **extra))
@@ -200,7 +179,7 @@ def _read_attribute_csv(path: Path) -> dict[str, dict[str, Any]]:
         if len(cells) != len(header):
             raise TableError(f"{path}:{line}: {len(cells)} cells, but the header has {len(header)} columns")
         row = dict(zip(header, cells))
-        rows[Path(row.pop("path").strip()).as_posix()] = {k: _parse_cell(v) for k, v in row.items()}
+        rows[Path(row.pop("path").strip()).as_posix()] = {k: parse_cell(v) for k, v in row.items()}
     return rows
 
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from bioanon import DatasetSource, param
 from bioanon.errors import DataError
-from bioanon.fileio import resolve_within
+from bioanon.fileio import parse_cell, resolve_within, uniform_column
 from bioanon.errors import TableError
 
 from .skeleton import (
@@ -50,29 +50,6 @@ _FRAMES_HELP = "frames every sequence is resampled to (linear interpolation; the
 
 
 # --------------------------------------------------------------------------------------------------- helpers
-
-
-def _parse_cell(text: str) -> Any:
-    """A manifest cell: int, float, or str; empty means null."""
-    text = text.strip()
-    if text == "":
-        return None
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
-
-
-def _attribute_column(values: list[Any]) -> list[Any]:
-    """Make a column's values one type (numbers stay numbers unless mixed with text, then all text)."""
-    present = [v for v in values if v is not None]
-    if any(isinstance(v, str) for v in present):
-        return [None if v is None else str(v) for v in values]
-    if any(isinstance(v, float) for v in present):
-        return [None if v is None else float(v) for v in values]
-    return values
 
 
 def read_manifest(path: str | Path) -> tuple[Path, list[dict[str, Any]]]:
@@ -124,7 +101,7 @@ def _manifest_attributes(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
     """Attribute columns of a manifest: every column but path, subject and sample_id."""
     skip = {"path", "subject", "sample_id", "_line"}
     names = [k for k in rows[0] if k not in skip]
-    return {n.removeprefix("attr."): _attribute_column([_parse_cell(r[n]) for r in rows]) for n in names}
+    return {n.removeprefix("attr."): uniform_column([parse_cell(r[n]) for r in rows]) for n in names}
 
 
 def _sample_ids(rows: list[dict[str, Any]], manifest: Path) -> list[str]:
@@ -649,7 +626,7 @@ class SebaGait(DatasetSource):
         fps = meta.get("fps")
         fps = float(fps) if isinstance(fps, (int, float)) and fps > 0 else None
         keys = list(dict.fromkeys(k for row in attrs_rows for k in row))
-        attributes = {k: _attribute_column([_scalar(row.get(k)) for row in attrs_rows]) for k in keys}
+        attributes = {k: uniform_column([_scalar(row.get(k)) for row in attrs_rows]) for k in keys}
         attributes = {k: v for k, v in attributes.items() if k not in ("subject", "sample_id")}
         out_meta = gait_metadata(
             joints=joints, body_parts=parts, frames=self.frames,

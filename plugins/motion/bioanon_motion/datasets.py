@@ -26,7 +26,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 from bioanon.errors import DataError
-from bioanon.fileio import resolve_within
+from bioanon.fileio import jsonable, resolve_within
 from bioanon.methods import DatasetSource, param
 
 from .io import MotionDataError, read_numeric, require_path
@@ -79,7 +79,7 @@ class _WindowedSource(DatasetSource):
         attributes = {a: np.repeat(_tidy(np.array([r.attributes.get(a) for r in recs], dtype=object)), counts)
                       for a in attribute_names}  # one value per recording, repeated per window
         meta = {"trait": "motion", "source": self.id, "channels": list(channels), "sample_rate": float(sample_rate),
-                "window": self.window, "stride": self.stride, "params": _jsonable(self.get_params()),
+                "window": self.window, "stride": self.stride, "params": jsonable(self.get_params()),
                 "recordings": len(recs), "short_recordings": int((~keep).sum())}
         return SampleTable.from_arrays(
             subject=np.repeat(np.array([r.subject for r in recs], dtype=object), counts).astype(str),
@@ -102,15 +102,6 @@ def _tidy(values: np.ndarray) -> np.ndarray:
             return values.astype(np.float64)
         return values.astype(str)
     return values  # with nulls: leave it to Arrow (None → null)
-
-
-def _jsonable(obj: Any) -> Any:
-    """Tuples as lists, recursively (for JSON metadata)."""
-    if isinstance(obj, dict):
-        return {k: _jsonable(v) for k, v in obj.items()}
-    if isinstance(obj, (list, tuple)):
-        return [_jsonable(v) for v in obj]
-    return obj
 
 
 # --------------------------------------------------------------------------------------------------- MotionSense
@@ -514,5 +505,5 @@ class SyntheticMotion(DatasetSource):
                         "age": age[subj].astype(np.int64)},
             metadata={"trait": "motion", "source": self.id, "sample_rate": float(self.sample_rate),
                       "channels": ["acc_x", "acc_y", "acc_z", "gyro_x", "gyro_y", "gyro_z"], "window": T,
-                      "params": _jsonable(self.get_params())},
+                      "params": jsonable(self.get_params())},
         )
