@@ -40,6 +40,7 @@ __all__ = [
     "Deanonymizer",
     "Method",
     "Recognizer",
+    "CentroidRecognizer",
     "FeatureRecognizer",
     "ScoreMatrix",
     "Selector",
@@ -521,6 +522,44 @@ class FeatureRecognizer(Recognizer):
         if self.inner_ is None:
             raise RuntimeError(f"{self.id}: fit() or enroll() before embed()")
         return self.inner_.embed(self.feature_table(table))
+
+
+@attrs.define(kw_only=True)
+class CentroidRecognizer(Recognizer):
+    """A recognizer that scores by cosine similarity of L2-normalized embeddings to each enrolled class's
+    normalized mean embedding.
+
+    Subclasses implement ``embed(table)`` (rows L2-normalized) and ``fit``; ``is_fitted()`` says whether
+    ``enroll`` must first fit on the gallery (default: never)."""
+
+    has_embedding: ClassVar[bool] = True
+
+    classes_: Any = attrs.field(default=None, init=False, repr=False, eq=False)
+    templates_: Any = attrs.field(default=None, init=False, repr=False, eq=False)
+
+    def is_fitted(self) -> bool:
+        return True
+
+    def enroll(self, gallery: Any, label: str = "subject") -> "CentroidRecognizer":
+        if not self.is_fitted():
+            self.fit(gallery, label)
+        self.classes_, self.templates_ = centroid_templates(self.embed(gallery), labels_of(gallery, label))
+        return self
+
+    def score(self, probes: Any) -> ScoreMatrix:
+        if self.templates_ is None:
+            raise RuntimeError(f"{self.id}: enroll() before score()")
+        s = np.asarray(self.embed(probes), dtype=np.float32) @ self.templates_.T
+        return ScoreMatrix(s.astype(np.float64), self.classes_, probes.sample_ids)
+
+
+def centroid_templates(embeddings: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(classes, L2-normalized mean embedding of each class) — vectorized over samples."""
+    classes, inv = np.unique(labels, return_inverse=True)
+    sums = np.zeros((len(classes), embeddings.shape[1]), dtype=np.float64)
+    np.add.at(sums, inv, embeddings)
+    norms = np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)
+    return classes, (sums / norms).astype(np.float32)
 
 
 def labels_of(table: Any, label: str) -> np.ndarray:

@@ -18,7 +18,7 @@ from typing import ClassVar
 import attrs
 import numpy as np
 
-from ..methods import Recognizer, ScoreMatrix, fitted, labels_of, n_components_ok, param
+from ..methods import CentroidRecognizer, Recognizer, ScoreMatrix, fitted, labels_of, n_components_ok, param
 from ..payloads import flatten_payload
 
 
@@ -28,7 +28,7 @@ def _l2_normalize(x: np.ndarray) -> np.ndarray:
 
 
 @attrs.define(kw_only=True)
-class CosineNearestCentroid(Recognizer):
+class CosineNearestCentroid(CentroidRecognizer):
     """Cosine similarity to each class's mean template (training-free; ``fit`` learns the centering).
 
     Flattened payloads are centered by the training mean (when fitted) and L2-normalized; each class's
@@ -42,8 +42,6 @@ class CosineNearestCentroid(Recognizer):
     payload: str = param("", help="payload column (default: the first supported one present)")
 
     mean_: np.ndarray | None = fitted()
-    classes_: np.ndarray | None = fitted()
-    templates_: np.ndarray | None = fitted()
 
     def _x(self, table) -> np.ndarray:
         return flatten_payload(table.payload(self.payload_column(table, self.payload or None)))
@@ -58,21 +56,8 @@ class CosineNearestCentroid(Recognizer):
             x = x - (self.mean_ if self.mean_ is not None else x.mean(axis=0))
         return _l2_normalize(x)
 
-    def enroll(self, gallery, label: str = "subject"):
-        if self.center and self.mean_ is None:
-            self.fit(gallery, label)
-        e = self.embed(gallery)
-        y = labels_of(gallery, label)
-        classes, inv = np.unique(y, return_inverse=True)
-        sums = np.zeros((len(classes), e.shape[1]), dtype=np.float64)
-        np.add.at(sums, inv, e)
-        self.classes_, self.templates_ = classes, _l2_normalize(sums).astype(np.float32)
-        return self
-
-    def score(self, probes) -> ScoreMatrix:
-        if self.templates_ is None:
-            raise RuntimeError(f"{self.id}: enroll() before score()")
-        return ScoreMatrix(self.embed(probes) @ self.templates_.T, self.classes_, probes.sample_ids)
+    def is_fitted(self) -> bool:
+        return not self.center or self.mean_ is not None
 
 
 # ------------------------------------------------------------------------------------------ learned feature spaces

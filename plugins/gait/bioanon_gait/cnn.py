@@ -18,8 +18,8 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from bioanon import Recognizer, param
-from bioanon.methods import ScoreMatrix, fitted, labels_of
+from bioanon import param
+from bioanon.methods import CentroidRecognizer, fitted, labels_of
 
 from .features import CENTERING_HELP, Centering, center
 from .skeleton import poses
@@ -75,7 +75,7 @@ def _build_net(torch: Any, c_in: int, channels: int, emb: int, n_classes: int, d
 
 
 @attrs.define(kw_only=True)
-class TemporalCnn(Recognizer):
+class TemporalCnn(CentroidRecognizer):
     """Temporal CNN trained from scratch on the attacker's training set; cosine to enrolled class centroids.
 
     Input: translation-invariant poses (``centering``) as ``joints · 3`` channels over time, standardized per
@@ -105,8 +105,6 @@ class TemporalCnn(Recognizer):
     model_: Any = fitted()
     mean_: np.ndarray | None = fitted()
     std_: np.ndarray | None = fitted()
-    classes_: np.ndarray | None = fitted()
-    templates_: np.ndarray | None = fitted()
 
     def _inputs(self, table) -> np.ndarray:
         """``(N, joints·3, T)`` float32 network inputs (standardized when fitted)."""
@@ -155,6 +153,9 @@ class TemporalCnn(Recognizer):
         self.model_ = net
         return self
 
+    def is_fitted(self) -> bool:
+        return self.model_ is not None
+
     def embed(self, table) -> np.ndarray:
         if self.model_ is None:
             raise RuntimeError(f"{self.id}: fit() or enroll() before embed()")
@@ -167,19 +168,4 @@ class TemporalCnn(Recognizer):
         e = np.concatenate(out) if out else np.zeros((0, self.embedding_dim), np.float32)
         return e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
 
-    def enroll(self, gallery, label: str = "subject"):
-        if self.model_ is None:
-            self.fit(gallery, label)
-        e = self.embed(gallery).astype(np.float64)
-        classes, inv = np.unique(labels_of(gallery, label), return_inverse=True)
-        sums = np.zeros((len(classes), e.shape[1]))
-        np.add.at(sums, inv, e)
-        self.classes_ = classes
-        self.templates_ = (sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)).astype(np.float32)
-        return self
 
-    def score(self, probes) -> ScoreMatrix:
-        if self.templates_ is None:
-            raise RuntimeError(f"{self.id}: enroll() before score()")
-        return ScoreMatrix((self.embed(probes) @ self.templates_.T).astype(np.float64), self.classes_,
-                           probes.sample_ids)

@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import attrs
 import numpy as np
-from bioanon.methods import Recognizer, ScoreMatrix, fitted, labels_of, param
+from bioanon.methods import CentroidRecognizer, fitted, labels_of, param
 
 __all__ = ["ImuCnn"]
 
@@ -87,7 +87,7 @@ def _torch_threads(n: int) -> Iterator[None]:
 
 
 @attrs.define(kw_only=True)
-class ImuCnn(Recognizer):
+class ImuCnn(CentroidRecognizer):
     """A small 1-D CNN trained from scratch; cosine similarity of its embedding to enrolled class centroids.
 
     Three convolution blocks (batch norm, ReLU; strides 1, 2, 2) over time, global average and max pooling,
@@ -116,8 +116,6 @@ class ImuCnn(Recognizer):
     model_: Any = fitted()
     mean_: np.ndarray | None = fitted()
     std_: np.ndarray | None = fitted()
-    classes_: np.ndarray | None = fitted()
-    templates_: np.ndarray | None = fitted()
 
     def _x(self, table: Any) -> np.ndarray:
         """The windows (N, T, C) as float32."""
@@ -167,6 +165,9 @@ class ImuCnn(Recognizer):
         self.model_ = model
         return self
 
+    def is_fitted(self) -> bool:
+        return self.model_ is not None
+
     def embed(self, table) -> np.ndarray:
         """L2-normalized embeddings (N, embedding_dim)."""
         import torch
@@ -183,20 +184,4 @@ class ImuCnn(Recognizer):
             e = torch.nn.functional.normalize(e, dim=1)
         return e.numpy()
 
-    def enroll(self, gallery, label: str = "subject"):
-        """Store the normalized mean embedding of every enrolled class (trains on the gallery when unfitted)."""
-        if self.model_ is None:
-            self.fit(gallery, label)
-        e = self.embed(gallery)
-        classes, inv = np.unique(labels_of(gallery, label), return_inverse=True)
-        sums = np.zeros((len(classes), e.shape[1]))
-        np.add.at(sums, inv, e)
-        norms = np.linalg.norm(sums, axis=1, keepdims=True)
-        self.classes_, self.templates_ = classes, sums / np.maximum(norms, 1e-12)
-        return self
 
-    def score(self, probes) -> ScoreMatrix:
-        """Cosine similarity of the probes' embeddings to the class centroids."""
-        if self.templates_ is None:
-            raise RuntimeError(f"{self.id}: enroll() before score()")
-        return ScoreMatrix(self.embed(probes) @ self.templates_.T, self.classes_, probes.sample_ids)

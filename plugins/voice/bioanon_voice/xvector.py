@@ -18,8 +18,8 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from bioanon import Recognizer, param
-from bioanon.methods import ScoreMatrix, fitted, labels_of
+from bioanon import param
+from bioanon.methods import CentroidRecognizer, fitted, labels_of
 
 from .dsp import audio_of, log_mel
 
@@ -82,7 +82,7 @@ def _build(torch: Any, n_mels: int, channels: int, emb: int, n_classes: int, mar
 
 
 @attrs.define(kw_only=True)
-class XVector(Recognizer):
+class XVector(CentroidRecognizer):
     """A small x-vector-style speaker embedding network (TDNN + statistics pooling) trained from scratch with
     an additive angular margin loss on the attacker's training speakers; cosine to enrolled centroids.
 
@@ -111,8 +111,6 @@ class XVector(Recognizer):
     threads: int = param(0, help="torch intra-op threads (0 = all cores)", low=0, affects_output=False)
 
     model_: Any = fitted()
-    classes_: np.ndarray | None = fitted()
-    templates_: np.ndarray | None = fitted()
 
     def _frames(self, table) -> list[np.ndarray]:
         audio, sr = audio_of(table)
@@ -160,6 +158,9 @@ class XVector(Recognizer):
         self.model_ = net
         return self
 
+    def is_fitted(self) -> bool:
+        return self.model_ is not None
+
     def embed(self, table) -> np.ndarray:
         if self.model_ is None:
             raise RuntimeError(f"{self.id}: fit() or enroll() before embed()")
@@ -173,19 +174,4 @@ class XVector(Recognizer):
         e = np.asarray(out, dtype=np.float32).reshape(-1, self.embedding_dim)
         return e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
 
-    def enroll(self, gallery, label: str = "subject"):
-        if self.model_ is None:
-            self.fit(gallery, label)
-        e = self.embed(gallery).astype(np.float64)
-        classes, inv = np.unique(labels_of(gallery, label), return_inverse=True)
-        sums = np.zeros((len(classes), e.shape[1]))
-        np.add.at(sums, inv, e)
-        self.classes_ = classes
-        self.templates_ = (sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)).astype(np.float32)
-        return self
 
-    def score(self, probes) -> ScoreMatrix:
-        if self.templates_ is None:
-            raise RuntimeError(f"{self.id}: enroll() before score()")
-        return ScoreMatrix((self.embed(probes) @ self.templates_.T).astype(np.float64), self.classes_,
-                           probes.sample_ids)
