@@ -30,12 +30,12 @@ import os
 import warnings
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 from .errors import TableError
+from .torchutil import cores, torch_threads
 
 __all__ = [
     "SAMPLING_BLOCK",
@@ -255,7 +255,7 @@ def sample_sets(codes: np.ndarray, set_size: int, n_same: int | None, *, seed: i
         raise ValueError(f"n_same must be in [1, set_size={set_size}], got {n_same}")
     check_set_sizes(codes, set_size, n_same, small_class=small_class, classes=classes, attribute=attribute)
     index = _class_index(codes) if n_same is not None else None
-    return _sample(codes, index, set_size, n_same, seed, start, stop, threads if threads > 0 else _cores())
+    return _sample(codes, index, set_size, n_same, seed, start, stop, threads if threads > 0 else cores())
 
 
 def _sample(codes: np.ndarray, index: tuple | None, set_size: int, n_same: int | None, seed: int, start: int,
@@ -322,7 +322,7 @@ def estimate_relevance(x: np.ndarray, labels: np.ndarray, method: str = "random_
     if np.unique(codes).size < 2:
         raise TableError("relevance needs at least two distinct label values in the sample")
     x = np.asarray(x, dtype=np.float32)
-    jobs = threads if threads > 0 else _cores()
+    jobs = threads if threads > 0 else cores()
     if method == "random_forest":
         from sklearn.ensemble import RandomForestClassifier
 
@@ -382,13 +382,6 @@ def set_coefficients(selected: np.ndarray, set_size: int, weight: float) -> tupl
     return a, b
 
 
-def _cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not Linux
-        return max(1, os.cpu_count() or 1)
-
-
 def _torch() -> Any:
     """torch, or None. When this is the first import of torch in the process, torch's CPU allocator is asked for
     transparent huge pages (``THP_MEM_ALLOC_ENABLE=1``, unless the variable is already set): the transform's
@@ -403,19 +396,6 @@ def _torch() -> Any:
     except ImportError:
         return None
     return torch
-
-
-@contextmanager
-def _torch_threads(torch: Any, threads: int):
-    old = torch.get_num_threads()
-    want = threads if threads > 0 else _cores()
-    if want != old:
-        torch.set_num_threads(want)
-    try:
-        yield
-    finally:
-        if want != old:
-            torch.set_num_threads(old)
 
 
 def _as_torch(torch: Any, a: np.ndarray) -> Any:
@@ -458,7 +438,7 @@ def _numpy_chunk(x: np.ndarray, sets: np.ndarray, row0: int, a: np.ndarray, b: n
         out[r0:r1] = acc
 
     starts = range(0, rows, _NUMPY_ROWS)
-    jobs = threads if threads > 0 else _cores()
+    jobs = threads if threads > 0 else cores()
     if jobs == 1 or rows <= _NUMPY_ROWS or d == 0:
         for r0 in starts:
             work(r0)
@@ -518,7 +498,7 @@ def weighted_set_mean(x: np.ndarray, sets: np.ndarray, selected: np.ndarray, wei
             out = np.empty((n, x.shape[1]), dtype=np.float32)
         _numpy_chunk(x, sets, row0, a, b, out, threads)
         return out
-    with _torch_threads(torch, threads):
+    with torch_threads(threads):
         s = _torch_sums(torch, _as_torch(torch, x), sets, row0, torch.from_numpy(a), torch.from_numpy(b))
         if out is None:
             return s.numpy()
@@ -547,7 +527,7 @@ def random_set_mean(x: np.ndarray, codes: np.ndarray, selected: np.ndarray, *, s
     check_set_sizes(codes, set_size, n_same, small_class=small_class, classes=classes, attribute=attribute)
     a, b = set_coefficients(selected, set_size, weight)
     torch = _resolve_backend(backend)
-    jobs = threads if threads > 0 else _cores()
+    jobs = threads if threads > 0 else cores()
     index = _class_index(codes) if n_same is not None else None
     if n * set_size * 8 <= _ALL_SETS_BYTES:
         rows = max(n, 1)
@@ -563,7 +543,7 @@ def random_set_mean(x: np.ndarray, codes: np.ndarray, selected: np.ndarray, *, s
             _numpy_chunk(x, _sample(codes, index, set_size, n_same, seed, r0, r1, jobs), r0, a, b, out[r0:r1],
                          threads)
         return out
-    with _torch_threads(torch, threads):
+    with torch_threads(threads):
         X, A, B = _as_torch(torch, x), torch.from_numpy(a), torch.from_numpy(b)
         if check and not math.isfinite(float(X.sum())):  # one parallel pass, no temporary; a non-finite sum
             check_finite(x)  # (NaN/inf, or a float32 overflow) triggers the exact row-by-row check

@@ -7,13 +7,13 @@ also undoes smooth non-linear ones (saturations, warps) given enough attacker pa
 
 from __future__ import annotations
 
-import contextlib
 import os
 from typing import Any, ClassVar
 
 import attrs
 import numpy as np
 
+from ..torchutil import torch_threads
 from ..methods import Deanonymizer, fitted, param
 from ..payloads import restore_dtype
 from .deanonymizers import paired_payloads
@@ -27,25 +27,6 @@ def _torch():
     except ImportError as e:  # pragma: no cover - torch is a declared dependency of this method
         raise ImportError("any.mlp_inversion needs PyTorch: pip install torch") from e
     return torch
-
-
-def _cores() -> int:
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # pragma: no cover - not on Linux
-        return max(1, os.cpu_count() or 1)
-
-
-@contextlib.contextmanager
-def _num_threads(n: int):
-    """torch's intra-op thread count set to ``n`` for the block, restored afterwards."""
-    torch = _torch()
-    old = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 def _standardize_stats(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -140,7 +121,7 @@ class MlpInversion(Deanonymizer):
     best_epoch_: int | None = fitted()
 
     def _threads(self) -> int:
-        return self.threads or _cores()
+        return self.threads
 
     # ------------------------------------------------------------------------------------------------- fit
     def fit(self, clear, anonymized):
@@ -157,7 +138,7 @@ class MlpInversion(Deanonymizer):
         n_val = int(round(self.validation * n)) if n >= 10 else 0
         perm = np.random.default_rng(self.seed).permutation(n)
         val, tr = perm[:n_val], perm[n_val:]
-        with _num_threads(self._threads()):
+        with torch_threads(self._threads()):
             gen = torch.Generator().manual_seed(self.seed)
             model = _build(torch, xs.shape[1], ys.shape[1], self.hidden, self.activation, self.skip, gen)
             x_tr, y_tr = (torch.from_numpy(np.ascontiguousarray(a[tr])) for a in (xs, ys))
@@ -205,7 +186,7 @@ class MlpInversion(Deanonymizer):
         torch = _torch()
         xs = ((np.asarray(x, dtype=np.float32) - self.x_mean_) / self.x_scale_).astype(np.float32)
         out = np.empty((len(xs), len(self.y_mean_)), np.float32)
-        with _num_threads(self._threads()), torch.inference_mode():
+        with torch_threads(self._threads()), torch.inference_mode():
             for start in range(0, len(xs), 4096):
                 batch = torch.from_numpy(np.ascontiguousarray(xs[start:start + 4096]))
                 out[start:start + 4096] = self.model_(batch).numpy()

@@ -11,39 +11,17 @@ with ``threads`` threads (default: all cores) and infers under ``torch.inference
 
 from __future__ import annotations
 
-import os
-from contextlib import contextmanager
 from typing import Any, ClassVar
 
 import attrs
 import numpy as np
 
 from bioanon import param
+from bioanon.torchutil import import_torch, torch_threads
 from bioanon.methods import CentroidRecognizer, fitted, labels_of
 
 from .features import CENTERING_HELP, Centering, center
 from .skeleton import poses
-
-
-def import_torch() -> Any:
-    """Import torch, or fail with a clear message (torch is not a dependency of bioanon-gait)."""
-    try:
-        import torch
-    except ImportError:
-        raise ImportError("gait.cnn needs PyTorch, which bioanon-gait does not install: pip install torch "
-                          "(the other gait methods work without it)") from None
-    return torch
-
-
-@contextmanager
-def _torch_threads(torch: Any, n: int):
-    """Use ``n`` intra-op threads (0 = all cores) inside the block, then restore the previous setting."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(n or os.cpu_count() or 1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 def _build_net(torch: Any, c_in: int, channels: int, emb: int, n_classes: int, dropout: float) -> Any:
@@ -115,7 +93,7 @@ class TemporalCnn(CentroidRecognizer):
         return np.ascontiguousarray(x, dtype=np.float32)
 
     def fit(self, train, label: str = "subject"):
-        torch = import_torch()
+        torch = import_torch("gait.cnn", "pip install torch (the other gait methods work without it)")
         raw = center(poses(train), self.centering)
         raw = raw.reshape(raw.shape[0], raw.shape[1], -1).transpose(0, 2, 1)  # (N, C, T)
         self.mean_ = raw.mean(axis=(0, 2), keepdims=True)[0]
@@ -124,7 +102,7 @@ class TemporalCnn(CentroidRecognizer):
         classes, y = np.unique(labels_of(train, label).astype(str), return_inverse=True)
         rng = np.random.default_rng(self.seed)
         n, c, t = x.shape
-        with _torch_threads(torch, self.threads), torch.random.fork_rng(devices=[]):
+        with torch_threads(self.threads), torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
             net = _build_net(torch, c, self.channels, self.embedding_dim, max(len(classes), 2), self.dropout)
             opt = torch.optim.Adam(net.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay)
@@ -159,10 +137,10 @@ class TemporalCnn(CentroidRecognizer):
     def embed(self, table) -> np.ndarray:
         if self.model_ is None:
             raise RuntimeError(f"{self.id}: fit() or enroll() before embed()")
-        torch = import_torch()
+        torch = import_torch("gait.cnn", "pip install torch (the other gait methods work without it)")
         x = self._inputs(table)
         out = []
-        with _torch_threads(torch, self.threads), torch.inference_mode():
+        with torch_threads(self.threads), torch.inference_mode():
             for start in range(0, len(x), 256):
                 out.append(self.model_.embed(torch.from_numpy(x[start:start + 256])).numpy())
         e = np.concatenate(out) if out else np.zeros((0, self.embedding_dim), np.float32)

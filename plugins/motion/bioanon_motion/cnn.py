@@ -12,13 +12,11 @@ generators for initialization and batch order; the global torch RNG is left unto
 
 from __future__ import annotations
 
-import contextlib
-import os
-from collections.abc import Iterator
 from typing import Any, ClassVar
 
 import attrs
 import numpy as np
+from bioanon.torchutil import torch_threads
 from bioanon.methods import CentroidRecognizer, fitted, labels_of, param
 
 __all__ = ["ImuCnn"]
@@ -63,27 +61,6 @@ def _build_model(n_channels: int, n_classes: int, width: int, embedding_dim: int
             return self.head(self.embed(x))
 
     return Net()
-
-
-def _cores() -> int:
-    """CPU cores this process may use."""
-    try:
-        return len(os.sched_getaffinity(0)) or 1
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
-
-
-@contextlib.contextmanager
-def _torch_threads(n: int) -> Iterator[None]:
-    """Run with ``n`` intra-op threads (0: every core), restoring the previous setting."""
-    import torch
-
-    old = torch.get_num_threads()
-    torch.set_num_threads(n if n > 0 else _cores())
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 @attrs.define(kw_only=True)
@@ -142,7 +119,7 @@ class ImuCnn(CentroidRecognizer):
         self.mean_ = flat.mean(axis=0).astype(np.float32)
         std = flat.std(axis=0)
         self.std_ = np.where(std > 1e-8, std, 1.0).astype(np.float32)
-        with _torch_threads(self.threads), torch.random.fork_rng(devices=[]):
+        with torch_threads(self.threads), torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)  # initialization and dropout (inside fork_rng: global state restored)
             model = _build_model(x.shape[2], len(classes), self.width, self.embedding_dim)
             opt = torch.optim.AdamW(model.parameters(), lr=self.lr, weight_decay=self.weight_decay)
@@ -176,7 +153,7 @@ class ImuCnn(CentroidRecognizer):
             raise RuntimeError(f"{self.id}: fit() or enroll() before embed()")
         x = self._x(table)
         out = []
-        with _torch_threads(self.threads), torch.inference_mode():
+        with torch_threads(self.threads), torch.inference_mode():
             inputs = self._input(x)
             for start in range(0, len(inputs), 1024):
                 out.append(self.model_.embed(inputs[start:start + 1024]))

@@ -11,37 +11,16 @@ similarity to those centroids, so speakers never seen in training can be enrolle
 
 from __future__ import annotations
 
-import os
-from contextlib import contextmanager
 from typing import Any, ClassVar
 
 import attrs
 import numpy as np
 
 from bioanon import param
+from bioanon.torchutil import import_torch, torch_threads
 from bioanon.methods import CentroidRecognizer, fitted, labels_of
 
 from .dsp import audio_of, log_mel
-
-
-def import_torch() -> Any:
-    """Import torch, or fail with a clear message (torch is not a dependency of bioanon-voice)."""
-    try:
-        import torch
-    except ImportError:
-        raise ImportError("voice.xvector needs PyTorch, which bioanon-voice does not install: pip install torch "
-                          "(or bioanon-voice[xvector]; the other voice methods work without it)") from None
-    return torch
-
-
-@contextmanager
-def _torch_threads(torch: Any, n: int):
-    old = torch.get_num_threads()
-    torch.set_num_threads(n or os.cpu_count() or 1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(old)
 
 
 def _build(torch: Any, n_mels: int, channels: int, emb: int, n_classes: int, margin: float, scale: float):
@@ -129,12 +108,12 @@ class XVector(CentroidRecognizer):
         return f[:, o : o + self.crop_frames]
 
     def fit(self, train, label: str = "subject"):
-        torch = import_torch()
+        torch = import_torch("voice.xvector", "pip install torch or bioanon-voice[xvector]")
         feats = self._frames(train)
         classes, y = np.unique(labels_of(train, label).astype(str), return_inverse=True)
         rng = np.random.default_rng(self.seed)
         n = len(feats)
-        with _torch_threads(torch, self.threads), torch.random.fork_rng(devices=[]):
+        with torch_threads(self.threads), torch.random.fork_rng(devices=[]):
             torch.manual_seed(self.seed)
             net = _build(torch, self.n_mels, self.channels, self.embedding_dim, max(len(classes), 2), self.margin,
                          self.scale)
@@ -164,9 +143,9 @@ class XVector(CentroidRecognizer):
     def embed(self, table) -> np.ndarray:
         if self.model_ is None:
             raise RuntimeError(f"{self.id}: fit() or enroll() before embed()")
-        torch = import_torch()
+        torch = import_torch("voice.xvector", "pip install torch or bioanon-voice[xvector]")
         out = []
-        with _torch_threads(torch, self.threads), torch.inference_mode():
+        with torch_threads(self.threads), torch.inference_mode():
             for f in self._frames(table):
                 if f.shape[1] < 8:
                     f = np.tile(f, (1, int(np.ceil(8 / f.shape[1]))))
