@@ -39,11 +39,31 @@ MEMORY_SLACK = 512 << 20
 
 FULL = {"n": 100_000, "d": 512, "g": 32}
 QUICK = {"n": 6_000, "d": 48, "g": 8}
+# the issue's three configurations (``python -m benchmarks.run`` measures all; the module's CLI measures one)
+CONFIGS = [dict(FULL), {"n": 100_000, "d": 4096, "g": 32}, {"n": 1_000_000, "d": 512, "g": 32, "memmap": True}]
+QUICK_CONFIGS = [dict(QUICK), {"n": 3_000, "d": 32, "g": 8, "memmap": True}]
 
 
 def make_data(n: int, d: int, n_classes: int = 4, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     rng = np.random.default_rng(seed)
     return rng.standard_normal((n, d), dtype=np.float32), rng.integers(0, n_classes, size=n).astype(np.int64)
+
+
+def memory_mapped_data(n: int, d: int, directory: str, n_classes: int = 4,
+                       seed: int = 0) -> tuple[np.ndarray, np.ndarray, Any]:
+    """The same data saved as one Arrow record batch and loaded back memory-mapped as a SampleTable.
+
+    Returns (the payload: a zero-copy view into the mapped file, whose pages are read on demand; codes; the
+    table, which must outlive the view). The in-memory copy used to write the file is freed first."""
+    from bioanon.table import SampleTable
+
+    x, codes = make_data(n, d, n_classes, seed)
+    path = os.path.join(directory, "rsm.arrow")
+    SampleTable.from_arrays(subject=np.char.add("s", (np.arange(n) % 500).astype(str)), payloads={"features": x},
+                            attributes={"label": codes}).save(path)
+    del x
+    table = SampleTable.load(path, memory_map=True)
+    return table.payload("features"), codes, table
 
 
 def selection(d: int, retention: float, seed: int = 0) -> np.ndarray:
@@ -164,11 +184,40 @@ def measure_memory(n: int, d: int, g: int, n_same: int, backend: str) -> dict[st
     return res
 
 
-def run(quick: bool = False, *, n: int | None = None, d: int | None = None, g: int | None = None,
-        purity: float = 0.9, retention: float = 0.1, weight: float = 100.0, repeats: int | None = None,
-        naive_records: int | None = None, backend: str = "auto", memory: bool | None = None,
-        method: bool | None = None) -> dict[str, Any]:
-    """Measure; return a JSON-able dict (``speedup_vs_naive``, ``ratio_to_bandwidth_bound``, ... ``figures``)."""
+def run(quick: bool = False, **one: Any) -> dict[str, Any]:
+    """Every configuration of the issue (N=100k×D=512, D=4,096, N=1M memory-mapped), or, given any keyword of
+    :func:`measure`, that one configuration. Figures are prefixed with their configuration."""
+    if one:
+        return measure(quick, **one)
+    configs, figures = [], []
+    for cfg in QUICK_CONFIGS if quick else CONFIGS:
+        res = measure(quick, **cfg)
+        _print(res)
+        tag = f"N={res['n']:,} D={res['d']}" + (" memory-mapped" if res.get("memmap") else "")
+        figures += [{**f, "name": f"{tag}: {f['name']}"} for f in res["figures"]]
+        configs.append({k: v for k, v in res.items() if k != "figures"})
+    return {"benchmark": "random_set_mean", "quick": quick, "configs": configs, "figures": figures,
+            "targets_met": all(f["passed"] for f in figures)}
+
+
+def measure(quick: bool = False, *, n: int | None = None, d: int | None = None, g: int | None = None,
+            purity: float = 0.9, retention: float = 0.1, weight: float = 100.0, repeats: int | None = None,
+            naive_records: int | None = None, backend: str = "auto", memory: bool | None = None,
+            method: bool | None = None, memmap: bool = False) -> dict[str, Any]:
+    """Measure one configuration; return a JSON-able dict (``speedup_vs_naive``, ``ratio_to_bandwidth_bound``,
+    ... ``figures``). ``memmap``: the records are read from a memory-mapped Arrow table (written first)."""
+    import tempfile
+
+    if memmap:
+        with tempfile.TemporaryDirectory(prefix="bioanon-rsm-bench-") as tmp:
+            return _measure(quick, n, d, g, purity, retention, weight, repeats, naive_records, backend, memory,
+                            method, tmp)
+    return _measure(quick, n, d, g, purity, retention, weight, repeats, naive_records, backend, memory, method,
+                    None)
+
+
+def _measure(quick, n, d, g, purity, retention, weight, repeats, naive_records, backend, memory, method,
+             memmap_dir) -> dict[str, Any]:
     from bioanon import random_set_mean as E
 
     size = dict(QUICK if quick else FULL)
@@ -182,7 +231,12 @@ def run(quick: bool = False, *, n: int | None = None, d: int | None = None, g: i
 
     E._torch()  # let the engine import torch first (as in a fresh process using bioanon), before the bound does
     load_before = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
-    x, codes = make_data(n_, d_)
+    mapped = None
+    if memmap_dir is None:
+        x, codes = make_data(n_, d_)
+    else:
+        x, codes, mapped = memory_mapped_data(n_, d_, memmap_dir)
+        memory = False  # the fresh-process memory figure is measured on in-memory data only
     sel = selection(d_, retention)
     n_same = E.purity_count(purity, g_)
 
@@ -219,7 +273,7 @@ def run(quick: bool = False, *, n: int | None = None, d: int | None = None, g: i
 
     best_engine, best_bound = min(t_engine), min(t_bound)
     result: dict[str, Any] = {
-        "quick": quick, "n": n_, "d": d_, "g": g_, "purity": purity, "n_same": n_same, "retention": retention,
+        "quick": quick, "n": n_, "d": d_, "g": g_, "memmap": memmap_dir is not None, "purity": purity, "n_same": n_same, "retention": retention,
         "weight": weight,
         "threads": threads, "backend": backend if backend != "auto" else ("torch" if _has_torch() else "numpy"),
         "repeats": repeats, "loadavg_1min_before": load_before,
@@ -233,7 +287,7 @@ def run(quick: bool = False, *, n: int | None = None, d: int | None = None, g: i
         "ratio_to_bandwidth_bound": best_engine / best_bound,
     }
     if method:
-        result.update(_method_figures(x, codes, purity, g_, retention, weight, backend))
+        result.update(_method_figures(x, codes, purity, g_, retention, weight, backend, table=mapped))
     if memory:
         mem = measure_memory(n_, d_, g_, n_same, backend)
         result["memory"] = mem
@@ -269,13 +323,14 @@ def _figure(name: str, value: float, target: str, passed: bool, unit: str = "×"
 
 
 def _method_figures(x: np.ndarray, codes: np.ndarray, purity: float, g: int, retention: float,
-                    weight: float, backend: str) -> dict[str, Any]:
-    """Method level: relevance fit on its subsample, and transform of a table (payload in, payload out)."""
+                    weight: float, backend: str, table: Any = None) -> dict[str, Any]:
+    """Method level: relevance fit on its subsample, and transform of a table (payload in, payload out) —
+    ``table`` when given (the memory-mapped one), else one built from ``x``."""
     from bioanon.builtin.random_set_mean import RandomSetMean
     from bioanon.table import SampleTable
 
     n = len(x)
-    table = SampleTable.from_arrays(subject=np.char.add("s", (np.arange(n) % 500).astype(str)),
+    table = table if table is not None else SampleTable.from_arrays(subject=np.char.add("s", (np.arange(n) % 500).astype(str)),
                                     payloads={"features": x}, attributes={"label": codes})
     m = RandomSetMean(attribute="label", set_size=g, purity=purity, retention=retention, weight=weight,
                       backend=backend)
@@ -342,11 +397,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--naive-records", type=int,
                     help="records the naive loop is timed on (default 2000; a fifth for the per-record-pools loop)")
     ap.add_argument("--backend", choices=("auto", "torch", "numpy"), default="auto")
+    ap.add_argument("--memmap", action="store_true", help="read the records from a memory-mapped Arrow table")
     ap.add_argument("--quick", action="store_true", help="tiny sizes, no memory subprocess")
     ap.add_argument("--json", help="write the result as JSON to this path")
     a = ap.parse_args(argv)
-    result = run(a.quick, n=a.n, d=a.d, g=a.g, purity=a.purity, retention=a.retention, weight=a.weight,
-                 repeats=a.repeats, naive_records=a.naive_records, backend=a.backend)
+    result = measure(a.quick, n=a.n, d=a.d, g=a.g, purity=a.purity, retention=a.retention, weight=a.weight,
+                 repeats=a.repeats, naive_records=a.naive_records, backend=a.backend, memmap=a.memmap)
     _print(result)
     if a.json:
         with open(a.json, "w") as f:
