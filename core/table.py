@@ -1120,6 +1120,72 @@ class SampleTable:
         return cls._checked(table, path, validate)
 
     @classmethod
+    def stream(cls, path: str | os.PathLike, batch_size: int = 65536) -> Iterator[SampleTable]:
+        """Iterate a saved table in batches with bounded resident memory, however large the file.
+
+        The file is memory-mapped and every batch is a zero-copy view of it (batches follow the file's record
+        batches, split to at most ``batch_size`` rows). Once the consumer moves on, the pages of the batches
+        already yielded are released from this process (``madvise(MADV_DONTNEED)``); views kept by the
+        consumer stay valid, their pages are read again from the page cache on access. So peak RSS is about one
+        batch, not the file (a plain :meth:`load` + :meth:`iter_batches` keeps every touched page resident).
+
+        Parameters
+        ----------
+        path : str or path-like
+        batch_size : int, default 65536
+
+        Yields
+        ------
+        SampleTable
+
+        Raises
+        ------
+        TableError
+            Naming the path, if it is missing, not an Arrow IPC file, truncated, or not a sample table.
+        """
+        import mmap
+
+        path = os.fspath(path)
+        if int(batch_size) < 1:
+            raise TableError(f"batch_size must be >= 1, got {batch_size}")
+        if not os.path.isfile(path):
+            raise TableError(f"cannot stream sample table {path!r}: no such file")
+        try:
+            with open(path, "rb") as f:
+                mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            buf = pa.py_buffer(mm)
+            reader = pa.ipc.open_file(pa.BufferReader(buf))
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise TableError(f"cannot stream sample table {path!r}: not a valid Arrow IPC file "
+                             f"(truncated or corrupt?): {e}") from None
+        base, page = buf.address, mmap.PAGESIZE
+        released = 0  # bytes from the file start whose pages were released
+
+        def release(upto: int) -> None:
+            nonlocal released
+            upto -= upto % page
+            if upto > released and hasattr(mm, "madvise"):
+                mm.madvise(mmap.MADV_DONTNEED, released, upto - released)
+                released = upto
+
+        for i in range(reader.num_record_batches):
+            try:
+                batch = reader.get_batch(i)
+                batch.validate()
+            except pa.ArrowException as e:
+                raise TableError(f"cannot stream sample table {path!r}: record batch {i} is corrupt: {e}") from None
+            table = pa.Table.from_batches([batch], schema=reader.schema)
+            if i == 0:
+                cls._checked(table.slice(0, 0), path, False)
+            ends = [b.address + b.size - base for col in batch.columns for b in col.buffers()
+                    if b is not None and base <= b.address < base + buf.size]
+            for off in range(0, batch.num_rows, int(batch_size)):
+                yield cls(table.slice(off, int(batch_size)), validate=False)
+            del table, batch
+            if ends:
+                release(max(ends))
+
+    @classmethod
     def _checked(cls, table: pa.Table, path: str, validate: bool) -> SampleTable:
         out = cls(table, validate=False)
         try:

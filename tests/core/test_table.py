@@ -492,3 +492,43 @@ def test_splits_basic_and_errors():
         t.split_within_subjects([0.4, 0.3, 0.3], seed=0)
     parts = t.split_within_subjects([0.4, 0.3, 0.3], seed=0, min_per_part=0)
     assert sum(len(p) for p in parts) == N
+
+
+# ------------------------------------------------------------------------------------------------- streaming
+def _multi_batch_file(path, n_batches=3, rows=50, dim=6):
+    rng = np.random.default_rng(0)
+    parts = [SampleTable.from_arrays(subject=np.char.add("s", (np.arange(rows) % 7).astype(str)),
+                                     sample_id=np.char.add(f"b{b}-", np.arange(rows).astype(str)),
+                                     payloads={"features": rng.standard_normal((rows, dim)).astype(np.float32)})
+             for b in range(n_batches)]
+    schema = parts[0].arrow.schema
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, schema) as w:
+        for p in parts:
+            w.write_table(p.arrow)
+    return SampleTable.concat(parts)
+
+
+def test_stream_yields_every_row_in_order_within_batch_size(tmp_path):
+    full = _multi_batch_file(tmp_path / "t.arrow")
+    batches = list(SampleTable.stream(tmp_path / "t.arrow", batch_size=20))
+    assert all(b.num_rows <= 20 for b in batches) and len(batches) == 9  # 3 file batches × (20, 20, 10)
+    got = np.concatenate([b.payload("features") for b in batches])
+    np.testing.assert_array_equal(got, full.payload("features"))
+    assert list(np.concatenate([b.sample_ids for b in batches])) == list(full.sample_ids)
+
+
+def test_stream_views_stay_valid_after_their_pages_are_released(tmp_path):
+    full = _multi_batch_file(tmp_path / "t.arrow", n_batches=4, rows=3000, dim=64)  # batches span many pages
+    kept = [b.payload("features") for b in SampleTable.stream(tmp_path / "t.arrow")]
+    np.testing.assert_array_equal(np.concatenate(kept), full.payload("features"))
+
+
+def test_stream_bad_input_names_the_file(tmp_path):
+    with pytest.raises(TableError, match="no such file"):
+        next(SampleTable.stream(tmp_path / "missing.arrow"))
+    bad = tmp_path / "bad.arrow"
+    bad.write_bytes(b"not arrow at all" * 10)
+    with pytest.raises(TableError, match="bad.arrow"):
+        next(SampleTable.stream(bad))
+    with pytest.raises(TableError, match="batch_size"):
+        next(SampleTable.stream(bad, batch_size=0))
