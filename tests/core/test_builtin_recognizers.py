@@ -140,3 +140,16 @@ def test_image_payload_is_flattened():
     gallery, probes = table.split_within_subjects([0.5, 0.5], seed=0)
     assert accuracy(LdaCosine().fit(table).enroll(gallery), probes) >= 0.9
     assert PcaSvm().fit(table).embed(probes).shape[0] == len(probes)
+
+
+@pytest.mark.parametrize("shape", [(300, 40), (25, 60)])
+def test_gram_svd_matches_numpy_svd(shape):
+    from bioanon.builtin.recognizers import _gram_svd
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal(shape) @ np.diag(np.linspace(1, 5, shape[1]))
+    s, vt = _gram_svd(x)
+    _, s_ref, vt_ref = np.linalg.svd(x, full_matrices=False)
+    k = min(shape)
+    np.testing.assert_allclose(s[:k], s_ref, rtol=1e-6)
+    np.testing.assert_allclose(np.abs((vt[:k] * vt_ref).sum(1)), 1.0, atol=1e-6)  # same directions up to sign

@@ -129,3 +129,17 @@ def test_gaussian_noise_differs_between_tables_and_repeats_per_table():
     db = nb.payload("features") - b.payload("features")
     assert not np.allclose(da[: len(db)], db[: len(da)])  # no shared noise sequence between the two sets
     assert np.array_equal(noise.transform(a).payload("features"), na.payload("features"))
+
+
+def test_class_sums_equals_add_at():
+    from bioanon.methods import class_sums
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((200, 3, 4)).astype(np.float32)
+    codes = rng.integers(0, 6, 200)
+    ref = np.zeros((7, 12))
+    np.add.at(ref, codes, x.reshape(200, 12))
+    got = class_sums(x, codes, 7)
+    assert got.dtype == np.float64 and got.shape == (7, 12)
+    np.testing.assert_allclose(got, ref, atol=1e-9)
+    assert not got[6].any()  # an empty class sums to zero
