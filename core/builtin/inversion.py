@@ -13,8 +13,9 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from ..torchutil import torch_threads
 from ..methods import Deanonymizer, fitted, param
+from ..nettrain import infer, train_net
+from ..torchutil import import_torch
 from ..payloads import restore_dtype
 from .deanonymizers import paired_payloads
 
@@ -22,11 +23,7 @@ __all__ = ["MlpInversion"]
 
 
 def _torch():
-    try:
-        import torch
-    except ImportError as e:  # pragma: no cover - torch is a declared dependency of this method
-        raise ImportError("any.mlp_inversion needs PyTorch: pip install torch") from e
-    return torch
+    return import_torch("any.mlp_inversion", "pip install torch")
 
 
 def _standardize_stats(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -82,9 +79,10 @@ class MlpInversion(Deanonymizer):
     ``validation`` of the pairs is held out; training stops after ``patience`` epochs without a lower validation
     loss and keeps the best weights. ``history_`` holds the per-epoch losses (standardized units).
 
-    Determinism: all randomness (initialization, validation split, batch order) comes from ``seed`` through a
-    private ``torch.Generator`` (never the global RNG), so two fits with the same parameters and data give the
-    same weights on the same machine. ``threads`` sets torch's intra-op threads during fit/transform (0 = all
+    Determinism: all randomness comes from ``seed`` — initialization through a private ``torch.Generator``,
+    validation split and batch order through seeded numpy generators (the loop is
+    :func:`bioanon.nettrain.train_net`, which leaves torch's global RNG as it found it) —, so two fits with the
+    same parameters and data give the same weights on the same machine. ``threads`` sets torch's intra-op threads during fit/transform (0 = all
     available cores) and is restored afterwards. ``transform`` runs under ``torch.inference_mode()`` and
     returns the clear payload's shape and dtype (integers rounded and clipped). Checkpoints:
     :meth:`save_checkpoint` / :meth:`load_checkpoint` (``torch.save`` / ``torch.load(weights_only=True)``)."""
@@ -138,43 +136,19 @@ class MlpInversion(Deanonymizer):
         n_val = int(round(self.validation * n)) if n >= 10 else 0
         perm = np.random.default_rng(self.seed).permutation(n)
         val, tr = perm[:n_val], perm[n_val:]
-        with torch_threads(self._threads()):
-            gen = torch.Generator().manual_seed(self.seed)
-            model = _build(torch, xs.shape[1], ys.shape[1], self.hidden, self.activation, self.skip, gen)
-            x_tr, y_tr = (torch.from_numpy(np.ascontiguousarray(a[tr])) for a in (xs, ys))
-            x_va, y_va = (torch.from_numpy(np.ascontiguousarray(a[val])) for a in (xs, ys))
-            opt = torch.optim.Adam(model.parameters(), lr=self.lr, weight_decay=self.weight_decay)
-            loss_fn = torch.nn.MSELoss()
-            history: list[dict[str, float]] = []
-            best, best_state, best_epoch, waited = float("inf"), None, 0, 0
-            for epoch in range(1, self.epochs + 1):
-                model.train()
-                order = torch.randperm(len(tr), generator=gen)
-                total = 0.0
-                for start in range(0, len(tr), self.batch_size):
-                    idx = order[start:start + self.batch_size]
-                    opt.zero_grad(set_to_none=True)
-                    loss = loss_fn(model(x_tr[idx]), y_tr[idx])
-                    loss.backward()
-                    opt.step()
-                    total += float(loss.detach()) * len(idx)
-                record = {"epoch": epoch, "train_loss": total / max(len(tr), 1)}
-                if n_val:
-                    model.eval()
-                    with torch.no_grad():
-                        record["val_loss"] = float(loss_fn(model(x_va), y_va))
-                history.append(record)
-                monitored = record.get("val_loss", record["train_loss"])
-                if monitored < best:
-                    best, best_epoch, waited = monitored, epoch, 0
-                    best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-                else:
-                    waited += 1
-                    if n_val and self.patience and waited >= self.patience:
-                        break
-            if best_state is not None:
-                model.load_state_dict(best_state)
-        model.eval()
+        x_tr, y_tr = (torch.from_numpy(np.ascontiguousarray(a[tr])) for a in (xs, ys))
+        x_va, y_va = (torch.from_numpy(np.ascontiguousarray(a[val])) for a in (xs, ys))
+        loss_fn = torch.nn.MSELoss()
+        trained = train_net(
+            lambda: _build(torch, xs.shape[1], ys.shape[1], self.hidden, self.activation, self.skip,
+                           torch.Generator().manual_seed(self.seed)),
+            lambda idx, rng: (x_tr[idx], y_tr[idx]), len(tr),
+            loss=lambda net, xb, yb: loss_fn(net(xb), yb),
+            epochs=self.epochs, batch_size=self.batch_size, lr=self.lr, weight_decay=self.weight_decay,
+            seed=self.seed, threads=self._threads(),
+            validation=(lambda net: loss_fn(net(x_va), y_va)) if n_val else None,
+            patience=self.patience, keep_best=True, method_id=self.id)
+        model, history, best_epoch = trained.net, trained.history, trained.best_epoch
         self.model_, self.history_, self.best_epoch_ = model, history, best_epoch
         return self
 
@@ -183,13 +157,9 @@ class MlpInversion(Deanonymizer):
         """Clear-domain estimates (float32, flattened) of flattened anonymized payloads ``x`` (N, D)."""
         if self.model_ is None:
             raise RuntimeError(f"{self.id}: fit() before transform()")
-        torch = _torch()
+        _torch()
         xs = ((np.asarray(x, dtype=np.float32) - self.x_mean_) / self.x_scale_).astype(np.float32)
-        out = np.empty((len(xs), len(self.y_mean_)), np.float32)
-        with torch_threads(self._threads()), torch.inference_mode():
-            for start in range(0, len(xs), 4096):
-                batch = torch.from_numpy(np.ascontiguousarray(xs[start:start + 4096]))
-                out[start:start + 4096] = self.model_(batch).numpy()
+        out = infer(self.model_, xs, out_shape=(len(self.y_mean_),), batch_size=4096, threads=self._threads())
         return out * self.y_scale_ + self.y_mean_
 
     def transform(self, table):

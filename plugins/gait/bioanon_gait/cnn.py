@@ -17,11 +17,14 @@ import attrs
 import numpy as np
 
 from bioanon import param
-from bioanon.torchutil import import_torch, torch_threads
 from bioanon.methods import CentroidRecognizer, fitted, labels_of
+from bioanon.nettrain import infer, softmax_head, train_net
+from bioanon.torchutil import import_torch
 
 from .features import CENTERING_HELP, Centering, center
 from .skeleton import poses
+
+_INSTALL = "pip install torch (the other gait methods work without it)"
 
 
 def _build_net(torch: Any, c_in: int, channels: int, emb: int, n_classes: int, dropout: float) -> Any:
@@ -40,7 +43,7 @@ def _build_net(torch: Any, c_in: int, channels: int, emb: int, n_classes: int, d
                 nn.Conv1d(c, 2 * c, 3, padding=4, dilation=4), nn.BatchNorm1d(2 * c), nn.ReLU(),
             )
             self.embedding = nn.Linear(4 * c, emb)
-            self.head = nn.Sequential(nn.ReLU(), nn.Dropout(dropout), nn.Linear(emb, n_classes))
+            self.head = softmax_head(emb, n_classes, dropout=dropout, label_smoothing=0.1)
 
         def embed(self, x):
             h = self.body(x)
@@ -48,6 +51,9 @@ def _build_net(torch: Any, c_in: int, channels: int, emb: int, n_classes: int, d
 
         def forward(self, x):
             return self.head(self.embed(x))
+
+        def loss(self, x, y):
+            return self.head.loss(self.embed(x), y)
 
     return TemporalNet()
 
@@ -93,41 +99,30 @@ class TemporalCnn(CentroidRecognizer):
         return np.ascontiguousarray(x, dtype=np.float32)
 
     def fit(self, train, label: str = "subject"):
-        torch = import_torch("gait.cnn", "pip install torch (the other gait methods work without it)")
+        torch = import_torch(self.id, _INSTALL)
         raw = center(poses(train), self.centering)
         raw = raw.reshape(raw.shape[0], raw.shape[1], -1).transpose(0, 2, 1)  # (N, C, T)
         self.mean_ = raw.mean(axis=(0, 2), keepdims=True)[0]
         self.std_ = np.maximum(raw.std(axis=(0, 2), keepdims=True)[0], 1e-6)
         x = ((raw - self.mean_) / self.std_).astype(np.float32)
         classes, y = np.unique(labels_of(train, label).astype(str), return_inverse=True)
-        rng = np.random.default_rng(self.seed)
         n, c, t = x.shape
-        with torch_threads(self.threads), torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.seed)
-            net = _build_net(torch, c, self.channels, self.embedding_dim, max(len(classes), 2), self.dropout)
-            opt = torch.optim.Adam(net.parameters(), lr=self.learning_rate, weight_decay=self.weight_decay)
-            sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=self.epochs)
-            loss_fn = torch.nn.CrossEntropyLoss(label_smoothing=0.1)
-            xt, yt = torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
-            net.train()
-            for _ in range(self.epochs):
-                order = rng.permutation(n)
-                for start in range(0, n, self.batch_size):
-                    idx = order[start:start + self.batch_size]
-                    if len(idx) < 2:  # batch norm needs two samples
-                        continue
-                    xb = xt[idx]
-                    if self.augment:
-                        length = int(rng.integers(max(4, int(0.75 * t)), t + 1))
-                        offset = int(rng.integers(0, t - length + 1))
-                        xb = xb[:, :, offset:offset + length]
-                        xb = xb + 0.05 * torch.from_numpy(rng.standard_normal(xb.shape).astype(np.float32))
-                    opt.zero_grad()
-                    loss = loss_fn(net(xb), yt[idx])
-                    loss.backward()
-                    opt.step()
-                sched.step()
-            net.eval()
+        xt, yt = torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
+
+        def batch(idx: np.ndarray, rng: np.random.Generator):
+            xb = xt[idx]
+            if self.augment:
+                length = int(rng.integers(max(4, int(0.75 * t)), t + 1))
+                offset = int(rng.integers(0, t - length + 1))
+                xb = xb[:, :, offset:offset + length]
+                xb = xb + 0.05 * torch.from_numpy(rng.standard_normal(xb.shape).astype(np.float32))
+            return xb, yt[idx]
+
+        net = train_net(
+            lambda: _build_net(torch, c, self.channels, self.embedding_dim, max(len(classes), 2), self.dropout),
+            batch, n, epochs=self.epochs, batch_size=self.batch_size, lr=self.learning_rate,
+            weight_decay=self.weight_decay, scheduler="cosine", seed=self.seed, threads=self.threads,
+            method_id=self.id, install=_INSTALL).net
         self.model_ = net
         return self
 
@@ -137,13 +132,6 @@ class TemporalCnn(CentroidRecognizer):
     def embed(self, table) -> np.ndarray:
         if self.model_ is None:
             raise RuntimeError(f"{self.id}: fit() or enroll() before embed()")
-        torch = import_torch("gait.cnn", "pip install torch (the other gait methods work without it)")
-        x = self._inputs(table)
-        out = []
-        with torch_threads(self.threads), torch.inference_mode():
-            for start in range(0, len(x), 256):
-                out.append(self.model_.embed(torch.from_numpy(x[start:start + 256])).numpy())
-        e = np.concatenate(out) if out else np.zeros((0, self.embedding_dim), np.float32)
+        import_torch(self.id, _INSTALL)
+        e = infer(self.model_.embed, self._inputs(table), out_shape=(self.embedding_dim,), threads=self.threads)
         return e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
-
-

@@ -6,8 +6,9 @@ normalized mean embedding of every enrolled class and ``score`` is the cosine si
 to those centroids — so subjects never seen in training can be enrolled and recognized (open-set, as the
 evaluation requires: the attacker's training subjects are disjoint from the evaluation subjects).
 
-torch is imported only when the method trains or scores. Training is deterministic for a given ``seed`` (local
-generators for initialization and batch order; the global torch RNG is left untouched).
+torch is imported only when the method trains or scores. Training (:func:`bioanon.nettrain.train_net`) is
+deterministic for a given ``seed`` (initialization inside a forked, seeded torch RNG — the global torch RNG is left
+untouched —, batch order from a seeded numpy generator).
 """
 
 from __future__ import annotations
@@ -16,19 +17,16 @@ from typing import Any, ClassVar
 
 import attrs
 import numpy as np
-from bioanon.torchutil import torch_threads
 from bioanon.methods import CentroidRecognizer, fitted, labels_of, param
+from bioanon.nettrain import infer, softmax_head, train_net
+from bioanon.torchutil import import_torch
 
 __all__ = ["ImuCnn"]
 
 
 def _torch() -> Any:
     """The torch module, or an ImportError that says how to get it."""
-    try:
-        import torch
-    except ImportError as e:  # pragma: no cover - torch is installed with the project's set-up
-        raise ImportError("motion.cnn needs PyTorch: pip install torch") from e
-    return torch
+    return import_torch("motion.cnn", "pip install torch")
 
 
 def _build_model(n_channels: int, n_classes: int, width: int, embedding_dim: int) -> Any:
@@ -49,7 +47,7 @@ def _build_model(n_channels: int, n_classes: int, width: int, embedding_dim: int
                 nn.Conv1d(2 * w, 2 * w, 3, stride=2, padding=1, bias=False), nn.BatchNorm1d(2 * w), nn.ReLU(),
             )
             self.embedding = nn.Linear(4 * w, embedding_dim)
-            self.head = nn.Sequential(nn.ReLU(), nn.Dropout(0.2), nn.Linear(embedding_dim, n_classes))
+            self.head = softmax_head(embedding_dim, n_classes, dropout=0.2)
 
         def embed(self, x: "torch.Tensor") -> "torch.Tensor":
             """The embedding (before the head)."""
@@ -59,6 +57,10 @@ def _build_model(n_channels: int, n_classes: int, width: int, embedding_dim: int
         def forward(self, x: "torch.Tensor") -> "torch.Tensor":
             """Class logits (training only)."""
             return self.head(self.embed(x))
+
+        def loss(self, x: "torch.Tensor", y: "torch.Tensor") -> "torch.Tensor":
+            """Cross-entropy of the class logits."""
+            return self.head.loss(self.embed(x), y)
 
     return Net()
 
@@ -111,34 +113,18 @@ class ImuCnn(CentroidRecognizer):
     def fit(self, train, label: str = "subject"):
         """Train the network on the training windows' labels (identity or an attribute)."""
         torch = _torch()
-        nn = torch.nn
-
         x = self._x(train)
         classes, y = np.unique(labels_of(train, label).astype(str), return_inverse=True)
         flat = x.reshape(-1, x.shape[2])
         self.mean_ = flat.mean(axis=0).astype(np.float32)
         std = flat.std(axis=0)
         self.std_ = np.where(std > 1e-8, std, 1.0).astype(np.float32)
-        with torch_threads(self.threads), torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.seed)  # initialization and dropout (inside fork_rng: global state restored)
-            model = _build_model(x.shape[2], len(classes), self.width, self.embedding_dim)
-            opt = torch.optim.AdamW(model.parameters(), lr=self.lr, weight_decay=self.weight_decay)
-            loss_fn = nn.CrossEntropyLoss()
-            inputs, targets = self._input(x), torch.from_numpy(y.astype(np.int64))
-            order_gen = torch.Generator().manual_seed(self.seed)
-            n = len(targets)
-            model.train()
-            for _ in range(self.epochs):
-                order = torch.randperm(n, generator=order_gen)
-                for start in range(0, n, self.batch_size):
-                    idx = order[start:start + self.batch_size]
-                    if len(idx) < 2 and n >= 2:  # batch norm needs two samples; skip a singleton tail
-                        continue
-                    opt.zero_grad(set_to_none=True)
-                    loss = loss_fn(model(inputs[idx]), targets[idx])
-                    loss.backward()
-                    opt.step()
-            model.eval()
+        inputs, targets = self._input(x), torch.from_numpy(y.astype(np.int64))
+        model = train_net(
+            lambda: _build_model(x.shape[2], len(classes), self.width, self.embedding_dim),
+            lambda idx, rng: (inputs[idx], targets[idx]), len(targets), epochs=self.epochs,
+            batch_size=self.batch_size, lr=self.lr, weight_decay=self.weight_decay, optimizer="adamw",
+            seed=self.seed, threads=self.threads, method_id=self.id).net
         self.model_ = model
         return self
 
@@ -147,18 +133,12 @@ class ImuCnn(CentroidRecognizer):
 
     def embed(self, table) -> np.ndarray:
         """L2-normalized embeddings (N, embedding_dim)."""
-        import torch
-
         if self.model_ is None:
             raise RuntimeError(f"{self.id}: fit() or enroll() before embed()")
-        x = self._x(table)
-        out = []
-        with torch_threads(self.threads), torch.inference_mode():
-            inputs = self._input(x)
-            for start in range(0, len(inputs), 1024):
-                out.append(self.model_.embed(inputs[start:start + 1024]))
-            e = torch.cat(out).double() if out else torch.zeros((0, self.embedding_dim), dtype=torch.float64)
-            e = torch.nn.functional.normalize(e, dim=1)
-        return e.numpy()
+        _torch()
+        z = (self._x(table) - self.mean_) / self.std_
+        e = infer(self.model_.embed, z.transpose(0, 2, 1).astype(np.float32), out_shape=(self.embedding_dim,),
+                  batch_size=1024, threads=self.threads, dtype=np.float64)
+        return e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
 
 

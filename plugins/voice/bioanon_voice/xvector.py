@@ -17,15 +17,23 @@ import attrs
 import numpy as np
 
 from bioanon import param
-from bioanon.torchutil import import_torch, torch_threads
 from bioanon.methods import CentroidRecognizer, fitted, labels_of
+from bioanon.nettrain import arcface_head, infer, train_net
+from bioanon.torchutil import import_torch
 
 from .dsp import audio_of, log_mel
+
+_INSTALL = "pip install torch or bioanon-voice[xvector]"
+
+
+def _at_least(f: np.ndarray, frames: int) -> np.ndarray:
+    """``f`` (n_mels, T) tiled along time to at least ``frames`` frames."""
+    t = f.shape[1]
+    return f if t >= frames else np.tile(f, (1, int(np.ceil(frames / t))))
 
 
 def _build(torch: Any, n_mels: int, channels: int, emb: int, n_classes: int, margin: float, scale: float):
     nn = torch.nn
-    F = torch.nn.functional
 
     class XVector(nn.Module):
         """TDNN frames → mean+std pooling → embedding; AAM-softmax head for training."""
@@ -40,7 +48,7 @@ def _build(torch: Any, n_mels: int, channels: int, emb: int, n_classes: int, mar
                 nn.Conv1d(c, 2 * c, 1), nn.ReLU(), nn.BatchNorm1d(2 * c),
             )
             self.embedding = nn.Linear(4 * c, emb)
-            self.weight = nn.Parameter(torch.randn(n_classes, emb) * 0.01)
+            self.head = arcface_head(emb, n_classes, margin=margin, scale=scale)
 
         def embed(self, x):  # (B, n_mels, T) -> (B, emb)
             h = self.tdnn(x)
@@ -48,14 +56,7 @@ def _build(torch: Any, n_mels: int, channels: int, emb: int, n_classes: int, mar
             return self.embedding(stats)
 
         def loss(self, x, y):
-            e = F.normalize(self.embed(x), dim=1)
-            w = F.normalize(self.weight, dim=1)
-            cos = (e @ w.T).clamp(-1 + 1e-7, 1 - 1e-7)
-            theta = torch.acos(cos)
-            target = torch.cos(theta + margin)
-            onehot = F.one_hot(y, n_classes).to(cos.dtype)
-            logits = scale * (onehot * target + (1 - onehot) * cos)
-            return F.cross_entropy(logits, y)
+            return self.head.loss(self.embed(x), y)
 
     return XVector()
 
@@ -108,32 +109,20 @@ class XVector(CentroidRecognizer):
         return f[:, o : o + self.crop_frames]
 
     def fit(self, train, label: str = "subject"):
-        torch = import_torch("voice.xvector", "pip install torch or bioanon-voice[xvector]")
+        torch = import_torch(self.id, _INSTALL)
         feats = self._frames(train)
         classes, y = np.unique(labels_of(train, label).astype(str), return_inverse=True)
-        rng = np.random.default_rng(self.seed)
-        n = len(feats)
-        with torch_threads(self.threads), torch.random.fork_rng(devices=[]):
-            torch.manual_seed(self.seed)
-            net = _build(torch, self.n_mels, self.channels, self.embedding_dim, max(len(classes), 2), self.margin,
-                         self.scale)
-            opt = torch.optim.Adam(net.parameters(), lr=self.learning_rate, weight_decay=1e-4)
-            sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=self.epochs)
-            yt = torch.from_numpy(y.astype(np.int64))
-            net.train()
-            for _ in range(self.epochs):
-                order = rng.permutation(n)
-                for start in range(0, n, self.batch_size):
-                    idx = order[start : start + self.batch_size]
-                    if len(idx) < 2:  # batch norm needs two samples
-                        continue
-                    xb = torch.from_numpy(np.stack([self._crop(feats[i], rng) for i in idx]))
-                    opt.zero_grad()
-                    loss = net.loss(xb, yt[idx])
-                    loss.backward()
-                    opt.step()
-                sched.step()
-            net.eval()
+        yt = torch.from_numpy(y.astype(np.int64))
+
+        def batch(idx: np.ndarray, rng: np.random.Generator):
+            return torch.from_numpy(np.stack([self._crop(feats[i], rng) for i in idx])), yt[idx]
+
+        net = train_net(
+            lambda: _build(torch, self.n_mels, self.channels, self.embedding_dim, max(len(classes), 2),
+                           self.margin, self.scale),
+            batch, len(feats), epochs=self.epochs, batch_size=self.batch_size, lr=self.learning_rate,
+            weight_decay=1e-4, scheduler="cosine", seed=self.seed, threads=self.threads, method_id=self.id,
+            install=_INSTALL).net
         self.model_ = net
         return self
 
@@ -143,14 +132,8 @@ class XVector(CentroidRecognizer):
     def embed(self, table) -> np.ndarray:
         if self.model_ is None:
             raise RuntimeError(f"{self.id}: fit() or enroll() before embed()")
-        torch = import_torch("voice.xvector", "pip install torch or bioanon-voice[xvector]")
-        out = []
-        with torch_threads(self.threads), torch.inference_mode():
-            for f in self._frames(table):
-                if f.shape[1] < 8:
-                    f = np.tile(f, (1, int(np.ceil(8 / f.shape[1]))))
-                out.append(self.model_.embed(torch.from_numpy(f[None])).numpy()[0])
-        e = np.asarray(out, dtype=np.float32).reshape(-1, self.embedding_dim)
+        import_torch(self.id, _INSTALL)
+        # utterances of one length form one batch (no padding, which would change the statistics pooling)
+        frames = [_at_least(f, 8) for f in self._frames(table)]
+        e = infer(self.model_.embed, frames, out_shape=(self.embedding_dim,), batch_size=64, threads=self.threads)
         return e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
-
-

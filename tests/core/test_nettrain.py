@@ -1,0 +1,168 @@
+"""bioanon.nettrain: the one seeded training loop, the ArcFace / softmax heads and batched inference."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from bioanon.nettrain import arcface_head, infer, softmax_head, train_net  # noqa: E402
+
+
+def _blobs(n: int = 200, d: int = 8, classes: int = 4, seed: int = 0):
+    """Linearly separable Gaussian blobs."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((classes, d)) * 3.0
+    y = rng.integers(0, classes, n)
+    x = (centres[y] + 0.5 * rng.standard_normal((n, d))).astype(np.float32)
+    return torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
+
+
+def _classifier(d: int = 8, classes: int = 4, head: str = "softmax", bn: bool = False):
+    nn = torch.nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Sequential(nn.Linear(d, 16), *([nn.BatchNorm1d(16)] if bn else []), nn.ReLU(),
+                                      nn.Linear(16, 8))
+            self.head = (softmax_head(8, classes) if head == "softmax"
+                         else arcface_head(8, classes, margin=0.3, scale=16.0))
+
+        def loss(self, x, y):
+            return self.head.loss(self.body(x), y)
+
+    return Net()
+
+
+def _fit(x, y, **kw):
+    params = dict(epochs=15, batch_size=32, lr=1e-2, seed=0, threads=1)
+    params.update(kw)
+    head = params.pop("head", "softmax")
+    bn = params.pop("bn", False)
+    return train_net(lambda: _classifier(x.shape[1], int(y.max()) + 1, head, bn),
+                     lambda idx, rng: (x[idx], y[idx]), len(x), **params)
+
+
+def _accuracy(net, x, y) -> float:
+    with torch.no_grad():
+        return float((net.head(net.body(x)).argmax(1) == y).float().mean())
+
+
+def test_importing_nettrain_does_not_import_torch():
+    code = "import sys, bioanon.nettrain; print('torch' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+@pytest.mark.parametrize("head", ["softmax", "arcface"])
+@pytest.mark.parametrize("scheduler", ["cosine", "plateau", "none"])
+def test_loss_falls_on_a_separable_problem(head, scheduler):
+    x, y = _blobs()
+    t = _fit(x, y, head=head, scheduler=scheduler)
+    assert [r["epoch"] for r in t.history] == list(range(1, 16))
+    assert t.losses[-1] < 0.3 * t.losses[0], t.losses
+    assert not t.net.training  # eval mode at the end
+    assert _accuracy(t.net, x, y) > 0.95
+    if scheduler == "cosine":
+        assert t.history[-1]["lr"] < 0.1 * t.history[0]["lr"]
+
+
+def test_same_seed_same_weights_and_global_state_left_alone():
+    x, y = _blobs()
+    rng_state, threads = torch.random.get_rng_state(), torch.get_num_threads()
+    a = _fit(x, y, epochs=3, bn=True, optimizer="adamw", weight_decay=1e-3).net.state_dict()
+    assert torch.equal(torch.random.get_rng_state(), rng_state) and torch.get_num_threads() == threads
+    torch.manual_seed(999)  # the caller's global RNG does not matter
+    b = _fit(x, y, epochs=3, bn=True, optimizer="adamw", weight_decay=1e-3).net.state_dict()
+    c = _fit(x, y, epochs=3, bn=True, optimizer="adamw", weight_decay=1e-3, seed=1).net.state_dict()
+    assert a.keys() == b.keys()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert not all(torch.equal(a[k], c[k]) for k in a)
+
+
+def test_batch_rng_is_seeded_and_batch_norm_skips_singletons():
+    x, y = _blobs(n=65)
+    seen: list[tuple[int, float]] = []
+
+    def batch(idx, rng):
+        seen.append((len(idx), float(rng.random())))
+        return x[idx], y[idx]
+
+    train_net(lambda: _classifier(bn=True), batch, 65, epochs=2, batch_size=32, lr=1e-2, seed=3, threads=1)
+    assert [s for s, _ in seen] == [32, 32, 32, 32]  # the 65th sample's batch of one is skipped (batch norm)
+    first = list(seen)
+    seen.clear()
+    train_net(lambda: _classifier(bn=False), batch, 65, epochs=1, batch_size=32, lr=1e-2, seed=3, threads=1)
+    assert [s for s, _ in seen] == [32, 32, 1]  # no batch norm: kept
+    assert seen[0][1] == first[0][1]  # the augmentation generator is the seeded one
+
+
+def test_early_stopping_restores_the_best_epoch():
+    # validation targets unrelated to the inputs: the validation loss soon rises, so training stops early
+    x, y = _blobs(n=120)
+    xv, yv = _blobs(n=60, seed=7)
+    yv = torch.from_numpy(np.random.default_rng(1).integers(0, 4, 60))
+    loss_fn = torch.nn.functional.cross_entropy
+
+    def val(net):
+        return loss_fn(net.head(net.body(xv)), yv)
+
+    t = _fit(x, y, epochs=300, lr=3e-2, validation=val, patience=4)
+    vals = [r["val_loss"] for r in t.history]
+    assert len(t.history) < 300
+    assert t.best_epoch == len(t.history) - 4 and vals[t.best_epoch - 1] == min(vals)
+    with torch.no_grad():
+        assert float(val(t.net)) == pytest.approx(min(vals), rel=1e-6)  # the best weights were restored
+    no_restore = _fit(x, y, epochs=300, lr=3e-2, validation=val, patience=4, keep_best=False)
+    with torch.no_grad():
+        assert float(val(no_restore.net)) > min(vals)
+
+
+def test_arcface_head_margin():
+    head = arcface_head(4, 3, margin=0.5, scale=10.0)
+    e = torch.randn(6, 4)
+    y = torch.tensor([0, 1, 2, 0, 1, 2])
+    with torch.no_grad():
+        plain = head(e)  # scaled cosine logits
+        margin = head(e, y)
+    assert plain.shape == (6, 3) and float(plain.abs().max()) <= 10.0 + 1e-5
+    cos = plain / 10.0
+    expected = 10.0 * torch.cos(torch.acos(cos.clamp(-1 + 1e-7, 1 - 1e-7)) + 0.5)
+    rows = torch.arange(6)
+    torch.testing.assert_close(margin[rows, y], expected[rows, y])
+    other = torch.ones_like(margin, dtype=torch.bool)
+    other[rows, y] = False
+    torch.testing.assert_close(margin[other], plain[other])
+    with torch.no_grad():
+        assert float(head.loss(e, y)) > float(torch.nn.functional.cross_entropy(plain, y))
+
+
+def test_infer_batches_arrays_and_ragged_lists_in_order():
+    x = np.arange(20, dtype=np.float32).reshape(10, 2)
+    out = infer(lambda t: t.sum(dim=1, keepdim=True) * 2, x, out_shape=(1,), batch_size=3, threads=1)
+    np.testing.assert_array_equal(out[:, 0], x.sum(1) * 2)
+    assert infer(lambda t: t, np.zeros((0, 2), np.float32), out_shape=(2,)).shape == (0, 2)
+    ragged = [np.full(k, float(k), np.float32) for k in (3, 5, 3, 1, 5, 3)]
+    calls = []
+
+    def fn(t):
+        calls.append(tuple(t.shape))
+        assert not t.requires_grad and torch.is_inference_mode_enabled()
+        return t.mean(dim=1, keepdim=True)
+
+    out = infer(fn, ragged, out_shape=(1,), batch_size=2, threads=1)
+    np.testing.assert_array_equal(out[:, 0], [3, 5, 3, 1, 5, 3])
+    assert sorted(calls) == sorted([(2, 3), (1, 3), (2, 5), (1, 1)])
+
+
+def test_bad_choices_name_the_method():
+    x, y = _blobs(n=10)
+    with pytest.raises(ValueError, match="my.method: scheduler 'step'"):
+        _fit(x, y, scheduler="step", method_id="my.method")
+    with pytest.raises(ValueError, match="optimizer 'sgd'"):
+        _fit(x, y, optimizer="sgd")
