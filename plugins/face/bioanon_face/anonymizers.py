@@ -327,9 +327,7 @@ class KSamePixel(_FaceAnonymizer):
         column, x = _images(self, background)
         flat = x.reshape(len(x), -1).astype(np.float32)
         self.background_, self.subjects_ = flat, np.asarray(background.subjects)
-        self.mean_ = flat.mean(axis=0)
-        _, _, vt = np.linalg.svd(flat - self.mean_, full_matrices=False)
-        self.basis_ = vt[: self.n_components].T
+        self.mean_, self.basis_ = pca_basis(flat, self.n_components)
         return self
 
     def transform(self, table):
@@ -341,26 +339,357 @@ class KSamePixel(_FaceAnonymizer):
             raise TableError(f"{self.id}: images of shape {x.shape[1:]} do not match the background's")
         zb = (self.background_ - self.mean_) @ self.basis_
         zt = (flat - self.mean_) @ self.basis_
-        d = (zt ** 2).sum(1)[:, None] + (zb ** 2).sum(1)[None, :] - 2.0 * zt @ zb.T  # (n, m)
-        d[np.asarray(table.subjects)[:, None] == self.subjects_[None, :]] = np.inf  # never one's own subject
-        # the nearest image of every background identity (a loop over identities, vectorized over images)
-        ids, inv = np.unique(self.subjects_, return_inverse=True)
-        per_id = np.empty((len(flat), len(ids)), dtype=np.float64)
-        best = np.empty((len(flat), len(ids)), dtype=np.int64)
-        for j in range(len(ids)):
-            members = np.flatnonzero(inv == j)
-            arg = np.argmin(d[:, members], axis=1)
-            best[:, j] = members[arg]
-            per_id[:, j] = d[np.arange(len(flat)), best[:, j]]
-        m = min(self.k - 1, len(ids))
+        picks, valid = nearest_identities(zt, zb, np.asarray(table.subjects), self.subjects_, self.k - 1)
         out = flat.astype(np.float64)
-        if m > 0:
-            nearest = np.argsort(per_id, axis=1, kind="stable")[:, :m]
-            picks = np.take_along_axis(best, nearest, axis=1)
-            valid = np.take_along_axis(per_id, nearest, axis=1) < np.inf
+        if picks.shape[1]:
             total = out + (self.background_[np.where(valid, picks, 0)] * valid[..., None]).sum(axis=1)
             out = total / (1 + valid.sum(axis=1))[:, None]
         return table.with_payload(column, restore_dtype(out.reshape(x.shape), x.dtype))
+
+
+def batched_kmeans(x: np.ndarray, k: int, iterations: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """K-means of the pixels of every image at once: ``x`` (n, P, C) → centres (n, k, C), labels (n, P).
+
+    k-means++ seeding (vectorized over the images), then up to ``iterations`` Lloyd rounds (all images together,
+    until no label changes). The returned labels are the nearest centre of every pixel; an empty cluster keeps
+    its centre."""
+    x = np.asarray(x, dtype=np.float32)
+    n, p, c = x.shape
+    rows = np.arange(n)
+    cent = np.empty((n, k, c), dtype=np.float32)
+    cent[:, 0] = x[rows, rng.integers(0, p, n)]
+    d2 = ((x - cent[:, :1]) ** 2).sum(-1, dtype=np.float64)
+    for j in range(1, k):  # k-means++: the next centre with probability ∝ squared distance to the nearest one
+        cum = np.cumsum(d2, axis=1)
+        u = rng.random(n) * cum[:, -1]
+        idx = np.minimum((cum <= u[:, None]).sum(axis=1), p - 1)
+        cent[:, j] = x[rows, idx]
+        d2 = np.minimum(d2, ((x - cent[:, j:j + 1]) ** 2).sum(-1, dtype=np.float64))
+    x64 = x.astype(np.float64)
+
+    def assign(cent: np.ndarray) -> np.ndarray:  # argmin of |x - c|² = |x|² - 2 x·c + |c|², |x|² dropped
+        c64 = cent.astype(np.float64)
+        d = (c64 ** 2).sum(-1)[:, None, :] - 2.0 * np.matmul(x64, c64.transpose(0, 2, 1))
+        return np.argmin(d, axis=2)
+
+    def update(labels: np.ndarray, cent: np.ndarray) -> np.ndarray:
+        flat = (labels + rows[:, None] * k).ravel()
+        counts = np.bincount(flat, minlength=n * k).reshape(n, k)
+        sums = np.stack([np.bincount(flat, weights=x[:, :, ch].ravel(), minlength=n * k) for ch in range(c)], -1)
+        means = sums.reshape(n, k, c) / np.maximum(counts, 1)[..., None]
+        return np.where(counts[..., None] > 0, means, cent).astype(np.float32)
+
+    labels = assign(cent)
+    for _ in range(iterations):
+        cent = update(labels, cent)
+        new = assign(cent)
+        if np.array_equal(new, labels):
+            break
+        labels = new
+    return cent, labels
+
+
+def dp_sample_counts(frequencies: np.ndarray, m: int, budgets: np.ndarray) -> np.ndarray:
+    """Pixels DP Samp may sample from a cluster of ``frequencies`` pixels with privacy budget ``budgets``.
+
+    The largest x in 0..f − m with C(f, x) / C(f − m, x) ≤ exp(ε_i) (Reilly & Fan 2021, after VideoDP): the
+    privacy loss of sampling x of f pixels without replacement when neighbouring images differ in m pixels.
+    A cluster of at most m pixels gives 0. Vectorized (binary search on log-binomials over all clusters)."""
+    from scipy.special import gammaln
+
+    f = np.asarray(frequencies, dtype=np.int64)
+    eps = np.asarray(budgets, dtype=np.float64)
+    lo = np.zeros(f.shape, dtype=np.int64)
+    hi = np.maximum(f - m, 0)
+    base = gammaln(f + 1.0) - gammaln(np.maximum(f - m, 0) + 1.0)
+
+    def log_ratio(xv: np.ndarray) -> np.ndarray:  # ln C(f, x) - ln C(f - m, x), increasing in x
+        return base - gammaln(f - xv + 1.0) + gammaln(np.maximum(f - m - xv, 0) + 1.0)
+
+    while np.any(lo < hi):
+        mid = (lo + hi + 1) // 2
+        ok = log_ratio(mid) <= eps + 1e-9
+        lo, hi = np.where(ok, mid, lo), np.where(ok, hi, mid - 1)
+    return lo
+
+
+@attrs.define(kw_only=True)
+class DpSamp(_FaceAnonymizer):
+    """DP Samp (Reilly & Fan 2021, after VideoDP): k-means colour clusters, DP sampling of pixels per cluster,
+    and linear interpolation between the sampled pixels (``fantomas.txt`` §6.1.4; Table IV: ε 25, k 24, m 12).
+
+    Per image (``fantomas.txt``'s variant for RGB, which SEBA implements): the pixels are clustered into ``k``
+    colours by k-means; the frequency f_i of cluster i counts its pixels within ``threshold`` (L1 distance over
+    the channels, grey levels) of the cluster colour; cluster i gets the budget ε_i = ε·f_i / Σ f and samples
+    x_i of those pixels uniformly without replacement, x_i the largest value with C(f_i, x_i)/C(f_i − m, x_i) ≤
+    exp(ε_i) (:func:`dp_sample_counts`). Sampled pixels take their cluster colour; every other pixel is linearly
+    interpolated (Delaunay triangulation of the sampled positions, as SciPy's ``griddata``); pixels outside the
+    samples' convex hull take the nearest sampled pixel's colour, and an image without any sample becomes grey
+    127. Positions are (row, column) on the true H×W grid, so non-square images are handled (SEBA's
+    implementation mixed up rows and columns on them). The paper gives no threshold; 30 is our default.
+
+    K-means, counting, budgets and sampling run on the whole batch at once; only the triangulation is one SciPy
+    call per image."""
+
+    id: ClassVar[str] = "face.dp_samp"
+    reference: ClassVar[str] = ("Reilly & Fan, A comparative evaluation of differentially private image "
+                                "obfuscation, TPS-ISA 2021; Wang, Xie & Hong, VideoDP, PETS 2020; "
+                                "fantomas.txt §6.1.4, Table IV")
+    example_params: ClassVar[dict[str, Any]] = {"k": 4, "kmeans_iterations": 5}
+
+    epsilon: float = param(25.0, help="privacy budget ε of an image", low=0.0, low_inclusive=False)
+    k: int = param(24, help="k-means colour clusters per image", low=1)
+    m: int = param(12, help="pixels that may differ between neighbouring images", low=1)
+    threshold: float = param(30.0, help="L1 distance (grey levels, summed over channels) within which a pixel "
+                             "counts for its cluster's frequency and may be sampled", low=0.0)
+    kmeans_iterations: int = param(20, help="largest number of Lloyd iterations of the k-means", low=0)
+    seed: int = param(0, help="random seed")
+
+    def plan(self, x: np.ndarray, rng: np.random.Generator) -> dict[str, np.ndarray]:
+        """Clusters and sampled pixels of a batch ``x`` (n, H, W, C): ``centres`` (n, k, C), ``labels`` (n, P),
+        ``frequencies`` and ``counts`` (n, k), ``eligible`` and ``sampled`` (n, P) masks (P = H·W, row-major)."""
+        n, h, w, c = x.shape
+        pix = x.reshape(n, h * w, c).astype(np.float32)
+        k = min(self.k, h * w)
+        centres, labels = batched_kmeans(pix, k, self.kmeans_iterations, rng)
+        rows = np.arange(n)[:, None]
+        eligible = np.abs(pix - centres[rows, labels]).sum(-1) <= self.threshold
+        group = (labels + np.arange(n)[:, None] * k).ravel()
+        freq = np.bincount(group, weights=eligible.ravel(), minlength=n * k).reshape(n, k).astype(np.int64)
+        total = freq.sum(axis=1, keepdims=True)
+        budgets = self.epsilon * freq / np.maximum(total, 1)
+        counts = dp_sample_counts(freq, self.m, budgets)
+        # uniform sampling without replacement within each (image, cluster): rank eligible pixels by a random key
+        keys = np.where(eligible, rng.random(eligible.shape), 2.0)
+        order = np.lexsort((keys, labels), axis=-1)
+        sizes = np.bincount(group, minlength=n * k).reshape(n, k)
+        starts = np.cumsum(sizes, axis=1) - sizes
+        sorted_labels = np.take_along_axis(labels, order, axis=1)
+        rank = np.empty_like(order)
+        np.put_along_axis(rank, order, np.arange(h * w)[None, :] - starts[rows, sorted_labels], axis=1)
+        sampled = eligible & (rank < counts[rows, labels])
+        return dict(centres=centres, labels=labels, frequencies=freq, counts=counts, eligible=eligible,
+                    sampled=sampled)
+
+    @staticmethod
+    def interpolate(sampled: np.ndarray, colours: np.ndarray, h: int, w: int) -> np.ndarray:
+        """Images (b, H, W, C) from sampled pixels ``sampled`` (b, P) bool and their ``colours`` (b, P, C).
+
+        Linear interpolation on the Delaunay triangulation of each image's sampled (row, column) positions, as
+        SciPy's ``griddata(method="linear")``; every other pixel takes the value of the nearest interpolated
+        pixel (SEBA's nearest-neighbour fill); an image without samples is grey 127. The triangulation is one
+        SciPy call per image; rasterizing the triangles and the fill run on the whole batch."""
+        from scipy.ndimage import distance_transform_edt
+        from scipy.spatial import Delaunay, QhullError
+
+        b, p, c = colours.shape
+        out = np.zeros((b, p, c), dtype=np.float64)
+        covered = sampled.copy()
+        out[sampled] = colours[sampled]
+        tris, owner = [], []
+        for i in range(b):  # one triangulation per image
+            idx = np.flatnonzero(sampled[i])
+            if idx.size < 3:
+                continue
+            try:
+                simplices = Delaunay(np.stack(np.divmod(idx, w), axis=1).astype(np.float64)).simplices
+            except QhullError:  # all samples on a line: no triangle
+                continue
+            tris.append(idx[simplices])
+            owner.append(np.full(len(simplices), i))
+        if tris:
+            tri = np.concatenate(tris)  # (T, 3) flat pixel indices of the vertices
+            img = np.concatenate(owner)
+            vr, vc = np.divmod(tri, w)
+            vr, vc = vr.astype(np.float64), vc.astype(np.float64)
+            det = (vr[:, 1] - vr[:, 0]) * (vc[:, 2] - vc[:, 0]) - (vr[:, 2] - vr[:, 0]) * (vc[:, 1] - vc[:, 0])
+            keep = det != 0
+            tri, img, vr, vc, det = tri[keep], img[keep], vr[keep], vc[keep], det[keep]
+            r0, c0 = vr.min(1).astype(np.int64), vc.min(1).astype(np.int64)
+            bh, bw = vr.max(1).astype(np.int64) - r0 + 1, vc.max(1).astype(np.int64) - c0 + 1
+            sizes = bh * bw
+            t = np.repeat(np.arange(len(tri)), sizes)  # (triangle, pixel of its bounding box) pairs
+            local = np.arange(sizes.sum()) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+            pr, pc = r0[t] + local // bw[t], c0[t] + local % bw[t]
+            dr, dc = pr - vr[t, 0], pc - vc[t, 0]
+            l1 = (dr * (vc[t, 2] - vc[t, 0]) - (vr[t, 2] - vr[t, 0]) * dc) / det[t]
+            l2 = ((vr[t, 1] - vr[t, 0]) * dc - dr * (vc[t, 1] - vc[t, 0])) / det[t]
+            l0 = 1.0 - l1 - l2
+            inside = (l0 >= -1e-9) & (l1 >= -1e-9) & (l2 >= -1e-9)
+            t, pix = t[inside], (pr * w + pc)[inside]
+            lam = np.stack([l0[inside], l1[inside], l2[inside]], axis=1)  # (Q, 3)
+            vals = np.einsum("qv,qvc->qc", lam, colours[img[t][:, None], tri[t]])
+            out[img[t], pix] = vals
+            covered[img[t], pix] = True
+        has = covered.any(axis=1)
+        out[~has] = 127.0
+        todo = has & ~covered.all(axis=1)
+        if todo.any():  # nearest covered pixel of the same image (the image axis is made very long)
+            miss = ~covered[todo].reshape(-1, h, w)
+            near = distance_transform_edt(miss, sampling=(4.0 * (h + w) ** 2, 1.0, 1.0), return_distances=False,
+                                          return_indices=True)
+            src = (near[1] * w + near[2]).reshape(len(miss), p)
+            sub = out[todo]
+            out[todo] = np.take_along_axis(sub, src[..., None], axis=1)
+        return out.reshape(b, h, w, c)
+
+    def transform(self, table):
+        column, x = _images(self, table)
+        n, h, w, _ = x.shape
+        rng = table_rng(table, self.seed)
+        out = np.empty(x.shape, dtype=x.dtype)
+        per = max(1, 4_000_000 // (h * w * max(1, min(self.k, h * w))))  # images per batch
+        for s in range(0, n, per):
+            part = x[s:s + per]
+            plan = self.plan(part, rng)
+            colours = np.take_along_axis(plan["centres"], plan["labels"][..., None], axis=1)  # (b, P, C)
+            out[s:s + per] = restore_dtype(self.interpolate(plan["sampled"], colours, h, w), x.dtype)
+        return table.with_payload(column, out)
+
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+
+
+def _splitmix64(z: np.ndarray) -> np.ndarray:
+    """The SplitMix64 finalizer, elementwise on uint64 (wrapping arithmetic)."""
+    z = np.asarray(z, dtype=np.uint64)
+    z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
+def keyed_prf(key_hash: np.ndarray, *parts: Any) -> np.ndarray:
+    """A keyed pseudo-random function: uint64 of ``key_hash`` and integer ``parts`` (broadcast together)."""
+    z = np.asarray(key_hash, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for p in parts:
+            z = _splitmix64(z ^ _splitmix64((np.asarray(p, dtype=np.uint64) + np.uint64(1)) * _GOLDEN))
+    return z
+
+
+def keyed_ids(sample_ids: Any, key: int) -> np.ndarray:
+    """A secret-keyed 64-bit hash of every sample id (SipHash-2-4 via pandas, keyed by ``key``): (n,) uint64.
+
+    Depends only on the id and the key, not on the table the sample is in nor on its row."""
+    from pandas.util import hash_array
+
+    return hash_array(np.asarray(sample_ids, dtype=object), hash_key=f"{int(key) % (1 << 64):016x}",
+                      categorize=False)
+
+
+@attrs.define(kw_only=True)
+class KRtio(_FaceAnonymizer):
+    """k-RTIO (Rajabi et al. 2021): α·image + (1 − α)·the mean of ``k`` key-selected, key-block-permuted overlay
+    images (``fantomas.txt`` §6.1.3).
+
+    ``fit(background)`` gives the overlay set (without one, the table itself). Per image, a pseudo-random
+    function keyed by the secret ``key`` and the image's sample id picks ``k`` distinct overlays and, for each,
+    a permutation of its ``block_size``×``block_size`` blocks (row-major; rows/columns beyond the last whole
+    block stay in place, as in SEBA); the output is ``alpha``·image + (1 − ``alpha``)·(1/k)·Σ permuted overlays,
+    so ``alpha`` weights the face (SEBA's defaults: α 0.5, block 60, k 3; Table IV lists none). Reversible with
+    the key and the overlay set. Overlays must have the images' H×W×C. The PRF is SipHash of the sample id
+    keyed by ``key``, expanded with SplitMix64 (SEBA uses AES; any keyed PRF fits the method)."""
+
+    id: ClassVar[str] = "face.k_rtio"
+    reference: ClassVar[str] = ("Rajabi et al., On the (im)practicality of adversarial perturbation for image "
+                                "privacy, PETS 2021; fantomas.txt §6.1.3")
+    needs_fit: ClassVar[bool] = True
+    example_params: ClassVar[dict[str, Any]] = {"block_size": 4, "k": 2}
+
+    alpha: float = param(0.5, help="weight of the image (1 − α: weight of the overlay)", low=0.0, high=1.0)
+    block_size: int = param(60, help="side of the permuted overlay blocks in pixels", low=1)
+    k: int = param(3, help="overlay images combined per image", low=1)
+    key: int = param(0, help="secret key of the pseudo-random function")
+
+    overlays_: np.ndarray | None = fitted()
+
+    def fit(self, background):
+        self.overlays_ = _images(self, background)[1]
+        return self
+
+    def plan(self, sample_ids: Any, n_overlays: int, n_blocks: int) -> tuple[np.ndarray, np.ndarray]:
+        """Overlay indices (n, k), distinct per image, and block permutations (n, k, n_blocks) of the images
+        ``sample_ids``: output block b of overlay j takes block ``perms[i, j, b]`` of overlay ``choice[i, j]``."""
+        h = keyed_ids(sample_ids, self.key)
+        n = len(h)
+        choice = np.empty((n, self.k), dtype=np.int64)
+        per = max(1, 4_000_000 // max(n_overlays, 1))
+        for s in range(0, n, per):  # chunks bound the (images × overlays) scores
+            scores = keyed_prf(h[s:s + per, None], 0, np.arange(n_overlays)[None, :])
+            choice[s:s + per] = np.argsort(scores, axis=1, kind="stable")[:, : self.k]
+        perms = np.argsort(keyed_prf(h[:, None, None], 1, np.arange(self.k)[None, :, None],
+                                     np.arange(n_blocks)[None, None, :]), axis=2, kind="stable")
+        return choice, perms
+
+    def transform(self, table):
+        if self.overlays_ is None:
+            self.fit(table)
+        column, x = _images(self, table)
+        n, h, w, c = x.shape
+        ov = self.overlays_
+        if ov.shape[1:] != x.shape[1:]:
+            raise TableError(f"{self.id}: overlay images of shape {ov.shape[1:]} (the fitted background) do not "
+                             f"match the images of payload {column!r}, {x.shape[1:]}")
+        if len(ov) < self.k:
+            from bioanon.errors import ParameterError
+
+            raise ParameterError(self.id, "k", self.k, f"at most the {len(ov)} overlay images of the background")
+        b = self.block_size
+        nh, nw = h // b, w // b
+        choice, perms = self.plan(table.sample_ids, len(ov), nh * nw)
+        out = np.empty(x.shape, dtype=x.dtype)
+        per = max(1, 4_000_000 // (h * w * c))
+        for s in range(0, n, per):
+            rows = slice(s, s + per)
+            acc = np.zeros((len(x[rows]), h, w, c), dtype=np.float64)
+            for j in range(self.k):  # a loop over the k overlays, vectorized over images and blocks
+                o = ov[choice[rows, j]].astype(np.float64)
+                if nh * nw > 1:
+                    core = o[:, : nh * b, : nw * b].reshape(-1, nh, b, nw, b, c).transpose(0, 1, 3, 2, 4, 5)
+                    core = core.reshape(-1, nh * nw, b, b, c)
+                    core = np.take_along_axis(core, perms[rows, j][:, :, None, None, None], axis=1)
+                    o[:, : nh * b, : nw * b] = core.reshape(-1, nh, nw, b, b, c).transpose(0, 1, 3, 2, 4, 5) \
+                        .reshape(-1, nh * b, nw * b, c)
+                acc += o
+            mixed = self.alpha * x[rows].astype(np.float64) + (1.0 - self.alpha) * (acc / self.k)
+            out[rows] = restore_dtype(mixed, x.dtype)
+        return table.with_payload(column, out)
+
+
+def pca_basis(flat: np.ndarray, n_components: int) -> tuple[np.ndarray, np.ndarray]:
+    """Mean (D,) and the first ``n_components`` principal axes (D, K) of the rows of ``flat`` (eigenfaces).
+
+    Axes of (numerically) zero variance are left out: with M rows at most M − 1 axes carry variance, and an
+    arbitrary null-space direction is no eigenface."""
+    mean = flat.mean(axis=0)
+    _, sv, vt = np.linalg.svd(flat - mean, full_matrices=False)
+    rank = int((sv > sv[:1].max(initial=0.0) * 1e-4).sum()) if sv.size else 0
+    return mean, np.ascontiguousarray(vt[: max(1, min(n_components, rank))].T)
+
+
+def nearest_identities(zt: np.ndarray, zb: np.ndarray, table_subjects: np.ndarray, background_subjects: np.ndarray,
+                       m: int) -> tuple[np.ndarray, np.ndarray]:
+    """The nearest background image of each of the ``m`` nearest background identities, per table image.
+
+    Distances are Euclidean between the rows of ``zt`` (n, K) and ``zb`` (M, K); at most one image per background
+    identity, never the image's own subject. Returns ``picks`` (n, m') background row indices, nearest first, and
+    ``valid`` (n, m') — False where fewer than m' other identities exist (m' = min(m, identities))."""
+    d = (zt ** 2).sum(1)[:, None] + (zb ** 2).sum(1)[None, :] - 2.0 * zt @ zb.T  # (n, M)
+    d[table_subjects[:, None] == background_subjects[None, :]] = np.inf  # never one's own subject
+    # the nearest image of every background identity (a loop over identities, vectorized over images)
+    ids, inv = np.unique(background_subjects, return_inverse=True)
+    per_id = np.empty((len(zt), len(ids)), dtype=np.float64)
+    best = np.empty((len(zt), len(ids)), dtype=np.int64)
+    rows = np.arange(len(zt))
+    for j in range(len(ids)):
+        members = np.flatnonzero(inv == j)
+        best[:, j] = members[np.argmin(d[:, members], axis=1)]
+        per_id[:, j] = d[rows, best[:, j]]
+    m = max(0, min(m, len(ids)))
+    nearest = np.argsort(per_id, axis=1, kind="stable")[:, :m]
+    picks = np.take_along_axis(best, nearest, axis=1)
+    valid = np.take_along_axis(per_id, nearest, axis=1) < np.inf
+    return picks, valid
 
 
 try:
