@@ -120,6 +120,11 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable) -> Plan:
     if skipped:
         warnings.insert(0, f"{len(skipped)} unreadable data file(s) skipped: " + ", ".join(map(str, skipped[:5]))
                         + (" …" if len(skipped) > 5 else ""))
+    no_face = data.metadata.get("no_face_files") or []
+    if no_face:
+        kept = (data.metadata.get("alignment") or {}).get("no_face", "keep") == "keep"
+        warnings.insert(0, f"no face found in {len(no_face)} image(s), " + ("kept uncropped" if kept else "skipped")
+                        + ": " + ", ".join(map(str, no_face[:5])) + (" …" if len(no_face) > 5 else ""))
     dataset_key = table_fingerprint(data)
     if not cache.has_table(dataset_key):
         cache.put_table(dataset_key, data)

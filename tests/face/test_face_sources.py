@@ -74,8 +74,6 @@ def test_folder_layout_with_attributes(tmp_path):
     age = dict(zip(t.sample_ids, t.attribute("age")))
     assert age["alice/0.png"] == 31 and age["bob/1.png"] == 40 and (age["alice/1.png"] is None or np.isnan(age["alice/1.png"]))
     # colour PNGs are read as RGB (OpenCV's BGR converted)
-    import cv2
-
     img = np.zeros((4, 4, 3), np.uint8)
     img[..., 2] = 200  # red in BGR order
     _write_png(tmp_path / "carol" / "red.png", img)
@@ -154,3 +152,60 @@ def test_synthetic_faces():
     assert np.array_equal(a.payload("image"), b.payload("image"))
     g = _src("face.synthetic", channels=1, size=(24, 20), n_subjects=3).load()
     assert g.payload("image").shape == (30, 24, 20, 1)
+
+
+def _faces_and_blank(shared_data, root):
+    """Three ORL images of each of two subjects in which the detector finds a face, as PNGs in
+    <root>/<subject>/, plus a blank image (no face)."""
+    from bioanon_face.detect import detect_faces
+    from bioanon_face.imageio import read_image
+
+    images = {}
+    for s in ("s1", "s2"):
+        found = [read_image(shared_data / "att_faces" / s / f"{i}.pgm") for i in range(1, 11)]
+        found = [im for im, ok in zip(found, detect_faces(np.stack(found)).found) if ok]
+        for i, img in enumerate(found[:3], start=1):
+            _write_png(root / s / f"{i}.png", img)
+            images[f"{s}/{i}.png"] = img
+    _write_png(root / "s2" / "blank.png", np.full((112, 92), 120, np.uint8))
+    (root / "attributes.csv").write_text("path,n\n" + "".join(f"{k},{j}\n" for j, k in enumerate(images)) +
+                                         "s2/blank.png,99\n")
+    return images
+
+
+def test_align_keeps_or_skips_images_without_a_face(shared_data, tmp_path):
+    from bioanon.errors import ParameterError
+    from bioanon_face.detect import NoFaceWarning
+
+    _faces_and_blank(shared_data, tmp_path)
+    plain = _src("face.folder", size=(48, 48)).load(tmp_path)
+    with pytest.warns(NoFaceWarning, match=r"no face found in 1 of 7 images \(kept uncropped.*blank.png"):
+        kept = _src("face.folder", size=(48, 48), align=True).load(tmp_path)
+    kept.validate()
+    assert len(kept) == 7 and kept.payload("image").shape == (7, 48, 48, 1)
+    meta = kept.metadata
+    assert [p.replace("\\", "/").split("/")[-2:] for p in meta["no_face_files"]] == [["s2", "blank.png"]]
+    assert meta["alignment"]["faces_found"] == 6 and meta["alignment"]["images"] == 7
+    i_blank = list(kept.sample_ids).index("s2/blank.png")
+    assert np.array_equal(kept.payload("image")[i_blank], plain.payload("image")[i_blank])  # kept uncropped
+    faces = [i for i in range(7) if i != i_blank]
+    assert not np.array_equal(kept.payload("image")[faces], plain.payload("image")[faces])  # the faces are crops
+    with pytest.warns(NoFaceWarning, match="skipped"):
+        skipped = _src("face.folder", size=(48, 48), align=True, no_face="skip", margin=0.1).load(tmp_path)
+    assert list(skipped.sample_ids) == [s for s in kept.sample_ids if s != "s2/blank.png"]
+    assert 99 not in list(skipped.attribute("n"))  # attributes follow the kept rows
+    assert skipped.metadata["no_face_files"] == meta["no_face_files"]
+    with pytest.raises(ParameterError, match="no_face"):
+        _src("face.folder", no_face="drop")
+
+
+def test_mat_source_align(shared_data, tmp_path):
+    import scipy.io
+
+    images = _faces_and_blank(shared_data, tmp_path / "png")
+    x = np.stack(list(images.values()) + [np.full((112, 92), 120, np.uint8)], axis=-1)  # H × W × N
+    scipy.io.savemat(str(tmp_path / "faces.mat"), {"x": x, "label": np.array([[1], [1], [1], [2], [2], [2], [2]])})
+    with pytest.warns(match=r"faces.mat\[6\]"):
+        t = _src("face.mat", align=True, no_face="skip", size=(40, 40)).load(tmp_path / "faces.mat")
+    assert len(t) == 6 and t.payload("image").shape == (6, 40, 40, 1)
+    assert list(t.sample_ids) == [f"faces_{i}" for i in range(6)] and t.metadata["no_face_files"] == ["faces.mat[6]"]

@@ -14,6 +14,13 @@ three equal channels (e.g. for recognizers that need RGB). Resizing uses OpenCV'
 
 Files that cannot be decoded raise :class:`~bioanon.errors.TableError` naming the file; with
 ``skip_bad_files=true`` they are skipped and listed in the table metadata under ``skipped_files``.
+
+With ``align=true`` the file sources detect the face in every image with OpenCV's Haar cascades, rotate it so
+the eye line is horizontal and crop it (``margin`` around the face box, the output's aspect ratio) before
+resizing to ``size`` (:func:`bioanon_face.detect.align_faces`). Images where no face is found are listed in
+the metadata under ``no_face_files`` (and in a :class:`~bioanon_face.detect.NoFaceWarning`); ``no_face``
+chooses whether they are dropped (``skip``) or kept whole, resized but uncropped (``keep``). The metadata's
+``alignment`` holds the counts (images, faces found, eye pairs found).
 """
 
 from __future__ import annotations
@@ -21,6 +28,7 @@ from __future__ import annotations
 import csv
 import io
 import re
+import warnings
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -37,6 +45,11 @@ from .imageio import IMAGE_EXTENSIONS, check_size, read_images, to_batch
 _SIZE_HELP = "(height, width) to resize every image to; (0, 0) keeps the native size"
 _CHANNELS_HELP = "0 keeps the data set's channels (grey stays 1), 1 converts to grey, 3 expands grey to RGB"
 _SKIP_HELP = "skip files that cannot be decoded (listed in the metadata as skipped_files) instead of raising"
+_ALIGN_HELP = ("detect the face (OpenCV Haar cascades), rotate the eye line horizontal and crop around the face "
+               "before resizing")
+_MARGIN_HELP = "with align: crop margin on each side of the face box, as a share of the box's side"
+_NO_FACE_HELP = ("with align: images where no face is found are dropped (skip) or kept whole, uncropped (keep); "
+                 "either way they are listed in the metadata as no_face_files")
 
 
 def _natural_key(text: str) -> list:
@@ -70,17 +83,46 @@ class _ImageSource(DatasetSource):
                                   check_text="(0, 0) or two positive integers")
     channels: int = param(0, help=_CHANNELS_HELP, choices=(0, 1, 3))
     skip_bad_files: bool = param(False, help=_SKIP_HELP)
+    align: bool = param(False, help=_ALIGN_HELP)
+    margin: float = param(0.2, help=_MARGIN_HELP, low=0.0, high=2.0)
+    no_face: str = param("keep", help=_NO_FACE_HELP, choices=("keep", "skip"))
+
+    def _to_batch(self, images: list[np.ndarray] | np.ndarray, names: list[str],
+                  source: str) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+        """The images as one batch (aligned face crops with ``align``): (batch, indices kept, metadata extra)."""
+        n = len(images)
+        if not self.align:
+            return to_batch(images, self.size, self.channels), np.arange(n), {}
+        from .detect import NoFaceWarning, align_faces
+
+        crops = align_faces(images, self.size, margin=self.margin, channels=self.channels)
+        missing = [names[i] for i in np.flatnonzero(~crops.found)]
+        meta: dict[str, Any] = {"alignment": {"images": n, "faces_found": int(crops.found.sum()),
+                                              "eyes_found": int(crops.eyes_found.sum()), "margin": self.margin,
+                                              "no_face": self.no_face}}
+        if missing:
+            meta["no_face_files"] = missing
+            action = "skipped" if self.no_face == "skip" else "kept uncropped"
+            warnings.warn(f"{source}: no face found in {len(missing)} of {n} images ({action}; no_face="
+                          f"{self.no_face}): " + ", ".join(missing[:10]) + (" …" if len(missing) > 10 else ""),
+                          NoFaceWarning, stacklevel=3)
+        keep = np.flatnonzero(crops.found) if self.no_face == "skip" else np.arange(n)
+        if len(keep) == 0:
+            raise TableError(f"{source}: the face detector found no face in any of the {n} images; load without "
+                             f"align, or with no_face=keep")
+        return crops.images[keep], keep, meta
 
     def _load_files(self, files: list[Path], subjects: list[str], ids: list[str], source: str,
                     attributes: dict[str, list[Any]] | None = None, **extra: Any) -> SampleTable:
         images, kept, bad = read_images(files, self.skip_bad_files)
         if not images:
             raise TableError(f"{source}: no readable images")
-        x = to_batch(images, self.size, self.channels)
+        x, keep, meta = self._to_batch(images, [str(files[i]) for i in kept], source)
+        kept = [kept[i] for i in keep]
         attrs_ = {k: uniform_column([v[i] for i in kept]) for k, v in (attributes or {}).items()}
         return SampleTable.from_arrays(
             sample_id=np.array([ids[i] for i in kept]), subject=np.array([subjects[i] for i in kept]),
-            payloads={"image": x}, attributes=attrs_ or None, metadata=_metadata(source, x, bad, **extra))
+            payloads={"image": x}, attributes=attrs_ or None, metadata=_metadata(source, x, bad, **meta, **extra))
 
 
 @attrs.define(kw_only=True)
@@ -151,12 +193,12 @@ class MatFaces(_ImageSource):
             raise TableError(f"{p}: {len(x)} images but {len(labels)} labels")
         if x.dtype != np.uint8:
             x = np.clip(np.rint(x * 255.0) if x.dtype.kind == "f" and x.max() <= 1.0 else x, 0, 255).astype(np.uint8)
-        batch = to_batch(x, self.size, self.channels)
+        ids = [f"{p.stem}_{i}" for i in range(len(x))]
+        batch, keep, meta = self._to_batch(x, [f"{p.name}[{i}]" for i in range(len(x))], self.id)
         lab = [str(int(v)) if np.issubdtype(np.asarray(v).dtype, np.number) else str(v) for v in labels]
         return SampleTable.from_arrays(
-            sample_id=np.array([f"{p.stem}_{i}" for i in range(len(x))]),
-            subject=np.array([f"{p.stem}_{v}" for v in lab]),
-            payloads={"image": batch}, metadata=_metadata(self.id, batch, [], file=p.name))
+            sample_id=np.array(ids)[keep], subject=np.array([f"{p.stem}_{v}" for v in lab])[keep],
+            payloads={"image": batch}, metadata=_metadata(self.id, batch, [], file=p.name, **meta))
 
 
 def _read_attribute_csv(path: Path) -> dict[str, dict[str, Any]]:
