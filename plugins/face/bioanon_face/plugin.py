@@ -20,31 +20,50 @@ def register_datasets(register):
 
 @bioanon.hookimpl
 def register_anonymizers(register):
-    """The face anonymizations (and the random-set mean on images when bioanon has it)."""
+    """The face anonymizations (and the random-set means on images and on eigenfaces when bioanon has it)."""
     from . import anonymizers as a
+    from . import kanon
 
     for cls in (a.EyeMask, a.GaussianBlur, a.Pixelation, a.GaussianNoise, a.BlockPermutation, a.PixelRelocation,
-                a.DpPix, a.DpSnow, a.KSamePixel):
+                a.DpPix, a.DpSnow, a.DpSamp, a.KRtio, a.KSamePixel, kanon.KSameEigen):
         register(cls)
     rsm = a.random_set_mean_class()
     if rsm is not None:
         register(rsm)
+        register(kanon.FaceRandomSetMeanEigen)
 
 
 @bioanon.hookimpl
 def register_recognizers(register):
-    """The face attackers (LBPH only with opencv-contrib)."""
-    from .recognizers import Eigenfaces, Lbph, _has_lbph
+    """The face attackers (LBPH only with opencv-contrib, FR-KNN only with dlib; ArcFace imports torch and timm
+    when it runs)."""
+    from .arcface import ArcFace
+    from .recognizers import DlibKnn, Eigenfaces, Lbph, _has_dlib, _has_lbph
 
     register(Eigenfaces)
+    register(ArcFace)
     if _has_lbph():
         register(Lbph)
+    if _has_dlib():  # FR-KNN only with bioanon-face[dlib]
+        register(DlibKnn)
 
 
 @bioanon.hookimpl
 def register_utility_measures(register):
-    """Image similarity to the clear image."""
-    from .utility import Psnr, Ssim
+    """Image similarity to the clear image (the perceptual one imports torch when it runs)."""
+    from .perceptual import PerceptualSimilarity
+    from .utility import DetectionConfidence, DetectionRate, FaceAttributeAccuracy, Psnr, Ssim
 
-    register(Ssim)
-    register(Psnr)
+    for cls in (Ssim, Psnr, DetectionRate, DetectionConfidence, FaceAttributeAccuracy, PerceptualSimilarity):
+        register(cls)
+
+
+@bioanon.hookimpl
+def register_deanonymizers(register):
+    """The face de-anonymizers: the Fantômas model, its convolution-only ablation and the classic inversions."""
+    from . import deanonymizers as d
+    from .fantomas import Fantomas, FantomasConv
+
+    for cls in (Fantomas, FantomasConv, d.ResampleInversion, d.Wiener, d.RichardsonLucy, d.WaveletDenoise,
+                d.NeighbourInterpolation, d.LearnedPermutation):
+        register(cls)
