@@ -160,12 +160,17 @@ class DaskExecutor:
             for fut in as_completed(pending):
                 t = labels[fut.key]
                 bar.update(1)
-                if fut.status == "finished":
-                    report.records[t.key] = fut.result()
+                # a future can be yielded in a transient state when its worker died (its task is then
+                # rescheduled), so wait for the outcome instead of reading ``status``
+                try:
+                    record = fut.result()
+                except Exception as error:  # noqa: BLE001 - reported with the task's label
+                    exc = error
+                else:
+                    report.records[t.key] = record
                     report.executed += 1
                     report.count(t.stage, "executed")
                     continue
-                exc = fut.exception()
                 if not self.keep_going:
                     for f in pending:
                         f.cancel()
