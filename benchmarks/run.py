@@ -35,6 +35,8 @@ def markdown(results: list[dict[str, Any]]) -> str:
                             if k not in ("name", "value", "unit", "target", "passed") and not isinstance(v, dict))
             lines.append(f"| {res['benchmark']} | {f['name']} | {f['value']:.3g} {f['unit']} | {f['target']} | "
                          f"{'✓' if f['passed'] else '✗'} | {ctx} |")
+        for note in res.get("notes", []):  # e.g. a method skipped because it is not installed
+            lines.append(f"| {res['benchmark']} | (note) | – | – | – | {note} |")
     return "\n".join(lines) + "\n"
 
 

@@ -77,11 +77,46 @@ class _ChannelStats(_ImuAnonymizer):
         return _channel_stats(x)
 
 
+#: values per block of windows the element-wise anonymizations process at once (512 KiB of float64): the block
+#: and its temporaries stay in the CPU cache, where whole-batch float64 temporaries made them no faster than a
+#: per-window loop (``benchmarks/sequences.py``).
+_BLOCK_VALUES = 1 << 16
+
+
+def _blocks(x: np.ndarray):
+    """Slices of consecutive windows of ``x`` (N, T, C) of about :data:`_BLOCK_VALUES` values each."""
+    per = max(1, _BLOCK_VALUES // max(1, x.shape[1] * x.shape[2]))
+    return (slice(s, min(s + per, len(x))) for s in range(0, len(x), per))
+
+
+def _per_value(per_channel: np.ndarray, t: int) -> np.ndarray:
+    """A per-channel constant (C,) tiled over time to (T·C,): broadcasts against windows flattened to
+    (n, T·C) along one long contiguous axis (numpy's inner loop over the C channels alone is slow)."""
+    return np.tile(per_channel, t)
+
+
 def _channel_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per-channel mean and standard deviation over samples and time (float32; std 1 where it is 0)."""
-    flat = x.reshape(-1, x.shape[2])
-    mean = flat.mean(axis=0, dtype=np.float64)
-    std = flat.std(axis=0, dtype=np.float64)
+    """Per-channel mean and standard deviation over samples and time (float32; std 1 where it is 0).
+
+    Computed block by block, channels first (reductions over a contiguous axis), and merged with Chan et al.'s
+    pairwise update of (count, mean, sum of squared deviations): numerically as stable as two passes over the
+    whole table, without its (N·T, C) float64 temporaries."""
+    c = x.shape[-1]
+    flat = x.reshape(-1, c)
+    count, mean, m2 = 0, np.zeros(c), np.zeros(c)
+    per = max(1, _BLOCK_VALUES // max(1, c))
+    for s in range(0, len(flat), per):
+        block = np.ascontiguousarray(flat[s:s + per].T, dtype=np.float64)  # (C, rows)
+        k = block.shape[1]
+        bmean = block.mean(axis=1)
+        block -= bmean[:, None]
+        bm2 = np.einsum("ij,ij->i", block, block)
+        delta = bmean - mean
+        total = count + k
+        mean = mean + delta * (k / total)
+        m2 = m2 + bm2 + delta * delta * (count * k / total)
+        count = total
+    std = np.sqrt(m2 / count) if count else np.full(c, np.nan)
     return mean.astype(np.float32), np.where(std > 1e-12, std, 1.0).astype(np.float32)
 
 
@@ -98,16 +133,25 @@ class GaussianNoise(_ChannelStats):
     sigma: float = param(0.5, help="noise standard deviation in units of each channel's standard deviation", low=0.0)
     seed: int = param(0, help="random seed")
 
-    def _noise(self, rng: np.random.Generator, shape: tuple[int, ...]) -> np.ndarray:
-        """Zero-mean, unit-variance noise of ``shape``."""
-        return rng.standard_normal(shape, dtype=np.float32)
+    def _noise(self, rng: np.random.Generator, shape: tuple[int, ...], out: np.ndarray | None = None) -> np.ndarray:
+        """Zero-mean, unit-variance float32 noise of ``shape`` (into ``out`` when given)."""
+        return rng.standard_normal(shape, dtype=np.float32, out=out)
 
     def transform(self, table):
-        """Anonymize every window of ``table`` (same sample ids, same order)."""
+        """Anonymize every window of ``table`` (same sample ids, same order).
+
+        The noise is drawn block by block from one generator (the same values as one draw for the whole
+        table) straight into the output, then scaled and added in place."""
         column, x = self._get(table)
         _, std = self._stats(x)
-        noise = self._noise(table_rng(self.seed, table), x.shape)
-        return self._put(table, column, x + noise * (np.float32(self.sigma) * std)[None, None, :])
+        rng = table_rng(self.seed, table)
+        scale = _per_value(np.float32(self.sigma) * std, x.shape[1])
+        out = np.empty(x.shape, dtype=np.float32)
+        for rows in _blocks(x):
+            y = self._noise(rng, out[rows].shape, out=out[rows]).reshape(-1, scale.size)
+            y *= scale
+            y += x[rows].reshape(y.shape)
+        return self._put(table, column, out)
 
 
 @attrs.define(kw_only=True)
@@ -118,9 +162,13 @@ class LaplaceNoise(GaussianNoise):
 
     id: ClassVar[str] = "motion.laplace_noise"
 
-    def _noise(self, rng, shape):
-        """Zero-mean, unit-variance noise of ``shape``."""
-        return (rng.laplace(0.0, 1.0 / np.sqrt(2.0), size=shape)).astype(np.float32)
+    def _noise(self, rng, shape, out=None):
+        """Zero-mean, unit-variance float32 noise of ``shape`` (into ``out`` when given)."""
+        z = rng.laplace(0.0, 1.0 / np.sqrt(2.0), size=shape)
+        if out is None:
+            return z.astype(np.float32)
+        out[...] = z
+        return out
 
 
 # --------------------------------------------------------------------------------------------------- filtering
@@ -212,8 +260,14 @@ class Quantize(_ChannelStats):
         """Anonymize every window of ``table`` (same sample ids, same order)."""
         column, x = self._get(table)
         step = self.step * (self._stats(x)[1] if self.relative else np.ones(x.shape[2], np.float32))
-        step = step.astype(np.float64)[None, None, :]
-        return self._put(table, column, np.round(x / step) * step)
+        step = _per_value(step.astype(np.float64), x.shape[1])
+        out = np.empty(x.shape, dtype=np.float32)
+        for rows in _blocks(x):
+            y = x[rows].reshape(-1, step.size) / step
+            np.round(y, out=y)
+            y *= step
+            out[rows] = y.reshape(out[rows].shape)
+        return self._put(table, column, out)
 
 
 # --------------------------------------------------------------------------------------------------- channels
@@ -279,14 +333,20 @@ class Normalize(_ImuAnonymizer):
     def transform(self, table):
         """Anonymize every window of ``table`` (same sample ids, same order)."""
         column, x = self._get(table)
-        x = x.astype(np.float64)
+        out = np.empty(x.shape, dtype=np.float32)
+        for rows in _blocks(x):  # per block, channels first: the statistics reduce a contiguous time axis
+            out[rows] = self._normalize(np.ascontiguousarray(x[rows].transpose(0, 2, 1), dtype=np.float64)) \
+                .transpose(0, 2, 1)
+        return self._put(table, column, out)
+
+    def _normalize(self, x: np.ndarray) -> np.ndarray:
+        """Normalize windows given channels first, (n, C, T) float64."""
         if self.mode == "minmax":
-            lo, hi = x.min(axis=1, keepdims=True), x.max(axis=1, keepdims=True)
+            lo, hi = x.min(axis=2, keepdims=True), x.max(axis=2, keepdims=True)
             span = hi - lo
-            y = np.where(span > 1e-12, 2.0 * (x - lo) / np.where(span > 1e-12, span, 1.0) - 1.0, 0.0)
-        else:
-            y = x - x.mean(axis=1, keepdims=True)
-            if self.mode == "zscore":
-                std = y.std(axis=1, keepdims=True)
-                y = np.where(std > 1e-12, y / np.where(std > 1e-12, std, 1.0), 0.0)
-        return self._put(table, column, y)
+            return np.where(span > 1e-12, 2.0 * (x - lo) / np.where(span > 1e-12, span, 1.0) - 1.0, 0.0)
+        y = x - x.mean(axis=2, keepdims=True)
+        if self.mode == "zscore":
+            std = y.std(axis=2, keepdims=True)
+            y = np.where(std > 1e-12, y / np.where(std > 1e-12, std, 1.0), 0.0)
+        return y
