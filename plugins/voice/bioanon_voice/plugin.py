@@ -1,7 +1,9 @@
 """Entry point of bioanon-voice: registers its methods through bioanon's hooks.
 
 Only light modules are imported here (numpy, attrs, bioanon); soundfile and librosa are imported inside the
-methods that read or process audio, torch inside ``voice.xvector`` when it runs.
+methods that read or process audio, torch inside ``voice.xvector`` and ``voice.resemblyzer`` when they run.
+``voice.resemblyzer`` is registered only when resemblyzer, webrtcvad and torch are installed, and
+``voice.random_set_mean`` only when the core has the random-set mean engine.
 """
 
 from __future__ import annotations
@@ -24,8 +26,13 @@ def register_anonymizers(register):
     """The signal-level voice anonymizations."""
     from . import anonymizers as a
 
+    from .random_set_mean import available_random_set_mean
+
     for cls in (a.McAdams, a.PitchShift, a.FrequencyWarp, a.SpeedChange, a.AdditiveNoise):
         register(cls)
+    rsm = available_random_set_mean()
+    if rsm is not None:
+        register(rsm)
 
 
 @bioanon.hookimpl
@@ -34,14 +41,18 @@ def register_recognizers(register):
     from .recognizers import MfccLda, MfccLogReg, MfccSvm
     from .xvector import XVector
 
+    from .resemblyzer_encoder import Resemblyzer, resemblyzer_available
+
     for cls in (MfccSvm, MfccLogReg, MfccLda, XVector):
         register(cls)
+    if resemblyzer_available():
+        register(Resemblyzer)
 
 
 @bioanon.hookimpl
 def register_utility_measures(register):
     """The voice utility measures."""
-    from .utility import ContentAccuracy, PitchCorrelation, SignalToDistortion
+    from .utility import ContentAccuracy, PitchCorrelation, SignalToDistortion, VoiceDistinctiveness
 
-    for cls in (ContentAccuracy, PitchCorrelation, SignalToDistortion):
+    for cls in (ContentAccuracy, PitchCorrelation, SignalToDistortion, VoiceDistinctiveness):
         register(cls)

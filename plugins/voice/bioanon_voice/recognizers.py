@@ -2,14 +2,17 @@
 deviation (and of their deltas), then a core recognizer (``any.pca_svm``, ``any.logistic_regression``,
 ``any.lda_cosine``). As in the core, ``fit`` learns the feature space (standardization, PCA, LDA) on the
 attacker's training set and ``enroll`` the classifier on the gallery, so a parrot attacker trained on
-anonymized speech learns the feature space of anonymized speech. The x-vector network is in
-:mod:`bioanon_voice.xvector`."""
+anonymized speech learns the feature space of anonymized speech. A table without audio whose ``features``
+payload already holds these statistics (``voice.random_set_mean``'s output) is used directly. The x-vector
+network is in :mod:`bioanon_voice.xvector`, the pretrained Resemblyzer encoder in
+:mod:`bioanon_voice.resemblyzer`."""
 
 from __future__ import annotations
 
 from typing import ClassVar, Literal
 
 import attrs
+import numpy as np
 
 from bioanon import param
 from bioanon.builtin.recognizers import LdaCosine, LogisticRegression, PcaSvm
@@ -20,14 +23,51 @@ from .dsp import audio_of, feature_stats
 FeatureKind = Literal["mfcc", "fbank"]
 
 
+#: Metadata key under which a ``features`` table made from audio records how its statistics were computed.
+FEATURES_KEY = "voice_features"
+
+
+def feature_config(kind: str = "mfcc", n_coeffs: int = 20, n_mels: int = 40, deltas: bool = True,
+                   energy_quantile: float = 0.3) -> dict:
+    """The settings of :func:`~bioanon_voice.dsp.feature_stats` as a JSON-able dict (stored in the metadata)."""
+    return {"kind": str(kind), "n_coeffs": int(n_coeffs), "n_mels": int(n_mels), "deltas": bool(deltas),
+            "energy_quantile": float(energy_quantile)}
+
+
+def feature_dim(kind: str = "mfcc", n_coeffs: int = 20, n_mels: int = 40, deltas: bool = True, **_) -> int:
+    """Values per utterance of :func:`~bioanon_voice.dsp.feature_stats` with these settings."""
+    per_frame = min(n_coeffs, n_mels) if kind == "mfcc" else n_mels + 1
+    return per_frame * (4 if deltas else 2)
+
+
 def stats_table(table, kind: str = "mfcc", n_coeffs: int = 20, n_mels: int = 40, deltas: bool = True,
-                energy_quantile: float = 0.3):
-    """The table with its audio replaced by utterance statistics (``features`` payload)."""
+                energy_quantile: float = 0.3, *, who: str = "voice"):
+    """The table with its audio replaced by utterance statistics (``features`` payload; ``audio`` dropped).
+
+    A table without ``audio`` but with ``features`` (e.g. the output of ``voice.random_set_mean``) is used as
+    it is, after checking that its statistics were computed with the same settings (metadata
+    ``voice_features``, else the number of values per utterance); a mismatch raises :class:`TableError`
+    naming both settings, since the attacker's feature space would not fit them."""
+    from bioanon.errors import TableError
+
+    cfg = feature_config(kind, n_coeffs, n_mels, deltas, energy_quantile)
+    names = table.payload_names
+    if "audio" not in names and "features" in names:
+        got = table.metadata.get(FEATURES_KEY)
+        if got is not None and got != cfg:
+            raise TableError(f"{who}: the table's 'features' payload holds utterance statistics computed with "
+                             f"{got}, but this method is set to {cfg}; set its parameters (features, n_coeffs, "
+                             f"n_mels, deltas, energy_quantile) to match")
+        x = table.payload("features")
+        want = feature_dim(**cfg)
+        if not isinstance(x, np.ndarray) or x.ndim != 2 or x.shape[1] != want:
+            shape = x.shape[1:] if isinstance(x, np.ndarray) else "variable-length"
+            raise TableError(f"{who}: the table has no 'audio' and its 'features' payload has shape {shape} per "
+                             f"utterance, not the ({want},) utterance statistics of {cfg}")
+        return table
     audio, sr = audio_of(table)
     x = feature_stats(audio, sr, kind, n_coeffs, n_mels, deltas, energy_quantile)
-    drop = "features" if "features" in table.payload_names else None
-    out = table.with_payload("features", x) if drop else table.with_payload("features", x, drop="audio")
-    return out
+    return table.with_payload("features", x, drop="audio").with_metadata(**{FEATURES_KEY: cfg})
 
 
 @attrs.define(kw_only=True)
@@ -35,7 +75,7 @@ class _StatsRecognizer(FeatureRecognizer):
     """Utterance statistics, then a core recognizer (built by ``inner_recognizer()``) on a ``features`` table."""
 
     trait: ClassVar[str] = "voice"
-    payloads: ClassVar[tuple[str, ...]] = ("audio",)
+    payloads: ClassVar[tuple[str, ...]] = ("audio", "features")
     has_embedding: ClassVar[bool] = True
 
     features: FeatureKind = param("mfcc", help="frame features: MFCCs or log mel filter-bank energies")
@@ -49,7 +89,8 @@ class _StatsRecognizer(FeatureRecognizer):
 
 
     def feature_table(self, table):
-        return stats_table(table, self.features, self.n_coeffs, self.n_mels, self.deltas, self.energy_quantile)
+        return stats_table(table, self.features, self.n_coeffs, self.n_mels, self.deltas, self.energy_quantile,
+                           who=self.id)
 
 
 @attrs.define(kw_only=True)

@@ -1,14 +1,15 @@
-"""Voice utility measures: spoken-content accuracy, pitch correlation ρF0 (VoicePrivacy) and signal-to-
-distortion ratio."""
+"""Voice utility measures: spoken-content accuracy, pitch correlation ρF0 and voice distinctiveness G_VD
+(VoicePrivacy), and signal-to-distortion ratio."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
 
 from bioanon import UtilityMeasure, param
+from bioanon.methods import fitted
 from bioanon.builtin.utility import AttributeAccuracy, align
 
 from .dsp import audio_of, feature_stats, segment_features
@@ -17,12 +18,19 @@ from .dsp import audio_of, feature_stats, segment_features
 @attrs.define(kw_only=True)
 class ContentAccuracy(AttributeAccuracy):
     """Spoken-content accuracy: a classifier of ``attribute`` (default ``digit``) trained on clear speech's
-    MFCC features (segment means in temporal order + utterance statistics), scored on anonymized speech (1 = the original content is recognized). Floor: the
-    majority-class rate. (Core ``any.attribute_accuracy`` on MFCC statistics.)"""
+    MFCC features, scored on anonymized speech (1 = the original content is recognized).
+
+    Features: MFCC means over ``segments`` equal stretches of the speech (temporal order) plus the utterance
+    mean and std; ``segments = 0`` uses the utterance statistics of the voice recognizers instead (MFCC mean/std
+    and deltas, :func:`~bioanon_voice.dsp.feature_stats`), which is what a table without audio holds: the
+    ``features`` output of ``voice.random_set_mean`` is scored directly (its statistics settings must match:
+    ``n_coeffs``, 40 mel bands, deltas, silence quantile 0.3), the paper's AudioMNIST experiment (digit kept,
+    speaker suppressed; ``utility-preserving-anonymization.txt`` §5). Floor: the majority-class rate. (Core
+    ``any.attribute_accuracy`` on MFCC features.)"""
 
     id: ClassVar[str] = "voice.content_accuracy"
     trait: ClassVar[str] = "voice"
-    payloads: ClassVar[tuple[str, ...]] = ("audio",)
+    payloads: ClassVar[tuple[str, ...]] = ("audio", "features")
     example_params: ClassVar[dict] = {"attribute": "group"}
 
     attribute: str = param("digit", help="the content attribute to predict (e.g. 'digit')")
@@ -30,9 +38,20 @@ class ContentAccuracy(AttributeAccuracy):
                             choices=("random_forest", "logistic_regression", "knn"))
     n_coeffs: int = param(20, help="MFCCs per frame", low=2, high=80)
     segments: int = param(5, help="MFCC means over this many equal stretches of the speech (temporal order); "
-                                  "0 = utterance mean+std statistics only", low=0, high=50)
+                                  "0 = utterance mean+std statistics only (needed for tables of features "
+                                  "without audio)", low=0, high=50)
 
     def _x(self, table) -> np.ndarray:
+        from bioanon.errors import TableError
+
+        from .recognizers import stats_table
+
+        if "audio" not in table.payload_names and "features" in table.payload_names:
+            if self.segments:
+                raise TableError(f"{self.id}: the table has utterance statistics ('features', e.g. from "
+                                 f"voice.random_set_mean) and no audio, so segment features cannot be computed; "
+                                 f"set segments = 0 to train and score on the same utterance statistics")
+            return stats_table(table, "mfcc", self.n_coeffs, who=self.id).payload("features")
         audio, sr = audio_of(table)
         if self.segments:
             return segment_features(audio, sr, self.n_coeffs, self.segments)
@@ -130,3 +149,157 @@ class SignalToDistortion(UtilityMeasure):
             else:
                 out[i] = np.clip(10 * np.log10(sig / err), -self.max_db, self.max_db)
         return out
+
+
+def similarity_matrix(x: np.ndarray, y: np.ndarray, codes: np.ndarray, n_speakers: int, slope: float,
+                      intercept: float) -> np.ndarray:
+    """S(i, j) = σ(mean calibrated LLR over the utterance pairs of speakers i (rows of ``x``) and j (rows of
+    ``y``)), for L2-normalized embeddings of the same utterances in two conditions. The LLR is linear in the
+    cosine score, so its mean is ``slope · mean cosine + intercept``; the sums over pairs are products of
+    per-speaker embedding sums (vectorized). Pairs of an utterance with itself (in either condition) are left
+    out of the diagonal, which therefore needs two utterances per speaker."""
+    from bioanon.methods import class_sums
+
+    sx, sy = class_sums(x, codes, n_speakers), class_sums(y, codes, n_speakers)
+    total = sx @ sy.T
+    counts = np.bincount(codes, minlength=n_speakers).astype(np.float64)
+    self_pairs = np.bincount(codes, weights=np.einsum("ij,ij->i", x.astype(np.float64), y.astype(np.float64)),
+                             minlength=n_speakers)
+    pairs = np.outer(counts, counts)
+    total[np.diag_indices(n_speakers)] -= self_pairs
+    pairs[np.diag_indices(n_speakers)] -= counts
+    mean_llr = slope * total / pairs + intercept
+    return 1.0 / (1.0 + np.exp(-mean_llr))
+
+
+def diagonal_dominance(s: np.ndarray) -> float:
+    """D_diag(S) = |mean of the diagonal − mean off the diagonal| (METRICS.md, voice distinctiveness)."""
+    n = len(s)
+    off = ~np.eye(n, dtype=bool)
+    return float(abs(np.mean(np.diag(s)) - np.mean(s[off])))
+
+
+@attrs.define(kw_only=True)
+class VoiceDistinctiveness(UtilityMeasure):
+    """Voice distinctiveness gain G_VD in dB (VoicePrivacy; METRICS.md): how distinguishable the speakers stay
+    after anonymization (0 = as distinguishable as in clear speech, negative = less).
+
+    ``fit(clear)`` trains the speaker-verification model ``verifier`` (a registered voice recognizer with an
+    embedding) on clear speech and calibrates its cosine trial scores to
+    log-likelihood ratios (logistic regression on same-/different-speaker pairs of the clear training set,
+    classes balanced: the LLR at equal priors). ``measure(original, anonymized)`` embeds both tables' speakers
+    (disjoint from the training speakers in an evaluation, as in the challenge) and builds the voice similarity
+    matrices S(i, j) = σ(mean LLR over the utterance pairs of speakers i and j), pairs of an utterance with
+    itself left out: S_oo on original speech and S_aa on anonymized speech (``condition = "aa"``, METRICS.md
+    and VoicePrivacy 2022) or S_oa between original and anonymized utterances (``"oa"``, VoicePrivacy 2020).
+    G_VD = 10·log10(D_diag(S_xx)/D_diag(S_oo)) with D_diag(S) = |mean diagonal − mean off-diagonal|
+    (a zero D_diag(S_xx) counts as 1e-10, i.e. −100 dB or less).
+
+    G_VD is a value of the whole set, not of an utterance, while bioanon's utility measures return one value
+    per sample: every sample gets the set's G_VD, so the reported mean is exactly G_VD and its bootstrap
+    interval (over subjects, of a constant) has zero width — it carries no uncertainty estimate. Speakers with
+    fewer than two utterances are left out of the matrices (they have no diagonal pair). The clear level is
+    0 dB by construction; the floor is ``floor_db`` (a convention: −10 dB = a tenfold loss of diagonal
+    dominance).
+
+    The default verifier, ``voice.mfcc_svm``, embeds utterances by the standardized PCA of their MFCC
+    statistics, which works with the few training speakers of a small evaluation; ``voice.mfcc_lda`` (an LDA
+    needs many training speakers: C − 1 dimensions) or the pretrained ``voice.resemblyzer`` are stronger
+    verifiers where they apply."""
+
+    id: ClassVar[str] = "voice.voice_distinctiveness"
+    trait: ClassVar[str] = "voice"
+    payloads: ClassVar[tuple[str, ...]] = ("audio", "features")
+    paired: ClassVar[bool] = True
+    reference: ClassVar[str] = ("Noé et al., Speech pseudonymisation assessment using voice similarity "
+                                "matrices, Interspeech 2020; VoicePrivacy 2020/2022 evaluation plans")
+
+    verifier: str = param("voice.mfcc_svm", help="id of the speaker-verification recognizer (needs an "
+                          "embedding; trained on the clear data given to fit, default parameters)")
+    condition: str = param("aa", help="'aa': anonymized-anonymized similarities (METRICS.md, VPC 2022); "
+                           "'oa': original-anonymized (VPC 2020)", choices=("aa", "oa"))
+    floor_db: float = param(-10.0, help="the floor used to normalize utility (dB below the clear level)",
+                            high=0.0, high_inclusive=False)
+    calibration_pairs: int = param(200_000, help="at most this many training trials calibrate the scores "
+                                   "(drawn at random)", low=10)
+    seed: int = param(0, help="random seed (calibration trials)")
+
+    verifier_: Any = fitted()
+    slope_: float | None = fitted()
+    intercept_: float | None = fitted()
+
+    def _embed(self, table) -> np.ndarray:
+        e = np.asarray(self.verifier_.embed(table), dtype=np.float64)
+        e = e.reshape(len(e), -1)
+        return e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
+
+    def fit(self, clear):
+        from sklearn.linear_model import LogisticRegression
+
+        from bioanon import get_registry
+        from bioanon.errors import ParameterError, TableError
+
+        cls = get_registry().get(self.verifier)
+        if getattr(cls, "kind", "") != "recognizer" or not getattr(cls, "has_embedding", False):
+            raise ParameterError(self.id, "verifier", self.verifier, "a registered recognizer with an embedding")
+        subjects = np.asarray(clear.subjects).astype(str)
+        _, codes = np.unique(subjects, return_inverse=True)
+        if codes.max(initial=-1) < 1:
+            raise TableError(f"{self.id}: calibrating the verifier needs at least 2 speakers in the clear "
+                             f"training table, it has {len(np.unique(subjects))}")
+        self.verifier_ = cls().fit(clear, "subject")
+        e = self._embed(clear)
+        n = len(e)
+        rng = np.random.default_rng([self.seed, 0x6BD])
+        total = n * (n - 1) // 2
+        if total <= self.calibration_pairs:
+            i, j = np.triu_indices(n, k=1)
+        else:
+            i = rng.integers(0, n, self.calibration_pairs)
+            j = (i + rng.integers(1, n, self.calibration_pairs)) % n  # j != i
+        same = codes[i] == codes[j]
+        if same.all() or not same.any():
+            raise TableError(f"{self.id}: the clear training table gives no "
+                             f"{'different' if same.all() else 'same'}-speaker trials to calibrate on")
+        s = np.einsum("ij,ij->i", e[i], e[j])
+        lr = LogisticRegression(class_weight="balanced").fit(s[:, None], same)
+        self.slope_, self.intercept_ = float(lr.coef_[0, 0]), float(lr.intercept_[0])
+        return self
+
+    def matrices(self, original, anonymized) -> tuple[np.ndarray, np.ndarray]:
+        """(S_oo, S_aa or S_oa) over the speakers with at least two utterances."""
+        from bioanon.errors import TableError
+
+        if self.verifier_ is None:
+            raise RuntimeError(f"{self.id}: fit(clear) before measure()")
+        anonymized = align(original, anonymized)
+        names, codes, counts = np.unique(np.asarray(original.subjects).astype(str), return_inverse=True,
+                                         return_counts=True)
+        keep = counts[codes] >= 2
+        if (counts >= 2).sum() < 2:
+            raise TableError(f"{self.id}: G_VD needs at least 2 speakers with 2 or more utterances; the table has "
+                             f"{int((counts >= 2).sum())} of its {len(names)} speakers")
+        _, codes = np.unique(codes[keep], return_inverse=True)
+        k = int(codes.max()) + 1
+        eo = self._embed(original)[keep]
+        ea = self._embed(anonymized)[keep]
+        s_oo = similarity_matrix(eo, eo, codes, k, self.slope_, self.intercept_)
+        other = (ea, ea) if self.condition == "aa" else (eo, ea)
+        return s_oo, similarity_matrix(*other, codes, k, self.slope_, self.intercept_)
+
+    def gain(self, original, anonymized) -> float:
+        """G_VD in dB of ``anonymized`` against ``original``."""
+        from bioanon.errors import TableError
+
+        s_oo, s_xx = self.matrices(original, anonymized)
+        d_oo, d_xx = diagonal_dominance(s_oo), diagonal_dominance(s_xx)
+        if d_oo <= 0:
+            raise TableError(f"{self.id}: the verifier does not tell the original speakers apart at all "
+                             f"(D_diag(S_oo) = 0), so G_VD is undefined")
+        return float(10.0 * np.log10(max(d_xx, 1e-10) / d_oo))
+
+    def measure(self, original, anonymized) -> np.ndarray:
+        return np.full(len(original), self.gain(original, anonymized), dtype=np.float64)
+
+    def floor(self, table) -> float:
+        return self.floor_db

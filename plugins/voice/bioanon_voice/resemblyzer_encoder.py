@@ -1,0 +1,137 @@
+"""``voice.resemblyzer``: the pretrained Resemblyzer speaker encoder as an attacker (optional).
+
+Resemblyzer (``pip install resemblyzer``, which needs ``webrtcvad`` and PyTorch) ships its GE2E-trained LSTM
+weights inside the wheel, so nothing is downloaded. The plugin registers the method only when the three
+packages are installed; they are imported when the method first embeds audio, and the encoder is loaded once
+per process.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+import warnings
+from typing import Any, ClassVar
+
+import attrs
+import numpy as np
+
+from bioanon import param
+from bioanon.methods import CentroidRecognizer, class_sums
+from bioanon.torchutil import import_torch, torch_threads
+
+from .dsp import audio_of
+
+_INSTALL = "pip install resemblyzer (with webrtcvad and torch)"
+_ENCODER: Any = None
+_LOCK = threading.Lock()
+
+
+def resemblyzer_available() -> bool:
+    """Whether resemblyzer, webrtcvad and torch are installed (checked without importing them)."""
+    return all(importlib.util.find_spec(m) is not None for m in ("resemblyzer", "webrtcvad", "torch"))
+
+
+def _resemblyzer(method_id: str) -> Any:
+    import_torch(method_id, _INSTALL)
+    try:
+        with warnings.catch_warnings():  # resemblyzer imports a deprecated scipy.ndimage path
+            warnings.simplefilter("ignore", DeprecationWarning)
+            import resemblyzer
+    except ImportError as e:
+        raise ImportError(f"{method_id} needs resemblyzer, which cannot be imported ({e}): {_INSTALL}") from None
+    return resemblyzer
+
+
+def encoder(method_id: str = "voice.resemblyzer") -> Any:
+    """The process-wide ``resemblyzer.VoiceEncoder`` on the CPU (loaded on first use, in eval mode)."""
+    global _ENCODER
+    with _LOCK:
+        if _ENCODER is None:
+            r = _resemblyzer(method_id)
+            enc = r.VoiceEncoder(device="cpu", verbose=False)
+            enc.eval()
+            _ENCODER = enc
+    return _ENCODER
+
+
+def preprocess(x: np.ndarray, sr: int) -> np.ndarray:
+    """``resemblyzer.preprocess_wav(x, source_sr=sr)`` (resampling to 16 kHz, volume normalization, VAD
+    trimming of long silences). When the VAD keeps less than one 30 ms window (e.g. a pure tone) or the signal
+    is silent, the resampled signal without trimming is used instead, so every utterance gets an embedding."""
+    import librosa
+    from resemblyzer import hparams, preprocess_wav
+
+    x = np.asarray(x, dtype=np.float32)
+    target = hparams.sampling_rate
+    if len(x) and np.any(x):
+        with np.errstate(all="ignore"):
+            w = preprocess_wav(x, source_sr=sr)
+        if len(w) >= target * hparams.vad_window_length // 1000 and np.all(np.isfinite(w)):
+            return np.asarray(w, dtype=np.float32)
+    w = librosa.resample(x, orig_sr=sr, target_sr=target) if sr != target and len(x) > 1 else x
+    return np.asarray(w if len(w) else np.zeros(1), dtype=np.float32)
+
+
+@attrs.define(kw_only=True)
+class Resemblyzer(CentroidRecognizer):
+    """Pretrained Resemblyzer speaker encoder (GE2E LSTM, 256-d d-vectors); cosine to enrolled centroids.
+
+    Each utterance is preprocessed as by ``resemblyzer.preprocess_wav`` (16 kHz, volume normalization, VAD
+    trimming), cut into 1.6 s partial utterances (``rate`` per second, the last kept when it covers
+    ``min_coverage``; short utterances are zero-padded to one partial), the partials of all utterances run
+    through the encoder in batches of ``batch_size``, and each utterance's embedding is the L2-normalized mean
+    of its partials' embeddings — ``VoiceEncoder.embed_utterance``, batched across utterances. ``fit`` learns
+    nothing: the encoder was trained on thousands of speakers (VoxCeleb, LibriSpeech) and ships inside the
+    wheel. A strong pretrained attacker in the sense of ``false-sense-of-privacy.txt`` §4.3 (the naive and
+    lazy attackers); it cannot adapt to anonymized speech (no parrot training).
+    Needs ``pip install resemblyzer`` (with ``webrtcvad`` and PyTorch)."""
+
+    id: ClassVar[str] = "voice.resemblyzer"
+    trait: ClassVar[str] = "voice"
+    payloads: ClassVar[tuple[str, ...]] = ("audio",)
+    has_embedding: ClassVar[bool] = True
+    reference: ClassVar[str] = ("Wan et al., Generalized end-to-end loss for speaker verification, 2018; "
+                                "github:resemble-ai/Resemblyzer")
+
+    rate: float = param(1.3, help="partial utterances per second (≥ 0.625: the partials must cover the "
+                        "utterance)", low=0.625, high=20.0)
+    min_coverage: float = param(0.75, help="keep the last partial if it covers this share of 1.6 s",
+                                low=0.0, low_inclusive=False, high=1.0)
+    batch_size: int = param(64, help="partial utterances per encoder batch", low=1, affects_output=False)
+    threads: int = param(1, help="torch intra-op threads (0 = all cores; the LSTM on short batches gains "
+                         "little from more, and loses much on a busy machine)", low=0, affects_output=False)
+
+    def fit(self, train: Any, label: str = "subject") -> "Resemblyzer":
+        """Nothing to learn: the encoder is pretrained."""
+        return self
+
+    def embed(self, table: Any) -> np.ndarray:
+        """(N, 256) L2-normalized utterance embeddings."""
+        torch = import_torch(self.id, _INSTALL)
+        enc = encoder(self.id)
+        from resemblyzer import audio as r_audio
+
+        audio, sr = audio_of(table)
+        partials: list[np.ndarray] = []
+        owner: list[int] = []
+        for i, x in enumerate(audio):
+            wav = preprocess(x, sr)
+            wav_slices, mel_slices = enc.compute_partial_slices(len(wav), self.rate, self.min_coverage)
+            stop = wav_slices[-1].stop
+            if stop >= len(wav):
+                wav = np.pad(wav, (0, stop - len(wav)))
+            mel = r_audio.wav_to_mel_spectrogram(wav)
+            partials.extend(mel[s] for s in mel_slices)
+            owner.extend([i] * len(mel_slices))
+        n = len(audio)
+        if n == 0:
+            return np.zeros((0, 256), dtype=np.float32)
+        mels = np.stack(partials).astype(np.float32)
+        out = []
+        with torch_threads(self.threads), torch.no_grad():
+            for b in range(0, len(mels), self.batch_size):
+                out.append(enc(torch.from_numpy(mels[b : b + self.batch_size])).cpu().numpy())
+        e = np.nan_to_num(np.concatenate(out))  # an all-zero partial has no direction (0/0 in the encoder)
+        sums = class_sums(e, np.asarray(owner), n)
+        return (sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)).astype(np.float32)
