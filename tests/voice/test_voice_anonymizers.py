@@ -49,6 +49,7 @@ def test_mcadams_alpha_one_reconstructs():
     x = _vowel()
     y = mcadams(x, SR, 1.0)
     snr = _snr(x, y)
+    print(f"\nMcAdams alpha=1 reconstruction SNR: {snr:.1f} dB")
     assert len(y) == len(x)
     assert snr > 40, f"alpha=1 reconstruction SNR {snr:.1f} dB"
 
