@@ -99,3 +99,38 @@ def main(run: Callable[..., dict[str, Any]], doc: str | None) -> None:
     print(json.dumps(res, indent=2))
     if a.json:
         Path(a.json).write_text(json.dumps(res, indent=2))
+
+
+def run_cases(label: str, cases: list[Any], bench: Callable[[Any], tuple[list[dict[str, Any]], dict[str, Any]]],
+              only: list[str] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+    """Run ``bench(case)`` for every case whose ``method_id`` is installed (and in ``only``, when given).
+
+    Returns (figures, per-case details, notes); a method that is not installed is skipped with a note."""
+    import bioanon
+
+    registry = bioanon.get_registry()
+    figures: list[dict[str, Any]] = []
+    details: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for case in cases:
+        if only and case.method_id not in only:
+            continue
+        if case.method_id not in registry:
+            notes.append(f"{case.method_id} skipped: not installed (registered by its plugin when present)")
+            continue
+        figs, info = bench(case)
+        figures += figs
+        details.append(info)
+    for note in notes:
+        print(f"{label} benchmark: {note}")
+    return figures, details, notes
+
+
+def print_figures(header: str, figures: list[dict[str, Any]], quick: bool, width: int = 62) -> None:
+    """Print a loop benchmark's figures: ratio, target, verdict and the absolute times behind the ratio."""
+    print(header + (" — quick: tiny sizes, the ratios say nothing about the targets" if quick else ""))
+    for f in figures:
+        times = f"method {f['method_s']:.3f} s, " + (f"loop {f['loop_s']:.3f} s" if "loop_s" in f
+                                                     else f"python {f['python_s_extrapolated']:.1f} s (extrap.)")
+        print(f"  {f['name']:<{width}} {f['value']:9.1f}×  target {f['target']:<9} "
+              f"{'PASS' if f['passed'] else 'FAIL'}  ({times})")

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import figure, side_by_side
+from benchmarks.common import figure, print_figures, run_cases, side_by_side
 
 TARGET_LOOP = 1.0
 TARGET_PYTHON = 20.0
@@ -450,40 +450,22 @@ def bench_case(case: Case, table, *, python_images: int, repeats: int) -> tuple[
 def run(quick: bool = False, *, images: int | None = None, size: int | None = None,
         python_images: int | None = None, repeats: int | None = None, only: list[str] | None = None) -> dict[str, Any]:
     """Every case on ``images`` synthetic faces (``quick``: tiny sizes, for the smoke test)."""
-    import bioanon
-
     cfg = dict(QUICK if quick else FULL)
     cfg.update({k: v for k, v in (("images", images), ("size", size), ("python_images", python_images),
                                   ("repeats", repeats)) if v is not None})
     t0 = time.perf_counter()
     table = make_images(cfg["images"], cfg["size"])
     t_data = time.perf_counter() - t0
-    registry = bioanon.get_registry()
-    notes = []
-    figures, details = [], []
-    for case in CASES:
-        if only and case.method_id not in only:
-            continue
-        if case.method_id not in registry:
-            notes.append(f"{case.method_id} skipped: not installed (registered by the face plugin when present)")
-            continue
-        figs, info = bench_case(case, table, python_images=cfg["python_images"], repeats=cfg["repeats"])
-        figures += figs
-        details.append(info)
-    for note in notes:
-        print(f"images benchmark: {note}")
+    figures, details, notes = run_cases(
+        "images", CASES, lambda case: bench_case(case, table, python_images=cfg["python_images"],
+                                                 repeats=cfg["repeats"]), only)
     return {"benchmark": "images", "quick": quick, **cfg, "data_seconds": round(t_data, 2), "notes": notes,
             "cases": details, "figures": figures, "targets_met": all(f["passed"] for f in figures)}
 
 
 def _print(res: dict[str, Any]) -> None:
-    print(f"images benchmark: {res['images']} images of {res['size']}×{res['size']}×3, best of {res['repeats']}"
-          + (" — quick: tiny sizes, the ratios say nothing about the targets" if res["quick"] else ""))
-    for f in res["figures"]:
-        times = f"method {f['method_s']:.3f} s, " + (f"loop {f['loop_s']:.3f} s" if "loop_s" in f
-                                                     else f"python {f['python_s_extrapolated']:.1f} s (extrap.)")
-        print(f"  {f['name']:<62} {f['value']:9.1f}×  target {f['target']:<6} {'PASS' if f['passed'] else 'FAIL'}"
-              f"  ({times})")
+    print_figures(f"images benchmark: {res['images']} images of {res['size']}×{res['size']}×3, best of "
+                  f"{res['repeats']}", res["figures"], res["quick"])
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import figure, side_by_side
+from benchmarks.common import figure, print_figures, run_cases, side_by_side
 
 TARGET_LOOP = 1.0
 FULL = {"sequences": 10_000, "frames": 60, "window": 128, "python_sequences": 3, "repeats": 3}
@@ -514,41 +514,23 @@ def run(quick: bool = False, *, sequences: int | None = None, frames: int | None
         python_sequences: int | None = None, repeats: int | None = None,
         only: list[str] | None = None) -> dict[str, Any]:
     """Every case on ``sequences`` synthetic walks / IMU windows (``quick``: tiny sizes, for the smoke test)."""
-    import bioanon
-
     cfg = dict(QUICK if quick else FULL)
     cfg.update({k: v for k, v in (("sequences", sequences), ("frames", frames), ("window", window),
                                   ("python_sequences", python_sequences), ("repeats", repeats)) if v is not None})
     t0 = time.perf_counter()
     tables = make_tables(cfg["sequences"], cfg["frames"], cfg["window"])
     t_data = time.perf_counter() - t0
-    registry = bioanon.get_registry()
-    notes, figures, details = [], [], []
-    for case in CASES:
-        if only and case.method_id not in only:
-            continue
-        if case.method_id not in registry:
-            notes.append(f"{case.method_id} skipped: not installed")
-            continue
-        figs, info = bench_case(case, tables[case.trait], python_sequences=cfg["python_sequences"],
-                                repeats=cfg["repeats"])
-        figures += figs
-        details.append(info)
-    for note in notes:
-        print(f"sequences benchmark: {note}")
+    figures, details, notes = run_cases(
+        "sequences", CASES, lambda case: bench_case(case, tables[case.trait],
+                                                    python_sequences=cfg["python_sequences"],
+                                                    repeats=cfg["repeats"]), only)
     return {"benchmark": "sequences", "quick": quick, **cfg, "data_seconds": round(t_data, 2), "notes": notes,
             "cases": details, "figures": figures, "targets_met": all(f["passed"] for f in figures)}
 
 
 def _print(res: dict[str, Any]) -> None:
-    print(f"sequences benchmark: {res['sequences']} walks of {res['frames']} frames × 18 joints and IMU windows of "
-          f"{res['window']} × 6, best of {res['repeats']}"
-          + (" — quick: tiny sizes, the ratios say nothing about the targets" if res["quick"] else ""))
-    for f in res["figures"]:
-        times = f"method {f['method_s']:.3f} s, " + (f"loop {f['loop_s']:.3f} s" if "loop_s" in f
-                                                     else f"python {f['python_s_extrapolated']:.1f} s (extrap.)")
-        print(f"  {f['name']:<58} {f['value']:9.1f}×  target {f['target']:<9} "
-              f"{'PASS' if f['passed'] else 'FAIL'}  ({times})")
+    print_figures(f"sequences benchmark: {res['sequences']} walks of {res['frames']} frames × 18 joints and IMU "
+                  f"windows of {res['window']} × 6, best of {res['repeats']}", res["figures"], res["quick"], 58)
 
 
 def main(argv: list[str] | None = None) -> int:
