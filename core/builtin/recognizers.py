@@ -76,6 +76,11 @@ class FeatureSpace:
     mean: np.ndarray  # (D,) float32
     scale: np.ndarray  # (D,) float32
     projection: np.ndarray  # (D, K) float32
+    scaled_projection: np.ndarray = attrs.field(init=False, repr=False)  # projection / scale, (D, K) float32
+
+    def __attrs_post_init__(self) -> None:
+        scaled = self.projection.astype(np.float64) / self.scale.astype(np.float64)[:, None]
+        object.__setattr__(self, "scaled_projection", scaled.astype(np.float32))
 
     @classmethod
     def pca(cls, x: np.ndarray, n_components: int | float = 1.0, *, standardize: bool = True,
@@ -109,7 +114,9 @@ class FeatureSpace:
         return FeatureSpace(self.mean, self.scale, (self.projection @ projection).astype(np.float32))
 
     def transform(self, x: np.ndarray) -> np.ndarray:
-        return ((x - self.mean) / self.scale) @ self.projection
+        """``((x - mean) / scale) @ projection``, computed as ``(x - mean) @ (projection / scale)``: one
+        temporary instead of two (centring first keeps float32 precise when the mean dwarfs the spread)."""
+        return (x - self.mean) @ self.scaled_projection
 
 
 def _gram_svd(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -275,11 +282,17 @@ class NearestNeighbors(_SpaceRecognizer):
     def _scores(self, z):
         g, starts = self.model_
         q = self._prep(z)
+        d = q @ g.T  # one (probes, gallery) matrix, then in-place passes
         if self.metric == "cosine":
-            d = 1.0 - q @ g.T
-        else:
-            d2 = (q * q).sum(1)[:, None] + (g * g).sum(1)[None, :] - 2.0 * (q @ g.T)
-            d = np.sqrt(np.maximum(d2, 0.0))
+            np.subtract(1.0, d, out=d)
+        else:  # squared distances; the root after the minimum when k = 1 (monotone)
+            d *= -2.0
+            d += (q * q).sum(1)[:, None]
+            d += (g * g).sum(1)[None, :]
+            np.maximum(d, 0.0, out=d)
+            if self.k == 1:
+                return -np.sqrt(np.minimum.reduceat(d, starts, axis=1))
+            np.sqrt(d, out=d)
         if self.k == 1:
             return -np.minimum.reduceat(d, starts, axis=1)
         ends = np.r_[starts[1:], d.shape[1]]

@@ -228,11 +228,15 @@ class _EmbeddingSelector(Selector):
             x = flatten_payload(table.payload(name)).astype(np.float64)
             sd = x.std(axis=0)
             return (x - x.mean(axis=0)) / np.where(sd > 1e-12, sd, 1.0)
-        rec = _recognizer(self.recognizer)
-        if not rec.has_embedding:
+        from ..cache import table_fingerprint
+        from ..fit_memo import FITTED
+
+        if not _recognizer(self.recognizer).has_embedding:
             raise TableError(f"{self.id}: recognizer {self.recognizer!r} has no embedding; use one with an "
                              f"embedding (e.g. any.lda_cosine) or '' for the payload space")
-        rec.fit(attacker if attacker is not None else table, "subject")
+        train = attacker if attacker is not None else table
+        # the same fit serves every subject count of a selection sweep (keyed by the training data's content)
+        rec = FITTED.get({"id": self.recognizer}, ["table", table_fingerprint(train)], "subject", lambda: train)
         return np.asarray(rec.embed(table), dtype=np.float64)
 
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..cache import Cache, derive_fingerprint, fingerprint
 from ..errors import BioanonError
+from ..fit_memo import FITTED
 from ..fileio import jsonable
 from ..table import SampleTable
 
@@ -140,6 +141,7 @@ def select(cache: Cache, *, method: dict, n: int, evaluation: str, attacker: str
 SCENARIOS_BASE = ("clear", "naive", "lazy", "parrot", "deanon")
 
 
+
 def scenario_sets(scenario: str) -> tuple[str, str, str]:
     """(training, enrolment, probe) data of an attacker scenario: 'clear', 'anon', 'mix:<share>' or 'deanon'."""
     if scenario.startswith("parrot:"):
@@ -198,13 +200,17 @@ def score(
     train_kind, enrol_kind, probe_kind = scenario_sets(scenario)
     attacker = {"clear": lambda: _table(cache, sets["clear_attacker"]), "anon": lambda: _table(cache, sets["anon_attacker"])}
     if train_kind.startswith("mix:"):
-        train = _mixed(attacker["clear"](), attacker["anon"](), float(train_kind[4:]), derived_seed(seed, "mix"))
+        mix_seed = derived_seed(seed, "mix")
+        train_id = ["mix", sets["clear_attacker"], sets["anon_attacker"], train_kind, mix_seed]
+
+        def train():
+            return _mixed(attacker["clear"](), attacker["anon"](), float(train_kind[4:]), mix_seed)
     else:
-        train = attacker[train_kind]()
+        train_id = [train_kind, sets[f"{train_kind}_attacker"]]
+        train = attacker[train_kind]
     evaluation = {k: _table(cache, sets[f"{k}_evaluation"]) for k in sorted({enrol_kind, probe_kind, "clear"})}
 
-    rec = _create(recognizer)
-    rec.fit(train, label)
+    rec = FITTED.get(recognizer, train_id, label, train)
     rows: list[dict] = []
     probes_out: dict[str, str] = {}
     clear_eval = evaluation["clear"]

@@ -1,0 +1,45 @@
+"""Fitted recognizers are reused across score tasks and selector subject counts with identical results."""
+
+from __future__ import annotations
+
+import bioanon
+from bioanon.fit_memo import FITTED, FittedRecognizers
+
+from evalconfigs import SMALL, config
+
+
+def _cfg():
+    cfg = config(**SMALL)
+    cfg["scenarios"] = ["naive", "lazy", "parrot"]
+    cfg["selection"] = {"selectors": ["random", "center"], "subject_counts": [12, 6], "random_draws": 2}
+    return cfg
+
+
+def test_reuse_gives_the_results_of_refitting(tmp_path, monkeypatch):
+    FITTED.clear()
+    reused = bioanon.evaluate(_cfg(), out_dir=None, cache=tmp_path / "a", progress=False, report=False)
+    hits, misses = FITTED.hits, FITTED.misses
+    # 2 settings x 2 recognizers: clear, naive and lazy share one clear fit per recognizer; the centre selector
+    # fits once per setting for both subject counts
+    assert hits > 0 and misses < hits + misses, (hits, misses)
+    assert misses == 2 + 2 * 2 + 2, (hits, misses)  # clear fits, parrot fits per setting, selector per setting
+    monkeypatch.setenv("BIOANON_FIT_MEMO", "0")
+    FITTED.clear()
+    refit = bioanon.evaluate(_cfg(), out_dir=None, cache=tmp_path / "b", progress=False, report=False)
+    assert FITTED.hits == FITTED.misses == 0
+    assert refit.metrics.equals(reused.metrics)
+
+
+def test_callers_get_independent_copies():
+    memo = FittedRecognizers(size=2)
+    table = bioanon.load_dataset("any.synthetic", n_subjects=6, samples_per_subject=6, dim=8)
+    spec = {"id": "any.cosine_centroid"}
+    a = memo.get(spec, ["t", 1], "subject", lambda: table)
+    b = memo.get(spec, ["t", 1], "subject", lambda: (_ for _ in ()).throw(AssertionError("refitted")))
+    assert (memo.hits, memo.misses) == (1, 1) and a is not b
+    a.enroll(table, "subject")
+    c = memo.get(spec, ["t", 1], "subject", lambda: table)
+    assert a.templates_ is not None and c.templates_ is None  # enrolment never reaches the stored fit
+    for i in range(3):  # least recently used out
+        memo.get(spec, ["other", i], "subject", lambda: table)
+    assert len(memo._fits) == 2 and memo.misses == 4
