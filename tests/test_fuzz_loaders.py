@@ -94,6 +94,7 @@ BUILDERS = {"motion.csv": _motion_csv, "gait.c3d": _gait_c3d, "face.folder": _fa
 
 @pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.filterwarnings("ignore:invalid value encountered in cast:RuntimeWarning")  # c3d parsing corrupt bytes
 @pytest.mark.parametrize("source", sorted(BUILDERS))
 def test_loader_survives_corrupt_files(source):
     if source not in bioanon.get_registry():
