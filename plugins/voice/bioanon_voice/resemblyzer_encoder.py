@@ -18,7 +18,8 @@ import numpy as np
 
 from bioanon import param
 from bioanon.methods import CentroidRecognizer, class_sums
-from bioanon.torchutil import import_torch, torch_threads
+from bioanon.nettrain import infer
+from bioanon.torchutil import import_torch
 
 from .dsp import audio_of
 
@@ -108,7 +109,6 @@ class Resemblyzer(CentroidRecognizer):
 
     def embed(self, table: Any) -> np.ndarray:
         """(N, 256) L2-normalized utterance embeddings."""
-        torch = import_torch(self.id, _INSTALL)
         enc = encoder(self.id)
         from resemblyzer import audio as r_audio
 
@@ -128,10 +128,7 @@ class Resemblyzer(CentroidRecognizer):
         if n == 0:
             return np.zeros((0, 256), dtype=np.float32)
         mels = np.stack(partials).astype(np.float32)
-        out = []
-        with torch_threads(self.threads), torch.no_grad():
-            for b in range(0, len(mels), self.batch_size):
-                out.append(enc(torch.from_numpy(mels[b : b + self.batch_size])).cpu().numpy())
-        e = np.nan_to_num(np.concatenate(out))  # an all-zero partial has no direction (0/0 in the encoder)
+        e = infer(enc, mels, out_shape=(256,), batch_size=self.batch_size, threads=self.threads)
+        e = np.nan_to_num(e)  # an all-zero partial has no direction (0/0 in the encoder)
         sums = class_sums(e, np.asarray(owner), n)
         return (sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)).astype(np.float32)
