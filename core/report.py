@@ -535,6 +535,28 @@ _LABEL_OFFSETS = (((5, 5), "left", "bottom"), ((5, -6), "left", "top"), ((-5, 5)
                   ((-5, -6), "right", "top"))  # fmt: skip
 
 
+def _point_labels(xs: Sequence[float], ys: Sequence[float], labels: Sequence[str],
+                  close: tuple[float, float] = (0.12, 0.06)) -> tuple[list[str], list[str]]:
+    """The labels to write beside a staircase's points, and a key for the caption.
+
+    When two labelled points lie within ``close`` (privacy, utility) of each other their labels would overlap,
+    so every point gets a number instead and the key lists ``number = setting``; otherwise the labels stay."""
+    pts = [(float(x), float(y)) for x, y, t in zip(xs, ys, labels) if t]
+    crowded = any(abs(a[0] - b[0]) < close[0] and abs(a[1] - b[1]) < close[1]
+                  for i, a in enumerate(pts) for b in pts[i + 1:])
+    if not crowded:
+        return list(labels), []
+    numbered, key, k = [], [], 0
+    for t in labels:
+        if t:
+            k += 1
+            numbered.append(str(k))
+            key.append(f"{k} = {t}")
+        else:
+            numbered.append("")
+    return numbered, key
+
+
 def _plot_tradeoff(res: _Results, plotter: _Plotter) -> tuple[list[dict], list[str]]:
     """One figure per (measure, selector, n_subjects). Returns figure entries and notes."""
     tr = res.tradeoff
@@ -566,6 +588,7 @@ def _plot_tradeoff(res: _Results, plotter: _Plotter) -> tuple[list[dict], list[s
         both = {s["anonymizer"] for s in series if not s["counted"]}
         anon_idx = {a: i for i, a in enumerate(_unique(s["anonymizer"] for s in series))}
         dropped = 0
+        keys = []
         for s in sorted(series, key=lambda s: (anon_idx[s["anonymizer"]], not s["counted"])):
             c = color.get(s["anonymizer"], "0.3")
             dropped += s["dropped"]
@@ -577,7 +600,10 @@ def _plot_tradeoff(res: _Results, plotter: _Plotter) -> tuple[list[dict], list[s
                 ax.plot(s["px"], s["py"], color=c, linewidth=2.0, label=label, zorder=3)
                 ax.plot(s["x"], s["y"], "o", color=c, markersize=6, zorder=4)
                 off, ha, va = _LABEL_OFFSETS[anon_idx[s["anonymizer"]] % len(_LABEL_OFFSETS)]
-                for x, y, t in zip(s["x"], s["y"], s["labels"]):
+                point_labels, key = _point_labels(s["x"], s["y"], s["labels"])
+                if key:
+                    keys.append(f"{s['anonymizer']}: " + "; ".join(key))
+                for x, y, t in zip(s["x"], s["y"], point_labels):
                     if t:
                         ax.annotate(_mpl(t), (x, y), xytext=off, textcoords="offset points", fontsize=8, color=c,
                                     ha=ha, va=va, zorder=5)  # fmt: skip
@@ -598,6 +624,8 @@ def _plot_tradeoff(res: _Results, plotter: _Plotter) -> tuple[list[dict], list[s
         cap = (f"Measure {measure}, selector {sel}, {n} subjects. Solid: the counted (lower-AUC) variant with its "
                "points (labelled by setting); dashed, hollow points: the other de-anonymization variant. The "
                "staircase is the conservative envelope whose area is the AUC.")  # fmt: skip
+        if keys:
+            cap += " Numbered points (their labels would overlap): " + " | ".join(keys) + "."
         if dropped:
             cap += f" {dropped} point(s) with undefined privacy or utility are not drawn."
         figs.append({"src": src, "caption": cap})

@@ -362,3 +362,13 @@ def test_import_is_light():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
+
+
+def test_crowded_tradeoff_points_are_numbered_with_a_key():
+    from bioanon.report import _point_labels
+
+    labels, key = _point_labels([0.1, 0.5, 0.9], [0.2, 0.5, 0.9], ["a=1", "a=2", "a=3"])
+    assert labels == ["a=1", "a=2", "a=3"] and key == []  # far apart: the settings themselves
+    labels, key = _point_labels([0.70, 0.72, 0.95, 0.3], [1.0, 1.0, 1.0, 0.5], ["g=8", "g=32", "", "g=128"])
+    assert labels == ["1", "2", "", "3"]
+    assert key == ["1 = g=8", "2 = g=32", "3 = g=128"]
