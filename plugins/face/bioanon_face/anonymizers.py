@@ -71,6 +71,82 @@ def expand_blocks(cells: np.ndarray, row_edges: np.ndarray, col_edges: np.ndarra
     return np.repeat(np.repeat(cells, np.diff(row_edges), axis=1), np.diff(col_edges), axis=2)
 
 
+#: pixel values (H·W·C) per block of images the anonymizations process at once (about 256 KiB of uint8 input,
+#: 1 MiB as float32): a block and its temporaries stay in the CPU cache. Whole-batch float64 temporaries
+#: (600 MB for 2,000 images of 112×112×3) made most methods slower than a per-image loop (benchmarks/images.py).
+_BLOCK_VALUES = 1 << 18
+
+#: most channels the OpenCV fast paths handle (stacked images keep their channels); more use numpy.
+_CV_CHANNELS = 4
+
+
+def _image_blocks(n: int, values_per_image: int, budget: int = _BLOCK_VALUES) -> list[slice]:
+    """Consecutive row slices covering 0..n, each of at most ``budget`` values (at least one image)."""
+    per = max(1, budget // max(1, values_per_image))
+    return [slice(s, min(s + per, n)) for s in range(0, n, per)]
+
+
+def _map_blocks(x: np.ndarray, fn, budget: int = _BLOCK_VALUES, dtype: Any = None, draw=None) -> np.ndarray:
+    """One preallocated output of ``x``'s shape (and ``dtype``, default ``x``'s), written block by block:
+    ``fn(x[rows], rows, out[rows])`` for consecutive blocks of images (see :func:`_image_blocks`), in row order.
+
+    With ``draw``, ``fn`` gets a fourth argument, ``draw(rows)``: the block's random numbers, drawn one block
+    ahead in a worker thread (numpy's generators release the GIL while they draw) so that ``fn``'s arithmetic
+    on a block overlaps the draws for the next. The draws are made one after the other in row order, from one
+    generator, so they are the numbers one draw for the whole batch gives."""
+    out = np.empty(x.shape, dtype=x.dtype if dtype is None else dtype)
+    blocks = _image_blocks(len(x), int(np.prod(x.shape[1:])), budget)
+    if draw is None:
+        for rows in blocks:
+            fn(x[rows], rows, out[rows])
+    elif blocks:
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(1) as pool:  # one worker: the draws run in submission (= row) order
+            ahead = pool.submit(draw, blocks[0])
+            for i, rows in enumerate(blocks):
+                drawn = ahead.result()
+                if i + 1 < len(blocks):
+                    ahead = pool.submit(draw, blocks[i + 1])
+                fn(x[rows], rows, out[rows], drawn)
+    return out
+
+
+def _cv_ok(x: np.ndarray) -> bool:
+    return x.dtype == np.uint8 and x.ndim == 4 and 1 <= x.shape[3] <= _CV_CHANNELS
+
+
+def _cell_index(edges: np.ndarray) -> np.ndarray:
+    """The cell of every pixel along an axis cut at ``edges``."""
+    return np.repeat(np.arange(len(edges) - 1), np.diff(edges))
+
+
+def _cell_means(x: np.ndarray, row_edges: np.ndarray, col_edges: np.ndarray) -> np.ndarray:
+    """:func:`block_means` of a block of images, equal to it bit for bit: for uint8 images the cell sums are
+    exact integers from one OpenCV integral image of the block stacked vertically (no float64 copy of the
+    pixels), and the float64 mean of an integer sum is the mean :func:`block_means` computes."""
+    if not _cv_ok(x):
+        return block_means(x, row_edges, col_edges)
+    import cv2
+
+    n, h, w, c = x.shape
+    depth = cv2.CV_32S if n * h * w * 255 < 2**31 - 1 else cv2.CV_64F
+    integral = cv2.integral(x.reshape(n * h, w, c), sdepth=depth).reshape(n * h + 1, w + 1, c)
+    rows = (np.arange(n)[:, None] * h + row_edges[None, :]).ravel()  # cell-edge rows of the stacked image
+    corner = np.take(np.take(integral, rows, axis=0), col_edges, axis=1)  # prefix sums at the cell corners
+    corner = corner.reshape(n, len(row_edges), len(col_edges), c)
+    sums = np.diff(np.diff(corner, axis=1), axis=2)  # exact: the block's total fits the integral's type
+    area = np.diff(row_edges)[:, None] * np.diff(col_edges)[None, :]
+    return sums / area[:, :, None]
+
+
+def _expand_into(cells: np.ndarray, row_index: np.ndarray, col_index: np.ndarray, out: np.ndarray) -> None:
+    """:func:`expand_blocks` of a block of cells into ``out``, by index gathers (``row_index``/``col_index``:
+    the cell of every pixel row/column): along the columns on the small cell array, then whole rows."""
+    wide = np.take(cells, col_index, axis=2)
+    np.take(wide, row_index, axis=1, out=out, mode="clip")
+
+
 _PAYLOAD = dict(help="payload column to anonymize (default: image)")
 
 
@@ -159,8 +235,12 @@ class Pixelation(_FaceAnonymizer):
     def transform(self, table):
         column, x = _images(self, table)
         re_, ce = _block_edges(x.shape[1], self.size), _block_edges(x.shape[2], self.size)
-        out = expand_blocks(block_means(x, re_, ce), re_, ce)
-        return table.with_payload(column, restore_dtype(out, x.dtype))
+        ri, ci = _cell_index(re_), _cell_index(ce)
+
+        def block(xb, rows, ob):
+            _expand_into(restore_dtype(_cell_means(xb, re_, ce), x.dtype), ri, ci, ob)
+
+        return table.with_payload(column, _map_blocks(x, block, budget=1 << 19))
 
 
 @attrs.define(kw_only=True)
@@ -176,8 +256,25 @@ class GaussianNoise(_FaceAnonymizer):
     def transform(self, table):
         column, x = _images(self, table)
         rng = table_rng(table, self.seed)
-        noisy = x.astype(np.float32) + rng.standard_normal(x.shape, dtype=np.float32) * np.float32(self.sigma)
-        return table.with_payload(column, restore_dtype(noisy, x.dtype))
+        sigma = np.float32(self.sigma)
+        # small integers convert to float32 exactly and add to float32 in float32: add in place
+        in_place = x.dtype in (np.uint8, np.int8, np.uint16, np.int16)
+        info = np.iinfo(x.dtype) if in_place else None
+
+        def draw(rows):
+            return rng.standard_normal((rows.stop - rows.start, *x.shape[1:]), dtype=np.float32)
+
+        def block(xb, rows, ob, noise):
+            noise *= sigma
+            if not in_place:
+                ob[...] = restore_dtype(xb.astype(np.float32) + noise, x.dtype)
+                return
+            noise += xb
+            np.rint(noise, out=noise)
+            np.clip(noise, info.min, info.max, out=noise)
+            ob[...] = noise
+
+        return table.with_payload(column, _map_blocks(x, block, budget=1 << 20, draw=draw))
 
 
 @attrs.define(kw_only=True)
@@ -202,13 +299,22 @@ class BlockPermutation(_FaceAnonymizer):
         n, h, w, c = x.shape
         b = self.block_size
         nh, nw = h // b, w // b
-        out = x.copy()
-        if nh * nw > 1:
-            core = x[:, : nh * b, : nw * b].reshape(n, nh, b, nw, b, c).transpose(0, 1, 3, 2, 4, 5)
-            core = core.reshape(n, nh * nw, b, b, c)[:, self.permutation(nh * nw)]
-            out[:, : nh * b, : nw * b] = core.reshape(n, nh, nw, b, b, c).transpose(0, 1, 3, 2, 4, 5).reshape(
-                n, nh * b, nw * b, c)
-        return table.with_payload(column, out)
+        if nh * nw <= 1:
+            return table.with_payload(column, x.copy())
+        # a row of the permuted core is nw runs of b pixels; output run (y, j) copies the source run
+        # (src_row[y, j], src_col[y, j]) of the core viewed as (rows, nw, b·c)
+        y, j = np.arange(nh * b)[:, None], np.arange(nw)[None, :]
+        s = self.permutation(nh * nw)[(y // b) * nw + j]
+        src_row, src_col = (s // nw) * b + y % b, s % nw
+
+        def block(xb, rows, ob):
+            k = len(xb)
+            core = xb[:, : nh * b, : nw * b].reshape(k, nh * b, nw, b * c)
+            ob[:, : nh * b, : nw * b] = core[:, src_row, src_col].reshape(k, nh * b, nw * b, c)
+            ob[:, nh * b:] = xb[:, nh * b:]
+            ob[:, : nh * b, nw * b:] = xb[:, : nh * b, nw * b:]
+
+        return table.with_payload(column, _map_blocks(x, block, budget=1 << 20))
 
 
 @attrs.define(kw_only=True)
@@ -245,8 +351,32 @@ class PixelRelocation(_FaceAnonymizer):
     def transform(self, table):
         column, x = _images(self, table)
         n, h, w, c = x.shape
-        out = x.reshape(n, h * w, c)[:, self.index_map(h, w)].reshape(x.shape)
-        return table.with_payload(column, out)
+        idx = self.index_map(h, w)
+        blocks = _image_blocks(n, h * w * c, 1 << 20)
+        per = blocks[0].stop - blocks[0].start if blocks else 0
+        if _cv_ok(x) and per * h < 2**15 and w < 2**15:
+            import cv2
+
+            # one OpenCV nearest-neighbour remap of the block stacked vertically: the map gives every output
+            # pixel its source (column, row of the stacked block), as int16 pairs
+            src = np.empty((per, h, w, 2), dtype=np.int16)
+            src[..., 0] = (idx % w).reshape(h, w)
+            src[..., 1] = (idx // w).reshape(h, w) + (np.arange(per) * h)[:, None, None]
+            src = src.reshape(per * h, w, 2)
+            out = np.empty_like(x)
+            for rows in blocks:
+                k = rows.stop - rows.start
+                dst = out[rows].reshape(k * h, w, c)
+                res = cv2.remap(x[rows].reshape(k * h, w, c), src[: k * h], None, cv2.INTER_NEAREST, dst=dst)
+                if not np.shares_memory(res, dst):  # pragma: no cover - OpenCV wrote elsewhere
+                    dst[...] = res.reshape(dst.shape)
+            return table.with_payload(column, out)
+        flat = (idx[:, None] * c + np.arange(c)[None, :]).ravel()
+
+        def block(xb, rows, ob):
+            np.take(xb.reshape(len(xb), h * w * c), flat, axis=1, out=ob.reshape(len(xb), h * w * c), mode="clip")
+
+        return table.with_payload(column, _map_blocks(x, block, budget=1 << 20))
 
 
 @attrs.define(kw_only=True)
@@ -270,10 +400,16 @@ class DpPix(_FaceAnonymizer):
         h, w = x.shape[1:3]
         re_ = np.append(np.arange(0, h, self.b), h)
         ce = np.append(np.arange(0, w, self.b), w)
-        cells = block_means(x, re_, ce)
+        ri, ci = _cell_index(re_), _cell_index(ce)
         scale = 255.0 * self.m / (self.b * self.b * self.epsilon)
-        cells = cells + table_rng(table, self.seed).laplace(0.0, scale, cells.shape)
-        return table.with_payload(column, restore_dtype(expand_blocks(cells, re_, ce), x.dtype))
+        rng = table_rng(table, self.seed)
+
+        def block(xb, rows, ob):
+            cells = _cell_means(xb, re_, ce)
+            cells = cells + rng.laplace(0.0, scale, cells.shape)
+            _expand_into(restore_dtype(cells, x.dtype), ri, ci, ob)
+
+        return table.with_payload(column, _map_blocks(x, block, budget=1 << 19))
 
 
 @attrs.define(kw_only=True)
@@ -294,13 +430,41 @@ class DpSnow(_FaceAnonymizer):
         column, x = _images(self, table)
         n, h, w, c = x.shape
         k = int(round(self.d * h * w))
-        out = x.copy()
-        if k:
-            keys = table_rng(table, self.seed).random((n, h * w))
-            chosen = np.argpartition(keys, k - 1, axis=1)[:, :k] if k < h * w else np.tile(np.arange(h * w), (n, 1))
-            flat = out.reshape(n, h * w, c)
-            flat[np.arange(n)[:, None], chosen] = self.grey
-        return table.with_payload(column, out)
+        if not k or not n:
+            return table.with_payload(column, x.copy())
+        rng = table_rng(table, self.seed)
+        budget = _BLOCK_VALUES
+        per = _image_blocks(n, h * w * c, budget)[0].stop  # images in a block
+        use_cv = _cv_ok(x)
+        grey = np.full((per * h, w, c), self.grey, dtype=x.dtype) if use_cv else None
+
+        def draw(rows):
+            return rng.random((rows.stop - rows.start, h * w)) if k < h * w else None
+
+        def block(xb, rows, ob, keys):
+            m = len(xb)
+            if k < h * w:
+                # the k smallest keys of each row: those at most the k-th smallest (argpartition's choice too,
+                # as long as no key ties with the k-th; ties fall back to argpartition itself)
+                mask = keys <= np.partition(keys, k - 1, axis=1)[:, k - 1:k]
+                if (np.count_nonzero(mask, axis=1) != k).any():  # pragma: no cover - equal float64 keys
+                    chosen = np.argpartition(keys, k - 1, axis=1)[:, :k]
+                    mask[...] = False
+                    np.put_along_axis(mask, chosen, True, axis=1)
+            else:
+                mask = np.ones((m, h * w), dtype=bool)
+            ob[...] = xb
+            if use_cv:
+                import cv2
+
+                dst = ob.reshape(m * h, w, c)
+                res = cv2.copyTo(grey[: m * h], mask.view(np.uint8).reshape(m * h, w), dst=dst)
+                if not np.shares_memory(res, dst):  # pragma: no cover - OpenCV wrote elsewhere
+                    dst[...] = res.reshape(dst.shape)
+            else:
+                ob.reshape(m, h * w, c)[mask] = self.grey
+
+        return table.with_payload(column, _map_blocks(x, block, budget=budget, draw=draw))
 
 
 @attrs.define(kw_only=True)
@@ -636,24 +800,92 @@ class KRtio(_FaceAnonymizer):
             raise ParameterError(self.id, "k", self.k, f"at most the {len(ov)} overlay images of the background")
         b = self.block_size
         nh, nw = h // b, w // b
-        choice, perms = self.plan(table.sample_ids, len(ov), nh * nw)
+        nb = nh * nw
+        ids = table.sample_ids
         out = np.empty(x.shape, dtype=x.dtype)
-        per = max(1, 4_000_000 // (h * w * c))
-        for s in range(0, n, per):
-            rows = slice(s, s + per)
-            acc = np.zeros((len(x[rows]), h, w, c), dtype=np.float64)
-            for j in range(self.k):  # a loop over the k overlays, vectorized over images and blocks
-                o = ov[choice[rows, j]].astype(np.float64)
-                if nh * nw > 1:
-                    core = o[:, : nh * b, : nw * b].reshape(-1, nh, b, nw, b, c).transpose(0, 1, 3, 2, 4, 5)
-                    core = core.reshape(-1, nh * nw, b, b, c)
-                    core = np.take_along_axis(core, perms[rows, j][:, :, None, None, None], axis=1)
-                    o[:, : nh * b, : nw * b] = core.reshape(-1, nh, nw, b, b, c).transpose(0, 1, 3, 2, 4, 5) \
-                        .reshape(-1, nh * b, nw * b, c)
-                acc += o
-            mixed = self.alpha * x[rows].astype(np.float64) + (1.0 - self.alpha) * (acc / self.k)
-            out[rows] = restore_dtype(mixed, x.dtype)
+        uint8 = x.dtype == np.uint8 and ov.dtype == np.uint8
+        lut = self._mix_table() if uint8 else None
+        edges = (np.ascontiguousarray(ov[:, nh * b:]), np.ascontiguousarray(ov[:, : nh * b, nw * b:])) \
+            if uint8 and nb > 1 else None
+        # the plan of every image depends only on its sample id: plan chunks of images, mix blocks of them
+        plan_rows = max(1, (1 << 16) // (self.k * max(nb, 1)))
+        for p0 in range(0, n, plan_rows):
+            chunk = slice(p0, min(p0 + plan_rows, n))
+            choice, perms = self.plan(ids[chunk], len(ov), nb)
+            for rows in _image_blocks(chunk.stop - chunk.start, h * w * c):
+                xb, ob = x[chunk][rows], out[chunk][rows]
+                if uint8:
+                    self._mix_uint8(xb, ov, choice[rows], perms[rows], ob, lut, edges)
+                else:
+                    self._mix(xb, ov, choice[rows], perms[rows], ob)
         return table.with_payload(column, out)
+
+    def _mix_table(self) -> np.ndarray | None:
+        """uint8 result of the α-mix of a pixel p and an overlay sum s (the float64 operations of :meth:`_mix`),
+        at ``p·(255k + 1) + s``; None when that table would be large (k > 32)."""
+        levels = 255 * self.k + 1
+        if 256 * levels > 1 << 21:
+            return None
+        mixed = (self.alpha * np.arange(256, dtype=np.float64)[:, None]
+                 + (1.0 - self.alpha) * (np.arange(levels, dtype=np.float64)[None, :] / self.k))
+        return restore_dtype(mixed, np.uint8).ravel()
+
+    def _mix(self, x: np.ndarray, ov: np.ndarray, choice: np.ndarray, perms: np.ndarray, out: np.ndarray) -> None:
+        """The k-RTIO images of the block ``x`` into ``out`` (any dtypes), in float64."""
+        _, h, w, c = x.shape
+        b = self.block_size
+        nh, nw = h // b, w // b
+        acc = np.zeros(x.shape, dtype=np.float64)
+        for j in range(self.k):  # a loop over the k overlays, vectorized over images and blocks
+            o = ov[choice[:, j]].astype(np.float64)
+            if nh * nw > 1:
+                core = o[:, : nh * b, : nw * b].reshape(-1, nh, b, nw, b, c).transpose(0, 1, 3, 2, 4, 5)
+                core = core.reshape(-1, nh * nw, b, b, c)
+                core = np.take_along_axis(core, perms[:, j][:, :, None, None, None], axis=1)
+                o[:, : nh * b, : nw * b] = core.reshape(-1, nh, nw, b, b, c).transpose(0, 1, 3, 2, 4, 5) \
+                    .reshape(-1, nh * b, nw * b, c)
+            acc += o
+        mixed = self.alpha * x.astype(np.float64) + (1.0 - self.alpha) * (acc / self.k)
+        out[...] = restore_dtype(mixed, x.dtype)
+
+    def _mix_uint8(self, x: np.ndarray, ov: np.ndarray, choice: np.ndarray, perms: np.ndarray, out: np.ndarray,
+                   lut: np.ndarray | None, edges: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+        """:meth:`_mix` for uint8 images and overlays, with the same result: the sum of the k permuted overlays
+        is an exact integer sum (uint16 for k ≤ 257; the float64 sum of :meth:`_mix` is the same integer), the
+        permuted blocks are gathered straight from the overlays and summed in block order, and the α-mix of
+        (pixel, sum) — the same float64 operations — is read from ``lut`` (:meth:`_mix_table`) when there is
+        one. ``edges``: the overlays' rows below and columns right of the last whole block, contiguous."""
+        r, h, w, c = x.shape
+        k, b = self.k, self.block_size
+        nh, nw = h // b, w // b
+        kind = np.uint16 if 255 * k < 1 << 16 else np.int64
+        if nh * nw > 1:
+            acc = np.empty(x.shape, dtype=kind)
+            # (overlay, block row, y, block column, x, channel): a view of the overlays' whole blocks
+            ov6 = ov[:, : nh * b, : nw * b].reshape(len(ov), nh, b, nw, b, c)
+            total = np.zeros((r, nh * nw, b, b, c), dtype=kind)
+            for j in range(k):
+                src = perms[:, j]  # (r, nb): output block i of overlay j is its block src[:, i] (row-major)
+                total += ov6[choice[:, j][:, None], src // nw, :, src % nw]  # (r, nb, b, b, c)
+            acc[:, : nh * b, : nw * b].reshape(r, nh, b, nw, b, c)[...] = \
+                total.reshape(r, nh, nw, b, b, c).transpose(0, 1, 3, 2, 4, 5)
+            bottom, right = edges if edges is not None else (ov[:, nh * b:], ov[:, : nh * b, nw * b:])
+            for part, strip in ((acc[:, nh * b:], bottom), (acc[:, : nh * b, nw * b:], right)):
+                if part.size:  # rows and columns beyond the last whole block stay in place
+                    part[...] = strip[choice[:, 0]]
+                    for j in range(1, k):
+                        part += strip[choice[:, j]]
+        else:
+            acc = np.zeros(x.shape, dtype=kind)
+            for j in range(k):
+                acc += ov[choice[:, j]]
+        if lut is None:
+            out[...] = restore_dtype(self.alpha * x.astype(np.float64) + (1.0 - self.alpha) * (acc / k), np.uint8)
+            return
+        idx = x.astype(np.int32)
+        idx *= 255 * k + 1
+        idx += acc
+        np.take(lut, idx, out=out, mode="clip")
 
 
 def pca_basis(flat: np.ndarray, n_components: int) -> tuple[np.ndarray, np.ndarray]:

@@ -562,17 +562,77 @@ class NeighbourInterpolation(_FaceDeanonymizer):
 
     def fill(self, x: np.ndarray) -> np.ndarray:
         """The images (float32) with the snow pixels interpolated."""
-        out = np.asarray(x, np.float32).copy()
-        missing = np.all(out == np.float32(self.value_), axis=-1)  # (N, H, W)
-        for _ in range(self.max_rounds):
-            if not missing.any():
+        x = np.asarray(x, np.float32)
+        out = np.empty(x.shape, dtype=np.float32)
+        buffer: list = []
+        for s in _chunks(len(x), _fill_images(x.shape)):
+            out[s] = self._fill_block(x[s], None, buffer)
+        return out
+
+    def _fill_block(self, x: np.ndarray, integral: bool | None, buffer: list) -> np.ndarray:
+        """The images of the block ``x`` (N×H×W×C) with the snow pixels interpolated, float32 (a view into
+        ``buffer``'s array, reused by the next block: copy it out first).
+
+        Every round gives each missing pixel with known neighbours the mean of them (zero-padded 3×3 sums of
+        the known values, :func:`_sum3x3`). The first round, where every known value is an original pixel, runs
+        on OpenCV when those values are integers (``integral``; None: check): their sums are exact integers in
+        float32 in any order, so they equal :func:`_sum3x3`'s, and the quotients are the same float32 divisions.
+        Later rounds, with fractional values, run only on the few pixels still missing, adding their neighbours
+        in :func:`_sum3x3`'s order. Other blocks take :func:`_sum3x3` itself."""
+        n, h, w, c = x.shape
+        if integral is None:
+            integral = (np.issubdtype(x.dtype, np.integer) and x.dtype.itemsize <= 2) or (
+                bool(np.all(np.abs(x) <= 1 << 20)) and np.array_equal(x, np.rint(x)))
+        if not integral or c > 4:
+            out = np.asarray(x, np.float32).copy()
+            missing = np.all(out == np.float32(self.value_), axis=-1)  # (N, H, W)
+            for _ in range(self.max_rounds):
+                if not missing.any():
+                    break
+                known = (~missing).astype(np.float32)
+                num = _sum3x3(out * known[..., None])
+                den = _sum3x3(known)
+                fill = missing & (den > 0)
+                out[fill] = num[fill] / den[fill][:, None]
+                missing &= ~fill
+            return out
+        import cv2
+
+        # the block stacked vertically, a zero row below every image (OpenCV filters it as one image)
+        if not buffer or buffer[0].shape[0] < n:
+            buffer[:] = [np.zeros((n, h + 1, w, c), dtype=np.float32)]
+        pad = buffer[0][:n]
+        pad[:, :h] = x
+        tall = pad.reshape(n * (h + 1), w, c)
+        value = float(np.float32(self.value_))
+        missing = cv2.inRange(tall, (value,) * c, (value,) * c).reshape(n, h + 1, w)  # 255: all channels snow
+        missing[:, h] = 0
+        if not missing.any():
+            return pad[:, :h]
+        known = cv2.bitwise_not(missing)
+        known[:, h] = 0
+        known = known.reshape(n * (h + 1), w)
+        rows, wide = n * (h + 1), w * c  # masked copies run on (rows, W·C) views, a mask value per channel
+
+        def channels(a: np.ndarray) -> np.ndarray:
+            return (cv2.merge([a] * c) if c > 1 else a).reshape(rows, wide)
+
+        values = cv2.copyTo(tall.reshape(rows, wide), channels(known))  # zero where missing
+        num = cv2.boxFilter(values.reshape(tall.shape), -1, (3, 3), normalize=False, borderType=cv2.BORDER_CONSTANT)
+        den = cv2.boxFilter(cv2.bitwise_and(known, 1), cv2.CV_32F, (3, 3), normalize=False,
+                            borderType=cv2.BORDER_CONSTANT)  # a missing pixel is unknown: it adds 0 to both
+        quotient = cv2.divide(num.reshape(rows, wide), channels(den))
+        fill = cv2.bitwise_and(missing.reshape(den.shape), cv2.compare(den, 0.0, cv2.CMP_GT))
+        dst = tall.reshape(rows, wide)
+        res = cv2.copyTo(quotient, channels(fill), dst=dst)
+        if not np.shares_memory(res, dst):  # pragma: no cover - OpenCV wrote elsewhere
+            dst[...] = res.reshape(dst.shape)
+        left = (missing != 0) & (fill.reshape(missing.shape) == 0)
+        out, left = pad[:, :h], left[:, :h]
+        for _ in range(1, self.max_rounds):
+            if not left.any():
                 break
-            known = (~missing).astype(np.float32)
-            num = _sum3x3(out * known[..., None])
-            den = _sum3x3(known)
-            fill = missing & (den > 0)
-            out[fill] = num[fill] / den[fill][:, None]
-            missing &= ~fill
+            _fill_round(out, left)
         return out
 
     def transform(self, table):
@@ -581,10 +641,42 @@ class NeighbourInterpolation(_FaceDeanonymizer):
         column, x = _images(self, table, self.column_)
         if self.value_ is None:
             return table
-        out = np.empty(x.shape, np.float32)
-        for s in _chunks(len(x), 512):
-            out[s] = self.fill(x[s])
-        return self._output(table, column, x, out)
+        integral = True if np.issubdtype(x.dtype, np.integer) and x.dtype.itemsize <= 2 else None
+        out = np.empty(x.shape, dtype=x.dtype)
+        buffer: list = []
+        for s in _chunks(len(x), _fill_images(x.shape)):
+            out[s] = restore_dtype(self._fill_block(x[s], integral, buffer), x.dtype)
+        return table.with_payload(column, out)
+
+
+def _fill_images(shape: tuple[int, ...]) -> int:
+    """Images per block of :meth:`NeighbourInterpolation._fill_block`: about 1 MiB of float32 pixels."""
+    return max(1, (1 << 18) // max(1, int(np.prod(shape[1:]))))
+
+
+def _fill_round(out: np.ndarray, missing: np.ndarray) -> None:
+    """One interpolation round on the missing pixels only: each with a known neighbour gets the mean of its
+    known 8 neighbours, summed in :func:`_sum3x3`'s order (the same float32 additions: unknown and outside
+    neighbours add zero there). In place on ``out`` (N, H, W, C) and ``missing`` (N, H, W)."""
+    n, h, w, c = out.shape
+    img, yy, xx = np.nonzero(missing)
+    num = np.zeros((len(img), c), dtype=np.float32)
+    den = np.zeros(len(img), dtype=np.float32)
+    zero = np.float32(0.0)
+    for dy in (-1, 0, 1):
+        for dx in (-1, 0, 1):
+            if dy == 0 and dx == 0:
+                continue
+            ny, nx = yy + dy, xx + dx
+            inside = (ny >= 0) & (ny < h) & (nx >= 0) & (nx < w)
+            ny, nx = np.clip(ny, 0, h - 1), np.clip(nx, 0, w - 1)
+            known = inside & ~missing[img, ny, nx]
+            num += np.where(known[:, None], out[img, ny, nx], zero)
+            den += known
+    fill = den > 0
+    img, yy, xx = img[fill], yy[fill], xx[fill]
+    out[img, yy, xx] = num[fill] / den[fill][:, None]
+    missing[img, yy, xx] = False
 
 
 # --------------------------------------------------------------------------------------------------- permutation
