@@ -134,3 +134,11 @@ def print_figures(header: str, figures: list[dict[str, Any]], quick: bool, width
                                                      else f"python {f['python_s_extrapolated']:.1f} s (extrap.)")
         print(f"  {f['name']:<{width}} {f['value']:9.1f}×  target {f['target']:<9} "
               f"{'PASS' if f['passed'] else 'FAIL'}  ({times})")
+
+
+def emit(res: dict[str, Any], show: Callable[[dict[str, Any]], None], json_path: str | None) -> int:
+    """End of a benchmark's command line: print the result with ``show`` and write it to ``json_path``."""
+    show(res)
+    if json_path:
+        Path(json_path).write_text(json.dumps(res, indent=2, default=str))
+    return 0

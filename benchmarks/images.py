@@ -23,7 +23,6 @@ interpolation are optional) are skipped with a note.
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import figure, print_figures, run_cases, side_by_side
+from benchmarks.common import emit, figure, print_figures, run_cases, side_by_side
 
 TARGET_LOOP = 1.0
 TARGET_PYTHON = 20.0
@@ -479,11 +478,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="also write the result here")
     a = ap.parse_args(argv)
     res = run(a.quick, images=a.images, size=a.size, python_images=a.python_images, repeats=a.repeats, only=a.only)
-    _print(res)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(res, f, indent=2, default=str)
-    return 0
+    return emit(res, _print, a.json)
 
 
 if __name__ == "__main__":

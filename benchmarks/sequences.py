@@ -23,7 +23,6 @@ method is faster); peak extra resident memory of each is reported beside the tim
 from __future__ import annotations
 
 import argparse
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import figure, print_figures, run_cases, side_by_side
+from benchmarks.common import emit, figure, print_figures, run_cases, side_by_side
 
 TARGET_LOOP = 1.0
 FULL = {"sequences": 10_000, "frames": 60, "window": 128, "python_sequences": 3, "repeats": 3}
@@ -546,11 +545,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     res = run(a.quick, sequences=a.sequences, frames=a.frames, window=a.window, python_sequences=a.python_sequences,
               repeats=a.repeats, only=a.only)
-    _print(res)
-    if a.json:
-        with open(a.json, "w") as f:
-            json.dump(res, f, indent=2, default=str)
-    return 0
+    return emit(res, _print, a.json)
 
 
 if __name__ == "__main__":
