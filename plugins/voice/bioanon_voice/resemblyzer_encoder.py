@@ -1,9 +1,10 @@
 """``voice.resemblyzer``: the pretrained Resemblyzer speaker encoder as an attacker (optional).
 
-Resemblyzer (``pip install resemblyzer``, which needs ``webrtcvad`` and PyTorch) ships its GE2E-trained LSTM
-weights inside the wheel, so nothing is downloaded. The plugin registers the method only when the three
-packages are installed; they are imported when the method first embeds audio, and the encoder is loaded once
-per process.
+Resemblyzer ships its GE2E-trained LSTM weights inside its wheel, so nothing is downloaded. Install it with
+``pip install --no-deps resemblyzer webrtcvad-wheels`` (its ``webrtcvad`` pin needs a C compiler; the wheels
+package is the same module prebuilt; PyTorch and librosa are needed too). The plugin registers the method only
+when resemblyzer, webrtcvad and torch are installed; they are imported when the method first embeds audio, and
+the encoder is loaded once per process.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from bioanon.torchutil import import_torch
 
 from .dsp import audio_of
 
-_INSTALL = "pip install resemblyzer (with webrtcvad and torch)"
+_INSTALL = "pip install --no-deps resemblyzer webrtcvad-wheels (and torch)"
 _ENCODER: Any = None
 _LOCK = threading.Lock()
 
@@ -86,7 +87,7 @@ class Resemblyzer(CentroidRecognizer):
     nothing: the encoder was trained on thousands of speakers (VoxCeleb, LibriSpeech) and ships inside the
     wheel. A strong pretrained attacker in the sense of ``false-sense-of-privacy.txt`` §4.3 (the naive and
     lazy attackers); it cannot adapt to anonymized speech (no parrot training).
-    Needs ``pip install resemblyzer`` (with ``webrtcvad`` and PyTorch)."""
+    Needs ``pip install --no-deps resemblyzer webrtcvad-wheels`` and PyTorch."""
 
     id: ClassVar[str] = "voice.resemblyzer"
     trait: ClassVar[str] = "voice"
