@@ -535,6 +535,15 @@ _LABEL_OFFSETS = (((5, 5), "left", "bottom"), ((5, -6), "left", "top"), ((-5, 5)
                   ((-5, -6), "right", "top"))  # fmt: skip
 
 
+def _figure_legend(fig: Any, handles: Sequence[Any], labels: Sequence[str], max_cols: int) -> None:
+    """A legend below the axes whose columns fit the figure's width (a row wider than the figure is clipped at
+    both edges when saved): an entry is about its label's length in characters at ~0.075 in each, plus the key."""
+    width = fig.get_figwidth()
+    entry = max((0.075 * len(t) + 0.55 for t in labels), default=1.0)
+    ncol = max(1, min(max_cols, len(labels), int(width // entry)))
+    fig.legend(list(handles), list(labels), loc="outside lower center", ncol=ncol, frameon=False)
+
+
 def _point_labels(xs: Sequence[float], ys: Sequence[float], labels: Sequence[str],
                   close: tuple[float, float] = (0.12, 0.06)) -> tuple[list[str], list[str]]:
     """The labels to write beside a staircase's points, and a key for the caption.
@@ -618,8 +627,8 @@ def _plot_tradeoff(res: _Results, plotter: _Plotter) -> tuple[list[dict], list[s
         ax.set_ylabel(_wrap(f"utility: {_mpl(measure)}  (0 = floor, 1 = clear)", 50))
         ax.set_title(_wrap(f"Privacy–utility: {_mpl(measure)} — selector {_mpl(sel)}, n = {n}", 60))
         if series:  # below the axes: inside, it would hide the staircase tails and points
-            ncol = 1 if max(len(h.get_label()) for h in ax.get_lines() if not h.get_label().startswith("_")) > 40 else 2
-            fig.legend(loc="outside lower center", ncol=ncol, frameon=False)
+            lines = [h for h in ax.get_lines() if not h.get_label().startswith("_")]
+            _figure_legend(fig, lines, [h.get_label() for h in lines], 2)
         src = plotter.save(fig, "tradeoff_", measure, sel, f"n{n}")
         cap = (f"Measure {measure}, selector {sel}, {n} subjects. Solid: the counted (lower-AUC) variant with its "
                "points (labelled by setting); dashed, hollow points: the other de-anonymization variant. The "
@@ -695,8 +704,7 @@ def _plot_subjects(res: _Results, plotter: _Plotter) -> tuple[list[dict], list[s
             ax.set_title(_wrap(_mpl(setting or "(default)"), 40))
         axes[0].set_ylabel("worst-case top-1 accuracy")
         fig.suptitle(_wrap(f"{_mpl(anon)}: worst-case top-1 against subject count", 90))
-        fig.legend(list(handles.values()), [h.get_label() for h in handles.values()], loc="outside lower center",
-                   ncol=min(4, len(handles)), frameon=False)  # fmt: skip
+        _figure_legend(fig, list(handles.values()), [h.get_label() for h in handles.values()], 4)
         src = plotter.save(fig, "subjects_", anon)
         figs.append({
             "src": src,
@@ -761,8 +769,7 @@ def _plot_scenarios(res: _Results, plotter: _Plotter) -> tuple[list[dict], list[
             ax.set_ylabel("top-1 accuracy (mean over repeats)")
         fig.suptitle(_wrap(f"{_mpl(anon)}: top-1 per scenario and recognizer — selector {_mpl(res.first_selector)}",
                            90))  # fmt: skip
-        fig.legend(list(handles.values()), [h.get_label() for h in handles.values()], loc="outside lower center",
-                   ncol=min(6, len(handles)), frameon=False)  # fmt: skip
+        _figure_legend(fig, list(handles.values()), [h.get_label() for h in handles.values()], 6)
         src = plotter.save(fig, "scenarios_", anon)
         figs.append({
             "src": src,
