@@ -294,22 +294,15 @@ def test_the_plugin_registers_what_the_issue_asks_for():
             "motion.channel_removal", "motion.normalize"} <= ids
     assert {"motion.features_rf", "motion.features_svm", "motion.cnn"} <= ids
     assert {"motion.attribute_accuracy", "motion.correlation", "motion.dtw"} <= ids
-    from bioanon_motion.random_set_mean import available_random_set_mean
-
-    if available_random_set_mean() is not None:
-        cls = bioanon.get_registry().get("motion.random_set_mean")
-        m = cls()
-        assert (m.purity, m.set_size, m.retention, m.weight) == (0.9, 32, 0.1, 100.0)  # the paper's MotionSense
-        assert cls.payloads == ("imu",)
+    cls = bioanon.get_registry().get("motion.random_set_mean")
+    m = cls()
+    assert (m.purity, m.set_size, m.retention, m.weight) == (0.9, 32, 0.1, 100.0)  # the paper's MotionSense
+    assert cls.payloads == ("imu",)
 
 
 def test_motion_random_set_mean_is_the_core_engine_with_the_papers_defaults():
-    from bioanon_motion.random_set_mean import available_random_set_mean
-
-    cls = available_random_set_mean()
-    if cls is None:
-        pytest.skip("the core random-set mean (bioanon.builtin.random_set_mean) is not installed")
     from bioanon.builtin.random_set_mean import RandomSetMean
+    from bioanon_motion.random_set_mean import MotionRandomSetMean as cls
 
     t = bioanon.load_dataset("motion.synthetic", n_subjects=8, windows_per_subject=10)
     ours = cls(set_size=8).fit(t).transform(t)

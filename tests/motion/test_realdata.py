@@ -62,10 +62,6 @@ def test_random_set_mean_suppresses_identity_keeps_the_attribute_and_parrot_reco
     The preserved attribute is the pocket side: averaging windows of random gait phase cancels the gait
     oscillation but keeps the static sensor orientation (gravity), which is what tells the pockets apart; walking
     speed lives in the oscillation's amplitude and cadence and is not preserved as well (see the examples)."""
-    from bioanon_motion.random_set_mean import available_random_set_mean
-
-    if available_random_set_mean() is None:
-        pytest.skip("the core random-set mean (bioanon.builtin.random_set_mean) is not installed")
     config = _rsm_config("pocket", shared_data / "phone_gait_imu")
     result = bioanon.evaluate(config, data=phone_gait, out_dir=None, progress=False, report=False)
     assert not result.failures, result.failures

@@ -10,7 +10,7 @@ import pytest
 from bioanon.errors import ParameterError, TableError
 from bioanon.testing import make_table
 from bioanon_voice.anonymizers import McAdams
-from bioanon_voice.random_set_mean import available_random_set_mean
+from bioanon_voice.random_set_mean import VoiceRandomSetMean
 from bioanon_voice.sources import Fsdd
 from bioanon_voice.utility import VoiceDistinctiveness, diagonal_dominance, similarity_matrix
 
@@ -68,10 +68,9 @@ def test_fsdd_identity_zero_mcadams_negative(fsdd_parts, condition):
 
 
 @pytest.mark.realdata
-@pytest.mark.skipif(available_random_set_mean() is None, reason="no random-set mean engine in the core")
 def test_fsdd_random_set_mean_features_lose_distinctiveness(fsdd_parts):
     train, evaluation = fsdd_parts
-    rsm = available_random_set_mean()(set_size=8, purity=0.8)
+    rsm = VoiceRandomSetMean(set_size=8, purity=0.8)
     g = VoiceDistinctiveness().fit(train).gain(evaluation, rsm.transform(evaluation))
     print(f"\nG_VD of the random-set mean (g=8, t=0.8): {g:.2f} dB")
     assert g < -6.0, g

@@ -9,13 +9,12 @@ import pytest
 
 from bioanon.errors import TableError
 from bioanon.testing import make_table
-from bioanon_voice.random_set_mean import available_random_set_mean
+from bioanon_voice.random_set_mean import VoiceRandomSetMean
 from bioanon_voice.recognizers import FEATURES_KEY, MfccLda, MfccSvm, stats_table
 from bioanon_voice.sources import Fsdd
 from bioanon_voice.utility import ContentAccuracy
 
-RSM = available_random_set_mean()
-pytestmark = pytest.mark.skipif(RSM is None, reason="the installed bioanon core has no random-set mean engine")
+RSM = VoiceRandomSetMean
 
 
 @pytest.fixture(scope="module")

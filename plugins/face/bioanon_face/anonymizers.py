@@ -16,6 +16,7 @@ import attrs
 import numpy as np
 
 from bioanon import Anonymizer, fitted, param
+from bioanon.builtin.random_set_mean import RandomSetMean
 from bioanon.errors import TableError
 from bioanon.payloads import restore_dtype, table_rng
 
@@ -924,23 +925,12 @@ def nearest_identities(zt: np.ndarray, zb: np.ndarray, table_subjects: np.ndarra
     return picks, valid
 
 
-try:
-    from bioanon.builtin.random_set_mean import RandomSetMean as _RandomSetMean
-except ImportError:  # pragma: no cover - older bioanon
-    _RandomSetMean = None
+@attrs.define(kw_only=True)
+class FaceRandomSetMean(RandomSetMean):
+    """Random-set mean on face images: ``any.random_set_mean`` on the ``image`` payload (pixels as features,
+    rounded back to uint8)."""
 
-if _RandomSetMean is not None:
+    id: ClassVar[str] = "face.random_set_mean"
+    trait: ClassVar[str] = "face"
+    payloads: ClassVar[tuple[str, ...]] = ("image",)
 
-    @attrs.define(kw_only=True)
-    class FaceRandomSetMean(_RandomSetMean):
-        """Random-set mean on face images: ``any.random_set_mean`` on the ``image`` payload (pixels as features,
-        rounded back to uint8)."""
-
-        id: ClassVar[str] = "face.random_set_mean"
-        trait: ClassVar[str] = "face"
-        payloads: ClassVar[tuple[str, ...]] = ("image",)
-
-
-def random_set_mean_class() -> type | None:
-    """``face.random_set_mean`` when the installed bioanon has ``any.random_set_mean``, else None."""
-    return globals().get("FaceRandomSetMean")

@@ -11,13 +11,13 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 from bioanon import fitted, param
+from bioanon.builtin.random_set_mean import RandomSetMean
 from bioanon.errors import TableError
 from bioanon.payloads import restore_dtype
 
 from .anonymizers import (
     _FaceAnonymizer,
     _images,
-    _RandomSetMean,
     nearest_identities,
     pca_basis,
 )
@@ -94,62 +94,60 @@ class KSameEigen(_FaceAnonymizer):
         return table.with_payload(column, restore_dtype(out, x.dtype))
 
 
-if _RandomSetMean is not None:
+@attrs.define(kw_only=True)
+class FaceRandomSetMeanEigen(RandomSetMean):
+    """Random-set mean on eigenface coefficients: ``any.random_set_mean`` applied to the PCA coefficients of
+    the images, reconstructed to images (uint8, rounded and clipped).
 
-    @attrs.define(kw_only=True)
-    class FaceRandomSetMeanEigen(_RandomSetMean):
-        """Random-set mean on eigenface coefficients: ``any.random_set_mean`` applied to the PCA coefficients of
-        the images, reconstructed to images (uint8, rounded and clipped).
+    The eigenfaces (``n_components``) are fitted on the background of ``fit(background)`` (without one, on
+    the table being transformed); Algorithm 1 of ``utility-preserving-anonymization.txt`` then runs on the
+    coefficients exactly as ``any.random_set_mean`` (same parameters) on a ``features`` payload: relevance,
+    selected features and sets are those of the coefficients. The results are mapped back through the
+    eigenfaces."""
 
-        The eigenfaces (``n_components``) are fitted on the background of ``fit(background)`` (without one, on
-        the table being transformed); Algorithm 1 of ``utility-preserving-anonymization.txt`` then runs on the
-        coefficients exactly as ``any.random_set_mean`` (same parameters) on a ``features`` payload: relevance,
-        selected features and sets are those of the coefficients. The results are mapped back through the
-        eigenfaces."""
+    id: ClassVar[str] = "face.random_set_mean_eigen"
+    trait: ClassVar[str] = "face"
+    payloads: ClassVar[tuple[str, ...]] = ("image",)
+    reference: ClassVar[str] = "utility-preserving-anonymization.txt (Algorithm 1) on eigenfaces"
 
-        id: ClassVar[str] = "face.random_set_mean_eigen"
-        trait: ClassVar[str] = "face"
-        payloads: ClassVar[tuple[str, ...]] = ("image",)
-        reference: ClassVar[str] = "utility-preserving-anonymization.txt (Algorithm 1) on eigenfaces"
+    n_components: int = param(50, help="eigenfaces (PCA components) the mean is taken on", low=1)
 
-        n_components: int = param(50, help="eigenfaces (PCA components) the mean is taken on", low=1)
+    mean_: np.ndarray | None = fitted()
+    basis_: np.ndarray | None = fitted()
+    engine_: Any = fitted()
 
-        mean_: np.ndarray | None = fitted()
-        basis_: np.ndarray | None = fitted()
-        engine_: Any = fitted()
+    def _engine(self) -> Any:
+        """``any.random_set_mean`` with this method's parameters, on the ``features`` payload."""
+        names = [f.name for f in RandomSetMean.param_fields() if f.name != "payload"]
+        return RandomSetMean(**{name: getattr(self, name) for name in names}, payload="features")
 
-        def _engine(self) -> Any:
-            """``any.random_set_mean`` with this method's parameters, on the ``features`` payload."""
-            names = [f.name for f in _RandomSetMean.param_fields() if f.name != "payload"]
-            return _RandomSetMean(**{name: getattr(self, name) for name in names}, payload="features")
+    def coefficients(self, table: Any) -> tuple[str, np.ndarray, Any]:
+        """(column, images, the table with their PCA coefficients (n, K) float32 as payload ``features``)."""
+        column, x = _images(self, table)
+        flat = _flat(x)
+        if flat.shape[1] != self.mean_.shape[0]:
+            raise TableError(f"{self.id}: images of shape {x.shape[1:]} do not match the eigenfaces' "
+                             f"({self.mean_.shape[0]} values per image)")
+        z = ((flat - self.mean_) @ self.basis_).astype(np.float32)
+        return column, x, table.with_payload("features", z)
 
-        def coefficients(self, table: Any) -> tuple[str, np.ndarray, Any]:
-            """(column, images, the table with their PCA coefficients (n, K) float32 as payload ``features``)."""
-            column, x = _images(self, table)
-            flat = _flat(x)
-            if flat.shape[1] != self.mean_.shape[0]:
-                raise TableError(f"{self.id}: images of shape {x.shape[1:]} do not match the eigenfaces' "
-                                 f"({self.mean_.shape[0]} values per image)")
-            z = ((flat - self.mean_) @ self.basis_).astype(np.float32)
-            return column, x, table.with_payload("features", z)
-
-        def fit(self, background):
-            self.mean_ = self.basis_ = self.engine_ = None
-            self.selected_, self.relevance_scores_ = None, None
-            if background is None:
-                return self
-            _, x = _images(self, background)
-            self.mean_, self.basis_ = pca_basis(_flat(x), self.n_components)
-            self.engine_ = self._engine().fit(self.coefficients(background)[2])
-            self.selected_, self.relevance_scores_ = self.engine_.selected_, self.engine_.relevance_scores_
+    def fit(self, background):
+        self.mean_ = self.basis_ = self.engine_ = None
+        self.selected_, self.relevance_scores_ = None, None
+        if background is None:
             return self
+        _, x = _images(self, background)
+        self.mean_, self.basis_ = pca_basis(_flat(x), self.n_components)
+        self.engine_ = self._engine().fit(self.coefficients(background)[2])
+        self.selected_, self.relevance_scores_ = self.engine_.selected_, self.engine_.relevance_scores_
+        return self
 
-        def transform(self, table):
-            if self.mean_ is None:
-                _, x = _images(self, table)
-                self.mean_, self.basis_ = pca_basis(_flat(x), self.n_components)
-            engine = self.engine_ if self.engine_ is not None else self._engine()
-            column, x, coeffs = self.coefficients(table)
-            z = engine.transform(coeffs).payload("features").astype(np.float64)
-            out = (self.mean_ + z @ self.basis_.T).reshape(x.shape)
-            return table.with_payload(column, restore_dtype(out, x.dtype))
+    def transform(self, table):
+        if self.mean_ is None:
+            _, x = _images(self, table)
+            self.mean_, self.basis_ = pca_basis(_flat(x), self.n_components)
+        engine = self.engine_ if self.engine_ is not None else self._engine()
+        column, x, coeffs = self.coefficients(table)
+        z = engine.transform(coeffs).payload("features").astype(np.float64)
+        out = (self.mean_ + z @ self.basis_.T).reshape(x.shape)
+        return table.with_payload(column, restore_dtype(out, x.dtype))

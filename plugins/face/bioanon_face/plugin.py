@@ -20,17 +20,14 @@ def register_datasets(register):
 
 @bioanon.hookimpl
 def register_anonymizers(register):
-    """The face anonymizations (and the random-set means on images and on eigenfaces when bioanon has it)."""
+    """The face anonymizations, with the random-set means on images and on eigenface coefficients."""
     from . import anonymizers as a
     from . import kanon
 
     for cls in (a.EyeMask, a.GaussianBlur, a.Pixelation, a.GaussianNoise, a.BlockPermutation, a.PixelRelocation,
-                a.DpPix, a.DpSnow, a.DpSamp, a.KRtio, a.KSamePixel, kanon.KSameEigen):
+                a.DpPix, a.DpSnow, a.DpSamp, a.KRtio, a.KSamePixel, kanon.KSameEigen, a.FaceRandomSetMean,
+                kanon.FaceRandomSetMeanEigen):
         register(cls)
-    rsm = a.random_set_mean_class()
-    if rsm is not None:
-        register(rsm)
-        register(kanon.FaceRandomSetMeanEigen)
 
 
 @bioanon.hookimpl

@@ -28,6 +28,7 @@ import attrs
 import numpy as np
 
 from bioanon import Anonymizer, param
+from bioanon.builtin.random_set_mean import RandomSetMean
 from bioanon.errors import ParameterError, TableError
 
 from .skeleton import (
@@ -725,22 +726,12 @@ class Chain(_PoseAnonymizer):
 
 # --------------------------------------------------------------------------------------------------- random-set mean
 
-try:  # the core's trait-agnostic class (being added to bioanon); registered for poses when present
-    from bioanon.builtin.random_set_mean import RandomSetMean as _RandomSetMean
-except ImportError:  # pragma: no cover - depends on the installed bioanon
-    _RandomSetMean = None
 
-if _RandomSetMean is not None:
+@attrs.define(kw_only=True)
+class GaitRandomSetMean(RandomSetMean):
+    """Random-set mean on gait poses: ``any.random_set_mean`` restricted to the ``pose`` payload."""
 
-    @attrs.define(kw_only=True)
-    class GaitRandomSetMean(_RandomSetMean):
-        """Random-set mean on gait poses: ``any.random_set_mean`` restricted to the ``pose`` payload."""
+    id: ClassVar[str] = "gait.random_set_mean"
+    trait: ClassVar[str] = "gait"
+    payloads: ClassVar[tuple[str, ...]] = ("pose",)
 
-        id: ClassVar[str] = "gait.random_set_mean"
-        trait: ClassVar[str] = "gait"
-        payloads: ClassVar[tuple[str, ...]] = ("pose",)
-
-
-def random_set_mean_class() -> type | None:
-    """``gait.random_set_mean`` when the installed bioanon has ``any.random_set_mean``, else None."""
-    return globals().get("GaitRandomSetMean")

@@ -21,16 +21,13 @@ def register_datasets(register):
 
 @bioanon.hookimpl
 def register_anonymizers(register):
-    """The gait anonymizations (and the random-set mean on poses when bioanon has it)."""
+    """The gait anonymizations, with the random-set mean on poses."""
     from . import anonymizers as a
 
     for cls in (a.NoiseInjection, a.CoarsenTime, a.CoarsenPrecision, a.Resample, a.RollingAverage,
                 a.MotionExtraction, a.TrajectoryFeatures, a.KeepParts, a.RemoveParts, a.SumOfParts,
-                a.SizeNormalization, a.AxisNormalization, a.AveragePose, a.FirstPose, a.Chain):
+                a.SizeNormalization, a.AxisNormalization, a.AveragePose, a.FirstPose, a.Chain, a.GaitRandomSetMean):
         register(cls)
-    random_set_mean = a.random_set_mean_class()
-    if random_set_mean is not None:
-        register(random_set_mean)
 
 
 @bioanon.hookimpl

@@ -22,12 +22,10 @@ def register_anonymizers(register):
     """Noise, filtering, resampling, quantization, channel removal, normalization, random-set mean."""
     from .anonymizers import ChannelRemoval, GaussianNoise, LaplaceNoise, LowPass, Normalize, Quantize, Resample
 
-    for cls in (GaussianNoise, LaplaceNoise, LowPass, Resample, Quantize, ChannelRemoval, Normalize):
-        register(cls)
-    from .random_set_mean import available_random_set_mean
+    from .random_set_mean import MotionRandomSetMean
 
-    cls = available_random_set_mean()
-    if cls is not None:  # the core engine (any.random_set_mean) is installed
+    for cls in (GaussianNoise, LaplaceNoise, LowPass, Resample, Quantize, ChannelRemoval, Normalize,
+                MotionRandomSetMean):
         register(cls)
 
 

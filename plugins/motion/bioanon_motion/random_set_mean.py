@@ -1,7 +1,7 @@
 """``motion.random_set_mean``: the core random-set selective weighted mean with the paper's MotionSense settings.
 
-Defined only when the core engine (``bioanon.builtin.random_set_mean``, id ``any.random_set_mean``) is
-installed, so the plugin still loads against an older core.
+A subclass of the core engine (``bioanon.builtin.random_set_mean``, id ``any.random_set_mean``) with this
+trait's payload and the paper's defaults.
 """
 
 from __future__ import annotations
@@ -10,40 +10,30 @@ from typing import Any, ClassVar, Literal
 
 import attrs
 
-try:
-    from bioanon.builtin.random_set_mean import RandomSetMean
-except ImportError:  # an older core without the engine: motion.random_set_mean is not registered
-    RandomSetMean = None
+from bioanon.builtin.random_set_mean import RandomSetMean
 
-__all__ = ["available_random_set_mean"]
+__all__ = ["MotionRandomSetMean"]
 
 
-def available_random_set_mean() -> Any:
-    """The ``motion.random_set_mean`` class, or None when the core engine is not installed."""
-    return MotionRandomSetMean if RandomSetMean is not None else None
+@attrs.define(kw_only=True)
+class MotionRandomSetMean(RandomSetMean):
+    """Random-set selective weighted mean of IMU windows (Algorithm 1 of the utility-preserving paper).
 
+    Every window (flattened to its time × channel values) becomes the weighted mean of a random set of
+    ``set_size`` windows of the table, ``purity`` of them sharing its value of ``attribute`` (e.g. activity or
+    walking speed); on the ``retention`` share of values most relevant to that attribute (random-forest
+    importance) the window itself weighs ``weight``. Defaults are the paper's MotionSense setting:
+    t = 0.9, g = 32, r_p = 10 %, w = 100, attribute ``activity`` (§5.1.5). ``any.random_set_mean`` documents
+    every parameter."""
 
-if RandomSetMean is not None:
+    id: ClassVar[str] = "motion.random_set_mean"
+    trait: ClassVar[str] = "motion"
+    payloads: ClassVar[tuple[str, ...]] = ("imu",)
+    reference: ClassVar[str] = "utility-preserving-anonymization.txt (Algorithm 1; MotionSense §5.1.5)"
+    example_params: ClassVar[dict[str, Any]] = {"attribute": "activity", "set_size": 4, "purity": 0.5}
 
-    @attrs.define(kw_only=True)
-    class MotionRandomSetMean(RandomSetMean):
-        """Random-set selective weighted mean of IMU windows (Algorithm 1 of the utility-preserving paper).
-
-        Every window (flattened to its time × channel values) becomes the weighted mean of a random set of
-        ``set_size`` windows of the table, ``purity`` of them sharing its value of ``attribute`` (e.g. activity or
-        walking speed); on the ``retention`` share of values most relevant to that attribute (random-forest
-        importance) the window itself weighs ``weight``. Defaults are the paper's MotionSense setting:
-        t = 0.9, g = 32, r_p = 10 %, w = 100, attribute ``activity`` (§5.1.5). ``any.random_set_mean`` documents
-        every parameter."""
-
-        id: ClassVar[str] = "motion.random_set_mean"
-        trait: ClassVar[str] = "motion"
-        payloads: ClassVar[tuple[str, ...]] = ("imu",)
-        reference: ClassVar[str] = "utility-preserving-anonymization.txt (Algorithm 1; MotionSense §5.1.5)"
-        example_params: ClassVar[dict[str, Any]] = {"attribute": "activity", "set_size": 4, "purity": 0.5}
-
-        attribute: str = RandomSetMean.default_for("attribute", "activity")
-        set_size: int = RandomSetMean.default_for("set_size", 32)
-        purity: float | Literal["population"] = RandomSetMean.default_for("purity", 0.9)
-        weight: float = RandomSetMean.default_for("weight", 100.0)
-        retention: float = RandomSetMean.default_for("retention", 0.1)
+    attribute: str = RandomSetMean.default_for("attribute", "activity")
+    set_size: int = RandomSetMean.default_for("set_size", 32)
+    purity: float | Literal["population"] = RandomSetMean.default_for("purity", 0.9)
+    weight: float = RandomSetMean.default_for("weight", 100.0)
+    retention: float = RandomSetMean.default_for("retention", 0.1)

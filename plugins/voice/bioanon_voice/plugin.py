@@ -2,8 +2,7 @@
 
 Only light modules are imported here (numpy, attrs, bioanon); soundfile and librosa are imported inside the
 methods that read or process audio, torch inside ``voice.xvector`` and ``voice.resemblyzer`` when they run.
-``voice.resemblyzer`` is registered only when resemblyzer, webrtcvad and torch are installed, and
-``voice.random_set_mean`` only when the core has the random-set mean engine.
+``voice.resemblyzer`` is registered only when resemblyzer, webrtcvad and torch are installed.
 """
 
 from __future__ import annotations
@@ -26,13 +25,10 @@ def register_anonymizers(register):
     """The signal-level voice anonymizations."""
     from . import anonymizers as a
 
-    from .random_set_mean import available_random_set_mean
+    from .random_set_mean import VoiceRandomSetMean
 
-    for cls in (a.McAdams, a.PitchShift, a.FrequencyWarp, a.SpeedChange, a.AdditiveNoise):
+    for cls in (a.McAdams, a.PitchShift, a.FrequencyWarp, a.SpeedChange, a.AdditiveNoise, VoiceRandomSetMean):
         register(cls)
-    rsm = available_random_set_mean()
-    if rsm is not None:
-        register(rsm)
 
 
 @bioanon.hookimpl
