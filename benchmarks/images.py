@@ -285,17 +285,24 @@ def _block_grid(h: int, w: int, b: int) -> tuple[int, int]:
     return h // b, w // b
 
 
-def k_rtio_loop(m, table, x):
-    """Per image: its overlays and block permutations from the keyed PRF, then per overlay a numpy block
-    permutation (reshape, index, reshape back), the mean, the α-mix."""
+def _k_rtio_plans(m, table, x):
+    """(h, w, c, b, nh, nw, overlays) and, per image, (index, image, overlay choice, block permutations) from
+    the method's keyed plan, as both k-RTIO references use them."""
     _, h, w, c = x.shape
     b = m.block_size
     nh, nw = _block_grid(h, w, b)
     ov = m.overlays_
     ids = table.sample_ids
+    plans = ((i, img, *m.plan(ids[i:i + 1], len(ov), nh * nw)) for i, img in enumerate(x))
+    return (h, w, c, b, nh, nw, ov), plans
+
+
+def k_rtio_loop(m, table, x):
+    """Per image: its overlays and block permutations from the keyed PRF, then per overlay a numpy block
+    permutation (reshape, index, reshape back), the mean, the α-mix."""
+    (h, w, c, b, nh, nw, ov), plans = _k_rtio_plans(m, table, x)
     out = np.empty_like(x)
-    for i, img in enumerate(x):
-        choice, perms = m.plan(ids[i:i + 1], len(ov), nh * nw)
+    for i, img, choice, perms in plans:
         acc = np.zeros((h, w, c))
         for j in range(m.k):
             o = ov[choice[0, j]].astype(np.float64)
@@ -311,14 +318,9 @@ def k_rtio_loop(m, table, x):
 def k_rtio_python(m, table, x):
     """Per image (overlays and permutations from the keyed PRF), pixel by pixel: the source pixel of every
     overlay through its block permutation, the sum over the overlays, the α-mix."""
-    _, h, w, c = x.shape
-    b = m.block_size
-    nh, nw = _block_grid(h, w, b)
-    ov = m.overlays_
-    ids = table.sample_ids
+    (h, w, c, b, nh, nw, ov), plans = _k_rtio_plans(m, table, x)
     out = np.empty_like(x)
-    for i, img in enumerate(x):
-        choice, perms = m.plan(ids[i:i + 1], len(ov), nh * nw)
+    for i, img, choice, perms in plans:
         layers = [ov[choice[0, j]].tolist() for j in range(m.k)]
         perm = [perms[0, j].tolist() for j in range(m.k)]
         px = img.tolist()
