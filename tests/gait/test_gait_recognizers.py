@@ -32,11 +32,18 @@ def test_recognizers_are_translation_invariant(walkers, method_id, features):
     train, evaluation = walkers.split_subjects([0.5, 0.5], seed=0)
     gallery, probes = evaluation.split_within_subjects([0.5, 0.5], seed=0)
     params = {"features": features} | ({"n_estimators": 50} if method_id == "gait.random_forest" else {})
-    ref = bioanon.get_method(method_id, **params).fit(train).enroll(gallery).score(probes).scores
-    moved = bioanon.get_method(method_id, **params).fit(_shifted(train, True, 1)).enroll(
-        _shifted(gallery, True, 2)).score(_shifted(probes, True, 3)).scores
-    np.testing.assert_allclose(moved, ref, rtol=1e-3, atol=1e-3)
-    top1 = np.mean(bioanon.ScoreMatrix(ref, np.unique(gallery.subjects)).predict() == probes.subjects)
+    clear = bioanon.get_method(method_id, **params).fit(train).enroll(gallery)
+    moved = bioanon.get_method(method_id, **params).fit(_shifted(train, True, 1)).enroll(_shifted(gallery, True, 2))
+    # the continuous part is invariant: the feature vectors the classifier sees
+    np.testing.assert_allclose(moved.feature_table(_shifted(probes, True, 3)).payload("features"),
+                               clear.feature_table(probes).payload("features"), rtol=1e-3, atol=1e-3)
+    # scores and decisions pass through votes and thresholds (SVC's one-vs-one votes, tree splits): float
+    # rounding of the shift may flip one on some CPUs/BLAS, so compare them by agreement, never exactly
+    ref, got = clear.score(probes), moved.score(_shifted(probes, True, 3))
+    close = np.isclose(got.scores, ref.scores, rtol=1e-3, atol=1e-3)
+    assert close.mean() > 0.95, close.mean()
+    assert np.mean(got.predict() == ref.predict()) > 0.9
+    top1 = np.mean(ref.predict() == probes.subjects)
     assert top1 > 0.5  # chance: 1/8
 
 
