@@ -93,8 +93,9 @@ def load_data(cfg: Any, data: SampleTable | None = None) -> SampleTable:
     return load_dataset(cfg.dataset.source, cfg.dataset.path, **cfg.dataset.params)
 
 
-def _drop_unsplittable(table: SampleTable, enrolment: float, label: str) -> tuple[SampleTable, list[str]]:
-    """Drop subjects whose samples cannot give both an enrolment and a test sample; say so."""
+def _unsplittable(table: SampleTable, enrolment: float, label: str) -> tuple[list[str], list[str]]:
+    """Subjects whose samples cannot give both an enrolment and a test sample (they cannot be evaluated, but
+    stay legitimate attacker training material), and the warning that says so."""
     subjects, counts = np.unique(table.subjects, return_counts=True)
     sizes = _part_sizes(counts.astype(np.int64), np.array([enrolment, 1.0 - enrolment]))
     ok = (sizes >= 1).all(axis=1)
@@ -103,20 +104,20 @@ def _drop_unsplittable(table: SampleTable, enrolment: float, label: str) -> tupl
         bad = subjects[~ok]
         warnings.append(
             f"too few samples per subject: {len(bad)} of {len(subjects)} subjects have too few samples for an "
-            f"enrolment share of {enrolment} (need ≥ 1 enrolment and ≥ 1 test sample) and were left out: "
+            f"enrolment share of {enrolment} (need ≥ 1 enrolment and ≥ 1 test sample); they are kept out of the "
+            "evaluation set and used as attacker training data: "
             + ", ".join(map(str, bad[:5])) + (" …" if len(bad) > 5 else "")
         )
-        table = table.select_subjects(subjects[ok])
     if label != "subject" and label not in table.attribute_names:
         raise BioanonError(f"label {label!r}: the data set has no attribute column 'attr.{label}'; "
                            f"available: {table.attribute_names}")
-    return table, warnings
+    return [str(s) for s in subjects[~ok]], warnings
 
 
 def build_plan(cfg: Any, cache: Cache, data: SampleTable) -> Plan:
     """Turn a validated config into the task graph (the data set is stored in the cache first)."""
     skipped = data.metadata.get("skipped_files") or []
-    data, warnings = _drop_unsplittable(data, cfg.rates.enrolment, cfg.label)
+    training_only, warnings = _unsplittable(data, cfg.rates.enrolment, cfg.label)
     if skipped:
         warnings.insert(0, f"{len(skipped)} unreadable data file(s) skipped: " + ", ".join(map(str, skipped[:5]))
                         + (" …" if len(skipped) > 5 else ""))
@@ -129,10 +130,12 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable) -> Plan:
     if not cache.has_table(dataset_key):
         cache.put_table(dataset_key, data)
     rates = [cfg.rates.background, cfg.rates.attacker, cfg.rates.evaluation]
-    n_eval = int(_part_sizes(np.array([data.num_subjects]), np.array(rates))[0, 2])
-    if min(_part_sizes(np.array([data.num_subjects]), np.array(rates))[0]) < 1:
+    n_split = data.num_subjects - len(training_only)  # the subjects the rates divide
+    n_eval = int(_part_sizes(np.array([n_split]), np.array(rates))[0, 2])
+    if min(_part_sizes(np.array([n_split]), np.array(rates))[0]) < 1:
         raise BioanonError(
-            f"rates {rates} over {data.num_subjects} subjects leave a part (background/attacker/evaluation) empty"
+            f"rates {rates} over {n_split} subjects with enough samples to evaluate leave a part "
+            "(background/attacker/evaluation) empty"
         )
     counts = sorted(set(cfg.selection.subject_counts), reverse=True) or [n_eval]
     reachable = [n for n in counts if n <= n_eval]
@@ -156,7 +159,10 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable) -> Plan:
 
     for r in range(cfg.repeats):
         seed_r = derived_seed(cfg.seed, "repeat", r)
-        t_split = add(make_task("split", {"dataset": dataset_key, "rates": rates, "seed": seed_r}, (),
+        split_args = {"dataset": dataset_key, "rates": rates, "seed": seed_r}
+        if training_only:
+            split_args["training_only"] = training_only
+        t_split = add(make_task("split", split_args, (),
                                 stage="split", label=f"split repeat {r}"))
         split_tasks.append({"key": t_split.key, "repeat": r})
         clear = {n: output_key(t_split.key, n) for n in ("background", "attacker", "evaluation")}

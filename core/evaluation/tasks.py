@@ -88,10 +88,20 @@ def _table(cache: Cache, key: str) -> SampleTable:
 
 
 @op
-def split(cache: Cache, *, dataset: str, rates: list[float], seed: int, key: str) -> dict[str, Any]:
-    """Subject-disjoint split into background / attacker / evaluation."""
+def split(cache: Cache, *, dataset: str, rates: list[float], seed: int, key: str,
+          training_only: list[str] = ()) -> dict[str, Any]:
+    """Subject-disjoint split into background / attacker / evaluation. The ``training_only`` subjects (too few
+    samples to enrol and test) are left out of the rates and added to the attacker part."""
     table = _table(cache, dataset)
-    parts = table.split_subjects(rates, seed)
+    if training_only:
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        extra = pc.is_in(table.arrow.column("subject"), value_set=pa.array(list(training_only), pa.string()))
+        parts = table.filter(pc.invert(extra)).split_subjects(rates, seed)
+        parts[1] = SampleTable.concat([parts[1], table.filter(extra)])
+    else:
+        parts = table.split_subjects(rates, seed)
     out = {}
     for name, part in zip(("background", "attacker", "evaluation"), parts):
         k = output_key(key, name)

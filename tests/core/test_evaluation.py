@@ -205,6 +205,29 @@ def test_unreachable_subject_count_and_too_few_samples_are_reported(tmp_path):
     assert any("too few samples per subject" in w and "s03" in w for w in r.warnings)
 
 
+def test_subjects_with_one_sample_train_the_attacker_but_are_not_evaluated(tmp_path):
+    table = bioanon.load_dataset("any.synthetic", n_subjects=30, samples_per_subject=4)
+    single = ["s03", "s07", "s11", "s15", "s19", "s23"]
+    keep = np.ones(len(table), bool)
+    for s in single:
+        keep[np.flatnonzero(table.subjects == s)[1:]] = False
+    cfg = config(**SMALL)
+    cfg["repeats"] = 2
+    cfg["selection"] = {"selectors": ["random"], "subject_counts": [6], "random_draws": 1}
+    r = bioanon.evaluate(cfg, data=table.filter(keep), out_dir=tmp_path / "out", run_id="r", cache=tmp_path / "c",
+                         progress=False, report=False)
+    lineage = json.loads((tmp_path / "out" / "r" / "lineage.json").read_text())
+    for rep in lineage:
+        parts = rep["subjects"]
+        assert set(single) <= set(parts["attacker"]), parts["attacker"]  # legitimate extra training material
+        assert not set(single) & (set(parts["evaluation"]) | set(parts["background"]))
+        # the rates divide the 24 subjects that can be evaluated (0.2 / 0.4 / 0.4 by default)
+        assert len(parts["background"]) + len(parts["attacker"]) - len(single) + len(parts["evaluation"]) == 24
+        assert len(parts["evaluation"]) in (9, 10)  # 0.4 × 24 by the largest-remainder rule
+    assert any("used as attacker training data" in w for w in r.warnings)
+    assert not r.failures
+
+
 @attrs.define(kw_only=True)
 class Exploding(bioanon.Recognizer):
     """Fails when scoring (to test failure handling)."""
