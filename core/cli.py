@@ -420,6 +420,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         except BrokenPipeError:
             return 0
+        except KeyboardInterrupt as exc:  # one line, no traceback; finished tasks are in the cache
+            print(f"bioanon: {exc}" if str(exc) else "bioanon: interrupted", file=sys.stderr)
+            return 130
 
 
 if __name__ == "__main__":  # pragma: no cover

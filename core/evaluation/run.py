@@ -28,6 +28,7 @@ from ..cache import Cache, table_fingerprint
 from ..errors import BioanonError
 from ..fileio import atomic_write, atomic_write_text, jsonable
 from ..table import SampleTable, _part_sizes
+from .rundir import RunFolder, RunInterrupted
 from .tasks import TaskSpec, derived_seed, make_task, output_key
 
 ATTACK_SCENARIOS = ("naive", "lazy", "parrot", "deanon")
@@ -530,13 +531,20 @@ def evaluate(
         It is validated completely before any work.
     data : a SampleTable to evaluate instead of loading the configured dataset source.
     out_dir : where ``<run-id>/`` is written (None: write nothing, only return the tables).
-    run_id : the run directory's name (default: name, time and config fingerprint).
+    run_id : the run directory's name (default: name, time and config fingerprint, with ``-2``, ``-3``, … when
+        a concurrent run took it). The folder is created before any work and holds ``status.json``
+        (running / complete / failed / interrupted); a folder in use by a live run is refused.
     cache : a :class:`~bioanon.cache.Cache` or its root (default: ``$BIOANON_CACHE`` or the user cache).
     executor : ``"local"`` (default), ``"dask"``, or an object with ``run(tasks) -> ExecutionReport``.
     scheduler : for ``executor="dask"``: the scheduler address, or a ``distributed.Client``.
     keep_going : finish everything that does not depend on a failed task, then report the failures.
     progress : progress bars per stage.
     report : render ``report.html`` with plots.
+
+    Raises
+    ------
+    RunInterrupted
+        (a ``KeyboardInterrupt``) on Ctrl-C, saying how many tasks are saved; the same call resumes.
     """
     from ..executors import DaskExecutor, LocalExecutor
     from .config import EvalConfig, load_config
@@ -544,24 +552,47 @@ def evaluate(
     started = time.time()
     cfg = config if isinstance(config, EvalConfig) else load_config(config)
     cache = cache if isinstance(cache, Cache) else Cache(cache)
-    table = load_data(cfg, data)
-    data_bytes = int(table.arrow.nbytes)
-    check_disk_space(ResourceEstimate(2 * data_bytes, 0, 0), cache)  # room for the data set itself
-    plan = build_plan(cfg, cache, table)
-    estimate = estimate_resources(plan, cfg, data_bytes, cache)
-    check_disk_space(estimate, cache)
-    if progress:
-        print(f"bioanon: {estimate}", file=sys.stderr)
-    if executor in (None, "local"):
-        executor = LocalExecutor(cache, keep_going=keep_going, progress=progress)
-    elif executor == "dask":
-        client = scheduler if scheduler is not None and not isinstance(scheduler, str) else None
-        executor = DaskExecutor(cache, scheduler=scheduler if client is None else None, client=client,
-                                keep_going=keep_going, progress=progress)
-    elif isinstance(executor, str):
-        raise BioanonError(f"unknown executor {executor!r}; use 'local' or 'dask'")
-    exe = executor.run(plan.tasks)
+    # the run folder exists (and is writable) before any work; it says whether the run is going, done or not
+    folder = RunFolder.open(out_dir, run_id, _run_id(cfg)) if out_dir is not None else None
+    plan: Plan | None = None
+    try:
+        table = load_data(cfg, data)
+        data_bytes = int(table.arrow.nbytes)
+        check_disk_space(ResourceEstimate(2 * data_bytes, 0, 0), cache)  # room for the data set itself
+        plan = build_plan(cfg, cache, table)
+        estimate = estimate_resources(plan, cfg, data_bytes, cache)
+        check_disk_space(estimate, cache)
+        if progress:
+            print(f"bioanon: {estimate}", file=sys.stderr)
+        if executor in (None, "local"):
+            executor = LocalExecutor(cache, keep_going=keep_going, progress=progress)
+        elif executor == "dask":
+            client = scheduler if scheduler is not None and not isinstance(scheduler, str) else None
+            executor = DaskExecutor(cache, scheduler=scheduler if client is None else None, client=client,
+                                    keep_going=keep_going, progress=progress)
+        elif isinstance(executor, str):
+            raise BioanonError(f"unknown executor {executor!r}; use 'local' or 'dask'")
+        exe = executor.run(plan.tasks)
+        result = _results(cfg, plan, exe, cache, folder, started, estimate, report)
+    except KeyboardInterrupt:
+        total = len(plan.tasks) if plan is not None else 0
+        saved = sum(cache.has_json(t.key) for t in plan.tasks) if plan is not None else 0
+        if folder is not None:
+            folder.close("interrupted", tasks_saved=saved, tasks_total=total)
+        raise RunInterrupted(saved, total, folder.path if folder is not None else None) from None
+    except BaseException as exc:
+        if folder is not None:
+            folder.close("failed", error=f"{type(exc).__name__}: {exc}")
+        raise
+    if folder is not None:
+        folder.close("complete" if not result.failures else "complete with failures",
+                     tasks={"executed": exe.executed, "cached": exe.cached, "failed": len(result.failures)})
+    return result
 
+
+def _results(cfg: Any, plan: Plan, exe: Any, cache: Cache, folder: RunFolder | None, started: float,
+             estimate: ResourceEstimate, report: bool) -> EvaluationResult:
+    """Collect the executed plan's tables and, with a run folder, write them and the report there."""
     metrics = collect_metrics(plan, exe.records)
     utility = collect_utility(plan, exe.records)
     tradeoff, auc = tradeoff_tables(metrics, utility, cfg.deanonymizer is not None)
@@ -573,9 +604,8 @@ def evaluate(
 
     run_dir = None
     report_path = None
-    if out_dir is not None:
-        run_dir = Path(out_dir) / (run_id or _run_id(cfg))
-        run_dir.mkdir(parents=True, exist_ok=True)
+    if folder is not None:
+        run_dir = folder.path
         env = _environment(cfg.seed) | {
             "started": _dt.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
             "finished": _dt.datetime.now().isoformat(timespec="seconds"),

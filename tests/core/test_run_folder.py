@@ -1,0 +1,100 @@
+"""The run folder: created before any work with a status marker, one run per folder, a clean Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+import bioanon
+from bioanon.errors import BioanonError
+from bioanon.evaluation import run as run_module
+from bioanon.evaluation.config import load_config
+from bioanon.evaluation.rundir import LOCK_FILE, RunFolder, read_status
+from evalconfigs import SMALL, config
+
+
+def _json_count(cache_dir) -> int:
+    d = cache_dir / "json"
+    return sum(1 for _ in d.rglob("*.json")) if d.exists() else 0
+
+
+def test_unwritable_out_fails_before_any_work(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    with pytest.raises(BioanonError, match="cannot create the results folder .*a-file"):
+        bioanon.evaluate(config(**SMALL), out_dir=blocker / "results", cache=tmp_path / "cache", progress=False)
+    assert _json_count(tmp_path / "cache") == 0  # nothing was computed
+
+
+def test_status_marker_and_lock_follow_the_run(tmp_path):
+    r = bioanon.evaluate(config(**SMALL), out_dir=tmp_path, run_id="ok", cache=tmp_path / "c", progress=False,
+                         report=False)
+    status = read_status(r.run_dir)
+    assert status["state"] == "complete" and status["tasks"]["failed"] == 0
+    assert not (r.run_dir / LOCK_FILE).exists()
+    bad = config(**SMALL)
+    bad["dataset"] = {"source": "any.synthetic", "params": {"n_subjects": 2}}  # rates leave a part empty
+    with pytest.raises(BioanonError):
+        bioanon.evaluate(bad, out_dir=tmp_path, run_id="bad", cache=tmp_path / "c", progress=False)
+    status = read_status(tmp_path / "bad")
+    assert status["state"] == "failed" and "empty" in status["error"]
+    assert not (tmp_path / "bad" / LOCK_FILE).exists()
+
+
+def test_concurrent_runs_of_one_config_get_distinct_folders(tmp_path, monkeypatch):
+    monkeypatch.setattr(run_module, "_run_id", lambda cfg: "same-second")
+    held = RunFolder.open(tmp_path, None, "same-second")  # a live run (this process) owns the first folder
+    r = bioanon.evaluate(config(**SMALL), out_dir=tmp_path, cache=tmp_path / "c", progress=False, report=False)
+    assert r.run_dir == tmp_path / "same-second-2"
+    assert not (held.path / "metrics.parquet").exists()
+    # an explicit run id owned by a live run is refused, naming the folder
+    with pytest.raises(BioanonError, match="in use by another evaluation"):
+        bioanon.evaluate(config(**SMALL), out_dir=tmp_path, run_id="same-second", cache=tmp_path / "c",
+                         progress=False)
+    held.close("complete")
+    # a stale lock (its process is gone) is taken over
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    import socket
+
+    (tmp_path / "same-second" / LOCK_FILE).write_text(json.dumps(
+        {"pid": int(dead.stdout), "host": socket.gethostname(), "started": "then"}))
+    r = bioanon.evaluate(config(**SMALL), out_dir=tmp_path, run_id="same-second", cache=tmp_path / "c",
+                         progress=False, report=False)
+    assert read_status(r.run_dir)["state"] == "complete"
+
+
+@pytest.mark.slow
+def test_ctrl_c_prints_one_line_exits_130_and_resumes(tmp_path):
+    cfg = config(**{**SMALL, "anonymizers": [{"id": "any.gaussian_noise", "name": "noise",
+                                              "grid": {"sigma": [0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]}}]})
+    toml = tmp_path / "eval.toml"
+    toml.write_text(load_config(cfg).to_toml())
+    cache_dir = tmp_path / "cache"
+    env = {**os.environ, "BIOANON_CACHE": str(cache_dir), "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "bioanon.cli", "evaluate", str(toml), "--out", str(tmp_path / "res"),
+           "--run-id", "r", "--quiet", "--no-report"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.time() + 120
+    while time.time() < deadline and _json_count(cache_dir) < 6 and proc.poll() is None:
+        time.sleep(0.05)
+    if proc.poll() is not None:
+        pytest.skip("the run finished before it could be interrupted")
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and "interrupted:" in lines[0] and "resume" in lines[0], err
+    status = read_status(tmp_path / "res" / "r")
+    assert status["state"] == "interrupted" and 0 < status["tasks_saved"] < status["tasks_total"]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert read_status(tmp_path / "res" / "r")["state"] == "complete"
+    env_json = json.loads((tmp_path / "res" / "r" / "environment.json").read_text())
+    assert env_json["tasks"]["cached"] >= status["tasks_saved"] - 1  # the saved work was reused
