@@ -213,7 +213,8 @@ def _run_evaluation(config: Any, args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_evaluate(args: argparse.Namespace) -> int:
+def _config_from_args(args: argparse.Namespace) -> Any:
+    """The config path, or with --skip-bad-files the validated config with that dataset parameter set."""
     config: Any = args.config
     if args.skip_bad_files:
         import tomllib
@@ -229,7 +230,24 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         if isinstance(raw, dict) and isinstance(raw.get("dataset"), dict):
             raw["dataset"].setdefault("params", {})["skip_bad_files"] = True
             config = load_config(raw, base_dir=path.resolve().parent)
-    return _run_evaluation(config, args)
+    return config
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    return _run_evaluation(_config_from_args(args), args)
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    from .evaluation.checks import validate
+
+    cfg = validate(_config_from_args(args), out_dir=args.out, load_data=args.data)
+    settings = sum(len(a.settings()) for a in cfg.anonymizers)
+    checked = "config, methods, parameters, optional packages" + (", output folder" if args.out else "") + (
+        ", data payloads and label" if args.data else "")
+    print(f"{args.config}: valid ({checked}): {settings} anonymizer setting(s), {len(cfg.recognizers)} "
+          f"recognizer(s) × {len(cfg.scenarios) + 1} scenario(s) with clear, {len(cfg.utility)} utility measure(s), "
+          f"{cfg.repeats} repeat(s)")
+    return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -374,6 +392,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="skip unreadable data files and list them (sources with a skip_bad_files parameter)")
     _add_run_options(p)
     p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("validate", help="check a config without running it (exit 2 listing every problem)")
+    p.add_argument("config", help="the evaluation config (TOML)")
+    p.add_argument("--out", default=None, help="also check that a run folder can be created in this folder")
+    p.add_argument("--data", action="store_true",
+                   help="also load the data set and check every method's payload and the label column")
+    p.add_argument("--skip-bad-files", action="store_true", help="as for evaluate")
+    p.set_defaults(func=cmd_validate)
 
     p = sub.add_parser("demo", help="a full evaluation on built-in synthetic data (about a minute)")
     p.add_argument("--trait", default="any", help="use this trait plugin's synthetic data (default: any)")

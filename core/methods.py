@@ -258,6 +258,29 @@ class Method:
     reference: ClassVar[str] = ""
     distribution: ClassVar[str | None] = None  # set by the registry when a plugin registers the class
     example_params: ClassVar[dict[str, Any]] = {}  # parameters that run on bioanon.testing's tiny tables
+    # optional packages the method imports when it runs: import name -> install command (checked by
+    # missing_requirements() and by config validation, without importing them)
+    requires: ClassVar[dict[str, str]] = {}
+
+    @classmethod
+    def missing_requirements(cls) -> dict[str, str]:
+        """The declared optional packages that cannot be imported here (name -> install command)."""
+        import importlib.util
+        import sys
+
+        missing = {}
+        for name, install in cls.requires.items():
+            if name in sys.modules:
+                if sys.modules[name] is None:  # blocked, e.g. by a test
+                    missing[name] = install
+                continue
+            try:
+                found = importlib.util.find_spec(name) is not None
+            except (ImportError, ValueError):
+                found = False
+            if not found:
+                missing[name] = install
+        return missing
 
     def __attrs_post_init__(self) -> None:
         self._validate_params()

@@ -88,6 +88,7 @@ class MlpInversion(Deanonymizer):
     :meth:`save_checkpoint` / :meth:`load_checkpoint` (``torch.save`` / ``torch.load(weights_only=True)``)."""
 
     id: ClassVar[str] = "any.mlp_inversion"
+    requires: ClassVar[dict[str, str]] = {"torch": "pip install torch"}
     payloads: ClassVar[tuple[str, ...]] = ("features", "imu", "pose", "image")
     reference: ClassVar[str] = "fantomas.txt §4-5 (de-anonymization before recognition)"
     example_params: ClassVar[dict[str, Any]] = {"hidden": (16,), "epochs": 3, "batch_size": 16}

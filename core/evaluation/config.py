@@ -355,6 +355,7 @@ class _Validator:
         self.base_dir = Path(base_dir) if base_dir is not None else None
         self.check_paths = check_paths
         self.problems: list[str] = []
+        self.resolved: dict[str, type[Method]] = {}  # key path -> method class, for the suitability checks
 
     def add(self, path: str, message: str) -> None:
         line = f"{path}: {message}"
@@ -454,6 +455,7 @@ class _Validator:
         utility = self.methods(raw.get("utility"), "utility", "utility", required=False)
         self.unique_names(utility, "utility")
         report = self.report(raw.get("report", {}))
+        self.suitability()
         if self.problems:
             return None
         return EvalConfig(
@@ -471,6 +473,24 @@ class _Validator:
             utility=tuple(utility),  # type: ignore[arg-type]
             report=report,
         )
+
+    def suitability(self) -> None:
+        """Every method suits the data set's trait (a trait method on another trait's data fails), and every
+        optional package a method declares in ``requires`` can be imported (also for entries whose parameters
+        have problems: every problem is listed at once)."""
+        source = self.resolved.get("dataset.source")
+        for where, cls in self.resolved.items():
+            if source is not None and source.trait != "any" and cls.trait not in ("any", source.trait):
+                self.add(where, f"{cls.id} is {_a(cls.trait)} method, but the data set {source.id} holds "
+                                f"{source.trait} data; use {source.trait}.* or any.* methods "
+                                f"(`bioanon methods '{source.trait}.*' 'any.*' --kind {cls.kind}`)")
+            self.requirements(cls, where)
+
+    def requirements(self, cls: type[Method], where: str) -> None:
+        missing = cls.missing_requirements()
+        if missing:
+            installs = " ; ".join(dict.fromkeys(missing.values()))
+            self.add(where, f"{cls.id} needs {', '.join(missing)}, which cannot be imported here: {installs}")
 
     def dataset(self, raw_any: Any) -> DatasetSpec | None:
         if raw_any is None:
@@ -680,6 +700,7 @@ class _Validator:
         if method_id in self.registry:
             cls = self.registry[method_id].cls
             if cls.kind == kind:
+                self.resolved[path] = cls
                 return cls
             self.add(path, f"{method_id!r} is {_a(_KIND_NOUN[cls.kind])}, not {_a(noun)}")
             return None
@@ -755,10 +776,17 @@ class _Validator:
                     ok = False
         params = {k: v for k, v in params.items() if k in names}
         sweep = {k: v for k, v in sweep.items() if k in names}
+        # each value alone first, so a bad fixed parameter does not hide a bad grid value (or the reverse)
+        bad_fixed = not all([self._construct_one(cls, {k: v}, f"{path}.params.{k}") for k, v in params.items()])
+        bad_values = {(k, i) for k, values in sweep.items() for i, v in enumerate(values)
+                      if not self._construct_one(cls, {k: v}, f"{path}.grid.{k}[{i}]")}
+        ok &= not bad_fixed and not bad_values
         keys = list(sweep)
         coerced: dict[str, list] = {k: [_MISSING] * len(v) for k, v in sweep.items()}
         fixed: dict | None = None
         for combo in itertools.product(*(range(len(sweep[k])) for k in keys)):
+            if bad_fixed or any((k, i) in bad_values for k, i in zip(keys, combo)):
+                continue  # already reported value by value
             setting = {k: sweep[k][i] for k, i in zip(keys, combo)}
             try:
                 instance = cls(**params, **setting)
@@ -784,8 +812,20 @@ class _Validator:
             return None
         return fixed, {k: tuple(v) for k, v in coerced.items()}
 
+    def _construct_one(self, cls: type[Method], params: dict, where: str) -> bool:
+        """Construct ``cls`` with one parameter (the others default); report a ParameterError at ``where``."""
+        try:
+            cls(**params)
+        except ParameterError as exc:
+            self.add(where, str(exc))
+            return False
+        except Exception:  # noqa: BLE001 - checked again with all parameters together, and reported there
+            return True
+        return True
+
 
 _MISSING = object()
+
 
 
 # --------------------------------------------------------------------------------------------------- output

@@ -28,6 +28,7 @@ from ..cache import Cache, table_fingerprint
 from ..errors import BioanonError
 from ..fileio import atomic_write, atomic_write_text, jsonable
 from ..table import SampleTable, _part_sizes
+from .checks import data_problems, raise_problems
 from .rundir import RunFolder, RunInterrupted
 from .tasks import TaskSpec, derived_seed, make_task, output_key
 
@@ -109,9 +110,6 @@ def _unsplittable(table: SampleTable, enrolment: float, label: str) -> tuple[lis
             "evaluation set and used as attacker training data: "
             + ", ".join(map(str, bad[:5])) + (" …" if len(bad) > 5 else "")
         )
-    if label != "subject" and label not in table.attribute_names:
-        raise BioanonError(f"label {label!r}: the data set has no attribute column 'attr.{label}'; "
-                           f"available: {table.attribute_names}")
     return [str(s) for s in subjects[~ok]], warnings
 
 
@@ -557,6 +555,7 @@ def evaluate(
     plan: Plan | None = None
     try:
         table = load_data(cfg, data)
+        raise_problems(data_problems(cfg, table), f"config {cfg.name!r} does not suit its data")
         data_bytes = int(table.arrow.nbytes)
         check_disk_space(ResourceEstimate(2 * data_bytes, 0, 0), cache)  # room for the data set itself
         plan = build_plan(cfg, cache, table)

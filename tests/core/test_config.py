@@ -113,14 +113,40 @@ class MeanError(UtilityMeasure):
         return np.zeros(len(original))
 
 
+@attrs.define(kw_only=True)
+class OtherTraitSource(DatasetSource):
+    """Generates data of another trait."""
+
+    id: ClassVar[str] = "other.synthetic"
+    trait: ClassVar[str] = "other"
+    needs_path: ClassVar[bool] = False
+
+    def load(self, path=None):
+        raise NotImplementedError
+
+
+@attrs.define(kw_only=True)
+class NeedsMissingPackage(Anonymizer):
+    """Declares an optional package that is not installed."""
+
+    id: ClassVar[str] = "test.needs_missing"
+    trait: ClassVar[str] = "test"
+    requires: ClassVar[dict[str, str]] = {"bioanon_no_such_package": "pip install no-such-package"}
+
+    def transform(self, table):
+        return table
+
+
 class FakePlugin:
     @bioanon.hookimpl
     def register_datasets(self, register):
         register(FolderSource)
+        register(OtherTraitSource)
 
     @bioanon.hookimpl
     def register_anonymizers(self, register):
         register(Pairs, aliases=("test.pair_alias",))
+        register(NeedsMissingPackage)
 
     @bioanon.hookimpl
     def register_deanonymizers(self, register):
@@ -555,6 +581,7 @@ def test_method_parameters_validated_for_every_grid_setting(registry):
             {"id": "any.gaussian_noise", "name": "c", "params": {"seed": 1}, "grid": {"seed": [2]}},
             {"id": "test.pairs", "params": {"strict": True}, "grid": {"sizes": [[1], [1, 2, 3], [0]]}},
             {"id": "any.identity", "params": {"x": 1}},
+            {"id": "any.gaussian_noise", "name": "e", "params": {"sigma": -3}, "grid": {"seed": [1, "x"]}},
         ],
         recognizers=[{"id": "any.cosine_centroid", "params": {"center": "yes"}}],
     )
@@ -564,9 +591,12 @@ def test_method_parameters_validated_for_every_grid_setting(registry):
         "anonymizers[1].grid.sed: unknown parameter of any.gaussian_noise; did you mean 'seed'?",
         "anonymizers[1].params.sigma: any.gaussian_noise: parameter 'sigma' = -2 is invalid; allowed: in [0, inf)",
         "anonymizers[2].grid.seed: also given in params; give it in one place",
-        "anonymizers[3]: test.pairs(strict=True, sizes=[1, 2, 3]) failed: ValueError: strict allows at most two sizes",
         "anonymizers[3].grid.sizes[2]: test.pairs: parameter 'sizes' = [0] is invalid; allowed: in [1, inf)",
+        "anonymizers[3]: test.pairs(strict=True, sizes=[1, 2, 3]) failed: ValueError: strict allows at most two sizes",
         "anonymizers[4].params.x: unknown parameter of any.identity; any.identity takes no parameters",
+        # a bad fixed parameter does not hide a bad grid value of the same entry
+        "anonymizers[5].params.sigma: any.gaussian_noise: parameter 'sigma' = -3 is invalid; allowed: in [0, inf)",
+        "anonymizers[5].grid.seed[1]: any.gaussian_noise: parameter 'seed' = 'x' is invalid; allowed: int",
         "recognizers[0].params.center: any.cosine_centroid: parameter 'center' = 'yes' is invalid; allowed: bool",
     ]
 
@@ -683,3 +713,25 @@ def test_config_is_frozen(registry):
     assert isinstance(cfg, EvalConfig)
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         cfg.seed = 2  # type: ignore[misc]
+
+
+def test_methods_must_suit_the_data_and_have_their_packages(registry):
+    cfg = minimal(dataset={"source": "other.synthetic"},
+                  anonymizers=[{"id": "test.pairs"}, {"id": "any.gaussian_noise"}, {"id": "test.needs_missing"}],
+                  utility=[{"id": "test.mean_error"}])
+    assert problems(cfg, registry=registry) == [
+        "anonymizers[0].id: test.pairs is a test method, but the data set other.synthetic holds other data; use "
+        "other.* or any.* methods (`bioanon methods 'other.*' 'any.*' --kind anonymizer`)",
+        "anonymizers[2].id: test.pairs is a test method, but the data set other.synthetic holds other data; use "
+        "other.* or any.* methods (`bioanon methods 'other.*' 'any.*' --kind anonymizer`)".replace(
+            "test.pairs", "test.needs_missing"),
+        "anonymizers[2].id: test.needs_missing needs bioanon_no_such_package, which cannot be imported here: "
+        "pip install no-such-package",
+        "selection.selectors[0]: test.select_first is a test method, but the data set other.synthetic holds other "
+        "data; use other.* or any.* methods (`bioanon methods 'other.*' 'any.*' --kind selector`)",
+        "utility[0].id: test.mean_error is a test method, but the data set other.synthetic holds other data; use "
+        "other.* or any.* methods (`bioanon methods 'other.*' 'any.*' --kind utility`)",
+    ]
+    # an any.* source (features of any origin) is checked on its payloads once loaded, not by trait
+    assert "test.needs_missing needs" in "\n".join(problems(minimal(anonymizers=[{"id": "test.needs_missing"}]),
+                                                           registry=registry))

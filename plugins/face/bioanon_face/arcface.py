@@ -129,6 +129,7 @@ class ArcFace(CentroidRecognizer):
     ``torch.inference_mode``. The default ResNet-18 at width 16 (0.7 M parameters) trains on two cores."""
 
     id: ClassVar[str] = "face.arcface"
+    requires: ClassVar[dict[str, str]] = {"torch": INSTALL, "timm": INSTALL}
     trait: ClassVar[str] = "face"
     payloads: ClassVar[tuple[str, ...]] = ("image",)
     has_embedding: ClassVar[bool] = True

@@ -134,6 +134,7 @@ class Fantomas(Deanonymizer):
     :meth:`save_checkpoint` / :meth:`load_checkpoint` (``torch.load(weights_only=True)``)."""
 
     id: ClassVar[str] = "face.fantomas"
+    requires: ClassVar[dict[str, str]] = {"torch": "pip install 'bioanon-face[torch]'"}
     trait: ClassVar[str] = "face"
     payloads: ClassVar[tuple[str, ...]] = ("image",)
     reference: ClassVar[str] = "fantomas.txt §5 (model), §7.5 (training)"

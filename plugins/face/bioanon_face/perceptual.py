@@ -88,6 +88,7 @@ class PerceptualSimilarity(UtilityMeasure):
     an image of another subject (the level of two unrelated faces). torch is imported when the measure runs."""
 
     id: ClassVar[str] = "face.perceptual_similarity"
+    requires: ClassVar[dict[str, str]] = {"torch": INSTALL}
     trait: ClassVar[str] = "face"
     payloads: ClassVar[tuple[str, ...]] = ("image",)
     reference: ClassVar[str] = ("Zhang et al., The unreasonable effectiveness of deep features as a perceptual "

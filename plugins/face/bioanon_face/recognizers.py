@@ -167,6 +167,7 @@ class DlibKnn(Recognizer):
     ``pip install 'bioanon-face[dlib]'``."""
 
     id: ClassVar[str] = "face.dlib_knn"
+    requires: ClassVar[dict[str, str]] = {"dlib": DLIB_INSTALL, "face_recognition_models": DLIB_INSTALL}
     trait: ClassVar[str] = "face"
     payloads: ClassVar[tuple[str, ...]] = ("image",)
     has_embedding: ClassVar[bool] = True

@@ -68,6 +68,7 @@ class TemporalCnn(CentroidRecognizer):
     training. Needs PyTorch (imported when the method runs, not when it is listed)."""
 
     id: ClassVar[str] = "gait.cnn"
+    requires: ClassVar[dict[str, str]] = {"torch": _INSTALL}
     trait: ClassVar[str] = "gait"
     payloads: ClassVar[tuple[str, ...]] = ("pose",)
     has_embedding: ClassVar[bool] = True

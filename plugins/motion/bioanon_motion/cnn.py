@@ -75,6 +75,7 @@ class ImuCnn(CentroidRecognizer):
     statistics. Without ``fit``, ``enroll`` trains on the gallery. Scoring runs under ``torch.inference_mode``."""
 
     id: ClassVar[str] = "motion.cnn"
+    requires: ClassVar[dict[str, str]] = {"torch": "pip install torch"}
     trait: ClassVar[str] = "motion"
     payloads: ClassVar[tuple[str, ...]] = ("imu",)
     has_embedding: ClassVar[bool] = True

@@ -90,6 +90,7 @@ class Resemblyzer(CentroidRecognizer):
     Needs ``pip install --no-deps resemblyzer webrtcvad-wheels`` and PyTorch."""
 
     id: ClassVar[str] = "voice.resemblyzer"
+    requires: ClassVar[dict[str, str]] = {"torch": _INSTALL, "resemblyzer": _INSTALL, "webrtcvad": _INSTALL}
     trait: ClassVar[str] = "voice"
     payloads: ClassVar[tuple[str, ...]] = ("audio",)
     has_embedding: ClassVar[bool] = True

@@ -70,6 +70,7 @@ class XVector(CentroidRecognizer):
     seconds to a minute on a few hundred utterances); ``epochs`` and ``channels`` trade time for accuracy."""
 
     id: ClassVar[str] = "voice.xvector"
+    requires: ClassVar[dict[str, str]] = {"torch": _INSTALL}
     trait: ClassVar[str] = "voice"
     payloads: ClassVar[tuple[str, ...]] = ("audio",)
     has_embedding: ClassVar[bool] = True

@@ -1,0 +1,102 @@
+"""Checks that run before any computation: ``bioanon validate`` and the start of every evaluation.
+
+:func:`~bioanon.evaluation.config.load_config` checks the config itself (keys, ids, parameters and grids value
+by value, rates, paths, each method's trait against the data set's, the optional packages methods declare).
+This module adds what needs more than the config: whether the results folder can be written, and — once the
+data are loaded — whether every method finds a payload it reads and the label column exists.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+
+def output_problem(out_dir: str | os.PathLike) -> str | None:
+    """Why ``out_dir`` cannot take a run folder (None when it can), without creating anything."""
+    p = Path(out_dir).absolute()
+    probe = p
+    while not probe.exists():
+        if probe.parent == probe:
+            return f"{p}: no existing parent folder"
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"{p}: {probe} is not a folder"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return f"{p}: {probe} is not writable"
+    return None
+
+
+def reads_payload(cls: Any, payload_names: list[str]) -> bool:
+    """Whether method class ``cls`` reads one of the table's payloads (``*`` or no declaration: any)."""
+    wanted = set(cls.payloads)
+    return not wanted or "*" in wanted or bool(wanted & set(payload_names))
+
+
+def data_problems(cfg: Any, table: Any) -> list[str]:
+    """Problems of the configured methods with the loaded data: payloads no method input matches, a label
+    column that does not exist. Each line starts with the config key path."""
+    problems = []
+    payloads = table.payload_names
+    groups = [("anonymizers", cfg.anonymizers), ("recognizers", cfg.recognizers), ("utility", cfg.utility)]
+    if cfg.deanonymizer is not None:
+        groups.append(("deanonymizer", [cfg.deanonymizer]))
+    for path, specs in groups:
+        for i, spec in enumerate(specs):
+            cls = spec.method_class()
+            if not reads_payload(cls, payloads):
+                where = f"{path}.id" if path == "deanonymizer" else f"{path}[{i}].id"
+                problems.append(f"{where}: {cls.id} reads {' or '.join(cls.payloads)} data, but the data set has "
+                                f"only {', '.join(payloads) or 'no payload'}")
+    if cfg.label != "subject" and cfg.label not in table.attribute_names:
+        problems.append(f"label: the data set has no attribute column 'attr.{cfg.label}'; available: "
+                        f"{table.attribute_names}")
+    return problems
+
+
+def raise_problems(problems: list[str], header: str) -> None:
+    """Raise one ConfigError listing ``problems`` (nothing when there are none)."""
+    from .config import _raise
+
+    if problems:
+        n = len(problems)
+        _raise(problems, f"{header} ({n} problem{'s' if n > 1 else ''})")
+
+
+def validate(config: Any, *, out_dir: str | os.PathLike | None = None, data: Any = None,
+             load_data: bool = False) -> Any:
+    """Check a config before running it; return the validated :class:`~bioanon.evaluation.config.EvalConfig`.
+
+    Parameters
+    ----------
+    config : a TOML path, a dict or an EvalConfig.
+    out_dir : also check that a run folder can be created there.
+    data : a SampleTable to check the methods against (payloads, label column).
+    load_data : load the configured data set and check against it (slower: reads the data).
+
+    Raises
+    ------
+    ConfigError : listing every problem, one per line, each prefixed by its key path.
+    """
+    from ..errors import ConfigError
+    from .config import load_config
+
+    problems = []
+    why = output_problem(out_dir) if out_dir is not None else None
+    if why:
+        problems.append(f"out: cannot create a run folder in {why}")
+    try:
+        cfg = load_config(config)
+    except ConfigError as exc:
+        where = f" {config}" if isinstance(config, (str, os.PathLike)) else ""
+        raise_problems(getattr(exc, "problems", [str(exc)]) + problems, f"invalid evaluation config{where}")
+        raise
+    if data is None and load_data:
+        from .run import load_data as _load
+
+        data = _load(cfg)
+    if data is not None:
+        problems += data_problems(cfg, data)
+    raise_problems(problems, f"config {cfg.name!r} cannot run")
+    return cfg
