@@ -54,6 +54,7 @@ __all__ = [
     "UnknownMethodError",
     "UtilityMeasure",
     "__version__",
+    "anonymize",
     "evaluate",
     "get_method",
     "get_registry",
@@ -88,6 +89,14 @@ def evaluate(config: Any, /, **kwargs: Any):
     from .evaluation.run import evaluate as _evaluate
 
     return _evaluate(config, **kwargs)
+
+
+def anonymize(table: Any, /, *methods: Any):
+    """Apply anonymizers (instances or ids) in order, each fitted on the previous one's output; the steps are
+    recorded in the lineage. Write the result with :func:`bioanon.export.write_table` (format by extension)."""
+    from .export import anonymize as _anonymize
+
+    return _anonymize(table, methods)
 
 
 def load_dataset(source_id: str, path: Any = None, /, **params: Any):

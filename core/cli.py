@@ -286,33 +286,56 @@ def _parse_assignments(items: list[str], cls: Any, what: str) -> dict[str, Any]:
 
 
 def cmd_anonymize(args: argparse.Namespace) -> int:
-    from .cache import table_fingerprint
+    from pathlib import Path
+
     from .errors import BioanonError
+    from .evaluation.checks import output_problem
+    from .export import FORMATS, anonymize, write_table
 
     registry = get_plugin_manager().registry
     source_cls = registry.get(args.source, kind="dataset")
-    method_cls = registry.get(args.method, kind="anonymizer")
     dataset_params = _parse_assignments(args.dataset_param, source_cls, "-d")
     if args.skip_bad_files:
         dataset_params["skip_bad_files"] = True  # validated: sources without it reject the parameter
     source = source_cls(**dataset_params)
-    method = method_cls(**_parse_assignments(args.option, method_cls, "-o"))
+    methods = []
+    for method_id, options in args.steps or []:
+        cls = registry.get(method_id, kind="anonymizer")
+        methods.append(cls(**_parse_assignments(options, cls, "-o")))
+    if not methods:
+        raise BioanonError("give at least one anonymizer with -m METHOD")
     if source.needs_path and not args.path:
         raise BioanonError(f"{source.id} reads a data layout: give its PATH")
+    out = Path(args.out)
+    if out.suffix.lower() not in (".arrow", ".parquet", ".csv", ""):
+        raise BioanonError(f"--out {out}: unknown output format {out.suffix!r}; use {FORMATS}")
+    why = output_problem(out.parent if out.suffix else out)
+    if why:
+        raise BioanonError(f"--out: cannot write {why}")
     table = source.load(args.path if source.needs_path else None)
-    out = method.fit(table).transform(table)
-    out = out.with_lineage_step({"step": method.id, "fingerprint": method.fingerprint(),
-                                 "input": table_fingerprint(table), "params": _json_params(method)})
-    if args.out.endswith(".parquet"):
-        out.to_parquet(args.out)
-    else:
-        out.save(args.out)
-    print(f"anonymized {len(out)} samples of {out.num_subjects} subjects with {method.id} -> {args.out}")
+    result = anonymize(table, methods)
+    written = write_table(result, out)
+    chain = " → ".join(m.id for m in methods)
+    print(f"anonymized {len(result)} samples of {result.num_subjects} subjects with {chain} -> {written}")
     return 0
 
 
-def _json_params(method: Any) -> dict[str, Any]:
-    return json.loads(json.dumps(method.get_params(), default=str))
+class _StepAction(argparse.Action):
+    """``-m METHOD``: start a new step of the anonymization chain."""
+
+    def __call__(self, parser: argparse.ArgumentParser, ns: argparse.Namespace, value: Any,
+                 option_string: str | None = None) -> None:
+        ns.steps = [*(ns.steps or []), (value, [])]
+
+
+class _StepOptionAction(argparse.Action):
+    """``-o NAME=VALUE``: a parameter of the anonymizer named by the ``-m`` before it."""
+
+    def __call__(self, parser: argparse.ArgumentParser, ns: argparse.Namespace, value: Any,
+                 option_string: str | None = None) -> None:
+        if not ns.steps:
+            parser.error(f"{option_string} {value}: give it after the -m METHOD it sets")
+        ns.steps[-1][1].append(value)
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
@@ -406,15 +429,22 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_options(p)
     p.set_defaults(func=cmd_demo)
 
-    p = sub.add_parser("anonymize", help="anonymize a data set and write it as Arrow IPC (or .parquet)")
+    p = sub.add_parser("anonymize", help="anonymize a data set with one or more anonymizers and write it",
+                       description="Anonymize a data set. Several -m chain in the order given (each fitted on "
+                                   "the previous one's output); each -o sets a parameter of the -m before it. "
+                                   "The output format follows --out: .arrow, .parquet, .csv (features only) or "
+                                   "a folder (no suffix) of PNG/WAV files with metadata.csv. Evaluate an "
+                                   ".arrow/.parquet output with [dataset] source = \"any.table\".")
     p.add_argument("source", help="dataset source id (see `bioanon datasets`)")
     p.add_argument("path", nargs="?", default=None, help="data folder, for sources that read files")
-    p.add_argument("-m", "--method", required=True, help="anonymizer id")
-    p.add_argument("-o", "--option", action="append", default=[], metavar="NAME=VALUE",
-                   help="anonymizer parameter (repeatable)")
+    p.add_argument("-m", "--method", action=_StepAction, dest="steps", required=True, metavar="METHOD",
+                   help="anonymizer id (repeatable: a chain, applied in order)")
+    p.add_argument("-o", "--option", action=_StepOptionAction, dest="steps", metavar="NAME=VALUE",
+                   help="parameter of the anonymizer given by the -m before it (repeatable)")
     p.add_argument("-d", "--dataset-param", action="append", default=[], metavar="NAME=VALUE",
                    help="dataset source parameter (repeatable)")
-    p.add_argument("--out", required=True, help="output file (.arrow, or .parquet)")
+    p.add_argument("--out", required=True,
+                   help="output: .arrow, .parquet, .csv (features only), or a new folder for images/audio")
     p.add_argument("--skip-bad-files", action="store_true", help="skip unreadable data files and list them")
     p.set_defaults(func=cmd_anonymize)
 

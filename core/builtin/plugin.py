@@ -65,8 +65,10 @@ def register_utility_measures(register):
 @hookimpl
 def register_datasets(register):
     from .datasets import SyntheticFeatures
+    from .table_source import SavedTable
 
     register(SyntheticFeatures)
+    register(SavedTable)
 
 
 @hookimpl

@@ -1,0 +1,164 @@
+"""Anonymize a table with a chain of methods, and write a table in the format its file name asks for.
+
+Formats, chosen by the output path: ``.arrow`` (Arrow IPC, memory-mapped when read back), ``.parquet``, ``.csv``
+(tabular ``features`` only: one row per sample, ``sample_id``, ``subject``, ``attr.*`` and ``feature_<i>``
+columns), or a path without a suffix: a folder of files — ``<subject>/<sample_id>.png`` for images,
+``<subject>/<sample_id>.wav`` (32-bit float) for audio — with ``metadata.csv`` (``file``, ``subject``, ``attr.*``).
+Every write is atomic: a file or folder either appears whole or not at all, and an existing folder is never
+overwritten. ``any.table`` reads ``.arrow`` and ``.parquet`` back, so ``anonymize`` → ``evaluate`` round-trips.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import BioanonError
+from .fileio import atomic_write
+from .table import SampleTable
+
+TABLE_SUFFIXES = (".arrow", ".parquet")
+FORMATS = ".arrow, .parquet, .csv (features only) or a folder (a path without suffix)"
+
+
+def anonymize(table: SampleTable, methods: Iterable[Any]) -> SampleTable:
+    """Apply anonymizers in order, each fitted on (and applied to) the previous one's output; every step is
+    recorded in the table's lineage. ``methods`` are Anonymizer instances or ids (default parameters)."""
+    from . import get_method
+    from .cache import table_fingerprint
+    from .fileio import jsonable
+
+    out = table
+    steps = [get_method(m) if isinstance(m, str) else m for m in methods]
+    if not steps:
+        raise BioanonError("anonymize: give at least one anonymizer")
+    for m in steps:
+        if getattr(m, "kind", None) != "anonymizer":
+            raise BioanonError(f"anonymize: {getattr(m, 'id', m)!r} is not an anonymizer")
+        before = out
+        out = m.fit(before).transform(before)
+        if not np.array_equal(out.sample_ids, before.sample_ids):
+            raise BioanonError(f"{m.id} changed the sample ids or their order")
+        out = out.with_lineage_step({"step": m.id, "fingerprint": m.fingerprint(),
+                                     "input": table_fingerprint(before), "params": jsonable(m.get_params())})
+    return out
+
+
+def write_table(table: SampleTable, path: str | os.PathLike) -> Path:
+    """Write ``table`` in the format ``path`` names (see the module docstring); return the path written."""
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix == ".arrow":
+        table.save(p)
+    elif suffix == ".parquet":
+        table.to_parquet(p)
+    elif suffix == ".csv":
+        _write_csv(table, p)
+    elif suffix == "":
+        _write_folder(table, p)
+    else:
+        raise BioanonError(f"--out {p}: unknown output format {suffix!r}; use {FORMATS}")
+    return p
+
+
+def _attribute_frame(table: SampleTable) -> dict[str, Any]:
+    cols: dict[str, Any] = {"sample_id": table.sample_ids, "subject": table.subjects}
+    for name in table.attribute_names:
+        cols[f"attr.{name}"] = table.attribute(name)
+    return cols
+
+
+def _write_csv(table: SampleTable, path: Path) -> None:
+    import pandas as pd
+
+    if table.payload_names != ["features"]:
+        raise BioanonError(f"{path}: a CSV holds tabular features only, but the table has the payload(s) "
+                           f"{table.payload_names}; write .arrow or .parquet, or a folder for images/audio")
+    x = np.asarray(table.payload("features"))
+    if x.ndim != 2:
+        raise BioanonError(f"{path}: a CSV holds one feature vector per sample; 'features' has shape {x.shape[1:]}")
+    df = pd.DataFrame(_attribute_frame(table))
+    feats = pd.DataFrame(x, columns=[f"feature_{i}" for i in range(x.shape[1])])
+    out = pd.concat([df, feats], axis=1)
+    atomic_write(path, lambda f: f.write(out.to_csv(index=False).encode("utf-8")))
+
+
+def _safe(name: str) -> str:
+    keep = "".join(c if c.isalnum() or c in "-_." else "_" for c in str(name))
+    return keep.lstrip(".") or "_"
+
+
+def _write_folder(table: SampleTable, path: Path) -> None:
+    import pandas as pd
+
+    kinds = [n for n in table.payload_names if n in ("image", "audio")]
+    if len(kinds) != 1:
+        raise BioanonError(f"{path}: a folder of files holds images or audio; the table has {table.payload_names}; "
+                           "write .arrow or .parquet instead")
+    kind = kinds[0]
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise BioanonError(f"{path}: exists and is not an empty folder; choose a new output folder")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir()
+    try:
+        files = _write_files(table, kind, tmp)
+        meta = pd.DataFrame({"file": files, **{k: v for k, v in _attribute_frame(table).items() if k != "sample_id"}})
+        meta.insert(1, "sample_id", table.sample_ids)
+        meta.to_csv(tmp / "metadata.csv", index=False)
+        if path.exists():
+            path.rmdir()  # empty, checked above
+        os.replace(tmp, path)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+
+
+def _write_files(table: SampleTable, kind: str, root: Path) -> list[str]:
+    ext = ".png" if kind == "image" else ".wav"
+    names = []
+    seen: set[str] = set()
+    for subject, sid in zip(table.subjects, table.sample_ids):
+        rel = f"{_safe(subject)}/{_safe(sid)}{ext}"
+        if rel in seen:
+            raise BioanonError(f"sample ids {sid!r} collide as file names after cleaning; rename them")
+        seen.add(rel)
+        names.append(rel)
+    for d in {n.split("/")[0] for n in names}:
+        (root / d).mkdir()
+    x = table.payload(kind)
+    if kind == "image":
+        from PIL import Image
+
+        for rel, img in zip(names, x):
+            img = np.asarray(img)
+            if img.dtype != np.uint8:
+                raise BioanonError(f"images must be uint8 to be written as PNG, got {img.dtype}")
+            Image.fromarray(img[..., 0] if img.ndim == 3 and img.shape[2] == 1 else img).save(root / rel)
+    else:
+        from scipy.io import wavfile
+
+        rate = table.metadata.get("sample_rate")
+        if not rate:
+            raise BioanonError("the audio table has no 'sample_rate' in its metadata; cannot write WAV files")
+        for rel, a in zip(names, x):
+            wavfile.write(root / rel, int(rate), np.asarray(a, dtype=np.float32))
+    return names
+
+
+def read_table(path: str | os.PathLike) -> SampleTable:
+    """A sample table written by :func:`write_table` as ``.arrow`` or ``.parquet`` (validated)."""
+    p = Path(path)
+    suffix = p.suffix.lower()
+    if suffix not in TABLE_SUFFIXES:
+        raise BioanonError(f"{p}: any.table reads sample tables saved as {' or '.join(TABLE_SUFFIXES)}; "
+                           f"got {suffix or 'no suffix'} (a folder of files is read by the trait's folder source)")
+    if not p.is_file():
+        raise BioanonError(f"{p}: no such file")
+    return SampleTable.load(p, validate=True) if suffix == ".arrow" else SampleTable.from_parquet(p, validate=True)
