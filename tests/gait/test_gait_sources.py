@@ -281,6 +281,10 @@ def test_seba_malformed_files_are_named(tmp_path):
     (tmp_path / "walkers" / "id1.p0.mocap").write_text("[[1, 2, 3, 4]]")
     with pytest.raises(TableError, match=r"id1\.p0\.mocap: frames have 4 values, not a multiple of 3"):
         bioanon.load_dataset("gait.seba", tmp_path)
+    (tmp_path / "walkers" / "id1.p0.mocap").write_text("[[1, 2, 3, 4, 5, 6, 7, 8, 9]]")
+    (tmp_path / "walkers" / "id1.p0.yaml").write_text("subject: id2\nsex: M\n")  # a label against the layout
+    with pytest.raises(TableError, match=r"id1\.p0\.yaml: subject = 'id2', but the file name id1\.p0\.mocap says 'id1'"):
+        bioanon.load_dataset("gait.seba", tmp_path)
     shutil.rmtree(tmp_path / "walkers")
     (tmp_path / "walkers.meta.yaml").write_text("trait: motion\nfps: [1, 2\n")
     with pytest.raises(TableError, match=r"walkers\.meta\.yaml:\d+: invalid YAML"):

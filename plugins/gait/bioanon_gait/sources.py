@@ -574,7 +574,9 @@ class SebaGait(DatasetSource):
     ``<set>/<id>.yaml`` and per-sample ones in ``<set>/<id>[.<session>].<point>.yaml`` (YAML read with
     ``yaml.safe_load`` only). ``path`` is the ``data/`` folder (then ``set`` names the set; it may be left empty
     when there is exactly one motion set), the ``<set>.meta.yaml`` file or the ``<set>/`` folder. Files whose
-    name contains ``empty`` are skipped, as SEBA does. Sample ids are the file names without ``.mocap``."""
+    name contains ``empty`` are skipped, as SEBA does. Sample ids are the file names without ``.mocap``.
+    Per-sample values override the identity's; a ``subject`` or ``sample_id`` in an attribute file that differs
+    from the file name is an error naming the file (they never become attributes)."""
 
     id: ClassVar[str] = "gait.seba"
     trait: ClassVar[str] = "gait"
@@ -640,7 +642,12 @@ class SebaGait(DatasetSource):
                 ident_file = folder / f"{identity}.yaml"
                 identity_attrs[identity] = _attrs_of(ident_file) if ident_file.is_file() else {}
             own = f.with_suffix(".yaml")
-            attrs_rows.append({**identity_attrs[identity], **(_attrs_of(own) if own.is_file() else {})})
+            own_attrs = _attrs_of(own) if own.is_file() else {}
+            for where, a in ((folder / f"{identity}.yaml", identity_attrs[identity]), (own, own_attrs)):
+                for key, want in (("subject", identity), ("sample_id", ids[-1])):
+                    if key in a and str(a[key]) != want:
+                        raise TableError(f"{where}: {key} = {a[key]!r}, but the file name {f.name} says {want!r}")
+            attrs_rows.append({**identity_attrs[identity], **own_attrs})
         widths = {s.shape[1] for s in sequences}
         if len(widths) != 1:
             first = next(f for f, s in zip(files, sequences) if s.shape[1] != sequences[0].shape[1])
