@@ -117,3 +117,53 @@ def test_loader_survives_corrupt_files(source):
                 _check(lambda: bioanon.load_dataset(source, root))
 
         fuzz()
+
+
+def _voice_metadata(root: Path) -> tuple[Path, str]:
+    _voice_folder(root)
+    (root / "metadata.csv").write_text("path,speaker,emotion,age\nspk1/0.wav,spk1,happy,30\nspk1/1.wav,spk1,sad,30\n"
+                                       "spk2/0.wav,spk2,calm,41\nspk2/1.wav,spk2,angry,41\n")
+    return root / "metadata.csv", "voice.folder"
+
+
+def _face_metadata(root: Path) -> tuple[Path, str]:
+    _face_folder(root)
+    (root / "attributes.csv").write_text("subject,age,smile\np1,30,yes\np2,41,no\np1,30,yes\n")
+    return root / "attributes.csv", "face.folder"
+
+
+def _motion_manifest(root: Path) -> tuple[Path, str]:
+    _motion_csv(root)
+    return root / "manifest.csv", "motion.csv"
+
+
+METADATA_BUILDERS = {"voice.folder": (_voice_metadata, {}), "face.folder": (_face_metadata, {}),
+                     "motion.csv": (_motion_manifest, {"window": 20, "stride": 20})}
+
+
+@pytest.mark.slow
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("source", sorted(METADATA_BUILDERS))
+def test_loader_survives_corrupt_metadata_files(source):
+    """Mutated metadata / manifest CSVs: a table or a BioanonError, never a silent crash of another kind."""
+    if source not in bioanon.get_registry():
+        pytest.skip(f"{source} is not installed")
+    with tempfile.TemporaryDirectory() as tmp:
+        template = Path(tmp) / "template"
+        template.mkdir()
+        build, params = METADATA_BUILDERS[source]
+        target, _ = build(template)
+        valid = target.read_bytes()
+        rel = target.relative_to(template)
+        bioanon.load_dataset(source, template, **params).validate()  # the valid fixture loads
+
+        @FUZZ
+        @given(mutation=_mutations())
+        def fuzz(mutation):
+            with tempfile.TemporaryDirectory() as case:
+                root = Path(case) / "data"
+                shutil.copytree(template, root)
+                (root / rel).write_bytes(_mutate(valid, mutation))
+                _check(lambda: bioanon.load_dataset(source, root, **params))
+
+        fuzz()

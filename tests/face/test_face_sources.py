@@ -6,7 +6,8 @@ import numpy as np
 import pytest
 
 import bioanon
-from bioanon.errors import TableError
+from bioanon.errors import DataError, TableError
+from bioanon.metadata import MetadataWarning
 
 
 def _src(method_id, **params):
@@ -65,9 +66,10 @@ def test_folder_layout_with_attributes(tmp_path):
             _write_png(tmp_path / s / f"{i}.png", rng.integers(0, 255, (20, 16, 3), dtype=np.uint8))
     _write_png(tmp_path / "bob" / "big.png", rng.integers(0, 255, (40, 32), dtype=np.uint8))
     (tmp_path / "attributes.csv").write_text("path,age,smile\nalice/0.png,31,yes\nbob/1.png,40,\n")
-    with pytest.raises(TableError, match="different sizes"):
+    with pytest.raises(TableError, match="different sizes"), pytest.warns(MetadataWarning):
         _src("face.folder").load(tmp_path)
-    t = _src("face.folder", size=(10, 8)).load(tmp_path)
+    with pytest.warns(MetadataWarning, match="5 of 7 files have no row"):
+        t = _src("face.folder", size=(10, 8)).load(tmp_path)
     t.validate()
     assert len(t) == 7 and t.payload("image").shape == (7, 10, 8, 3)
     assert list(t.subjects).count("bob") == 4
@@ -77,7 +79,8 @@ def test_folder_layout_with_attributes(tmp_path):
     img = np.zeros((4, 4, 3), np.uint8)
     img[..., 2] = 200  # red in BGR order
     _write_png(tmp_path / "carol" / "red.png", img)
-    t2 = _src("face.folder", size=(4, 4)).load(tmp_path)
+    with pytest.warns(MetadataWarning):
+        t2 = _src("face.folder", size=(4, 4)).load(tmp_path)
     red = t2.payload("image")[list(t2.sample_ids).index("carol/red.png")]
     assert red[..., 0].min() == 200 and red[..., 2].max() == 0
 
@@ -140,6 +143,65 @@ def test_celeba_layout_filters_and_attributes(tmp_path):
     assert t.attribute("5_o_Clock_Shadow")[0] == True  # noqa: E712 - first image, (0 + 0) % 3 == 0
     top = _src("face.celeba", size=(16, 16), max_subjects=1).load(tmp_path)
     assert set(top.subjects) == {"30"}
+
+
+def _two_subject_folders(root):
+    rng = np.random.default_rng(3)
+    for s in ("alice", "bob"):
+        for i in range(2):
+            _write_png(root / s / f"{i}.png", rng.integers(0, 255, (8, 8), dtype=np.uint8))
+
+
+def test_folder_attribute_csv_is_joined_per_file_with_checks(tmp_path):
+    # a per-image CSV whose labels vary within a subject, with a subject column: joined per image, and the key
+    # columns are no attributes (the subject column used to become an attribute)
+    _two_subject_folders(tmp_path)
+    csv_path = tmp_path / "attributes.csv"
+    csv_path.write_text("file,subject,smile\nalice/0.png,alice,yes\nalice/1.png,alice,no\nbob/0.png,bob,no\n"
+                        "bob/1.png,bob,yes\n")
+    t = _src("face.folder").load(tmp_path)
+    assert dict(zip(t.sample_ids, t.attribute("smile"))) == {
+        "alice/0.png": "yes", "alice/1.png": "no", "bob/0.png": "no", "bob/1.png": "yes"}
+    assert t.attribute_names == ["smile"]
+    csv_path.write_text("path,subject,smile\nalice/0.png,bob,yes\n")
+    with pytest.raises(DataError, match=r"attributes\.csv: column 'subject' disagrees .*'alice/0.png': 'bob' on line 2"):
+        _src("face.folder").load(tmp_path)
+    csv_path.write_text("path,smile\nalice/0.png,yes\nbob/1.png,no\nalice/0.png,no\n")
+    with pytest.raises(DataError, match=r"column 'path': duplicate file keys .*'alice/0.png' \(lines 2, 4\)"):
+        _src("face.folder").load(tmp_path)
+    csv_path.write_text("path,smile\nalice/0.png,yes\ncarol/0.png,no\n")
+    with pytest.raises(DataError, match=r"name no file of the data set: 'carol/0.png' \(line 3\)"):
+        _src("face.folder").load(tmp_path)
+
+
+def test_folder_attribute_csv_per_subject(tmp_path):
+    _two_subject_folders(tmp_path)
+    csv_path = tmp_path / "attributes.csv"
+    csv_path.write_text("identity,age\nalice,31\nbob,40\n")
+    t = _src("face.folder").load(tmp_path)
+    assert list(t.attribute("age")) == [31, 31, 40, 40] and t.attribute_names == ["age"]
+    csv_path.write_text("identity,age\nalice,31\nbob,40\nalice,32\n")
+    with pytest.raises(DataError, match=r"column 'identity': conflicting rows .*'alice' \(lines 2, 4: 'age' differ\)"):
+        _src("face.folder").load(tmp_path)
+
+
+def test_celeba_duplicate_lines_are_errors(tmp_path):
+    names = _celeba(tmp_path, {"10": 9})
+    ident = tmp_path / "identity_CelebA.txt"
+    good = ident.read_text()
+    ident.write_text(good + f"{names[0]} 30\n")
+    with pytest.raises(DataError, match=rf"identity_CelebA\.txt: image '{names[0]}' is listed twice \(lines 1, 10\)"):
+        _src("face.celeba", size=(16, 16)).load(tmp_path)
+    ident.write_text(good)
+    attr = tmp_path / "list_attr_celeba.txt"
+    lines = attr.read_text().splitlines()
+    attr.write_text("\n".join(lines + [lines[2]]) + "\n")
+    with pytest.raises(DataError, match=rf"list_attr_celeba\.txt: .*duplicate file keys .*'{names[0]}' \(lines 3, 12\)"):
+        _src("face.celeba", size=(16, 16)).load(tmp_path)
+    attr.write_text("\n".join(lines[:3] + lines[4:]) + "\n")  # the second image has no attribute line
+    with pytest.warns(MetadataWarning, match=rf"1 of 9 files have no row .*'{names[1]}'"):
+        t = _src("face.celeba", size=(16, 16)).load(tmp_path)
+    assert t.attribute("Male")[1] is None and t.attribute("Male")[0] in (True, False)
 
 
 def test_synthetic_faces():

@@ -75,6 +75,28 @@ def test_ucalgary_layout_without_metadata_and_malformed_file(tmp_path):
         bioanon.load_dataset("gait.ucalgary", tmp_path)
 
 
+def test_ucalgary_metadata_must_agree_with_the_file_names(tmp_path):
+    good = [[0.1 * (i + j) for j in range(62)] for i in range(10)]
+    for sub, run, sex in ((1, 1, "F"), (1, 2, "F"), (2, 1, "M")):
+        _fake_ucalgary_file(tmp_path / f"sub{sub}/Run{run}/subject{sub}_Seq_{run}_Gen_{sex}_GeometricPositions_N.csv",
+                            good)
+    rows = ["path,subject,run,sex,gait_type,n_frames",
+            "sub1/Run1/subject1_Seq_1_Gen_F_GeometricPositions_N.csv,1,1,F,N,10",
+            "sub1/Run2/subject1_Seq_2_Gen_F_GeometricPositions_N.csv,1,2,F,N,10",
+            "sub2/Run1/subject2_Seq_1_Gen_M_GeometricPositions_N.csv,2,1,M,N,10"]
+    meta = tmp_path / "metadata.csv"
+    meta.write_text("\n".join(rows) + "\n")
+    assert len(bioanon.load_dataset("gait.ucalgary", tmp_path, frames=10)) == 3
+    # per-file labels that contradict the files: the subject (and sex) of line 3 say subject 2
+    meta.write_text("\n".join(rows[:2] + [rows[2].replace(",1,2,F,", ",2,2,M,")] + rows[3:]) + "\n")
+    with pytest.raises(TableError, match=r"metadata\.csv:3: subject1_Seq_2.*subject = '2' but the file name says "
+                                         r"'1'; sex = 'M' but the file name says 'F'"):
+        bioanon.load_dataset("gait.ucalgary", tmp_path, frames=10)
+    meta.write_text("\n".join(rows + [rows[1]]) + "\n")
+    with pytest.raises(TableError, match=r"metadata\.csv:5: column 'path': .* is listed twice \(lines 2 and 5\)"):
+        bioanon.load_dataset("gait.ucalgary", tmp_path, frames=10)
+
+
 # --------------------------------------------------------------------------------------------------- CSV
 
 
@@ -114,6 +136,26 @@ def test_csv_source_reads_manifest_and_resamples(tmp_path):
     assert meta["frame_rate"] == pytest.approx(50.0 * 19 / 36.5)  # median length 37.5 frames
 
 
+def test_csv_manifest_key_columns_and_duplicates(tmp_path):
+    _write_csv_set(tmp_path)
+    man = tmp_path / "manifest.csv"
+    lines = man.read_text().splitlines()
+    # the file and subject columns may carry other names of bioanon.metadata; they never become attributes
+    man.write_text("\n".join(["filename,identity,sex,age"] + lines[1:]) + "\n")
+    t = bioanon.load_dataset("gait.csv", tmp_path, frames=10)
+    assert list(t.subjects) == ["p0", "p0", "p1", "p1"] and sorted(t.attribute_names) == ["age", "sex"]
+    man.write_text("\n".join(["file,path,sex,age"] + [f"{ln.split(',')[0]},{ln}" for ln in lines[1:]]) + "\n")
+    with pytest.raises(bioanon.BioanonError, match=r"columns \['file', 'path'\] all name the file"):
+        bioanon.load_dataset("gait.csv", tmp_path, frames=10)
+    # the same file on two lines (e.g. under two subjects) is an error naming both lines
+    man.write_text("\n".join(lines + ["./walk1.csv,p1,M,99"]) + "\n")
+    with pytest.raises(TableError, match=r"manifest\.csv:6: column 'path': .*walk1\.csv' is listed twice \(lines 3 and 6\)"):
+        bioanon.load_dataset("gait.csv", tmp_path, frames=10)
+    man.write_text("\n".join(["path,subject,sex,sex"] + [ln + ",x" for ln in lines[1:]]) + "\n")
+    with pytest.raises(TableError, match=r"column\(s\) \['sex'\] appear more than once"):
+        bioanon.load_dataset("gait.csv", tmp_path, frames=10)
+
+
 def test_csv_source_errors_name_the_file_and_line(tmp_path):
     _write_csv_set(tmp_path)
     lines = (tmp_path / "walk2.csv").read_text().splitlines()
@@ -129,7 +171,7 @@ def test_csv_source_errors_name_the_file_and_line(tmp_path):
     (tmp_path / "walk2.csv").write_text("time,knee_x,knee_y\n0,1,2\n")
     with pytest.raises(TableError, match=r"walk2\.csv:1: joint 'knee' has no z column"):
         bioanon.load_dataset("gait.csv", tmp_path)
-    (tmp_path / "manifest.csv").write_text("file,subject\nwalk0.csv,a\n")
+    (tmp_path / "manifest.csv").write_text("name,subject\nwalk0.csv,a\n")
     with pytest.raises(TableError, match=r"manifest\.csv:1: the manifest header has no 'path' column"):
         bioanon.load_dataset("gait.csv", tmp_path)
     (tmp_path / "manifest.csv").write_text("path,subject\nmissing.csv,a\n")
@@ -238,6 +280,10 @@ def test_seba_malformed_files_are_named(tmp_path):
         bioanon.load_dataset("gait.seba", tmp_path)
     (tmp_path / "walkers" / "id1.p0.mocap").write_text("[[1, 2, 3, 4]]")
     with pytest.raises(TableError, match=r"id1\.p0\.mocap: frames have 4 values, not a multiple of 3"):
+        bioanon.load_dataset("gait.seba", tmp_path)
+    (tmp_path / "walkers" / "id1.p0.mocap").write_text("[[1, 2, 3, 4, 5, 6, 7, 8, 9]]")
+    (tmp_path / "walkers" / "id1.p0.yaml").write_text("subject: id2\nsex: M\n")  # a label against the layout
+    with pytest.raises(TableError, match=r"id1\.p0\.yaml: subject = 'id2', but the file name id1\.p0\.mocap says 'id1'"):
         bioanon.load_dataset("gait.seba", tmp_path)
     shutil.rmtree(tmp_path / "walkers")
     (tmp_path / "walkers.meta.yaml").write_text("trait: motion\nfps: [1, 2\n")

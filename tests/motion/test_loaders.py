@@ -131,6 +131,17 @@ def test_motionsense_subject_info_problems(motionsense_dir):
         bioanon.load_dataset("motion.motionsense", motionsense_dir)
 
 
+def test_motionsense_subject_info_duplicate_codes(motionsense_dir):
+    info = motionsense_dir / "data_subjects_info.csv"
+    rows = info.read_text().splitlines()
+    info.write_text("\n".join(rows + [rows[1]]) + "\n")  # the same values again: harmless
+    assert len(bioanon.load_dataset("motion.motionsense", motionsense_dir)) == 17
+    info.write_text("\n".join(rows + ["1,90,188,46,0"]) + "\n")  # subject 1 again, other weight and gender
+    with pytest.raises(MotionDataError, match=r"data_subjects_info\.csv: column 'code': conflicting rows .*'1' "
+                                              r"\(lines 2, 5: 'weight', 'gender' differ\)"):
+        bioanon.load_dataset("motion.motionsense", motionsense_dir)
+
+
 def test_motionsense_bad_paths(tmp_path, motionsense_dir):
     with pytest.raises(MotionDataNotFound, match="no such file or directory") as e:
         bioanon.load_dataset("motion.motionsense", tmp_path / "nowhere")
@@ -305,6 +316,29 @@ def test_csv_loader_errors(tmp_path):
         bioanon.load_dataset("motion.csv", tmp_path)
     with pytest.raises(MotionDataNotFound):
         bioanon.load_dataset("motion.csv", tmp_path / "nope.csv")
+
+
+def test_csv_loader_manifest_keys_and_duplicates(tmp_path):
+    _write_recordings(tmp_path)
+    man = tmp_path / "manifest.csv"
+    lines = man.read_text().splitlines()
+    # default key columns also find other key names; they never become attributes
+    man.write_text("\n".join(["path,speaker,activity,age"] + lines[1:]) + "\n")
+    t = bioanon.load_dataset("motion.csv", tmp_path, window=25, stride=25, time_column="time")
+    assert sorted(t.attribute_names) == ["activity", "age"] and set(t.subjects) == {"alice", "bob"}
+    # a recording listed twice (under two subjects) is an error naming both lines
+    man.write_text("\n".join(lines + ["./rec/alice_walk.csv,bob,run,31"]) + "\n")
+    with pytest.raises(MotionDataError, match=r"manifest\.csv, line 5: column 'file': './rec/alice_walk.csv' is "
+                                              r"listed twice \(lines 2 and 5\)"):
+        bioanon.load_dataset("motion.csv", tmp_path, time_column="time")
+    # a second subject column would silently become an attribute
+    man.write_text("\n".join(["file,subject,identity"] + [",".join(ln.split(",")[:2] + ["x"]) for ln in lines[1:]])
+                   + "\n")
+    with pytest.raises(MotionDataError, match=r"columns \['subject', 'identity'\] all name the subject"):
+        bioanon.load_dataset("motion.csv", tmp_path, time_column="time")
+    man.write_text("\n".join(["file,subject,activity,age,age"] + [ln + ",1" for ln in lines[1:]]) + "\n")
+    with pytest.raises(MotionDataError, match=r"line 1: column\(s\) \['age'\] appear more than once"):
+        bioanon.load_dataset("motion.csv", tmp_path, time_column="time")
 
 
 # --------------------------------------------------------------------------------------------------- synthetic

@@ -138,3 +138,119 @@ def test_fsdd_real_data(shared_data):
     assert t.num_subjects == 6 and len(t) == 60 and t.metadata["sample_rate"] == 8000
     assert set(t.attribute("digit").tolist()) == set(range(10))
     assert "accent" in t.attribute_names
+
+
+def _speaker_folders(root, speakers=("ann", "ben"), n=2):
+    for spk in speakers:
+        (root / spk).mkdir()
+        for i in range(n):
+            sf.write(root / spk / f"u{i}.wav", _tone(8000), 8000)
+
+
+def test_folder_per_file_metadata_with_path_and_speaker_columns(tmp_path):
+    # issue 18: a per-file CSV keyed by 'path' that also has 'speaker' was joined per speaker: every file of a
+    # speaker got the emotion of the speaker's last row, and 'path' became an attribute
+    _speaker_folders(tmp_path)
+    (tmp_path / "metadata.csv").write_text("path,speaker,emotion\nann/u0.wav,ann,happy\nann/u1.wav,ann,sad\n"
+                                           "ben/u0.wav,ben,angry\nben/u1.wav,ben,calm\n")
+    t = SpeakerFolder().load(tmp_path)
+    assert dict(zip(t.sample_ids, t.attribute("emotion"))) == {
+        "ann/u0.wav": "happy", "ann/u1.wav": "sad", "ben/u0.wav": "angry", "ben/u1.wav": "calm"}
+    assert "path" not in t.attribute_names and "speaker" not in t.attribute_names
+
+
+def test_folder_per_file_metadata_errors_name_the_rows(tmp_path):
+    from bioanon.errors import DataError
+
+    _speaker_folders(tmp_path)
+    mf = tmp_path / "metadata.csv"
+    # the speaker column disagrees with the folder layout
+    mf.write_text("file,speaker,emotion\nann/u0.wav,ann,happy\nann/u1.wav,ben,sad\n")
+    with pytest.raises(DataError, match=r"metadata\.csv: column 'speaker' disagrees .*'ann/u1.wav': 'ben' on line 3"):
+        SpeakerFolder().load(tmp_path)
+    # a file listed twice
+    mf.write_text("filename,emotion\nann/u0.wav,happy\nben/u1.wav,calm\n./ann/u0.wav,sad\n")
+    with pytest.raises(DataError, match=r"column 'filename': duplicate file keys .*'ann/u0.wav' \(lines 2, 4\)"):
+        SpeakerFolder().load(tmp_path)
+    # rows naming no file (paths relative to another folder)
+    mf.write_text("path,emotion\nann/u0.wav,happy\nvoice/ben/u1.wav,calm\n")
+    with pytest.raises(DataError, match=r"1 row\(s\) name no file .*'voice/ben/u1.wav' \(line 3\)"):
+        SpeakerFolder().load(tmp_path)
+    # two file columns are ambiguous
+    mf.write_text("file,path,emotion\nann/u0.wav,ann/u0.wav,happy\n")
+    with pytest.raises(DataError, match=r"columns \['file', 'path'\] all name the file"):
+        SpeakerFolder().load(tmp_path)
+    mf.write_text("name,emotion\nann/u0.wav,happy\n")
+    with pytest.raises(DataError, match="no key column"):
+        SpeakerFolder().load(tmp_path)
+
+
+def test_folder_files_without_a_row_warn_and_are_null(tmp_path):
+    from bioanon.metadata import MetadataWarning
+
+    _speaker_folders(tmp_path)
+    (tmp_path / "metadata.csv").write_text("path,emotion\nann/u0.wav,happy\nben/u1.wav,calm\n")
+    with pytest.warns(MetadataWarning, match=r"2 of 4 files have no row .*'ann/u1.wav', 'ben/u0.wav'"):
+        t = SpeakerFolder().load(tmp_path)
+    assert dict(zip(t.sample_ids, t.attribute("emotion"))) == {
+        "ann/u0.wav": "happy", "ann/u1.wav": None, "ben/u0.wav": None, "ben/u1.wav": "calm"}
+
+
+def test_folder_per_speaker_metadata_conflicts_are_errors(tmp_path):
+    from bioanon.errors import DataError
+    from bioanon.metadata import MetadataWarning
+
+    _speaker_folders(tmp_path, ("ann", "ben", "cy"))
+    mf = tmp_path / "metadata.csv"
+    # a speaker's rows agree: fine; a speaker with no folder is ignored; a folder without a row warns
+    mf.write_text("Speaker,gender,age\nann,f,30\nann,f,30\nben,m,41\nzed,m,50\n")
+    with pytest.warns(MetadataWarning, match=r"1 subject\(s\) have no row.*'cy'"):
+        t = SpeakerFolder().load(tmp_path)
+    assert list(t.attribute("gender")) == ["f", "f", "m", "m", None, None]
+    assert list(t.attribute("age"))[:4] == [30, 30, 41, 41] and "Speaker" not in t.attribute_names
+    # per-file values in a per-speaker file: conflicting rows name the speaker, the column and the lines
+    mf.write_text("speaker,emotion,gender\nann,happy,f\nben,calm,m\nann,sad,f\ncy,x,m\n")
+    with pytest.raises(DataError, match=r"column 'speaker': conflicting rows .*'ann' \(lines 2, 4: 'emotion' differ\)"):
+        SpeakerFolder().load(tmp_path)
+    mf.write_text("speaker,gender\nAnn,f\nBen,m\n")
+    with pytest.raises(DataError, match="no row names a subject"):
+        SpeakerFolder().load(tmp_path)
+
+
+def test_fsdd_and_librispeech_speaker_tables_checked(fsdd_dir, tmp_path):
+    from bioanon.errors import DataError
+    from bioanon.metadata import MetadataWarning
+
+    (fsdd_dir / "speakers.csv").write_text("speaker,gender,accent\nalice,female,UK\nbob,male,USA\nalice,male,UK\n")
+    with pytest.raises(DataError, match=r"speakers\.csv: column 'speaker': conflicting .*'alice' \(lines 2, 4: 'gender'"):
+        Fsdd().load(fsdd_dir)
+    (fsdd_dir / "speakers.csv").write_text("speaker,gender,accent\nalice,female,UK\n")
+    with pytest.warns(MetadataWarning, match="'bob'"):
+        t = Fsdd().load(fsdd_dir)
+    assert set(zip(t.subjects, t.attribute("gender"))) == {("alice", "female"), ("bob", None)}
+    (fsdd_dir / "speakers.csv").write_text("name,gender\nalice,female\n")
+    with pytest.raises(DataError, match=r"speakers\.csv:1: .*no key column"):
+        Fsdd().load(fsdd_dir)
+    sub = tmp_path / "LS" / "dev-clean"
+    for spk in ("19", "26"):
+        (sub / spk / "100").mkdir(parents=True)
+        sf.write(sub / spk / "100" / f"{spk}-100-0000.flac", _tone(16000), 16000, format="FLAC")
+    (tmp_path / "LS" / "SPEAKERS.TXT").write_text("; ID | SEX | SUBSET\n19 | F | dev-clean\n26 | M | dev-clean\n"
+                                                  "19 | M | dev-clean\n")
+    with pytest.raises(DataError, match=r"SPEAKERS\.TXT: column 'ID': conflicting .*'19' \(lines 2, 4"):
+        LibriSpeech().load(sub)
+
+
+def test_audiomnist_meta_duplicates_and_misplaced_files(tmp_path):
+    data = tmp_path / "data"
+    for spk in ("01", "02"):
+        (data / spk).mkdir(parents=True)
+        sf.write(data / spk / f"0_{spk}_0.wav", _tone(48000), 48000)
+    (data / "audioMNIST_meta.txt").write_text('{"01": {"gender": "male"}, "02": {"gender": "female"}, '
+                                              '"01": {"gender": "female"}}')
+    with pytest.raises(DatasetError, match=r"speaker key\(s\) \['01'\] appear more than once"):
+        AudioMnist().load(tmp_path)
+    (data / "audioMNIST_meta.txt").write_text('{"01": {"gender": "male"}, "02": {"gender": "female"}}')
+    sf.write(data / "02" / "1_01_0.wav", _tone(48000), 48000)  # speaker 01's file in speaker 02's folder
+    with pytest.raises(DatasetError, match=r"1_01_0\.wav: the file name says speaker '01', but it is in the folder '02'"):
+        AudioMnist().load(tmp_path)

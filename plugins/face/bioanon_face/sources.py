@@ -25,8 +25,6 @@ chooses whether they are dropped (``skip``) or kept whole, resized but uncropped
 
 from __future__ import annotations
 
-import csv
-import io
 import re
 import warnings
 from pathlib import Path
@@ -37,7 +35,8 @@ import numpy as np
 
 from bioanon import DatasetSource, param
 from bioanon.errors import DataError, TableError
-from bioanon.fileio import parse_cell, resolve_within, uniform_column
+from bioanon.fileio import resolve_within, uniform_column
+from bioanon.metadata import Metadata, read_metadata_csv
 from bioanon.table import SampleTable
 
 from .imageio import IMAGE_EXTENSIONS, check_size, read_images, to_batch
@@ -201,37 +200,17 @@ class MatFaces(_ImageSource):
             payloads={"image": batch}, metadata=_metadata(self.id, batch, [], file=p.name, **meta))
 
 
-def _read_attribute_csv(path: Path) -> dict[str, dict[str, Any]]:
-    """``path`` column (relative to the data set root, e.g. ``alice/1.png``) → other columns."""
-    try:
-        text = path.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as e:
-        raise TableError(f"{path}: cannot read the attribute CSV: {e}") from None
-    reader = csv.reader(io.StringIO(text))
-    try:
-        header = [h.strip() for h in next(reader)]
-    except StopIteration:
-        raise TableError(f"{path}: the attribute CSV is empty (expected a header row: path, …)") from None
-    if "path" not in header:
-        raise TableError(f"{path}:1: the attribute CSV has no 'path' column (got {header})")
-    rows: dict[str, dict[str, Any]] = {}
-    for line, cells in enumerate(reader, start=2):
-        if not cells or all(not c.strip() for c in cells):
-            continue
-        if len(cells) != len(header):
-            raise TableError(f"{path}:{line}: {len(cells)} cells, but the header has {len(header)} columns")
-        row = dict(zip(header, cells))
-        rows[Path(row.pop("path").strip()).as_posix()] = {k: parse_cell(v) for k, v in row.items()}
-    return rows
-
-
 @attrs.define(kw_only=True)
 class FolderFaces(_ImageSource):
     """Images in one folder per subject: ``<root>/<subject>/<image>`` (png, jpg, bmp, pgm, tif, webp, …).
 
-    Sample ids are ``<subject>/<file name>``. An optional CSV ``attributes`` (relative to the root) with a
-    ``path`` column (``<subject>/<file name>``) and further columns adds attributes (numbers parsed, empty
-    cells and unlisted images are nulls). Images of different sizes need ``size``."""
+    Sample ids are ``<subject>/<file name>``. An optional CSV ``attributes`` (relative to the root) adds
+    attributes (numbers parsed, empty cells null). It is per image when it has a file column (``path``,
+    ``file``, ``filename``, …: ``<subject>/<file name>``; a subject column there must match the folder), else
+    per subject with a subject column (``subject``, ``identity``, …). Key columns never become attributes. An
+    image listed twice, a row naming no image and conflicting rows of one subject are errors naming the rows;
+    images (subjects) without a row get null attributes and a warning (rules: :mod:`bioanon.metadata`).
+    Images of different sizes need ``size``."""
 
     id: ClassVar[str] = "face.folder"
 
@@ -256,9 +235,7 @@ class FolderFaces(_ImageSource):
         attributes: dict[str, list[Any]] = {}
         csv_path = root / self.attributes if self.attributes else None
         if csv_path is not None and csv_path.is_file():
-            rows = _read_attribute_csv(csv_path)
-            names = sorted({k for r in rows.values() for k in r})
-            attributes = {n: [rows.get(i, {}).get(n) for i in ids] for n in names}
+            attributes = read_metadata_csv(csv_path).join(ids, subjects)
         return self._load_files(files, subjects, ids, self.id, attributes)
 
 
@@ -269,7 +246,9 @@ class CelebAFaces(_ImageSource):
     Keeps the identities with at least ``min_images`` images and at most ``max_images`` images each (the
     first ones in file order) — the papers' filter (``false-sense-of-privacy.txt`` §5: ≥ 8 images, at most
     20), optionally only the ``max_subjects`` identities with the most images (``fantomas.txt`` takes the
-    top 5000). The 40 binary attributes become boolean attributes (``attr.Male``, ``attr.Eyeglasses``, …)."""
+    top 5000). The 40 binary attributes become boolean attributes (``attr.Male``, ``attr.Eyeglasses``, …).
+    An image listed twice in either file, or an attribute line for an image missing from the identity file,
+    is an error naming the lines; kept images without an attribute line get nulls and a warning."""
 
     id: ClassVar[str] = "face.celeba"
     reference: ClassVar[str] = "Liu et al., Deep Learning Face Attributes in the Wild, ICCV 2015"
@@ -291,12 +270,16 @@ class CelebAFaces(_ImageSource):
                 raise TableError(f"{need}: missing (expected the CelebA layout: img_align_celeba/, "
                                  f"identity_CelebA.txt, list_attr_celeba.txt)")
         by_subject: dict[str, list[str]] = {}
+        seen: dict[str, int] = {}
         for line_no, line in enumerate(ident.read_text().splitlines(), start=1):
             parts = line.split()
             if not parts:
                 continue
             if len(parts) != 2:
                 raise TableError(f"{ident}:{line_no}: expected '<image> <identity>', got {line!r}")
+            if parts[0] in seen:
+                raise DataError(f"{ident}: image {parts[0]!r} is listed twice (lines {seen[parts[0]]}, {line_no})")
+            seen[parts[0]] = line_no
             by_subject.setdefault(parts[1], []).append(parts[0])
         keep = {s: sorted(v)[: self.max_images or None] for s, v in by_subject.items() if len(v) >= self.min_images}
         if self.max_subjects:
@@ -312,7 +295,7 @@ class CelebAFaces(_ImageSource):
             if len(lines) < 2:
                 raise TableError(f"{attr_file}: expected a count line and a header line of attribute names")
             attr_names = lines[1].split()
-            table: dict[str, list[bool]] = {}
+            keys, line_nos, values = [], [], []
             for line_no, line in enumerate(lines[2:], start=3):
                 parts = line.split()
                 if not parts:
@@ -320,9 +303,14 @@ class CelebAFaces(_ImageSource):
                 if len(parts) != len(attr_names) + 1:
                     raise TableError(f"{attr_file}:{line_no}: {len(parts) - 1} values for {len(attr_names)} "
                                      f"attributes")
-                if parts[0] in subject_of:
-                    table[parts[0]] = [v == "1" for v in parts[1:]]
-            attributes = {a: [table[f][j] if f in table else None for f in names] for j, a in enumerate(attr_names)}
+                keys.append(parts[0])
+                line_nos.append(line_no)
+                values.append(parts[1:])
+            vals = np.array(values, dtype=str).reshape(len(values), len(attr_names)) == "1"
+            meta = Metadata(str(attr_file), "file", "image", keys, line_nos,
+                            {a: vals[:, j].tolist() for j, a in enumerate(attr_names)})
+            # errors for duplicate lines and lines of images not in the identity file
+            attributes = meta.take(meta.match_files(names, other_files=seen))
         files = [img_dir / f for f in names]
         return self._load_files(files, [subject_of[f] for f in names], [Path(f).stem for f in names], self.id,
                                 attributes)

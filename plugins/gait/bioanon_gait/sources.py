@@ -13,7 +13,9 @@ naming the file, and the line where it applies.
 **Manifests** (``gait.c3d``, ``gait.csv``) are CSV files with a header row: ``path`` (relative to the manifest's
 folder), ``subject``, optionally ``sample_id``, and any further columns, which become attributes (``sex``,
 ``age``, ``height``, …; numbers are parsed, empty cells are nulls). ``path`` may be the manifest itself or a
-folder holding ``manifest.csv``.
+folder holding ``manifest.csv``. The file column may also be named ``file``, ``filename``, … and the subject
+column ``speaker``, ``identity``, … (the names of :mod:`bioanon.metadata`; two columns of one kind are an
+error); key columns never become attributes. A file listed on two lines is an error naming both.
 """
 
 from __future__ import annotations
@@ -30,8 +32,9 @@ import numpy as np
 
 from bioanon import DatasetSource, param
 from bioanon.errors import DataError
-from bioanon.fileio import parse_cell, resolve_within, uniform_column
 from bioanon.errors import TableError
+from bioanon.fileio import parse_cell, resolve_within, uniform_column
+from bioanon.metadata import FILE_COLUMNS, SUBJECT_COLUMNS, key_columns
 
 from .skeleton import (
     BODY_PARTS_CHECK,
@@ -74,10 +77,17 @@ def read_manifest(path: str | Path) -> tuple[Path, list[dict[str, Any]]]:
         header = [h.strip() for h in next(reader)]
     except StopIteration:
         raise TableError(f"{p}: the manifest is empty (expected a header row: path, subject, …)") from None
-    for required in ("path", "subject"):
-        if required not in header:
-            raise TableError(f"{p}:1: the manifest header has no {required!r} column (got {header})")
+    repeated = sorted({h for h in header if header.count(h) > 1})
+    if repeated:
+        raise TableError(f"{p}:1: column(s) {repeated} appear more than once in the manifest header")
+    file_col, subject_col = key_columns(header, str(p))
+    for required, col, names in (("path", file_col, FILE_COLUMNS), ("subject", subject_col, SUBJECT_COLUMNS)):
+        if col is None:
+            raise TableError(f"{p}:1: the manifest header has no {required!r} column (nor {', '.join(names[1:])}; "
+                             f"got {header})")
+    header = ["path" if h == file_col else "subject" if h == subject_col else h for h in header]
     rows = []
+    first_line: dict[str, int] = {}
     for line, cells in enumerate(reader, start=2):
         if not cells or all(not c.strip() for c in cells):
             continue
@@ -85,11 +95,15 @@ def read_manifest(path: str | Path) -> tuple[Path, list[dict[str, Any]]]:
             raise TableError(f"{p}:{line}: {len(cells)} cells, but the header has {len(header)} columns")
         row = dict(zip(header, (c.strip() for c in cells)))
         if not row["path"] or not row["subject"]:
-            raise TableError(f"{p}:{line}: empty 'path' or 'subject'")
+            raise TableError(f"{p}:{line}: empty {file_col!r} or {subject_col!r}")
         try:
             row["path"] = str(resolve_within(p.parent, row["path"], where=f"{p}:{line}"))
         except DataError as e:
             raise TableError(str(e)) from None
+        if row["path"] in first_line:
+            raise TableError(f"{p}:{line}: column {file_col!r}: {row['path']!r} is listed twice (lines "
+                             f"{first_line[row['path']]} and {line}); each file may have one row")
+        first_line[row["path"]] = line
         row["_line"] = line
         rows.append(row)
     if not rows:
@@ -228,7 +242,8 @@ class UCalgaryGait(DatasetSource):
 
     Layout: ``sub{N}/Run{k}/subject{N}_Seq_{k}_Gen_{M|F}_GeometricPositions_{N|AR|AL|OA}.csv`` (120 frames ×
     18 joints × XYZ in metres, then 8 derived distance columns, which are ignored), with an optional
-    ``metadata.csv`` (``path,subject,run,sex,gait_type,n_frames``); without it the file names are parsed.
+    ``metadata.csv`` (``path,subject,run,sex,gait_type,n_frames``); without it the file names are parsed. A
+    metadata row that disagrees with its file's name, or a file or walk listed twice, is an error naming the line.
     Attributes: ``sex`` (M/F), ``gait_type`` (N normal, AR/AL abnormal right/left leg), ``run``, ``n_frames``.
     Sample ids are ``sub{N}_run{k}``; subjects are the numbers as strings.
 
@@ -267,6 +282,14 @@ class UCalgaryGait(DatasetSource):
                                 "sex": r["sex"].strip(), "gait_type": r["gait_type"].strip(), "line": r["_line"]})
                 except (KeyError, ValueError) as e:
                     raise TableError(f"{meta}:{r['_line']}: malformed row ({e})") from None
+                _check_ucalgary_row(meta, out[-1])
+            seen: dict[tuple[str, int], int] = {}
+            for e in out:
+                key = (e["subject"], e["run"])
+                if key in seen:
+                    raise TableError(f"{meta}: subject {key[0]} run {key[1]} is listed twice (lines {seen[key]} "
+                                     f"and {e['line']})")
+                seen[key] = e["line"]
             return out
         files = sorted(root.glob("sub*/Run*/*GeometricPositions*.csv"))
         if not files:
@@ -334,6 +357,17 @@ class UCalgaryGait(DatasetSource):
                         "run": np.array([e["run"] for e in entries], np.int64),
                         "n_frames": np.array(lengths, np.int64)},
             frames=self.frames, meta=meta)
+
+
+def _check_ucalgary_row(meta: Path, e: dict[str, Any]) -> None:
+    """A metadata.csv row must agree with its file's name (subject, run, sex, gait type), when the name parses."""
+    m = _UCALGARY_NAME.search(Path(e["path"]).name)
+    if m is None:
+        return
+    named = {"subject": str(int(m["subject"])), "run": int(m["run"]), "sex": m["sex"], "gait_type": m["gait"]}
+    bad = [f"{k} = {e[k]!r} but the file name says {v!r}" for k, v in named.items() if e[k] != v]
+    if bad:
+        raise TableError(f"{meta}:{e['line']}: {Path(e['path']).name}: " + "; ".join(bad))
 
 
 # --------------------------------------------------------------------------------------------------- CSV
@@ -540,7 +574,9 @@ class SebaGait(DatasetSource):
     ``<set>/<id>.yaml`` and per-sample ones in ``<set>/<id>[.<session>].<point>.yaml`` (YAML read with
     ``yaml.safe_load`` only). ``path`` is the ``data/`` folder (then ``set`` names the set; it may be left empty
     when there is exactly one motion set), the ``<set>.meta.yaml`` file or the ``<set>/`` folder. Files whose
-    name contains ``empty`` are skipped, as SEBA does. Sample ids are the file names without ``.mocap``."""
+    name contains ``empty`` are skipped, as SEBA does. Sample ids are the file names without ``.mocap``.
+    Per-sample values override the identity's; a ``subject`` or ``sample_id`` in an attribute file that differs
+    from the file name is an error naming the file (they never become attributes)."""
 
     id: ClassVar[str] = "gait.seba"
     trait: ClassVar[str] = "gait"
@@ -606,7 +642,12 @@ class SebaGait(DatasetSource):
                 ident_file = folder / f"{identity}.yaml"
                 identity_attrs[identity] = _attrs_of(ident_file) if ident_file.is_file() else {}
             own = f.with_suffix(".yaml")
-            attrs_rows.append({**identity_attrs[identity], **(_attrs_of(own) if own.is_file() else {})})
+            own_attrs = _attrs_of(own) if own.is_file() else {}
+            for where, a in ((folder / f"{identity}.yaml", identity_attrs[identity]), (own, own_attrs)):
+                for key, want in (("subject", identity), ("sample_id", ids[-1])):
+                    if key in a and str(a[key]) != want:
+                        raise TableError(f"{where}: {key} = {a[key]!r}, but the file name {f.name} says {want!r}")
+            attrs_rows.append({**identity_attrs[identity], **own_attrs})
         widths = {s.shape[1] for s in sequences}
         if len(widths) != 1:
             first = next(f for f, s in zip(files, sequences) if s.shape[1] != sequences[0].shape[1])

@@ -27,6 +27,7 @@ import attrs
 import numpy as np
 from bioanon.errors import DataError
 from bioanon.fileio import jsonable, resolve_within
+from bioanon.metadata import FILE_COLUMNS, SUBJECT_COLUMNS, Metadata, file_key
 from bioanon.methods import DatasetSource, param
 
 from .io import MotionDataError, read_numeric, require_path
@@ -138,6 +139,8 @@ class MotionSense(_WindowedSource):
     anonymization paper (§5.1.2) and MotionSense's authors did. Subjects are ``sub_01`` …; attributes
     ``activity``, ``trial``, ``gender`` (female/male), ``age``, ``height`` (cm), ``weight`` (kg) and
     ``recording``. The paper's experiment used the four moving activities: ``activities=("dws","ups","wlk","jog")``.
+    ``data_subjects_info.csv`` is per subject: a code on several lines with different values is an error naming
+    the code and lines, and a recording of a subject it does not list is an error.
     """
 
     id: ClassVar[str] = "motion.motionsense"
@@ -201,6 +204,17 @@ class MotionSense(_WindowedSource):
         if bad.size:
             raise MotionDataError(f"{path}: gender must be 0 (female) or 1 (male), got {v[bad[0], 4]:g} "
                                   f"(data row {bad[0] + 1})")
+        with open(path, encoding="utf-8", errors="replace") as f:  # line numbers of the data rows, for messages
+            lines = [n for n, ln in enumerate(f, 1) if ln.strip()][1:]
+        if len(lines) != len(v):
+            lines = list(range(2, len(v) + 2))
+        meta = Metadata(str(path), "subject", "code", [f"{c:g}" for c in v[:, 0]], lines,
+                        {"weight": v[:, 1].tolist(), "height": v[:, 2].tolist(), "age": v[:, 3].tolist(),
+                         "gender": v[:, 4].tolist()})
+        try:
+            meta.match_subjects([], warn=False)  # a code on several lines must have one set of values
+        except DataError as e:
+            raise MotionDataError(str(e)) from None
         return {int(c): {"weight": float(w), "height": float(h), "age": int(a), "gender": ("female", "male")[int(g)]}
                 for c, w, h, a, g in v}
 
@@ -316,7 +330,10 @@ class CsvRecordings(_WindowedSource):
     windows. Recording files hold one row per time step; ``channels`` names the columns to use (empty: every
     column except ``time_column``; without a header, give 0-based field numbers as strings, e.g. ``("1","2")``).
     ``delimiter="auto"`` picks a tab for ``.tsv``/``.tab`` files, whitespace for ``.txt``/``.dat`` and a comma
-    otherwise. Example manifest::
+    otherwise. Left at their defaults, ``file_column`` and ``subject_column`` also find a column with another
+    key name of :mod:`bioanon.metadata` (``path``, ``filename``, …; ``speaker``, ``identity``, …). Key columns
+    never become attributes: without ``attributes``, a second file or subject column is an error, as are a
+    repeated column name and a recording file listed on two lines (naming both). Example manifest::
 
         file,subject,activity
         rec/alice_walk.csv,alice,walk
@@ -348,24 +365,40 @@ class CsvRecordings(_WindowedSource):
             man = pd.read_csv(manifest, dtype=str, keep_default_na=False, skip_blank_lines=True)
         except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as e:
             raise MotionDataError(f"{manifest}: cannot read the manifest: {e}") from None
-        missing = [c for c in (self.file_column, self.subject_column, *self.attributes) if c not in man.columns]
+        header = _header_cells(manifest)
+        repeated = sorted({h for h in header if header.count(h) > 1})
+        if repeated:
+            raise MotionDataError(f"{manifest}, line 1: column(s) {repeated} appear more than once in the header")
+        file_col = _key_column(man.columns, self.file_column, "file", FILE_COLUMNS)
+        subject_col = _key_column(man.columns, self.subject_column, "subject", SUBJECT_COLUMNS)
+        missing = [c for c in (file_col, subject_col, *self.attributes) if c not in man.columns]
         if missing:
             raise MotionDataError(f"{manifest}, line 1: missing column(s) {', '.join(map(repr, missing))}; the "
                                   f"header has {', '.join(map(repr, man.columns))}")
         if len(man) == 0:
             raise MotionDataError(f"{manifest}: no recordings listed (only a header)")
-        attr_names = list(self.attributes) or [c for c in man.columns if c not in (self.file_column,
-                                                                                   self.subject_column)]
+        attr_names = list(self.attributes) or [c for c in man.columns if c not in (file_col, subject_col)]
+        if not self.attributes:
+            for kind, names, col in (("file", FILE_COLUMNS, file_col), ("subject", SUBJECT_COLUMNS, subject_col)):
+                other = [c for c in attr_names if str(c).strip().lower() in names]
+                if other:
+                    raise MotionDataError(f"{manifest}, line 1: columns {[col, *other]} all name the {kind}; keep "
+                                          f"one, or choose the attributes with the parameter 'attributes'")
         attr_values = {a: _manifest_column(man[a]) for a in attr_names}
         channels = list(self.channels)
         recordings = []
+        first_line: dict[str, int] = {}
         for i, row in enumerate(man.itertuples(index=False)):
             line = i + 2  # 1-based, after the header (blank lines are rare in manifests)
             rec = dict(zip(man.columns, row))
-            rel, subject = rec[self.file_column].strip(), rec[self.subject_column].strip()
+            rel, subject = rec[file_col].strip(), rec[subject_col].strip()
             if not rel or not subject:
-                what = self.file_column if not rel else self.subject_column
+                what = file_col if not rel else subject_col
                 raise MotionDataError(f"{manifest}, line {line}: empty {what!r}")
+            if file_key(rel) in first_line:
+                raise MotionDataError(f"{manifest}, line {line}: column {file_col!r}: {rel!r} is listed twice (lines "
+                                      f"{first_line[file_key(rel)]} and {line}); each recording may have one row")
+            first_line[file_key(rel)] = line
             try:
                 f = resolve_within(manifest.parent, rel, where=f"{manifest}, line {line}")
             except DataError as e:
@@ -405,6 +438,27 @@ class CsvRecordings(_WindowedSource):
         if not cols:
             raise MotionDataError(f"{f}, line 1: no channel columns")
         return cols
+
+
+def _header_cells(manifest: Path) -> list[str]:
+    """The manifest's header cells as written (pandas renames a repeated name to ``name.1``)."""
+    import csv
+
+    with open(manifest, encoding="utf-8-sig", errors="replace", newline="") as f:
+        for line in f:
+            if line.strip():
+                return [c.strip() for c in next(csv.reader([line]))]
+    return []
+
+
+def _key_column(columns: Any, chosen: str, kind: str, names: tuple[str, ...]) -> str:
+    """The manifest's file (subject) column: ``chosen``; when it is the default and absent, the one column with
+    another key name of that kind."""
+    default = {"file": "file", "subject": "subject"}[kind]
+    if chosen in columns or chosen != default:
+        return chosen
+    found = [c for c in columns if str(c).strip().lower() in names]
+    return found[0] if len(found) == 1 else chosen
 
 
 def _field_number(c: str, manifest: Path) -> int:

@@ -9,7 +9,6 @@ naming the file, or with ``skip_bad_files = True`` are skipped and listed in ``m
 
 from __future__ import annotations
 
-import csv
 import re
 from pathlib import Path
 from typing import ClassVar
@@ -20,6 +19,7 @@ import numpy as np
 from bioanon import DatasetSource, param
 
 from bioanon.errors import BioanonError
+from bioanon.metadata import Metadata, read_metadata_csv
 
 
 class DatasetError(BioanonError, ValueError):
@@ -127,12 +127,13 @@ class _FileSource(DatasetSource):
                       "skipped_files": skipped, "params": self.get_params()})
 
 
-def _csv_rows(path: Path, key: str) -> dict[str, dict]:
-    if not path.is_file():
-        return {}
-    with open(path, newline="", encoding="utf-8") as f:
-        return {row[key].strip(): {k.strip(): (v or "").strip() for k, v in row.items() if k and k != key}
-                for row in csv.DictReader(f)}
+def _speaker_attrs(recs: list[tuple[Path, str, dict]], meta, names: tuple[str, ...]) -> None:
+    """Add the per-speaker attributes ``names`` of ``meta`` (a per-subject :class:`Metadata`) to the records."""
+    cols = meta.join([], [r[1] for r in recs])
+    for j, (_, _, at) in enumerate(recs):
+        for k in names:
+            if k in cols and cols[k][j] is not None:
+                at[k] = cols[k][j]
 
 
 @attrs.define(kw_only=True)
@@ -140,7 +141,10 @@ class Fsdd(_FileSource):
     """Free Spoken Digit Dataset: ``recordings/{digit}_{speaker}_{index}.wav`` (8 kHz) and ``speakers.csv``.
 
     Attributes: ``digit`` (int, the spoken content), ``index``, and the speaker's ``gender``/``accent`` from
-    ``speakers.csv`` when present. The path is the data set folder (or its ``recordings`` folder)."""
+    ``speakers.csv`` when present. The path is the data set folder (or its ``recordings`` folder).
+    ``speakers.csv`` is per speaker (a ``speaker`` column): a speaker's rows must agree (else an error naming
+    the speaker and lines), speakers of the recordings without a row get a warning and null attributes, rows
+    of speakers without recordings are ignored (:mod:`bioanon.metadata`)."""
 
     id: ClassVar[str] = "voice.fsdd"
     native_rate: ClassVar[int | None] = 8000
@@ -151,18 +155,16 @@ class Fsdd(_FileSource):
 
     def _records(self, root):
         rec_dir = root / "recordings" if (root / "recordings").is_dir() else root
-        meta = _csv_rows(root / "speakers.csv", "speaker") or _csv_rows(rec_dir.parent / "speakers.csv", "speaker")
         out = []
         for p in rec_dir.iterdir():
             m = re.fullmatch(r"(\d)_([^_]+)_(\d+)\.wav", p.name)
             if not m:
                 continue
-            at = {"digit": int(m.group(1)), "index": int(m.group(3))}
-            info = meta.get(m.group(2), {})
-            for k in ("gender", "accent"):
-                if k in info:
-                    at[k] = info[k]
-            out.append((p, m.group(2), at))
+            out.append((p, m.group(2), {"digit": int(m.group(1)), "index": int(m.group(3))}))
+        for f in (root / "speakers.csv", rec_dir.parent / "speakers.csv"):
+            if f.is_file():
+                _speaker_attrs(out, read_metadata_csv(f, per="subject", parse=False), ("gender", "accent"))
+                break
         return out
 
 
@@ -171,7 +173,10 @@ class AudioMnist(_FileSource):
     """AudioMNIST: ``data/<NN>/<digit>_<NN>_<index>.wav`` (48 kHz) and ``data/audioMNIST_meta.txt`` (JSON).
 
     Attributes: ``digit``, ``index`` and the speaker's ``gender``, ``age``, ``accent``, ``native_speaker`` from
-    the meta file when present. The path is the repository folder (with ``data/``) or ``data/`` itself."""
+    the meta file when present. The path is the repository folder (with ``data/``) or ``data/`` itself.
+    The meta file is per speaker (keys = the speaker folders' names): a key given twice is an error, speakers
+    without an entry get a warning and null attributes; a file whose name's speaker differs from its folder is
+    an error naming it."""
 
     id: ClassVar[str] = "voice.audiomnist"
     native_rate: ClassVar[int | None] = 48000
@@ -184,31 +189,54 @@ class AudioMnist(_FileSource):
         import json
 
         data = root / "data" if (root / "data").is_dir() else root
-        meta = {}
+        meta = None
         meta_file = data / "audioMNIST_meta.txt"
         if meta_file.is_file():
-            try:
-                meta = json.loads(meta_file.read_text(encoding="utf-8"))
-            except json.JSONDecodeError as e:
-                raise DatasetError(f"{meta_file}: not valid JSON ({e})") from None
+            meta = self._meta(meta_file)
         out = []
         for d in sorted(p for p in data.iterdir() if p.is_dir()):
             for p in d.iterdir():
                 m = re.fullmatch(r"(\d)_(\d+)_(\d+)\.wav", p.name)
                 if not m:
                     continue
-                at = {"digit": int(m.group(1)), "index": int(m.group(3))}
-                info = meta.get(m.group(2), meta.get(d.name, {}))
-                for k in ("gender", "accent", "native_speaker"):
-                    if k in info:
-                        at[k] = str(info[k])
-                if "age" in info:
-                    try:
-                        at["age"] = int(info["age"])
-                    except (TypeError, ValueError):
-                        pass
-                out.append((p, d.name, at))
+                if m.group(2) != d.name:
+                    raise DatasetError(f"{p}: the file name says speaker {m.group(2)!r}, but it is in the folder "
+                                       f"{d.name!r}")
+                out.append((p, d.name, {"digit": int(m.group(1)), "index": int(m.group(3))}))
+        if meta is not None:
+            _speaker_attrs(out, meta, ("gender", "accent", "native_speaker", "age"))
         return out
+
+    @staticmethod
+    def _meta(meta_file: Path) -> Metadata:
+        """The JSON meta file (speaker -> fields) as per-speaker :class:`Metadata`; a repeated key is an error."""
+        import json
+
+        def pairs(items):
+            keys = [k for k, _ in items]
+            dup = sorted({k for k in keys if keys.count(k) > 1})
+            if dup:
+                raise DatasetError(f"{meta_file}: speaker key(s) {dup} appear more than once")
+            return dict(items)
+
+        try:
+            raw = json.loads(meta_file.read_text(encoding="utf-8"), object_pairs_hook=pairs)
+        except json.JSONDecodeError as e:
+            raise DatasetError(f"{meta_file}: not valid JSON ({e})") from None
+        if not isinstance(raw, dict) or not all(isinstance(v, dict) for v in raw.values()):
+            raise DatasetError(f"{meta_file}: expected a JSON object of speaker -> object of fields")
+        keys = list(raw)
+        cols: dict[str, list] = {k: [str(v[k]) if k in v else None for v in raw.values()]
+                                 for k in ("gender", "accent", "native_speaker")}
+        cols["age"] = [_int_or_none(v.get("age")) for v in raw.values()]
+        return Metadata(str(meta_file), "subject", "speaker", keys, list(range(1, len(keys) + 1)), cols)
+
+
+def _int_or_none(v) -> int | None:
+    try:
+        return int(v)
+    except (TypeError, ValueError):
+        return None
 
 
 @attrs.define(kw_only=True)
@@ -217,36 +245,42 @@ class LibriSpeech(_FileSource):
 
     The path is a subset folder (e.g. ``train-clean-100``) or the ``LibriSpeech`` folder (all subsets below it).
     Attributes: ``chapter`` and the speaker's ``gender`` (``sex`` column) and ``subset`` from ``SPEAKERS.TXT``
-    (looked up next to the path and one level up)."""
+    (looked up next to the path and one level up). A speaker listed twice with different values is an error
+    naming the lines; speakers without a line get a warning and null attributes; lines of speakers not
+    loaded (other subsets) are ignored."""
 
     id: ClassVar[str] = "voice.librispeech"
     native_rate: ClassVar[int | None] = 16000
     reference: ClassVar[str] = "https://www.openslr.org/12"
 
     @staticmethod
-    def _speakers(root: Path) -> dict[str, dict]:
+    def _speakers(root: Path) -> Metadata | None:
         for f in (root / "SPEAKERS.TXT", root.parent / "SPEAKERS.TXT"):
             if f.is_file():
-                out = {}
-                for line in f.read_text(encoding="utf-8", errors="replace").splitlines():
+                keys, lines, gender, subset = [], [], [], []
+                text = f.read_text(encoding="utf-8", errors="replace")
+                for line_no, line in enumerate(text.splitlines(), start=1):
                     if line.startswith(";") or "|" not in line:
                         continue
                     parts = [p.strip() for p in line.split("|")]
                     if len(parts) >= 3:
-                        out[parts[0]] = {"gender": parts[1], "subset": parts[2]}
-                return out
-        return {}
+                        keys.append(parts[0])
+                        lines.append(line_no)
+                        gender.append(parts[1])
+                        subset.append(parts[2])
+                return Metadata(str(f), "subject", "ID", keys, lines, {"gender": gender, "subset": subset})
+        return None
 
     def _records(self, root):
-        meta = self._speakers(root)
         out = []
         for p in root.rglob("*.flac"):
             chapter, speaker = p.parent.name, p.parent.parent.name
             if not speaker.isdigit():
                 continue
-            at = {"chapter": chapter}
-            at.update(meta.get(speaker, {}))
-            out.append((p, speaker, at))
+            out.append((p, speaker, {"chapter": chapter}))
+        meta = self._speakers(root)
+        if meta is not None and out:
+            _speaker_attrs(out, meta, ("gender", "subset"))
         return out
 
 
@@ -254,32 +288,28 @@ class LibriSpeech(_FileSource):
 class SpeakerFolder(_FileSource):
     """A folder per speaker: ``<root>/<speaker>/**/*.{wav,flac,ogg}``, optional ``metadata.csv``.
 
-    The metadata CSV (``metadata_file``, relative to the root) has a ``file`` column (path relative to the
-    root) or a ``speaker`` column; its other columns become attributes (per file or per speaker). With
-    ``sample_rate = 0`` every file must have the rate of the first file read."""
+    The metadata CSV (``metadata_file``, relative to the root) is per file when it has a file column (``file``,
+    ``path``, ``filename``, …: the path relative to the root, e.g. ``ann/u0.wav``), else per speaker with a
+    speaker column (``speaker``, ``subject``, …); its other columns become attributes (numbers parsed, empty
+    cells null). Key columns never become attributes. A per-file CSV's speaker column must match the folder;
+    a file listed twice, a row naming no file, or conflicting rows of one speaker are errors naming the rows;
+    files (speakers) without a row get null attributes and a warning. The full rules: :mod:`bioanon.metadata`.
+    With ``sample_rate = 0`` every file must have the rate of the first file read."""
 
     id: ClassVar[str] = "voice.folder"
 
     metadata_file: str = param("metadata.csv", help="CSV of attributes, relative to the root (missing = none)")
 
     def _records(self, root):
-        per_file: dict[str, dict] = {}
-        per_speaker: dict[str, dict] = {}
-        mf = root / self.metadata_file
-        if mf.is_file():
-            with open(mf, newline="", encoding="utf-8") as f:
-                reader = csv.DictReader(f)
-                key = "file" if "file" in (reader.fieldnames or []) else "speaker"
-                if key not in (reader.fieldnames or []):
-                    raise DatasetError(f"{mf}: needs a 'file' or a 'speaker' column, has {reader.fieldnames}")
-                for row in reader:
-                    vals = {k: v for k, v in row.items() if k not in ("file", "speaker") and k}
-                    (per_file if key == "file" else per_speaker)[row[key].strip()] = vals
         out = []
         for d in sorted(p for p in root.iterdir() if p.is_dir()):
             for p in sorted(d.rglob("*")):
                 if p.is_file() and p.suffix.lower() in _AUDIO_EXT:
-                    at = dict(per_speaker.get(d.name, {}))
-                    at.update(per_file.get(p.relative_to(root).as_posix(), {}))
-                    out.append((p, d.name, at))
+                    out.append((p, d.name, {}))
+        mf = root / self.metadata_file
+        if mf.is_file() and out:
+            cols = read_metadata_csv(mf).join([p.relative_to(root).as_posix() for p, _, _ in out],
+                                              [s for _, s, _ in out])
+            for j, (_, _, at) in enumerate(out):
+                at.update({k: v[j] for k, v in cols.items()})
         return out
