@@ -384,10 +384,25 @@ def test_per_probe_scores_are_stored(tmp_path):
     # 2 settings × 2 recognizers × 3 scenarios × 2 random draws
     assert len(files) == 24, [f.name for f in files]
     t = pd.read_parquet(files[0])
-    assert {"sample_id", "subject", "features", "attr.true_label"} <= set(t.columns)
-    assert len(t.features.iloc[0]) == 12  # one score per enrolled subject
+    assert {"sample_id", "subject", "scores", "attr.true_label"} <= set(t.columns)
+    assert len(t.scores.iloc[0]) == 12  # one score per enrolled subject
     m = r.metrics[r.metrics.metric == "top1"]
     assert m.ci_low.isna().all()  # bootstrap = 0: no CIs
+    # stored in float64, exactly the matrix the metrics came from (float32 storage flipped near-tied top-1
+    # decisions): the top-1 accuracies recomputed from the files are the reported ones
+    import pyarrow.parquet as pq
+
+    from bioanon import metrics as M
+    from bioanon.table import SampleTable
+
+    recomputed = []
+    for f in files:
+        st = SampleTable.from_arrow(pq.read_table(f))
+        scores = st.payload("scores")
+        assert scores.dtype == np.float64
+        true_idx = M.label_indices(st.attribute("true_label"), np.array(st.metadata["classes"]))
+        recomputed.append(M.top_k_accuracy(scores, true_idx, 1))
+    np.testing.assert_allclose(sorted(recomputed), sorted(m.value), atol=1e-12)
 
 
 def test_paper_protocol_beside_the_strong_evaluation(tmp_path):
