@@ -328,6 +328,14 @@ def test_attribute_inference_uses_majority_chance(tmp_path):
     t1 = r.metrics[r.metrics.metric == "top1"]
     assert (t1.chance >= 0.5).all() and (t1.chance < 1).all()  # binary attribute: majority rate, not 1/12
     assert t1[t1.scenario == "clear"].value.mean() > 0.9  # the group attribute is clearly encoded
+    # balanced accuracy (uniform chance, with a CI over subjects) is the attribute headline; plain accuracy and
+    # the majority-class rate of the same attack stand beside it
+    bal = r.metrics[r.metrics.metric == "balanced_accuracy"]
+    assert np.allclose(bal.chance, 0.5) and bal.ci_low.notna().all() and (bal.label == "group").all()
+    head = r.headline()
+    assert (head.metric == "balanced_accuracy").all() and np.allclose(head.chance, 0.5)
+    assert (head.majority_rate >= 0.5).all() and head.top1.notna().all() and head.ci_low.notna().all()
+    assert (r.tradeoff.metric == "balanced_accuracy").all() and np.allclose(r.tradeoff.chance, 0.5)
 
 
 def test_two_runs_sharing_one_cache_at_once(tmp_path):
