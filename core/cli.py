@@ -176,10 +176,21 @@ def _print_summary(result: Any) -> None:
     head = result.headline()
     if not head.empty:
         sel, n = head.selector.iloc[0], head.n_subjects.iloc[0]
-        print(f"\nworst-case top-1 accuracy ({sel} selection, {n} subjects; clear level and chance beside it):")
-        rows = [[r.anonymizer, r.setting or "-", _fmt(r.worst_accuracy), f"{r.worst_recognizer} / {r.worst_scenario}",
-                 _fmt(r.clear_accuracy), _fmt(r.chance)] for r in head.itertuples()]
-        print(_table(rows, ["anonymizer", "setting", "worst", "achieved by", "clear", "chance"], flex=3))
+        if head.metric.iloc[0] == "balanced_accuracy":
+            print(f"\nworst-case balanced accuracy of the attribute attack ({sel} selection, {n} subjects; clear "
+                  f"level and its uniform chance beside it, then the same attack's plain accuracy and ITS chance, "
+                  f"the majority-class rate):")
+            rows = [[r.anonymizer, r.setting or "-", _fmt(r.worst_accuracy),
+                     f"{r.worst_recognizer} / {r.worst_scenario}", _fmt(r.clear_accuracy), _fmt(r.chance),
+                     _fmt(r.top1), _fmt(r.majority_rate)] for r in head.itertuples()]
+            print(_table(rows, ["anonymizer", "setting", "bal. acc.", "achieved by", "clear", "chance",
+                                "accuracy", "majority"], flex=3))
+        else:
+            print(f"\nworst-case top-1 accuracy ({sel} selection, {n} subjects; clear level and chance beside it):")
+            rows = [[r.anonymizer, r.setting or "-", _fmt(r.worst_accuracy),
+                     f"{r.worst_recognizer} / {r.worst_scenario}", _fmt(r.clear_accuracy), _fmt(r.chance)]
+                    for r in head.itertuples()]
+            print(_table(rows, ["anonymizer", "setting", "worst", "achieved by", "clear", "chance"], flex=3))
     if result.auc is not None and not result.auc.empty:
         counted = result.auc[result.auc.counted]
         largest = counted.groupby("selector").n_subjects.transform("max")

@@ -33,6 +33,7 @@ __all__ = [
     "balanced_top_k_accuracy",
     "bootstrap_ci",
     "bootstrap_distribution",
+    "expanded_bca_interval",
     "chance_level",
     "chance_normalized_accuracy",
     "cllr",
@@ -849,6 +850,60 @@ def _chunks(seed: Any, n_resamples: int, n_groups: int):
         done += m
 
 
+_STATISTICS = ("pooled", "subject", "balanced")
+
+
+def _groups(groups: Any, n_resamples: Any) -> tuple[np.ndarray, int, np.ndarray]:
+    g = np.asarray(groups)
+    if g.ndim != 1 or g.size == 0:
+        raise MetricError("groups must be a non-empty 1-D array (subject per probe)")
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
+        raise MetricError(f"n_resamples must be an integer ≥ 1, got {n_resamples!r}")
+    _, inv = np.unique(g, return_inverse=True)
+    inv = inv.reshape(-1)
+    G = int(inv.max()) + 1
+    return inv, G, np.bincount(inv, minlength=G)
+
+
+def _ratio_parts(v: Any, inv: np.ndarray, G: int, size: np.ndarray, statistic: str,
+                 classes: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Per-subject numerators A and denominators D, (G, C), of a statistic θ = mean_c (Σ_g A[g,c])/(Σ_g D[g,c])
+    (classes whose denominator is 0 left out); a resample weighting subject g by W[g] gives mean_c (W·A)/(W·D)."""
+    v = np.asarray(v, dtype=float)
+    if v.shape != inv.shape:
+        raise MetricError(f"per-probe values must match groups in shape, got {v.shape} and {inv.shape}")
+    if np.isnan(v).any():
+        raise MetricError("per-probe values contain NaN")
+    if statistic not in _STATISTICS:
+        raise MetricError(f"statistic must be one of {_STATISTICS}, got {statistic!r}")
+    if (classes is not None) != (statistic == "balanced"):
+        raise MetricError("classes (the class of each probe) is needed with statistic='balanced', and only there")
+    sums = np.bincount(inv, weights=v, minlength=G)
+    if statistic == "pooled":
+        return sums[:, None], size[:, None].astype(float)
+    if statistic == "subject":
+        return (sums / size)[:, None], np.ones((G, 1))
+    c = np.asarray(classes)
+    if c.shape != inv.shape:
+        raise MetricError(f"classes must match groups in shape, got {c.shape} and {inv.shape}")
+    _, ci = np.unique(c, return_inverse=True)
+    ci = ci.reshape(-1)
+    C = int(ci.max()) + 1
+    cell = inv * C + ci
+    A = np.bincount(cell, weights=v, minlength=G * C).reshape(G, C)
+    D = np.bincount(cell, minlength=G * C).reshape(G, C).astype(float)
+    return A, D
+
+
+def _ratio_stat(num: np.ndarray, den: np.ndarray) -> np.ndarray:
+    """mean over the last axis of num/den where den > 0 (NaN where no class has den > 0)."""
+    ok = den > 0
+    r = np.where(ok, num / np.where(ok, den, 1.0), 0.0)
+    k = ok.sum(axis=-1)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(k > 0, r.sum(axis=-1) / np.maximum(k, 1), np.nan)
+
+
 def bootstrap_distribution(
     metric: Callable[[np.ndarray], float] | Any,
     groups: Any,
@@ -856,6 +911,7 @@ def bootstrap_distribution(
     n_resamples: int = 1000,
     seed: Any = 0,
     statistic: str = "pooled",
+    classes: Any = None,
 ) -> np.ndarray:
     """Bootstrap replicates of a metric, resampling subjects with replacement.
 
@@ -870,22 +926,19 @@ def bootstrap_distribution(
     n_resamples : int
     seed : int or numpy seed
         Same seed → same subject draws for both paths, so they agree exactly.
-    statistic : {"pooled", "subject"}
+    statistic : {"pooled", "subject", "balanced"}
         Array path only: ``"pooled"`` = mean over all probes of the resample (e.g. accuracy); ``"subject"`` = mean
-        over the drawn subjects of each subject's mean (e.g. mean per-subject accuracy).
+        over the drawn subjects of each subject's mean (e.g. mean per-subject accuracy); ``"balanced"`` = mean over
+        the ``classes`` present in the resample of the mean value of their probes (e.g. balanced accuracy from
+        top-1 hits, the class being the true attribute value).
+    classes : array_like, (n_probes,), optional
+        The class of each probe, for ``statistic="balanced"`` only.
 
     Returns
     -------
     ndarray, (n_resamples,)
     """
-    g = np.asarray(groups)
-    if g.ndim != 1 or g.size == 0:
-        raise MetricError("groups must be a non-empty 1-D array (subject per probe)")
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
-        raise MetricError(f"n_resamples must be an integer ≥ 1, got {n_resamples!r}")
-    _, inv = np.unique(g, return_inverse=True)
-    G = int(inv.max()) + 1
-    size = np.bincount(inv, minlength=G)
+    inv, G, size = _groups(groups, n_resamples)
     out = np.empty(int(n_resamples))
     pos = 0
     if callable(metric):
@@ -899,22 +952,74 @@ def bootstrap_distribution(
                 out[pos] = float(metric(order[np.arange(total) + offs]))
                 pos += 1
         return out
-    v = np.asarray(metric, dtype=float)
-    if v.shape != g.shape:
-        raise MetricError(f"per-probe values must match groups in shape, got {v.shape} and {g.shape}")
-    if statistic not in ("pooled", "subject"):
-        raise MetricError(f"statistic must be 'pooled' or 'subject', got {statistic!r}")
-    sums = np.bincount(inv, weights=v, minlength=G)
+    A, D = _ratio_parts(metric, inv, G, size, statistic, classes)
     for draws in _chunks(seed, n_resamples, G):
         m = draws.shape[0]
         W = np.bincount((draws + G * np.arange(m)[:, None]).ravel(), minlength=m * G).reshape(m, G)
         W = W.astype(float)
-        if statistic == "pooled":
-            out[pos : pos + m] = (W @ sums) / (W @ size)
+        if A.shape[1] == 1:
+            out[pos : pos + m] = (W @ A[:, 0]) / (W @ D[:, 0])
         else:
-            out[pos : pos + m] = (W @ (sums / size)) / G
+            out[pos : pos + m] = _ratio_stat(W @ A, W @ D)
         pos += m
     return out
+
+
+def _estimate_and_jackknife(metric: Any, inv: np.ndarray, G: int, size: np.ndarray, statistic: str,
+                            classes: Any) -> tuple[float, np.ndarray]:
+    """The metric on all subjects and its leave-one-subject-out (jackknife) values."""
+    if callable(metric):
+        idx = np.arange(inv.size)
+        theta = float(metric(idx))
+        jack = np.array([float(metric(idx[inv != g])) for g in range(G)]) if G > 1 else np.array([theta])
+        return theta, jack
+    A, D = _ratio_parts(metric, inv, G, size, statistic, classes)
+    ta, td = A.sum(axis=0), D.sum(axis=0)
+    theta = float(_ratio_stat(ta, td))
+    jack = _ratio_stat(ta[None, :] - A, td[None, :] - D)
+    return theta, jack
+
+
+def expanded_bca_interval(theta: float, replicates: Any, jackknife: Any, n_groups: int,
+                          alpha: float = 0.05) -> tuple[float, float]:
+    """Expanded BCa interval from bootstrap replicates and jackknife values over ``n_groups`` subjects.
+
+    The bias-corrected and accelerated (BCa) interval of Efron (1987, "Better bootstrap confidence intervals",
+    JASA 82:171–185): the replicate quantiles at Φ(z₀ + (z₀ + z)/(1 − a(z₀ + z))) for z = ∓z_{1−α/2}, with the
+    bias correction z₀ = Φ⁻¹(share of replicates below θ̂, ties counting half) and the acceleration
+    a = Σd³/(6(Σd²)^{3/2}) from the jackknife deviations d = mean(θ₍ᵢ₎) − θ₍ᵢ₎ (leave one subject out). With few
+    subjects the bootstrap distribution is too narrow by about √((G − 1)/G) and normal quantiles are too small,
+    so z is the *expanded* quantile z = √(G/(G − 1))·t_{G−1, 1−α/2} (Hesterberg 2015, "What teachers should know
+    about the bootstrap", The American Statistician 69:371–386, §4.3), which brings the coverage of a clustered
+    proportion to 93–97 % from 6 subjects on (see tests/core/test_bootstrap_coverage.py); for large G it is the
+    plain BCa interval. NaN replicates and jackknife values are ignored; (nan, nan) for fewer than 2 subjects or
+    no finite replicate; (θ̂, θ̂) when every replicate equals θ̂ (no variation between subjects).
+    """
+    from scipy.special import ndtr, ndtri, stdtrit
+
+    if not 0 < alpha < 1:
+        raise MetricError(f"alpha must be in (0, 1), got {alpha!r}")
+    reps = np.asarray(replicates, dtype=float).reshape(-1)
+    reps = reps[np.isfinite(reps)]
+    if n_groups < 2 or reps.size == 0 or not math.isfinite(theta):
+        return math.nan, math.nan
+    if np.all(reps == theta):
+        return float(theta), float(theta)
+    B = reps.size
+    share = (np.count_nonzero(reps < theta) + 0.5 * np.count_nonzero(reps == theta)) / B
+    z0 = float(ndtri(min(max(share, 0.5 / B), 1.0 - 0.5 / B)))
+    jack = np.asarray(jackknife, dtype=float).reshape(-1)
+    jack = jack[np.isfinite(jack)]
+    d = jack.mean() - jack if jack.size else jack
+    ss = float(np.sum(d * d))
+    a = float(np.sum(d**3)) / (6.0 * ss**1.5) if ss > 0 else 0.0
+    z = math.sqrt(n_groups / (n_groups - 1.0)) * float(stdtrit(n_groups - 1, 1.0 - alpha / 2.0))
+    levels = []
+    for w in (z0 - z, z0 + z):
+        den = 1.0 - a * w
+        levels.append(float(ndtr(z0 + w / den)) if den > 0 else (0.0 if w < 0 else 1.0))
+    lo, hi = np.quantile(reps, levels)
+    return float(lo), float(hi)
 
 
 def bootstrap_ci(
@@ -925,24 +1030,37 @@ def bootstrap_ci(
     seed: Any = 0,
     alpha: float = 0.05,
     statistic: str = "pooled",
+    classes: Any = None,
+    method: str = "bca",
 ) -> tuple[float, float]:
-    """Percentile bootstrap confidence interval over subjects.
+    """Bootstrap confidence interval over subjects.
 
-    METRICS.md: resample subjects with replacement, recompute the metric (1,000 resamples, seeded), percentile
-    (1 − alpha) interval. See :func:`bootstrap_distribution` for ``metric``, ``groups`` and ``statistic``;
-    replicates that are NaN are ignored.
+    METRICS.md: resample subjects with replacement and recompute the metric (1,000 resamples, seeded). The interval
+    is the *expanded BCa* interval (:func:`expanded_bca_interval`: Efron 1987's bias-corrected and accelerated
+    interval, widened for few subjects after Hesterberg 2015), whose coverage is 93–97 % at 6, 12, 24 and more
+    subjects where the plain percentile interval covers only 88–94 % below 30 subjects. ``method="percentile"``
+    gives the plain percentile interval, for comparison only. See :func:`bootstrap_distribution` for ``metric``,
+    ``groups``, ``statistic`` and ``classes``; replicates that are NaN are ignored.
 
     Returns
     -------
     lo, hi : float
+        (nan, nan) with fewer than 2 subjects (no interval over subjects exists) or no finite replicate.
     """
     if not 0 < alpha < 1:
         raise MetricError(f"alpha must be in (0, 1), got {alpha!r}")
-    reps = bootstrap_distribution(metric, groups, n_resamples=n_resamples, seed=seed, statistic=statistic)
-    if np.isnan(reps).all():
-        return math.nan, math.nan
-    lo, hi = np.nanquantile(reps, [alpha / 2.0, 1.0 - alpha / 2.0])
-    return float(lo), float(hi)
+    if method not in ("bca", "percentile"):
+        raise MetricError(f"method must be 'bca' or 'percentile', got {method!r}")
+    reps = bootstrap_distribution(metric, groups, n_resamples=n_resamples, seed=seed, statistic=statistic,
+                                  classes=classes)
+    if method == "percentile":
+        if np.isnan(reps).all():
+            return math.nan, math.nan
+        lo, hi = np.nanquantile(reps, [alpha / 2.0, 1.0 - alpha / 2.0])
+        return float(lo), float(hi)
+    inv, G, size = _groups(groups, n_resamples)
+    theta, jack = _estimate_and_jackknife(metric, inv, G, size, statistic, classes)
+    return expanded_bca_interval(theta, reps, jack, G, alpha)
 
 
 def wilson_interval(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:

@@ -119,10 +119,20 @@ class _Results:
     anonymizers: list[str] = field(default_factory=list)  # display order
     selectors: list[str] = field(default_factory=list)  # display order; the first is the headline selector
     recognizers: list[str] = field(default_factory=list)
+    label: str = "subject"  # the evaluation's label: "subject" (identity) or an attribute name
 
     @property
     def first_selector(self) -> str | None:
         return self.selectors[0] if self.selectors else None
+
+    @property
+    def attribute(self) -> bool:
+        return self.label != "subject"
+
+    @property
+    def headline_metric(self) -> str:
+        """top-1 for identity; balanced accuracy (uniform chance) for an attribute label."""
+        return "balanced_accuracy" if self.attribute else "top1"
 
 
 def _read_json(path: Path, default: Any, notes: list[str]) -> Any:
@@ -221,6 +231,13 @@ def _load(run_dir: str | os.PathLike) -> _Results:
         notes=notes,
     )
     sel = config.get("selection") if isinstance(config.get("selection"), dict) else {}
+    if "note" not in metrics.columns:  # results written before undefined metrics carried an explanation
+        metrics["note"] = ""
+    metrics["note"] = metrics["note"].fillna("").astype(str)
+    label = config.get("label")
+    if not isinstance(label, str) and "label" in metrics.columns and len(metrics):
+        label = str(metrics["label"].iloc[0])
+    res.label = label if isinstance(label, str) and label else "subject"
     res.selectors = _order(metrics["selector"], _config_names(sel.get("selectors"), ("name", "id")))
     res.anonymizers = _order(metrics["anonymizer"], _config_names(config.get("anonymizers"), ("name",)))
     res.recognizers = _order(metrics["recognizer"], _config_names(config.get("recognizers"), ("id", "name")))
@@ -295,15 +312,16 @@ def _headline(res: _Results) -> pd.DataFrame:
     import pandas as pd
 
     cols = [
-        "anonymizer", "setting", "setting_index", "selector", "n_subjects", "top1", "ci_low", "ci_high",
-        "recognizer", "scenario", "clear", "chance", "privacy", "n_repeats",
+        "anonymizer", "setting", "setting_index", "selector", "n_subjects", "metric", "value", "ci_low", "ci_high",
+        "recognizer", "scenario", "clear", "chance", "privacy", "n_repeats", "top1", "majority",
     ]  # fmt: skip
-    top = _first_selector_top(res)
+    hm = res.headline_metric
+    top = _first_selector_top(res, hm)
     if top.empty:
         return pd.DataFrame(columns=cols)
     keys = _SETTING + ["selector", "n_subjects"]
     agg = _mean_runs(top, keys + ["recognizer", "scenario"])
-    worst = _worst_case(agg, keys, res).rename(columns={"value": "top1"})
+    worst = _worst_case(agg, keys, res)
     clear = (
         agg[agg["scenario"] == "clear"].groupby(keys, dropna=False, sort=False)["value"].max().rename("clear")
     )
@@ -312,7 +330,14 @@ def _headline(res: _Results) -> pd.DataFrame:
     out = out.merge(chance.reset_index(), on=keys, how="left").rename(columns={"chance_mean": "chance"})
     fallback = 1.0 / out["n_subjects"].astype(float)
     out["chance"] = out["chance"].where(out["chance"].notna(), fallback)
-    out["privacy"] = np.atleast_1d(_metrics.privacy_level(out["top1"], out["clear"], out["chance"])) if len(out) else []
+    out["privacy"] = np.atleast_1d(_metrics.privacy_level(out["value"], out["clear"], out["chance"])) if len(out) else []
+    out["metric"] = hm
+    # plain top-1 accuracy of the same attack and its chance (the majority-class rate for an attribute)
+    plain = _mean_runs(_first_selector_top(res, "top1"), keys + ["recognizer", "scenario"])
+    plain = plain[keys + ["recognizer", "scenario", "value", "chance"]].rename(
+        columns={"value": "top1", "chance": "majority"})
+    out = out.merge(plain, on=keys + ["recognizer", "scenario"], how="left") if len(plain) else out.assign(
+        top1=np.nan, majority=np.nan)
     out = _setting_order(res, out)
     return out[cols].reset_index(drop=True)
 
@@ -320,12 +345,18 @@ def _headline(res: _Results) -> pd.DataFrame:
 def headline(run_dir: str | os.PathLike) -> pd.DataFrame:
     """The headline privacy figure per anonymizer setting.
 
-    For the first selector (config order) at its largest subject count: each recognizer × attacker-scenario top-1
-    accuracy is averaged over repeats and draws, and the worst case is the maximum over them (``clear`` excluded,
-    de-anonymization included). Columns: ``anonymizer, setting, setting_index, selector, n_subjects, top1`` (the
-    worst case), ``ci_low, ci_high`` (its CI, bounds averaged over repeats), ``recognizer, scenario`` (who achieved
-    it; ties go to the first in config order), ``clear`` (worst-case clear top-1 on the same selection), ``chance``,
-    ``privacy`` (x = 1 − clip((A − c)/(A_clear − c), 0, 1), :func:`bioanon.metrics.privacy_level`), ``n_repeats``.
+    For the first selector (config order) at its largest subject count: each recognizer × attacker-scenario value
+    of the headline metric is averaged over repeats and draws, and the worst case is the maximum over them
+    (``clear`` excluded, de-anonymization included). The headline metric (column ``metric``) is top-1 accuracy for
+    identity and balanced accuracy for an attribute label (its chance is uniform, 1/|classes|; plain accuracy's
+    floor, the majority-class rate, would flatter an attacker that only guesses the majority class).
+
+    Columns: ``anonymizer, setting, setting_index, selector, n_subjects, metric, value`` (the worst case),
+    ``ci_low, ci_high`` (its CI, bounds averaged over repeats), ``recognizer, scenario`` (who achieved it; ties go
+    to the first in config order), ``clear`` (worst-case clear level on the same selection), ``chance`` (of the
+    headline metric), ``privacy`` (x = 1 − clip((A − c)/(A_clear − c), 0, 1), :func:`bioanon.metrics.privacy_level`),
+    ``n_repeats``, ``top1`` (plain top-1 accuracy of the same attack; equals ``value`` for identity) and
+    ``majority`` (top-1's chance: the majority-class rate for an attribute, 1/|G| for identity).
     """
     return _headline(_load(run_dir))
 
@@ -414,7 +445,7 @@ def _reversibility(res: _Results, thresholds: tuple[float, float]) -> pd.DataFra
     import pandas as pd
 
     cols = ["anonymizer", "setting", "setting_index", "n_subjects", "R", "category", "n_recognizers"]
-    top = _first_selector_top(res)
+    top = _first_selector_top(res, res.headline_metric)
     if top.empty or "deanon" not in set(top["scenario"]):
         return pd.DataFrame(columns=cols)
     agg = _mean_runs(top, _SETTING + ["n_subjects", "recognizer", "scenario"])
@@ -973,28 +1004,42 @@ def _header(res: _Results) -> str:
 
 def _headline_html(res: _Results, hl: pd.DataFrame) -> str:
     if hl.empty:
-        return '<p class="note">No top-1 results for the first selector; no headline.</p>'
+        return (f'<p class="note">No {METRIC_LABELS.get(res.headline_metric, res.headline_metric)} results for the '
+                f"first selector; no headline.</p>")
+    attr = res.attribute
     rows = []
     for r in hl.itertuples(index=False):
-        rows.append((
-            r.anonymizer, r.setting or "(default)",
-            _Raw(f'<span class="big">{_esc(_fmt(r.top1))}</span>'
-                 + (f' <span class="dim">[{_esc(_fmt(r.ci_low))}, {_esc(_fmt(r.ci_high))}]</span>'
-                    if not (_isnan(r.ci_low) or _isnan(r.ci_high)) else "")),
-            r.clear, r.chance, r.privacy, f"{r.recognizer} / {r.scenario}", r.n_subjects, r.n_repeats,
-        ))  # fmt: skip
-    intro = (
-        f"<p>Worst-case top-1 re-identification accuracy per anonymizer setting: the highest accuracy over every "
-        f"recognizer × attacker scenario (clear excluded, de-anonymization included), each averaged over repeats "
-        f"and draws; selector <code>{_esc(res.first_selector)}</code> at its largest subject count. Beside it the "
-        f"clear level (worst case on clear data, same selection) and chance; privacy x = 1 − clip((A − c)/(A_clear − "
-        f"c), 0, 1) is 0 at the clear level and 1 at chance. Lower accuracy = more privacy.</p>"
+        big = _Raw(f'<span class="big">{_esc(_fmt(r.value))}</span>'
+                   + (f' <span class="dim">[{_esc(_fmt(r.ci_low))}, {_esc(_fmt(r.ci_high))}]</span>'
+                      if not (_isnan(r.ci_low) or _isnan(r.ci_high)) else ""))
+        extra = (r.top1, r.majority) if attr else ()
+        rows.append((r.anonymizer, r.setting or "(default)", big, r.clear, r.chance, *extra, r.privacy,
+                     f"{r.recognizer} / {r.scenario}", r.n_subjects, r.n_repeats))
+    common = (
+        f"the highest value over every recognizer × attacker scenario (clear excluded, de-anonymization included), "
+        f"each averaged over repeats and draws; selector <code>{_esc(res.first_selector)}</code> at its largest "
+        f"subject count. Beside it the clear level (worst case on clear data, same selection) and chance; privacy "
+        f"x = 1 − clip((A − c)/(A_clear − c), 0, 1) is 0 at the clear level and 1 at chance."
     )
-    return intro + _table(
-        ["anonymizer", "setting", "worst-case top-1 [CI]", "clear level", "chance", "privacy x",
-         "achieved by (recognizer / scenario)", "subjects", "repeats"],
-        rows, num_from=2, cls="headline",
-    )  # fmt: skip
+    if attr:
+        intro = (
+            f"<p>Worst-case <b>balanced accuracy</b> of inferring the attribute <code>{_esc(res.label)}</code> per "
+            f"anonymizer setting: {common} Balanced accuracy is the mean over attribute values of their recall; its "
+            f"chance level is <b>uniform</b>, 1/(number of values), whatever the class balance. Plain accuracy of "
+            f"the same attack is shown beside it with <b>its</b> chance level, the <b>majority-class rate</b> (what "
+            f"always guessing the most frequent value scores): compare each number only with its own chance level. "
+            f"The headline, privacy x and the privacy–utility trade-off use balanced accuracy. Lower = more "
+            f"privacy.</p>"
+        )
+        heads = ["anonymizer", "setting", "worst-case balanced acc. [CI]", "clear level", "uniform chance",
+                 "accuracy (same attack)", "majority-class rate", "privacy x", "achieved by (recognizer / scenario)",
+                 "subjects", "repeats"]
+    else:
+        intro = f"<p>Worst-case top-1 re-identification accuracy per anonymizer setting: {common} Lower accuracy = " \
+                f"more privacy.</p>"
+        heads = ["anonymizer", "setting", "worst-case top-1 [CI]", "clear level", "chance", "privacy x",
+                 "achieved by (recognizer / scenario)", "subjects", "repeats"]
+    return intro + _table(heads, rows, num_from=2, cls="headline")
 
 
 def _warnings_html(res: _Results) -> str:
@@ -1103,12 +1148,17 @@ def _reversibility_html(rev: pd.DataFrame, t: tuple[float, float], figs: list[di
 
 def _metrics_html(res: _Results) -> str:
     m = res.metrics
-    df = m[(m["selector"] == res.first_selector) & m["metric"].isin(SUMMARY_METRICS)]
+    summary = (("balanced_accuracy",) if res.attribute else ()) + SUMMARY_METRICS
+    df = m[(m["selector"] == res.first_selector) & m["metric"].isin(summary)]
     df = _largest_n(df, _SETTING)
     if df.empty:
         return '<p class="note">No results.</p>'
-    agg = _mean_runs(df, _SETTING + ["n_subjects", "recognizer", "scenario", "metric"])
-    present = [x for x in SUMMARY_METRICS if x in set(agg["metric"])]
+    keys = _SETTING + ["n_subjects", "recognizer", "scenario", "metric"]
+    agg = _mean_runs(df, keys)
+    # the distinct notes of each cell (undefined values, missing or approximate CIs), numbered in order of appearance
+    cell_notes = df[df["note"] != ""].groupby(keys, dropna=False, sort=False)["note"].agg(_unique)
+    numbers: dict[str, int] = {}
+    present = [x for x in summary if x in set(agg["metric"])]
     rrank = {r: i for i, r in enumerate(res.recognizers)}
     rows = []
     for (anon, idx, setting, n), g in _setting_order(res, agg).groupby(_SETTING + ["n_subjects"], dropna=False,
@@ -1117,19 +1167,36 @@ def _metrics_html(res: _Results) -> str:
                        key=lambda p: (rrank.get(p[0], len(rrank)), _scenario_key(p[1])))  # fmt: skip
         for rec, scen in pairs:
             h = g[(g["recognizer"] == rec) & (g["scenario"] == scen)].set_index("metric")
-            cells = [_fmt_ci(h.at[x, "value"], h.at[x, "ci_low"], h.at[x, "ci_high"]) if x in h.index else "–"
-                     for x in present]  # fmt: skip
+            cells = []
+            for x in present:
+                if x not in h.index:
+                    cells.append("–")
+                    continue
+                notes = cell_notes.get((anon, idx, setting, n, rec, scen, x), [])
+                marks = "".join(f"<sup>{numbers.setdefault(t, len(numbers) + 1)}</sup>" for t in notes)
+                v = h.at[x, "value"]
+                txt = "undefined" if _isnan(v) else _fmt_ci(v, h.at[x, "ci_low"], h.at[x, "ci_high"])
+                cells.append(_Raw(_esc(txt) + marks) if marks else txt)
             rows.append((anon, setting or "(default)", n, rec, scen, *cells))
     boot = res.config.get("report") if isinstance(res.config.get("report"), dict) else {}
     ci = ""
     if boot:
         ci = (f" CIs: {_esc(_fmt_conf(boot.get('confidence')))} bootstrap over subjects"
-              f" ({_esc(boot.get('bootstrap', '–'))} resamples) where available, bounds averaged over repeats.")
+              f" ({_esc(boot.get('bootstrap', '–'))} resamples; expanded BCa interval) where available, bounds "
+              f"averaged over repeats.")
+    chance = (" Balanced accuracy's chance is uniform (1/number of attribute values), plain top-1 accuracy's the "
+              "majority-class rate." if res.attribute else "")
+    foot = ""
+    if numbers:
+        items = "".join(f"<li value=\"{k}\">{_esc(t)}</li>" for t, k in numbers.items())
+        foot = f'<p class="note">Notes (superscripts in the table):</p><ol class="note">{items}</ol>'
     return (
         f"<p>Selector <code>{_esc(res.first_selector)}</code> at each setting's largest subject count; mean over "
-        f"repeats and draws. EER 0.5 and min Cllr 1 bit = chance; linkability D↔sys 0 = unlinkable.{ci}</p>"
+        f"repeats and draws. EER 0.5 and min Cllr 1 bit = chance; linkability D↔sys 0 = unlinkable.{chance}{ci} "
+        f"A metric that cannot be computed is shown as <i>undefined</i> with the reason in the notes.</p>"
         + _table(["anonymizer", "setting", "subjects", "recognizer", "scenario",
                   *[METRIC_LABELS.get(x, x) for x in present]], rows, num_from=5)  # fmt: skip
+        + foot
     )
 
 

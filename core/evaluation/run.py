@@ -67,7 +67,8 @@ class EvaluationResult:
     protocol: Any = None  # the paper's own protocol per setting (when report.paper_protocol is set)
 
     def headline(self) -> Any:
-        """Worst-case top-1 per anonymizer setting (max over recognizers and attack scenarios)."""
+        """Worst case per anonymizer setting (max over recognizers and attack scenarios) of the headline metric:
+        top-1 for identity, balanced accuracy for an attribute label (see :func:`headline_table`)."""
         return headline_table(self.metrics)
 
 
@@ -311,8 +312,12 @@ def _sets_for(scenario: str, sets: dict[str, str]) -> dict[str, str]:
 
 
 def collect_metrics(plan: Plan, records: Mapping[str, Any]) -> Any:
+    """The tidy metrics table: one row per score task × selection × metric, with the evaluation's ``label``
+    ("subject" for identity, else the attribute) and a ``note`` that explains undefined values (NaN) and missing or
+    approximate CIs ("" when there is nothing to say)."""
     import pandas as pd
 
+    labels = {t.key: str(t.args.get("label", "subject")) for t in plan.tasks if t.op == "score"}
     rows = []
     for st in plan.score_tasks:
         rec = records.get(st["key"])
@@ -324,11 +329,22 @@ def collect_metrics(plan: Plan, records: Mapping[str, Any]) -> Any:
                 "anonymizer": st["anonymizer"], "setting": st["setting"], "setting_index": st["setting_index"],
                 "params": st["params"], "repeat": st["repeat"], "selector": selector, "n_subjects": int(n),
                 "draw": int(draw), "recognizer": st["recognizer"], "scenario": st["scenario"],
+                "label": labels.get(st["key"], "subject"),
                 **{k: row[k] for k in ("metric", "value", "ci_low", "ci_high", "chance", "n_probes")},
+                "note": row.get("note", ""),
             })
     cols = ["anonymizer", "setting", "setting_index", "params", "repeat", "selector", "n_subjects", "draw",
-            "recognizer", "scenario", "metric", "value", "ci_low", "ci_high", "chance", "n_probes"]
+            "recognizer", "scenario", "label", "metric", "value", "ci_low", "ci_high", "chance", "n_probes", "note"]
     return pd.DataFrame(rows, columns=cols)
+
+
+def headline_metric(metrics: Any) -> str:
+    """The metric the headline, the trade-off and the too-weak guard use: ``top1`` for identity;
+    ``balanced_accuracy`` (chance uniform, 1/|classes|) for an attribute label, where plain accuracy's floor is the
+    majority-class rate and a majority guesser would look like a successful attack."""
+    if "label" in metrics.columns and len(metrics) and (metrics.label != "subject").any():
+        return "balanced_accuracy"
+    return "top1"
 
 
 def collect_utility(plan: Plan, records: Mapping[str, Any]) -> Any:
@@ -364,18 +380,29 @@ def collect_protocol(plan: Plan, records: Mapping[str, Any]) -> Any:
 
 
 def headline_table(metrics: Any) -> Any:
-    """Per anonymizer setting: the worst case (highest mean top-1 over recognizers × attack scenarios) at the
-    largest subject count of the first selector, with the recognizer and scenario that achieved it, beside the
-    clear level and chance."""
+    """Per anonymizer setting: the worst case (highest mean of the headline metric over recognizers × attack
+    scenarios) at the largest subject count of the first selector, with the recognizer and scenario that achieved
+    it, beside the clear level and chance.
+
+    ``metric`` names the headline metric (:func:`headline_metric`): top-1 accuracy for identity, balanced accuracy
+    for an attribute label. ``worst_accuracy``, ``ci_low``, ``ci_high`` (CI bounds averaged over repeats and
+    draws), ``clear_accuracy`` and ``chance`` are of that metric (for balanced accuracy the uniform chance
+    1/|classes|). ``top1`` and ``majority_rate`` are the plain top-1 accuracy of the same attack and its chance
+    (the majority-class rate for an attribute, 1/|G| for identity), shown side by side."""
     import pandas as pd
 
-    top1 = metrics[metrics.metric == "top1"]
+    hm = headline_metric(metrics)
+    top1 = metrics[metrics.metric == hm]
     if top1.empty:
         return pd.DataFrame()
     first_sel = top1.selector.iloc[0]
-    t = top1[(top1.selector == first_sel) & (top1.n_subjects == top1[top1.selector == first_sel].n_subjects.max())]
+    nmax = top1[top1.selector == first_sel].n_subjects.max()
+    t = top1[(top1.selector == first_sel) & (top1.n_subjects == nmax)]
     keys = ["anonymizer", "setting_index", "setting", "recognizer", "scenario"]
-    mean = t.groupby(keys, sort=False).agg(value=("value", "mean"), chance=("chance", "mean")).reset_index()
+    mean = t.groupby(keys, sort=False).agg(value=("value", "mean"), lo=("ci_low", "mean"), hi=("ci_high", "mean"),
+                                           chance=("chance", "mean")).reset_index()
+    plain = metrics[(metrics.metric == "top1") & (metrics.selector == first_sel) & (metrics.n_subjects == nmax)]
+    plain = plain.groupby(keys, sort=False).agg(top1=("value", "mean"), majority=("chance", "mean"))
     out = []
     for (anon, idx, setting), g in mean.groupby(["anonymizer", "setting_index", "setting"], sort=False):
         attacks = g[g.scenario != "clear"]
@@ -383,22 +410,35 @@ def headline_table(metrics: Any) -> Any:
         if attacks.empty:
             continue
         worst = attacks.loc[attacks.value.idxmax()]
-        out.append({"anonymizer": anon, "setting": setting, "setting_index": idx, "worst_accuracy": worst.value,
+        pk = (anon, idx, setting, worst.recognizer, worst.scenario)
+        p = plain.loc[pk] if pk in plain.index else None
+        out.append({"anonymizer": anon, "setting": setting, "setting_index": idx, "metric": hm,
+                    "worst_accuracy": worst.value, "ci_low": worst.lo, "ci_high": worst.hi,
                     "worst_recognizer": worst.recognizer, "worst_scenario": worst.scenario,
                     "clear_accuracy": clear.value.max() if not clear.empty else math.nan,
-                    "chance": worst.chance, "selector": first_sel, "n_subjects": int(t.n_subjects.max())})
+                    "chance": worst.chance,
+                    "top1": float(p.top1) if p is not None else math.nan,
+                    "majority_rate": float(p.majority) if p is not None else math.nan,
+                    "selector": first_sel, "n_subjects": int(nmax)})
     return pd.DataFrame(out)
 
 
 def tradeoff_tables(metrics: Any, utility: Any, has_deanon: bool) -> tuple[Any, Any]:
     """Privacy–utility points (one per anonymizer setting × selector × subject count × measure × deanon) and the
     AUC of each curve (METRICS.md): privacy from the worst case over recognizers and scenarios (mean over repeats
-    and random draws), utility normalized between its floor and clear level."""
+    and random draws), utility normalized between its floor and clear level.
+
+    Privacy uses the headline metric (:func:`headline_metric`, named in the ``metric`` column): top-1 accuracy
+    for identity; for an attribute label balanced accuracy with uniform chance, consistent with the headline (with
+    plain accuracy and the majority-class rate, an attacker whose only skill is guessing the majority class would
+    count as chance and one exploiting a skewed class balance would be misjudged). ``accuracy``, ``clear_accuracy``
+    and ``chance`` are of that metric."""
     import pandas as pd
 
     from ..metrics import privacy_level, tradeoff_auc, utility_level
 
-    top1 = metrics[metrics.metric == "top1"]
+    hm = headline_metric(metrics)
+    top1 = metrics[metrics.metric == hm]
     keys = ["anonymizer", "setting_index", "setting", "selector", "n_subjects", "recognizer", "scenario"]
     acc = top1.groupby(keys, sort=False).agg(value=("value", "mean"), chance=("chance", "mean")).reset_index()
     if utility is not None and not utility.empty:
@@ -426,13 +466,13 @@ def tradeoff_tables(metrics: Any, utility: Any, has_deanon: bool) -> tuple[Any, 
                     if not u.empty:
                         y = float(utility_level(u.value.iloc[0], u.clear_value.iloc[0], u.floor.iloc[0]))
                 points.append({"anonymizer": anon, "setting": setting, "setting_index": idx, "selector": sel,
-                               "n_subjects": int(n), "measure": measure, "deanon": deanon,
+                               "n_subjects": int(n), "measure": measure, "deanon": deanon, "metric": hm,
                                "accuracy": float(worst.value), "worst_recognizer": worst.recognizer,
                                "worst_scenario": worst.scenario, "clear_accuracy": float(a_clear),
                                "chance": float(chance), "privacy": privacy, "utility": y})
     tradeoff = pd.DataFrame(points, columns=[
-        "anonymizer", "setting", "setting_index", "selector", "n_subjects", "measure", "deanon", "accuracy",
-        "worst_recognizer", "worst_scenario", "clear_accuracy", "chance", "privacy", "utility"])
+        "anonymizer", "setting", "setting_index", "selector", "n_subjects", "measure", "deanon", "metric",
+        "accuracy", "worst_recognizer", "worst_scenario", "clear_accuracy", "chance", "privacy", "utility"])
     aucs = []
     if util is not None and not tradeoff.empty:
         for (anon, sel, n, measure), g in tradeoff.groupby(["anonymizer", "selector", "n_subjects", "measure"],
@@ -456,9 +496,12 @@ def tradeoff_tables(metrics: Any, utility: Any, has_deanon: bool) -> tuple[Any, 
 
 
 def sanity_warnings(metrics: Any) -> list[str]:
-    """The attacker-too-weak guard: a recognizer whose clear-level top-1 CI contains chance."""
+    """The attacker-too-weak guard: a recognizer whose clear-level CI of the headline metric (top-1 for identity,
+    balanced accuracy for an attribute) contains chance."""
     out = []
-    clear = metrics[(metrics.metric == "top1") & (metrics.scenario == "clear")]
+    hm = headline_metric(metrics)
+    name = {"top1": "top-1", "balanced_accuracy": "balanced accuracy"}[hm]
+    clear = metrics[(metrics.metric == hm) & (metrics.scenario == "clear")]
     if clear.empty:
         return out
     g = clear.groupby(["recognizer", "selector", "n_subjects"], sort=False).agg(
@@ -466,8 +509,9 @@ def sanity_warnings(metrics: Any) -> list[str]:
     for (rec, sel, n), row in g.iterrows():
         lo = row.lo if not math.isnan(row.lo) else row.value
         if lo <= row.chance + 1e-12:
-            out.append(f"attacker too weak: {rec} reaches only {row.value:.3f} top-1 on CLEAR data "
-                       f"(CI {row.lo:.3f}–{row.hi:.3f}) against chance {row.chance:.3f} ({sel}, {n} subjects); "
+            ci = f"CI {row.lo:.3f}–{row.hi:.3f}" if not math.isnan(row.lo) else "no CI"
+            out.append(f"attacker too weak: {rec} reaches only {row.value:.3f} {name} on CLEAR data "
+                       f"({ci}) against chance {row.chance:.3f} ({sel}, {n} subjects); "
                        f"its privacy figures say little")
     return out
 

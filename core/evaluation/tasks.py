@@ -258,10 +258,13 @@ def _rows(table: SampleTable, ids: np.ndarray) -> SampleTable:
 
 
 def _scores_table(scores: Any, true: np.ndarray, probes: SampleTable) -> SampleTable:
+    """The per-probe score matrix as a table: payload ``scores`` (float64, exactly the matrix the metrics were
+    computed from: float32 rounding flipped top-1 decisions between near-tied classes), the true label, and the
+    column classes in the metadata."""
     return SampleTable.from_arrays(
         subject=probes.subjects,
         sample_id=probes.sample_ids,
-        payloads={"features": np.asarray(scores.scores, dtype=np.float32)},
+        payloads={"scores": np.asarray(scores.scores, dtype=np.float64)},
         attributes={"true_label": np.asarray(true).astype(str)},
         metadata={"classes": [str(c) for c in scores.classes]},
     )

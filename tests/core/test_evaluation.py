@@ -351,6 +351,14 @@ def test_attribute_inference_uses_majority_chance(tmp_path):
     t1 = r.metrics[r.metrics.metric == "top1"]
     assert (t1.chance >= 0.5).all() and (t1.chance < 1).all()  # binary attribute: majority rate, not 1/12
     assert t1[t1.scenario == "clear"].value.mean() > 0.9  # the group attribute is clearly encoded
+    # balanced accuracy (uniform chance, with a CI over subjects) is the attribute headline; plain accuracy and
+    # the majority-class rate of the same attack stand beside it
+    bal = r.metrics[r.metrics.metric == "balanced_accuracy"]
+    assert np.allclose(bal.chance, 0.5) and bal.ci_low.notna().all() and (bal.label == "group").all()
+    head = r.headline()
+    assert (head.metric == "balanced_accuracy").all() and np.allclose(head.chance, 0.5)
+    assert (head.majority_rate >= 0.5).all() and head.top1.notna().all() and head.ci_low.notna().all()
+    assert (r.tradeoff.metric == "balanced_accuracy").all() and np.allclose(r.tradeoff.chance, 0.5)
 
 
 def test_two_runs_sharing_one_cache_at_once(tmp_path):
@@ -407,10 +415,25 @@ def test_per_probe_scores_are_stored(tmp_path):
     # 2 settings × 2 recognizers × 3 scenarios × 2 random draws
     assert len(files) == 24, [f.name for f in files]
     t = pd.read_parquet(files[0])
-    assert {"sample_id", "subject", "features", "attr.true_label"} <= set(t.columns)
-    assert len(t.features.iloc[0]) == 12  # one score per enrolled subject
+    assert {"sample_id", "subject", "scores", "attr.true_label"} <= set(t.columns)
+    assert len(t.scores.iloc[0]) == 12  # one score per enrolled subject
     m = r.metrics[r.metrics.metric == "top1"]
     assert m.ci_low.isna().all()  # bootstrap = 0: no CIs
+    # stored in float64, exactly the matrix the metrics came from (float32 storage flipped near-tied top-1
+    # decisions): the top-1 accuracies recomputed from the files are the reported ones
+    import pyarrow.parquet as pq
+
+    from bioanon import metrics as M
+    from bioanon.table import SampleTable
+
+    recomputed = []
+    for f in files:
+        st = SampleTable.from_arrow(pq.read_table(f))
+        scores = st.payload("scores")
+        assert scores.dtype == np.float64
+        true_idx = M.label_indices(st.attribute("true_label"), np.array(st.metadata["classes"]))
+        recomputed.append(M.top_k_accuracy(scores, true_idx, 1))
+    np.testing.assert_allclose(sorted(recomputed), sorted(m.value), atol=1e-12)
 
 
 def test_paper_protocol_beside_the_strong_evaluation(tmp_path):

@@ -463,7 +463,46 @@ def test_bootstrap_vectorized_equals_slow_loop():
     subj_means = np.array([hits[groups == g].mean() for g in range(12)])
     fast_s = m.bootstrap_distribution(hits, groups, n_resamples=200, seed=5, statistic="subject")
     np.testing.assert_allclose(fast_s, subj_means[draws].mean(axis=1), atol=1e-12)
-    assert m.bootstrap_ci(hits, groups, seed=5) == m.bootstrap_ci(lambda i: hits[i].mean(), groups, seed=5)
+    np.testing.assert_allclose(m.bootstrap_ci(hits, groups, seed=5),
+                               m.bootstrap_ci(lambda i: hits[i].mean(), groups, seed=5), atol=1e-12)
+
+
+def test_bootstrap_balanced_statistic_equals_callable_balanced_accuracy():
+    hits, groups = _hits_and_groups(seed=4, n_subj=14)
+    cls = np.where(groups % 3 == 0, "f", "m")  # an attribute: constant within a subject, unbalanced classes
+    cls[groups == 1] = "x"  # a rare class held by one subject only: absent from many resamples
+
+    def bal(idx):
+        c = cls[idx]
+        return np.mean([hits[idx][c == k].mean() for k in np.unique(c)])
+
+    fast = m.bootstrap_distribution(hits, groups, n_resamples=300, seed=2, statistic="balanced", classes=cls)
+    slow = m.bootstrap_distribution(bal, groups, n_resamples=300, seed=2)
+    np.testing.assert_allclose(fast, slow, atol=1e-12)
+    a = m.bootstrap_ci(hits, groups, seed=2, statistic="balanced", classes=cls)
+    b = m.bootstrap_ci(bal, groups, seed=2)
+    np.testing.assert_allclose(a, b, atol=1e-12)
+    assert a[0] < bal(np.arange(hits.size)) < a[1]
+    with pytest.raises(m.MetricError):
+        m.bootstrap_ci(hits, groups, statistic="balanced")  # classes missing
+    with pytest.raises(m.MetricError):
+        m.bootstrap_ci(hits, groups, classes=cls)  # classes without statistic='balanced'
+
+
+def test_bootstrap_ci_edge_cases():
+    hits, groups = _hits_and_groups(seed=1, n_subj=8)
+    assert all(math.isnan(v) for v in m.bootstrap_ci(hits, np.zeros_like(groups)))  # one subject: no interval
+    assert m.bootstrap_ci(np.ones(20), np.repeat(np.arange(5), 4)) == (1.0, 1.0)  # no variation: degenerate
+    with pytest.raises(m.MetricError):
+        m.bootstrap_ci(hits, groups, method="studentized")
+    # the expanded BCa interval is wider than the percentile one with few subjects, nearly equal with many
+    lo_b, hi_b = m.bootstrap_ci(hits, groups, seed=3)
+    lo_p, hi_p = m.bootstrap_ci(hits, groups, seed=3, method="percentile")
+    assert hi_b - lo_b > 1.15 * (hi_p - lo_p)
+    hits, groups = _hits_and_groups(seed=1, n_subj=400)
+    lo_b, hi_b = m.bootstrap_ci(hits, groups, seed=3)
+    lo_p, hi_p = m.bootstrap_ci(hits, groups, seed=3, method="percentile")
+    assert hi_b - lo_b == pytest.approx(hi_p - lo_p, rel=0.1)
 
 
 def test_bootstrap_chunking_is_seamless():

@@ -372,3 +372,49 @@ def test_crowded_tradeoff_points_are_numbered_with_a_key():
     labels, key = _point_labels([0.70, 0.72, 0.95, 0.3], [1.0, 1.0, 1.0, 0.5], ["g=8", "g=32", "", "g=128"])
     assert labels == ["1", "2", "", "3"]
     assert key == ["1 = g=8", "2 = g=32", "3 = g=128"]
+
+
+def test_undefined_metrics_are_explained_never_a_bare_nan(tmp_path):
+    """Issue 18 item 4: a metric that cannot be computed (linkability from < 20 mated scores) is a row with a
+    note; the report shows 'undefined' and the reason."""
+    run = make_run(tmp_path / "run", utility=False)
+    met = pd.read_parquet(run / "metrics.parquet")
+    met["note"] = ""
+    link = met["metric"] == "linkability"
+    met.loc[link, "value"] = math.nan
+    why = "undefined: 12 mated scores, fewer than the 20 needed for 2 histogram bins"
+    met.loc[link, "note"] = why
+    met.to_parquet(run / "metrics.parquet")
+    text = report.render_report(run).read_text(encoding="utf-8")
+    section = text[text.index('id="metrics"'):]
+    assert "undefined<sup>1</sup>" in section and why in section
+    assert ">nan<" not in text.lower() and "nan [" not in text.lower()
+
+
+def test_attribute_headline_is_balanced_accuracy_with_both_chance_levels(tmp_path):
+    """Issue 18 item 2: for an attribute label the headline is balanced accuracy against uniform chance, and
+    plain accuracy stands beside it with the majority-class rate."""
+    run = make_run(tmp_path / "run", utility=False)
+    met = pd.read_parquet(run / "metrics.parquet")
+    bal = met[met["metric"] == "top1"].copy()
+    bal["metric"] = "balanced_accuracy"
+    bal["value"] = bal["value"] * 0.5 + 0.25
+    bal["chance"] = 0.5
+    top = met[met["metric"] == "top1"].copy()
+    top["chance"] = 0.8  # majority-class rate of a skewed binary attribute
+    met = pd.concat([top, bal], ignore_index=True)
+    met.to_parquet(run / "metrics.parquet")
+    cfg = json.loads((run / "config.json").read_text()) if (run / "config.json").exists() else {}
+    cfg["label"] = "sex"
+    (run / "config.json").write_text(json.dumps(cfg))
+    hl = report.headline(run)
+    assert (hl["metric"] == "balanced_accuracy").all()
+    assert np.allclose(hl["chance"], 0.5) and np.allclose(hl["majority"], 0.8)
+    ref = bal[(bal["selector"] == hl["selector"].iloc[0]) & (bal["n_subjects"] == hl["n_subjects"].iloc[0])]
+    assert hl["value"].max() == pytest.approx(
+        ref[ref["scenario"] != "clear"].groupby(["anonymizer", "setting_index", "recognizer", "scenario"])["value"]
+        .mean().max())
+    text = report.render_report(run).read_text(encoding="utf-8")
+    head = text[text.index('id="headline"'):text.index('id="warnings"')]
+    for phrase in ("balanced accuracy", "uniform chance", "majority-class rate", "<code>sex</code>"):
+        assert phrase in head, phrase
