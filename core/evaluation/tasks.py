@@ -52,8 +52,13 @@ def derived_seed(*parts: Any) -> int:
     return int(fingerprint(list(parts))[:8], 16) & 0x7FFFFFFF
 
 
+# bumped when what an operation computes changes, so records cached by an older bioanon are not reused
+# (2: expanded-BCa intervals, notes on undefined metrics, float64 scores, attacker-only subjects in splits)
+TASK_VERSION = "2"
+
+
 def task_key(op_name: str, args: Mapping[str, Any], deps: tuple[str, ...]) -> str:
-    return derive_fingerprint(method_id=f"task.{op_name}", version="1", params=dict(args), inputs=list(deps))
+    return derive_fingerprint(method_id=f"task.{op_name}", version=TASK_VERSION, params=dict(args), inputs=list(deps))
 
 
 def make_task(op_name: str, args: Mapping[str, Any], deps: tuple[str, ...], *, stage: str, label: str) -> TaskSpec:
