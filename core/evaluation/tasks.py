@@ -294,10 +294,20 @@ def protocol(cache: Cache, *, attribute: str, clear_evaluation: str, anon_evalua
              key: str) -> dict:
     """The paper's own evaluation protocol (``utility-preserving-anonymization.txt`` §5.1.3) on the evaluation
     set: attribute-of-interest accuracy of a random forest trained on original data, mixture, top-k mixture and
-    KL from random guess of an identity classifier trained on original data."""
+    KL from random guess of an identity classifier trained on original data. Payloads that cannot be flattened
+    (e.g. ``audio``) go through a trait plugin's default feature view (:func:`bioanon.methods.feature_matrix`);
+    without one the task fails with an error naming the setting and the payloads."""
     from ..builtin.protocol import paper_protocol
 
-    out = paper_protocol(_table(cache, clear_evaluation), _table(cache, anon_evaluation), attribute, seed=seed)
+    try:
+        out = paper_protocol(_table(cache, clear_evaluation), _table(cache, anon_evaluation), attribute, seed=seed)
+    except BioanonError as e:  # name the setting that asked for it
+        msg = f"[report] paper_protocol = {attribute!r}: {e}"
+        try:
+            err = type(e)(msg)
+        except TypeError:  # an error type with another constructor
+            err = BioanonError(msg)
+        raise err from None
     flat: dict[str, float] = {}
     for name, value in out.items():
         if isinstance(value, dict):

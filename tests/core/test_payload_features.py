@@ -103,3 +103,16 @@ def test_dimension_mismatch_after_fit_is_named():
     rec = bioanon.get_method("any.pca_svm").fit(make_table(payload="features"))
     with pytest.raises(TableError, match=r"any\.pca_svm: samples have 300 values each.*fitted on samples of 16"):
         rec.enroll(make_table(payload="pose"))
+
+
+def test_evaluation_protocol_task_without_a_feature_view_fails_with_a_named_error(bioanon_plugin_manager):
+    data = make_table(n_subjects=10, samples_per_subject=6, payload="audio", seed=3)
+    cfg = {"name": "no-view", "seed": 0, "repeats": 1, "scenarios": ["naive"],
+           "dataset": {"source": "any.synthetic"},
+           "anonymizers": [{"id": "any.identity"}], "recognizers": [{"id": "any.cosine_centroid"}],
+           "selection": {"selectors": ["random"], "random_draws": 1},
+           "report": {"bootstrap": 0, "paper_protocol": "group"}}
+    result = bioanon.evaluate(cfg, data=data, out_dir=None, progress=False, report=False, keep_going=True)
+    errors = {f["task"].split()[0]: f["error"] for f in result.failures}
+    assert "[report] paper_protocol = 'group'" in errors["paper"]
+    assert "register_payload_features" in errors["paper"] and "'audio'" in errors["paper"]
