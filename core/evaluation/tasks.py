@@ -89,9 +89,13 @@ def _table(cache: Cache, key: str) -> SampleTable:
 
 @op
 def split(cache: Cache, *, dataset: str, rates: list[float], seed: int, key: str) -> dict[str, Any]:
-    """Subject-disjoint split into background / attacker / evaluation."""
+    """Subject-disjoint split into background / attacker / evaluation; a background rate of 0 gives an empty
+    background part (the attacker and evaluation shares then sum to 1 on their own)."""
     table = _table(cache, dataset)
-    parts = table.split_subjects(rates, seed)
+    if rates[0] == 0:
+        parts = [table.filter(np.zeros(len(table), dtype=bool)), *table.split_subjects(rates[1:], seed)]
+    else:
+        parts = table.split_subjects(rates, seed)
     out = {}
     for name, part in zip(("background", "attacker", "evaluation"), parts):
         k = output_key(key, name)
@@ -102,12 +106,17 @@ def split(cache: Cache, *, dataset: str, rates: list[float], seed: int, key: str
 
 @op
 def anonymize(cache: Cache, *, method: dict, background: str, attacker: str, evaluation: str, key: str) -> dict:
-    """Fit the anonymizer on the background set; anonymize the attacker and evaluation sets."""
+    """Fit the anonymizer on the background set; anonymize the attacker and evaluation sets. With an empty
+    background (``rates.background = 0``) the anonymizer is fitted on each set it anonymizes."""
     m = _create(method)
-    m.fit(_table(cache, background))
+    back = _table(cache, background)
+    if len(back):
+        m.fit(back)
     out = {}
     for name, k_in in (("attacker", attacker), ("evaluation", evaluation)):
         clear = _table(cache, k_in)
+        if not len(back):
+            m = _create(method).fit(clear)
         anon = m.transform(clear)
         if not np.array_equal(anon.sample_ids, clear.sample_ids):
             raise BioanonError(f"{m.id} changed the sample ids or their order")
