@@ -29,7 +29,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import TableError
+from ..errors import ParameterError, TableError
 from ..methods import feature_matrix, labels_of
 from ..metrics import (
     chance_level,
@@ -70,7 +70,8 @@ def _identity_classifier(name: str, seed: int, n_jobs: int):
     from sklearn.preprocessing import StandardScaler
 
     if name not in IDENTITY_CLASSIFIERS:
-        raise ValueError(f"unknown classifier {name!r}; allowed: {', '.join(IDENTITY_CLASSIFIERS)}")
+        raise ParameterError("paper_protocol", "identity_classifier", name,
+                             f"one of {', '.join(IDENTITY_CLASSIFIERS)} (unknown classifier)")
     clf = {
         "random_forest": lambda: RandomForestClassifier(n_estimators=200, random_state=seed, n_jobs=n_jobs),
         "mlp": lambda: MLPClassifier(hidden_layer_sizes=(256,), max_iter=500, early_stopping=False,
@@ -145,10 +146,10 @@ def paper_protocol(
         (|G|), ``n_train``, ``n_test``, ``n_test_sensitive``, and the settings used.
     """
     if not 0.0 <= holdout < 1.0:
-        raise ValueError(f"holdout must be in [0, 1), got {holdout}")
+        raise ParameterError("paper_protocol", "holdout", holdout, "a share in [0, 1) (holdout must be < 1)")
     ks = sorted({int(v) for v in k})
     if not ks or ks[0] < 1:
-        raise ValueError(f"k must be integers >= 1, got {list(k)}")
+        raise ParameterError("paper_protocol", "k", list(k), "integers >= 1 (k must be at least 1)")
     anonymized = align(original, anonymized)
     if train is not None:
         train_clear, test_clear = train, original
@@ -216,7 +217,7 @@ def nearest_original_reid(original, anonymized, k: int = 5, *, payload: str = ""
     (top1, topk) : tuple of float
     """
     if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
+        raise ParameterError("nearest_original_reid", "k", k, "an integer >= 1 (k must be at least 1)")
     anonymized = align(original, anonymized)
     xo = _x(original, payload).astype(np.float64)
     xa = _x(anonymized, payload, " (anonymized records)").astype(np.float64)

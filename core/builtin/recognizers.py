@@ -344,7 +344,11 @@ class LdaCosine(_SpaceRecognizer):
         classes, y = np.unique(labels_of(train, label), return_inverse=True)
         n_classes = len(classes)
         if n_classes < 2:
-            raise ValueError(f"{self.id}: fit() needs at least 2 classes of {label!r}, got {n_classes}")
+            raise TableError(f"{self.id}: fit() learns directions that separate values of {label!r} and needs at "
+                             f"least 2 of them in the training set, which has {len(x)} samples of only "
+                             f"{[str(c) for c in classes]}; train on data with several values (e.g. a larger "
+                             f"attacker share, [rates] attacker) or use a recognizer without a learned "
+                             f"space (e.g. any.cosine_centroid)")
         space = FeatureSpace.pca(x, self.n_components, standardize=self.standardize,
                                  max_rank=max(1, len(x) - n_classes))
         z = space.transform(x).astype(np.float64)
