@@ -43,6 +43,9 @@ __all__ = [
     "CentroidRecognizer",
     "FeatureRecognizer",
     "ScoreMatrix",
+    "FLAT_PAYLOADS",
+    "feature_matrix",
+    "feature_view",
     "Selector",
     "UtilityMeasure",
     "fitted",
@@ -412,6 +415,78 @@ def _require_payload(method: Method, table: Any, name: str | None = None) -> str
     raise TableError(
         f"{method.id}: the table has none of the payload columns {candidates}; it has {table.payload_names}"
     )
+
+
+#: Payloads that trait-agnostic methods flatten into one vector per sample, in order of preference.
+FLAT_PAYLOADS: tuple[str, ...] = ("features", "imu", "pose", "image")
+
+
+def feature_view(table: Any, payload: str | None = None, *, candidates: Sequence[str] = FLAT_PAYLOADS,
+                 who: str = "", registry: Any = None) -> tuple[str, np.ndarray]:
+    """The payload column a trait-agnostic method reads and its samples as vectors: ``(column, (N, D) float32)``.
+
+    * ``payload`` given: that column — flattened when it is fixed-shape, else through its registered feature
+      view;
+    * else the first of ``candidates`` (fixed-shape payloads: ``features``, ``imu``, ``pose``, ``image``) the
+      table has, flattened;
+    * else the first of the table's payloads for which a plugin registered a default feature view through the
+      ``register_payload_features`` hook (:mod:`bioanon.hookspecs`), e.g. the utterance MFCC statistics that
+      bioanon-voice registers for ``audio``. The core knows no trait: which payloads have a view, and what it
+      is, comes from the installed plugins (``registry``: default the process-wide one).
+
+    Each table is resolved on its own, so a clear table with ``audio`` and an anonymized one with the same
+    statistics as ``features`` (``voice.random_set_mean``) meet in one space.
+
+    Raises
+    ------
+    TableError
+        Naming ``who`` (the method id), the columns looked for and the table's payloads, when no column fits;
+        or when a feature view returns something other than ``(len(table), D)`` numbers.
+    """
+    from .errors import TableError
+    from .payloads import flatten_payload
+
+    prefix = f"{who}: " if who else ""
+    names = list(table.payload_names)
+    if payload:
+        if payload not in names:
+            raise TableError(f"{prefix}the table has no payload column {payload!r}; it has {names}")
+        order = [payload]
+    else:
+        order = [c for c in candidates if c in names] + [c for c in names if c not in candidates]
+    featurizers = None
+    for column in order:
+        x = table.payload(column)
+        if isinstance(x, np.ndarray) and (payload or column in candidates):
+            return column, flatten_payload(x)
+        if featurizers is None:
+            if registry is None:
+                from .plugins import get_registry
+
+                registry = get_registry()
+            featurizers = getattr(registry, "featurizers", {})
+        view = featurizers.get(column)
+        if view is None:
+            continue
+        y = np.asarray(view.function(table))
+        if y.ndim != 2 or y.shape[0] != len(table) or y.dtype.kind not in "biuf":
+            raise TableError(f"{prefix}the feature view of payload {column!r} (registered by {view.distribution}) "
+                             f"returned an array of shape {y.shape} and dtype {y.dtype}; expected numbers of shape "
+                             f"({len(table)}, D)")
+        return column, y.astype(np.float32, copy=False)
+    if payload:
+        raise TableError(f"{prefix}payload {payload!r} has variable-length samples and no installed plugin provides "
+                         f"a feature view of it (hook register_payload_features); choose a fixed-shape payload of "
+                         f"{names}")
+    raise TableError(f"{prefix}the table has none of the fixed-shape payload columns {list(candidates)} and no "
+                     f"installed plugin provides a feature view of its payloads {names} (a trait plugin provides one "
+                     f"through the hook register_payload_features, e.g. bioanon-voice for 'audio')")
+
+
+def feature_matrix(table: Any, payload: str | None = None, *, candidates: Sequence[str] = FLAT_PAYLOADS,
+                   who: str = "", registry: Any = None) -> np.ndarray:
+    """The ``(N, D)`` float32 vectors of :func:`feature_view` (without the column name)."""
+    return feature_view(table, payload, candidates=candidates, who=who, registry=registry)[1]
 
 
 # --------------------------------------------------------------------------------------------------- kinds

@@ -30,7 +30,7 @@ import pluggy
 
 from . import hookspecs
 from .errors import PluginError
-from .registry import Entry, Registry, validate_method_class
+from .registry import Entry, Featurizer, Registry, validate_method_class
 
 ENTRY_POINT_GROUP = "bioanon.plugins"
 BUILTIN_NAME = "bioanon"
@@ -60,6 +60,7 @@ class PluginStatus:
     error: str | None = None
     methods: dict[str, int] = attrs.field(factory=dict)  # kind -> count
     module: str = ""
+    featurizers: list[str] = attrs.field(factory=list)  # payloads it gives a default feature view
 
     @property
     def n_methods(self) -> int:
@@ -195,6 +196,7 @@ class PluginManager:
         pm = pluggy.PluginManager("bioanon")
         pm.add_hookspecs(hookspecs)
         entries: dict[str, Entry] = {}
+        featurizers: dict[str, Featurizer] = {}
         aliases_taken: dict[str, str] = {}
         statuses: list[PluginStatus] = []
         for cand in self._candidates():
@@ -217,6 +219,12 @@ class PluginManager:
             try:
                 self._check_unknown_hooks(pm, cand.name)
                 new = self._collect(pm, cand.name, cand.distribution)
+                new_features = self._collect_featurizers(pm, cand.name, cand.distribution)
+                for payload in new_features:
+                    if payload in featurizers:
+                        raise PluginError(
+                            f"duplicate feature view of payload {payload!r}: registered by both "
+                            f"{featurizers[payload].distribution} and {cand.distribution}")
                 for mid, entry in new.items():
                     if mid in entries or mid in aliases_taken:
                         other = entries[mid].distribution if mid in entries else aliases_taken[mid]
@@ -236,9 +244,11 @@ class PluginManager:
                 for a in entry.aliases:
                     aliases_taken[a] = cand.distribution
                 status.methods[entry.cls.kind] = status.methods.get(entry.cls.kind, 0) + 1
+            featurizers.update(new_features)
+            status.featurizers = sorted(new_features)
         self._pm = pm
         self._statuses = statuses
-        self._registry = Registry(entries)
+        self._registry = Registry(entries, featurizers)
 
     @staticmethod
     def _check_unknown_hooks(pm: pluggy.PluginManager, name: str) -> None:
@@ -247,7 +257,7 @@ class PluginManager:
             if caller.spec is None:
                 raise PluginError(
                     f"hook implementation {caller.name!r} matches no bioanon hook "
-                    f"(known: {', '.join(sorted(hookspecs.REGISTER_HOOKS) + ['register_commands'])})"
+                    f"(known: {', '.join(sorted(hookspecs.REGISTER_HOOKS) + list(hookspecs.OTHER_HOOKS))})"
                 )
 
     @staticmethod
@@ -269,6 +279,30 @@ class PluginManager:
 
                 kwargs = {"register": register}
                 impl.function(**{a: kwargs[a] for a in impl.argnames})
+        return new
+
+
+    @staticmethod
+    def _collect_featurizers(pm: pluggy.PluginManager, name: str, distribution: str) -> dict[str, Featurizer]:
+        """Call one plugin's ``register_payload_features`` hook and validate what it registers."""
+        new: dict[str, Featurizer] = {}
+        for impl in pm.hook.register_payload_features.get_hookimpls():
+            if impl.plugin_name != name:
+                continue
+
+            def register(payload: str, featurize: Callable[..., Any], *, description: str = "") -> None:
+                if not isinstance(payload, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", payload):
+                    raise PluginError(f"{distribution}: register_payload_features: payload must be a column name "
+                                      f"in lower case (e.g. 'audio'), got {payload!r}")
+                if not callable(featurize):
+                    raise PluginError(f"{distribution}: register_payload_features: the featurizer of payload "
+                                      f"{payload!r} must be callable(table) -> array, got {featurize!r}")
+                if payload in new:
+                    raise PluginError(f"{distribution} registers a feature view of payload {payload!r} twice")
+                new[payload] = Featurizer(payload, featurize, distribution, str(description))
+
+            kwargs = {"register": register}
+            impl.function(**{a: kwargs[a] for a in impl.argnames})
         return new
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import MappingProxyType
+from typing import Any
 
 import attrs
 
@@ -54,11 +55,24 @@ def validate_method_class(cls: object, kind: str) -> None:
         raise PluginError(f"{cls.id}: constructing with default parameters failed: {exc}") from exc
 
 
-class Registry(Mapping[str, Entry]):
-    """Immutable mapping ``method id → Entry``; aliases resolve too."""
+@attrs.frozen
+class Featurizer:
+    """The default feature view of a payload column, registered through ``register_payload_features``:
+    ``function(table) -> (N, D) array``."""
 
-    def __init__(self, entries: Mapping[str, Entry]):
+    payload: str
+    function: Callable[[Any], Any]
+    distribution: str
+    description: str = ""
+
+
+class Registry(Mapping[str, Entry]):
+    """Immutable mapping ``method id → Entry``; aliases resolve too. ``featurizers`` maps payload column names
+    to their :class:`Featurizer` (the default feature view of a payload that cannot be flattened)."""
+
+    def __init__(self, entries: Mapping[str, Entry], featurizers: Mapping[str, Featurizer] | None = None):
         self._entries = MappingProxyType(dict(sorted(entries.items())))
+        self.featurizers: Mapping[str, Featurizer] = MappingProxyType(dict(featurizers or {}))
         aliases = {}
         for mid, e in self._entries.items():
             for a in e.aliases:

@@ -25,9 +25,8 @@ import attrs
 import numpy as np
 
 from ..errors import TableError
-from ..methods import Recognizer, ScoreMatrix, fitted, labels_of, param
+from ..methods import Recognizer, ScoreMatrix, feature_view, fitted, labels_of, param
 from ..metrics import similarity_attack_scores
-from ..payloads import flatten_payload
 from ..methods import n_components_ok
 from .recognizers import _N_COMPONENTS_HELP, _l2_normalize, _SpaceRecognizer, _two_columns
 from .utility import _valid
@@ -116,16 +115,19 @@ class SimilarityAttributeAttack(Recognizer):
     classes_: np.ndarray | None = fitted()
     n_used_: int | None = fitted()
 
-    def _raw(self, table) -> np.ndarray:
-        column = self.payload_column(table, self.payload or None)
-        x = table.payload(column)
-        if isinstance(x, list):
-            raise TableError(f"{self.id}: payload {column!r} has variable length; the attack needs fixed-shape "
-                             "templates")
-        if self.shape_ is not None and tuple(x.shape[1:]) != self.shape_:
-            raise TableError(f"{self.id}: payload {column!r} has sample shape {tuple(x.shape[1:])}, the attacker "
+    def _raw_shape(self, table) -> tuple[np.ndarray, tuple]:
+        """Templates as vectors (a fixed-shape payload flattened, else a trait plugin's default feature view of
+        the payload, e.g. ``audio``: :func:`bioanon.methods.feature_view`) and their per-sample shape."""
+        column, x = feature_view(table, self.payload or None, candidates=self.payloads, who=self.id)
+        raw = table.payload(column)
+        shape = tuple(raw.shape[1:]) if isinstance(raw, np.ndarray) else (x.shape[1],)
+        if self.shape_ is not None and shape != self.shape_:
+            raise TableError(f"{self.id}: payload {column!r} has sample shape {shape}, the attacker "
                              f"database has {self.shape_}: templates must come from the same anonymizer")
-        return flatten_payload(x)
+        return x, shape
+
+    def _raw(self, table) -> np.ndarray:
+        return self._raw_shape(table)[0]
 
     def _prepare(self, x: np.ndarray) -> np.ndarray:
         z = x.astype(np.float32, copy=True)
@@ -140,8 +142,8 @@ class SimilarityAttributeAttack(Recognizer):
         if not ok.any():
             raise TableError(f"{self.id}: the attacker database has no sample with a {label!r} value")
         self.shape_ = None
-        x = self._raw(train)[ok]
-        self.shape_ = tuple(train.payload(self.payload_column(train, self.payload or None)).shape[1:])
+        x, self.shape_ = self._raw_shape(train)
+        x = x[ok]
         self.mean_ = x.mean(axis=0, dtype=np.float64).astype(np.float32) if self.standardize != "none" else None
         if self.standardize == "zscore":
             scale = x.std(axis=0, dtype=np.float64).astype(np.float32)

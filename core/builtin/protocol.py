@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import TableError
-from ..methods import labels_of
+from ..errors import ParameterError, TableError
+from ..methods import feature_matrix, labels_of
 from ..metrics import (
     chance_level,
     kl_from_uniform,
@@ -41,7 +41,6 @@ from ..metrics import (
     top_k_hits,
     top_k_mixture,
 )
-from ..payloads import flatten_payload
 from .utility import AttributeAccuracy, _valid, align
 
 __all__ = ["IDENTITY_CLASSIFIERS", "nearest_original_reid", "paper_protocol"]
@@ -50,20 +49,16 @@ IDENTITY_CLASSIFIERS = ("random_forest", "mlp", "logistic_regression", "knn")
 _BLOCK_ELEMENTS = 1 << 24
 
 
-def _payload(table, payload: str | None) -> str:
-    names = [payload] if payload else [p for p in ("features", "imu", "pose", "image") if p in table.payload_names]
-    for name in names:
-        if name in table.payload_names:
-            return name
-    raise TableError(f"the table has none of the payload columns {names or ['features', 'imu', 'pose', 'image']}; "
-                     f"it has {table.payload_names}")
-
-
-def _x(table, column: str) -> np.ndarray:
-    x = table.payload(column)
-    if isinstance(x, list):
-        raise TableError(f"payload {column!r} has variable length; the protocol needs fixed-shape payloads")
-    return flatten_payload(x)
+def _x(table, payload: str | None, what: str = "", dim: int | None = None) -> np.ndarray:
+    """Samples as vectors: the first fixed-shape payload (``features``, ``imu``, ``pose``, ``image``) flattened,
+    else a trait plugin's default feature view of the table's payload (e.g. ``audio``; see
+    :func:`bioanon.methods.feature_matrix`). ``dim``: the length the classifier was trained on (checked)."""
+    x = feature_matrix(table, payload or None, who=f"paper protocol{what}")
+    if dim is not None and x.shape[1] != dim:
+        raise TableError(f"paper protocol{what}: samples have {x.shape[1]} values each, but the classifiers were "
+                         f"trained on original samples of {dim}: the original and anonymized tables must share a "
+                         f"payload layout (payloads {table.payload_names})")
+    return x
 
 
 def _identity_classifier(name: str, seed: int, n_jobs: int):
@@ -75,7 +70,8 @@ def _identity_classifier(name: str, seed: int, n_jobs: int):
     from sklearn.preprocessing import StandardScaler
 
     if name not in IDENTITY_CLASSIFIERS:
-        raise ValueError(f"unknown classifier {name!r}; allowed: {', '.join(IDENTITY_CLASSIFIERS)}")
+        raise ParameterError("paper_protocol", "identity_classifier", name,
+                             f"one of {', '.join(IDENTITY_CLASSIFIERS)} (unknown classifier)")
     clf = {
         "random_forest": lambda: RandomForestClassifier(n_estimators=200, random_state=seed, n_jobs=n_jobs),
         "mlp": lambda: MLPClassifier(hidden_layer_sizes=(256,), max_iter=500, early_stopping=False,
@@ -135,6 +131,9 @@ def paper_protocol(
     attribute_classifier : random_forest | logistic_regression | knn (:class:`AttributeAccuracy`).
     identity_classifier : random_forest (default, the paper's MotionSense choice) | mlp (AudioMNIST) |
         logistic_regression | knn; always after per-feature standardization fitted on the training records.
+    payload : the payload column; default: each table's first fixed-shape payload (``features``, ``imu``,
+        ``pose``, ``image``) flattened, else a trait plugin's default feature view of its payload (e.g. utterance
+        MFCC statistics of ``audio`` with bioanon-voice; :func:`bioanon.methods.feature_matrix`).
 
     Returns
     -------
@@ -147,12 +146,11 @@ def paper_protocol(
         (|G|), ``n_train``, ``n_test``, ``n_test_sensitive``, and the settings used.
     """
     if not 0.0 <= holdout < 1.0:
-        raise ValueError(f"holdout must be in [0, 1), got {holdout}")
+        raise ParameterError("paper_protocol", "holdout", holdout, "a share in [0, 1) (holdout must be < 1)")
     ks = sorted({int(v) for v in k})
     if not ks or ks[0] < 1:
-        raise ValueError(f"k must be integers >= 1, got {list(k)}")
+        raise ParameterError("paper_protocol", "k", list(k), "integers >= 1 (k must be at least 1)")
     anonymized = align(original, anonymized)
-    column = _payload(original, payload or None)
     if train is not None:
         train_clear, test_clear = train, original
     elif holdout == 0.0:
@@ -166,7 +164,7 @@ def paper_protocol(
                            "n_train": len(train_clear), "n_test": len(test_clear)}
 
     if attribute is not None:
-        m = AttributeAccuracy(attribute=attribute, classifier=attribute_classifier, payload=column, seed=seed,
+        m = AttributeAccuracy(attribute=attribute, classifier=attribute_classifier, payload=payload, seed=seed,
                               n_jobs=n_jobs).fit(train_clear)
         out["attribute_accuracy"] = float(np.nanmean(m.measure(test_clear, test_anon)))
         out["attribute_accuracy_clear"] = float(np.nanmean(m.measure(test_clear, test_clear)))
@@ -174,15 +172,17 @@ def paper_protocol(
 
     y_train = labels_of(train_clear, sensitive)
     ok = _valid(y_train)
-    clf = _identity_classifier(identity_classifier, seed, n_jobs).fit(_x(train_clear, column)[ok], y_train[ok])
+    x_train = _x(train_clear, payload)
+    clf = _identity_classifier(identity_classifier, seed, n_jobs).fit(x_train[ok], y_train[ok])
     classes = clf.classes_
     y_test = labels_of(test_clear, sensitive)
     known = _valid(y_test) & np.isin(y_test, classes)
     if not known.any():
         raise TableError(f"no test sample has a {sensitive!r} value the classifier was trained on")
     true_idx = label_indices(y_test[known], classes)
-    post_anon = clf.predict_proba(_x(test_anon, column)[known])
-    post_clear = clf.predict_proba(_x(test_clear, column)[known])
+    dim = x_train.shape[1]
+    post_anon = clf.predict_proba(_x(test_anon, payload, " (anonymized records)", dim)[known])
+    post_clear = clf.predict_proba(_x(test_clear, payload, "", dim)[known])
     out.update({
         "mixture": float(mixture(top_k_accuracy(post_anon, true_idx, 1))),
         "mixture_clear": float(mixture(top_k_accuracy(post_clear, true_idx, 1))),
@@ -217,10 +217,10 @@ def nearest_original_reid(original, anonymized, k: int = 5, *, payload: str = ""
     (top1, topk) : tuple of float
     """
     if k < 1:
-        raise ValueError(f"k must be >= 1, got {k}")
+        raise ParameterError("nearest_original_reid", "k", k, "an integer >= 1 (k must be at least 1)")
     anonymized = align(original, anonymized)
-    column = _payload(original, payload or None)
-    xo, xa = _x(original, column).astype(np.float64), _x(anonymized, column).astype(np.float64)
+    xo = _x(original, payload).astype(np.float64)
+    xa = _x(anonymized, payload, " (anonymized records)").astype(np.float64)
     if xo.shape[1] != xa.shape[1]:
         raise TableError(f"original and anonymized payloads differ in size ({xo.shape[1]} vs {xa.shape[1]})")
     if center:

@@ -43,7 +43,11 @@ class RandomSetMean(Anonymizer):
     changes the selection and so the output; records without a value of an attribute are left out of its
     estimate). ``sensitive_exclusion=0.5`` is the paper's c_s (top 50%, §5.2.7). ``fit(background)`` estimates
     relevance on the background (clear data) when the background has the payload and every attribute needed;
-    otherwise, and when ``transform`` is called unfitted, it is estimated on the table being transformed.
+    otherwise (no or an empty background), and when ``transform`` is called unfitted, it is estimated on the
+    table being transformed (as the paper does: Algorithm 1 estimates it on D). An attribute of which the
+    background holds fewer than two values (a small background need not hold every speaker's accent) is scored
+    on the table being transformed, the others on the background; where that table too holds fewer than two
+    values, a TableError names the attribute, its parameter, the values present and what to do.
 
     Payloads: any fixed-shape payload (``payload`` picks the column) is flattened to D values per record and
     restored to its shape and dtype afterwards (integer payloads such as uint8 images are rounded and clipped).
@@ -105,6 +109,7 @@ class RandomSetMean(Anonymizer):
 
     selected_: np.ndarray | None = fitted()
     relevance_scores_: dict | None = fitted()
+    background_unscored_: dict | None = fitted()
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -147,34 +152,65 @@ class RandomSetMean(Anonymizer):
                              f"needs a fixed-shape payload (extract features first)")
         return column, x, flatten_payload(x)
 
-    def _select(self, table: Any, flat: np.ndarray) -> tuple[np.ndarray, dict]:
-        """Relevance scores (on a subsample) and the selected-feature mask for ``table``."""
+    _RATIO_OF = {"attribute": "retention", "additional_attributes": "additional_retention",
+                 "sensitive_attribute": "sensitive_exclusion"}
+
+    def _relevance(self, table: Any, flat: np.ndarray, *, where: str, known: dict | None = None,
+                   strict: bool = True) -> tuple[dict[str, np.ndarray], dict[str, list]]:
+        """Relevance scores (on a subsample of ``table``) of every needed attribute not in ``known``.
+
+        An attribute with fewer than two distinct values among the sampled records cannot be scored: with
+        ``strict`` a TableError names it (the parameter, the values found, what to do); otherwise it is left out
+        and returned in the second dict (name → the values found) for the caller to score elsewhere."""
         import pandas as pd
 
-        n, d = flat.shape
-        needs = self._needs()
+        n = flat.shape[0]
+        needs = [(p, name) for p, name, _ in self._needs() if name not in (known or {})]
         scores: dict[str, np.ndarray] = {}
-        if needs:
-            labels = {name: self._labels(table, name, p) for p, name, _ in needs}
-            engine.check_finite(flat, f"{self.id}: the payload")
-            rng = np.random.default_rng([int(self.seed) & 0xFFFFFFFFFFFFFFFF, 0x5E1EC7])
-            rows = np.sort(rng.choice(n, self.relevance_samples, replace=False)) if n > self.relevance_samples \
-                else np.arange(n)
-            sample = flat[rows]
-            for name, y in labels.items():
-                y = y[rows]
-                keep = ~pd.isna(y)  # records without a value of this attribute do not inform its relevance
-                try:
-                    scores[name] = engine.estimate_relevance(
-                        sample[keep], y[keep], self.relevance, seed=self.seed, n_trees=self.relevance_trees,
-                        threads=self.threads)
-                except TableError as e:
-                    raise TableError(f"{self.id}: relevance to {name!r}: {e}") from None
-        mask = engine.select_features(
+        missing: dict[str, list] = {}
+        if not needs:
+            return scores, missing
+        labels = {name: (p, self._labels(table, name, p)) for p, name in needs}
+        engine.check_finite(flat, f"{self.id}: the payload")
+        rng = np.random.default_rng([int(self.seed) & 0xFFFFFFFFFFFFFFFF, 0x5E1EC7])
+        rows = np.sort(rng.choice(n, self.relevance_samples, replace=False)) if n > self.relevance_samples \
+            else np.arange(n)
+        sample = flat[rows]
+        for name, (p, y_all) in labels.items():
+            y = y_all[rows]
+            keep = ~pd.isna(y)  # records without a value of this attribute do not inform its relevance
+            values = sorted({str(v) for v in y[keep].tolist()})
+            if len(values) < 2:
+                if not strict:
+                    missing[name] = values
+                    continue
+                every = sorted({str(v) for v in y_all[~pd.isna(y_all)].tolist()})
+                sub = (f" (the {len(rows)} records subsampled by relevance_samples={self.relevance_samples} hold "
+                       f"{values}; raise relevance_samples)" if len(every) >= 2 else "")
+                raise TableError(
+                    f"{self.id}: the relevance of the features to {name!r} (parameter {p}) needs records of at least "
+                    f"two values of {name!r}, but {where} ({n} records) has only {every}{sub}; anonymize a table "
+                    f"that holds several values of {name!r}, or set {self._RATIO_OF[p]} to 0 or 1 so that no "
+                    f"relevance to {name!r} is needed")
+            try:
+                scores[name] = engine.estimate_relevance(
+                    sample[keep], y[keep], self.relevance, seed=self.seed, n_trees=self.relevance_trees,
+                    threads=self.threads)
+            except TableError as e:
+                raise TableError(f"{self.id}: relevance to {name!r} ({p}) on {where}: {e}") from None
+        return scores, missing
+
+    def _mask(self, d: int, scores: dict[str, np.ndarray]) -> np.ndarray:
+        """The selected-feature mask X_I from the relevance scores."""
+        return engine.select_features(
             d, scores.get(self.attribute), self.retention,
             [(scores.get(q), r) for q, r in zip(self.additional_attributes, self.additional_retention)],
             (scores.get(self.sensitive_attribute), self.sensitive_exclusion) if self.sensitive_attribute else None)
-        return mask, scores
+
+    def _select(self, table: Any, flat: np.ndarray) -> tuple[np.ndarray, dict]:
+        """Relevance scores (on a subsample) and the selected-feature mask for ``table``."""
+        scores, _ = self._relevance(table, flat, where="the table being transformed")
+        return self._mask(flat.shape[1], scores), scores
 
     def _has_everything(self, table: Any) -> bool:
         try:
@@ -188,13 +224,32 @@ class RandomSetMean(Anonymizer):
     def fit(self, background: Any) -> "RandomSetMean":
         """Estimate feature relevance on ``background`` (clear data), when it has the payload and attributes.
 
-        Otherwise the anonymizer stays unfitted and :meth:`transform` estimates relevance on the table it
-        transforms."""
-        self.selected_, self.relevance_scores_ = None, None
-        if background is None or not self._has_everything(background):
+        Otherwise (no background, an empty one, or one without the payload or an attribute column) the
+        anonymizer stays unfitted and :meth:`transform` estimates relevance on the table it transforms. An
+        attribute of which the background holds fewer than two values (a small background need not hold every
+        value, e.g. the speakers' accents) cannot be scored there: its relevance alone is estimated on the
+        table being transformed (``background_unscored_`` lists such attributes and the values the background
+        held; a warning says so), the other attributes' relevance stays the background's. Values that the
+        background lacks but that still leave two or more are fine: relevance is a property of the features,
+        estimated from the values present, and the random sets are drawn from the transformed table's own
+        values."""
+        self.selected_, self.relevance_scores_, self.background_unscored_ = None, None, {}
+        if background is None or len(background) == 0 or not self._has_everything(background):
             return self
         _, _, flat = self._flat(background)
-        self.selected_, self.relevance_scores_ = self._select(background, flat)
+        scores, missing = self._relevance(background, flat, where="the background", strict=False)
+        self.relevance_scores_ = scores
+        if missing:
+            import warnings
+
+            self.background_unscored_ = missing
+            warnings.warn(
+                f"{self.id}: the background ({len(background)} records) holds fewer than two values of "
+                + ", ".join(f"{a!r} ({v})" for a, v in missing.items())
+                + ": the relevance to " + ("it" if len(missing) == 1 else "them")
+                + " is estimated on each table being transformed instead", stacklevel=2)
+        else:
+            self.selected_ = self._mask(flat.shape[1], scores)
         return self
 
     def transform(self, table: Any) -> Any:
@@ -217,13 +272,18 @@ class RandomSetMean(Anonymizer):
                                    attribute=what)
         except TableError as e:
             raise TableError(f"{self.id}: {e}") from None
+        fitted_dims = {v.size for v in (self.relevance_scores_ or {}).values()}
         if self.selected_ is not None:
-            if self.selected_.size != d:
-                raise TableError(f"{self.id}: fitted on records of {self.selected_.size} values, but payload "
-                                 f"{column!r} has {d} per record")
+            fitted_dims.add(self.selected_.size)
+        if fitted_dims - {d}:
+            raise TableError(f"{self.id}: fitted on records of {min(fitted_dims - {d})} values, but payload "
+                             f"{column!r} has {d} per record")
+        if self.selected_ is not None:
             selected = self.selected_
-        else:  # unfitted: relevance from the table itself
-            selected, _ = self._select(table, flat)
+        else:  # unfitted, or partly: the relevance the background could not give, from the table itself
+            known = self.relevance_scores_ or {}
+            scores, _ = self._relevance(table, flat, where="the table being transformed", known=known)
+            selected = self._mask(d, {**known, **scores})
         try:
             out = engine.random_set_mean(
                 flat, codes, selected, set_size=self.set_size, n_same=n_same, weight=self.weight, seed=self.seed,

@@ -9,6 +9,11 @@ space; without ``fit`` it fits on the gallery); ``score(probes)`` returns a :cla
 * ``any.pca_svm``, ``any.random_forest``, ``any.logistic_regression``, ``any.knn``: standardization + PCA
   learned in ``fit``, a classifier trained in ``enroll``;
 * ``any.lda_cosine``: PCA + LDA learned on the labelled training set, cosine to class centroids.
+
+Samples become vectors through :func:`bioanon.methods.feature_matrix`: the first fixed-shape payload present
+(``features``, ``imu``, ``pose``, ``image``) flattened, else the default feature view a trait plugin registers for
+a payload that cannot be flattened (``register_payload_features``; e.g. utterance MFCC statistics for ``audio``
+with bioanon-voice). The fitted space checks that later tables give vectors of the same length.
 """
 
 from __future__ import annotations
@@ -18,9 +23,17 @@ from typing import ClassVar
 import attrs
 import numpy as np
 
-from ..methods import (CentroidRecognizer, Recognizer, ScoreMatrix, class_sums, fitted, labels_of, n_components_ok,
-                       param)
-from ..payloads import flatten_payload
+from ..errors import TableError
+from ..methods import (CentroidRecognizer, Recognizer, ScoreMatrix, class_sums, feature_matrix, fitted, labels_of,
+                       n_components_ok, param)
+
+
+def _check_dim(method, x: np.ndarray, fitted_dim: int) -> None:
+    """TableError when samples have another number of values than the data the method was fitted on."""
+    if x.shape[1] != fitted_dim:
+        raise TableError(f"{method.id}: samples have {x.shape[1]} values each, but the recognizer was fitted on "
+                         f"samples of {fitted_dim}: training, gallery and probes must come in one payload layout "
+                         f"(the same payload, or features computed with the same settings)")
 
 
 def _l2_normalize(x: np.ndarray) -> np.ndarray:
@@ -45,7 +58,7 @@ class CosineNearestCentroid(CentroidRecognizer):
     mean_: np.ndarray | None = fitted()
 
     def _x(self, table) -> np.ndarray:
-        return flatten_payload(table.payload(self.payload_column(table, self.payload or None)))
+        return feature_matrix(table, self.payload or None, candidates=self.payloads, who=self.id)
 
     def fit(self, train, label: str = "subject"):
         self.mean_ = self._x(train).mean(axis=0) if self.center else None
@@ -53,6 +66,8 @@ class CosineNearestCentroid(CentroidRecognizer):
 
     def embed(self, table) -> np.ndarray:
         x = self._x(table)
+        if self.center and self.mean_ is not None:
+            _check_dim(self, x, self.mean_.size)
         if self.center:
             x = x - (self.mean_ if self.mean_ is not None else x.mean(axis=0))
         return _l2_normalize(x)
@@ -162,7 +177,7 @@ class _SpaceRecognizer(Recognizer):
     model_: object = fitted()
 
     def _x(self, table) -> np.ndarray:
-        return flatten_payload(table.payload(self.payload_column(table, self.payload or None)))
+        return feature_matrix(table, self.payload or None, candidates=self.payloads, who=self.id)
 
     def fit(self, train, label: str = "subject"):
         self.space_ = FeatureSpace.pca(self._x(train), self.n_components, standardize=self.standardize,
@@ -172,7 +187,9 @@ class _SpaceRecognizer(Recognizer):
     def embed(self, table) -> np.ndarray:
         if self.space_ is None:
             raise RuntimeError(f"{self.id}: fit() or enroll() before embed()")
-        return self.space_.transform(self._x(table))
+        x = self._x(table)
+        _check_dim(self, x, self.space_.mean.size)
+        return self.space_.transform(x)
 
     def enroll(self, gallery, label: str = "subject"):
         if self.space_ is None:
@@ -327,7 +344,11 @@ class LdaCosine(_SpaceRecognizer):
         classes, y = np.unique(labels_of(train, label), return_inverse=True)
         n_classes = len(classes)
         if n_classes < 2:
-            raise ValueError(f"{self.id}: fit() needs at least 2 classes of {label!r}, got {n_classes}")
+            raise TableError(f"{self.id}: fit() learns directions that separate values of {label!r} and needs at "
+                             f"least 2 of them in the training set, which has {len(x)} samples of only "
+                             f"{[str(c) for c in classes]}; train on data with several values (e.g. a larger "
+                             f"attacker share, [rates] attacker) or use a recognizer without a learned "
+                             f"space (e.g. any.cosine_centroid)")
         space = FeatureSpace.pca(x, self.n_components, standardize=self.standardize,
                                  max_rank=max(1, len(x) - n_classes))
         z = space.transform(x).astype(np.float64)

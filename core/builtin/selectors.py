@@ -18,8 +18,7 @@ import attrs
 import numpy as np
 
 from ..errors import TableError
-from ..methods import Selector, param
-from ..payloads import flatten_payload
+from ..methods import Selector, feature_matrix, param
 
 _CHUNK_ELEMS = 1 << 22  # distance-matrix elements computed at once
 
@@ -222,10 +221,9 @@ class _EmbeddingSelector(Selector):
         """The evaluation samples in the recognizer's feature space, fitted on ``attacker`` (else on
         ``table``), or the payload standardized over ``table`` when no recognizer is set."""
         if not self.recognizer:
-            name = self.payload or (table.payload_names[0] if table.payload_names else None)
-            if name is None:
-                raise TableError(f"{self.id}: the table has no payload column")
-            x = flatten_payload(table.payload(name)).astype(np.float64)
+            # the first payload of the table, flattened, or a trait plugin's feature view of it (e.g. audio)
+            x = feature_matrix(table, self.payload or None, candidates=table.payload_names,
+                               who=self.id).astype(np.float64)
             sd = x.std(axis=0)
             return (x - x.mean(axis=0)) / np.where(sd > 1e-12, sd, 1.0)
         from ..cache import table_fingerprint

@@ -14,7 +14,7 @@ import attrs
 import numpy as np
 
 from ..errors import TableError
-from ..methods import UtilityMeasure, fitted, param
+from ..methods import UtilityMeasure, feature_matrix, fitted, param
 from ..payloads import flatten_payload
 
 
@@ -114,8 +114,9 @@ _CLASSIFIERS = ("random_forest", "logistic_regression", "knn")
 class AttributeAccuracy(UtilityMeasure):
     """Task-based utility: how well an attribute classifier trained on clear data works on anonymized data.
 
-    ``fit(clear)`` trains ``classifier`` (on standardized flattened payloads) to predict attribute
-    ``attribute``; ``measure`` gives 1.0 where it predicts an anonymized sample's true (original) attribute
+    ``fit(clear)`` trains ``classifier`` (on standardized flattened payloads, or a trait plugin's default feature
+    view of a payload that cannot be flattened, e.g. ``audio``: :func:`bioanon.methods.feature_matrix`) to predict
+    attribute ``attribute``; ``measure`` gives 1.0 where it predicts an anonymized sample's true (original) attribute
     and 0.0 where not (NaN where the original value is null). Floor: the majority-class rate."""
 
     id: ClassVar[str] = "any.attribute_accuracy"
@@ -138,7 +139,7 @@ class AttributeAccuracy(UtilityMeasure):
         return table.attribute(self.attribute)
 
     def _x(self, table) -> np.ndarray:
-        return flatten_payload(table.payload(self.payload_column(table, self.payload or None)))
+        return feature_matrix(table, self.payload or None, candidates=self.payloads, who=self.id)
 
     def fit(self, clear):
         from sklearn.ensemble import RandomForestClassifier
@@ -165,7 +166,13 @@ class AttributeAccuracy(UtilityMeasure):
             raise RuntimeError(f"{self.id}: fit(clear) before measure()")
         anonymized = align(original, anonymized)
         true = self._labels(original)
-        pred = self.model_.predict(self._x(anonymized))
+        x = self._x(anonymized)
+        fitted_dim = getattr(self.model_, "n_features_in_", x.shape[1])
+        if x.shape[1] != fitted_dim:
+            raise TableError(f"{self.id}: anonymized samples have {x.shape[1]} values each, but the classifier was "
+                             f"fitted on clear samples of {fitted_dim} (payloads {anonymized.payload_names}); the "
+                             f"clear and anonymized tables must share a payload layout")
+        pred = self.model_.predict(x)
         return np.where(_valid(true), (pred == true).astype(np.float64), np.nan)
 
     def floor(self, table) -> float:

@@ -28,24 +28,33 @@ def output_problem(out_dir: str | os.PathLike) -> str | None:
     return None
 
 
-def reads_payload(cls: Any, payload_names: list[str]) -> bool:
-    """Whether method class ``cls`` reads one of the table's payloads (``*`` or no declaration: any)."""
+def reads_payload(cls: Any, payload_names: list[str], viewed: set[str] = frozenset()) -> bool:
+    """Whether method class ``cls`` reads one of the table's payloads (``*`` or no declaration: any). A
+    trait-agnostic method of flattened payloads also reads the payloads in ``viewed``: those a plugin gives a
+    feature view (``register_payload_features``, e.g. ``audio``)."""
+    from ..methods import FLAT_PAYLOADS
+
     wanted = set(cls.payloads)
-    return not wanted or "*" in wanted or bool(wanted & set(payload_names))
+    if not wanted or "*" in wanted or wanted & set(payload_names):
+        return True
+    return cls.trait == "any" and bool(wanted & set(FLAT_PAYLOADS)) and bool(viewed & set(payload_names))
 
 
 def data_problems(cfg: Any, table: Any) -> list[str]:
     """Problems of the configured methods with the loaded data: payloads no method input matches, a label
     column that does not exist. Each line starts with the config key path."""
+    from .. import get_registry
+
     problems = []
     payloads = table.payload_names
+    viewed = set(getattr(get_registry(), "featurizers", {}) or {})
     groups = [("anonymizers", cfg.anonymizers), ("recognizers", cfg.recognizers), ("utility", cfg.utility)]
     if cfg.deanonymizer is not None:
         groups.append(("deanonymizer", [cfg.deanonymizer]))
     for path, specs in groups:
         for i, spec in enumerate(specs):
             cls = spec.method_class()
-            if not reads_payload(cls, payloads):
+            if not reads_payload(cls, payloads, viewed):
                 where = f"{path}.id" if path == "deanonymizer" else f"{path}[{i}].id"
                 problems.append(f"{where}: {cls.id} reads {' or '.join(cls.payloads)} data, but the data set has "
                                 f"only {', '.join(payloads) or 'no payload'}")

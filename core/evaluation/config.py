@@ -180,7 +180,9 @@ class DatasetSpec:
 @attrs.frozen
 class Rates:
     """Shares of subjects (background, attacker, evaluation; they sum to 1) and the share of each evaluation
-    subject's samples used for enrolment."""
+    subject's samples used for enrolment. ``background = 0`` means no background: the background part is
+    empty and every anonymizer is fitted on the set it anonymizes (the attacker and evaluation sets each on
+    their own, as ``fit_transform(table)`` does)."""
 
     background: float = DEFAULT_RATES["background"]
     attacker: float = DEFAULT_RATES["attacker"]
@@ -545,8 +547,12 @@ class _Validator:
         ok = True
         for k in _RATE_KEYS:
             value = raw.get(k, DEFAULT_RATES[k])
+            if k == "background" and _is_number(value) and value == 0:  # no background: anonymizers fit on
+                values[k] = 0.0  # each set they anonymize
+                continue
             if not _is_number(value) or not 0 < value < 1:
-                self.add(f"rates.{k}", f"expected a number in (0, 1), {_got(value)}")
+                self.add(f"rates.{k}", f"expected a number in (0, 1), {_got(value)}"
+                         + ("; 0 = no background" if k == "background" else ""))
                 ok = False
                 values[k] = DEFAULT_RATES[k]
             else:

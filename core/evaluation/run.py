@@ -131,12 +131,16 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable) -> Plan:
         cache.put_table(dataset_key, data)
     rates = [cfg.rates.background, cfg.rates.attacker, cfg.rates.evaluation]
     n_split = data.num_subjects - len(training_only)  # the subjects the rates divide
-    n_eval = int(_part_sizes(np.array([n_split]), np.array(rates))[0, 2])
-    if min(_part_sizes(np.array([n_split]), np.array(rates))[0]) < 1:
+    sizes = _part_sizes(np.array([n_split]), np.array(rates))[0]
+    n_eval = int(sizes[2])
+    if min(sizes[1:] if rates[0] == 0 else sizes) < 1:  # background = 0: no background part, by request
         raise BioanonError(
             f"rates {rates} over {n_split} subjects with enough samples to evaluate leave a part "
             "(background/attacker/evaluation) empty"
         )
+    if rates[0] == 0:
+        warnings.append("rates.background = 0: no background set; every anonymizer is fitted on the set it "
+                        "anonymizes (the attacker and evaluation sets each on their own)")
     counts = sorted(set(cfg.selection.subject_counts), reverse=True) or [n_eval]
     reachable = [n for n in counts if n <= n_eval]
     for n in counts:

@@ -95,18 +95,23 @@ def _table(cache: Cache, key: str) -> SampleTable:
 @op
 def split(cache: Cache, *, dataset: str, rates: list[float], seed: int, key: str,
           training_only: list[str] = ()) -> dict[str, Any]:
-    """Subject-disjoint split into background / attacker / evaluation. The ``training_only`` subjects (too few
-    samples to enrol and test) are left out of the rates and added to the attacker part."""
+    """Subject-disjoint split into background / attacker / evaluation. A background rate of 0 gives an empty
+    background part (the attacker and evaluation shares then sum to 1 on their own). The ``training_only``
+    subjects (too few samples to enrol and test) are left out of the rates and added to the attacker part."""
     table = _table(cache, dataset)
+    extra = None
     if training_only:
         import pyarrow as pa
         import pyarrow.compute as pc
 
-        extra = pc.is_in(table.arrow.column("subject"), value_set=pa.array(list(training_only), pa.string()))
-        parts = table.filter(pc.invert(extra)).split_subjects(rates, seed)
-        parts[1] = SampleTable.concat([parts[1], table.filter(extra)])
+        mask = pc.is_in(table.arrow.column("subject"), value_set=pa.array(list(training_only), pa.string()))
+        extra, table = table.filter(mask), table.filter(pc.invert(mask))
+    if rates[0] == 0:
+        parts = [table.filter(np.zeros(len(table), dtype=bool)), *table.split_subjects(rates[1:], seed)]
     else:
         parts = table.split_subjects(rates, seed)
+    if extra is not None:
+        parts[1] = SampleTable.concat([parts[1], extra])
     out = {}
     for name, part in zip(("background", "attacker", "evaluation"), parts):
         k = output_key(key, name)
@@ -117,12 +122,17 @@ def split(cache: Cache, *, dataset: str, rates: list[float], seed: int, key: str
 
 @op
 def anonymize(cache: Cache, *, method: dict, background: str, attacker: str, evaluation: str, key: str) -> dict:
-    """Fit the anonymizer on the background set; anonymize the attacker and evaluation sets."""
+    """Fit the anonymizer on the background set; anonymize the attacker and evaluation sets. With an empty
+    background (``rates.background = 0``) the anonymizer is fitted on each set it anonymizes."""
     m = _create(method)
-    m.fit(_table(cache, background))
+    back = _table(cache, background)
+    if len(back):
+        m.fit(back)
     out = {}
     for name, k_in in (("attacker", attacker), ("evaluation", evaluation)):
         clear = _table(cache, k_in)
+        if not len(back):
+            m = _create(method).fit(clear)
         anon = m.transform(clear)
         if not np.array_equal(anon.sample_ids, clear.sample_ids):
             raise BioanonError(f"{m.id} changed the sample ids or their order")
@@ -312,10 +322,20 @@ def protocol(cache: Cache, *, attribute: str, clear_evaluation: str, anon_evalua
              key: str) -> dict:
     """The paper's own evaluation protocol (``utility-preserving-anonymization.txt`` §5.1.3) on the evaluation
     set: attribute-of-interest accuracy of a random forest trained on original data, mixture, top-k mixture and
-    KL from random guess of an identity classifier trained on original data."""
+    KL from random guess of an identity classifier trained on original data. Payloads that cannot be flattened
+    (e.g. ``audio``) go through a trait plugin's default feature view (:func:`bioanon.methods.feature_matrix`);
+    without one the task fails with an error naming the setting and the payloads."""
     from ..builtin.protocol import paper_protocol
 
-    out = paper_protocol(_table(cache, clear_evaluation), _table(cache, anon_evaluation), attribute, seed=seed)
+    try:
+        out = paper_protocol(_table(cache, clear_evaluation), _table(cache, anon_evaluation), attribute, seed=seed)
+    except BioanonError as e:  # name the setting that asked for it
+        msg = f"[report] paper_protocol = {attribute!r}: {e}"
+        try:
+            err = type(e)(msg)
+        except TypeError:  # an error type with another constructor
+            err = BioanonError(msg)
+        raise err from None
     flat: dict[str, float] = {}
     for name, value in out.items():
         if isinstance(value, dict):

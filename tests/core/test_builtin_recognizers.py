@@ -153,3 +153,12 @@ def test_gram_svd_matches_numpy_svd(shape):
     k = min(shape)
     np.testing.assert_allclose(s[:k], s_ref, rtol=1e-6)
     np.testing.assert_allclose(np.abs((vt[:k] * vt_ref).sum(1)), 1.0, atol=1e-6)  # same directions up to sign
+
+
+def test_lda_training_set_with_one_value_names_it():
+    from bioanon.errors import TableError
+
+    table = bioanon.load_dataset("any.synthetic", n_subjects=6, samples_per_subject=6, seed=0)
+    only_a = table.filter(table.attribute("group") == table.attribute("group")[0])
+    with pytest.raises(TableError, match=r"any\.lda_cosine: fit\(\) .*'group'.*only \["):
+        bioanon.get_method("any.lda_cosine").fit(only_a, "group")

@@ -540,9 +540,9 @@ def test_rates(registry):
     assert problems(minimal(rates=bad_sum), registry=registry) == [
         "rates: background + attacker + evaluation must sum to 1, got 0.2 + 0.4 + 0.5 = 1.1"
     ]
-    ranges = {"background": 0, "attacker": 0.5, "evaluation": 0.5, "enrolment": 1}
+    ranges = {"background": 1, "attacker": 0.5, "evaluation": 0.5, "enrolment": 1}
     assert problems(minimal(rates=ranges), registry=registry) == [
-        "rates.background: expected a number in (0, 1), got 0 (int)",
+        "rates.background: expected a number in (0, 1), got 1 (int); 0 = no background",
         "rates.enrolment: expected a number in (0, 1), got 1 (int)",
     ]
     assert problems(minimal(rates={"background": 0.5, "attacker": 0.5}), registry=registry) == [

@@ -99,3 +99,15 @@ def test_nearest_original_reid_ties_and_alignment(data):
     assert nearest_original_reid(data, scaled) == (1.0, 1.0)
     with pytest.raises(ValueError, match="k must be"):
         nearest_original_reid(data, data, k=0)
+
+
+def test_bad_arguments_are_bioanon_errors_naming_the_parameter(data):
+    from bioanon.errors import BioanonError
+
+    for kw, name in (({"holdout": 1.0}, "holdout"), ({"k": (0,)}, "k"), ({"identity_classifier": "bayes"},
+                                                                          "identity_classifier")):
+        with pytest.raises(BioanonError, match=f"paper_protocol: parameter '{name}'"):
+            paper_protocol(data, data, None, **kw)
+    with pytest.raises(BioanonError, match="nearest_original_reid: parameter 'k'"):
+        nearest_original_reid(data, data, k=0)
+

@@ -433,3 +433,53 @@ def test_benchmark_smoke():
     sel = bench.selection(8, 0.25)
     out = bench.naive_algorithm1(x, codes, sel, set_size=5, n_same=3, weight=10.0, rows=np.arange(200))
     assert out.shape == (200, 8) and np.isfinite(out).all()
+
+
+def _one_group_background():
+    """A background whose subjects all have group 'a' (a small background need not hold every value)."""
+    tab = bioanon.load_dataset("any.synthetic", n_subjects=12, samples_per_subject=10, seed=0)
+    tab = tab.with_attribute("group", np.where(np.isin(tab.subjects, tab.subject_names[::2]), "a", "b"))
+    back = tab.select_subjects(tab.subject_names[:6:2])  # three subjects, all 'a'
+    table = tab.select_subjects(tab.subject_names[6:])
+    assert set(back.attribute("group")) == {"a"} and set(table.attribute("group")) == {"a", "b"}
+    return back, table
+
+
+def test_background_missing_values_of_the_sensitive_attribute_scores_it_on_the_table():
+    back, table = _one_group_background()
+    kw = dict(attribute="activity", set_size=4, purity=0.5, relevance_trees=20, sensitive_attribute="group",
+              sensitive_exclusion=0.25, retention=0.5)
+    with pytest.warns(UserWarning, match=r"background \(30 records\) holds fewer than two values of 'group' "
+                                         r"\(\['a'\]\)"):
+        m = RandomSetMean(**kw).fit(back)
+    assert m.selected_ is None and m.background_unscored_ == {"group": ["a"]}
+    assert set(m.relevance_scores_) == {"activity"}  # the attribute of interest stays the background's
+    out = m.transform(table)
+    # the same as a mask of the background's activity relevance and the table's group relevance
+    on_table = RandomSetMean(**kw).fit(table).relevance_scores_
+    expected = RandomSetMean(**kw)
+    expected.selected_ = expected._mask(32, {"activity": m.relevance_scores_["activity"],
+                                             "group": on_table["group"]})
+    np.testing.assert_array_equal(out.payload("features"), expected.transform(table).payload("features"))
+
+
+def test_table_with_one_value_of_a_needed_attribute_names_the_cause():
+    back, _ = _one_group_background()
+    m = RandomSetMean(attribute="activity", set_size=4, purity=0.5, relevance_trees=20,
+                      sensitive_attribute="group")
+    with pytest.raises(TableError, match=r"random_set_mean: the relevance of the features to 'group' \(parameter "
+                                         r"sensitive_attribute\) needs records of at least two values.*only \['a'\]"
+                                         r".*set sensitive_exclusion to 0 or 1"):
+        m.transform(back)
+    # no relevance to group needed: fine
+    RandomSetMean(attribute="activity", set_size=4, purity=0.5, relevance_trees=20, sensitive_attribute="group",
+                  sensitive_exclusion=0.0).transform(back)
+
+
+def test_empty_background_leaves_it_unfitted():
+    tab = bioanon.load_dataset("any.synthetic", n_subjects=6, samples_per_subject=10, seed=0)
+    kw = dict(attribute="activity", set_size=4, purity=0.5, relevance_trees=20, sensitive_attribute="subject")
+    m = RandomSetMean(**kw).fit(tab.filter(np.zeros(len(tab), bool)))
+    assert m.selected_ is None
+    np.testing.assert_array_equal(m.transform(tab).payload("features"),
+                                  RandomSetMean(**kw).fit(tab).transform(tab).payload("features"))

@@ -87,3 +87,19 @@ def test_fsdd_digit_preserved_speaker_suppressed(shared_data):
     clear, anonymized, floor = u.measure(co, co).mean(), u.measure(co, ao).mean(), u.floor(co)
     print(f"digit accuracy clear {clear:.3f}, random-set mean {anonymized:.3f}, floor {floor:.3f}")
     assert anonymized > floor + 0.6 and anonymized > clear - 0.1
+
+
+@pytest.mark.realdata
+def test_fsdd_background_of_one_accent_with_accent_as_sensitive_attribute(shared_data):
+    """FSDD's speakers have four accents; a one-speaker background holds one of them. The accent's relevance is
+    then estimated on the table being transformed (with a warning naming it), not failed on."""
+    t = Fsdd(max_per_speaker=30).load(shared_data / "fsdd")
+    back = t.select_subjects(["jackson"])
+    rest = t.select_subjects(["nicolas", "george", "lucas"])
+    m = RSM(attribute="digit", set_size=8, purity=0.8, sensitive_attribute="accent", small_class="with_replacement")
+    with pytest.warns(UserWarning, match=r"holds fewer than two values of 'accent' \(\['USA/neutral'\]\)"):
+        m.fit(back)
+    out = m.transform(rest)
+    assert out.payload_names == ["features"] and np.array_equal(out.sample_ids, rest.sample_ids)
+    with pytest.raises(TableError, match=r"'accent' \(parameter sensitive_attribute\).*only \['USA/neutral'\]"):
+        m.transform(t.select_subjects(["jackson", "theo"]))  # both USA/neutral: nothing to estimate it on

@@ -52,3 +52,29 @@ def register_utility_measures(register):
 
     for cls in (ContentAccuracy, PitchCorrelation, SignalToDistortion, VoiceDistinctiveness):
         register(cls)
+
+
+def utterance_features(table):
+    """The default feature view of ``audio`` for trait-agnostic methods (``any.*`` recognizers, the paper
+    protocol, ...): per utterance, the mean and standard deviation of 20 MFCCs and of their deltas over the
+    non-silent frames — the statistics of ``voice.mfcc_*`` and ``voice.random_set_mean`` with their default
+    settings (:func:`bioanon_voice.recognizers.stats_table`), so clear audio and those methods' ``features``
+    outputs land in one space. Returns (N, 80) float32."""
+    import numpy as np
+
+    from .dsp import audio_of, feature_stats
+    from .recognizers import feature_config, feature_dim
+
+    cfg = feature_config()
+    audio, sr = audio_of(table)
+    if not audio:
+        return np.zeros((0, feature_dim(**cfg)), dtype=np.float32)
+    return feature_stats(audio, sr, **{k: cfg[k] for k in ("n_coeffs", "n_mels", "deltas", "energy_quantile")},
+                         kind=cfg["kind"])
+
+
+@bioanon.hookimpl
+def register_payload_features(register):
+    """``audio`` → utterance MFCC statistics, for the trait-agnostic methods."""
+    register("audio", utterance_features, description="utterance MFCC statistics (mean and std of 20 MFCCs and "
+             "their deltas, silent frames dropped; 80 values)")
