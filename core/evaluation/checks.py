@@ -58,6 +58,17 @@ def data_problems(cfg: Any, table: Any) -> list[str]:
                 where = f"{path}.id" if path == "deanonymizer" else f"{path}[{i}].id"
                 problems.append(f"{where}: {cls.id} reads {' or '.join(cls.payloads)} data, but the data set has "
                                 f"only {', '.join(payloads) or 'no payload'}")
+    protocol = cfg.report.paper_protocol
+    if protocol:
+        from ..methods import FLAT_PAYLOADS
+
+        if not (set(payloads) & (set(FLAT_PAYLOADS) | viewed)):
+            problems.append(f"report.paper_protocol: the protocol's classifiers need feature vectors, but the data "
+                            f"set has only {', '.join(payloads)} and no installed plugin provides a feature view of "
+                            "it (hook register_payload_features)")
+        if protocol not in table.attribute_names:
+            problems.append(f"report.paper_protocol: the data set has no attribute column 'attr.{protocol}'; "
+                            f"available: {table.attribute_names}")
     if cfg.label != "subject" and cfg.label not in table.attribute_names:
         problems.append(f"label: the data set has no attribute column 'attr.{cfg.label}'; available: "
                         f"{table.attribute_names}")

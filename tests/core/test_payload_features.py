@@ -105,14 +105,15 @@ def test_dimension_mismatch_after_fit_is_named():
         rec.enroll(make_table(payload="pose"))
 
 
-def test_evaluation_protocol_task_without_a_feature_view_fails_with_a_named_error(bioanon_plugin_manager):
+def test_evaluation_without_a_feature_view_fails_before_any_work_naming_the_hook(bioanon_plugin_manager):
     data = make_table(n_subjects=10, samples_per_subject=6, payload="audio", seed=3)
     cfg = {"name": "no-view", "seed": 0, "repeats": 1, "scenarios": ["naive"],
            "dataset": {"source": "any.synthetic"},
            "anonymizers": [{"id": "any.identity"}], "recognizers": [{"id": "any.cosine_centroid"}],
            "selection": {"selectors": ["random"], "random_draws": 1},
            "report": {"bootstrap": 0, "paper_protocol": "group"}}
-    result = bioanon.evaluate(cfg, data=data, out_dir=None, progress=False, report=False, keep_going=True)
-    errors = {f["task"].split()[0]: f["error"] for f in result.failures}
-    assert "[report] paper_protocol = 'group'" in errors["paper"]
-    assert "register_payload_features" in errors["paper"] and "'audio'" in errors["paper"]
+    with pytest.raises(bioanon.ConfigError) as info:
+        bioanon.evaluate(cfg, data=data, out_dir=None, progress=False, report=False, keep_going=True)
+    problems = info.value.problems
+    assert problems[0].startswith("recognizers[0].id: any.cosine_centroid reads features") and "audio" in problems[0]
+    assert problems[1].startswith("report.paper_protocol:") and "register_payload_features" in problems[1]
