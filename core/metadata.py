@@ -29,7 +29,7 @@ import io
 import math
 import os
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Literal
@@ -205,6 +205,40 @@ class Metadata:
         return self.take(self.match(files, subjects, **kw))
 
 
+def read_csv_rows(path: Path, what: str = "metadata file",
+                  error: type[Exception] = DataError) -> tuple[list[str], Iterator[tuple[int, list[str]]]]:
+    """A CSV's header (stripped, no repeated names) and an iterator of its non-blank rows with their line numbers,
+    every row as long as the header (checked as they are read, so header problems come first); ``error`` naming
+    the file and line for anything else."""
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError) as e:
+        raise error(f"{path}: cannot read the {what}: {e}") from None
+    reader = csv.reader(io.StringIO(text))
+    try:
+        header = [h.strip() for h in next(reader)]
+    except StopIteration:
+        raise error(f"{path}: the {what} is empty (expected a header row)") from None
+    except csv.Error as e:
+        raise error(f"{path}:1: not a readable CSV ({e})") from None
+    repeated = sorted({h for h in header if header.count(h) > 1})
+    if repeated:
+        raise error(f"{path}:1: column(s) {repeated} appear more than once in the header of the {what}")
+
+    def rows() -> Iterator[tuple[int, list[str]]]:
+        try:
+            for line, row in enumerate(reader, start=2):
+                if not row or all(not c.strip() for c in row):
+                    continue
+                if len(row) != len(header):
+                    raise error(f"{path}:{line}: {len(row)} cells, but the header has {len(header)} columns")
+                yield line, row
+        except csv.Error as e:
+            raise error(f"{path}:{reader.line_num}: not a readable CSV ({e})") from None
+
+    return header, rows()
+
+
 def read_metadata_csv(path: str | os.PathLike, *, per: Literal["file", "subject"] | None = None,
                       parse: bool = True) -> Metadata:
     """A metadata CSV (header row; blank lines skipped) as :class:`Metadata`.
@@ -212,20 +246,7 @@ def read_metadata_csv(path: str | os.PathLike, *, per: Literal["file", "subject"
     ``per`` forces the kind (its key column must exist); by default a file column makes it per file, else a
     subject column per subject. Cells are parsed (numbers, empty = null) unless ``parse`` is false."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as e:
-        raise DataError(f"{p}: cannot read the metadata file: {e}") from None
-    reader = csv.reader(io.StringIO(text))
-    try:
-        header = [h.strip() for h in next(reader)]
-    except StopIteration:
-        raise DataError(f"{p}: the metadata file is empty (expected a header row)") from None
-    except csv.Error as e:
-        raise DataError(f"{p}:1: not a readable CSV ({e})") from None
-    repeated = sorted({h for h in header if header.count(h) > 1})
-    if repeated:
-        raise DataError(f"{p}:1: column(s) {repeated} appear more than once in the header")
+    header, rows = read_csv_rows(p)
     file_col, subject_col = key_columns(header, str(p))
     if per == "subject":
         file_col = None
@@ -239,20 +260,13 @@ def read_metadata_csv(path: str | os.PathLike, *, per: Literal["file", "subject"
     attr_cols = [h for h in header if h and h not in (file_col, subject_col)]
     keys, subjects, lines, cells = [], [], [], {c: [] for c in attr_cols}
     cast = parse_cell if parse else (lambda v: v.strip() or None)
-    try:
-        for line, row in enumerate(reader, start=2):
-            if not row or all(not c.strip() for c in row):
-                continue
-            if len(row) != len(header):
-                raise DataError(f"{p}:{line}: {len(row)} cells, but the header has {len(header)} columns")
-            rec = dict(zip(header, row))
-            keys.append(rec[key])
-            subjects.append(rec[subject_col].strip() if file_col and subject_col else None)
-            lines.append(line)
-            for c in attr_cols:
-                cells[c].append(cast(rec[c]))
-    except csv.Error as e:
-        raise DataError(f"{p}:{reader.line_num}: not a readable CSV ({e})") from None
+    for line, row in rows:
+        rec = dict(zip(header, row))
+        keys.append(rec[key])
+        subjects.append(rec[subject_col].strip() if file_col and subject_col else None)
+        lines.append(line)
+        for c in attr_cols:
+            cells[c].append(cast(rec[c]))
     if file_col:
         return Metadata(str(p), "file", file_col, keys, lines, cells, subject_col if subject_col else None,
                         subjects if subject_col else None)

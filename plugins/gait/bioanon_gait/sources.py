@@ -20,8 +20,6 @@ error); key columns never become attributes. A file listed on two lines is an er
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import re
 from pathlib import Path
@@ -34,7 +32,7 @@ from bioanon import DatasetSource, param
 from bioanon.errors import DataError
 from bioanon.errors import TableError
 from bioanon.fileio import parse_cell, resolve_within, uniform_column
-from bioanon.metadata import FILE_COLUMNS, SUBJECT_COLUMNS, key_columns
+from bioanon.metadata import FILE_COLUMNS, SUBJECT_COLUMNS, key_columns, read_csv_rows
 
 from .skeleton import (
     BODY_PARTS_CHECK,
@@ -68,18 +66,7 @@ def read_manifest(path: str | Path) -> tuple[Path, list[dict[str, Any]]]:
         p = p / "manifest.csv"
     if not p.is_file():
         raise TableError(f"{p}: no such manifest file (a CSV with columns path, subject, …)")
-    try:
-        text = p.read_text(encoding="utf-8-sig")
-    except (OSError, UnicodeDecodeError) as e:
-        raise TableError(f"{p}: cannot read the manifest: {e}") from None
-    reader = csv.reader(io.StringIO(text))
-    try:
-        header = [h.strip() for h in next(reader)]
-    except StopIteration:
-        raise TableError(f"{p}: the manifest is empty (expected a header row: path, subject, …)") from None
-    repeated = sorted({h for h in header if header.count(h) > 1})
-    if repeated:
-        raise TableError(f"{p}:1: column(s) {repeated} appear more than once in the manifest header")
+    header, lines = read_csv_rows(p, "manifest", TableError)
     file_col, subject_col = key_columns(header, str(p))
     for required, col, names in (("path", file_col, FILE_COLUMNS), ("subject", subject_col, SUBJECT_COLUMNS)):
         if col is None:
@@ -88,11 +75,7 @@ def read_manifest(path: str | Path) -> tuple[Path, list[dict[str, Any]]]:
     header = ["path" if h == file_col else "subject" if h == subject_col else h for h in header]
     rows = []
     first_line: dict[str, int] = {}
-    for line, cells in enumerate(reader, start=2):
-        if not cells or all(not c.strip() for c in cells):
-            continue
-        if len(cells) != len(header):
-            raise TableError(f"{p}:{line}: {len(cells)} cells, but the header has {len(header)} columns")
+    for line, cells in lines:
         row = dict(zip(header, (c.strip() for c in cells)))
         if not row["path"] or not row["subject"]:
             raise TableError(f"{p}:{line}: empty {file_col!r} or {subject_col!r}")
