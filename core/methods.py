@@ -456,9 +456,9 @@ def feature_view(table: Any, payload: str | None = None, *, candidates: Sequence
         order = [c for c in candidates if c in names] + [c for c in names if c not in candidates]
     featurizers = None
     for column in order:
-        x = table.payload(column)
-        if isinstance(x, np.ndarray) and (payload or column in candidates):
-            return column, flatten_payload(x)
+        fixed = None not in table.payload_shape(column)  # from the schema: nothing is read yet
+        if fixed and (payload or column in candidates):
+            return column, flatten_payload(table.payload(column))
         if featurizers is None:
             if registry is None:
                 from .plugins import get_registry
