@@ -297,11 +297,8 @@ def _parse_assignments(items: list[str], cls: Any, what: str) -> dict[str, Any]:
 
 
 def cmd_anonymize(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from .errors import BioanonError
-    from .evaluation.checks import output_problem
-    from .export import FORMATS, anonymize, write_table
+    from .export import anonymize, check_output, write_table
 
     registry = get_plugin_manager().registry
     source_cls = registry.get(args.source, kind="dataset")
@@ -317,15 +314,10 @@ def cmd_anonymize(args: argparse.Namespace) -> int:
         raise BioanonError("give at least one anonymizer with -m METHOD")
     if source.needs_path and not args.path:
         raise BioanonError(f"{source.id} reads a data layout: give its PATH")
-    out = Path(args.out)
-    if out.suffix.lower() not in (".arrow", ".parquet", ".csv", ""):
-        raise BioanonError(f"--out {out}: unknown output format {out.suffix!r}; use {FORMATS}")
-    why = output_problem(out.parent if out.suffix else out)
-    if why:
-        raise BioanonError(f"--out: cannot write {why}")
+    check_output(args.out)  # before any work
     table = source.load(args.path if source.needs_path else None)
     result = anonymize(table, methods)
-    written = write_table(result, out)
+    written = write_table(result, args.out)
     chain = " → ".join(m.id for m in methods)
     print(f"anonymized {len(result)} samples of {result.num_subjects} subjects with {chain} -> {written}")
     return 0

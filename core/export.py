@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from .errors import BioanonError
-from .fileio import atomic_write
+from .fileio import atomic_write, output_problem
 from .table import SampleTable
 
 TABLE_SUFFIXES = (".arrow", ".parquet")
@@ -49,8 +49,25 @@ def anonymize(table: SampleTable, methods: Iterable[Any]) -> SampleTable:
     return out
 
 
+WRITERS = (".arrow", ".parquet", ".csv", "")  # "": a folder of files
+
+
+def check_output(path: str | os.PathLike) -> None:
+    """BioanonError unless ``path`` names a known format and can be written there (an output folder must not
+    exist or be empty): checked before any work, nothing is created."""
+    p = Path(path)
+    if p.suffix.lower() not in WRITERS:
+        raise BioanonError(f"--out {p}: unknown output format {p.suffix!r}; use {FORMATS}")
+    if not p.suffix and p.exists() and (not p.is_dir() or any(p.iterdir())):
+        raise BioanonError(f"{p}: exists and is not an empty folder; choose a new output folder")
+    why = output_problem(p.parent if p.suffix else p)
+    if why:
+        raise BioanonError(f"--out: cannot write {why}")
+
+
 def write_table(table: SampleTable, path: str | os.PathLike) -> Path:
     """Write ``table`` in the format ``path`` names (see the module docstring); return the path written."""
+    check_output(path)
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix == ".arrow":
@@ -59,10 +76,8 @@ def write_table(table: SampleTable, path: str | os.PathLike) -> Path:
         table.to_parquet(p)
     elif suffix == ".csv":
         _write_csv(table, p)
-    elif suffix == "":
-        _write_folder(table, p)
     else:
-        raise BioanonError(f"--out {p}: unknown output format {suffix!r}; use {FORMATS}")
+        _write_folder(table, p)
     return p
 
 
@@ -101,8 +116,6 @@ def _write_folder(table: SampleTable, path: Path) -> None:
         raise BioanonError(f"{path}: a folder of files holds images or audio; the table has {table.payload_names}; "
                            "write .arrow or .parquet instead")
     kind = kinds[0]
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
-        raise BioanonError(f"{path}: exists and is not an empty folder; choose a new output folder")
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     shutil.rmtree(tmp, ignore_errors=True)

@@ -122,3 +122,18 @@ def uniform_column(values: list[Any]) -> list[Any]:
     if any(isinstance(v, float) for v in present):
         return [None if v is None else float(v) for v in values]
     return values
+
+
+def output_problem(out_dir: str | os.PathLike) -> str | None:
+    """Why files or folders cannot be created in ``out_dir`` (None when they can), without creating anything."""
+    p = Path(out_dir).absolute()
+    probe = p
+    while not probe.exists():
+        if probe.parent == probe:
+            return f"{p}: no existing parent folder"
+        probe = probe.parent
+    if not probe.is_dir():
+        return f"{p}: {probe} is not a folder"
+    if not os.access(probe, os.W_OK | os.X_OK):
+        return f"{p}: {probe} is not writable"
+    return None

@@ -9,23 +9,9 @@ data are loaded — whether every method finds a payload it reads and the label 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any
 
-
-def output_problem(out_dir: str | os.PathLike) -> str | None:
-    """Why ``out_dir`` cannot take a run folder (None when it can), without creating anything."""
-    p = Path(out_dir).absolute()
-    probe = p
-    while not probe.exists():
-        if probe.parent == probe:
-            return f"{p}: no existing parent folder"
-        probe = probe.parent
-    if not probe.is_dir():
-        return f"{p}: {probe} is not a folder"
-    if not os.access(probe, os.W_OK | os.X_OK):
-        return f"{p}: {probe} is not writable"
-    return None
+from ..fileio import output_problem
 
 
 def reads_payload(cls: Any, payload_names: list[str], viewed: set[str] = frozenset()) -> bool:
