@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
+import attrs
+
+import bioanon
+
 
 def config(**overrides):
     """A small evaluation: subjects with heterogeneous separability, noise swept, a block permutation."""
@@ -31,3 +37,30 @@ SMALL = dict(
     selection={"selectors": ["random"], "subject_counts": [12], "random_draws": 2},
     report={"bootstrap": 50},
 )
+
+
+def failing_recognizer_plugin(method_id: str, reads: tuple[str, ...], error: str):
+    """A plugin object registering a recognizer ``method_id`` of the payloads ``reads`` that enrols anything and raises
+    ``RuntimeError(error)`` when scoring (for tests of failure handling and of checks that must stop a run
+    before any scoring)."""
+
+    @attrs.define(kw_only=True)
+    class Failing(bioanon.Recognizer):
+        """Fails when scoring."""
+
+        id: ClassVar[str] = method_id
+        payloads: ClassVar[tuple[str, ...]] = tuple(reads)
+
+        def enroll(self, gallery, label="subject"):
+            return self
+
+        def score(self, probes):
+            raise RuntimeError(error)
+
+    class Plugin:
+        @staticmethod
+        @bioanon.hookimpl
+        def register_recognizers(register):
+            register(Failing)
+
+    return Plugin()

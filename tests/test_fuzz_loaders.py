@@ -97,15 +97,21 @@ BUILDERS = {"motion.csv": _motion_csv, "gait.c3d": _gait_c3d, "face.folder": _fa
 @pytest.mark.filterwarnings("ignore:invalid value encountered in cast:RuntimeWarning")  # c3d parsing corrupt bytes
 @pytest.mark.parametrize("source", sorted(BUILDERS))
 def test_loader_survives_corrupt_files(source):
+    _fuzz_one_file(source, BUILDERS[source], {}, _check)  # the valid fixture loads or errors cleanly
+
+
+def _fuzz_one_file(source, build, params, check_valid):
+    """Build the fixture in a template folder, check it with ``check_valid(load)``, then load copies whose one
+    fixture file is mutated: each must give a table or a BioanonError (``_check``)."""
     if source not in bioanon.get_registry():
         pytest.skip(f"{source} is not installed")
     with tempfile.TemporaryDirectory() as tmp:
         template = Path(tmp) / "template"
         template.mkdir()
-        target, _ = BUILDERS[source](template)
+        target, _ = build(template)
         valid = target.read_bytes()
         rel = target.relative_to(template)
-        _check(lambda: bioanon.load_dataset(source, template))  # the valid fixture loads or errors cleanly
+        check_valid(lambda: bioanon.load_dataset(source, template, **params))
 
         @FUZZ
         @given(mutation=_mutations())
@@ -114,7 +120,7 @@ def test_loader_survives_corrupt_files(source):
                 root = Path(case) / "data"
                 shutil.copytree(template, root)
                 (root / rel).write_bytes(_mutate(valid, mutation))
-                _check(lambda: bioanon.load_dataset(source, root))
+                _check(lambda: bioanon.load_dataset(source, root, **params))
 
         fuzz()
 
@@ -146,24 +152,5 @@ METADATA_BUILDERS = {"voice.folder": (_voice_metadata, {}), "face.folder": (_fac
 @pytest.mark.parametrize("source", sorted(METADATA_BUILDERS))
 def test_loader_survives_corrupt_metadata_files(source):
     """Mutated metadata / manifest CSVs: a table or a BioanonError, never a silent crash of another kind."""
-    if source not in bioanon.get_registry():
-        pytest.skip(f"{source} is not installed")
-    with tempfile.TemporaryDirectory() as tmp:
-        template = Path(tmp) / "template"
-        template.mkdir()
-        build, params = METADATA_BUILDERS[source]
-        target, _ = build(template)
-        valid = target.read_bytes()
-        rel = target.relative_to(template)
-        bioanon.load_dataset(source, template, **params).validate()  # the valid fixture loads
-
-        @FUZZ
-        @given(mutation=_mutations())
-        def fuzz(mutation):
-            with tempfile.TemporaryDirectory() as case:
-                root = Path(case) / "data"
-                shutil.copytree(template, root)
-                (root / rel).write_bytes(_mutate(valid, mutation))
-                _check(lambda: bioanon.load_dataset(source, root, **params))
-
-        fuzz()
+    build, params = METADATA_BUILDERS[source]
+    _fuzz_one_file(source, build, params, lambda load: load().validate())  # the valid fixture loads

@@ -33,7 +33,7 @@ def data_problems(cfg: Any, table: Any) -> list[str]:
 
     problems = []
     payloads = table.payload_names
-    viewed = set(getattr(get_registry(), "featurizers", {}) or {})
+    viewed = set(get_registry().featurizers)
     groups = [("anonymizers", cfg.anonymizers), ("recognizers", cfg.recognizers), ("utility", cfg.utility)]
     if cfg.deanonymizer is not None:
         groups.append(("deanonymizer", [cfg.deanonymizer]))

@@ -11,9 +11,7 @@ import sys
 import textwrap
 import time
 from pathlib import Path
-from typing import ClassVar
 
-import attrs
 import numpy as np
 import pytest
 
@@ -21,7 +19,7 @@ import bioanon
 from bioanon.cache import Cache
 from bioanon.errors import ConfigError
 from bioanon.executors import TaskFailed
-from evalconfigs import SMALL, config
+from evalconfigs import SMALL, config, failing_recognizer_plugin
 
 
 @pytest.fixture(scope="module")
@@ -228,29 +226,8 @@ def test_subjects_with_one_sample_train_the_attacker_but_are_not_evaluated(tmp_p
     assert not r.failures
 
 
-@attrs.define(kw_only=True)
-class Exploding(bioanon.Recognizer):
-    """Fails when scoring (to test failure handling)."""
-
-    id: ClassVar[str] = "test.exploding"
-    payloads: ClassVar[tuple[str, ...]] = ("features",)
-
-    def enroll(self, gallery, label="subject"):
-        return self
-
-    def score(self, probes):
-        raise RuntimeError("kaboom")
-
-
-class _Plugin:
-    @staticmethod
-    @bioanon.hookimpl
-    def register_recognizers(register):
-        register(Exploding)
-
-
 def test_failure_stops_or_keeps_going(tmp_path, register_bioanon_plugin):
-    register_bioanon_plugin(_Plugin(), "exploding")
+    register_bioanon_plugin(failing_recognizer_plugin("test.exploding", ("features",), "kaboom"), "exploding")
     cfg = config(**SMALL)
     cfg["recognizers"] = [{"id": "any.cosine_centroid"}, {"id": "test.exploding"}]
     with pytest.raises(TaskFailed, match="score test.exploding .*kaboom"):

@@ -6,15 +6,13 @@ import os
 import subprocess
 import sys
 import textwrap
-from typing import ClassVar
 
-import attrs
 import pytest
 
 import bioanon
 from bioanon.errors import ConfigError
 from bioanon.evaluation.checks import validate
-from evalconfigs import SMALL, config
+from evalconfigs import SMALL, config, failing_recognizer_plugin
 
 GOOD = textwrap.dedent("""
     name = "v"
@@ -62,29 +60,9 @@ def test_data_checks_name_the_label_and_the_payload(tmp_path):
         validate(cfg, load_data=True)
 
 
-@attrs.define(kw_only=True)
-class ImageOnly(bioanon.Recognizer):
-    """Reads images only."""
-
-    id: ClassVar[str] = "test.image_only"
-    payloads: ClassVar[tuple[str, ...]] = ("image",)
-
-    def enroll(self, gallery, label="subject"):
-        return self
-
-    def score(self, probes):
-        raise AssertionError("never reached: the payload check runs first")
-
-
-class _Plugin:
-    @staticmethod
-    @bioanon.hookimpl
-    def register_recognizers(register):
-        register(ImageOnly)
-
-
 def test_evaluate_checks_payloads_before_any_work(tmp_path, register_bioanon_plugin):
-    register_bioanon_plugin(_Plugin(), "image_only")
+    # scoring would fail: the payload check must stop the run before
+    register_bioanon_plugin(failing_recognizer_plugin("test.image_only", ("image",), "never reached"), "image_only")
     cfg = config(**SMALL)
     cfg["recognizers"] = [{"id": "any.cosine_centroid"}, {"id": "test.image_only"}]
     with pytest.raises(ConfigError, match=r"recognizers\[1\].id: test.image_only reads image data, but the data "
