@@ -423,15 +423,16 @@ class CacheInfo:
     total_bytes: int
     n_temp: int
     n_corrupt: int
+    n_blobs: int = 0
 
     def __str__(self) -> str:
         return (
-            f"cache {self.root}: {self.n_tables} tables, {self.n_json} JSON results, "
-            f"{format_bytes(self.total_bytes)}; {self.n_temp} temp files, {self.n_corrupt} corrupt entries"
+            f"cache {self.root}: {self.n_tables} tables, {self.n_json} JSON results, {self.n_blobs} trained "
+            f"networks, {format_bytes(self.total_bytes)}; {self.n_temp} temp files, {self.n_corrupt} corrupt entries"
         )
 
 
-_ENTRY_NAME = re.compile(r"[0-9a-f]{16,64}\.(arrow|json)")
+_ENTRY_NAME = re.compile(r"[0-9a-f]{16,64}\.(arrow|json|bin)")
 
 
 def _classify(name: str) -> str:
@@ -552,7 +553,7 @@ class Cache:
 
     def _path(self, kind: str, key: str) -> str:
         key = self._check_key(key)
-        ext = "arrow" if kind == "tables" else "json"
+        ext = {"tables": "arrow", "json": "json", "blobs": "bin"}[kind]
         return f"{self.root}/{kind}/{key[:2]}/{key}.{ext}"
 
     def table_path(self, key: str) -> str:
@@ -824,12 +825,41 @@ class Cache:
             return result
         return json.loads(json.dumps(result, default=_json_default))
 
+    # -- blobs (opaque bytes, e.g. trained network weights) ------------------------------------------------
+
+    def has_blob(self, key: str) -> bool:
+        """Whether a blob entry for ``key`` exists."""
+        return self._exists(self._path("blobs", key))
+
+    def put_blob(self, key: str, data: bytes) -> str:
+        """Store opaque bytes under ``key`` (atomic; skipped if present). Returns the entry's path. The caller
+        chooses a format that never unpickles code (trained weights are read with ``torch.load(weights_only=True)``)."""
+        path = self._path("blobs", key)
+        if self._exists(path):
+            return path
+        if self._atomic_write(path, lambda sink: sink.write(bytes(data))):
+            self._count("writes")
+        return path
+
+    def get_blob(self, key: str) -> bytes | None:
+        """The stored bytes for ``key``, or None on a miss."""
+        path = self._path("blobs", key)
+        raw = self._read_bytes(path)
+        self._count("misses" if raw is None else "hits")
+        if raw is not None:
+            self._touch(path)
+        return raw
+
+    def discard_blob(self, key: str, error: BaseException) -> None:
+        """Move an unreadable blob aside (it is recomputed next time)."""
+        self._quarantine(self._path("blobs", key), error)
+
     # -- maintenance ------------------------------------------------------------------------------------------
 
     def _walk(self) -> list[tuple[str, str, pafs.FileInfo]]:
         """(kind, class, info) of every file under ``tables/`` and ``json/``."""
         out = []
-        for kind in ("tables", "json"):
+        for kind in ("tables", "json", "blobs"):
             selector = pafs.FileSelector(f"{self.root}/{kind}", recursive=True, allow_not_found=True)
             try:
                 infos = self.fs.get_file_info(selector)
@@ -842,7 +872,7 @@ class Cache:
 
     def info(self) -> CacheInfo:
         """Counts and total size of the entries and of left-over files."""
-        counts = {"tables": 0, "json": 0, "temp": 0, "corrupt": 0}
+        counts = {"tables": 0, "json": 0, "blobs": 0, "temp": 0, "corrupt": 0}
         total = 0
         for kind, cls, info in self._walk():
             if cls == "entry":
@@ -850,7 +880,8 @@ class Cache:
             elif cls in counts:
                 counts[cls] += 1
             total += info.size or 0
-        return CacheInfo(self.uri, counts["tables"], counts["json"], total, counts["temp"], counts["corrupt"])
+        return CacheInfo(self.uri, counts["tables"], counts["json"], total, counts["temp"], counts["corrupt"],
+                         counts["blobs"])
 
     def clear(self, *, older_than_days: float | None = None) -> int:
         """Remove entries, left-over temp files and moved-aside corrupt files; return how many were removed.

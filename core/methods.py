@@ -285,8 +285,27 @@ class Method:
                 missing[name] = install
         return missing
 
+    # named sets of parameter values (``preset`` parameter): name -> {param: value}; a preset fills the
+    # parameters left at their declared defaults (see _apply_preset)
+    presets: ClassVar[dict[str, dict[str, Any]]] = {}
+
     def __attrs_post_init__(self) -> None:
+        self._apply_preset()
         self._validate_params()
+
+    def _apply_preset(self) -> None:
+        """Give every parameter still at its declared default the value of the chosen ``preset`` (if any)."""
+        chosen = getattr(self, "preset", None)
+        if not self.presets or chosen is None:
+            return
+        values = self.presets.get(chosen)
+        if values is None:
+            raise ParameterError(self.id or type(self).__name__, "preset", chosen,
+                                 " | ".join(repr(p) for p in self.presets))
+        defaults = {f.name: f.default for f in self.param_fields()}
+        for name, value in values.items():
+            if name in defaults and getattr(self, name) == defaults[name]:
+                object.__setattr__(self, name, value)
 
     # -- parameters ------------------------------------------------------------------------------------
     @classmethod
@@ -361,17 +380,30 @@ class Method:
             hint = f"did you mean {close[0]!r}?" if close else "see `bioanon describe " + self.id + "`"
             raise ParameterError(self.id, name, changes[name], f"no such parameter; {hint}")
         params = self.get_params()
+        if self.presets and changes.get("preset", getattr(self, "preset", None)) != getattr(self, "preset", None):
+            # another preset: parameters that hold the old preset's values go back to their defaults first
+            defaults = {f.name: f.default for f in self.param_fields()}
+            for name, value in self.presets.get(self.preset, {}).items():  # type: ignore[attr-defined]
+                if name not in changes and params.get(name) == value:
+                    params[name] = defaults[name]
         params.update(changes)
         return type(self)(**params)
 
     def fingerprint(self) -> str:
-        """Hash of id, version and every output-affecting parameter (defaults applied)."""
+        """Hash of id, version and every output-affecting parameter (defaults applied); for a method with a
+        ``device`` parameter also the kind of device it runs on (cpu, cuda, mps; see :mod:`bioanon.device`)."""
         from .cache import fingerprint
 
         affecting = {
             f.name: getattr(self, f.name) for f in self.param_fields() if f.metadata.get(_AFFECTS, True)
         }
-        return fingerprint({"id": self.id, "version": self.version, "params": affecting})
+        spec: dict[str, Any] = {"id": self.id, "version": self.version, "params": affecting}
+        if "device" in attrs.fields_dict(type(self)):
+            # CPU and GPU results differ beyond bitwise equality: they are never mixed (bioanon.device)
+            from .device import device_kind
+
+            spec["device_kind"] = device_kind(getattr(self, "device") or "")
+        return fingerprint(spec)
 
     @classmethod
     def summary(cls) -> str:
@@ -401,6 +433,7 @@ class Method:
             "distribution": cls.distribution,
             "class": f"{cls.__module__}.{cls.__qualname__}",
             "params": cls.param_specs(),
+            "presets": {name: dict(values) for name, values in cls.presets.items()},
         }
 
 

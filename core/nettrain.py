@@ -18,8 +18,10 @@ torch is imported only when these functions run (``import bioanon.nettrain`` doe
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,10 +30,11 @@ import numpy as np
 from .torchutil import import_torch, torch_threads
 
 __all__ = ["Trained", "train_net", "arcface_head", "softmax_head", "infer", "has_batch_norm", "SCHEDULERS",
-           "OPTIMIZERS"]
+           "OPTIMIZERS", "WeightsError", "check_weights", "load_weights", "read_state_dict", "to_device",
+           "training_key", "using_weight_cache", "file_digest"]
 
-SCHEDULERS = ("cosine", "plateau", "none")
-OPTIMIZERS = ("adam", "adamw")
+SCHEDULERS = ("cosine", "plateau", "multistep", "none")
+OPTIMIZERS = ("adam", "adamw", "sgd")
 
 
 @dataclass
@@ -69,7 +72,9 @@ def train_net(
     lr: float,
     weight_decay: float = 0.0,
     optimizer: str = "adam",
+    momentum: float = 0.9,
     scheduler: str = "none",
+    milestones: Sequence[float] = (),
     seed: int = 0,
     threads: int = 0,
     validation: Callable[[Any], float] | None = None,
@@ -77,71 +82,126 @@ def train_net(
     keep_best: bool | None = None,
     plateau_patience: int = 5,
     plateau_factor: float = 0.5,
+    device: str = "cpu",
+    precision: str = "fp32",
+    init: Callable[[Any], None] | None = None,
+    freeze: str | None = None,
+    store_key: str | None = None,
+    progress: bool | None = None,
     method_id: str = "bioanon.nettrain",
     install: str = "pip install torch",
 ) -> Trained:
-    """Train the network ``build()`` on ``n`` samples; deterministic for ``seed`` on one machine.
+    """Train the network ``build()`` on ``n`` samples; deterministic for ``seed`` on one machine and device.
 
     ``build()`` is called inside ``torch.random.fork_rng`` after ``torch.manual_seed(seed)`` (initialization and
-    dropout are seeded; the caller's global RNG state is restored afterwards). Each epoch visits the samples in
-    the order of ``np.random.default_rng(seed).permutation(n)`` (one generator for the whole run) in chunks of
-    ``batch_size``; ``batch(idx, rng)`` turns a chunk's indices into the tensors the loss takes (it may use
-    ``rng`` for augmentation). ``loss(net, *tensors)`` returns the scalar loss (default ``net.loss(*tensors)``).
-    Chunks of one sample are skipped when the network has batch norm.
+    dropout are seeded; the caller's global RNG state is restored afterwards), then ``init(net)`` (e.g.
+    :func:`load_weights` of the user's pretrained weights) and the network is moved to ``device``. Each epoch
+    visits the samples in the order of ``np.random.default_rng(seed).permutation(n)`` (one generator for the
+    whole run) in chunks of ``batch_size``; ``batch(idx, rng)`` turns a chunk's indices into the tensors the
+    loss takes (it may use ``rng`` for augmentation; CPU tensors are pinned and copied without blocking, tensors
+    already on the device are used as they are). ``loss(net, *tensors)`` returns the scalar loss (default
+    ``net.loss(*tensors)``). Chunks of one sample are skipped when the network has batch norm. Losses are summed
+    on the device and read once per epoch (no synchronization per batch).
 
-    ``optimizer``: ``adam`` or ``adamw`` (``weight_decay`` is Adam's L2 term or AdamW's decoupled decay).
-    ``scheduler``: ``cosine`` (annealed to 0 over ``epochs``), ``plateau`` (the rate times ``plateau_factor``
-    after ``plateau_patience`` epochs without a lower monitored loss) or ``none``, stepped once per epoch.
-    ``validation(net)``: the validation loss, computed in eval mode without gradients; it is the monitored loss
-    (else the training loss). With validation and ``patience`` > 0, training stops after ``patience`` epochs
-    without a lower validation loss. ``keep_best`` (default: whenever there is validation) restores the weights
-    of the epoch with the lowest monitored loss at the end. ``threads``: torch intra-op threads (0 = all cores)."""
+    ``optimizer``: ``adam``, ``adamw`` or ``sgd`` (with ``momentum``, Nesterov off); ``weight_decay`` is the L2
+    term (AdamW: decoupled decay). ``scheduler``: ``cosine`` (annealed to 0 over ``epochs``), ``plateau`` (the
+    rate times ``plateau_factor`` after ``plateau_patience`` epochs without a lower monitored loss),
+    ``multistep`` (the rate divided by 10 at each of ``milestones``, fractions of ``epochs``) or ``none``,
+    stepped once per epoch. ``validation(net)``: the validation loss, computed in eval mode without gradients
+    (under the same autocast); it is the monitored loss (else the training loss). With validation and
+    ``patience`` > 0, training stops after ``patience`` epochs without a lower validation loss. ``keep_best``
+    (default: whenever there is validation) restores the weights of the epoch with the lowest monitored loss.
+
+    ``device``: where the network trains (a device text, resolved by :func:`bioanon.device.resolve_device`).
+    ``precision``: ``fp32``, ``bf16``, ``fp16`` (autocast; fp16 with a gradient scaler) or ``auto``
+    (:func:`bioanon.device.resolve_precision`). ``freeze``: the name of a submodule (e.g. ``"backbone"``) whose
+    parameters are not trained and which stays in eval mode (its batch-norm statistics are kept).
+    ``store_key``: when set and a weight cache is active (:func:`using_weight_cache`; an evaluation activates
+    its own cache), the trained weights and history are kept there under this key, and a later call with the
+    same key — in this or another process — loads them instead of training (build it with
+    :func:`training_key`). ``progress``: an epoch progress bar with the loss (default: when stderr is a
+    terminal and ``BIOANON_PROGRESS`` is not ``0``). ``threads``: torch intra-op threads (0 = all cores)."""
     torch = import_torch(method_id, install)
+    from .device import autocast, resolve_device, resolve_precision
+
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"{method_id}: optimizer {optimizer!r} is not one of {OPTIMIZERS}")
     if scheduler not in SCHEDULERS:
         raise ValueError(f"{method_id}: scheduler {scheduler!r} is not one of {SCHEDULERS}")
+    dev = resolve_device(device, who=method_id)
+    prec = resolve_precision(precision, dev)
     if keep_best is None:
         keep_best = validation is not None
+    store = _WEIGHT_CACHE.get() if store_key else None
+    if store is not None:
+        found = _load_trained(torch, store, store_key, build, seed, dev)
+        if found is not None:
+            return found
     rng = np.random.default_rng(seed)
     history: list[dict[str, float]] = []
     best, best_state, best_epoch, waited = float("inf"), None, 0, 0
-    with torch_threads(threads), torch.random.fork_rng(devices=[]):
+    cuda = dev.startswith("cuda")
+    with torch_threads(threads), torch.random.fork_rng(devices=_rng_devices(dev)):
         torch.manual_seed(seed)
         net = build()
+        if init is not None:
+            init(net)
+        net = net.to(dev)
+        frozen = _freeze(net, freeze, method_id)
         step_loss = loss if loss is not None else (lambda model, *tensors: model.loss(*tensors))
-        opt_cls = torch.optim.Adam if optimizer == "adam" else torch.optim.AdamW
-        opt = opt_cls(net.parameters(), lr=lr, weight_decay=weight_decay)
+        params = [p for p in net.parameters() if p.requires_grad]
+        if optimizer == "sgd":
+            opt = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
+        else:
+            opt_cls = torch.optim.Adam if optimizer == "adam" else torch.optim.AdamW
+            opt = opt_cls(params, lr=lr, weight_decay=weight_decay)
         if scheduler == "cosine":
             sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)
         elif scheduler == "plateau":
             sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, mode="min", factor=plateau_factor,
                                                                patience=plateau_patience)
+        elif scheduler == "multistep":
+            steps = sorted({max(1, int(round(f * epochs))) for f in milestones})
+            sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=steps, gamma=0.1)
         else:
             sched = None
+        scaler = torch.amp.GradScaler(dev.split(":")[0]) if prec == "fp16" else None
         min_batch = 2 if has_batch_norm(net) else 1
+        bar = _epoch_bar(epochs, method_id, progress)
         for epoch in range(1, epochs + 1):
             net.train()
+            if frozen is not None:
+                frozen.eval()
             order = rng.permutation(n)
-            total, seen = 0.0, 0
+            total = torch.zeros((), dtype=torch.float64, device=dev)
+            seen = 0
             lr_now = float(opt.param_groups[0]["lr"])
             for start in range(0, n, batch_size):
                 idx = order[start:start + batch_size]
                 if len(idx) < min_batch:  # batch norm needs two samples
                     continue
-                tensors = batch(idx, rng)
+                tensors = [to_device(t, dev) for t in batch(idx, rng)]
                 opt.zero_grad(set_to_none=True)
-                value = step_loss(net, *tensors)
-                value.backward()
-                opt.step()
-                total += float(value.detach()) * len(idx)
+                with autocast(torch, dev, prec):
+                    value = step_loss(net, *tensors)
+                if scaler is not None:
+                    scaler.scale(value).backward()
+                    scaler.step(opt)
+                    scaler.update()
+                else:
+                    value.backward()
+                    opt.step()
+                total += value.detach().double() * len(idx)
                 seen += len(idx)
-            record = {"epoch": epoch, "train_loss": total / max(seen, 1), "lr": lr_now}
+            record = {"epoch": epoch, "train_loss": float(total) / max(seen, 1), "lr": lr_now}
             if validation is not None:
                 net.eval()
-                with torch.no_grad():
+                with torch.no_grad(), autocast(torch, dev, prec):
                     record["val_loss"] = float(validation(net))
             history.append(record)
+            if bar is not None:
+                bar.set_postfix({k: f"{v:.4g}" for k, v in record.items() if k.endswith("loss")}, refresh=False)
+                bar.update()
             monitored = record.get("val_loss", record["train_loss"])
             if sched is not None:
                 if scheduler == "plateau":
@@ -156,12 +216,158 @@ def train_net(
                 waited += 1
                 if validation is not None and patience and waited >= patience:
                     break
+        if bar is not None:
+            bar.close()
         if keep_best and best_state is not None:
             net.load_state_dict(best_state)
         else:
             best_epoch = len(history)
         net.eval()
-    return Trained(net=net, history=history, best_epoch=best_epoch)
+        if cuda:
+            torch.cuda.synchronize(dev)
+    trained = Trained(net=net, history=history, best_epoch=best_epoch)
+    if store is not None:
+        _store_trained(torch, store, store_key, trained)
+    return trained
+
+
+def _rng_devices(device: str) -> list[int]:
+    """The CUDA devices whose RNG ``fork_rng`` saves and restores (none on the CPU)."""
+    return [int(device.split(":")[1])] if device.startswith("cuda:") else []
+
+
+def to_device(t: Any, device: str) -> Any:
+    """A tensor on ``device``: CPU tensors bound for CUDA are pinned and copied without blocking; a tensor
+    already there is returned as it is."""
+    if not hasattr(t, "to") or str(t.device) == device or (device == "cpu" and t.device.type == "cpu"):
+        return t
+    if device.startswith("cuda") and t.device.type == "cpu":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t.to(device)
+
+
+def _freeze(net: Any, name: str | None, method_id: str) -> Any:
+    """Stop training submodule ``name`` of ``net``; returns it (None without ``name``)."""
+    if not name:
+        return None
+    part = getattr(net, name, None)
+    if part is None or not hasattr(part, "parameters"):
+        raise ValueError(f"{method_id}: cannot freeze {name!r}: the network has no such submodule")
+    part.requires_grad_(False)
+    return part
+
+
+def _epoch_bar(epochs: int, method_id: str, progress: bool | None) -> Any:
+    import os
+    import sys
+
+    if progress is None:
+        progress = os.environ.get("BIOANON_PROGRESS", "1") != "0" and sys.stderr.isatty()
+    if not progress:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=epochs, desc=f"{method_id} training", unit="epoch", leave=False, file=sys.stderr)
+
+
+# --------------------------------------------------------------------------------------- trained weight cache
+
+_WEIGHT_CACHE: contextvars.ContextVar[Any] = contextvars.ContextVar("bioanon_weight_cache", default=None)
+
+
+@contextlib.contextmanager
+def using_weight_cache(cache: Any) -> Iterator[None]:
+    """Inside the block, :func:`train_net` keeps trained weights in ``cache`` (a :class:`bioanon.cache.Cache`;
+    None: keep nothing). ``BIOANON_WEIGHT_CACHE=0`` turns this off."""
+    import os
+
+    if os.environ.get("BIOANON_WEIGHT_CACHE", "1") == "0":
+        cache = None
+    token = _WEIGHT_CACHE.set(cache)
+    try:
+        yield
+    finally:
+        _WEIGHT_CACHE.reset(token)
+
+
+def training_key(method: Any, *data: Any, label: str = "") -> str:
+    """The key of a network trained by ``method`` on ``data`` (tables, arrays or JSON-able ids) for ``label``:
+    the method's fingerprint (id, version, the parameters that change results and the device kind), the data's
+    content fingerprints, the label and, for a ``weights`` file, its content digest."""
+    from .cache import fingerprint, table_fingerprint
+
+    parts = []
+    for d in data:
+        if getattr(d, "arrow", None) is not None:
+            parts.append({"table": table_fingerprint(d)})
+        elif isinstance(d, np.ndarray):
+            parts.append({"array": _array_digest(d)})
+        else:
+            parts.append(d)
+    weights = getattr(method, "weights", "")
+    return fingerprint({"method": method.fingerprint(), "data": parts, "label": label,
+                        "weights": file_digest(weights) if weights else ""})
+
+
+def _array_digest(a: np.ndarray) -> str:
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=20)
+    h.update(f"{a.dtype.str}{a.shape}".encode())
+    h.update(np.ascontiguousarray(a).data)
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=32)
+def _file_digest(path: str, size: int, mtime_ns: int) -> str:
+    import hashlib
+
+    h = hashlib.blake2b(digest_size=20)
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def file_digest(path: str) -> str:
+    """Content digest of a file (memoized on its size and modification time)."""
+    import os
+
+    st = os.stat(path)
+    return _file_digest(os.path.abspath(path), st.st_size, st.st_mtime_ns)
+
+
+def _store_trained(torch: Any, cache: Any, key: str, trained: Trained) -> None:
+    import io
+    import warnings
+
+    buf = io.BytesIO()
+    state = {k: v.detach().cpu() for k, v in trained.net.state_dict().items()}
+    torch.save({"format": "bioanon.trained/1", "state_dict": state, "history": trained.history,
+                "best_epoch": trained.best_epoch}, buf)
+    try:
+        cache.put_blob(key, buf.getvalue())
+    except Exception as exc:  # noqa: BLE001 - keeping weights is an optimization; the result stands
+        warnings.warn(f"bioanon: could not keep trained weights {key} in the cache: {exc}", stacklevel=3)
+
+
+def _load_trained(torch: Any, cache: Any, key: str, build: Callable[[], Any], seed: int, dev: str) -> Trained | None:
+    import io
+
+    raw = cache.get_blob(key)
+    if raw is None:
+        return None
+    try:
+        saved = torch.load(io.BytesIO(raw), weights_only=True, map_location="cpu")
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            net = build()
+        net.load_state_dict(saved["state_dict"])
+    except Exception as exc:  # noqa: BLE001 - an unreadable entry is moved aside and the network retrained
+        cache.discard_blob(key, exc)
+        return None
+    net = net.to(dev).eval()
+    return Trained(net=net, history=list(saved["history"]), best_epoch=int(saved["best_epoch"]))
 
 
 # ------------------------------------------------------------------------------------------------------ heads
@@ -231,16 +437,21 @@ def softmax_head(in_dim: int, n_classes: int, *, dropout: float = 0.0, label_smo
 # -------------------------------------------------------------------------------------------------- inference
 
 def infer(fn: Callable[[Any], Any], x: np.ndarray | Sequence[np.ndarray], *, out_shape: tuple[int, ...],
-          batch_size: int = 256, threads: int = 0, dtype: Any = np.float32) -> np.ndarray:
+          batch_size: int = 256, threads: int = 0, dtype: Any = np.float32, device: str = "cpu",
+          precision: str = "fp32") -> np.ndarray:
     """``fn`` applied to ``x`` in batches of ``batch_size`` under ``torch.inference_mode()`` with ``threads``
-    torch threads; the outputs as one numpy array of ``dtype`` with per-sample shape ``out_shape`` (which also
-    gives the shape of an empty result).
+    torch threads, on ``device`` (batches are pinned and copied without blocking; the outputs stay on the
+    device until the end, then come back in one copy) with ``precision`` autocast; the outputs as one numpy
+    array of ``dtype`` with per-sample shape ``out_shape`` (which also gives the shape of an empty result).
 
     ``x`` is a numpy array (first axis the samples) or a list of per-sample arrays of different shapes (e.g.
     utterances of different lengths): samples of one shape are batched together, without padding, and the
     outputs are returned in the order of ``x``."""
     torch = import_torch("bioanon.nettrain.infer")
-    out = np.empty((len(x), *out_shape), dtype=dtype)
+    from .device import autocast, resolve_device, resolve_precision
+
+    dev = resolve_device(device, who="bioanon.nettrain.infer")
+    prec = resolve_precision(precision, dev)
     if isinstance(x, np.ndarray):
         groups = [(np.arange(len(x)), x)]
     else:
@@ -248,10 +459,114 @@ def infer(fn: Callable[[Any], Any], x: np.ndarray | Sequence[np.ndarray], *, out
         for i, a in enumerate(x):
             shapes.setdefault(np.shape(a), []).append(i)
         groups = [(np.array(rows), None) for rows in shapes.values()]
-    with torch_threads(threads), torch.inference_mode():
+    with torch_threads(threads), torch.inference_mode(), autocast(torch, dev, prec):
+        out = torch.empty((len(x), *out_shape), dtype=torch.float64 if np.dtype(dtype) == np.float64
+                          else torch.float32, device=dev)
         for rows, arr in groups:
             for start in range(0, len(rows), batch_size):
                 part = rows[start:start + batch_size]
                 chunk = arr[start:start + batch_size] if arr is not None else np.stack([x[i] for i in part])
-                out[part] = fn(torch.from_numpy(np.ascontiguousarray(chunk))).numpy()
-    return out
+                y = fn(to_device(torch.from_numpy(np.ascontiguousarray(chunk)), dev))
+                if len(part) == part[-1] - part[0] + 1:  # consecutive rows: a slice, no index tensor
+                    out[int(part[0]):int(part[-1]) + 1] = y
+                else:
+                    out[to_device(torch.from_numpy(part), dev)] = y.to(out.dtype)
+        result = out.cpu().numpy()
+    return result.astype(dtype, copy=False)
+
+
+# ------------------------------------------------------------------------------------------- user weights
+
+
+class WeightsError(ValueError):
+    """A weights file that cannot be read or does not fit the network (names the file and the layer)."""
+
+
+_CLASSIFIER_KEYS = ("fc.", "classifier.", "head.fc.", "last_linear.")  # timm classifiers (num_classes=0 here)
+
+
+def read_state_dict(path: str, *, who: str = "", param: str = "weights") -> dict[str, Any]:
+    """The tensors of a weights file: a torch state dict, or a checkpoint holding one under ``state_dict``,
+    ``model``, ``state_dict_ema`` or ``net`` (timm, Lightning and bioanon checkpoints); ``module.`` prefixes
+    (DataParallel) are removed. Read with ``torch.load(weights_only=True)``: a file that would run code is
+    refused. Errors name ``who`` (the method), the parameter and the file."""
+    import os
+
+    torch = import_torch(who or "bioanon.nettrain")
+    prefix = f"{who}: {param} {path!r}"
+    if not path or not os.path.isfile(path):
+        raise WeightsError(f"{prefix}: no such file")
+    try:
+        obj = torch.load(path, weights_only=True, map_location="cpu")
+    except Exception as exc:  # noqa: BLE001 - pickles with code, truncated files, other formats
+        raise WeightsError(f"{prefix}: not a torch weights file that loads with weights_only=True "
+                           f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+    for key in ("state_dict", "model", "state_dict_ema", "net"):
+        if isinstance(obj, dict) and isinstance(obj.get(key), dict):
+            obj = obj[key]
+            break
+    if not isinstance(obj, dict) or not obj or not all(hasattr(v, "shape") for v in obj.values()):
+        raise WeightsError(f"{prefix}: holds no state dict of tensors")
+    return {(k[7:] if k.startswith("module.") else k): v for k, v in obj.items()}
+
+
+def load_weights(net: Any, path: str, *, who: str = "", param: str = "weights", skip: Sequence[str] = ("head.",),
+                 dry_run: bool = False) -> list[str]:
+    """Load a weights file into ``net`` (or, with ``dry_run``, only check that it fits); returns the names of
+    the network's parameters and buffers it set.
+
+    The file's keys are matched against the network's as they are or under ``backbone.`` (a timm backbone
+    checkpoint for a bioanon network whose backbone is ``net.backbone``), whichever matches more. Keys under
+    ``skip`` (default: the classification head, whose size is the number of training classes) are not
+    loaded; timm classifier keys (``fc.``, ``classifier.``, …) of the file are ignored. Every other key of the
+    matched part of the network must be in the file with the same shape.
+
+    Raises
+    ------
+    WeightsError
+        naming the file and the first layers that are missing or whose shapes differ (file vs network), or
+        when nothing matches.
+    """
+    state = read_state_dict(path, who=who, param=param)
+    own = net.state_dict()
+    prefix = f"{who}: {param} {path!r}"
+    candidates = [""] + (["backbone."] if hasattr(net, "backbone") else [])
+    best = max(candidates, key=lambda p: sum((p + k) in own for k in state))
+    mapped = {best + k: v for k, v in state.items()}
+    scope = [k for k in own if k.startswith(best) and not any(k.startswith(s) for s in skip)]
+    matched = [k for k in scope if k in mapped]
+    if not matched:
+        raise WeightsError(f"{prefix}: none of its {len(state)} tensors (e.g. {next(iter(state))!r}) matches a "
+                           f"layer of the network (e.g. {next(iter(own))!r}); is it for another architecture?")
+    bad = [f"{k}: {tuple(mapped[k].shape)} in the file, {tuple(own[k].shape)} in the network"
+           for k in matched if tuple(mapped[k].shape) != tuple(own[k].shape)]
+    if bad:
+        more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
+        raise WeightsError(f"{prefix} does not fit the network: layer " + "; layer ".join(bad[:3]) + more)
+    missing = [k for k in scope if k not in mapped and not k.endswith("num_batches_tracked")]
+    if missing:
+        more = f" (and {len(missing) - 3} more)" if len(missing) > 3 else ""
+        raise WeightsError(f"{prefix} does not fit the network: it has no layer " + ", ".join(missing[:3]) + more)
+    extra = [k for k in state if best + k not in own and not any(k.startswith(c) for c in _CLASSIFIER_KEYS)
+             and not any((best + k).startswith(s) for s in skip)]
+    if extra:
+        raise WeightsError(f"{prefix} does not fit the network: the network has no layer "
+                           + ", ".join(repr(k) for k in extra[:3]) + (f" (and {len(extra) - 3} more)"
+                                                                      if len(extra) > 3 else ""))
+    if not dry_run:
+        net.load_state_dict({k: mapped[k] for k in matched}, strict=False)
+    return matched
+
+
+def check_weights(build: Callable[[], Any], path: str, *, who: str = "", param: str = "weights",
+                  skip: Sequence[str] = ("head.",)) -> list[str]:
+    """Problems (one line each; empty when it fits) of loading ``path`` into ``build()``: the network is built on
+    torch's ``meta`` device, so nothing is allocated or computed."""
+    torch = import_torch(who or "bioanon.nettrain")
+    try:
+        with torch.device("meta"):
+            net = build()
+        load_weights(net, path, who=who, param=param, skip=skip, dry_run=True)
+    except WeightsError as exc:
+        return [str(exc)]
+    return []

@@ -164,5 +164,5 @@ def test_bad_choices_name_the_method():
     x, y = _blobs(n=10)
     with pytest.raises(ValueError, match="my.method: scheduler 'step'"):
         _fit(x, y, scheduler="step", method_id="my.method")
-    with pytest.raises(ValueError, match="optimizer 'sgd'"):
-        _fit(x, y, optimizer="sgd")
+    with pytest.raises(ValueError, match="optimizer 'rmsprop'"):
+        _fit(x, y, optimizer="rmsprop")
