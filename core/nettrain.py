@@ -31,7 +31,7 @@ from .torchutil import import_torch, torch_threads
 
 __all__ = ["Trained", "train_net", "arcface_head", "softmax_head", "infer", "has_batch_norm", "SCHEDULERS",
            "OPTIMIZERS", "WeightsError", "check_weights", "load_weights", "read_state_dict", "to_device",
-           "training_key", "using_weight_cache", "file_digest"]
+           "training_key", "using_weight_cache", "file_digest", "stage"]
 
 SCHEDULERS = ("cosine", "plateau", "multistep", "none")
 OPTIMIZERS = ("adam", "adamw", "sgd")
@@ -244,6 +244,20 @@ def to_device(t: Any, device: str) -> Any:
     if device.startswith("cuda") and t.device.type == "cpu":
         return t.pin_memory().to(device, non_blocking=True)
     return t.to(device)
+
+
+def stage(t: Any, device: str, share: float = 0.25) -> Any:
+    """A whole training tensor placed for batching: on a CUDA device when it takes at most ``share`` of the
+    device's free memory (batches are then indexed there, with no copy per batch), else pinned in CPU memory
+    (each batch is copied without blocking by :func:`train_net`); on the CPU it is returned as it is."""
+    if not device.startswith("cuda") or t.device.type != "cpu":
+        return t if device == "cpu" or t.device.type != "cpu" else t.to(device)
+    import torch
+
+    free, _total = torch.cuda.mem_get_info(torch.device(device))
+    if t.element_size() * t.nelement() <= share * free:
+        return t.to(device)
+    return t.pin_memory()
 
 
 def _freeze(net: Any, name: str | None, method_id: str) -> Any:
