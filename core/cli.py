@@ -131,6 +131,11 @@ def cmd_describe(args: argparse.Namespace) -> int:
         print()
     print("parameters:")
     _print_params(d["params"], indent="  ")
+    if d.get("presets"):
+        print("\npresets (preset=NAME fills every parameter left at its default):")
+        for name, values in d["presets"].items():
+            text = ", ".join(f"{k}={v!r}" for k, v in values.items()) or "the defaults above"
+            print(textwrap.fill(f"{name}: {text}", _width(), initial_indent="  ", subsequent_indent="    "))
     return 0
 
 
@@ -216,7 +221,8 @@ def _run_evaluation(config: Any, args: argparse.Namespace) -> int:
 
     result = evaluate(config, out_dir=args.out, run_id=args.run_id, cache=args.cache_dir,
                       executor=args.executor, scheduler=args.scheduler,
-                      keep_going=args.keep_going, progress=not args.quiet, report=not args.no_report)
+                      keep_going=args.keep_going, progress=not args.quiet, report=not args.no_report,
+                      device=args.device)
     _print_summary(result)
     if result.failures:
         print(f"bioanon: {len(result.failures)} task(s) failed or were skipped (see failures.json)", file=sys.stderr)
@@ -315,8 +321,14 @@ def cmd_anonymize(args: argparse.Namespace) -> int:
     if source.needs_path and not args.path:
         raise BioanonError(f"{source.id} reads a data layout: give its PATH")
     check_output(args.out)  # before any work
-    table = source.load(args.path if source.needs_path else None)
-    result = anonymize(table, methods)
+    from .device import resolve_device, using_device
+
+    with using_device(args.device):
+        for m in methods:  # a device that is not here fails before the data are read
+            if hasattr(m, "device"):
+                resolve_device(m.device, who=m.id)
+        table = source.load(args.path if source.needs_path else None)
+        result = anonymize(table, methods)
     written = write_table(result, args.out)
     chain = " → ".join(m.id for m in methods)
     print(f"anonymized {len(result)} samples of {result.num_subjects} subjects with {chain} -> {written}")
@@ -352,6 +364,13 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="Dask scheduler address, e.g. tcp://10.0.0.1:8786 (with --executor dask)")
     p.add_argument("--no-report", action="store_true", help="write the tables but not report.html")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
+    _add_device_option(p)
+
+
+def _add_device_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--device", default=None, metavar="DEVICE",
+                   help="torch device of the network methods: auto (CUDA, else mps, else CPU), cpu, cuda, cuda:N "
+                        "or mps (default: [run] device of the config, else $BIOANON_DEVICE, else auto)")
 
 
 # --------------------------------------------------------------------------------------------------- parser
@@ -449,6 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True,
                    help="output: .arrow, .parquet, .csv (features only), or a new folder for images/audio")
     p.add_argument("--skip-bad-files", action="store_true", help="skip unreadable data files and list them")
+    _add_device_option(p)
     p.set_defaults(func=cmd_anonymize)
 
     p = sub.add_parser("report", help="re-render report.html and plots of a results folder")

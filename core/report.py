@@ -975,6 +975,23 @@ def _duration(s: Any) -> str:
     return f"{h} h {m} min" if h else f"{m} min {sec} s"
 
 
+def device_summary(record: Any) -> str:
+    """Where the torch-backed methods ran: 'cuda:0 (NVIDIA H100, 79.1 GB), asked: auto' or why none did."""
+    if not isinstance(record, dict):
+        return "–"
+    devices = record.get("devices") or []
+    if not devices:
+        return f"no torch-backed method (asked: {record.get('requested', 'auto')})"
+    parts = []
+    for d in devices:
+        if not isinstance(d, dict):
+            continue
+        extra = ", ".join(str(x) for x in (d.get("name"), f"{d['memory_gb']} GB" if d.get("memory_gb") else None,
+                                             f"torch {d['torch']}" if d.get("torch") else None) if x)
+        parts.append(f"{d.get('device', '?')} ({extra})" if extra else str(d.get("device", "?")))
+    return "; ".join(parts) + f", asked: {record.get('requested', 'auto')}"
+
+
 def _header(res: _Results) -> str:
     env = res.environment
     name = res.config.get("name") or res.run_dir.name
@@ -993,6 +1010,7 @@ def _header(res: _Results) -> str:
         ("plugins", plug),
         ("python", env.get("python", "–")),
         ("platform", env.get("platform", "–")),
+        ("device", device_summary(env.get("device"))),
     ]
     row = lambda items: "".join(f"<span><b>{_esc(k)}</b> {_esc(v)}</span>" for k, v in items)  # noqa: E731
     return (

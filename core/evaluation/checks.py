@@ -2,14 +2,18 @@
 
 :func:`~bioanon.evaluation.config.load_config` checks the config itself (keys, ids, parameters and grids value
 by value, rates, paths, each method's trait against the data set's, the optional packages methods declare).
-This module adds what needs more than the config: whether the results folder can be written, and — once the
-data are loaded — whether every method finds a payload it reads and the label column exists.
+This module adds what needs more than the config: whether the results folder can be written, whether the
+devices asked for exist on this machine, and — once the data are loaded — whether every method finds a payload
+it reads, the label column exists, and each method's own preflight (e.g. a user's weights file that must fit
+the network, checked without computing anything) passes.
 """
 
 from __future__ import annotations
 
 import os
 from typing import Any
+
+import attrs
 
 from ..fileio import output_problem
 
@@ -24,6 +28,43 @@ def reads_payload(cls: Any, payload_names: list[str], viewed: set[str] = frozens
     if not wanted or "*" in wanted or wanted & set(payload_names):
         return True
     return cls.trait == "any" and bool(wanted & set(FLAT_PAYLOADS)) and bool(viewed & set(payload_names))
+
+
+def _method_groups(cfg: Any) -> list[tuple[str, Any]]:
+    """(key path, spec) of every configured method that runs on the data."""
+    out = [(f"anonymizers[{i}]", s) for i, s in enumerate(cfg.anonymizers)]
+    if cfg.deanonymizer is not None:
+        out.append(("deanonymizer", cfg.deanonymizer))
+    out += [(f"recognizers[{i}]", s) for i, s in enumerate(cfg.recognizers)]
+    out += [(f"selection.selectors[{i}]", s) for i, s in enumerate(cfg.selection.selectors)]
+    out += [(f"utility[{i}]", s) for i, s in enumerate(cfg.utility)]
+    return out
+
+
+def device_problems(cfg: Any, device: str | None = None) -> list[str]:
+    """Devices that do not exist here: the run's (``device``, else ``[run] device``, else ``BIOANON_DEVICE``)
+    and any method's own ``device`` parameter (e.g. ``cuda`` on a machine without CUDA)."""
+    from ..device import DeviceError, resolve_device, using_device
+
+    problems: list[str] = []
+    if not any("device" in attrs.fields_dict(spec.method_class()) for _, spec in _method_groups(cfg)):
+        return problems  # no torch-backed method: the device does not matter (and torch is not imported)
+    where = "--device" if device else ("run.device" if cfg.run.device else "BIOANON_DEVICE")
+    try:
+        with using_device(device or cfg.run.device):
+            resolve_device("")
+    except DeviceError as exc:
+        problems.append(f"{where}: {exc}")
+    for path, spec in _method_groups(cfg):
+        for setting in spec.settings() if hasattr(spec, "settings") else [None]:
+            value = {**spec.params, **(setting or {})}.get("device", "")
+            if value:
+                try:
+                    resolve_device(value, who=spec.id)
+                except DeviceError as exc:
+                    problems.append(f"{path}.params.device: {exc}")
+                break
+    return problems
 
 
 def data_problems(cfg: Any, table: Any) -> list[str]:
@@ -58,6 +99,25 @@ def data_problems(cfg: Any, table: Any) -> list[str]:
     if cfg.label != "subject" and cfg.label not in table.attribute_names:
         problems.append(f"label: the data set has no attribute column 'attr.{cfg.label}'; available: "
                         f"{table.attribute_names}")
+    if not problems:
+        problems += preflight_problems(cfg, table)
+    return problems
+
+
+def preflight_problems(cfg: Any, table: Any) -> list[str]:
+    """What each configured method's ``preflight(table)`` finds (e.g. a weights file that does not fit the
+    network built for the data), for every grid setting, without computing anything."""
+    problems: list[str] = []
+    for path, spec in _method_groups(cfg):
+        cls = spec.method_class()
+        if not hasattr(cls, "preflight"):
+            continue
+        seen: set[str] = set()
+        for setting in spec.settings() if hasattr(spec, "settings") else [None]:
+            for line in spec.create(setting).preflight(table):
+                if line not in seen:
+                    seen.add(line)
+                    problems.append(f"{path}.params: {line}")
     return problems
 
 
@@ -102,6 +162,7 @@ def validate(config: Any, *, out_dir: str | os.PathLike | None = None, data: Any
         from .run import load_data as _load
 
         data = _load(cfg)
+    problems += device_problems(cfg)
     if data is not None:
         problems += data_problems(cfg, data)
     raise_problems(problems, f"config {cfg.name!r} cannot run")

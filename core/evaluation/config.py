@@ -52,6 +52,7 @@ __all__ = [
     "MethodSpec",
     "Rates",
     "ReportSpec",
+    "RunSpec",
     "SelectionSpec",
     "load_config",
 ]
@@ -78,13 +79,14 @@ _KIND_NOUN = {
 
 _TOP_KEYS = (
     "name", "seed", "repeats", "label", "scenarios", "dataset", "rates", "anonymizers", "deanonymizer",
-    "recognizers", "selection", "utility", "report",
+    "recognizers", "selection", "utility", "report", "run",
 )  # fmt: skip
 _TOP_SCALARS = ("name", "seed", "repeats", "label", "scenarios")
 _DATASET_KEYS = ("source", "path", "params")
 _RATE_KEYS = ("background", "attacker", "evaluation", "enrolment")
 _SHARE_KEYS = ("background", "attacker", "evaluation")
 _SELECTION_KEYS = ("selectors", "subject_counts", "random_draws")
+_RUN_KEYS = ("device",)
 _REPORT_KEYS = ("bootstrap", "confidence", "per_probe_scores", "paper_protocol", "reversibility_thresholds")
 DEFAULT_REVERSIBILITY = (0.1, 0.5)
 _METHOD_KEYS = ("id", "name", "params")
@@ -210,6 +212,15 @@ class ReportSpec:
 
 
 @attrs.frozen
+class RunSpec:
+    """How the run executes (not what it computes): ``device`` is the torch device of every torch-backed method
+    whose own ``device`` parameter is ``""`` — ``""`` here means unset (``BIOANON_DEVICE``, else ``auto``);
+    ``--device`` on the command line overrides it (see :mod:`bioanon.device`)."""
+
+    device: str = ""
+
+
+@attrs.frozen
 class EvalConfig:
     """A validated, resolved evaluation config (see :func:`load_config`)."""
 
@@ -226,6 +237,7 @@ class EvalConfig:
     selection: SelectionSpec
     utility: tuple[MethodSpec, ...]
     report: ReportSpec
+    run: RunSpec = RunSpec()
 
     def all_scenarios(self) -> tuple[str, ...]:
         """The listed scenarios plus the levels always reported (``clear``, ``chance``)."""
@@ -254,6 +266,7 @@ class EvalConfig:
         }
         out["utility"] = [u.to_dict(grid=False) for u in self.utility]
         out["report"] = {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.asdict(self.report).items()}
+        out["run"] = attrs.asdict(self.run)
         return out
 
     def to_toml(self) -> str:
@@ -457,6 +470,7 @@ class _Validator:
         utility = self.methods(raw.get("utility"), "utility", "utility", required=False)
         self.unique_names(utility, "utility")
         report = self.report(raw.get("report", {}))
+        run = self.run(raw.get("run", {}))
         self.suitability()
         if self.problems:
             return None
@@ -474,7 +488,18 @@ class _Validator:
             selection=selection,  # type: ignore[arg-type]
             utility=tuple(utility),  # type: ignore[arg-type]
             report=report,
+            run=run,
         )
+
+    def run(self, raw_any: Any) -> RunSpec:
+        from ..device import check_device_text
+
+        raw = self.table(raw_any, "run", _RUN_KEYS)
+        device = raw.get("device", "")
+        if not check_device_text(device):
+            self.add("run.device", f"expected auto, cpu, cuda, cuda:N or mps, {_got(device)}")
+            device = ""
+        return RunSpec(device=device)
 
     def suitability(self) -> None:
         """Every method suits the data set's trait (a trait method on another trait's data fails), and every
@@ -955,4 +980,5 @@ def _to_toml(cfg: EvalConfig) -> str:
     for i, u in enumerate(cfg.utility):
         out += ["", "[[utility]]"] + _method_lines(u, f"utility[{i}]", grid=False)
     out += ["", "[report]"] + [f"{k} = {_toml_value(v, 'report.' + k)}" for k, v in d["report"].items()]
+    out += ["", "[run]"] + [f"{k} = {_toml_value(v, 'run.' + k)}" for k, v in d["run"].items()]
     return "\n".join(out) + "\n"

@@ -28,7 +28,7 @@ from ..cache import Cache, table_fingerprint
 from ..errors import BioanonError
 from ..fileio import atomic_write, atomic_write_text, jsonable
 from ..table import SampleTable, _part_sizes
-from .checks import data_problems, raise_problems
+from .checks import data_problems, device_problems, raise_problems
 from .rundir import RunFolder, RunInterrupted
 from .tasks import TaskSpec, derived_seed, make_task, output_key
 
@@ -77,7 +77,13 @@ class EvaluationResult:
 
 def _method_dict(spec: Any, setting: Mapping[str, Any] | None = None) -> dict[str, Any]:
     m = spec.create(setting)
-    return {"id": m.id, "params": jsonable(m.get_params())}
+    params = jsonable(m.get_params())
+    if params.get("device", None) in ("", "auto") and "device" in attrs.fields_dict(type(m)):
+        # the run's device, resolved here, so every worker runs the method where the plan says
+        from ..device import resolve_device
+
+        params["device"] = resolve_device(params["device"], who=m.id)
+    return {"id": m.id, "params": params}
 
 
 def _with_seed(method: dict[str, Any], seed: int) -> dict[str, Any]:
@@ -568,6 +574,7 @@ def evaluate(
     keep_going: bool = False,
     progress: bool = True,
     report: bool = True,
+    device: str | None = None,
 ) -> EvaluationResult:
     """Run a strong evaluation.
 
@@ -586,17 +593,34 @@ def evaluate(
     keep_going : finish everything that does not depend on a failed task, then report the failures.
     progress : progress bars per stage.
     report : render ``report.html`` with plots.
+    device : the torch device of every torch-backed method whose ``device`` parameter is ``""``: ``auto``,
+        ``cpu``, ``cuda``, ``cuda:N`` or ``mps``; overrides ``[run] device`` (default: that, else
+        ``$BIOANON_DEVICE``, else ``auto``). Resolved once, when the plan is made; recorded in
+        ``environment.json`` and shown by the report. See :mod:`bioanon.device`.
 
     Raises
     ------
     RunInterrupted
         (a ``KeyboardInterrupt``) on Ctrl-C, saying how many tasks are saved; the same call resumes.
     """
-    from ..executors import DaskExecutor, LocalExecutor
     from .config import EvalConfig, load_config
 
     started = time.time()
+    from ..device import using_device
+
     cfg = config if isinstance(config, EvalConfig) else load_config(config)
+    if device:
+        cfg = attrs.evolve(cfg, run=attrs.evolve(cfg.run, device=device))
+    raise_problems(device_problems(cfg), f"config {cfg.name!r} cannot run here")
+    with using_device(cfg.run.device or None):
+        return _evaluate(cfg, data, out_dir, run_id, cache, executor, scheduler, keep_going, progress, report,
+                         started)
+
+
+def _evaluate(cfg: Any, data: Any, out_dir: Any, run_id: Any, cache: Any, executor: Any, scheduler: Any,
+              keep_going: bool, progress: bool, report: bool, started: float) -> EvaluationResult:
+    from ..executors import DaskExecutor, LocalExecutor
+
     cache = cache if isinstance(cache, Cache) else Cache(cache)
     # the run folder exists (and is writable) before any work; it says whether the run is going, done or not
     folder = RunFolder.open(out_dir, run_id, _run_id(cfg)) if out_dir is not None else None
@@ -611,6 +635,11 @@ def evaluate(
         check_disk_space(estimate, cache)
         if progress:
             print(f"bioanon: {estimate}", file=sys.stderr)
+            devices = _device_record(cfg, plan)
+            if devices["methods"]:
+                from ..report import device_summary
+
+                print(f"bioanon: torch-backed methods run on {device_summary(devices)}", file=sys.stderr)
         if executor in (None, "local"):
             executor = LocalExecutor(cache, keep_going=keep_going, progress=progress)
         elif executor == "dask":
@@ -654,6 +683,7 @@ def _results(cfg: Any, plan: Plan, exe: Any, cache: Cache, folder: RunFolder | N
     if folder is not None:
         run_dir = folder.path
         env = _environment(cfg.seed) | {
+            "device": _device_record(cfg, plan),
             "started": _dt.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
             "finished": _dt.datetime.now().isoformat(timespec="seconds"),
             "duration_s": round(time.time() - started, 3),
@@ -682,6 +712,34 @@ def _results(cfg: Any, plan: Plan, exe: Any, cache: Cache, folder: RunFolder | N
             report_path = render_report(run_dir)
     return EvaluationResult(run_dir, metrics, utility, tradeoff, auc, warnings, failures, exe.executed, exe.cached,
                             report_path, exe.by_stage, protocol_df)
+
+
+def _device_record(cfg: Any, plan: Plan) -> dict[str, Any]:
+    """The run's device as asked for and as resolved (name, memory, versions), and the device each
+    torch-backed method of the plan ran on."""
+    from ..device import describe_device, resolve_device
+
+    methods: dict[str, set[str]] = {}
+
+    def walk(value: Any) -> None:
+        if isinstance(value, Mapping):
+            params = value.get("params")
+            if isinstance(value.get("id"), str) and isinstance(params, Mapping) and "device" in params:
+                methods.setdefault(value["id"], set()).add(str(params["device"]))
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(v)
+
+    for task in plan.tasks:
+        walk(task.args)
+    asked = cfg.run.device or os.environ.get("BIOANON_DEVICE", "") or "auto"
+    if not methods:  # nothing ran on torch: do not import it to say so
+        return {"requested": asked, "resolved": None, "devices": [], "methods": {}}
+    used = sorted({d for ds in methods.values() for d in ds})
+    return {"requested": asked, "resolved": resolve_device(cfg.run.device or ""),
+            "devices": [describe_device(d) for d in used], "methods": {k: sorted(v) for k, v in sorted(methods.items())}}
 
 
 def _lineage(plan: Plan, cache: Cache) -> list[dict[str, Any]]:

@@ -58,7 +58,29 @@ TASK_VERSION = "2"
 
 
 def task_key(op_name: str, args: Mapping[str, Any], deps: tuple[str, ...]) -> str:
-    return derive_fingerprint(method_id=f"task.{op_name}", version=TASK_VERSION, params=dict(args), inputs=list(deps))
+    """The cache key of a task: its operation, arguments and inputs. A method in the arguments
+    (``{"id": ..., "params": {...}}``) enters through :meth:`~bioanon.methods.Method.fingerprint` — the
+    parameters that change results and, for torch-backed methods, the device kind (cpu / cuda / mps) — so the
+    thread count or the GPU index do not change the key, while a CPU and a GPU run never share results."""
+    return derive_fingerprint(method_id=f"task.{op_name}", version=TASK_VERSION, params=_key_args(dict(args)),
+                              inputs=list(deps))
+
+
+def _key_args(value: Any) -> Any:
+    """``value`` with every method spec in it replaced by the method's id and fingerprint."""
+    if isinstance(value, Mapping):
+        if set(value) == {"id", "params"} and isinstance(value["id"], str) and isinstance(value["params"], Mapping):
+            from .. import get_registry
+
+            try:
+                method = get_registry().create(value["id"], **dict(value["params"]))
+            except (BioanonError, KeyError, TypeError, ValueError):
+                return {k: _key_args(v) for k, v in value.items()}
+            return {"id": value["id"], "fingerprint": method.fingerprint()}
+        return {k: _key_args(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_key_args(v) for v in value]
+    return value
 
 
 def make_task(op_name: str, args: Mapping[str, Any], deps: tuple[str, ...], *, stage: str, label: str) -> TaskSpec:
@@ -68,10 +90,13 @@ def make_task(op_name: str, args: Mapping[str, Any], deps: tuple[str, ...], *, s
 
 def run_task(task: TaskSpec, cache: Cache) -> dict[str, Any]:
     """Run a task unless its record exists; return the record (thread- and process-safe via the cache)."""
+    from ..nettrain import using_weight_cache
+
     done = cache.get_json(task.key)
     if done is not None:
         return done
-    record = OPS[task.op](cache, key=task.key, **task.args)
+    with using_weight_cache(cache):  # trained networks are kept beside the results
+        record = OPS[task.op](cache, key=task.key, **task.args)
     cache.put_json(task.key, record)
     return record
 
