@@ -413,7 +413,10 @@ def _torch_sums(torch: Any, X: Any, sets: np.ndarray, row0: int, A: Any, B: Any)
     sets = np.ascontiguousarray(sets, dtype=np.int64)
     n, g = sets.shape
     offsets = torch.from_numpy(np.arange(0, n * g, g, dtype=np.int64))  # (a 2-D input makes torch build them)
-    s = torch.nn.functional.embedding_bag(torch.from_numpy(sets.reshape(-1)), X, offsets, mode="sum")
+    index = torch.from_numpy(sets.reshape(-1))
+    if X.device.type != "cpu":  # the index goes to the data (one copy per call), never the data to the CPU
+        index, offsets = index.to(X.device, non_blocking=True), offsets.to(X.device, non_blocking=True)
+    s = torch.nn.functional.embedding_bag(index, X, offsets, mode="sum")
     s.mul_(A)
     s.addcmul_(X[row0:row0 + len(sets)], B)
     return s
@@ -447,6 +450,18 @@ def _numpy_chunk(x: np.ndarray, sets: np.ndarray, row0: int, a: np.ndarray, b: n
             list(pool.map(work, starts))
 
 
+def _place(torch: Any, X: Any, device: str, share: float = 0.4) -> Any:
+    """``X`` on ``device`` when it takes at most ``share`` of the device's free memory (the sums of a
+    super-chunk need room beside it), else ``X`` where it is: the CPU path is then used."""
+    if device == "cpu" or not device:
+        return X
+    if device.startswith("cuda"):
+        free, _ = torch.cuda.mem_get_info(torch.device(device))
+        if X.element_size() * X.nelement() > share * free:
+            return X
+    return X.to(device)
+
+
 def _resolve_backend(backend: str) -> Any:
     if backend not in ("auto", "torch", "numpy"):
         raise ValueError(f"backend must be 'auto', 'torch' or 'numpy', got {backend!r}")
@@ -458,7 +473,7 @@ def _resolve_backend(backend: str) -> Any:
 
 def weighted_set_mean(x: np.ndarray, sets: np.ndarray, selected: np.ndarray, weight: float, *,
                       row0: int = 0, out: np.ndarray | None = None, backend: str = "auto",
-                      threads: int = 0) -> np.ndarray:
+                      threads: int = 0, device: str = "cpu") -> np.ndarray:
     """Line 9 of Alg. 1 for given sets: ``d' = ((w-1)·d + Σ_G) / ((w-1)+g) ⊙ X_I + Σ_G / g ⊙ (1 - X_I)``.
 
     Parameters
@@ -481,6 +496,9 @@ def weighted_set_mean(x: np.ndarray, sets: np.ndarray, selected: np.ndarray, wei
         rounding.
     threads : int
         0 = every core of the machine.
+    device : str
+        A concrete torch device for the torch backend (``"cpu"``, ``"cuda:0"``, …): the data go there once
+        when they fit, the sums come back in one copy.
 
     Returns
     -------
@@ -499,9 +517,10 @@ def weighted_set_mean(x: np.ndarray, sets: np.ndarray, selected: np.ndarray, wei
         _numpy_chunk(x, sets, row0, a, b, out, threads)
         return out
     with torch_threads(threads):
-        s = _torch_sums(torch, _as_torch(torch, x), sets, row0, torch.from_numpy(a), torch.from_numpy(b))
+        X = _place(torch, _as_torch(torch, x), device)
+        s = _torch_sums(torch, X, sets, row0, torch.from_numpy(a).to(X.device), torch.from_numpy(b).to(X.device))
         if out is None:
-            return s.numpy()
+            return s.cpu().numpy()
         torch.from_numpy(out).copy_(s)
     return out
 
@@ -509,7 +528,8 @@ def weighted_set_mean(x: np.ndarray, sets: np.ndarray, selected: np.ndarray, wei
 def random_set_mean(x: np.ndarray, codes: np.ndarray, selected: np.ndarray, *, set_size: int,
                     n_same: int | None, weight: float, seed: int = 0, small_class: str = "error",
                     backend: str = "auto", threads: int = 0, check: bool = True,
-                    classes: Sequence[Any] | None = None, attribute: str = "the attribute") -> np.ndarray:
+                    classes: Sequence[Any] | None = None, attribute: str = "the attribute",
+                    device: str = "cpu") -> np.ndarray:
     """Alg. 1 lines 6–12 on a flattened data set: draw every record's set and apply line 9.
 
     Equal to ``weighted_set_mean(x, sample_sets(codes, set_size, n_same, seed=seed), selected, weight)``.
@@ -517,7 +537,9 @@ def random_set_mean(x: np.ndarray, codes: np.ndarray, selected: np.ndarray, *, s
     done in super-chunks whose index array stays under 64 MiB and whose sums under 128 MiB — and, with numpy,
     a few MiB per thread. The sets are drawn on every core (blocks of records are independent). With
     ``check``, raises TableError for non-finite values, naming the rows: a NaN would spread into every set it
-    is drawn into.
+    is drawn into. ``device``: where the torch backend sums (a concrete device; the data are copied there once
+    when they take under 40 % of its free memory, else the sums run on the CPU); the sets are drawn on the CPU
+    either way, so the output does not depend on the device beyond float32 rounding of the sums.
     """
     x = np.ascontiguousarray(x, dtype=np.float32)
     codes = np.asarray(codes, dtype=np.int64)
@@ -544,12 +566,13 @@ def random_set_mean(x: np.ndarray, codes: np.ndarray, selected: np.ndarray, *, s
                          threads)
         return out
     with torch_threads(threads):
-        X, A, B = _as_torch(torch, x), torch.from_numpy(a), torch.from_numpy(b)
+        X = _place(torch, _as_torch(torch, x), device)
+        A, B = torch.from_numpy(a).to(X.device), torch.from_numpy(b).to(X.device)
         if check and not math.isfinite(float(X.sum())):  # one parallel pass, no temporary; a non-finite sum
             check_finite(x)  # (NaN/inf, or a float32 overflow) triggers the exact row-by-row check
         if rows >= n:  # one call; its result is the output
             return _torch_sums(torch, X, _sample(codes, index, set_size, n_same, seed, 0, n, jobs), 0, A,
-                               B).numpy()
+                               B).cpu().numpy()
         out = np.empty((n, d), dtype=np.float32)
         O = torch.from_numpy(out)
         for r0 in range(0, n, rows):

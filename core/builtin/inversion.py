@@ -13,8 +13,9 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
+from ..device import device_param, precision_param, resolve_device
 from ..methods import Deanonymizer, fitted, param
-from ..nettrain import infer, train_net
+from ..nettrain import check_weights, infer, load_weights, stage, train_net, training_key
 from ..torchutil import import_torch
 from ..payloads import restore_dtype
 from .deanonymizers import paired_payloads
@@ -82,7 +83,10 @@ class MlpInversion(Deanonymizer):
     Determinism: all randomness comes from ``seed`` — initialization through a private ``torch.Generator``,
     validation split and batch order through seeded numpy generators (the loop is
     :func:`bioanon.nettrain.train_net`, which leaves torch's global RNG as it found it) —, so two fits with the
-    same parameters and data give the same weights on the same machine. ``threads`` sets torch's intra-op threads during fit/transform (0 = all
+    same parameters and data give the same weights on the same machine and device. ``device``/``precision``:
+where and in what arithmetic it trains and infers (:mod:`bioanon.device`); the training pairs stay on the
+device. ``weights``: a state dict of this network (e.g. a :meth:`save_checkpoint` file) to fine-tune from;
+:meth:`preflight` checks it fits before a run starts. ``threads`` sets torch's intra-op threads during fit/transform (0 = all
     available cores) and is restored afterwards. ``transform`` runs under ``torch.inference_mode()`` and
     returns the clear payload's shape and dtype (integers rounded and clipped). Checkpoints:
     :meth:`save_checkpoint` / :meth:`load_checkpoint` (``torch.save`` / ``torch.load(weights_only=True)``)."""
@@ -107,6 +111,10 @@ class MlpInversion(Deanonymizer):
     seed: int = param(0, help="random seed (initialization, validation split, batch order)")
     threads: int = param(0, help="torch intra-op threads (0 = all available cores)", low=0, affects_output=False)
     payload: str = param("", help="payload column (default: the first supported one present)")
+    device: str = device_param()
+    precision: str = precision_param()
+    weights: str = param("", help="a state dict (or a save_checkpoint file) of this network to start from; it is "
+                         "fine-tuned on the attacker pairs (nothing is downloaded)")
 
     model_: Any = fitted()
     x_mean_: np.ndarray | None = fitted()
@@ -118,9 +126,27 @@ class MlpInversion(Deanonymizer):
     dtype_: str | None = fitted()
     history_: list | None = fitted()
     best_epoch_: int | None = fitted()
+    device_: str | None = fitted()
 
     def _threads(self) -> int:
         return self.threads
+
+    def _net(self, torch: Any, d_in: int, d_out: int, seed: int | None = None) -> Any:
+        gen = torch.Generator().manual_seed(seed) if seed is not None else None
+        return _build(torch, d_in, d_out, self.hidden, self.activation, self.skip, gen)
+
+    def preflight(self, table) -> list[str]:
+        """Problems found before any work: torch missing, or a ``weights`` file that does not fit the network
+        for ``table``'s payload (input and output sizes are the payload's)."""
+        if not self.weights:
+            return []
+        try:
+            torch = _torch()
+        except ImportError as exc:
+            return [str(exc)]
+        column = self.payload_column(table, self.payload or None)
+        d = int(np.prod(table.payload(column).shape[1:]))
+        return check_weights(lambda: self._net(torch, d, d), self.weights, who=self.id, skip=())
 
     # ------------------------------------------------------------------------------------------------- fit
     def fit(self, clear, anonymized):
@@ -137,20 +163,28 @@ class MlpInversion(Deanonymizer):
         n_val = int(round(self.validation * n)) if n >= 10 else 0
         perm = np.random.default_rng(self.seed).permutation(n)
         val, tr = perm[:n_val], perm[n_val:]
-        x_tr, y_tr = (torch.from_numpy(np.ascontiguousarray(a[tr])) for a in (xs, ys))
-        x_va, y_va = (torch.from_numpy(np.ascontiguousarray(a[val])) for a in (xs, ys))
+        dev = resolve_device(self.device, who=self.id)
+        x_tr, y_tr = (stage(torch.from_numpy(np.ascontiguousarray(a[tr])), dev) for a in (xs, ys))
+        x_va, y_va = (torch.from_numpy(np.ascontiguousarray(a[val])).to(dev) for a in (xs, ys))
         loss_fn = torch.nn.MSELoss()
+
+        def batch(idx: np.ndarray, rng: np.random.Generator):
+            rows = torch.from_numpy(idx)
+            if x_tr.device.type != "cpu":
+                rows = rows.to(x_tr.device, non_blocking=True)
+            return x_tr[rows], y_tr[rows]
+
         trained = train_net(
-            lambda: _build(torch, xs.shape[1], ys.shape[1], self.hidden, self.activation, self.skip,
-                           torch.Generator().manual_seed(self.seed)),
-            lambda idx, rng: (x_tr[idx], y_tr[idx]), len(tr),
-            loss=lambda net, xb, yb: loss_fn(net(xb), yb),
+            lambda: self._net(torch, xs.shape[1], ys.shape[1], self.seed), batch, len(tr),
+            loss=lambda net, xb, yb: loss_fn(net(xb).float(), yb),
             epochs=self.epochs, batch_size=self.batch_size, lr=self.lr, weight_decay=self.weight_decay,
-            seed=self.seed, threads=self._threads(),
-            validation=(lambda net: loss_fn(net(x_va), y_va)) if n_val else None,
+            seed=self.seed, threads=self._threads(), device=dev, precision=self.precision,
+            init=(lambda net: load_weights(net, self.weights, who=self.id, skip=())) if self.weights else None,
+            store_key=training_key(self, x, y, label="mlp_inversion"),
+            validation=(lambda net: loss_fn(net(x_va).float(), y_va)) if n_val else None,
             patience=self.patience, keep_best=True, method_id=self.id)
-        model, history, best_epoch = trained.net, trained.history, trained.best_epoch
-        self.model_, self.history_, self.best_epoch_ = model, history, best_epoch
+        self.model_, self.history_, self.best_epoch_ = trained.net, trained.history, trained.best_epoch
+        self.device_ = dev
         return self
 
     # ------------------------------------------------------------------------------------------- transform
@@ -160,8 +194,17 @@ class MlpInversion(Deanonymizer):
             raise RuntimeError(f"{self.id}: fit() before transform()")
         _torch()
         xs = ((np.asarray(x, dtype=np.float32) - self.x_mean_) / self.x_scale_).astype(np.float32)
-        out = infer(self.model_, xs, out_shape=(len(self.y_mean_),), batch_size=4096, threads=self._threads())
+        dev = self._run_device()
+        out = infer(self.model_, xs, out_shape=(len(self.y_mean_),), batch_size=4096, threads=self._threads(),
+                    device=dev, precision=self.precision)
         return out * self.y_scale_ + self.y_mean_
+
+    def _run_device(self) -> str:
+        """The fitted network's device (moved there once when a loaded model sits elsewhere)."""
+        if self.device_ is None:
+            self.device_ = resolve_device(self.device, who=self.id)
+            self.model_.to(self.device_)
+        return self.device_
 
     def transform(self, table):
         if self.model_ is None:
@@ -179,7 +222,7 @@ class MlpInversion(Deanonymizer):
         params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.get_params().items()}
         torch.save({
             "id": self.id, "version": self.version, "params": params,
-            "state_dict": self.model_.state_dict(),
+            "state_dict": {k: v.cpu() for k, v in self.model_.state_dict().items()},
             "stats": {k: torch.from_numpy(getattr(self, k).copy())
                       for k in ("x_mean_", "x_scale_", "y_mean_", "y_scale_")},
             "column": self.column_, "shape": list(self.shape_), "dtype": self.dtype_,
@@ -196,7 +239,7 @@ class MlpInversion(Deanonymizer):
         m = cls(**ck["params"])
         for k, v in ck["stats"].items():
             setattr(m, k, v.numpy())
-        model = _build(torch, len(m.x_mean_), len(m.y_mean_), m.hidden, m.activation, m.skip)
+        model = m._net(torch, len(m.x_mean_), len(m.y_mean_))
         model.load_state_dict(ck["state_dict"])
         model.eval()
         m.model_, m.column_, m.shape_, m.dtype_ = model, ck["column"], tuple(ck["shape"]), ck["dtype"]

@@ -8,6 +8,7 @@ import attrs
 import numpy as np
 
 from .. import random_set_mean as engine
+from ..device import device_param, resolve_device
 from ..errors import ParameterError, TableError
 from ..methods import Anonymizer, fitted, labels_of, param
 from ..payloads import flatten_payload, restore_dtype
@@ -106,6 +107,7 @@ class RandomSetMean(Anonymizer):
     backend: Literal["auto", "torch", "numpy"] = param(
         "auto", help="summation kernel: torch embedding_bag when installed, or numpy", affects_output=False)
     threads: int = param(0, help="threads (0 = all cores)", low=0, affects_output=False)
+    device: str = device_param()
 
     selected_: np.ndarray | None = fitted()
     relevance_scores_: dict | None = fitted()
@@ -126,6 +128,10 @@ class RandomSetMean(Anonymizer):
         return attrs.field(default=default, metadata=dict(field.metadata))
 
     # ---------------------------------------------------------------------------------------------------- parts
+    def _sum_device(self) -> str:
+        """Where the torch backend sums: the resolved ``device`` (the CPU for the numpy backend)."""
+        return "cpu" if self.backend == "numpy" else resolve_device(self.device, who=self.id)
+
     def _needs(self) -> list[tuple[str, str, float]]:
         """(parameter, attribute, ratio) whose relevance is needed (ratio strictly between 0 and 1)."""
         out = []
@@ -288,7 +294,7 @@ class RandomSetMean(Anonymizer):
             out = engine.random_set_mean(
                 flat, codes, selected, set_size=self.set_size, n_same=n_same, weight=self.weight, seed=self.seed,
                 small_class=self.small_class, backend=self.backend, threads=self.threads, classes=classes,
-                attribute=what)  # also raises for NaN/inf, naming the rows
+                attribute=what, device=self._sum_device())  # also raises for NaN/inf, naming the rows
         except TableError as e:
             raise TableError(f"{self.id}: {e}") from None
         return table.with_payload(column, restore_dtype(out.reshape(x.shape), x.dtype))

@@ -49,7 +49,7 @@ def device_problems(cfg: Any, device: str | None = None) -> list[str]:
     problems: list[str] = []
     if not any("device" in attrs.fields_dict(spec.method_class()) for _, spec in _method_groups(cfg)):
         return problems  # no torch-backed method: the device does not matter (and torch is not imported)
-    where = "--device" if device else ("run.device" if cfg.run.device else "BIOANON_DEVICE")
+    where = "device (--device)" if device else ("run.device" if cfg.run.device else "BIOANON_DEVICE")
     try:
         with using_device(device or cfg.run.device):
             resolve_device("")

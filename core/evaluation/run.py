@@ -609,9 +609,9 @@ def evaluate(
     from ..device import using_device
 
     cfg = config if isinstance(config, EvalConfig) else load_config(config)
+    raise_problems(device_problems(cfg, device), f"config {cfg.name!r} cannot run here")
     if device:
         cfg = attrs.evolve(cfg, run=attrs.evolve(cfg.run, device=device))
-    raise_problems(device_problems(cfg), f"config {cfg.name!r} cannot run here")
     with using_device(cfg.run.device or None):
         return _evaluate(cfg, data, out_dir, run_id, cache, executor, scheduler, keep_going, progress, report,
                          started)

@@ -112,3 +112,70 @@ def test_keeps_payload_shape_and_dtype_and_checkpoints(tmp_path):
     np.testing.assert_array_equal(loaded.transform(table).payload("image"), img)
     with pytest.raises(RuntimeError, match="fit"):
         MlpInversion().transform(table)
+
+
+# ----------------------------------------------------------------------------------------- device and weights
+
+CUDA = torch.cuda.is_available()
+
+
+def test_bf16_autocast_stays_close_to_fp32(tanh_data):
+    (c_tr, a_tr), (_, a_te) = tanh_data
+    small = dict(PARAMS, epochs=5, device="cpu")
+    fp32 = MlpInversion(**small, precision="fp32").fit(c_tr, a_tr)
+    out32 = fp32.transform(a_te).payload("features")
+    fp32.precision = "bf16"  # the same network, inferred under bf16 autocast
+    out16 = fp32.transform(a_te).payload("features")
+    cos = np.sum(out32 * out16, 1) / (np.linalg.norm(out32, axis=1) * np.linalg.norm(out16, axis=1))
+    assert cos.min() > 0.99, cos.min()
+    trained16 = MlpInversion(**small, precision="bf16").fit(c_tr, a_tr)
+    assert trained16.history_[-1]["train_loss"] < 0.5 * trained16.history_[0]["train_loss"]
+
+
+def test_weights_fine_tune_from_a_checkpoint_and_misfits_are_named(tanh_data, tmp_path):
+    (c_tr, a_tr), (c_te, a_te) = tanh_data
+    small = dict(PARAMS, epochs=3)
+    base = MlpInversion(**PARAMS).fit(c_tr, a_tr)
+    ck = tmp_path / "inv.pt"
+    base.save_checkpoint(ck)
+    tuned = MlpInversion(**small, weights=str(ck)).fit(c_tr, a_tr)
+    scratch = MlpInversion(**small).fit(c_tr, a_tr)
+    assert tuned.preflight(c_tr) == []
+    # three epochs from the trained weights beat three from scratch by far
+    assert _mse(tuned, a_te, c_te) < 0.5 * _mse(scratch, a_te, c_te)
+    wide = tmp_path / "wide.pt"
+    MlpInversion(**dict(small, hidden=(32,))).fit(c_tr, a_tr).save_checkpoint(wide)
+    problems = MlpInversion(**small, weights=str(wide)).preflight(c_tr)
+    assert len(problems) == 1 and "mlp.0.weight: (32, 8) in the file, (128, 8) in the network" in problems[0]
+    from bioanon.nettrain import WeightsError
+
+    with pytest.raises(WeightsError, match=r"any\.mlp_inversion: weights .*wide\.pt.*mlp\.0\.weight"):
+        MlpInversion(**small, weights=str(wide)).fit(c_tr, a_tr)
+
+
+def test_trained_network_is_reused_from_the_weight_cache(tanh_data, tmp_path):
+    from bioanon.cache import Cache
+    from bioanon.nettrain import using_weight_cache
+
+    (c_tr, a_tr), (_, a_te) = tanh_data
+    small = dict(PARAMS, epochs=3)
+    with using_weight_cache(Cache(tmp_path / "c")):
+        first = MlpInversion(**small).fit(c_tr, a_tr)
+        assert Cache(tmp_path / "c").info().n_blobs == 1
+        again = MlpInversion(**dict(small, threads=2)).fit(c_tr, a_tr)  # threads: not part of the key
+        assert Cache(tmp_path / "c").info().n_blobs == 1
+        np.testing.assert_array_equal(first.transform(a_te).payload("features"),
+                                      again.transform(a_te).payload("features"))
+        MlpInversion(**dict(small, lr=1e-3)).fit(c_tr, a_tr)  # another network: trained and kept
+        assert Cache(tmp_path / "c").info().n_blobs == 2
+
+
+@pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
+def test_cuda_matches_cpu_within_tolerance(tanh_data):
+    (c_tr, a_tr), (c_te, a_te) = tanh_data
+    small = dict(PARAMS, epochs=20, precision="fp32")
+    cpu = _mse(MlpInversion(**small, device="cpu").fit(c_tr, a_tr), a_te, c_te)
+    gpu_m = MlpInversion(**small, device="cuda").fit(c_tr, a_tr)
+    assert next(gpu_m.model_.parameters()).is_cuda
+    gpu = _mse(gpu_m, a_te, c_te)
+    assert abs(gpu - cpu) < 0.2 * cpu + 1e-3, (cpu, gpu)  # other kernels: close, not bitwise

@@ -483,3 +483,28 @@ def test_empty_background_leaves_it_unfitted():
     assert m.selected_ is None
     np.testing.assert_array_equal(m.transform(tab).payload("features"),
                                   RandomSetMean(**kw).fit(tab).transform(tab).payload("features"))
+
+
+def _cuda() -> bool:
+    if importlib.util.find_spec("torch") is None:
+        return False
+    import torch
+
+    return torch.cuda.is_available()
+
+
+@pytest.mark.skipif(not _cuda(), reason="needs a CUDA GPU")
+def test_cuda_sums_match_the_cpu():
+    x, codes = _data(n=2000, d=64)
+    selected = np.arange(64) % 2 == 0
+    kw = dict(set_size=6, n_same=3, weight=2.0, seed=3, backend="torch")
+    cpu = E.random_set_mean(x, codes, selected, **kw, device="cpu")
+    gpu = E.random_set_mean(x, codes, selected, **kw, device="cuda:0")
+    np.testing.assert_allclose(gpu, cpu, rtol=1e-5, atol=1e-5)
+
+
+def test_device_param_is_resolved_and_validated():
+    assert RandomSetMean(device="cpu")._sum_device() == "cpu"
+    assert RandomSetMean(backend="numpy", device="cuda:3")._sum_device() == "cpu"  # numpy: no device
+    with pytest.raises(ParameterError, match="device"):
+        RandomSetMean(device="gpu")
