@@ -3,11 +3,33 @@
 from __future__ import annotations
 
 import enum
+import functools
+import hashlib
 import os
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
+
+
+def content_digest(path: str | os.PathLike) -> str:
+    """BLAKE2b digest (40 hex characters) of a file's bytes, read in 4 MiB blocks."""
+    h = hashlib.blake2b(digest_size=20)
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+@functools.lru_cache(maxsize=256)
+def _memo_digest(path: str, size: int, mtime_ns: int) -> str:
+    return content_digest(path)
+
+
+def file_digest(path: str | os.PathLike) -> str:
+    """:func:`content_digest` of a file, memoized in this process on its size and modification time."""
+    st = os.stat(path)
+    return _memo_digest(os.path.abspath(path), st.st_size, st.st_mtime_ns)
 
 
 def atomic_write(path: str | os.PathLike, write) -> None:

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from .fileio import file_digest
 from .torchutil import import_torch, torch_threads
 
 __all__ = ["Trained", "train_net", "arcface_head", "softmax_head", "infer", "has_batch_norm", "SCHEDULERS",
@@ -330,25 +331,6 @@ def _array_digest(a: np.ndarray) -> str:
     h.update(f"{a.dtype.str}{a.shape}".encode())
     h.update(np.ascontiguousarray(a).data)
     return h.hexdigest()
-
-
-@functools.lru_cache(maxsize=32)
-def _file_digest(path: str, size: int, mtime_ns: int) -> str:
-    import hashlib
-
-    h = hashlib.blake2b(digest_size=20)
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def file_digest(path: str) -> str:
-    """Content digest of a file (memoized on its size and modification time)."""
-    import os
-
-    st = os.stat(path)
-    return _file_digest(os.path.abspath(path), st.st_size, st.st_mtime_ns)
 
 
 def _store_trained(torch: Any, cache: Any, key: str, trained: Trained) -> None:

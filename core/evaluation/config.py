@@ -82,7 +82,8 @@ _TOP_KEYS = (
     "recognizers", "selection", "utility", "report", "run",
 )  # fmt: skip
 _TOP_SCALARS = ("name", "seed", "repeats", "label", "scenarios")
-_DATASET_KEYS = ("source", "path", "params")
+_DATASET_KEYS = ("source", "path", "params", "files")
+DATASET_FILE_CHECKS = ("stat", "content")
 _RATE_KEYS = ("background", "attacker", "evaluation", "enrolment")
 _SHARE_KEYS = ("background", "attacker", "evaluation")
 _SELECTION_KEYS = ("selectors", "subject_counts", "random_draws")
@@ -156,11 +157,16 @@ class MethodSpec:
 
 @attrs.frozen
 class DatasetSpec:
-    """The data set: a registered dataset source, its path (``None`` for generators) and its parameters."""
+    """The data set: a registered dataset source, its path (``None`` for generators) and its parameters.
+
+    ``files``: how a run recognizes data files it imported before (the imported table is then opened from the
+    cache, memory-mapped, without parsing anything): ``"stat"`` (default) by their names, sizes and modification
+    times; ``"content"`` by a hash of their bytes (slower; for files rewritten with the same size and time)."""
 
     source: str
     path: str | None = None
     params: dict[str, Any] = attrs.field(factory=dict)
+    files: str = "stat"
     cls: type[Method] | None = attrs.field(default=None, eq=False, repr=False, kw_only=True)
 
     def create(self) -> Method:
@@ -176,6 +182,8 @@ class DatasetSpec:
         if self.path is not None:
             out["path"] = self.path
         out["params"] = jsonable(self.params)
+        if self.files != "stat":
+            out["files"] = self.files
         return out
 
 
@@ -552,10 +560,14 @@ class _Validator:
             if self.check_paths and not p.exists():
                 self.add("dataset.path", f"no such file or directory: {str(p)!r}")
             path = str(p)
+        files = raw.get("files", "stat")
+        if files not in DATASET_FILE_CHECKS:
+            self.add("dataset.files", f"expected one of {', '.join(DATASET_FILE_CHECKS)}, {_got(files)}")
+            files = "stat"
         resolved = self.construct(cls, params, {}, "dataset")
         if resolved is None:
             return None
-        return DatasetSpec(cls.id, path, resolved[0], cls=cls)
+        return DatasetSpec(cls.id, path, resolved[0], files, cls=cls)
 
     def rates(self, raw_any: Any) -> Rates:
         raw = self.table(raw_any, "rates", _RATE_KEYS)
@@ -945,6 +957,8 @@ def _to_toml(cfg: EvalConfig) -> str:
     out += ["", "[dataset]", f"source = {_toml_string(ds['source'])}"]
     if "path" in ds:
         out.append(f"path = {_toml_string(ds['path'])}")
+    if "files" in ds:
+        out.append(f"files = {_toml_string(ds['files'])}")
     params = {}
     for k, v in ds["params"].items():
         if v is None and _default_is_none(cfg.dataset, k):

@@ -93,13 +93,76 @@ def _with_seed(method: dict[str, Any], seed: int) -> dict[str, Any]:
     return method
 
 
-def load_data(cfg: Any, data: SampleTable | None = None) -> SampleTable:
-    """The configured data set (or ``data`` when given)."""
+def load_data(cfg: Any, data: SampleTable | None = None, cache: Cache | None = None) -> SampleTable:
+    """The configured data set (or ``data`` when given); with a ``cache``, through the import cache
+    (:func:`import_data`)."""
+    return import_data(cfg, data, cache)[0]
+
+
+def import_data(cfg: Any, data: SampleTable | None, cache: Cache | None) -> tuple[SampleTable, str | None]:
+    """The data set and its content fingerprint when known without hashing it (else None).
+
+    With a ``cache``, an import done before is found there *before* anything is read: the key is the dataset
+    source (id, version, parameters, the code of its module) and the files under the path (names, sizes and
+    modification times, or their bytes with ``[dataset] files = "content"``); on a hit the stored table is
+    opened memory-mapped. A new import is stored under its content fingerprint, with the import key pointing
+    to it, and returned memory-mapped from there; a later run imports again when a file, a parameter or the
+    source's code changed."""
     if data is not None:
-        return data
+        return data, None
+    key = import_key(cfg.dataset) if cache is not None else None
+    if key is not None:
+        ref = cache.get_json(key)
+        table = cache.get_table(ref["dataset"]) if isinstance(ref, Mapping) and "dataset" in ref else None
+        if table is not None:
+            return table, ref["dataset"]
     from .. import load_dataset
 
-    return load_dataset(cfg.dataset.source, cfg.dataset.path, **cfg.dataset.params)
+    table = load_dataset(cfg.dataset.source, cfg.dataset.path, **cfg.dataset.params)
+    if key is None:
+        return table, None
+    dataset_key = table_fingerprint(table)
+    cache.put_table(dataset_key, table)
+    cache.put_json(key, {"dataset": dataset_key, "source": cfg.dataset.source, "path": cfg.dataset.path,
+                         "rows": table.num_rows})
+    stored = cache.get_table(dataset_key)  # memory-mapped: the imported copy can be freed
+    return (stored, dataset_key) if stored is not None else (table, dataset_key)
+
+
+def import_key(spec: Any) -> str | None:
+    """The cache key of importing ``spec`` (a DatasetSpec) as it is on disk now; None when the path is not a
+    local file or folder (nothing to recognize it by: it is imported every time)."""
+    import inspect
+
+    from ..cache import fingerprint
+    from ..fileio import content_digest, file_digest
+
+    source = spec.create()
+    try:
+        code = inspect.getsourcefile(type(source))
+        code_id = file_digest(code) if code else type(source).__module__
+    except TypeError:
+        code_id = type(source).__module__
+    files: list[Any] = []
+    if spec.path is not None:
+        root = Path(spec.path)
+        if not root.exists():
+            return None
+        paths = [root] if root.is_file() else sorted(
+            Path(d) / f for d, _, names in os.walk(root) for f in names)
+        for p in paths:
+            try:
+                st = p.stat()
+            except OSError:  # vanished or unreadable: the import reports it
+                continue
+            rel = p.name if p == root else p.relative_to(root).as_posix()
+            if spec.files == "content":
+                files.append([rel, st.st_size, content_digest(p)])
+            else:
+                files.append([rel, st.st_size, st.st_mtime_ns])
+    where = str(Path(spec.path).resolve()) if spec.path is not None and spec.files != "content" else None
+    return fingerprint({"import": source.fingerprint(), "code": code_id, "path": where, "files": files,
+                        "check": spec.files})
 
 
 def _unsplittable(table: SampleTable, enrolment: float, label: str) -> tuple[list[str], list[str]]:
@@ -120,8 +183,9 @@ def _unsplittable(table: SampleTable, enrolment: float, label: str) -> tuple[lis
     return [str(s) for s in subjects[~ok]], warnings
 
 
-def build_plan(cfg: Any, cache: Cache, data: SampleTable) -> Plan:
-    """Turn a validated config into the task graph (the data set is stored in the cache first)."""
+def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | None = None) -> Plan:
+    """Turn a validated config into the task graph (the data set is stored in the cache first; ``dataset_key``:
+    its content fingerprint when already known)."""
     skipped = data.metadata.get("skipped_files") or []
     training_only, warnings = _unsplittable(data, cfg.rates.enrolment, cfg.label)
     if skipped:
@@ -132,7 +196,7 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable) -> Plan:
         kept = (data.metadata.get("alignment") or {}).get("no_face", "keep") == "keep"
         warnings.insert(0, f"no face found in {len(no_face)} image(s), " + ("kept uncropped" if kept else "skipped")
                         + ": " + ", ".join(map(str, no_face[:5])) + (" …" if len(no_face) > 5 else ""))
-    dataset_key = table_fingerprint(data)
+    dataset_key = dataset_key or table_fingerprint(data)
     if not cache.has_table(dataset_key):
         cache.put_table(dataset_key, data)
     rates = [cfg.rates.background, cfg.rates.attacker, cfg.rates.evaluation]
@@ -626,11 +690,11 @@ def _evaluate(cfg: Any, data: Any, out_dir: Any, run_id: Any, cache: Any, execut
     folder = RunFolder.open(out_dir, run_id, _run_id(cfg)) if out_dir is not None else None
     plan: Plan | None = None
     try:
-        table = load_data(cfg, data)
+        table, dataset_key = import_data(cfg, data, cache)
         raise_problems(data_problems(cfg, table), f"config {cfg.name!r} does not suit its data")
         data_bytes = int(table.arrow.nbytes)
         check_disk_space(ResourceEstimate(2 * data_bytes, 0, 0), cache)  # room for the data set itself
-        plan = build_plan(cfg, cache, table)
+        plan = build_plan(cfg, cache, table, dataset_key)
         estimate = estimate_resources(plan, cfg, data_bytes, cache)
         check_disk_space(estimate, cache)
         if progress:
