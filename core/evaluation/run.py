@@ -121,6 +121,7 @@ def import_data(cfg: Any, data: SampleTable | None, cache: Cache | None) -> tupl
     table = load_dataset(cfg.dataset.source, cfg.dataset.path, **cfg.dataset.params)
     if key is None:
         return table, None
+    check_disk_space(ResourceEstimate(2 * int(table.arrow.nbytes), 0, 0), cache)  # room for the table itself
     dataset_key = table_fingerprint(table)
     cache.put_table(dataset_key, table)
     cache.put_json(key, {"dataset": dataset_key, "source": cfg.dataset.source, "path": cfg.dataset.path,
