@@ -68,7 +68,10 @@ def test_evaluate_checks_payloads_before_any_work(tmp_path, register_bioanon_plu
     with pytest.raises(ConfigError, match=r"recognizers\[1\].id: test.image_only reads image data, but the data "
                                           r"set has only features"):
         bioanon.evaluate(cfg, out_dir=tmp_path / "out", run_id="r", cache=tmp_path / "cache", progress=False)
-    assert not (tmp_path / "cache" / "json").exists()  # nothing was computed
+    import json
+
+    stored = [json.loads(p.read_text()) for p in (tmp_path / "cache").rglob("*.json")]
+    assert all(set(v) == {"dataset", "source", "path", "rows"} for v in stored)  # the import only: no task ran
     from bioanon.evaluation.rundir import read_status
 
     assert read_status(tmp_path / "out" / "r")["state"] == "failed"
