@@ -275,18 +275,17 @@ def _head(table: Any, n: int | None) -> Any:
 
 
 CASES = [
-    Case("gait_eval", "gait.cnn evaluation end to end, {subjects} synthetic subjects", ("gait.cnn", "gait.synthetic",
-         "gait.noise"), False, lambda s: None, gait_eval_job),
-    Case("arcface", "face.arcface training at {size} px, {epochs} epochs, {n} synthetic faces", ("face.arcface", "face.synthetic"),
-         True, arcface_data, _fit_job("face.arcface", "bioanon_face.arcface",
-                                      lambda m, t, n: m.fit(_head(t, n)))),
+    Case("gait_eval", "gait.cnn evaluation end to end, {subjects} synthetic subjects",
+         ("gait.cnn", "gait.synthetic", "gait.noise"), False, lambda s: None, gait_eval_job),
+    Case("arcface", "face.arcface training at {size} px, {epochs} epochs, {n} synthetic faces",
+         ("face.arcface", "face.synthetic"), True, arcface_data,
+         _fit_job("face.arcface", "bioanon_face.arcface", lambda m, t, n: m.fit(_head(t, n)))),
     Case("fantomas", "face.fantomas training at {size} px, {epochs} epochs, {n} block-permuted faces",
          ("face.fantomas", "face.synthetic", "face.block_permutation"), True, fantomas_data,
-         _fit_job("face.fantomas", "bioanon_face.fantomas",
-                  lambda m, d, n: m.fit(_head(d[0], n), _head(d[1], n)))),
-    Case("xvector", "voice.xvector training, {epochs} epochs, {n} synthetic utterances", ("voice.xvector", "voice.synthetic"),
-         True, xvector_data, _fit_job("voice.xvector", "bioanon_voice.xvector",
-                                      lambda m, t, n: m.fit(_head(t, n)))),
+         _fit_job("face.fantomas", "bioanon_face.fantomas", lambda m, d, n: m.fit(_head(d[0], n), _head(d[1], n)))),
+    Case("xvector", "voice.xvector training, {epochs} epochs, {n} synthetic utterances",
+         ("voice.xvector", "voice.synthetic"), True, xvector_data,
+         _fit_job("voice.xvector", "bioanon_voice.xvector", lambda m, t, n: m.fit(_head(t, n)))),
 ]
 CASE_KEYS = [c.key for c in CASES]
 
