@@ -11,7 +11,7 @@ PIP    := $(BIN)/python -m pip --disable-pip-version-check
 PLUGINS := plugins/face plugins/gait plugins/voice plugins/motion
 TORCH  := torch==2.14.1 torchvision==0.29.1
 
-.PHONY: setup demo test bench plugin-template clean
+.PHONY: setup demo test bench bench-gpu plugin-template clean
 
 $(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -37,6 +37,10 @@ test: setup plugin-template
 
 bench: setup
 	$(BIN)/python -m benchmarks.run
+
+# CPU vs CUDA GPU of this machine, under "gpu" in benchmarks/results.json; says so and skips without a GPU
+bench-gpu: setup
+	$(BIN)/python -m benchmarks.gpu
 
 clean:
 	rm -rf $(VENV) .pytest_cache .hypothesis

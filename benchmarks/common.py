@@ -136,6 +136,23 @@ def print_figures(header: str, figures: list[dict[str, Any]], quick: bool, width
               f"{'PASS' if f['passed'] else 'FAIL'}  ({times})")
 
 
+def read_results(path: str | Path) -> dict[str, Any]:
+    """The results document at ``path`` ({} when there is none, or when it is not a JSON object)."""
+    try:
+        doc = json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
+    return doc if isinstance(doc, dict) else {}
+
+
+def update_results(path: str | Path, **sections: Any) -> None:
+    """Set top-level ``sections`` of the results document at ``path``, keeping its other keys; written
+    atomically (a temporary file renamed over it), so a crash never leaves half a file."""
+    from bioanon.fileio import atomic_write_text
+
+    atomic_write_text(path, json.dumps({**read_results(path), **sections}, indent=2, default=str))
+
+
 def emit(res: dict[str, Any], show: Callable[[dict[str, Any]], None], json_path: str | None) -> int:
     """End of a benchmark's command line: print the result with ``show`` and write it to ``json_path``."""
     show(res)

@@ -12,15 +12,17 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import platform
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from benchmarks.common import update_results
+
 HERE = Path(__file__).resolve().parent
-BENCHMARKS = [p.stem for p in sorted(HERE.glob("*.py")) if p.stem not in ("__init__", "run", "common")]
+# gpu.py has its own command and its own key in results.json (``make bench-gpu``; it needs a CUDA GPU)
+BENCHMARKS = [p.stem for p in sorted(HERE.glob("*.py")) if p.stem not in ("__init__", "run", "common", "gpu")]
 
 
 def markdown(results: list[dict[str, Any]]) -> str:
@@ -62,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     doc = {"machine": {"python": sys.version.split()[0], "platform": platform.platform(),
                        "cpus": __import__("os").cpu_count()}, "quick": a.quick, "results": results}
     out = Path(a.out)
-    out.write_text(json.dumps(doc, indent=2, default=str))
+    update_results(out, **doc)  # other keys (the GPU figures of benchmarks.gpu) are kept
     out.with_suffix(".md").write_text(markdown(results))
     print(markdown(results))
     return 0 if all("error" not in r for r in results) else 1
