@@ -38,7 +38,7 @@ def test_batched_embedding_equals_embed_utterance(fsdd):
     from bioanon_voice.resemblyzer_encoder import Resemblyzer, encoder
 
     part = fsdd.take(np.arange(0, len(fsdd), 17))
-    e = Resemblyzer(batch_size=3).embed(part)
+    e = Resemblyzer(batch_size=3, device="cpu").embed(part)
     sr = part.metadata["sample_rate"]
     ref = np.stack([encoder().embed_utterance(preprocess_wav(np.asarray(a, np.float32), source_sr=sr))
                     for a in part.payload("audio")])

@@ -4,9 +4,11 @@
 subjects (cross-entropy with label smoothing; random temporal crops and jitter as augmentation). The layer
 before the head is the embedding: ``enroll`` stores each enrolled class's normalized mean embedding and
 ``score`` is the cosine similarity to those centroids, so subjects never seen in training can be enrolled
-(the evaluation's gallery subjects are disjoint from the attacker's). Deterministic for a seed (torch's
-global RNG is forked and restored; batches and augmentation use a seeded numpy generator), runs on the CPU
-with ``threads`` threads (default: all cores) and infers under ``torch.inference_mode``.
+(the evaluation's gallery subjects are disjoint from the attacker's). Deterministic for a seed on one device
+(torch's global RNG is forked and restored; batches and crops come from a seeded numpy generator, the jitter
+from a seeded torch generator on the device). Trains and infers on ``device`` (the run's by default; the
+training tensors are staged there once, crops and jitter are made there) with ``precision`` autocast, through
+:func:`bioanon.nettrain.train_net` and :func:`bioanon.nettrain.infer`; ``threads`` CPU threads.
 """
 
 from __future__ import annotations
@@ -17,8 +19,10 @@ import attrs
 import numpy as np
 
 from bioanon import param
+from bioanon.device import device_param, precision_param, resolve_device
 from bioanon.methods import CentroidRecognizer, fitted, labels_of
-from bioanon.nettrain import infer, softmax_head, train_net
+from bioanon.nettrain import (check_weights, infer, load_weights, softmax_head, stage, to_device, train_net,
+                              training_key)
 from bioanon.torchutil import import_torch
 
 from .features import CENTERING_HELP, Centering, center
@@ -32,12 +36,13 @@ def _build_net(torch: Any, c_in: int, channels: int, emb: int, n_classes: int, d
     nn = torch.nn
 
     class TemporalNet(nn.Module):
-        """Dilated 1-D convolutions over time, mean+max pooling, a linear embedding, a classification head."""
+        """Dilated 1-D convolutions over time (``backbone``), mean+max pooling, a linear embedding, a
+        classification head."""
 
         def __init__(self) -> None:
             super().__init__()
             c = channels
-            self.body = nn.Sequential(
+            self.backbone = nn.Sequential(
                 nn.Conv1d(c_in, c, 5, padding=2), nn.BatchNorm1d(c), nn.ReLU(),
                 nn.Conv1d(c, c, 5, padding=4, dilation=2), nn.BatchNorm1d(c), nn.ReLU(),
                 nn.Conv1d(c, 2 * c, 3, padding=4, dilation=4), nn.BatchNorm1d(2 * c), nn.ReLU(),
@@ -46,7 +51,7 @@ def _build_net(torch: Any, c_in: int, channels: int, emb: int, n_classes: int, d
             self.head = softmax_head(emb, n_classes, dropout=dropout, label_smoothing=0.1)
 
         def embed(self, x):
-            h = self.body(x)
+            h = self.backbone(x)
             return self.embedding(torch.cat([h.mean(dim=-1), h.amax(dim=-1)], dim=1))
 
         def forward(self, x):
@@ -58,14 +63,23 @@ def _build_net(torch: Any, c_in: int, channels: int, emb: int, n_classes: int, d
     return TemporalNet()
 
 
+_WEIGHTS_HELP = ("a torch state dict / checkpoint file to start from (fine-tuned on the training data); nothing is "
+                 "downloaded")
+_FREEZE_HELP = ("keep the pretrained convolutional backbone fixed (train only the embedding layer and the "
+                "classification head)")
+
+
 @attrs.define(kw_only=True)
 class TemporalCnn(CentroidRecognizer):
     """Temporal CNN trained from scratch on the attacker's training set; cosine to enrolled class centroids.
 
     Input: translation-invariant poses (``centering``) as ``joints · 3`` channels over time, standardized per
-    channel with training statistics. Three dilated convolution blocks, mean and max pooling over time, a
-    linear embedding of ``embedding_dim``; a classification head over the training subjects is used only for
-    training. Needs PyTorch (imported when the method runs, not when it is listed)."""
+    channel with training statistics. Three dilated convolution blocks (the ``backbone``), mean and max pooling
+    over time, a linear embedding of ``embedding_dim``; a classification head over the training subjects is
+    used only for training. ``weights``: the user's pretrained weights (a state dict of this network, e.g. saved
+    from a fitted ``model_``; the head is not loaded) to fine-tune from, ``freeze`` keeps their backbone fixed.
+    Runs on ``device`` with ``precision`` autocast. Needs PyTorch (imported when the method runs, not when it
+    is listed)."""
 
     id: ClassVar[str] = "gait.cnn"
     requires: ClassVar[dict[str, str]] = {"torch": _INSTALL}
@@ -86,10 +100,15 @@ class TemporalCnn(CentroidRecognizer):
     augment: bool = param(True, help="random temporal crops (75-100 %) and jitter during training")
     seed: int = param(0, help="random seed (initialization, batches, augmentation)")
     threads: int = param(0, help="CPU threads (0 = all cores)", low=0, affects_output=False)
+    device: str = device_param()
+    precision: str = precision_param()
+    weights: str = param("", help=_WEIGHTS_HELP, affects_output=True)
+    freeze: bool = param(False, help=_FREEZE_HELP)
 
     model_: Any = fitted()
     mean_: np.ndarray | None = fitted()
     std_: np.ndarray | None = fitted()
+    device_: str | None = fitted()
 
     def _inputs(self, table) -> np.ndarray:
         """``(N, joints·3, T)`` float32 network inputs (standardized when fitted)."""
@@ -99,8 +118,28 @@ class TemporalCnn(CentroidRecognizer):
             x = (x - self.mean_) / self.std_
         return np.ascontiguousarray(x, dtype=np.float32)
 
+    def _builder(self, torch: Any, c_in: int, n_classes: int):
+        return lambda: _build_net(torch, c_in, self.channels, self.embedding_dim, n_classes, self.dropout)
+
+    def preflight(self, table) -> list[str]:
+        """Problems found before any work: torch missing, or a ``weights`` file that does not fit the network
+        built for ``table``'s joints (checked on torch's meta device)."""
+        import importlib.util
+
+        if importlib.util.find_spec("torch") is None:
+            return [f"{self.id} needs PyTorch, which is not installed: {_INSTALL}"]
+        if not self.weights:
+            return []
+        torch = import_torch(self.id, _INSTALL)
+        shape = table.payload_shape("pose") if "pose" in table.payload_names else (None,)
+        if None in shape:  # no (fixed-shape) pose payload: the data checks report it
+            return []
+        c_in = int(np.prod(shape[1:]))
+        return check_weights(self._builder(torch, c_in, 2), self.weights, who=self.id)
+
     def fit(self, train, label: str = "subject"):
         torch = import_torch(self.id, _INSTALL)
+        dev = resolve_device(self.device, who=self.id)
         raw = center(poses(train), self.centering)
         raw = raw.reshape(raw.shape[0], raw.shape[1], -1).transpose(0, 2, 1)  # (N, C, T)
         self.mean_ = raw.mean(axis=(0, 2), keepdims=True)[0]
@@ -108,23 +147,26 @@ class TemporalCnn(CentroidRecognizer):
         x = ((raw - self.mean_) / self.std_).astype(np.float32)
         classes, y = np.unique(labels_of(train, label).astype(str), return_inverse=True)
         n, c, t = x.shape
-        xt, yt = torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
+        xt, yt = stage(torch.from_numpy(x), dev), stage(torch.from_numpy(y.astype(np.int64)), dev)
+        jitter = torch.Generator(device=dev).manual_seed(self.seed)
 
         def batch(idx: np.ndarray, rng: np.random.Generator):
-            xb = xt[idx]
+            xb = to_device(xt[idx], dev)
             if self.augment:
                 length = int(rng.integers(max(4, int(0.75 * t)), t + 1))
                 offset = int(rng.integers(0, t - length + 1))
                 xb = xb[:, :, offset:offset + length]
-                xb = xb + 0.05 * torch.from_numpy(rng.standard_normal(xb.shape).astype(np.float32))
+                xb = xb + 0.05 * torch.randn(xb.shape, generator=jitter, device=dev, dtype=xb.dtype)
             return xb, yt[idx]
 
         net = train_net(
-            lambda: _build_net(torch, c, self.channels, self.embedding_dim, max(len(classes), 2), self.dropout),
-            batch, n, epochs=self.epochs, batch_size=self.batch_size, lr=self.learning_rate,
-            weight_decay=self.weight_decay, scheduler="cosine", seed=self.seed, threads=self.threads,
+            self._builder(torch, c, max(len(classes), 2)), batch, n, epochs=self.epochs,
+            batch_size=self.batch_size, lr=self.learning_rate, weight_decay=self.weight_decay, scheduler="cosine",
+            seed=self.seed, threads=self.threads, device=dev, precision=self.precision,
+            init=(lambda m: load_weights(m, self.weights, who=self.id)) if self.weights else None,
+            freeze="backbone" if self.freeze else None, store_key=training_key(self, train, label=label),
             method_id=self.id, install=_INSTALL).net
-        self.model_ = net
+        self.model_, self.device_ = net, dev
         return self
 
     def is_fitted(self) -> bool:
@@ -134,5 +176,6 @@ class TemporalCnn(CentroidRecognizer):
         if self.model_ is None:
             raise RuntimeError(f"{self.id}: fit() or enroll() before embed()")
         import_torch(self.id, _INSTALL)
-        e = infer(self.model_.embed, self._inputs(table), out_shape=(self.embedding_dim,), threads=self.threads)
+        e = infer(self.model_.embed, self._inputs(table), out_shape=(self.embedding_dim,), threads=self.threads,
+                  device=self.device_, precision=self.precision)
         return e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)

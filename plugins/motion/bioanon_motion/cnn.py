@@ -7,8 +7,9 @@ to those centroids — so subjects never seen in training can be enrolled and re
 evaluation requires: the attacker's training subjects are disjoint from the evaluation subjects).
 
 torch is imported only when the method trains or scores. Training (:func:`bioanon.nettrain.train_net`) is
-deterministic for a given ``seed`` (initialization inside a forked, seeded torch RNG — the global torch RNG is left
-untouched —, batch order from a seeded numpy generator).
+deterministic for a given ``seed`` on one device (initialization inside a forked, seeded torch RNG — the global
+torch RNG is left untouched —, batch order from a seeded numpy generator). It trains and infers on ``device`` (the
+run's by default; the training windows are staged there once) with ``precision`` autocast.
 """
 
 from __future__ import annotations
@@ -17,21 +18,26 @@ from typing import Any, ClassVar
 
 import attrs
 import numpy as np
+from bioanon.device import device_param, precision_param, resolve_device
+from bioanon.errors import TableError
 from bioanon.methods import CentroidRecognizer, fitted, labels_of, param
-from bioanon.nettrain import infer, softmax_head, train_net
+from bioanon.nettrain import check_weights, infer, load_weights, softmax_head, stage, train_net, training_key
 from bioanon.torchutil import import_torch
 
 __all__ = ["ImuCnn"]
 
 
+_INSTALL = "pip install torch"
+
+
 def _torch() -> Any:
     """The torch module, or an ImportError that says how to get it."""
-    return import_torch("motion.cnn", "pip install torch")
+    return import_torch("motion.cnn", _INSTALL)
 
 
 def _build_model(n_channels: int, n_classes: int, width: int, embedding_dim: int) -> Any:
-    """Conv1d(k7) → Conv1d(k5, /2) → Conv1d(k3, /2), each with batch norm and ReLU; global average and max
-    pooling; a linear embedding layer; a linear classification head."""
+    """Conv1d(k7) → Conv1d(k5, /2) → Conv1d(k3, /2), each with batch norm and ReLU (the ``backbone``); global
+    average and max pooling; a linear embedding layer; a linear classification head."""
     torch = _torch()
     nn = torch.nn
 
@@ -41,7 +47,7 @@ def _build_model(n_channels: int, n_classes: int, width: int, embedding_dim: int
             """Build the layers."""
             super().__init__()
             w = width
-            self.features = nn.Sequential(
+            self.backbone = nn.Sequential(
                 nn.Conv1d(n_channels, w, 7, padding=3, bias=False), nn.BatchNorm1d(w), nn.ReLU(),
                 nn.Conv1d(w, 2 * w, 5, stride=2, padding=2, bias=False), nn.BatchNorm1d(2 * w), nn.ReLU(),
                 nn.Conv1d(2 * w, 2 * w, 3, stride=2, padding=1, bias=False), nn.BatchNorm1d(2 * w), nn.ReLU(),
@@ -51,7 +57,7 @@ def _build_model(n_channels: int, n_classes: int, width: int, embedding_dim: int
 
         def embed(self, x: "torch.Tensor") -> "torch.Tensor":
             """The embedding (before the head)."""
-            h = self.features(x)
+            h = self.backbone(x)
             return self.embedding(torch.cat([h.mean(dim=2), h.amax(dim=2)], dim=1))
 
         def forward(self, x: "torch.Tensor") -> "torch.Tensor":
@@ -72,10 +78,13 @@ class ImuCnn(CentroidRecognizer):
     Three convolution blocks (batch norm, ReLU; strides 1, 2, 2) over time, global average and max pooling,
     a ``embedding_dim`` embedding and a softmax head used only for training (cross-entropy, AdamW, ``epochs``
     passes in mini-batches of ``batch_size``). Inputs are standardized per channel with the training set's
-    statistics. Without ``fit``, ``enroll`` trains on the gallery. Scoring runs under ``torch.inference_mode``."""
+    statistics. Without ``fit``, ``enroll`` trains on the gallery. Scoring runs under ``torch.inference_mode``.
+    ``weights``: the user's pretrained weights (a state dict of this network, e.g. saved from a fitted
+    ``model_``; the head is not loaded) to fine-tune from; ``freeze`` keeps their convolutional backbone fixed.
+    Runs on ``device`` with ``precision`` autocast."""
 
     id: ClassVar[str] = "motion.cnn"
-    requires: ClassVar[dict[str, str]] = {"torch": "pip install torch"}
+    requires: ClassVar[dict[str, str]] = {"torch": _INSTALL}
     trait: ClassVar[str] = "motion"
     payloads: ClassVar[tuple[str, ...]] = ("imu",)
     has_embedding: ClassVar[bool] = True
@@ -92,10 +101,17 @@ class ImuCnn(CentroidRecognizer):
     threads: int = param(0, help="torch CPU threads (0: every core; 1 is faster on a machine busy with other "
                          "work)", low=0, affects_output=False)
     payload: str = param("", help="payload column (default: imu)")
+    device: str = device_param()
+    precision: str = precision_param()
+    weights: str = param("", help="a torch state dict / checkpoint file to start from (fine-tuned on the training "
+                         "data); nothing is downloaded", affects_output=True)
+    freeze: bool = param(False, help="keep the pretrained convolutional backbone fixed (train only the embedding "
+                         "layer and the classification head)")
 
     model_: Any = fitted()
     mean_: np.ndarray | None = fitted()
     std_: np.ndarray | None = fitted()
+    device_: str | None = fitted()
 
     def _x(self, table: Any) -> np.ndarray:
         """The windows (N, T, C) as float32."""
@@ -104,29 +120,51 @@ class ImuCnn(CentroidRecognizer):
             raise ValueError(f"{self.id}: needs (window, channels) samples, got per-sample shape {x.shape[1:]}")
         return x
 
-    def _input(self, x: np.ndarray) -> Any:
-        """Standardized (N, C, T) float32 tensor."""
-        import torch
-
+    def _input(self, x: np.ndarray) -> np.ndarray:
+        """Standardized (N, C, T) float32 windows."""
         z = (x - self.mean_) / self.std_
-        return torch.from_numpy(np.ascontiguousarray(z.transpose(0, 2, 1), dtype=np.float32))
+        return np.ascontiguousarray(z.transpose(0, 2, 1), dtype=np.float32)
+
+    def _builder(self, n_channels: int, n_classes: int):
+        return lambda: _build_model(n_channels, n_classes, self.width, self.embedding_dim)
+
+    def preflight(self, table) -> list[str]:
+        """Problems found before any work: torch missing, or a ``weights`` file that does not fit the network
+        built for ``table``'s channels (checked on torch's meta device)."""
+        import importlib.util
+
+        if importlib.util.find_spec("torch") is None:
+            return [f"{self.id} needs PyTorch, which is not installed: {_INSTALL}"]
+        if not self.weights:
+            return []
+        try:
+            shape = table.payload_shape(self.payload_column(table, self.payload or None))
+        except TableError:  # no such payload: the data checks report it
+            return []
+        if len(shape) != 2 or None in shape:
+            return []
+        return check_weights(self._builder(int(shape[1]), 2), self.weights, who=self.id)
 
     def fit(self, train, label: str = "subject"):
         """Train the network on the training windows' labels (identity or an attribute)."""
         torch = _torch()
+        dev = resolve_device(self.device, who=self.id)
         x = self._x(train)
         classes, y = np.unique(labels_of(train, label).astype(str), return_inverse=True)
         flat = x.reshape(-1, x.shape[2])
         self.mean_ = flat.mean(axis=0).astype(np.float32)
         std = flat.std(axis=0)
         self.std_ = np.where(std > 1e-8, std, 1.0).astype(np.float32)
-        inputs, targets = self._input(x), torch.from_numpy(y.astype(np.int64))
+        inputs = stage(torch.from_numpy(self._input(x)), dev)
+        targets = stage(torch.from_numpy(y.astype(np.int64)), dev)
         model = train_net(
-            lambda: _build_model(x.shape[2], len(classes), self.width, self.embedding_dim),
-            lambda idx, rng: (inputs[idx], targets[idx]), len(targets), epochs=self.epochs,
-            batch_size=self.batch_size, lr=self.lr, weight_decay=self.weight_decay, optimizer="adamw",
-            seed=self.seed, threads=self.threads, method_id=self.id).net
-        self.model_ = model
+            self._builder(x.shape[2], len(classes)), lambda idx, rng: (inputs[idx], targets[idx]), len(targets),
+            epochs=self.epochs, batch_size=self.batch_size, lr=self.lr, weight_decay=self.weight_decay,
+            optimizer="adamw", seed=self.seed, threads=self.threads, device=dev, precision=self.precision,
+            init=(lambda m: load_weights(m, self.weights, who=self.id)) if self.weights else None,
+            freeze="backbone" if self.freeze else None, store_key=training_key(self, train, label=label),
+            method_id=self.id, install=_INSTALL).net
+        self.model_, self.device_ = model, dev
         return self
 
     def is_fitted(self) -> bool:
@@ -137,9 +175,9 @@ class ImuCnn(CentroidRecognizer):
         if self.model_ is None:
             raise RuntimeError(f"{self.id}: fit() or enroll() before embed()")
         _torch()
-        z = (self._x(table) - self.mean_) / self.std_
-        e = infer(self.model_.embed, z.transpose(0, 2, 1).astype(np.float32), out_shape=(self.embedding_dim,),
-                  batch_size=1024, threads=self.threads, dtype=np.float64)
+        e = infer(self.model_.embed, self._input(self._x(table)), out_shape=(self.embedding_dim,),
+                  batch_size=1024, threads=self.threads, dtype=np.float64, device=self.device_,
+                  precision=self.precision)
         return e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
 
 

@@ -4,7 +4,7 @@ Resemblyzer ships its GE2E-trained LSTM weights inside its wheel, so nothing is 
 ``pip install --no-deps resemblyzer webrtcvad-wheels`` (its ``webrtcvad`` pin needs a C compiler; the wheels
 package is the same module prebuilt; PyTorch and librosa are needed too). The plugin registers the method only
 when resemblyzer, webrtcvad and torch are installed; they are imported when the method first embeds audio, and
-the encoder is loaded once per process.
+the encoder is loaded once per process and device (``device``: the run's by default).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import attrs
 import numpy as np
 
 from bioanon import param
+from bioanon.device import device_param, precision_param, resolve_device
 from bioanon.methods import CentroidRecognizer, class_sums
 from bioanon.nettrain import infer
 from bioanon.torchutil import import_torch
@@ -25,7 +26,7 @@ from bioanon.torchutil import import_torch
 from .dsp import audio_of
 
 _INSTALL = "pip install --no-deps resemblyzer webrtcvad-wheels (and torch)"
-_ENCODER: Any = None
+_ENCODERS: dict[str, Any] = {}  # concrete device -> encoder
 _LOCK = threading.Lock()
 
 
@@ -45,16 +46,17 @@ def _resemblyzer(method_id: str) -> Any:
     return resemblyzer
 
 
-def encoder(method_id: str = "voice.resemblyzer") -> Any:
-    """The process-wide ``resemblyzer.VoiceEncoder`` on the CPU (loaded on first use, in eval mode)."""
-    global _ENCODER
+def encoder(method_id: str = "voice.resemblyzer", device: str = "cpu") -> Any:
+    """The process-wide ``resemblyzer.VoiceEncoder`` on ``device`` (a concrete device, e.g. ``"cuda:0"``;
+    loaded from the weights in resemblyzer's wheel on first use, in eval mode)."""
     with _LOCK:
-        if _ENCODER is None:
+        enc = _ENCODERS.get(device)
+        if enc is None:
             r = _resemblyzer(method_id)
-            enc = r.VoiceEncoder(device="cpu", verbose=False)
+            enc = r.VoiceEncoder(device=device, verbose=False)
             enc.eval()
-            _ENCODER = enc
-    return _ENCODER
+            _ENCODERS[device] = enc
+    return enc
 
 
 def preprocess(x: np.ndarray, sr: int) -> np.ndarray:
@@ -86,7 +88,9 @@ class Resemblyzer(CentroidRecognizer):
     of its partials' embeddings — ``VoiceEncoder.embed_utterance``, batched across utterances. ``fit`` learns
     nothing: the encoder was trained on thousands of speakers (VoxCeleb, LibriSpeech) and ships inside the
     wheel. A strong pretrained attacker in the sense of ``false-sense-of-privacy.txt`` §4.3 (the naive and
-    lazy attackers); it cannot adapt to anonymized speech (no parrot training).
+    lazy attackers); it cannot adapt to anonymized speech (no parrot training). The encoder runs on ``device``
+    (the run's by default), in fp32 unless ``precision`` asks for autocast (the published weights' embeddings;
+    the partials are short, so reduced precision gains little).
     Needs ``pip install --no-deps resemblyzer webrtcvad-wheels`` and PyTorch."""
 
     id: ClassVar[str] = "voice.resemblyzer"
@@ -104,14 +108,23 @@ class Resemblyzer(CentroidRecognizer):
     batch_size: int = param(64, help="partial utterances per encoder batch", low=1, affects_output=False)
     threads: int = param(1, help="torch intra-op threads (0 = all cores; the LSTM on short batches gains "
                          "little from more, and loses much on a busy machine)", low=0, affects_output=False)
+    device: str = device_param()
+    precision: str = precision_param("fp32")
 
     def fit(self, train: Any, label: str = "subject") -> "Resemblyzer":
         """Nothing to learn: the encoder is pretrained."""
         return self
 
+    def preflight(self, table: Any) -> list[str]:
+        """Problems found before any work: resemblyzer, webrtcvad or torch missing."""
+        if resemblyzer_available():
+            return []
+        return [f"{self.id} needs resemblyzer, webrtcvad and torch, which are not all installed: {_INSTALL}"]
+
     def embed(self, table: Any) -> np.ndarray:
         """(N, 256) L2-normalized utterance embeddings."""
-        enc = encoder(self.id)
+        dev = resolve_device(self.device, who=self.id)
+        enc = encoder(self.id, dev)
         from resemblyzer import audio as r_audio
 
         audio, sr = audio_of(table)
@@ -130,7 +143,8 @@ class Resemblyzer(CentroidRecognizer):
         if n == 0:
             return np.zeros((0, 256), dtype=np.float32)
         mels = np.stack(partials).astype(np.float32)
-        e = infer(enc, mels, out_shape=(256,), batch_size=self.batch_size, threads=self.threads)
+        e = infer(enc, mels, out_shape=(256,), batch_size=self.batch_size, threads=self.threads, device=dev,
+                  precision=self.precision)
         e = np.nan_to_num(e)  # an all-zero partial has no direction (0/0 in the encoder)
         sums = class_sums(e, np.asarray(owner), n)
         return (sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)).astype(np.float32)
