@@ -190,7 +190,7 @@ class ArcFace(CentroidRecognizer):
 
     preset: str = param("fast", choices=tuple(_PRESETS), help="'fast': a small ResNet-18 at 64×64 (CPU-friendly); "
                         "'paper': Deng et al. 2019 (ResNet-50, 112×112, 512-d, SGD 0.1, batch 512; a GPU); fills "
-                        "the parameters left at their defaults")
+                        "the parameters left at their defaults", affects_output=False)
     backbone: str = param("resnet18", help="timm model name, created with pretrained=False and num_classes=0 "
                           "(e.g. resnet18, resnet50, resnet10t, mobilenetv3_small_050)")
     width: int = param(16, help="stage widths (w, 2w, 4w, 8w) and stem width of a timm ResNet backbone; 0 keeps "

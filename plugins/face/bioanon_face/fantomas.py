@@ -180,7 +180,7 @@ class Fantomas(Deanonymizer):
 
     preset: str = param("fast", choices=tuple(_PRESETS), help="'fast': 64×64, F = 16 (CPU-friendly); 'paper': "
                         "224×224 and the §7.5 training of fantomas.txt (a GPU); fills the parameters left at "
-                        "their defaults")
+                        "their defaults", affects_output=False)
     features: int = param(16, help="channels of the convolutional layers (F)", low=1)
     resolution: tuple[int, int] = param(
         (64, 64), help="(height, width) the network works at; (0, 0): the pairs' size rounded up to multiples of 4",
