@@ -138,6 +138,8 @@ def test_fantomas_weights_round_trip_and_a_mismatch_names_the_layer(faces, tmp_p
     with pytest.raises(WeightsError, match=r"face\.fantomas: weights .*encoder\.0\.weight: \(2, 1, 3, 3\)"):
         wrong.fit(clear, anon)
     assert "no such file" in Fantomas(weights=str(tmp_path / "none.pt"), **FANTOMAS).preflight(clear)[0]
+    a.save_checkpoint(tmp_path / "checkpoint.pt")  # a save_checkpoint file holds the state dict too
+    assert Fantomas(weights=str(tmp_path / "checkpoint.pt"), **FANTOMAS).preflight(clear) == []
 
 
 def test_fantomas_checkpoint_loads_onto_a_device(faces, tmp_path):

@@ -154,9 +154,9 @@ class Fantomas(Deanonymizer):
     itself is computed in float32); the pairs are placed on the device once. ``transform`` resizes any image
     size to ``resolution``, runs the network there in batches and resizes back, returning uint8 (grey or RGB, as
     the pairs). Inside an evaluation the trained weights are kept in the cache: the same model on the same pairs
-    is trained once. ``weights``: a state dict of this network (e.g. ``save_checkpoint``'s file, or
-    ``{k: v for k, v in model_.state_dict().items()}``) to fine-tune from; it must fit the network built for
-    the data (checked before any work).
+    is trained once. ``weights``: a state dict of this network to fine-tune from (a :meth:`save_checkpoint` file
+    or ``torch.save(m.model_.state_dict(), path)``); it must fit the network built for the data (checked
+    before any work, naming the layer and both shapes).
 
     Presets (``preset``): ``"fast"`` (default) works at 64×64 with F = 16 (linear layer (F·h·w/16)² = 16.8 M
     weights); one epoch over ORL's 400 pairs took about 4 s on two shared CPU cores. ``"paper"`` follows the
