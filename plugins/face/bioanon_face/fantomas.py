@@ -5,9 +5,10 @@ pairs — and its convolution-only ablation. Torch is imported lazily (``pip ins
 Architecture (Figure 3; kernel sizes are not given in the paper and are ours): encoder conv 3×3 (C → F) +
 LeakyReLU + 2×2 max-pool, conv 3×3 (F → F) + LeakyReLU + 2×2 max-pool; a linear layer (F·h/4·w/4 → same) +
 LeakyReLU over the flattened code; decoder transposed conv 2×2 stride 2 (F → F) + LeakyReLU, twice (each
-quadruples the pixels), and a final conv 3×3 (F → C). Training (§7.5): SSIM loss, Adam with learning rate 1e-4,
-batch 64, learning rate × 0.75 when the validation loss has not improved for 5 epochs, at most 200 epochs,
-early stop after 20 epochs without improvement (keeping the best weights).
+quadruples the pixels), and a final conv 3×3 (F → C). Training (§7.5), through the core trainer
+:func:`bioanon.nettrain.train_net`: SSIM loss, Adam with learning rate 1e-4, batch 64, learning rate × 0.75 when
+the validation loss has not improved for 5 epochs, at most 200 epochs, early stop after 20 epochs without
+improvement (keeping the best weights).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import attrs
 import numpy as np
 
 from bioanon import Deanonymizer, fitted, param
+from bioanon.device import device_param, precision_param
 from bioanon.errors import ParameterError, TableError
 from bioanon.payloads import restore_dtype
 
@@ -38,35 +40,49 @@ def _torch(method_id: str):
 # --------------------------------------------------------------------------------------------------- SSIM
 
 
-def _gaussian_window(torch, size: int, sigma: float, channels: int):
-    t = torch.arange(size, dtype=torch.float32) - (size - 1) / 2.0
+def _gaussian_window(torch, size: int, sigma: float, channels: int, device: Any = None, dtype: Any = None):
+    """The separable Gaussian window as two depthwise kernels (1×size and size×1), built on ``device`` in
+    ``dtype`` (those of the images it blurs)."""
+    t = torch.arange(size, dtype=torch.float64, device=device) - (size - 1) / 2.0
     g = torch.exp(-(t ** 2) / (2.0 * sigma ** 2))
-    g = g / g.sum()
+    g = (g / g.sum()).to(dtype or torch.float32)
     return g.view(1, 1, 1, size).repeat(channels, 1, 1, 1), g.view(1, 1, size, 1).repeat(channels, 1, 1, 1)
 
 
 def ssim(a, b, *, window: int = 11, sigma: float = 1.5, data_range: float = 1.0):
     """Mean structural similarity (Wang et al. 2004) of two N×C×H×W tensors, per image (N,): a Gaussian window
     (``window`` pixels, std ``sigma``; shrunk to the image when it is smaller), valid positions only,
-    K1 = 0.01, K2 = 0.03. Differentiable (separable depthwise convolutions)."""
+    K1 = 0.01, K2 = 0.03. Differentiable (separable depthwise convolutions). Computed on the tensors' device, in
+    their dtype, but at least in float32: half-precision inputs (e.g. a network's output under autocast) are
+    promoted and autocast is off inside, since the variances are differences of nearly equal means."""
+    import contextlib
+
     import torch
     import torch.nn.functional as F
 
+    low = (torch.float16, torch.bfloat16)
+    a = a.float() if a.dtype in low else a
+    b = b.float() if b.dtype in low else b
+    if b.dtype != a.dtype:
+        common = torch.promote_types(a.dtype, b.dtype)
+        a, b = a.to(common), b.to(common)
     c = a.shape[1]
     size = min(window, a.shape[2], a.shape[3])
     size -= 1 - size % 2  # odd
-    gx, gy = _gaussian_window(torch, size, sigma, c)
-    gx, gy = gx.to(a.dtype), gy.to(a.dtype)
+    gx, gy = _gaussian_window(torch, size, sigma, c, a.device, a.dtype)
 
     def blur(t):
         return F.conv2d(F.conv2d(t, gx, groups=c), gy, groups=c)
 
-    c1, c2 = (0.01 * data_range) ** 2, (0.03 * data_range) ** 2
-    mu_a, mu_b = blur(a), blur(b)
-    var_a = blur(a * a) - mu_a ** 2
-    var_b = blur(b * b) - mu_b ** 2
-    cov = blur(a * b) - mu_a * mu_b
-    s = ((2 * mu_a * mu_b + c1) * (2 * cov + c2)) / ((mu_a ** 2 + mu_b ** 2 + c1) * (var_a + var_b + c2))
+    kind = a.device.type
+    no_autocast = torch.autocast(kind, enabled=False) if kind in ("cpu", "cuda") else contextlib.nullcontext()
+    with no_autocast:
+        c1, c2 = (0.01 * data_range) ** 2, (0.03 * data_range) ** 2
+        mu_a, mu_b = blur(a), blur(b)
+        var_a = blur(a * a) - mu_a ** 2
+        var_b = blur(b * b) - mu_b ** 2
+        cov = blur(a * b) - mu_a * mu_b
+        s = ((2 * mu_a * mu_b + c1) * (2 * cov + c2)) / ((mu_a ** 2 + mu_b ** 2 + c1) * (var_a + var_b + c2))
     return s.flatten(1).mean(1)
 
 
@@ -111,6 +127,16 @@ def _check_resolution(value: Any) -> bool:
 
 # --------------------------------------------------------------------------------------------------- method
 
+_PRESETS: dict[str, dict[str, Any]] = {
+    # today's CPU-friendly sizes: a 64×64 network, one epoch over ORL's 400 pairs in seconds on two cores
+    "fast": {"features": 16, "resolution": (64, 64)},
+    # fantomas.txt §7.3 (images resized to 224×224), §7.5 (SSIM, Adam 1e-4, batch 64, plateau ×0.75 after 5
+    # epochs, at most 200 epochs, early stop after 20); F is not given (§5: "limited by the available GPU
+    # memory"): 4 is the largest F whose linear layer at 224×224 stays within the weight cap (157 M weights)
+    "paper": {"features": 4, "resolution": (224, 224), "loss": "ssim", "epochs": 200, "lr": 1e-4,
+              "batch_size": 64, "lr_factor": 0.75, "lr_patience": 5, "patience": 20},
+}
+
 
 @attrs.define(kw_only=True)
 class Fantomas(Deanonymizer):
@@ -123,24 +149,38 @@ class Fantomas(Deanonymizer):
 
     ``fit(clear, anonymized)`` pairs the attacker's images by sample id, resizes both to ``resolution`` (OpenCV,
     batched; area when shrinking) and scales them to 0..1; a seeded share ``validation`` of the pairs is held out
-    for the plateau schedule and early stopping (the best weights are kept). ``transform`` resizes any image
-    size to ``resolution``, runs the network and resizes back, returning uint8 (grey or RGB, as the pairs).
-    Paper defaults except the resolution (the paper used 224×224 on a GPU; the linear layer has
-    (F·h·w/16)² weights, 16.8 M at 64×64 with 16 features; F is not given in the paper). With the defaults one
-    epoch over ORL's 400 pairs took about 4 s on two shared CPU cores (``threads=1``), so a full run takes
-    minutes; on a busy machine ``threads=1`` avoids OpenMP oversubscription. Determinism: initialization
-    (``torch.manual_seed`` inside ``torch.random.fork_rng``, so the global RNG is left as it was), validation
-    split and batch order come from ``seed`` (same machine and thread count). Checkpoints:
-    :meth:`save_checkpoint` / :meth:`load_checkpoint` (``torch.load(weights_only=True)``)."""
+    for the plateau schedule and early stopping (the best weights are kept). Training runs in
+    :func:`bioanon.nettrain.train_net` on ``device`` (the run's by default) with ``precision`` autocast (the SSIM
+    itself is computed in float32); the pairs are placed on the device once. ``transform`` resizes any image
+    size to ``resolution``, runs the network there in batches and resizes back, returning uint8 (grey or RGB, as
+    the pairs). Inside an evaluation the trained weights are kept in the cache: the same model on the same pairs
+    is trained once. ``weights``: a state dict of this network to fine-tune from (a :meth:`save_checkpoint` file
+    or ``torch.save(m.model_.state_dict(), path)``); it must fit the network built for the data (checked
+    before any work, naming the layer and both shapes).
+
+    Presets (``preset``): ``"fast"`` (default) works at 64×64 with F = 16 (linear layer (F·h·w/16)² = 16.8 M
+    weights); one epoch over ORL's 400 pairs took about 4 s on two shared CPU cores. ``"paper"`` follows the
+    paper: input 224×224 (§7.3, the LightFace size), SSIM loss, Adam with learning rate 1e-4, batch 64, learning
+    rate × 0.75 after 5 epochs without a lower validation loss, at most 200 epochs, early stop after 20 (§7.5).
+    The paper does not give F (§5: it is limited by GPU memory since the linear layer grows with it); at 224×224
+    the linear layer has (3136·F)² weights, so the preset uses F = 4 (157 M weights), the largest within the
+    cap of 200 M weights (a larger ``features`` or ``resolution`` is refused with a message naming them). The
+    other parameters of the §7.5 schedule are the defaults of both presets. Determinism: initialization,
+    validation split and batch order come from ``seed`` (same machine, device kind and thread count).
+    Checkpoints: :meth:`save_checkpoint` / :meth:`load_checkpoint` (``torch.load(weights_only=True)``)."""
 
     id: ClassVar[str] = "face.fantomas"
     requires: ClassVar[dict[str, str]] = {"torch": "pip install 'bioanon-face[torch]'"}
     trait: ClassVar[str] = "face"
     payloads: ClassVar[tuple[str, ...]] = ("image",)
-    reference: ClassVar[str] = "fantomas.txt §5 (model), §7.5 (training)"
+    reference: ClassVar[str] = "fantomas.txt §5 (model), §7.3 (224×224 input), §7.5 (training)"
     example_params: ClassVar[dict[str, Any]] = {"features": 4, "resolution": (16, 16), "epochs": 2,
                                                 "batch_size": 16}
+    presets: ClassVar[dict[str, dict[str, Any]]] = _PRESETS
 
+    preset: str = param("fast", choices=tuple(_PRESETS), help="'fast': 64×64, F = 16 (CPU-friendly); 'paper': "
+                        "224×224 and the §7.5 training of fantomas.txt (a GPU); fills the parameters left at "
+                        "their defaults", affects_output=False)
     features: int = param(16, help="channels of the convolutional layers (F)", low=1)
     resolution: tuple[int, int] = param(
         (64, 64), help="(height, width) the network works at; (0, 0): the pairs' size rounded up to multiples of 4",
@@ -156,7 +196,11 @@ class Fantomas(Deanonymizer):
     patience: int = param(20, help="epochs without improvement before training stops (0: never)", low=0)
     validation: float = param(0.1, help="share of the pairs held out for the schedule and early stopping "
                                         "(0: none; then the training loss is monitored)", low=0.0, high=0.5)
+    weights: str = param("", help="a torch state dict of this network (e.g. a save_checkpoint file) to start from "
+                         "(fine-tuned on the training pairs); nothing is downloaded", affects_output=True)
     seed: int = param(0, help="random seed (initialization, validation split, batch order)")
+    device: str = device_param()
+    precision: str = precision_param()
     threads: int = param(0, help="torch intra-op threads (0 = all available cores)", low=0, affects_output=False)
     payload: str = param("", help="payload column (default: image)")
 
@@ -165,6 +209,7 @@ class Fantomas(Deanonymizer):
     size_: tuple | None = fitted()  # (h, w) the network works at
     channels_: int | None = fitted()
     dtype_: str | None = fitted()
+    device_: str | None = fitted()  # the concrete device the network is on
     history_: list | None = fitted()
     best_epoch_: int | None = fitted()
 
@@ -174,101 +219,134 @@ class Fantomas(Deanonymizer):
             return tuple(self.resolution)
         return (-(-h // 4) * 4, -(-w // 4) * 4)
 
-    def _network(self, torch, channels: int, size: tuple[int, int]):
+    def _linear_problem(self, size: tuple[int, int]) -> str:
+        """Why the linear layer at ``size`` is too large ('' when it is not)."""
         latent = self.features * (size[0] // 4) * (size[1] // 4)
-        if self.linear_layer and latent * latent > _MAX_LINEAR_WEIGHTS:
-            raise ParameterError(self.id, "features", self.features,
-                                 f"a linear layer of at most {_MAX_LINEAR_WEIGHTS:,} weights: at resolution {size} "
-                                 f"it would have {latent * latent:,}; lower features or resolution")
+        if not self.linear_layer or latent * latent <= _MAX_LINEAR_WEIGHTS:
+            return ""
+        return (f"a linear layer of at most {_MAX_LINEAR_WEIGHTS:,} weights ({_MAX_LINEAR_WEIGHTS * 4 / 1e9:.1f} GB "
+                f"in float32, about 4× that while training with Adam): with features={self.features} at "
+                f"resolution {tuple(size)} it would have (features·h/4·w/4)² = {latent * latent:,}; lower the "
+                f"parameter 'features' or 'resolution'")
+
+    def _network(self, torch, channels: int, size: tuple[int, int]):
+        problem = self._linear_problem(size)
+        if problem:
+            raise ParameterError(self.id, "features", self.features, problem)
         return build_network(torch, channels, self.features, size, self.linear_layer)
 
-    def _to_tensor(self, torch, x: np.ndarray, size: tuple[int, int]):
-        """N×H×W×C grey levels → N×C×h×w float tensor in 0..1."""
+    @staticmethod
+    def _to_array(x: np.ndarray, size: tuple[int, int]) -> np.ndarray:
+        """N×H×W×C grey levels → N×C×h×w float32 in 0..1."""
         r = resize_batch(x, size, "area" if size[0] <= x.shape[1] and size[1] <= x.shape[2] else "linear")
-        return torch.from_numpy(np.ascontiguousarray(r.transpose(0, 3, 1, 2) / np.float32(255.0)))
+        return np.ascontiguousarray(r.transpose(0, 3, 1, 2) / np.float32(255.0))
 
     def _loss_fn(self, torch):
         if self.loss == "ssim":
             return ssim_loss
         return torch.nn.MSELoss() if self.loss == "mse" else torch.nn.L1Loss()
 
-    # ---------------------------------------------------------------------------------------------------- fit
-    def fit(self, clear, anonymized):
-        from bioanon.torchutil import torch_threads
+    def _init(self):
+        """The ``init`` hook of train_net: the user's weights (all layers; nothing is skipped)."""
+        if not self.weights:
+            return None
+        from bioanon.nettrain import load_weights
+
+        return lambda net: load_weights(net, self.weights, who=self.id, skip=())
+
+    # ------------------------------------------------------------------------------------------------- checks
+    def preflight(self, table) -> list[str]:
+        """Problems found before any work: torch missing, a linear layer over the cap at the data's image size,
+        a ``weights`` file that does not fit the network built for the data."""
+        missing = self.missing_requirements()
+        if missing:
+            return [f"{self.id} needs {name}, which is not installed: {how}" for name, how in missing.items()]
+        column = self.payload or next((c for c in self.payloads if c in table.payload_names), None)
+        shape = table.payload_shape(column) if column in table.payload_names else (None,)
+        if len(shape) != 3 or None in shape:
+            return []  # the payload check reports the table
+        size = self._work_size(shape[0], shape[1])
+        problem = self._linear_problem(size)
+        if problem:
+            return [f"{self.id}: features={self.features}, resolution={tuple(self.resolution)}: {problem}"]
+        if not self.weights:
+            return []
+        from bioanon.nettrain import check_weights
 
         torch = _torch(self.id)
+        return check_weights(lambda: build_network(torch, shape[2], self.features, size, self.linear_layer),
+                             self.weights, who=self.id, skip=())
+
+    # ---------------------------------------------------------------------------------------------------- fit
+    def fit(self, clear, anonymized):
+        from bioanon.device import resolve_device
+        from bioanon.nettrain import stage, train_net, training_key
+
+        torch = _torch(self.id)
+        dev = resolve_device(self.device, who=self.id)
         column, y, x = paired_images(self, clear, anonymized)
         n, h, w, c = y.shape
         size = self._work_size(h, w)
+        problem = self._linear_problem(size)
+        if problem:
+            raise ParameterError(self.id, "features", self.features, problem)
         self.column_, self.size_, self.channels_ = column, size, int(c)
         self.dtype_ = np.dtype(anonymized.payload(column).dtype).str
         n_val = int(round(self.validation * n)) if n >= 10 and self.validation > 0 else 0
         perm = np.random.default_rng(self.seed).permutation(n)
         val, tr = np.sort(perm[:n_val]), np.sort(perm[n_val:])
-        with torch_threads(self.threads):
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(self.seed)
-                model = self._network(torch, c, size)
-            gen = torch.Generator().manual_seed(self.seed)
-            x_all, y_all = self._to_tensor(torch, x, size), self._to_tensor(torch, y, size)
-            x_tr, y_tr, x_va, y_va = x_all[tr], y_all[tr], x_all[val], y_all[val]
-            opt = torch.optim.Adam(model.parameters(), lr=self.lr)
-            sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, mode="min", factor=self.lr_factor,
-                                                               patience=self.lr_patience)
-            loss_fn = self._loss_fn(torch)
-            history: list[dict[str, float]] = []
-            best, best_state, best_epoch, waited = float("inf"), None, 0, 0
-            for epoch in range(1, self.epochs + 1):
-                model.train()
-                order = torch.randperm(len(tr), generator=gen)
-                total = 0.0
-                for start in range(0, len(tr), self.batch_size):
-                    idx = order[start:start + self.batch_size]
-                    opt.zero_grad(set_to_none=True)
-                    loss = loss_fn(model(x_tr[idx]), y_tr[idx])
-                    loss.backward()
-                    opt.step()
-                    total += float(loss.detach()) * len(idx)
-                record = {"epoch": epoch, "train_loss": total / max(len(tr), 1), "lr": opt.param_groups[0]["lr"]}
-                if n_val:
-                    model.eval()
-                    with torch.no_grad():
-                        record["val_loss"] = float(loss_fn(model(x_va), y_va))
-                history.append(record)
-                monitored = record.get("val_loss", record["train_loss"])
-                sched.step(monitored)
-                if monitored < best:
-                    best, best_epoch, waited = monitored, epoch, 0
-                    best_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-                else:
-                    waited += 1
-                    if n_val and self.patience and waited >= self.patience:
-                        break
-            if best_state is not None:
-                model.load_state_dict(best_state)
-        model.eval()
-        self.model_, self.history_, self.best_epoch_ = model, history, best_epoch
+        x_all, y_all = self._to_array(x, size), self._to_array(y, size)
+        del x, y
+        x_tr, y_tr = stage(torch.from_numpy(x_all[tr]), dev), stage(torch.from_numpy(y_all[tr]), dev)
+        x_va, y_va = stage(torch.from_numpy(x_all[val]), dev), stage(torch.from_numpy(y_all[val]), dev)
+        del x_all, y_all
+        loss_fn = self._loss_fn(torch)
+
+        def batch(idx: np.ndarray, rng: np.random.Generator):
+            i = torch.from_numpy(idx).to(x_tr.device)
+            return x_tr[i], y_tr[i]
+
+        def validation(net):
+            total = 0.0
+            for s in range(0, n_val, self.batch_size):
+                xb, yb = x_va[s:s + self.batch_size], y_va[s:s + self.batch_size]
+                xb, yb = xb.to(dev, non_blocking=True), yb.to(dev, non_blocking=True)
+                total = total + loss_fn(net(xb), yb).double() * len(xb)
+            return total / n_val
+
+        trained = train_net(
+            lambda: self._network(torch, c, size), batch, len(tr),
+            loss=lambda net, xb, yb: loss_fn(net(xb), yb), epochs=self.epochs, batch_size=self.batch_size,
+            lr=self.lr, optimizer="adam", scheduler="plateau", plateau_factor=self.lr_factor,
+            plateau_patience=self.lr_patience, validation=validation if n_val else None, patience=self.patience,
+            keep_best=True, seed=self.seed, threads=self.threads, device=dev, precision=self.precision,
+            init=self._init(), store_key=training_key(self, clear, anonymized, label="pairs"), method_id=self.id,
+            install=self.requires["torch"])
+        self.model_, self.device_ = trained.net, dev
+        self.history_, self.best_epoch_ = trained.history, trained.best_epoch
         return self
 
     # ---------------------------------------------------------------------------------------------- transform
     def predict(self, x: np.ndarray) -> np.ndarray:
         """De-anonymized images (float32 grey levels, N×H×W×C at the input's size) of N×H×W×C images ``x``."""
-        from bioanon.torchutil import torch_threads
+        from bioanon.nettrain import infer
 
         if self.model_ is None:
             raise RuntimeError(f"{self.id}: fit() before transform()")
         if x.shape[-1] != self.channels_:
             raise TableError(f"{self.id}: images of payload {self.column_!r} have {x.shape[-1]} channels, the "
                              f"model was trained on {self.channels_}")
-        torch = _torch(self.id)
-        n, h, w, _ = x.shape
+        _torch(self.id)
+        n, h, w, c = x.shape
         out = np.empty(x.shape, np.float32)
-        with torch_threads(self.threads), torch.inference_mode():
-            for s in range(0, n, 256):
-                y = self.model_(self._to_tensor(torch, x[s:s + 256], self.size_)).clamp(0.0, 1.0)
-                y = y.numpy().transpose(0, 2, 3, 1) * np.float32(255.0)
-                shrink = h <= self.size_[0] and w <= self.size_[1]
-                out[s:s + 256] = resize_batch(y, (h, w), "area" if shrink else "linear")
+        shrink = h <= self.size_[0] and w <= self.size_[1]
+        model = self.model_
+        for s in range(0, n, 4096):  # bounds the resized copies in host memory
+            y = infer(lambda t: model(t).clamp(0.0, 1.0), self._to_array(x[s:s + 4096], self.size_),
+                      out_shape=(c, *self.size_), batch_size=256, threads=self.threads, device=self.device_,
+                      precision=self.precision)
+            out[s:s + 4096] = resize_batch(y.transpose(0, 2, 3, 1) * np.float32(255.0), (h, w),
+                                           "area" if shrink else "linear")
         return out
 
     def transform(self, table):
@@ -279,30 +357,38 @@ class Fantomas(Deanonymizer):
 
     # -------------------------------------------------------------------------------------------- checkpoints
     def save_checkpoint(self, path: str | os.PathLike) -> None:
-        """Save the fitted network and the parameters (``torch.save``)."""
+        """Save the fitted network (CPU tensors) and the parameters (``torch.save``)."""
         if self.model_ is None:
             raise RuntimeError(f"{self.id}: fit() before save_checkpoint()")
         torch = _torch(self.id)
         params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.get_params().items()}
+        state = {k: v.detach().cpu() for k, v in self.model_.state_dict().items()}
         torch.save({"id": self.id, "version": self.version, "params": params,
-                    "state_dict": self.model_.state_dict(), "column": self.column_, "size": list(self.size_),
+                    "state_dict": state, "column": self.column_, "size": list(self.size_),
                     "channels": self.channels_, "dtype": self.dtype_, "history": self.history_,
                     "best_epoch": self.best_epoch_}, os.fspath(path))
 
     @classmethod
-    def load_checkpoint(cls, path: str | os.PathLike) -> "Fantomas":
-        """A fitted instance from :meth:`save_checkpoint`'s file (``torch.load(weights_only=True)``)."""
+    def load_checkpoint(cls, path: str | os.PathLike, *, device: str | None = None) -> "Fantomas":
+        """A fitted instance from :meth:`save_checkpoint`'s file (``torch.load(weights_only=True)``), on
+        ``device`` (default: the saved ``device`` parameter, i.e. usually the run's device)."""
+        from bioanon.device import resolve_device
+
         torch = _torch(cls.id)
         ck = torch.load(os.fspath(path), weights_only=True, map_location="cpu")
         if ck.get("id") != cls.id:
             raise ValueError(f"{path}: not a {cls.id} checkpoint (id {ck.get('id')!r})")
-        m = cls(**ck["params"])
+        params = dict(ck["params"])
+        if device is not None:
+            params["device"] = device
+        m = cls(**params)
         size = tuple(ck["size"])
         model = m._network(torch, ck["channels"], size)
         model.load_state_dict(ck["state_dict"])
-        model.eval()
-        m.model_, m.column_, m.size_, m.channels_, m.dtype_ = model, ck["column"], size, ck["channels"], ck["dtype"]
-        m.history_, m.best_epoch_ = ck["history"], ck["best_epoch"]
+        dev = resolve_device(m.device, who=m.id)
+        m.model_, m.column_, m.size_, m.channels_, m.dtype_ = model.to(dev).eval(), ck["column"], size, \
+            ck["channels"], ck["dtype"]
+        m.device_, m.history_, m.best_epoch_ = dev, ck["history"], ck["best_epoch"]
         return m
 
 

@@ -16,10 +16,11 @@ import attrs
 import numpy as np
 
 from bioanon import UtilityMeasure, fitted, param
-from bioanon.nettrain import infer, train_net
+from bioanon.device import device_param, precision_param, resolve_device
+from bioanon.nettrain import infer, stage, to_device, train_net, training_key
 from bioanon.torchutil import import_torch
 
-from .arcface import INSTALL, augment, image_batch
+from .arcface import INSTALL, augment, image_batch, mean_std
 from .utility import _paired
 
 
@@ -50,8 +51,8 @@ def _build_net(torch: Any, channels: int, width: int) -> Any:
         def features(self, x) -> list:
             """The feature maps after each encoder stage."""
             out = []
-            for stage in self.stages:
-                x = stage(x)
+            for part in self.stages:
+                x = part(x)
                 out.append(x)
             return out
 
@@ -85,7 +86,11 @@ class PerceptualSimilarity(UtilityMeasure):
     ``measure`` feeds both images through the encoder and averages, over its three stages, the mean over
     positions of the cosine similarity of the channel-normalized features (Zhang et al. 2018's LPIPS
     normalization, equal layer weights, no learned weights). The floor is the mean similarity of each image to
-    an image of another subject (the level of two unrelated faces). torch is imported when the measure runs."""
+    an image of another subject (the level of two unrelated faces). Training (:func:`bioanon.nettrain.train_net`)
+    and the measure run on ``device`` (the run's by default) with ``precision`` autocast; the images are placed
+    on the device once and augmented and noised there; the similarities are computed from float32 features.
+    Inside an evaluation the trained autoencoder is kept in the cache. torch is imported when the measure
+    runs."""
 
     id: ClassVar[str] = "face.perceptual_similarity"
     requires: ClassVar[dict[str, str]] = {"torch": INSTALL}
@@ -104,6 +109,8 @@ class PerceptualSimilarity(UtilityMeasure):
                          "autoencoder learns to remove", low=0.0)
     augment: bool = param(True, help="random flips, shifts, zooms and brightness changes of the training images")
     seed: int = param(0, help="random seed (initialization, batch order, augmentation, noise)")
+    device: str = device_param()
+    precision: str = precision_param()
     threads: int = param(0, help="torch intra-op threads (0 = all cores)", low=0, affects_output=False)
     payload: str = param("", help="payload column (default: image)")
 
@@ -111,33 +118,43 @@ class PerceptualSimilarity(UtilityMeasure):
     channels_: int | None = fitted()
     mean_: float | None = fitted()
     std_: float | None = fitted()
+    device_: str | None = fitted()
     history_: list | None = fitted()
 
     def _column(self, table: Any) -> str:
         return self.payload_column(table, self.payload or None)
 
+    def preflight(self, table) -> list[str]:
+        """torch missing (found before any work)."""
+        return [f"{self.id} needs {name}, which is not installed: {how}"
+                for name, how in self.missing_requirements().items()]
+
     def fit(self, clear):
         torch = import_torch(self.id, INSTALL)
+        dev = resolve_device(self.device, who=self.id)
         raw = clear.payload(self._column(clear))
         channels = raw.shape[-1] if raw.ndim == 4 else 1
         x = image_batch(raw, self.size, channels)
-        scaled = x.astype(np.float32) / 255.0
-        mean, std = float(scaled.mean()), float(max(scaled.std(), 1e-3))
-        xt = torch.from_numpy(x)
+        mean, std = mean_std(x)
+        xt = stage(torch.from_numpy(x), dev)
+        gen = torch.Generator(device=dev)
 
         def batch(idx: np.ndarray, rng: np.random.Generator):
-            xb = xt[idx].float() / 255.0
+            xb = to_device(xt[torch.from_numpy(idx).to(xt.device, non_blocking=True)], dev).float() / 255.0
             if self.augment:
                 xb = augment(torch, xb, rng)
             clean = (xb - mean) / std
-            noise = torch.from_numpy(rng.standard_normal(tuple(clean.shape)).astype(np.float32))
+            gen.manual_seed(int(rng.integers(2 ** 62)))  # the noise is drawn on the device, seeded from rng
+            noise = torch.randn(clean.shape, generator=gen, device=clean.device, dtype=clean.dtype)
             return clean + self.noise * noise, clean
 
         trained = train_net(lambda: _build_net(torch, channels, self.width), batch, len(x), epochs=self.epochs,
                             batch_size=self.batch_size, lr=self.lr, scheduler="cosine", seed=self.seed,
-                            threads=self.threads, method_id=self.id, install=INSTALL)
+                            threads=self.threads, device=dev, precision=self.precision,
+                            store_key=training_key(self, clear, label="clear"), method_id=self.id,
+                            install=INSTALL)
         self.model_, self.channels_, self.mean_, self.std_ = trained.net, channels, mean, std
-        self.history_ = trained.history
+        self.device_, self.history_ = dev, trained.history
         return self
 
     def similarity(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -151,10 +168,11 @@ class PerceptualSimilarity(UtilityMeasure):
 
         def fn(t):
             z = (t.flatten(0, 1).float() / 255.0 - mean) / std  # originals and anonymized in one batch
-            feats = self.model_.features(z)
+            feats = [f.float() for f in self.model_.features(z)]
             return feature_similarity(torch, [f[0::2] for f in feats], [f[1::2] for f in feats])
 
-        return infer(fn, pairs, out_shape=(), batch_size=64, threads=self.threads, dtype=np.float64)
+        return infer(fn, pairs, out_shape=(), batch_size=64, threads=self.threads, dtype=np.float64,
+                     device=self.device_, precision=self.precision)
 
     def measure(self, original, anonymized) -> np.ndarray:
         x, y = _paired(self, original, anonymized)
