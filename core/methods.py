@@ -19,6 +19,7 @@ Fitted state lives in ``init=False`` fields whose names end in ``_``.
 
 from __future__ import annotations
 
+import contextvars
 import enum
 import inspect
 import json
@@ -54,6 +55,8 @@ __all__ = [
 ]
 
 _HELP = "bioanon_help"
+_GIVEN_PARAMS: contextvars.ContextVar[frozenset[str] | None] = contextvars.ContextVar("bioanon_given_params",
+                                                                                     default=None)
 _AFFECTS = "bioanon_affects_output"
 _CONSTRAINT = "bioanon_constraint"
 
@@ -285,16 +288,28 @@ class Method:
                 missing[name] = install
         return missing
 
+    def requirement_problems(self) -> list[str]:
+        """One line per declared optional package that cannot be imported here (for ``preflight``)."""
+        return [f"{self.id} needs {name}, which is not installed: {how}"
+                for name, how in self.missing_requirements().items()]
+
     # named sets of parameter values (``preset`` parameter): name -> {param: value}; a preset fills the
     # parameters left at their declared defaults (see _apply_preset)
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
+
+    def __new__(cls, *args: Any, **given: Any) -> "Method":
+        _GIVEN_PARAMS.set(frozenset(given))  # the parameters the caller set (a preset fills the others)
+        return super().__new__(cls)
 
     def __attrs_post_init__(self) -> None:
         self._apply_preset()
         self._validate_params()
 
     def _apply_preset(self) -> None:
-        """Give every parameter still at its declared default the value of the chosen ``preset`` (if any)."""
+        """Give every parameter the caller did not set the value of the chosen ``preset`` (if any); a value
+        given explicitly wins, also when it equals the declared default."""
+        given = _GIVEN_PARAMS.get()
+        _GIVEN_PARAMS.set(None)
         chosen = getattr(self, "preset", None)
         if not self.presets or chosen is None:
             return
@@ -304,8 +319,14 @@ class Method:
                                  " | ".join(repr(p) for p in self.presets))
         defaults = {f.name: f.default for f in self.param_fields()}
         for name, value in values.items():
-            if name in defaults and getattr(self, name) == defaults[name]:
+            if name in defaults and (name not in given if given is not None
+                                     else getattr(self, name) == defaults[name]):
                 object.__setattr__(self, name, value)
+
+    @classmethod
+    def preset_params(cls) -> set[str]:
+        """The parameters some preset of the class sets."""
+        return {name for values in cls.presets.values() for name in values}
 
     # -- parameters ------------------------------------------------------------------------------------
     @classmethod
@@ -381,11 +402,13 @@ class Method:
             raise ParameterError(self.id, name, changes[name], f"no such parameter; {hint}")
         params = self.get_params()
         if self.presets and changes.get("preset", getattr(self, "preset", None)) != getattr(self, "preset", None):
-            # another preset: parameters that hold the old preset's values go back to their defaults first
+            # another preset: parameters that hold what the old preset (else the default) gave them are left for
+            # the new one to set
             defaults = {f.name: f.default for f in self.param_fields()}
-            for name, value in self.presets.get(self.preset, {}).items():  # type: ignore[attr-defined]
-                if name not in changes and params.get(name) == value:
-                    params[name] = defaults[name]
+            old = self.presets.get(self.preset, {})  # type: ignore[attr-defined]
+            for name in self.preset_params():
+                if name not in changes and name in params and params[name] == old.get(name, defaults.get(name)):
+                    del params[name]
         params.update(changes)
         return type(self)(**params)
 

@@ -32,7 +32,7 @@ from .torchutil import import_torch, torch_threads
 
 __all__ = ["Trained", "train_net", "arcface_head", "softmax_head", "infer", "has_batch_norm", "SCHEDULERS",
            "OPTIMIZERS", "WeightsError", "check_weights", "load_weights", "read_state_dict", "to_device",
-           "training_key", "using_weight_cache", "file_digest", "stage"]
+           "training_key", "using_weight_cache", "file_digest", "stage", "preflight_weights"]
 
 SCHEDULERS = ("cosine", "plateau", "multistep", "none")
 OPTIMIZERS = ("adam", "adamw", "sgd")
@@ -552,6 +552,18 @@ def load_weights(net: Any, path: str, *, who: str = "", param: str = "weights", 
     if not dry_run:
         net.load_state_dict({k: mapped[k] for k in matched}, strict=False)
     return matched
+
+
+def preflight_weights(method: Any, build: Callable[[Any], Any] | None, *, skip: Sequence[str] = ("head.",)
+                      ) -> list[str]:
+    """A torch-backed method's ``preflight``: its missing packages, else the problems of loading its ``weights``
+    file (if any) into ``build(torch)`` (:func:`check_weights`). ``build`` None: the network cannot be built for
+    this data (the data checks report why), so the file is not checked."""
+    problems = method.requirement_problems()
+    if problems or not getattr(method, "weights", "") or build is None:
+        return problems
+    torch = import_torch(method.id)
+    return check_weights(lambda: build(torch), method.weights, who=method.id, skip=skip)
 
 
 def check_weights(build: Callable[[], Any], path: str, *, who: str = "", param: str = "weights",

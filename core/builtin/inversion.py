@@ -15,7 +15,7 @@ import numpy as np
 
 from ..device import device_param, precision_param, resolve_device
 from ..methods import Deanonymizer, fitted, param
-from ..nettrain import check_weights, infer, load_weights, stage, train_net, training_key
+from ..nettrain import infer, load_weights, preflight_weights, stage, train_net, training_key
 from ..torchutil import import_torch
 from ..payloads import restore_dtype
 from .deanonymizers import paired_payloads
@@ -138,15 +138,10 @@ device. ``weights``: a state dict of this network (e.g. a :meth:`save_checkpoint
     def preflight(self, table) -> list[str]:
         """Problems found before any work: torch missing, or a ``weights`` file that does not fit the network
         for ``table``'s payload (input and output sizes are the payload's)."""
-        if not self.weights:
-            return []
-        try:
-            torch = _torch()
-        except ImportError as exc:
-            return [str(exc)]
         column = self.payload_column(table, self.payload or None)
-        d = int(np.prod(table.payload(column).shape[1:]))
-        return check_weights(lambda: self._net(torch, d, d), self.weights, who=self.id, skip=())
+        shape = table.payload_shape(column)
+        d = int(np.prod(shape)) if None not in shape else 0  # variable-length payloads: the data checks say so
+        return preflight_weights(self, (lambda torch: self._net(torch, d, d)) if d else None, skip=())
 
     # ------------------------------------------------------------------------------------------------- fit
     def fit(self, clear, anonymized):

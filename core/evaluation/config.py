@@ -847,8 +847,9 @@ class _Validator:
                 self.add(path, f"{cls.id}({shown}) failed: {type(exc).__name__}: {exc}")
                 continue
             values = instance.get_params()
-            if fixed is None:
-                fixed = {k: v for k, v in values.items() if k not in sweep}
+            if fixed is None:  # (parameters a preset sets stay unset unless given: each setting's preset sets them)
+                preset_set = cls.preset_params() if "preset" in sweep else set()
+                fixed = {k: v for k, v in values.items() if k not in sweep and (k in params or k not in preset_set)}
             for k, i in zip(keys, combo):
                 coerced[k][i] = values[k]
         if not ok or fixed is None:

@@ -334,6 +334,13 @@ def test_presets_fill_the_defaults_and_explicit_values_win():
     assert (back.size, back.lr) == (64, 1e-3)
     assert _Preset().with_params(preset="paper").size == 224
     assert _Preset(preset="paper", size=112).with_params(preset="fast").size == 112  # the user's value stays
+    explicit = _Preset(preset="paper", size=64)  # given, though equal to the declared default: it wins
+    assert (explicit.size, explicit.lr) == (64, 1e-4)
+    import copy
+    import pickle
+
+    assert pickle.loads(pickle.dumps(explicit)) == explicit == copy.deepcopy(explicit)
+    assert _Preset(preset="paper") == _Preset(preset="paper")  # a copy or unpickling sets nothing
     assert paper.fingerprint() != _Preset().fingerprint()
     assert _Preset.describe()["presets"] == {"fast": {}, "paper": {"size": 224, "lr": 1e-4}}
     with pytest.raises(ParameterError, match="preset"):

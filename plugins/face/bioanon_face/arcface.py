@@ -243,9 +243,9 @@ class ArcFace(CentroidRecognizer):
     def preflight(self, table) -> list[str]:
         """Problems found before any work: torch or timm missing, an unknown backbone, a ``weights`` file that
         does not fit the network built for the data's images."""
-        missing = self.missing_requirements()
+        missing = self.requirement_problems()
         if missing:
-            return [f"{self.id} needs {name}, which is not installed: {how}" for name, how in missing.items()]
+            return missing
         if not self.weights:
             return []
         column = self.payload or next((c for c in self.payloads if c in table.payload_names), None)

@@ -258,9 +258,9 @@ class Fantomas(Deanonymizer):
     def preflight(self, table) -> list[str]:
         """Problems found before any work: torch missing, a linear layer over the cap at the data's image size,
         a ``weights`` file that does not fit the network built for the data."""
-        missing = self.missing_requirements()
+        missing = self.requirement_problems()
         if missing:
-            return [f"{self.id} needs {name}, which is not installed: {how}" for name, how in missing.items()]
+            return missing
         column = self.payload or next((c for c in self.payloads if c in table.payload_names), None)
         shape = table.payload_shape(column) if column in table.payload_names else (None,)
         if len(shape) != 3 or None in shape:

@@ -126,8 +126,7 @@ class PerceptualSimilarity(UtilityMeasure):
 
     def preflight(self, table) -> list[str]:
         """torch missing (found before any work)."""
-        return [f"{self.id} needs {name}, which is not installed: {how}"
-                for name, how in self.missing_requirements().items()]
+        return self.requirement_problems()
 
     def fit(self, clear):
         torch = import_torch(self.id, INSTALL)

@@ -21,7 +21,7 @@ import numpy as np
 from bioanon import param
 from bioanon.device import device_param, precision_param, resolve_device
 from bioanon.methods import CentroidRecognizer, fitted, labels_of
-from bioanon.nettrain import (check_weights, infer, load_weights, softmax_head, stage, to_device, train_net,
+from bioanon.nettrain import (preflight_weights, infer, load_weights, softmax_head, stage, to_device, train_net,
                               training_key)
 from bioanon.torchutil import import_torch
 
@@ -124,18 +124,10 @@ class TemporalCnn(CentroidRecognizer):
     def preflight(self, table) -> list[str]:
         """Problems found before any work: torch missing, or a ``weights`` file that does not fit the network
         built for ``table``'s joints (checked on torch's meta device)."""
-        import importlib.util
-
-        if importlib.util.find_spec("torch") is None:
-            return [f"{self.id} needs PyTorch, which is not installed: {_INSTALL}"]
-        if not self.weights:
-            return []
-        torch = import_torch(self.id, _INSTALL)
         shape = table.payload_shape("pose") if "pose" in table.payload_names else (None,)
         if None in shape:  # no (fixed-shape) pose payload: the data checks report it
-            return []
-        c_in = int(np.prod(shape[1:]))
-        return check_weights(self._builder(torch, c_in, 2), self.weights, who=self.id)
+            return preflight_weights(self, None)
+        return preflight_weights(self, lambda torch: self._builder(torch, int(np.prod(shape[1:])), 2)())
 
     def fit(self, train, label: str = "subject"):
         torch = import_torch(self.id, _INSTALL)

@@ -21,7 +21,7 @@ import numpy as np
 from bioanon.device import device_param, precision_param, resolve_device
 from bioanon.errors import TableError
 from bioanon.methods import CentroidRecognizer, fitted, labels_of, param
-from bioanon.nettrain import check_weights, infer, load_weights, softmax_head, stage, train_net, training_key
+from bioanon.nettrain import preflight_weights, infer, load_weights, softmax_head, stage, train_net, training_key
 from bioanon.torchutil import import_torch
 
 __all__ = ["ImuCnn"]
@@ -131,19 +131,13 @@ class ImuCnn(CentroidRecognizer):
     def preflight(self, table) -> list[str]:
         """Problems found before any work: torch missing, or a ``weights`` file that does not fit the network
         built for ``table``'s channels (checked on torch's meta device)."""
-        import importlib.util
-
-        if importlib.util.find_spec("torch") is None:
-            return [f"{self.id} needs PyTorch, which is not installed: {_INSTALL}"]
-        if not self.weights:
-            return []
         try:
             shape = table.payload_shape(self.payload_column(table, self.payload or None))
         except TableError:  # no such payload: the data checks report it
-            return []
+            shape = (None,)
         if len(shape) != 2 or None in shape:
-            return []
-        return check_weights(self._builder(int(shape[1]), 2), self.weights, who=self.id)
+            return preflight_weights(self, None)
+        return preflight_weights(self, lambda torch: self._builder(int(shape[1]), 2)())
 
     def fit(self, train, label: str = "subject"):
         """Train the network on the training windows' labels (identity or an attribute)."""

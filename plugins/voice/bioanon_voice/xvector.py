@@ -21,7 +21,7 @@ import numpy as np
 from bioanon import param
 from bioanon.device import device_param, precision_param, resolve_device
 from bioanon.methods import CentroidRecognizer, fitted, labels_of
-from bioanon.nettrain import arcface_head, check_weights, infer, load_weights, stage, train_net, training_key
+from bioanon.nettrain import arcface_head, preflight_weights, infer, load_weights, stage, train_net, training_key
 from bioanon.torchutil import import_torch
 
 from .dsp import audio_of, log_mel
@@ -176,13 +176,7 @@ class XVector(CentroidRecognizer):
     def preflight(self, table) -> list[str]:
         """Problems found before any work: torch missing, or a ``weights`` file that does not fit the network
         (checked on torch's meta device)."""
-        import importlib.util
-
-        if importlib.util.find_spec("torch") is None:
-            return [f"{self.id} needs PyTorch, which is not installed: {_INSTALL}"]
-        if not self.weights:
-            return []
-        return check_weights(self._builder(import_torch(self.id, _INSTALL), 2), self.weights, who=self.id)
+        return preflight_weights(self, lambda torch: self._builder(torch, 2)())
 
     def fit(self, train, label: str = "subject"):
         torch = import_torch(self.id, _INSTALL)
