@@ -32,7 +32,7 @@ from .torchutil import import_torch, torch_threads
 
 __all__ = ["Trained", "train_net", "arcface_head", "softmax_head", "infer", "has_batch_norm", "SCHEDULERS",
            "OPTIMIZERS", "WeightsError", "check_weights", "load_weights", "read_state_dict", "to_device",
-           "training_key", "using_weight_cache", "file_digest", "stage", "preflight_weights"]
+           "training_key", "using_weight_cache", "file_digest", "stage", "preflight_weights", "method_training"]
 
 SCHEDULERS = ("cosine", "plateau", "multistep", "none")
 OPTIMIZERS = ("adam", "adamw", "sgd")
@@ -552,6 +552,19 @@ def load_weights(net: Any, path: str, *, who: str = "", param: str = "weights", 
     if not dry_run:
         net.load_state_dict({k: mapped[k] for k in matched}, strict=False)
     return matched
+
+
+def method_training(method: Any, *data: Any, label: str = "", device: str) -> dict[str, Any]:
+    """The :func:`train_net` arguments every torch method passes the same way: its ``seed``, ``threads``,
+    ``precision``, the concrete ``device``, its ``weights`` file loaded before training (the head skipped),
+    ``freeze`` of its ``backbone``, the trained-weight cache key of ``method`` on ``data`` for ``label``, and its
+    id for messages."""
+    weights = getattr(method, "weights", "")
+    return {"seed": method.seed, "threads": method.threads, "device": device,
+            "precision": getattr(method, "precision", "fp32"),
+            "init": (lambda net: load_weights(net, weights, who=method.id)) if weights else None,
+            "freeze": "backbone" if getattr(method, "freeze", False) else None,
+            "store_key": training_key(method, *data, label=label), "method_id": method.id}
 
 
 def preflight_weights(method: Any, build: Callable[[Any], Any] | None, *, skip: Sequence[str] = ("head.",)

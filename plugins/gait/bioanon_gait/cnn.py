@@ -21,8 +21,7 @@ import numpy as np
 from bioanon import param
 from bioanon.device import device_param, precision_param, resolve_device
 from bioanon.methods import CentroidRecognizer, fitted, labels_of
-from bioanon.nettrain import (preflight_weights, infer, load_weights, softmax_head, stage, to_device, train_net,
-                              training_key)
+from bioanon.nettrain import infer, method_training, preflight_weights, softmax_head, stage, to_device, train_net
 from bioanon.torchutil import import_torch
 
 from .features import CENTERING_HELP, Centering, center
@@ -154,10 +153,7 @@ class TemporalCnn(CentroidRecognizer):
         net = train_net(
             self._builder(torch, c, max(len(classes), 2)), batch, n, epochs=self.epochs,
             batch_size=self.batch_size, lr=self.learning_rate, weight_decay=self.weight_decay, scheduler="cosine",
-            seed=self.seed, threads=self.threads, device=dev, precision=self.precision,
-            init=(lambda m: load_weights(m, self.weights, who=self.id)) if self.weights else None,
-            freeze="backbone" if self.freeze else None, store_key=training_key(self, train, label=label),
-            method_id=self.id, install=_INSTALL).net
+            install=_INSTALL, **method_training(self, train, label=label, device=dev)).net
         self.model_, self.device_ = net, dev
         return self
 

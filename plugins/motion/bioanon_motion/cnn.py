@@ -21,7 +21,7 @@ import numpy as np
 from bioanon.device import device_param, precision_param, resolve_device
 from bioanon.errors import TableError
 from bioanon.methods import CentroidRecognizer, fitted, labels_of, param
-from bioanon.nettrain import preflight_weights, infer, load_weights, softmax_head, stage, train_net, training_key
+from bioanon.nettrain import infer, method_training, preflight_weights, softmax_head, stage, train_net
 from bioanon.torchutil import import_torch
 
 __all__ = ["ImuCnn"]
@@ -154,10 +154,7 @@ class ImuCnn(CentroidRecognizer):
         model = train_net(
             self._builder(x.shape[2], len(classes)), lambda idx, rng: (inputs[idx], targets[idx]), len(targets),
             epochs=self.epochs, batch_size=self.batch_size, lr=self.lr, weight_decay=self.weight_decay,
-            optimizer="adamw", seed=self.seed, threads=self.threads, device=dev, precision=self.precision,
-            init=(lambda m: load_weights(m, self.weights, who=self.id)) if self.weights else None,
-            freeze="backbone" if self.freeze else None, store_key=training_key(self, train, label=label),
-            method_id=self.id, install=_INSTALL).net
+            optimizer="adamw", install=_INSTALL, **method_training(self, train, label=label, device=dev)).net
         self.model_, self.device_ = model, dev
         return self
 

@@ -21,7 +21,7 @@ import numpy as np
 from bioanon import param
 from bioanon.device import device_param, precision_param, resolve_device
 from bioanon.methods import CentroidRecognizer, fitted, labels_of
-from bioanon.nettrain import arcface_head, preflight_weights, infer, load_weights, stage, train_net, training_key
+from bioanon.nettrain import arcface_head, infer, method_training, preflight_weights, stage, train_net
 from bioanon.torchutil import import_torch
 
 from .dsp import audio_of, log_mel
@@ -199,10 +199,7 @@ class XVector(CentroidRecognizer):
         net = train_net(
             self._builder(torch, max(len(classes), 2)), batch, len(feats), epochs=self.epochs,
             batch_size=self.batch_size, lr=self.learning_rate, weight_decay=self.weight_decay, scheduler="cosine",
-            seed=self.seed, threads=self.threads, device=dev, precision=self.precision,
-            init=(lambda m: load_weights(m, self.weights, who=self.id)) if self.weights else None,
-            freeze="backbone" if self.freeze else None, store_key=training_key(self, train, label=label),
-            method_id=self.id, install=_INSTALL).net
+            install=_INSTALL, **method_training(self, train, label=label, device=dev)).net
         self.model_, self.device_ = net, dev
         return self
 
