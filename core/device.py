@@ -42,7 +42,7 @@ from .errors import BioanonError
 __all__ = [
     "DEVICE_ENV", "DEVICE_HELP", "PRECISIONS", "DeviceError", "autocast", "check_device_text", "default_device",
     "describe_device", "device_kind", "device_param", "precision_param", "resolve_device", "resolve_precision",
-    "using_device", "method_device",
+    "using_device", "method_device", "weights_param",
 ]
 
 DEVICE_ENV = "BIOANON_DEVICE"
@@ -77,6 +77,14 @@ def precision_param(default: str = "auto") -> Any:
 
     return param(default, help="arithmetic: auto (bf16 autocast on CUDA, fp32 on the CPU), fp32, bf16 or fp16 "
                  "(autocast; weights stay fp32)", choices=PRECISIONS)
+
+
+def weights_param(what: str = "a torch state dict / checkpoint file") -> Any:
+    """The ``weights`` parameter of a trainable torch method: ``what`` to start from, fine-tuned on the training
+    data (its content digest enters the trained-weight cache key; nothing is ever downloaded)."""
+    from .methods import param
+
+    return param("", help=f"{what} to start from (fine-tuned on the training data); nothing is downloaded")
 
 
 def default_device() -> str:

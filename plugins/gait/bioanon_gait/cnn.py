@@ -19,7 +19,7 @@ import attrs
 import numpy as np
 
 from bioanon import param
-from bioanon.device import device_param, precision_param, resolve_device
+from bioanon.device import device_param, precision_param, resolve_device, weights_param
 from bioanon.methods import CentroidRecognizer, fitted, labels_of
 from bioanon.nettrain import infer, method_training, preflight_weights, softmax_head, stage, to_device, train_net
 from bioanon.torchutil import import_torch
@@ -62,8 +62,6 @@ def _build_net(torch: Any, c_in: int, channels: int, emb: int, n_classes: int, d
     return TemporalNet()
 
 
-_WEIGHTS_HELP = ("a torch state dict / checkpoint file to start from (fine-tuned on the training data); nothing is "
-                 "downloaded")
 _FREEZE_HELP = ("keep the pretrained convolutional backbone fixed (train only the embedding layer and the "
                 "classification head)")
 
@@ -101,7 +99,7 @@ class TemporalCnn(CentroidRecognizer):
     threads: int = param(0, help="CPU threads (0 = all cores)", low=0, affects_output=False)
     device: str = device_param()
     precision: str = precision_param()
-    weights: str = param("", help=_WEIGHTS_HELP, affects_output=True)
+    weights: str = weights_param()
     freeze: bool = param(False, help=_FREEZE_HELP)
 
     model_: Any = fitted()

@@ -18,7 +18,7 @@ from typing import Any, ClassVar
 
 import attrs
 import numpy as np
-from bioanon.device import device_param, precision_param, resolve_device
+from bioanon.device import device_param, precision_param, resolve_device, weights_param
 from bioanon.errors import TableError
 from bioanon.methods import CentroidRecognizer, fitted, labels_of, param
 from bioanon.nettrain import infer, method_training, preflight_weights, softmax_head, stage, train_net
@@ -103,8 +103,7 @@ class ImuCnn(CentroidRecognizer):
     payload: str = param("", help="payload column (default: imu)")
     device: str = device_param()
     precision: str = precision_param()
-    weights: str = param("", help="a torch state dict / checkpoint file to start from (fine-tuned on the training "
-                         "data); nothing is downloaded", affects_output=True)
+    weights: str = weights_param()
     freeze: bool = param(False, help="keep the pretrained convolutional backbone fixed (train only the embedding "
                          "layer and the classification head)")
 

@@ -19,7 +19,7 @@ import attrs
 import numpy as np
 
 from bioanon import param
-from bioanon.device import device_param, precision_param, resolve_device
+from bioanon.device import device_param, precision_param, resolve_device, weights_param
 from bioanon.methods import CentroidRecognizer, fitted, labels_of
 from bioanon.nettrain import arcface_head, infer, method_training, preflight_weights, stage, train_net
 from bioanon.torchutil import import_torch
@@ -152,8 +152,7 @@ class XVector(CentroidRecognizer):
     threads: int = param(0, help="torch intra-op threads (0 = all cores)", low=0, affects_output=False)
     device: str = device_param()
     precision: str = precision_param()
-    weights: str = param("", help="a torch state dict / checkpoint file to start from (fine-tuned on the training "
-                         "data); nothing is downloaded", affects_output=True)
+    weights: str = weights_param()
     freeze: bool = param(False, help="keep the pretrained TDNN frame layers fixed (train only the embedding layer "
                          "and the training head)")
 
