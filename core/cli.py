@@ -222,7 +222,7 @@ def _run_evaluation(config: Any, args: argparse.Namespace) -> int:
     result = evaluate(config, out_dir=args.out, run_id=args.run_id, cache=args.cache_dir,
                       executor=args.executor, scheduler=args.scheduler,
                       keep_going=args.keep_going, progress=not args.quiet, report=not args.no_report,
-                      device=args.device)
+                      device=args.device, jobs=args.jobs)
     _print_summary(result)
     if result.failures:
         print(f"bioanon: {len(result.failures)} task(s) failed or were skipped (see failures.json)", file=sys.stderr)
@@ -359,12 +359,22 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cache-dir", default=None, help="cache location (default: $BIOANON_CACHE or the user cache)")
     p.add_argument("--keep-going", action="store_true", help="finish what does not depend on a failure")
     p.add_argument("--executor", choices=["local", "dask"], default="local",
-                   help="run the task graph here (local) or on a Dask cluster")
+                   help="run the task graph on this machine (local) or on a Dask cluster")
     p.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                   help="Dask scheduler address, e.g. tcp://10.0.0.1:8786 (with --executor dask)")
+                   help="Dask scheduler address, e.g. tcp://10.0.0.1:8786 (with --executor dask; without it a "
+                        "local Dask cluster of --jobs workers is started)")
+    p.add_argument("--jobs", type=_jobs_count, default=None, metavar="N",
+                   help="worker processes running evaluation cells at once (default: [run] jobs of the config, "
+                        "else $BIOANON_JOBS, else every usable core; 1: all in this process)")
     p.add_argument("--no-report", action="store_true", help="write the tables but not report.html")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
     _add_device_option(p)
+
+
+def _jobs_count(text: str) -> int:
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected a number of worker processes (0 = every core), got {text!r}")
+    return int(text)
 
 
 def _add_device_option(p: argparse.ArgumentParser) -> None:

@@ -2,15 +2,20 @@
 
 The plan is a list of :class:`~bioanon.evaluation.tasks.TaskSpec` in dependency order. Tasks exchange cache
 keys, never data, so an executor only has to run each task once its dependencies are done. The local executor
-runs them here, one after another, with a progress bar per stage.
+runs them on this machine: with ``jobs=1`` here, one after another, with a progress bar per stage; with more
+jobs in a pool of worker processes (no server to start) that read the data memory-mapped from the cache. The
+Dask executor runs them on a cluster (or on a local one it starts).
 """
 
 from __future__ import annotations
 
+import atexit
+import contextlib
+import os
 import sys
 import time
 import traceback
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -29,6 +34,7 @@ class ExecutionReport:
     skipped: dict[str, str] = attrs.field(factory=dict)  # task key -> failed dependency
     records: dict[str, Any] = attrs.field(factory=dict)
     by_stage: dict[str, dict[str, int]] = attrs.field(factory=dict)
+    jobs: int = 1  # tasks that could run at once (worker processes; 1: in the calling process)
 
     def count(self, stage: str, what: str, seconds: float = 0.0) -> None:
         s = self.by_stage.setdefault(stage, {"executed": 0, "cached": 0, "failed": 0, "seconds": 0.0})
@@ -40,25 +46,85 @@ class TaskFailed(BioanonError):
     """A task of the evaluation failed (the message names the task and the cause)."""
 
 
+JOBS_ENV = "BIOANON_JOBS"
+
+
+def resolve_jobs(jobs: int | None = None) -> int:
+    """The number of worker processes: ``jobs`` when > 0, else ``$BIOANON_JOBS``, else the usable cores."""
+    from .torchutil import cores
+
+    if jobs is not None and jobs > 0:
+        return int(jobs)
+    env = os.environ.get(JOBS_ENV, "").strip()
+    if env:
+        if not env.isdigit():
+            raise BioanonError(f"{JOBS_ENV}={env!r} is not a number of jobs (a positive integer; 0 = every core)")
+        if int(env) > 0:
+            return int(env)
+    return cores()
+
+
+def task_devices(task: Any) -> frozenset[str]:
+    """The accelerators (``cuda:N``, ``mps``) the task's methods run on (their ``device`` parameters, resolved
+    when the plan was made)."""
+    found: set[str] = set()
+
+    def walk(value: Any) -> None:
+        if isinstance(value, Mapping):
+            params = value.get("params")
+            if isinstance(value.get("id"), str) and isinstance(params, Mapping):
+                dev = str(params.get("device", ""))
+                if dev.startswith("cuda") or dev == "mps":
+                    found.add(dev)
+            for v in value.values():
+                walk(v)
+        elif isinstance(value, (list, tuple)):
+            for v in value:
+                walk(v)
+
+    walk(task.args)
+    return frozenset(found)
+
+
 class LocalExecutor:
-    """Run tasks in this process, in plan order, skipping those already complete in the cache.
+    """Run tasks on this machine, skipping those already complete in the cache.
+
+    With ``jobs=1`` the tasks run in this process in plan order. With more, ready tasks (their dependencies done)
+    run in a pool of ``jobs`` worker processes, each with ``cores // jobs`` threads for numpy, BLAS and torch;
+    workers read every table memory-mapped from the cache (the data are never copied per worker) and tasks on
+    an accelerator run at most one per device at a time. Results are identical to ``jobs=1``: a task's output
+    depends only on its inputs' keys. Runs in this process anyway when methods were registered at run time
+    (``register_plugin``: a worker could not find them) or when at most one task is left to run.
 
     Parameters
     ----------
     cache : the cache every task reads and writes.
     keep_going : on a failure, record it, skip the tasks that depend on it, and finish the rest.
-    progress : show a progress bar per stage (on stderr).
+    progress : show progress (per stage with one job; tasks done / total across workers with more).
+    jobs : worker processes (None or 0: ``$BIOANON_JOBS``, else the usable cores).
     """
 
-    def __init__(self, cache: Cache, *, keep_going: bool = False, progress: bool = True):
+    make_pool = staticmethod(lambda jobs: _pool(jobs))  # (tests run the scheduler on threads)
+
+    def __init__(self, cache: Cache, *, keep_going: bool = False, progress: bool = True, jobs: int | None = 1):
         self.cache, self.keep_going, self.progress = cache, keep_going, progress
+        self.jobs = resolve_jobs(jobs)
 
     def run(self, tasks: Sequence[Any]) -> ExecutionReport:
+        report = ExecutionReport()
+        todo = [t for t in dict((t.key, t) for t in tasks).values()]
+        left = sum(not self.cache.has_json(t.key) for t in todo)
+        if self.jobs > 1 and left > 1 and not _runtime_plugins():
+            report.jobs = min(self.jobs, left)
+            return self._run_pool(todo, report, report.jobs)
+        return self._run_here(tasks, report)
+
+    # -- in this process ------------------------------------------------------------------------------------
+    def _run_here(self, tasks: Sequence[Any], report: ExecutionReport) -> ExecutionReport:
         from tqdm.auto import tqdm
 
         from .evaluation.tasks import run_task
 
-        report = ExecutionReport()
         bad: set[str] = set()
         stages: dict[str, list[Any]] = {}
         for t in tasks:
@@ -96,6 +162,200 @@ class LocalExecutor:
             bar.close()
         return report
 
+    # -- in a pool of worker processes ----------------------------------------------------------------------
+    def _run_pool(self, tasks: list[Any], report: ExecutionReport, jobs: int) -> ExecutionReport:
+        from concurrent.futures import FIRST_COMPLETED, wait
+
+        from tqdm.auto import tqdm
+
+        keys = {t.key for t in tasks}
+        waiting: dict[str, set[str]] = {}
+        dependents: dict[str, list[Any]] = {}
+        ready: list[Any] = []
+        for t in tasks:
+            record = self.cache.get_json(t.key)
+            if record is not None:
+                report.records[t.key] = record
+                report.cached += 1
+                report.count(t.stage, "cached")
+        for t in tasks:
+            if t.key in report.records:
+                continue
+            deps = {d for d in t.deps if d in keys and d not in report.records}
+            waiting[t.key] = deps
+            for d in deps:
+                dependents.setdefault(d, []).append(t)
+            if not deps:
+                ready.append(t)
+        if self.progress:
+            print(f"bioanon: {len(waiting)} tasks on {jobs} worker processes", file=sys.stderr)
+        pool = self.make_pool(jobs)
+        env = _bioanon_env()
+        running: dict[Any, Any] = {}
+        busy: set[str] = set()  # accelerators with a task on them
+        bar = tqdm(total=len(waiting), desc="      tasks", unit="task", disable=not self.progress, file=sys.stderr,
+                   leave=True, dynamic_ncols=True)
+
+        def skip(task: Any) -> None:  # its dependency failed: so do its dependents
+            report.skipped[task.key] = f"{task.label}: a task it depends on failed"
+            bar.update(1)
+            for t in dependents.get(task.key, ()):
+                if t.key not in report.skipped:
+                    skip(t)
+
+        try:
+            while ready or running:
+                for t in list(ready):
+                    if len(running) >= jobs:
+                        break
+                    devices = task_devices(t)
+                    if devices & busy:
+                        continue
+                    ready.remove(t)
+                    busy |= devices
+                    with _main_hidden():  # a worker started here must not run the caller's script again
+                        running[pool.submit(_run_timed, t, self.cache, env)] = (t, devices)
+                if not running:  # only accelerator tasks are ready and their devices are taken: cannot happen
+                    raise BioanonError("the local executor has ready tasks it cannot start")  # pragma: no cover
+                finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    t, devices = running.pop(fut)
+                    busy -= devices
+                    bar.update(1)
+                    bar.set_postfix_str(t.stage, refresh=False)
+                    try:
+                        record, seconds = fut.result()
+                    except Exception as exc:  # noqa: BLE001 - reported with the task's name
+                        msg = f"{t.label}: {type(exc).__name__}: {exc}"
+                        if not self.keep_going:
+                            raise TaskFailed(msg) from exc
+                        report.failed[t.key] = msg
+                        report.count(t.stage, "failed")
+                        for d in dependents.get(t.key, ()):
+                            skip(d)
+                        continue
+                    report.records[t.key] = record
+                    report.executed += 1
+                    report.count(t.stage, "executed", seconds)
+                    for d in dependents.get(t.key, ()):
+                        deps = waiting[d.key]
+                        deps.discard(t.key)
+                        if not deps and d.key not in report.skipped:
+                            ready.append(d)
+        except BaseException:
+            for fut in running:
+                fut.cancel()
+            raise
+        finally:
+            bar.close()
+        return report
+
+
+def _runtime_plugins() -> bool:
+    """Whether this process's methods differ from what a worker would load from the environment: plugins
+    registered at run time, or a plugin manager with other switches installed (tests)."""
+    from .plugins import PluginManager, get_plugin_manager
+
+    pm, fresh = get_plugin_manager(), PluginManager()
+    return bool(pm._extra) or (pm.autoload, pm.disabled, pm.include_builtin) != (
+        fresh.autoload, fresh.disabled, fresh.include_builtin)
+
+
+@contextlib.contextmanager
+def _main_hidden() -> Iterator[None]:
+    """Inside the block, new worker processes (spawn / fork server) do not import the ``__main__`` module: a
+    user's script that calls ``bioanon.evaluate`` without an ``if __name__ == "__main__"`` guard would otherwise
+    run again in every worker. Workers only need bioanon's own modules."""
+    main = sys.modules.get("__main__")
+    saved = {k: main.__dict__[k] for k in ("__spec__", "__file__") if main is not None and k in main.__dict__}
+    try:
+        if main is not None:
+            main.__dict__.pop("__file__", None)
+            main.__spec__ = None
+        yield
+    finally:
+        if main is not None:
+            main.__dict__.update(saved)
+            if "__spec__" not in saved:
+                main.__dict__.pop("__spec__", None)
+
+
+def _bioanon_env() -> dict[str, str]:
+    """The ``BIOANON_*`` settings of this process (a worker takes them for each task)."""
+    return {k: v for k, v in os.environ.items() if k.startswith("BIOANON_") and k != "BIOANON_CORES"}
+
+
+def _run_timed(task: Any, cache: Cache, env: Mapping[str, str]) -> tuple[Any, float]:
+    """In a worker: run the task with the caller's ``BIOANON_*`` settings; its record and seconds."""
+    from .evaluation.tasks import run_task
+
+    for k in [k for k in os.environ if k.startswith("BIOANON_") and k != "BIOANON_CORES"]:
+        if k not in env:
+            del os.environ[k]
+    os.environ.update(env)
+    start = time.perf_counter()
+    record = run_task(task, cache)
+    return record, time.perf_counter() - start
+
+
+_POOLS: dict[tuple, Any] = {}
+
+
+def _worker_settings(jobs: int) -> tuple[int, int]:
+    from .torchutil import cores
+
+    return jobs, max(1, cores() // jobs)
+
+
+def _init_worker(threads: int) -> None:
+    """A worker's share of the machine: ``threads`` for numpy/BLAS (threadpoolctl), torch and ``threads=0``."""
+    os.environ["BIOANON_CORES"] = str(threads)
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[name] = str(threads)
+    try:
+        from threadpoolctl import threadpool_limits
+
+        global _LIMITS
+        _LIMITS = threadpool_limits(threads)
+    except ImportError:  # pragma: no cover - scikit-learn brings it
+        pass
+    if "torch" in sys.modules:
+        sys.modules["torch"].set_num_threads(threads)
+
+
+_LIMITS: Any = None
+
+
+def _pool(jobs: int) -> Any:
+    """A process pool of ``jobs`` workers, kept for the next run with the same settings (its workers have the
+    packages imported already). Workers start from a fork server with the core imported (no copy of this
+    process's memory, no threads inherited)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    settings = _worker_settings(jobs)
+    pool = _POOLS.get(settings)
+    if pool is not None and not getattr(pool, "_broken", False):
+        return pool
+    for old in _POOLS.values():
+        old.shutdown(wait=False, cancel_futures=True)
+    _POOLS.clear()
+    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    ctx = multiprocessing.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(["bioanon.evaluation.tasks"])
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
+                               initargs=settings[1:])
+    _POOLS[settings] = pool
+    return pool
+
+
+@atexit.register
+def _close_pools() -> None:
+    for pool in _POOLS.values():
+        pool.shutdown(wait=False, cancel_futures=True)
+    _POOLS.clear()
+
 
 def _run_on_worker(task: Any, cache: Cache, *dependencies: Any) -> Any:
     """Executed on a Dask worker: the dependencies' records are only awaited, data comes from the cache."""
@@ -115,18 +375,20 @@ class DaskExecutor:
     Parameters
     ----------
     cache : the shared cache (its root must be reachable from every worker).
-    scheduler : the scheduler address (``tcp://host:8786``); or pass ``client``.
+    scheduler : the scheduler address (``tcp://host:8786``); or pass ``client``. With neither, a local cluster
+        of ``jobs`` single-threaded worker processes is started for the run and closed after it (as Dask's own
+        ``Client()`` does).
     client : an existing ``distributed.Client``.
     keep_going, progress : as for :class:`LocalExecutor`.
     retries : retries of a task that raised.
+    jobs : workers of the local cluster (None or 0: ``$BIOANON_JOBS``, else the usable cores).
     """
 
     def __init__(self, cache: Cache, *, scheduler: str | None = None, client: Any = None, keep_going: bool = False,
-                 progress: bool = True, retries: int = 1):
-        if scheduler is None and client is None:
-            raise BioanonError("the Dask executor needs a scheduler address (--scheduler tcp://HOST:8786)")
+                 progress: bool = True, retries: int = 1, jobs: int | None = None):
         self.cache, self.scheduler, self.client = cache, scheduler, client
         self.keep_going, self.progress, self.retries = keep_going, progress, retries
+        self.jobs = jobs
 
     def run(self, tasks: Sequence[Any]) -> ExecutionReport:
         try:
@@ -135,8 +397,19 @@ class DaskExecutor:
             raise BioanonError("the Dask executor needs `pip install 'bioanon[dask]'`") from exc
         from tqdm.auto import tqdm
 
-        client = self.client or Client(self.scheduler)
-        report = ExecutionReport()
+        cluster = None
+        if self.client is not None:
+            client = self.client
+        elif self.scheduler is not None:
+            client = Client(self.scheduler)
+        else:  # a local cluster for this run
+            from distributed import LocalCluster
+
+            n = resolve_jobs(self.jobs)
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
+            client = Client(cluster)
+        report = ExecutionReport(jobs=sum(w.get("nthreads", 1) for w in
+                                          client.scheduler_info().get("workers", {}).values()) or 1)
         try:
             futures: dict[str, Any] = {}
             labels: dict[str, Any] = {}
@@ -188,4 +461,6 @@ class DaskExecutor:
         finally:
             if self.client is None:
                 client.close()
+            if cluster is not None:
+                cluster.close()
         return report

@@ -8,8 +8,15 @@ from collections.abc import Iterator
 from typing import Any
 
 
+CORES_ENV = "BIOANON_CORES"
+
+
 def cores() -> int:
-    """CPU cores this process may run on."""
+    """CPU cores this process may use: ``$BIOANON_CORES`` when set (a parallel run's worker gets its share of
+    the machine), else the cores it may run on."""
+    budget = os.environ.get(CORES_ENV, "")
+    if budget.isdigit() and int(budget) > 0:
+        return int(budget)
     try:
         return max(1, len(os.sched_getaffinity(0)))
     except AttributeError:  # not on Linux

@@ -10,6 +10,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))  # shared helpers (evalconfigs.py) for --import-mode=importlib
+# evaluations run in the test process (monkeypatches and spies apply); the worker pool has its own tests
+os.environ.setdefault("BIOANON_JOBS", "1")
 SHARED_DATA = Path(os.environ.get("BIOANON_SHARED_DATA", ROOT.parent / "shared" / "data"))
 
 

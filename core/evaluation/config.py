@@ -87,7 +87,7 @@ DATASET_FILE_CHECKS = ("stat", "content")
 _RATE_KEYS = ("background", "attacker", "evaluation", "enrolment")
 _SHARE_KEYS = ("background", "attacker", "evaluation")
 _SELECTION_KEYS = ("selectors", "subject_counts", "random_draws")
-_RUN_KEYS = ("device",)
+_RUN_KEYS = ("device", "jobs")
 _REPORT_KEYS = ("bootstrap", "confidence", "per_probe_scores", "paper_protocol", "reversibility_thresholds")
 DEFAULT_REVERSIBILITY = (0.1, 0.5)
 _METHOD_KEYS = ("id", "name", "params")
@@ -223,9 +223,11 @@ class ReportSpec:
 class RunSpec:
     """How the run executes (not what it computes): ``device`` is the torch device of every torch-backed method
     whose own ``device`` parameter is ``""`` — ``""`` here means unset (``BIOANON_DEVICE``, else ``auto``);
-    ``--device`` on the command line overrides it (see :mod:`bioanon.device`)."""
+    ``--device`` on the command line overrides it (see :mod:`bioanon.device`). ``jobs``: worker processes of the
+    local executor (0 = unset: ``BIOANON_JOBS``, else every usable core; ``--jobs`` overrides it)."""
 
     device: str = ""
+    jobs: int = 0
 
 
 @attrs.frozen
@@ -507,7 +509,11 @@ class _Validator:
         if not check_device_text(device):
             self.add("run.device", f"expected auto, cpu, cuda, cuda:N or mps, {_got(device)}")
             device = ""
-        return RunSpec(device=device)
+        jobs = raw.get("jobs", 0)
+        if not _is_int(jobs) or jobs < 0:
+            self.add("run.jobs", f"expected a number of worker processes (0 = every core), {_got(jobs)}")
+            jobs = 0
+        return RunSpec(device=device, jobs=jobs)
 
     def suitability(self) -> None:
         """Every method suits the data set's trait (a trait method on another trait's data fails), and every

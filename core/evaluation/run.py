@@ -640,6 +640,7 @@ def evaluate(
     progress: bool = True,
     report: bool = True,
     device: str | None = None,
+    jobs: int | None = None,
 ) -> EvaluationResult:
     """Run a strong evaluation.
 
@@ -662,6 +663,9 @@ def evaluate(
         ``cpu``, ``cuda``, ``cuda:N`` or ``mps``; overrides ``[run] device`` (default: that, else
         ``$BIOANON_DEVICE``, else ``auto``). Resolved once, when the plan is made; recorded in
         ``environment.json`` and shown by the report. See :mod:`bioanon.device`.
+    jobs : worker processes of the local executor (and of the local Dask cluster ``executor="dask"`` starts
+        without a scheduler); overrides ``[run] jobs`` (default: that, else ``$BIOANON_JOBS``, else every usable
+        core). Results do not depend on it.
 
     Raises
     ------
@@ -677,6 +681,10 @@ def evaluate(
     raise_problems(device_problems(cfg, device), f"config {cfg.name!r} cannot run here")
     if device:
         cfg = attrs.evolve(cfg, run=attrs.evolve(cfg.run, device=device))
+    if jobs is not None:
+        if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 0:
+            raise BioanonError(f"jobs must be a number of worker processes (0 = every core), got {jobs!r}")
+        cfg = attrs.evolve(cfg, run=attrs.evolve(cfg.run, jobs=jobs))
     with using_device(cfg.run.device or None):
         return _evaluate(cfg, data, out_dir, run_id, cache, executor, scheduler, keep_going, progress, report,
                          started)
@@ -706,11 +714,11 @@ def _evaluate(cfg: Any, data: Any, out_dir: Any, run_id: Any, cache: Any, execut
 
                 print(f"bioanon: torch-backed methods run on {device_summary(devices)}", file=sys.stderr)
         if executor in (None, "local"):
-            executor = LocalExecutor(cache, keep_going=keep_going, progress=progress)
+            executor = LocalExecutor(cache, keep_going=keep_going, progress=progress, jobs=cfg.run.jobs or None)
         elif executor == "dask":
             client = scheduler if scheduler is not None and not isinstance(scheduler, str) else None
             executor = DaskExecutor(cache, scheduler=scheduler if client is None else None, client=client,
-                                    keep_going=keep_going, progress=progress)
+                                    keep_going=keep_going, progress=progress, jobs=cfg.run.jobs or None)
         elif isinstance(executor, str):
             raise BioanonError(f"unknown executor {executor!r}; use 'local' or 'dask'")
         exe = executor.run(plan.tasks)
@@ -749,6 +757,7 @@ def _results(cfg: Any, plan: Plan, exe: Any, cache: Cache, folder: RunFolder | N
         run_dir = folder.path
         env = _environment(cfg.seed) | {
             "device": _device_record(cfg, plan),
+            "jobs": exe.jobs,
             "started": _dt.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
             "finished": _dt.datetime.now().isoformat(timespec="seconds"),
             "duration_s": round(time.time() - started, 3),

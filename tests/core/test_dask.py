@@ -95,8 +95,11 @@ def test_dask_keep_going_reports_failures(cluster, tmp_path):
     assert not r.metrics.empty
 
 
-def test_dask_needs_an_address(tmp_path):
-    from bioanon.executors import DaskExecutor
+def test_dask_without_a_scheduler_starts_a_local_cluster(tmp_path):
+    local = bioanon.evaluate(_cfg(), out_dir=None, cache=tmp_path / "local", progress=False, jobs=1)
+    dask = bioanon.evaluate(_cfg(), out_dir=tmp_path / "out", cache=tmp_path / "dask", progress=False,
+                            executor="dask", jobs=2, report=False)
+    assert dask.executed == local.executed and dask.metrics.equals(local.metrics)
+    import json
 
-    with pytest.raises(bioanon.BioanonError, match="--scheduler"):
-        DaskExecutor(Cache(tmp_path))
+    assert json.loads((dask.run_dir / "environment.json").read_text())["jobs"] == 2

@@ -1,0 +1,153 @@
+"""The local executor's worker pool (issue 16): results identical to one job and to Dask, warm reruns, failures,
+accelerator tasks one per device, and the cases that run in the calling process."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from evalconfigs import SMALL, config
+
+import bioanon
+from bioanon.cache import Cache
+from bioanon.errors import ConfigError
+from bioanon.evaluation.config import load_config
+from bioanon.evaluation.tasks import TaskSpec
+from bioanon.executors import LocalExecutor, resolve_jobs, task_devices
+
+pytestmark = pytest.mark.slow
+
+
+def _cfg():
+    cfg = config(**SMALL)
+    cfg["anonymizers"] = [{"id": "any.gaussian_noise", "name": "noise", "grid": {"sigma": [0.5, 1.0, 2.0, 3.0]}},
+                          {"id": "any.block_permutation", "name": "perm"}]
+    return cfg
+
+
+def test_two_jobs_give_the_results_of_one(tmp_path):
+    one = bioanon.evaluate(_cfg(), out_dir=None, cache=tmp_path / "one", progress=False, jobs=1)
+    two = bioanon.evaluate(_cfg(), out_dir=tmp_path / "out", cache=tmp_path / "two", progress=False, jobs=2,
+                           report=False)
+    assert two.executed == one.executed > 16 and two.cached == 0
+    assert two.metrics.equals(one.metrics) and two.auc.equals(one.auc) and two.utility.equals(one.utility)
+    assert json.loads((two.run_dir / "environment.json").read_text())["jobs"] == 2
+    again = bioanon.evaluate(_cfg(), out_dir=None, cache=tmp_path / "two", progress=False, jobs=2)
+    assert again.executed == 0 and again.metrics.equals(one.metrics)  # warm: nothing recomputed
+
+
+def test_failures_in_workers_are_reported_and_dependents_skipped(tmp_path):
+    cfg = _cfg()
+    cfg["utility"] = [{"id": "any.attribute_accuracy", "params": {"attribute": "no_such_attribute"}}]
+    with pytest.raises(bioanon.BioanonError, match="no_such_attribute"):
+        bioanon.evaluate(cfg, out_dir=None, cache=tmp_path / "a", progress=False, jobs=2)
+    r = bioanon.evaluate(cfg, out_dir=None, cache=tmp_path / "b", progress=False, jobs=2, keep_going=True)
+    assert len(r.failures) == 5 and all("no_such_attribute" in f["error"] for f in r.failures)
+    assert not r.metrics.empty
+
+
+def test_runtime_registered_methods_run_in_this_process(tmp_path, register_bioanon_plugin):
+    from evalconfigs import failing_recognizer_plugin
+
+    register_bioanon_plugin(failing_recognizer_plugin("test.fails", ("features",), "boom"), "fails")
+    cfg = config(**SMALL)
+    cfg["recognizers"] = [{"id": "any.cosine_centroid"}, {"id": "test.fails"}]
+    r = bioanon.evaluate(cfg, out_dir=tmp_path / "o", cache=tmp_path / "c", progress=False, jobs=2,
+                         keep_going=True, report=False)
+    assert r.failures and all("boom" in f["error"] for f in r.failures)
+    assert json.loads((r.run_dir / "environment.json").read_text())["jobs"] == 1
+
+
+def _key(name: str) -> str:
+    import hashlib
+
+    return hashlib.md5(name.encode()).hexdigest()
+
+
+def _task(name, deps=(), device=""):
+    method = {"id": "x.net", "params": {"device": device}} if device else {"id": "x.plain", "params": {}}
+    return TaskSpec(_key(name), "noop", {"method": method}, tuple(_key(d) for d in deps), "stage", name)
+
+
+def test_accelerator_tasks_run_one_per_device(tmp_path, monkeypatch):
+    import bioanon.executors as ex
+
+    active: dict[str, int] = {}
+    peak: dict[str, int] = {}
+    order: list[str] = []
+    lock = threading.Lock()
+
+    def fake_run(task, cache, env):
+        dev = next(iter(task_devices(task)), "cpu")
+        with lock:
+            active[dev] = active.get(dev, 0) + 1
+            peak[dev] = max(peak.get(dev, 0), active[dev])
+        time.sleep(0.05)
+        with lock:
+            active[dev] -= 1
+            order.append(task.label)
+        return {"done": task.label}, 0.05
+
+    monkeypatch.setattr(ex, "_run_timed", fake_run)
+    tasks = [_task("a"), _task("g1", device="cuda:0"), _task("g2", device="cuda:0"), _task("g3", device="cuda:1"),
+             _task("b", deps=("g1",)), _task("c"), _task("d", deps=("b", "g2"))]
+    executor = LocalExecutor(Cache(tmp_path), progress=False, jobs=4)
+    executor.make_pool = lambda jobs: ThreadPoolExecutor(jobs)
+    report = executor.run(tasks)
+    assert report.executed == 7 and report.jobs == 4
+    assert peak["cuda:0"] == 1 and peak["cuda:1"] == 1 and peak["cpu"] >= 2
+    assert order.index("b") > order.index("g1") and order.index("d") > max(order.index("b"), order.index("g2"))
+    assert task_devices(_task("x", device="cuda:0")) == {"cuda:0"} and task_devices(_task("y")) == frozenset()
+
+
+def test_jobs_setting(monkeypatch, tmp_path):
+    cfg = load_config(config(run={"jobs": 3}))
+    assert cfg.run.jobs == 3 and load_config(cfg.to_dict()) == cfg
+    import tomllib
+
+    assert load_config(tomllib.loads(cfg.to_toml())) == cfg
+    with pytest.raises(ConfigError, match=r"run\.jobs: expected a number of worker processes"):
+        load_config(config(run={"jobs": -1}))
+    monkeypatch.setenv("BIOANON_JOBS", "5")
+    assert resolve_jobs(None) == 5 and resolve_jobs(2) == 2
+    monkeypatch.setenv("BIOANON_JOBS", "0")
+    assert resolve_jobs(None) >= 1  # every usable core
+    monkeypatch.setenv("BIOANON_JOBS", "many")
+    with pytest.raises(bioanon.BioanonError, match="BIOANON_JOBS='many'"):
+        resolve_jobs(None)
+    with pytest.raises(bioanon.BioanonError, match="jobs must be"):
+        bioanon.evaluate(config(**SMALL), out_dir=None, progress=False, jobs=-2)
+
+
+def test_cli_jobs_option(tmp_path, capsys):
+    from bioanon.cli import main
+
+    path = tmp_path / "c.toml"
+    path.write_text(load_config(config(**SMALL)).to_toml())
+    assert main(["evaluate", str(path), "--jobs", "2", "--out", str(tmp_path / "r"), "--quiet", "--no-report"]) == 0
+    run = next((tmp_path / "r").iterdir())
+    assert json.loads((run / "environment.json").read_text())["jobs"] == 2
+    with pytest.raises(SystemExit):
+        main(["evaluate", str(path), "--jobs", "two"])
+    assert "expected a number of worker processes" in capsys.readouterr().err
+
+
+def test_a_script_without_a_main_guard_is_not_run_again_by_workers(tmp_path):
+    import subprocess
+    import sys
+
+    script = tmp_path / "script.py"
+    script.write_text(
+        "import sys\n"
+        f"sys.path.insert(0, {str(__import__('pathlib').Path(__file__).parents[1])!r})\n"
+        "import bioanon\nfrom evalconfigs import SMALL, config\n"
+        "print('script ran', flush=True)\n"
+        f"r = bioanon.evaluate(config(**SMALL), out_dir=None, cache={str(tmp_path / 'c')!r}, progress=False, "
+        "jobs=2)\nprint('tasks', r.executed)\n")
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
+                         env={k: v for k, v in __import__("os").environ.items() if k != "BIOANON_JOBS"})
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.count("script ran") == 1 and "tasks" in out.stdout
