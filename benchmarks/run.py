@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import update_results
+from benchmarks.common import read_results, update_results
 
 HERE = Path(__file__).resolve().parent
 # gpu.py has its own command and its own key in results.json (``make bench-gpu``; it needs a CUDA GPU)
@@ -61,11 +61,15 @@ def main(argv: list[str] | None = None) -> int:
             res = {"benchmark": name, "error": f"{type(exc).__name__}: {exc}", "figures": []}
         res["seconds"] = round(time.perf_counter() - t0, 2)
         results.append(res)
-    doc = {"machine": {"python": sys.version.split()[0], "platform": platform.platform(),
-                       "cpus": __import__("os").cpu_count()}, "quick": a.quick, "results": results}
     out = Path(a.out)
-    update_results(out, **doc)  # other keys (the GPU figures of benchmarks.gpu) are kept
-    out.with_suffix(".md").write_text(markdown(results))
+    machine = {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": __import__("os").cpu_count(),
+               "date": time.strftime("%Y-%m-%d")}
+    for res in results:
+        res["machine"], res["quick"] = machine, a.quick
+    # a run of some benchmarks replaces their entries and keeps the others' (and the "gpu" key of benchmarks.gpu)
+    kept = [r for r in read_results(out).get("results", []) if r.get("benchmark") not in {x["benchmark"] for x in results}]
+    update_results(out, machine=machine, quick=a.quick, results=kept + results)
+    out.with_suffix(".md").write_text(markdown(kept + results))
     print(markdown(results))
     return 0 if all("error" not in r for r in results) else 1
 

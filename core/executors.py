@@ -64,6 +64,21 @@ def resolve_jobs(jobs: int | None = None) -> int:
     return cores()
 
 
+MIN_TASKS_PER_WORKER = 4  # below, starting workers (each imports the methods' packages) costs more than it saves
+
+
+def widest_level(tasks: Sequence[Any]) -> int:
+    """The most tasks that can run at once: the largest number of ``tasks`` at one depth of their graph (a
+    task's depth is one more than its deepest dependency among ``tasks``)."""
+    depth: dict[str, int] = {}
+    for t in tasks:  # plan order: dependencies come first
+        depth[t.key] = 1 + max((depth[d] for d in t.deps if d in depth), default=0)
+    counts: dict[int, int] = {}
+    for d in depth.values():
+        counts[d] = counts.get(d, 0) + 1
+    return max(counts.values(), default=0)
+
+
 def task_devices(task: Any) -> frozenset[str]:
     """The accelerators (``cuda:N``, ``mps``) the task's methods run on (their ``device`` parameters, resolved
     when the plan was made)."""
@@ -93,8 +108,10 @@ class LocalExecutor:
     run in a pool of ``jobs`` worker processes, each with ``cores // jobs`` threads for numpy, BLAS and torch;
     workers read every table memory-mapped from the cache (the data are never copied per worker) and tasks on
     an accelerator run at most one per device at a time. Results are identical to ``jobs=1``: a task's output
-    depends only on its inputs' keys. Runs in this process anyway when methods were registered at run time
-    (``register_plugin``: a worker could not find them) or when at most one task is left to run.
+    depends only on its inputs' keys. At most as many workers as tasks can run at once (:func:`widest_level`).
+    Runs in this process anyway when methods were registered at run time (``register_plugin``: a worker could
+    not find them) or when fewer than ``MIN_TASKS_PER_WORKER`` tasks per worker are left to run (starting a
+    worker costs more than it saves).
 
     Parameters
     ----------
@@ -113,10 +130,11 @@ class LocalExecutor:
     def run(self, tasks: Sequence[Any]) -> ExecutionReport:
         report = ExecutionReport()
         todo = [t for t in dict((t.key, t) for t in tasks).values()]
-        left = sum(not self.cache.has_json(t.key) for t in todo)
-        if self.jobs > 1 and left > 1 and not _runtime_plugins():
-            report.jobs = min(self.jobs, left)
-            return self._run_pool(todo, report, report.jobs)
+        left = [t for t in todo if not self.cache.has_json(t.key)]
+        jobs = min(self.jobs, widest_level(left))
+        if jobs > 1 and len(left) >= MIN_TASKS_PER_WORKER * jobs and not _runtime_plugins():
+            report.jobs = jobs
+            return self._run_pool(todo, report, jobs)
         return self._run_here(tasks, report)
 
     # -- in this process ------------------------------------------------------------------------------------

@@ -37,6 +37,14 @@ def test_runner_writes_results(tmp_path):
     out = tmp_path / "r.json"
     assert main(["table_io", "--quick", "--out", str(out)]) == 0
     assert out.is_file() and out.with_suffix(".md").read_text().startswith("| benchmark")
+    import json
+
+    out.write_text(json.dumps({**json.loads(out.read_text()), "gpu": {"kept": True}}))
+    assert main(["end_to_end", "--quick", "--out", str(out)]) == 0  # another benchmark: both kept, gpu too
+    doc = json.loads(out.read_text())
+    assert [r["benchmark"] for r in doc["results"]] == ["table_io", "end_to_end"] and doc["gpu"] == {"kept": True}
+    assert main(["table_io", "--quick", "--out", str(out)]) == 0  # a rerun replaces its own entry
+    assert [r["benchmark"] for r in json.loads(out.read_text())["results"]] == ["end_to_end", "table_io"]
 
 
 # ------------------------------------------------------------------------------ images and sequences (issue 10)

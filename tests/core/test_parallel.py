@@ -92,6 +92,7 @@ def test_accelerator_tasks_run_one_per_device(tmp_path, monkeypatch):
         return {"done": task.label}, 0.05
 
     monkeypatch.setattr(ex, "_run_timed", fake_run)
+    monkeypatch.setattr(ex, "MIN_TASKS_PER_WORKER", 1)
     tasks = [_task("a"), _task("g1", device="cuda:0"), _task("g2", device="cuda:0"), _task("g3", device="cuda:1"),
              _task("b", deps=("g1",)), _task("c"), _task("d", deps=("b", "g2"))]
     executor = LocalExecutor(Cache(tmp_path), progress=False, jobs=4)
@@ -101,6 +102,19 @@ def test_accelerator_tasks_run_one_per_device(tmp_path, monkeypatch):
     assert peak["cuda:0"] == 1 and peak["cuda:1"] == 1 and peak["cpu"] >= 2
     assert order.index("b") > order.index("g1") and order.index("d") > max(order.index("b"), order.index("g2"))
     assert task_devices(_task("x", device="cuda:0")) == {"cuda:0"} and task_devices(_task("y")) == frozenset()
+
+
+def test_small_or_narrow_plans_run_in_this_process(tmp_path):
+    from bioanon.executors import widest_level
+
+    chain = [_task("a"), _task("b", deps=("a",)), _task("c", deps=("b",))]
+    fan = [_task("r")] + [_task(f"x{i}", deps=("r",)) for i in range(5)] + [_task("z", deps=("x0", "x4"))]
+    assert widest_level(chain) == 1 and widest_level(fan) == 5 and widest_level([]) == 0
+    tiny = bioanon.evaluate(config(**SMALL) | {"anonymizers": [{"id": "any.gaussian_noise", "name": "n"}],
+                                               "recognizers": [{"id": "any.cosine_centroid"}],
+                                               "scenarios": ["naive"], "utility": []},
+                            out_dir=tmp_path / "o", cache=tmp_path / "c", progress=False, jobs=2, report=False)
+    assert json.loads((tiny.run_dir / "environment.json").read_text())["jobs"] == 1  # 5 tasks: not worth it
 
 
 def test_jobs_setting(monkeypatch, tmp_path):
