@@ -424,7 +424,8 @@ class DaskExecutor:
             from distributed import LocalCluster
 
             n = resolve_jobs(self.jobs)
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=None)
+            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
+                                   silence_logs=40)
             client = Client(cluster)
         report = ExecutionReport(jobs=sum(w.get("nthreads", 1) for w in
                                           client.scheduler_info().get("workers", {}).values()) or 1)
