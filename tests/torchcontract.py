@@ -25,6 +25,15 @@ CUDA = torch.cuda.is_available()
 needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU (none on this machine)")
 
 
+def blobs(n: int = 200, d: int = 8, classes: int = 4, seed: int = 0):
+    """Linearly separable Gaussian blobs: (x float32, y int64) tensors."""
+    rng = np.random.default_rng(seed)
+    centres = rng.standard_normal((classes, d)) * 3.0
+    y = rng.integers(0, classes, n)
+    x = (centres[y] + 0.5 * rng.standard_normal((n, d))).astype(np.float32)
+    return torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
+
+
 def cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)
 

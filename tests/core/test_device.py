@@ -20,6 +20,7 @@ from bioanon.errors import ParameterError
 torch = pytest.importorskip("torch")
 
 from bioanon.cache import Cache  # noqa: E402
+from torchcontract import blobs as _blobs  # noqa: E402
 from bioanon.nettrain import (WeightsError, check_weights, infer, load_weights, read_state_dict,  # noqa: E402
                               softmax_head, train_net, training_key, using_weight_cache)
 
@@ -95,14 +96,6 @@ def test_precision():
 
 
 # --------------------------------------------------------------------------------------------------- trainer
-
-def _blobs(n: int = 200, d: int = 8, classes: int = 4, seed: int = 0):
-    rng = np.random.default_rng(seed)
-    centres = rng.standard_normal((classes, d)) * 3.0
-    y = rng.integers(0, classes, n)
-    x = (centres[y] + 0.5 * rng.standard_normal((n, d))).astype(np.float32)
-    return torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
-
 
 def _net(d: int = 8, classes: int = 4):
     nn = torch.nn

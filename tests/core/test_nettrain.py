@@ -11,15 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from bioanon.nettrain import arcface_head, infer, softmax_head, train_net  # noqa: E402
-
-
-def _blobs(n: int = 200, d: int = 8, classes: int = 4, seed: int = 0):
-    """Linearly separable Gaussian blobs."""
-    rng = np.random.default_rng(seed)
-    centres = rng.standard_normal((classes, d)) * 3.0
-    y = rng.integers(0, classes, n)
-    x = (centres[y] + 0.5 * rng.standard_normal((n, d))).astype(np.float32)
-    return torch.from_numpy(x), torch.from_numpy(y.astype(np.int64))
+from torchcontract import blobs as _blobs  # noqa: E402
 
 
 def _classifier(d: int = 8, classes: int = 4, head: str = "softmax", bn: bool = False):
