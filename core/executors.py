@@ -82,23 +82,10 @@ def widest_level(tasks: Sequence[Any]) -> int:
 def task_devices(task: Any) -> frozenset[str]:
     """The accelerators (``cuda:N``, ``mps``) the task's methods run on (their ``device`` parameters, resolved
     when the plan was made)."""
-    found: set[str] = set()
+    from .evaluation.tasks import method_dicts
 
-    def walk(value: Any) -> None:
-        if isinstance(value, Mapping):
-            params = value.get("params")
-            if isinstance(value.get("id"), str) and isinstance(params, Mapping):
-                dev = str(params.get("device", ""))
-                if dev.startswith("cuda") or dev == "mps":
-                    found.add(dev)
-            for v in value.values():
-                walk(v)
-        elif isinstance(value, (list, tuple)):
-            for v in value:
-                walk(v)
-
-    walk(task.args)
-    return frozenset(found)
+    devices = (str(m["params"].get("device", "")) for m in method_dicts(task.args))
+    return frozenset(d for d in devices if d.startswith("cuda") or d == "mps")
 
 
 class LocalExecutor:

@@ -793,21 +793,13 @@ def _device_record(cfg: Any, plan: Plan) -> dict[str, Any]:
     torch-backed method of the plan ran on."""
     from ..device import describe_device, resolve_device
 
+    from .tasks import method_dicts
+
     methods: dict[str, set[str]] = {}
-
-    def walk(value: Any) -> None:
-        if isinstance(value, Mapping):
-            params = value.get("params")
-            if isinstance(value.get("id"), str) and isinstance(params, Mapping) and "device" in params:
-                methods.setdefault(value["id"], set()).add(str(params["device"]))
-            for v in value.values():
-                walk(v)
-        elif isinstance(value, (list, tuple)):
-            for v in value:
-                walk(v)
-
     for task in plan.tasks:
-        walk(task.args)
+        for m in method_dicts(task.args):
+            if "device" in m["params"]:
+                methods.setdefault(m["id"], set()).add(str(m["params"]["device"]))
     asked = cfg.run.device or os.environ.get("BIOANON_DEVICE", "") or "auto"
     if not methods:  # nothing ran on torch: do not import it to say so
         return {"requested": asked, "resolved": None, "devices": [], "methods": {}}

@@ -9,7 +9,7 @@ half-read.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import attrs
@@ -81,6 +81,18 @@ def _key_args(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_key_args(v) for v in value]
     return value
+
+
+def method_dicts(value: Any) -> Iterator[Mapping[str, Any]]:
+    """Every method dict (``{"id": ..., "params": {...}}``) nested in a task's arguments."""
+    if isinstance(value, Mapping):
+        if isinstance(value.get("id"), str) and isinstance(value.get("params"), Mapping):
+            yield value
+        for v in value.values():
+            yield from method_dicts(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from method_dicts(v)
 
 
 def make_task(op_name: str, args: Mapping[str, Any], deps: tuple[str, ...], *, stage: str, label: str) -> TaskSpec:
