@@ -170,6 +170,7 @@ class LocalExecutor:
     # -- in a pool of worker processes ----------------------------------------------------------------------
     def _run_pool(self, tasks: list[Any], report: ExecutionReport, jobs: int) -> ExecutionReport:
         from concurrent.futures import FIRST_COMPLETED, wait
+        from concurrent.futures.process import BrokenProcessPool
 
         from tqdm.auto import tqdm
 
@@ -230,6 +231,11 @@ class LocalExecutor:
                     bar.set_postfix_str(t.stage, refresh=False)
                     try:
                         record, seconds = fut.result()
+                    except BrokenProcessPool as exc:  # the pool is unusable: stop, whatever keep_going says
+                        raise TaskFailed(
+                            f"{t.label}: a worker process died while running it (out of memory, or killed); the "
+                            f"tasks done so far are cached and the same command resumes — with fewer --jobs if "
+                            f"memory ran out") from exc
                     except Exception as exc:  # noqa: BLE001 - reported with the task's name
                         msg = f"{t.label}: {type(exc).__name__}: {exc}"
                         if not self.keep_going:
@@ -290,14 +296,24 @@ def _bioanon_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if k.startswith("BIOANON_") and k != "BIOANON_CORES"}
 
 
+def _plugin_switches() -> tuple[str, ...]:
+    return tuple(os.environ.get(k, "") for k in ("BIOANON_DISABLE_PLUGINS", "BIOANON_DISABLE_PLUGIN_AUTOLOAD",
+                                                 "BIOANON_STRICT_PLUGINS"))
+
+
 def _run_timed(task: Any, cache: Cache, env: Mapping[str, str]) -> tuple[Any, float]:
     """In a worker: run the task with the caller's ``BIOANON_*`` settings; its record and seconds."""
     from .evaluation.tasks import run_task
 
+    before = _plugin_switches()
     for k in [k for k in os.environ if k.startswith("BIOANON_") and k != "BIOANON_CORES"]:
         if k not in env:
             del os.environ[k]
     os.environ.update(env)
+    if _plugin_switches() != before:  # plugins enabled or disabled since this worker built its registry
+        from .plugins import reset_plugin_manager
+
+        reset_plugin_manager(None)
     start = time.perf_counter()
     record = run_task(task, cache)
     return record, time.perf_counter() - start

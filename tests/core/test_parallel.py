@@ -165,3 +165,24 @@ def test_a_script_without_a_main_guard_is_not_run_again_by_workers(tmp_path):
                          env={k: v for k, v in __import__("os").environ.items() if k != "BIOANON_JOBS"})
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.count("script ran") == 1 and "tasks" in out.stdout
+
+
+def _die(task, cache, env):  # a worker that dies mid-task (e.g. killed by the out-of-memory killer)
+    import os
+
+    os._exit(3)
+
+
+def test_a_dead_worker_stops_the_run_with_a_clear_error(tmp_path, monkeypatch):
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    import bioanon.executors as ex
+
+    monkeypatch.setattr(ex, "_run_timed", _die)
+    monkeypatch.setattr(ex, "MIN_TASKS_PER_WORKER", 1)
+    executor = LocalExecutor(Cache(tmp_path), progress=False, jobs=2, keep_going=True)
+    executor.make_pool = lambda jobs: ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"))
+    with pytest.raises(bioanon.BioanonError, match=r"a worker process died while running it .* same command "
+                                                   r"resumes"):
+        executor.run([_task("a"), _task("b"), _task("c")])
