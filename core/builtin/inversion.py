@@ -13,9 +13,9 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from ..device import device_param, precision_param, resolve_device
+from ..device import device_param, precision_param, resolve_device, weights_param
 from ..methods import Deanonymizer, fitted, param
-from ..nettrain import infer, load_weights, preflight_weights, stage, train_net, training_key
+from ..nettrain import infer, method_training, preflight_weights, stage, train_net
 from ..torchutil import import_torch
 from ..payloads import restore_dtype
 from .deanonymizers import paired_payloads
@@ -113,8 +113,7 @@ device. ``weights``: a state dict of this network (e.g. a :meth:`save_checkpoint
     payload: str = param("", help="payload column (default: the first supported one present)")
     device: str = device_param()
     precision: str = precision_param()
-    weights: str = param("", help="a state dict (or a save_checkpoint file) of this network to start from; it is "
-                         "fine-tuned on the attacker pairs (nothing is downloaded)")
+    weights: str = weights_param("a state dict of this network (or a save_checkpoint file)")
 
     model_: Any = fitted()
     x_mean_: np.ndarray | None = fitted()
@@ -173,11 +172,8 @@ device. ``weights``: a state dict of this network (e.g. a :meth:`save_checkpoint
             lambda: self._net(torch, xs.shape[1], ys.shape[1], self.seed), batch, len(tr),
             loss=lambda net, xb, yb: loss_fn(net(xb).float(), yb),
             epochs=self.epochs, batch_size=self.batch_size, lr=self.lr, weight_decay=self.weight_decay,
-            seed=self.seed, threads=self._threads(), device=dev, precision=self.precision,
-            init=(lambda net: load_weights(net, self.weights, who=self.id, skip=())) if self.weights else None,
-            store_key=training_key(self, x, y, label="mlp_inversion"),
             validation=(lambda net: loss_fn(net(x_va).float(), y_va)) if n_val else None,
-            patience=self.patience, keep_best=True, method_id=self.id)
+            patience=self.patience, keep_best=True, **method_training(self, x, y, label="mlp_inversion", device=dev))
         self.model_, self.history_, self.best_epoch_ = trained.net, trained.history, trained.best_epoch
         self.device_ = dev
         return self

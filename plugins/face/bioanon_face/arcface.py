@@ -20,11 +20,11 @@ import attrs
 import numpy as np
 
 from bioanon import param
-from bioanon.device import device_param, precision_param, resolve_device
+from bioanon.device import device_param, precision_param, resolve_device, weights_param
 from bioanon.errors import ParameterError
 from bioanon.methods import CentroidRecognizer, fitted, labels_of
-from bioanon.nettrain import (OPTIMIZERS, SCHEDULERS, arcface_head, check_weights, infer, load_weights, stage,
-                              to_device, train_net, training_key)
+from bioanon.nettrain import (OPTIMIZERS, SCHEDULERS, arcface_head, check_weights, infer, method_training, stage,
+                              to_device, train_net)
 from bioanon.torchutil import import_torch
 
 from .imageio import to_batch
@@ -214,8 +214,7 @@ class ArcFace(CentroidRecognizer):
     dropout: float = param(0.2, help="dropout before the embedding layer", low=0.0, high=1.0, high_inclusive=False)
     augment: bool = param(True, help="random horizontal flips, shifts (10 %), zooms (±10 %) and brightness/"
                           "contrast changes (±20 %) during training")
-    weights: str = param("", help="a torch state dict / timm checkpoint file to start from (fine-tuned on the "
-                         "training data); nothing is downloaded", affects_output=True)
+    weights: str = weights_param("a torch state dict / timm checkpoint file")
     freeze: bool = param(False, help="keep the pretrained backbone fixed (train only the head)")
     seed: int = param(0, help="random seed (initialization, batch order, augmentation)")
     device: str = device_param()
@@ -233,12 +232,6 @@ class ArcFace(CentroidRecognizer):
     def _images(self, table: Any, channels: int) -> np.ndarray:
         """uint8 (N, channels, size, size)."""
         return image_batch(table.payload(self.payload_column(table, self.payload or None)), self.size, channels)
-
-    def _init(self):
-        """train_net's ``init``: the user's weights into the backbone (or the whole network but its head)."""
-        if not self.weights:
-            return None
-        return lambda net: load_weights(net, self.weights, who=self.id)
 
     def preflight(self, table) -> list[str]:
         """Problems found before any work: torch or timm missing, an unknown backbone, a ``weights`` file that
@@ -278,10 +271,8 @@ class ArcFace(CentroidRecognizer):
         trained = train_net(lambda: _build_net(torch, self, table_channels, max(len(classes), 2)), batch, len(x),
                             epochs=self.epochs, batch_size=self.batch_size, lr=self.lr, optimizer=self.optimizer,
                             momentum=self.momentum, weight_decay=self.weight_decay, scheduler=self.scheduler,
-                            milestones=self.milestones, seed=self.seed, threads=self.threads, device=dev,
-                            precision=self.precision, init=self._init(),
-                            freeze="backbone" if self.freeze else None,
-                            store_key=training_key(self, train, label=label), method_id=self.id, install=INSTALL)
+                            milestones=self.milestones, install=INSTALL,
+                            **method_training(self, train, label=label, device=dev))
         self.model_, self.channels_, self.mean_, self.std_ = trained.net, table_channels, mean, std
         self.device_, self.history_ = dev, trained.history
         return self

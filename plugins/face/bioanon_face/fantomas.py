@@ -20,7 +20,7 @@ import attrs
 import numpy as np
 
 from bioanon import Deanonymizer, fitted, param
-from bioanon.device import device_param, precision_param
+from bioanon.device import device_param, precision_param, weights_param
 from bioanon.errors import ParameterError, TableError
 from bioanon.payloads import restore_dtype
 
@@ -196,8 +196,7 @@ class Fantomas(Deanonymizer):
     patience: int = param(20, help="epochs without improvement before training stops (0: never)", low=0)
     validation: float = param(0.1, help="share of the pairs held out for the schedule and early stopping "
                                         "(0: none; then the training loss is monitored)", low=0.0, high=0.5)
-    weights: str = param("", help="a torch state dict of this network (e.g. a save_checkpoint file) to start from "
-                         "(fine-tuned on the training pairs); nothing is downloaded", affects_output=True)
+    weights: str = weights_param("a torch state dict of this network (e.g. a save_checkpoint file)")
     seed: int = param(0, help="random seed (initialization, validation split, batch order)")
     device: str = device_param()
     precision: str = precision_param()
@@ -246,14 +245,6 @@ class Fantomas(Deanonymizer):
             return ssim_loss
         return torch.nn.MSELoss() if self.loss == "mse" else torch.nn.L1Loss()
 
-    def _init(self):
-        """The ``init`` hook of train_net: the user's weights (all layers; nothing is skipped)."""
-        if not self.weights:
-            return None
-        from bioanon.nettrain import load_weights
-
-        return lambda net: load_weights(net, self.weights, who=self.id, skip=())
-
     # ------------------------------------------------------------------------------------------------- checks
     def preflight(self, table) -> list[str]:
         """Problems found before any work: torch missing, a linear layer over the cap at the data's image size,
@@ -280,7 +271,7 @@ class Fantomas(Deanonymizer):
     # ---------------------------------------------------------------------------------------------------- fit
     def fit(self, clear, anonymized):
         from bioanon.device import resolve_device
-        from bioanon.nettrain import stage, train_net, training_key
+        from bioanon.nettrain import method_training, stage, train_net
 
         torch = _torch(self.id)
         dev = resolve_device(self.device, who=self.id)
@@ -319,9 +310,8 @@ class Fantomas(Deanonymizer):
             loss=lambda net, xb, yb: loss_fn(net(xb), yb), epochs=self.epochs, batch_size=self.batch_size,
             lr=self.lr, optimizer="adam", scheduler="plateau", plateau_factor=self.lr_factor,
             plateau_patience=self.lr_patience, validation=validation if n_val else None, patience=self.patience,
-            keep_best=True, seed=self.seed, threads=self.threads, device=dev, precision=self.precision,
-            init=self._init(), store_key=training_key(self, clear, anonymized, label="pairs"), method_id=self.id,
-            install=self.requires["torch"])
+            keep_best=True, install=self.requires["torch"],
+            **method_training(self, clear, anonymized, label="pairs", device=dev))
         self.model_, self.device_ = trained.net, dev
         self.history_, self.best_epoch_ = trained.history, trained.best_epoch
         return self

@@ -17,7 +17,7 @@ import numpy as np
 
 from bioanon import UtilityMeasure, fitted, param
 from bioanon.device import device_param, precision_param, resolve_device
-from bioanon.nettrain import infer, stage, to_device, train_net, training_key
+from bioanon.nettrain import infer, method_training, stage, to_device, train_net
 from bioanon.torchutil import import_torch
 
 from .arcface import INSTALL, augment, image_batch, mean_std
@@ -148,10 +148,8 @@ class PerceptualSimilarity(UtilityMeasure):
             return clean + self.noise * noise, clean
 
         trained = train_net(lambda: _build_net(torch, channels, self.width), batch, len(x), epochs=self.epochs,
-                            batch_size=self.batch_size, lr=self.lr, scheduler="cosine", seed=self.seed,
-                            threads=self.threads, device=dev, precision=self.precision,
-                            store_key=training_key(self, clear, label="clear"), method_id=self.id,
-                            install=INSTALL)
+                            batch_size=self.batch_size, lr=self.lr, scheduler="cosine", install=INSTALL,
+                            **method_training(self, clear, label="clear", device=dev))
         self.model_, self.channels_, self.mean_, self.std_ = trained.net, channels, mean, std
         self.device_, self.history_ = dev, trained.history
         return self
