@@ -23,7 +23,7 @@ from bioanon import param
 from bioanon.device import device_param, precision_param, resolve_device, weights_param
 from bioanon.errors import ParameterError
 from bioanon.methods import CentroidRecognizer, fitted, labels_of
-from bioanon.nettrain import (OPTIMIZERS, SCHEDULERS, arcface_head, check_weights, infer, method_training, stage,
+from bioanon.nettrain import (OPTIMIZERS, SCHEDULERS, arcface_head, infer, method_training, preflight_weights, stage,
                               to_device, train_net)
 from bioanon.torchutil import import_torch
 
@@ -236,18 +236,12 @@ class ArcFace(CentroidRecognizer):
     def preflight(self, table) -> list[str]:
         """Problems found before any work: torch or timm missing, an unknown backbone, a ``weights`` file that
         does not fit the network built for the data's images."""
-        missing = self.requirement_problems()
-        if missing:
-            return missing
-        if not self.weights:
-            return []
         column = self.payload or next((c for c in self.payloads if c in table.payload_names), None)
         shape = table.payload_shape(column) if column in table.payload_names else (None,)
         channels = shape[2] if len(shape) == 3 and shape[2] else 1
-        torch = import_torch(self.id, INSTALL)
         try:
-            return check_weights(lambda: _build_net(torch, self, channels, 2), self.weights, who=self.id)
-        except ParameterError as exc:
+            return preflight_weights(self, lambda torch: _build_net(torch, self, channels, 2))
+        except ParameterError as exc:  # e.g. an unknown backbone
             return [str(exc)]
 
     def fit(self, train, label: str = "subject"):

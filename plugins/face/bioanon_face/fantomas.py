@@ -260,13 +260,10 @@ class Fantomas(Deanonymizer):
         problem = self._linear_problem(size)
         if problem:
             return [f"{self.id}: features={self.features}, resolution={tuple(self.resolution)}: {problem}"]
-        if not self.weights:
-            return []
-        from bioanon.nettrain import check_weights
+        from bioanon.nettrain import preflight_weights
 
-        torch = _torch(self.id)
-        return check_weights(lambda: build_network(torch, shape[2], self.features, size, self.linear_layer),
-                             self.weights, who=self.id, skip=())
+        return preflight_weights(self, lambda torch: build_network(torch, shape[2], self.features, size,
+                                                                   self.linear_layer), skip=())
 
     # ---------------------------------------------------------------------------------------------------- fit
     def fit(self, clear, anonymized):
