@@ -95,8 +95,13 @@ def test_dask_keep_going_reports_failures(cluster, tmp_path):
     assert not r.metrics.empty
 
 
-def test_dask_without_a_scheduler_starts_a_local_cluster(tmp_path):
-    local = bioanon.evaluate(_cfg(), out_dir=None, cache=tmp_path / "local", progress=False, jobs=1)
+def test_dask_without_a_scheduler_starts_a_local_cluster(tmp_path, monkeypatch):
+    from threadpoolctl import threadpool_limits
+
+    monkeypatch.setenv("BIOANON_CORES", "1")  # one thread, as each single-threaded Dask worker: equal results
+    with threadpool_limits(1):
+        local = bioanon.evaluate(_cfg(), out_dir=None, cache=tmp_path / "local", progress=False, jobs=1)
+    monkeypatch.delenv("BIOANON_CORES")
     dask = bioanon.evaluate(_cfg(), out_dir=tmp_path / "out", cache=tmp_path / "dask", progress=False,
                             executor="dask", jobs=2, report=False)
     assert dask.executed == local.executed and dask.metrics.equals(local.metrics)
