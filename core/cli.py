@@ -60,15 +60,21 @@ def _print_json(obj: Any) -> None:
 def cmd_plugins(args: argparse.Namespace) -> int:
     pm = get_plugin_manager()
     statuses = [s for s in pm.statuses if args.all or s.status != "disabled"]
+    by_dist = pm.registry.by_distribution()
+    unavailable = {s.distribution: pm.registry.unavailable(by_dist.get(s.distribution, [])) for s in statuses}
     if args.json:
-        _print_json([s.as_dict() for s in statuses])
+        _print_json([s.as_dict() | {"unavailable": unavailable[s.distribution]} for s in statuses])
         return 0
     rows = []
     for s in statuses:
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(s.methods.items())) if args.all else str(s.n_methods)
         note = s.error if s.status == "failed" else ("" if s.status == "loaded" else s.status)
+        if unavailable[s.distribution]:
+            installs = " ; ".join(dict.fromkeys(i for m in unavailable[s.distribution].values() for i in m.values()))
+            note = f"{len(unavailable[s.distribution])} unavailable: {installs}"
         rows.append([s.distribution, s.version, s.status, kinds, note or ""])
     print(_table(rows, ["distribution", "version", "status", "methods", "note"]))
+    _print_unavailable({mid: m for u in unavailable.values() for mid, m in u.items()})
     for s in pm.failures:
         print(textwrap.fill(s.report_line(), _width()), file=sys.stderr)
     return 0
@@ -84,20 +90,45 @@ def cmd_methods(args: argparse.Namespace) -> int:
     if args.json:
         _print_json([e.cls.describe() if args.params else _brief(e) for e in entries])
         return 0
+    unavailable = registry.unavailable(entries)
     if not args.params:
-        rows = [[e.cls.id, e.cls.kind, e.cls.summary()] for e in entries]
+        rows = [[e.cls.id, e.cls.kind, _marked_summary(e.cls, unavailable)] for e in entries]
         print(_table(rows, ["id", "kind", "summary"]))
+        _print_unavailable(unavailable)
         return 0
     for e in entries:
         print(f"{e.cls.id}  ({e.cls.kind}, {e.distribution})")
+        if e.cls.id in unavailable:
+            _print_unavailable({e.cls.id: unavailable[e.cls.id]}, header=False)
         _print_params(e.cls.param_specs(), indent="  ")
     return 0
+
+
+UNAVAILABLE_MARK = "[unavailable] "
+
+
+def _marked_summary(cls: Any, unavailable: dict[str, dict[str, str]]) -> str:
+    """The summary, led by a mark when the method's optional packages are not installed."""
+    return (UNAVAILABLE_MARK if cls.id in unavailable else "") + cls.summary()
+
+
+def _print_unavailable(unavailable: dict[str, dict[str, str]], *, header: bool = True) -> None:
+    """One line per unavailable method: the packages it needs and the command that installs them."""
+    from .errors import missing_text
+
+    if not unavailable:
+        return
+    if header:
+        print(f"\n{UNAVAILABLE_MARK.strip()} methods cannot run here until their optional packages are installed:")
+    for method_id, missing in unavailable.items():
+        print(textwrap.fill(missing_text(method_id, missing), _width(), initial_indent="  ",
+                            subsequent_indent="      ", break_on_hyphens=False, break_long_words=False))
 
 
 def _brief(entry: Any) -> dict[str, Any]:
     cls = entry.cls
     return {"id": cls.id, "kind": cls.kind, "trait": cls.trait, "distribution": entry.distribution,
-            "summary": cls.summary()}
+            "summary": cls.summary(), "missing": cls.missing_requirements()}
 
 
 def _print_params(specs: list[dict[str, Any]], indent: str = "") -> None:
@@ -113,6 +144,8 @@ def _print_params(specs: list[dict[str, Any]], indent: str = "") -> None:
 
 
 def cmd_describe(args: argparse.Namespace) -> int:
+    from .errors import missing_text
+
     registry = get_plugin_manager().registry
     cls = registry.get(args.id)
     d = cls.describe()
@@ -121,6 +154,9 @@ def cmd_describe(args: argparse.Namespace) -> int:
         return 0
     print(f"{d['id']}  —  {d['kind']}, trait {d['trait']}, version {d['version']}")
     print(f"from {d['distribution']} ({d['class']})")
+    if d["missing"]:
+        print(textwrap.fill("unavailable: " + missing_text(d["id"], d["missing"]), _width(),
+                            subsequent_indent="  ", break_on_hyphens=False, break_long_words=False))
     if d["payloads"]:
         print("payloads: " + ", ".join(d["payloads"]))
     if d["reference"]:
@@ -145,8 +181,11 @@ def cmd_datasets(args: argparse.Namespace) -> int:
     if args.json:
         _print_json([_brief(e) | {"needs_path": e.cls.needs_path} for e in entries])
         return 0
-    rows = [[e.cls.id, "path" if e.cls.needs_path else "generated", e.cls.summary()] for e in entries]
+    unavailable = registry.unavailable(entries)
+    rows = [[e.cls.id, "path" if e.cls.needs_path else "generated", _marked_summary(e.cls, unavailable)]
+            for e in entries]
     print(_table(rows, ["id", "input", "summary"]))
+    _print_unavailable(unavailable)
     return 0
 
 
@@ -308,6 +347,7 @@ def cmd_anonymize(args: argparse.Namespace) -> int:
 
     registry = get_plugin_manager().registry
     source_cls = registry.get(args.source, kind="dataset")
+    source_cls.check_requirements()
     dataset_params = _parse_assignments(args.dataset_param, source_cls, "-d")
     if args.skip_bad_files:
         dataset_params["skip_bad_files"] = True  # validated: sources without it reject the parameter
@@ -315,6 +355,7 @@ def cmd_anonymize(args: argparse.Namespace) -> int:
     methods = []
     for method_id, options in args.steps or []:
         cls = registry.get(method_id, kind="anonymizer")
+        cls.check_requirements()
         methods.append(cls(**_parse_assignments(options, cls, "-o")))
     if not methods:
         raise BioanonError("give at least one anonymizer with -m METHOD")

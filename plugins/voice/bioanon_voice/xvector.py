@@ -26,7 +26,7 @@ from bioanon.torchutil import import_torch
 
 from .dsp import audio_of, log_mel
 
-_INSTALL = "pip install torch or bioanon-voice[xvector]"
+_INSTALL = "pip install 'bioanon-voice[xvector]'"
 
 
 def _at_least(f: np.ndarray, frames: int) -> np.ndarray:
