@@ -174,13 +174,18 @@ def _resolve(cls: type, tp: Any) -> Any:
         return Any
 
 
+_ANNOTATION_CODE: dict[str, types.CodeType] = {}  # annotation text -> compiled expression (shared, immutable)
+
+
 def _param_hints(cls: type, names: set[str]) -> dict[str, Any]:
     """The resolved annotations of ``names`` (the parameters), as ``typing.get_type_hints(cls)`` gives them.
 
     Only the parameters' annotations are evaluated, each in the namespaces get_type_hints uses for the class of
-    the MRO that declares it (its module's globals, then that class's dict), not every annotation of every base
-    class: that made registering ~140 classes cost ~0.05 s at start-up. A declaring class whose annotations do
-    not resolve is left out (the caller falls back to :func:`_resolve`)."""
+    the MRO that declares it (that class's dict as globals, its module's dict as locals), not every annotation of
+    every base class: that made registering ~140 classes cost ~0.05 s at start-up. An annotation that evaluates
+    to a plain class (``int``, ``str``, ...) is taken as is (get_type_hints returns the same class); any other
+    goes through get_type_hints. A declaring class whose annotations do not resolve is left out (the caller falls
+    back to :func:`_resolve`)."""
     import sys
 
     hints: dict[str, Any] = {}
@@ -194,9 +199,26 @@ def _param_hints(cls: type, names: set[str]) -> dict[str, Any]:
             continue
         todo -= set(own)
         module_ns = getattr(sys.modules.get(base.__module__), "__dict__", {})
-        try:  # class dict as globals, module dict as locals: get_type_hints' order for classes
-            hints.update(typing.get_type_hints(types.SimpleNamespace(__annotations__=own),
-                                               dict(vars(base)), module_ns))
+        class_ns = dict(vars(base))
+        rest = {}
+        for name, text in own.items():
+            value = None
+            if isinstance(text, str):
+                code = _ANNOTATION_CODE.get(text)
+                try:
+                    if code is None:
+                        code = _ANNOTATION_CODE.setdefault(text, compile(text, "<annotation>", "eval"))
+                    value = eval(code, class_ns, module_ns)  # noqa: S307 - an installed class's annotation
+                except Exception:  # noqa: BLE001 - left to get_type_hints (and its error handling)
+                    value = None
+            if isinstance(value, type) and not isinstance(value, types.GenericAlias):
+                hints[name] = value
+            else:
+                rest[name] = text
+        if not rest:
+            continue
+        try:
+            hints.update(typing.get_type_hints(types.SimpleNamespace(__annotations__=rest), class_ns, module_ns))
         except Exception:  # noqa: BLE001 - e.g. a name the module does not define
             continue
     return hints
@@ -321,8 +343,10 @@ class Method:
     reference: ClassVar[str] = ""
     distribution: ClassVar[str | None] = None  # set by the registry when a plugin registers the class
     example_params: ClassVar[dict[str, Any]] = {}  # parameters that run on bioanon.testing's tiny tables
-    # optional packages the method imports when it runs: import name -> install command (checked by
-    # missing_requirements() and by config validation, without importing them)
+    # optional packages the method imports when it runs: import name -> install command (checked without
+    # importing them by missing_requirements(): a method missing one stays registered, is listed as unavailable
+    # with the command, and creating it through the registry raises MissingDependencyError; config validation
+    # reports it too). Import them inside the methods, never at module import.
     requires: ClassVar[dict[str, str]] = {}
 
     @classmethod

@@ -16,15 +16,13 @@ Environment switches:
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import importlib.metadata as md
 import os
 import re
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import attrs
@@ -40,19 +38,6 @@ BUILTIN_NAME = "bioanon"
 
 class PluginLoadWarning(UserWarning):
     """A plugin could not be loaded and was skipped."""
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """No cyclic garbage collection while the plugins load: their ~20 modules and ~160 attrs classes are
-    objects that live as long as the process, and the collector's passes over them cost ~15 ms of start-up."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 def normalize_name(name: str) -> str:
@@ -144,8 +129,7 @@ class PluginManager:
         """The registry of every successfully registered method (built on first use)."""
         with self._lock:
             if self._registry is None:
-                with _gc_paused():
-                    self._build()
+                self._build()
             assert self._registry is not None
             return self._registry
 
