@@ -530,13 +530,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _build_parser_at_startup() -> argparse.ArgumentParser:
+    """:func:`build_parser` in the ``bioanon`` process itself (``argv`` not given): it loads the plugins, whose
+    modules and method classes live as long as the process. The garbage collector is paused meanwhile and then
+    told to ignore them (``gc.freeze``), so no collection traverses them again, the one at exit included: ~30 ms
+    of a ~0.28 s start-up. Not when ``main`` is called with ``argv`` from a longer-lived process (e.g. tests),
+    where freezing would keep cycles that are alive now from ever being collected."""
+    import gc
+
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return build_parser()
+    finally:
+        gc.freeze()
+        if was_enabled:
+            gc.enable()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``bioanon`` command."""
     with warnings.catch_warnings():
         # plugin failures are printed once, as one line each, by the commands themselves
         warnings.simplefilter("ignore", PluginLoadWarning)
         try:
-            parser = build_parser()
+            parser = _build_parser_at_startup() if argv is None else build_parser()
             args = parser.parse_args(argv)
             if not getattr(args, "func", None):
                 parser.print_help()
