@@ -14,8 +14,8 @@ them). The two configurations run interleaved, so a load spike on a shared machi
   methods, as with bioanon installed alone.
 
 Context: the CPU time (user + system) of the same processes, the interpreter alone (``python -c pass``) and
-``import bioanon``, the number of methods, and the optional libraries imported by registering every plugin
-(expected: none).
+``import bioanon``, the 1-minute load average before and after the runs, the number of methods, and the optional
+libraries imported by registering every plugin (expected: none).
 """
 
 from __future__ import annotations
@@ -84,6 +84,7 @@ def run(quick: bool = False, runs: int | None = None) -> dict[str, Any]:
         "import_bioanon": ("import bioanon", _env()),
         "python": ("pass", _env()),
     }
+    load_before = round(os.getloadavg()[0], 2)  # a shared machine: how busy it was around the runs
     for code, env in configs.values():  # warm-up: writes the .pyc files a real install has
         _timed_run(code, env)
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in configs}
@@ -94,6 +95,7 @@ def run(quick: bool = False, runs: int | None = None) -> dict[str, Any]:
     def med(name: str, i: int = 0) -> float:
         return statistics.median(t[i] for t in times[name])
 
+    load = [load_before, round(os.getloadavg()[0], 2)]
     facts = {name: _registration_facts(configs[name][1]) for name in ("all_plugins", "core_only")}
     figures = []
     for name, label in (("all_plugins", "every installed plugin"), ("core_only", "the core alone")):
@@ -102,7 +104,7 @@ def run(quick: bool = False, runs: int | None = None) -> dict[str, Any]:
             target=f"≤ {TARGET_S} s", passed=med(name) <= TARGET_S, runs=runs,
             cpu_s=round(med(name, 1), 4), all_s=[round(t[0], 4) for t in times[name]],
             min_s=round(min(t[0] for t in times[name]), 4), python_s=round(med("python"), 4),
-            import_bioanon_s=round(med("import_bioanon"), 4), methods=facts[name]["methods"],
+            import_bioanon_s=round(med("import_bioanon"), 4), load_average=load, methods=facts[name]["methods"],
             plugins=facts[name]["plugins"], heavy_imported=facts[name]["heavy_imported"]))
     notes = [f"{len(facts['all_plugins']['plugins'])} distributions loaded: "
              + ", ".join(facts["all_plugins"]["plugins"])]
