@@ -11,7 +11,7 @@ PIP    := $(BIN)/python -m pip --disable-pip-version-check
 PLUGINS := plugins/face plugins/gait plugins/voice plugins/motion
 TORCH  := torch==2.14.1 torchvision==0.29.1
 
-.PHONY: setup demo test bench bench-gpu plugin-template clean
+.PHONY: setup demo test bench bench-gpu plugin-template dist clean
 
 $(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -42,5 +42,15 @@ bench: setup
 bench-gpu: setup
 	$(BIN)/python -m benchmarks.gpu
 
+# sdist + wheel of the core, the four plugins and the plugin template into dist/, checked by twine
+DIST ?= dist
+dist: setup
+	rm -rf $(DIST) && mkdir -p $(DIST)
+	for p in . $(PLUGINS) examples/plugin-template; do \
+	  rm -rf $$p/build && $(BIN)/python -m build --no-isolation --outdir $(DIST) $$p > /dev/null || exit 1; \
+	  rm -rf $$p/build; done
+	$(BIN)/python -m twine check --strict $(DIST)/*
+	@ls $(DIST)
+
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf $(VENV) .pytest_cache .hypothesis dist build

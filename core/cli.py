@@ -394,6 +394,39 @@ def _version_text() -> str:
     return "\n".join(lines)
 
 
+def cmd_init(args: argparse.Namespace) -> int:
+    from .scaffold import examples, write_example
+
+    if args.example is None:
+        found = examples()
+        if args.json:
+            _print_json([{"name": e.name, "summary": e.summary, "source": e.source, "plugin": e.plugin,
+                          "data": e.data_path} for e in found])
+            return 0
+        for e in found:
+            data = f"recorded data ({e.source})" if e.data_path else "built-in data"
+            print(f"{e.name:<28}{data}, needs {e.plugin}")
+            print(textwrap.fill(e.summary, _width(), initial_indent="    ", subsequent_indent="    "))
+        print("\nbioanon init NAME [DIR] writes DIR/NAME.toml; run it with bioanon evaluate DIR/NAME.toml")
+        return 0
+    target, hint = write_example(args.example, args.dir, data=args.data, force=args.force)
+    print(f"wrote {target}")
+    if hint:
+        print(hint)
+    print(f"run it with: bioanon evaluate {target}")
+    return 0
+
+
+def cmd_new_plugin(args: argparse.Namespace) -> int:
+    from .scaffold import new_plugin
+
+    target = new_plugin(args.name, args.dir)
+    print(f"created {target}: the plugin bioanon-{args.name.replace('_', '-')} with methods "
+          f"{args.name}.quantize and {args.name}.nearest_neighbour")
+    print(f"next: pip install -e {target} && bioanon methods '{args.name}.*' && pytest {target}/tests")
+    return 0
+
+
 class _VersionAction(argparse.Action):
     def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kw: Any):
         super().__init__(option_strings, dest=dest, nargs=0, help="show versions of bioanon and its plugins")
@@ -480,6 +513,30 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-bad-files", action="store_true", help="skip unreadable data files and list them")
     _add_device_option(p)
     p.set_defaults(func=cmd_anonymize)
+
+    p = sub.add_parser("init", help="list the example configs, or copy one into a folder to run or edit",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Without EXAMPLE: list the examples. With EXAMPLE: write DIR/EXAMPLE.toml.",
+                       epilog="examples:\n  bioanon init\n  bioanon init quickstart\n"
+                              "  bioanon evaluate quickstart.toml\n"
+                              "  bioanon init face-orl runs/ --data ~/data/att_faces")
+    p.add_argument("example", nargs="?", help="the example's name (see the list)")
+    p.add_argument("dir", nargs="?", default=".", help="where to write it (default: here)")
+    p.add_argument("--data", default=None, metavar="DIR",
+                   help="for examples on recorded data: the folder of your copy of that data set")
+    p.add_argument("--force", action="store_true", help="overwrite an existing file")
+    p.add_argument("--json", action="store_true", help="machine-readable list")
+    p.set_defaults(func=cmd_init)
+
+    p = sub.add_parser("new-plugin", help="create a new, separately installable plugin project",
+                       formatter_class=argparse.RawDescriptionHelpFormatter,
+                       description="Create bioanon-NAME from the plugin template: one anonymizer, one "
+                                   "recognizer, tests that run bioanon's conformance suite, and a README.",
+                       epilog="example:\n  bioanon new-plugin ecg\n  pip install -e bioanon-ecg\n"
+                              "  bioanon methods 'ecg.*'\n  pytest bioanon-ecg/tests")
+    p.add_argument("name", help="method prefix and trait: lower case letters, digits, '_' (e.g. ecg)")
+    p.add_argument("dir", nargs="?", default=None, help="project folder (default: ./bioanon-NAME)")
+    p.set_defaults(func=cmd_new_plugin)
 
     p = sub.add_parser("report", help="re-render report.html and plots of a results folder")
     p.add_argument("run_dir")

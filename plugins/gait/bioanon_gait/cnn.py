@@ -27,7 +27,7 @@ from bioanon.torchutil import import_torch
 from .features import CENTERING_HELP, Centering, center
 from .skeleton import poses
 
-_INSTALL = "pip install torch (the other gait methods work without it)"
+_INSTALL = "pip install 'bioanon-gait[torch]'"
 
 
 def _build_net(torch: Any, c_in: int, channels: int, emb: int, n_classes: int, dropout: float) -> Any:

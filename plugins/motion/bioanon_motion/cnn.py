@@ -27,7 +27,7 @@ from bioanon.torchutil import import_torch
 __all__ = ["ImuCnn"]
 
 
-_INSTALL = "pip install torch"
+_INSTALL = "pip install 'bioanon-motion[torch]'"
 
 
 def _torch() -> Any:

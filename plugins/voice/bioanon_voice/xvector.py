@@ -26,7 +26,7 @@ from bioanon.torchutil import import_torch
 
 from .dsp import audio_of, log_mel
 
-_INSTALL = "pip install torch or bioanon-voice[xvector]"
+_INSTALL = "pip install 'bioanon-voice[torch]'"
 
 
 def _at_least(f: np.ndarray, frames: int) -> np.ndarray:
@@ -96,7 +96,7 @@ class XVector(CentroidRecognizer):
     """An x-vector speaker embedding network (TDNN + statistics pooling) trained from scratch on the attacker's
     training speakers; cosine to enrolled centroids.
 
-    Needs PyTorch (``pip install torch``), which bioanon-voice does not install. ``preset = "fast"`` (the
+    Needs PyTorch (``pip install 'bioanon-voice[torch]'``), which a plain install of bioanon-voice does not pull. ``preset = "fast"`` (the
     defaults) is tiny: four frame layers of 64 channels, 64-d embeddings, 0.6 s crops, an AAM-softmax loss, 30
     epochs — seconds to a minute on a few hundred utterances on two cores. ``preset = "paper"`` is the x-vector
     network of Snyder et al., "X-vectors: robust DNN embeddings for speaker recognition", ICASSP 2018, Table 1:
