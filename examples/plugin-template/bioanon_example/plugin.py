@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-import bioanon
+from bioanon.api import hookimpl
 
 
-@bioanon.hookimpl
+@hookimpl
 def register_anonymizers(register):
     from .methods import Quantize
 
     register(Quantize)
 
 
-@bioanon.hookimpl
+@hookimpl
 def register_recognizers(register):
     from .methods import NearestNeighbour
 
