@@ -158,7 +158,8 @@ class PluginManager:
     @property
     def failures(self) -> list[PluginStatus]:
         """Plugins with a problem to report: failed, incompatible, or loaded but without their commands."""
-        return [s for s in self.statuses if s.status in ("failed", "incompatible") or (s.error and s.status == "loaded")]
+        return [s for s in self.statuses
+                if s.status in ("failed", "incompatible") or (s.status == "loaded" and s.error)]
 
     @property
     def pluggy_manager(self) -> pluggy.PluginManager:
@@ -199,7 +200,8 @@ class PluginManager:
                     status = PluginStatus(impl.plugin_name, who, "?", "loaded")
                 status.error = " ".join(error.split())
                 if self.strict:
-                    raise PluginError(status.report_line() + " (fatal because BIOANON_STRICT_PLUGINS is set)") from exc
+                    fatal = " (fatal because BIOANON_STRICT_PLUGINS is set)"
+                    raise PluginError(status.report_line() + fatal) from exc
                 warnings.warn(status.report_line(), PluginLoadWarning, stacklevel=2)
                 continue
             added = [n for n in subparsers.choices if n not in taken]

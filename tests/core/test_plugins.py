@@ -468,7 +468,8 @@ def test_a_command_clash_is_fatal_when_strict(capsys):
 
 
 def test_a_plugin_command_from_an_installed_distribution(site):
-    make_dist(site, "bioanon-toy", "bioanon_toy", COMMAND_PLUGIN.replace("{command}", "toy-hello").replace("{more}", ""))
+    code = COMMAND_PLUGIN.replace("{command}", "toy-hello").replace("{more}", "")
+    make_dist(site, "bioanon-toy", "bioanon_toy", code)
     out = run_cli(["toy-hello", "--name", "dist"], site, BIOANON_STRICT_PLUGINS="1")
     assert (out.returncode, out.stdout, out.stderr) == (3, "hello dist\n", "")
     out = run_cli(["--help"], site)
