@@ -66,9 +66,14 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     rows = []
     for s in statuses:
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(s.methods.items())) if args.all else str(s.n_methods)
-        note = s.error if s.status == "failed" else ("" if s.status == "loaded" else s.status)
-        rows.append([s.distribution, s.version, s.status, kinds, note or ""])
-    print(_table(rows, ["distribution", "version", "status", "methods", "note"]))
+        if s.error:  # failed, incompatible, or loaded without its commands
+            note = s.error
+        elif s.status == "disabled":
+            note = s.status
+        else:
+            note = "declares no API range" if s.api is None and s.name != "bioanon" else ""
+        rows.append([s.distribution, s.version, s.status, kinds, s.api or "-", note])
+    print(_table(rows, ["distribution", "version", "status", "methods", "API", "note"]))
     for s in pm.failures:
         print(textwrap.fill(s.report_line(), _width()), file=sys.stderr)
     return 0

@@ -11,10 +11,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from bioanon import Recognizer, ScoreMatrix, fitted, param
-from bioanon.builtin.recognizers import PcaSvm
-from bioanon.methods import n_components_ok
-from bioanon.methods import labels_of
+from bioanon.api import PcaSvm, Recognizer, ScoreMatrix, fitted, labels_of, n_components_ok, param
 
 
 @attrs.define(kw_only=True)

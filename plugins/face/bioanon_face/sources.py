@@ -33,11 +33,10 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from bioanon import DatasetSource, param
-from bioanon.errors import DataError, TableError
-from bioanon.fileio import resolve_within, uniform_column
-from bioanon.metadata import Metadata, read_metadata_csv
-from bioanon.table import SampleTable
+from bioanon.api import (
+    DataError, DatasetSource, Metadata, SampleTable, TableError, param, read_metadata_csv, resolve_within,
+    uniform_column,
+)
 
 from .imageio import IMAGE_EXTENSIONS, check_size, read_images, to_batch
 

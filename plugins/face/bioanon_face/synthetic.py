@@ -7,8 +7,7 @@ from typing import ClassVar
 import attrs
 import numpy as np
 
-from bioanon import DatasetSource, param
-from bioanon.table import SampleTable
+from bioanon.api import DatasetSource, SampleTable, param
 
 from .imageio import check_size
 
