@@ -428,6 +428,12 @@ class Method:
             spec["device_kind"] = device_kind(getattr(self, "device") or "")
         return fingerprint(spec)
 
+    def _repr_html_(self) -> str:
+        """Notebook display: id, summary and every parameter with its value."""
+        from .notebook import method_html
+
+        return method_html(self)
+
     @classmethod
     def summary(cls) -> str:
         """The docstring's first sentence (its first paragraph joined, cut at the first full stop)."""

@@ -391,6 +391,12 @@ class SampleTable:
         return (f"SampleTable({self.num_rows} rows, {subjects} subjects; payloads: {', '.join(pays) or '-'}; "
                 f"attributes: {', '.join(self.attribute_names) or '-'})")
 
+    def _repr_html_(self) -> str:
+        """Notebook display: counts, payloads, attributes, lineage and the first rows."""
+        from .notebook import table_html
+
+        return table_html(self)
+
     def _column(self, name: str) -> pa.ChunkedArray:
         return self._table.column(name)
 

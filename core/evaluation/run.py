@@ -49,6 +49,26 @@ class Plan:
     protocol_tasks: list[dict[str, Any]] = attrs.field(factory=list)
 
 
+class _RunsInCache:
+    """The default output of :func:`evaluate`: ``<cache root>/runs`` (never the working directory)."""
+
+    def __repr__(self) -> str:
+        return "RUNS_IN_CACHE"
+
+
+RUNS_IN_CACHE: Any = _RunsInCache()
+
+
+def runs_folder(cache: Cache) -> Path:
+    """Where :func:`evaluate` writes runs when no ``out_dir`` is given: ``runs/`` under a local cache root,
+    else under the user data folder (``bioanon cache clear`` leaves it alone)."""
+    if getattr(cache, "_local", False):
+        return Path(cache.root) / "runs"
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("bioanon")) / "runs"
+
+
 @attrs.define
 class EvaluationResult:
     """The outcome of :func:`evaluate`: where the results are, the tidy tables, and what was recomputed."""
@@ -70,6 +90,32 @@ class EvaluationResult:
         """Worst case per anonymizer setting (max over recognizers and attack scenarios) of the headline metric:
         top-1 for identity, balanced accuracy for an attribute label (see :func:`headline_table`)."""
         return headline_table(self.metrics)
+
+    def summary(self) -> Any:
+        """The headline with each setting's privacy level (0 = clear, 1 = chance) and normalized utilities
+        (a pandas DataFrame; see :func:`bioanon.notebook.summary`)."""
+        from ..notebook import summary
+
+        return summary(self)
+
+    def curves(self) -> Any:
+        """The privacy–utility points of the headline selector and subject count, in sweep order (a pandas
+        DataFrame; see :func:`bioanon.notebook.curves`)."""
+        from ..notebook import curves
+
+        return curves(self)
+
+    def plot(self, kind: str = "tradeoff") -> Any:
+        """A matplotlib Figure: ``"tradeoff"`` (privacy–utility curves with AUCs) or ``"headline"`` (worst-case
+        attack per setting with clear level and chance)."""
+        from ..notebook import plot
+
+        return plot(self, kind)
+
+    def _repr_html_(self) -> str:
+        from ..notebook import result_html
+
+        return result_html(self)
 
 
 # --------------------------------------------------------------------------------------------------- planning
@@ -631,7 +677,7 @@ def evaluate(
     config: Any,
     *,
     data: SampleTable | None = None,
-    out_dir: str | os.PathLike | None = "results",
+    out_dir: str | os.PathLike | None = RUNS_IN_CACHE,
     run_id: str | None = None,
     cache: Cache | str | os.PathLike | None = None,
     executor: Any = "local",
@@ -649,7 +695,8 @@ def evaluate(
     config : a path to a TOML file, a dict, or a validated :class:`~bioanon.evaluation.config.EvalConfig`.
         It is validated completely before any work.
     data : a SampleTable to evaluate instead of loading the configured dataset source.
-    out_dir : where ``<run-id>/`` is written (None: write nothing, only return the tables).
+    out_dir : where ``<run-id>/`` is written (default: ``runs/`` in the cache, see :func:`runs_folder`, so a
+        notebook never writes into its working directory; None: write nothing, only return the tables).
     run_id : the run directory's name (default: name, time and config fingerprint, with ``-2``, ``-3``, … when
         a concurrent run took it). The folder is created before any work and holds ``status.json``
         (running / complete / failed / interrupted); a folder in use by a live run is refused.
@@ -695,6 +742,8 @@ def _evaluate(cfg: Any, data: Any, out_dir: Any, run_id: Any, cache: Any, execut
     from ..executors import DaskExecutor, LocalExecutor
 
     cache = cache if isinstance(cache, Cache) else Cache(cache)
+    if out_dir is RUNS_IN_CACHE:
+        out_dir = runs_folder(cache)
     # the run folder exists (and is writable) before any work; it says whether the run is going, done or not
     folder = RunFolder.open(out_dir, run_id, _run_id(cfg)) if out_dir is not None else None
     plan: Plan | None = None
