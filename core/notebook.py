@@ -164,7 +164,7 @@ def plot(result: Any, kind: str = "tradeoff") -> Any:
                     fmt="o", label="worst case over attackers")
         ax.plot(x, hl.clear_accuracy, "_", markersize=18, color="black", label="clear level")
         ax.plot(x, hl.chance, "_", markersize=18, color="grey", label="chance")
-        ax.set_xticks(list(x), labels, rotation=30, ha="right", fontsize="small")
+        ax.set_xticks(list(x), labels, fontsize="small")
         ax.set(ylabel=hl.metric.iloc[0], ylim=(0, 1.05), title="worst-case attack per setting")
         ax.grid(alpha=0.3, axis="y")
         ax.legend(fontsize="small")
