@@ -1,7 +1,10 @@
 """The evaluation report: headline table, plots and a self-contained ``report.html`` from a results directory.
 
-``render_report(RUN_DIR)`` reads what the evaluation pipeline wrote (DESIGN.md §7) and writes ``RUN_DIR/plots/*.png``
-and ``RUN_DIR/report.html``; :func:`headline` returns the headline privacy figure per anonymizer setting. Nothing is
+``render_report(RUN_DIR)`` reads what the evaluation pipeline wrote (DESIGN.md §7) and writes ``RUN_DIR/report.html``
+— one self-contained file to share: plots inline as SVG, no other file and no absolute path referenced, laid out for
+desktops and phones — and the same plots as ``RUN_DIR/plots/*.png`` for slides; :func:`plots` returns the figures
+(matplotlib, each with a caption saying how to read it) without writing anything, and :func:`headline` the
+headline privacy figure per anonymizer setting. Nothing is
 recomputed from scores: the tables and plots only aggregate the stored metrics (means over repeats and draws, the
 maximum over recognizers × scenarios) and draw the privacy–utility envelope with
 :func:`bioanon.metrics.tradeoff_envelope`.
