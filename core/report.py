@@ -4,10 +4,9 @@
 — one self-contained file to share: plots inline as SVG, no other file and no absolute path referenced, laid out for
 desktops and phones — and the same plots as ``RUN_DIR/plots/*.png`` for slides; :func:`plots` returns the figures
 (matplotlib, each with a caption saying how to read it) without writing anything, and :func:`headline` the
-headline privacy figure per anonymizer setting. Nothing is
-recomputed from scores: the tables and plots only aggregate the stored metrics (means over repeats and draws, the
-maximum over recognizers × scenarios) and draw the privacy–utility envelope with
-:func:`bioanon.metrics.tradeoff_envelope`.
+headline privacy figure per anonymizer setting. Nothing is recomputed from scores: the tables and plots only
+aggregate the stored metrics (means over repeats and draws, the maximum over recognizers × scenarios) and draw the
+privacy–utility envelope with :func:`bioanon.metrics.tradeoff_envelope`.
 
 Input files (``metrics.parquet`` is required, everything else is optional)::
 
@@ -680,24 +679,35 @@ def _figure_legend(fig: Any, handles: Sequence[Any], labels: Sequence[str], max_
 
 
 def _point_labels(xs: Sequence[float], ys: Sequence[float], labels: Sequence[str],
-                  close: tuple[float, float] = (0.12, 0.06)) -> tuple[list[str], list[str]]:
-    """The labels to write beside a staircase's points, and a key for the caption.
+                  close: tuple[float, float] | None = None) -> tuple[list[str], list[str]]:
+    """The labels to write beside a plot's points (axes from 0 to 1), and a key for the caption.
 
-    When two labelled points lie within ``close`` (privacy, utility) of each other their labels would overlap,
-    so every point gets a number instead and the key lists ``number = setting``; otherwise the labels stay."""
+    When two labelled points lie within ``close`` (x, y) of each other their labels would overlap, so every
+    point gets a number instead and the key lists ``number = setting``; otherwise the labels stay. By default
+    points closer in x than the longest label is wide (8 pt text on a ~6 in wide axes) count as close."""
+    if close is None:
+        longest = max((len(str(t)) for t in labels), default=0)
+        close = (max(0.12, 0.014 * longest + 0.02), 0.06)
     pts = [(float(x), float(y)) for x, y, t in zip(xs, ys, labels) if t]
     crowded = any(abs(a[0] - b[0]) < close[0] and abs(a[1] - b[1]) < close[1]
                   for i, a in enumerate(pts) for b in pts[i + 1:])
     if not crowded:
         return list(labels), []
     numbered, key, k = [], [], 0
-    for t in labels:
-        if t:
-            k += 1
-            numbered.append(str(k))
-            key.append(f"{k} = {t}")
-        else:
+    at: dict[tuple[float, float], int] = {}  # coinciding points share one label "1, 2"
+    for x, y, t in zip(xs, ys, labels):
+        if not t:
             numbered.append("")
+            continue
+        k += 1
+        key.append(f"{k} = {t}")
+        spot = (round(float(x), 2), round(float(y), 2))
+        if spot in at:
+            numbered[at[spot]] += f", {k}"
+            numbered.append("")
+        else:
+            at[spot] = len(numbered)
+            numbered.append(str(k))
     return numbered, key
 
 
@@ -962,7 +972,7 @@ def _plot_reversibility(res: _Results, rev: pd.DataFrame, t: tuple[float, float]
             continue
         fig = _new_figure(6.5, 5.0)
         ax = fig.add_subplot()
-        single = []
+        single, keys = [], []
         for i, anon in enumerate(_order(d["anonymizer"], res.anonymizers)):
             p = d[d["anonymizer"] == anon].sort_values("setting_index")
             c = color.get(anon, "0.3")
@@ -970,7 +980,10 @@ def _plot_reversibility(res: _Results, rev: pd.DataFrame, t: tuple[float, float]
                 single.append(anon)
             _series(ax, p["normalized"], p["R"], single="o", marker="o", color=c, label=_mpl(anon))
             off, ha, va = _LABEL_OFFSETS[i % len(_LABEL_OFFSETS)]
-            for x, y, s in zip(p["normalized"], p["R"], p["setting"]):
+            point_labels, key = _point_labels(p["normalized"], p["R"], list(p["setting"]))
+            if key:
+                keys.append(f"{anon}: " + "; ".join(key))
+            for x, y, s in zip(p["normalized"], p["R"], point_labels):
                 if s:
                     ax.annotate(_mpl(s), (x, y), xytext=off, textcoords="offset points", fontsize=8, color=c,
                                 ha=ha, va=va)  # fmt: skip
@@ -985,13 +998,16 @@ def _plot_reversibility(res: _Results, rev: pd.DataFrame, t: tuple[float, float]
         ax.set_xlabel(_wrap(f"utility: {_mpl(measure)}  (0 = floor, 1 = clear)", 60))
         ax.set_ylabel("reversibility R")
         ax.set_title(_fit(f"Reversibility against utility ({_mpl(measure)})", 4.8, 11))
-        ax.legend(loc="upper left", framealpha=0.9)
+        lines = [h for h in ax.get_lines() if not h.get_label().startswith("_")]
+        _figure_legend(fig, lines, [h.get_label() for h in lines], 4)  # below: inside, it may hide points
         cap = (f"How to read: each point is one anonymizer setting; lower is better (a de-anonymizer recovers "
                f"less of what the anonymization removed) and further right keeps more utility, so the lower right "
                f"is best. Reversibility R against normalized utility ({measure}); dotted lines: category "
                f"thresholds {t[0]:g} and {t[1]:g}.")  # fmt: skip
         if single:
             cap += f" {', '.join(single)}: a single setting, drawn as a single point."
+        if keys:
+            cap += " Numbered points (their labels would overlap): " + " | ".join(keys) + "."
         figs.append(Plot("reversibility", _slug(measure), fig, cap))
     return figs
 

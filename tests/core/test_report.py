@@ -373,6 +373,8 @@ def test_crowded_tradeoff_points_are_numbered_with_a_key():
     labels, key = _point_labels([0.70, 0.72, 0.95, 0.3], [1.0, 1.0, 1.0, 0.5], ["g=8", "g=32", "", "g=128"])
     assert labels == ["1", "2", "", "3"]
     assert key == ["1 = g=8", "2 = g=32", "3 = g=128"]
+    labels, key = _point_labels([0.0, 0.0, 0.5], [1.0, 1.0, 0.2], ["k=1", "k=2", "k=3"])  # two points coincide
+    assert labels == ["1, 2", "", "3"] and key == ["1 = k=1", "2 = k=2", "3 = k=3"]
 
 
 def test_undefined_metrics_are_explained_never_a_bare_nan(tmp_path):
