@@ -1,7 +1,9 @@
 """Rich display in notebooks (``_repr_html_`` of tables, methods and results) and the result views
-:meth:`EvaluationResult.summary`, :meth:`~EvaluationResult.curves` and :meth:`~EvaluationResult.plot`.
+:meth:`EvaluationResult.summary`, :meth:`~EvaluationResult.curves`, :meth:`~EvaluationResult.plot` and
+:meth:`~EvaluationResult.plots`.
 
-Plots are built on :class:`matplotlib.figure.Figure` directly (never pyplot), so nothing shows twice in a
+The figures are the report's own (:func:`bioanon.report.plots`), drawn from the tables in memory, plus the
+headline plot; all on :class:`matplotlib.figure.Figure` directly (never pyplot), so nothing shows twice in a
 notebook and no global figure state is touched.
 """
 
@@ -114,44 +116,38 @@ def curves(result: Any) -> Any:
         .reset_index(drop=True)
 
 
+def frames(result: Any) -> dict[str, Any]:
+    """The result's tables in the form :func:`bioanon.report.plots` reads."""
+    out = {"metrics": result.metrics, "utility": result.utility, "tradeoff": result.tradeoff, "auc": result.auc}
+    if result.protocol is not None and len(result.protocol):
+        out["protocol"] = result.protocol
+    return out
+
+
+def plots(result: Any, kinds: Any = None) -> list[Any]:
+    """The report's figures of the result (:class:`bioanon.report.Plot`: a Figure with its caption), drawn
+    from the tables in memory; ``kinds`` among ``tradeoff``, ``subjects``, ``scenarios``, ``reversibility``."""
+    from .report import plots as report_plots
+
+    return report_plots(frames(result), kinds)
+
+
 def plot(result: Any, kind: str = "tradeoff") -> Any:
-    """A matplotlib Figure of the result: ``"tradeoff"`` (privacy against utility per anonymizer and measure,
-    the AUC in the legend) or ``"headline"`` (the worst-case attack accuracy per setting, with the clear level
-    and chance)."""
+    """One matplotlib Figure: ``"headline"`` (the worst-case attack accuracy per setting, with the clear level
+    and chance), or the first of the report's figures of that kind (``"tradeoff"``: privacy–utility curves with
+    their AUCs; ``"subjects"``, ``"scenarios"``, ``"reversibility"``)."""
     from matplotlib.figure import Figure
 
     from .errors import BioanonError
+    from .report import PLOT_KINDS
 
-    if kind == "tradeoff":
-        data = curves(result)
-        if data is None or len(data) == 0 or not data.utility.notna().any():
-            raise BioanonError("no privacy–utility points to plot: the evaluation has no utility measure "
-                               "(plot('headline') shows the attacks alone)")
-        measures = [m for m in dict.fromkeys(data.measure)]
-        fig = Figure(figsize=(4.2 * len(measures), 3.6), layout="constrained")
-        axes = fig.subplots(1, len(measures), squeeze=False)[0]
-        aucs = result.auc
-        for ax, measure in zip(axes, measures):
-            for (anon, deanon), g in data[data.measure == measure].groupby(["anonymizer", "deanon"], sort=False):
-                g = g.dropna(subset=["privacy", "utility"])
-                if g.empty:
-                    continue
-                hit = aucs[(aucs.anonymizer == anon) & (aucs.measure == measure) & (aucs.deanon == deanon)
-                           & (aucs.selector == g.selector.iloc[0]) & (aucs.n_subjects == g.n_subjects.iloc[0])]
-                label = f"{anon}{' (de-anonymized)' if deanon else ''}"
-                if len(hit):
-                    label += f", AUC {hit.auc.iloc[0]:.2f}"
-                style = dict(marker="o", linestyle="--" if deanon else "-")
-                if len(g) == 1:
-                    style["linestyle"] = "none"
-                    label += " (one setting)"
-                ax.plot(g.privacy, g.utility, label=label, **style)
-            ax.set(xlim=(-0.05, 1.05), ylim=(-0.05, 1.05), xlabel="privacy (0 = clear level, 1 = chance)",
-                   ylabel=f"utility: {measure} (1 = clear)", title=f"privacy–utility: {measure}")
-            ax.grid(alpha=0.3)
-            if ax.get_legend_handles_labels()[0]:
-                ax.legend(fontsize="small")
-        return fig
+    if kind in PLOT_KINDS:
+        found = plots(result, [kind])
+        if not found:
+            hint = " (the evaluation has no utility measure; plot('headline') shows the attacks alone)" \
+                if kind == "tradeoff" else ""
+            raise BioanonError(f"no {kind} plot for this result{hint}")
+        return found[0].figure
     if kind == "headline":
         hl = result.headline()
         if hl is None or len(hl) == 0:
@@ -169,7 +165,7 @@ def plot(result: Any, kind: str = "tradeoff") -> Any:
         ax.grid(alpha=0.3, axis="y")
         ax.legend(fontsize="small")
         return fig
-    raise BioanonError(f"unknown plot kind {kind!r}; use 'tradeoff' or 'headline'")
+    raise BioanonError(f"unknown plot kind {kind!r}; use 'headline' or one of {', '.join(PLOT_KINDS)}")
 
 
 def result_html(result: Any) -> str:

@@ -714,7 +714,7 @@ def _point_labels(xs: Sequence[float], ys: Sequence[float], labels: Sequence[str
 def _plot_tradeoff(res: _Results) -> tuple[list[Plot], list[str]]:
     """One figure per (measure, selector, n_subjects). Returns the plots and notes."""
     tr = res.tradeoff
-    if tr.empty:
+    if tr.empty or "utility" not in tr or tr["utility"].isna().all():  # no utility measure: nothing to trade off
         return [], []
     measures = _unique(tr["measure"])
     selectors = _order(tr["selector"], res.selectors)

@@ -106,11 +106,19 @@ class EvaluationResult:
         return curves(self)
 
     def plot(self, kind: str = "tradeoff") -> Any:
-        """A matplotlib Figure: ``"tradeoff"`` (privacy–utility curves with AUCs) or ``"headline"`` (worst-case
-        attack per setting with clear level and chance)."""
+        """A matplotlib Figure: ``"tradeoff"`` (privacy–utility curves with AUCs), ``"headline"`` (worst-case
+        attack per setting with clear level and chance), or another of the report's (``"subjects"``,
+        ``"scenarios"``, ``"reversibility"``)."""
         from ..notebook import plot
 
         return plot(self, kind)
+
+    def plots(self, kinds: Any = None) -> list[Any]:
+        """Every figure of the report, drawn from this result's tables (:class:`bioanon.report.Plot`: the
+        figure and a caption saying how to read it)."""
+        from ..notebook import plots
+
+        return plots(self, kinds)
 
     def _repr_html_(self) -> str:
         from ..notebook import result_html
