@@ -126,6 +126,7 @@ class LocalExecutor:
         if jobs > 1 and len(left) >= MIN_TASKS_PER_WORKER * jobs and not _runtime_plugins():
             report.jobs = jobs
             return self._run_pool(todo, report, jobs)
+        log.info("running %d task(s) in this process", len(left))
         return self._run_here(tasks, report)
 
     # -- in this process ------------------------------------------------------------------------------------

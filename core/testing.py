@@ -1,6 +1,9 @@
 """Testing support for bioanon and its plugins: a pytest plugin with fixtures, and conformance checks.
 
-Installed as a pytest plugin (entry point ``pytest11``), so any project that has bioanon installed gets:
+A pytest plugin, loaded only where it is asked for: with the line ``pytest_plugins = ["bioanon.testing"]`` in
+the ``conftest.py`` of a project's tests (bioanon's own tests, the plugin template and every plugin
+``bioanon new-plugin`` creates have it) or with ``pytest -p bioanon.testing``. Other projects that merely have
+bioanon in their environment do not get it. It provides:
 
 ``bioanon_plugin_manager``
     a fresh plugin manager (entry-point autoload off, built-in methods on) installed as the process default

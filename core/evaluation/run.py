@@ -711,7 +711,7 @@ def _evaluate(cfg: Any, data: Any, out_dir: Any, run_id: Any, cache: Any, execut
         plan = build_plan(cfg, cache, table, dataset_key)
         estimate = estimate_resources(plan, cfg, data_bytes, cache)
         check_disk_space(estimate, cache)
-        log.info("running %d task(s): %s", len(plan.tasks), estimate)
+        log.info("plan: %d task(s), %s", len(plan.tasks), estimate)
         devices = _device_record(cfg, plan)
         if devices["methods"]:
             from ..report import device_summary
