@@ -33,16 +33,27 @@ def _pytest_plugins(conftest: Path) -> list[str]:
     return []
 
 
+def _addopts(project: Path) -> str:
+    return tomllib.loads((project / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["pytest"][
+        "ini_options"]["addopts"]
+
+
 def test_bioanon_tests_and_the_plugin_template_opt_in():
     assert "bioanon.testing" in _pytest_plugins(ROOT / "tests" / "conftest.py")
-    assert "bioanon.testing" in _pytest_plugins(ROOT / "examples" / "plugin-template" / "tests" / "conftest.py")
+    assert "-p bioanon.testing" in _addopts(ROOT / "examples" / "plugin-template")
 
 
-def test_a_generated_plugin_opts_in(tmp_path):
+def test_a_generated_plugin_opts_in_and_its_tests_get_the_fixtures(tmp_path):
     from bioanon.scaffold import new_plugin
 
     project = new_plugin("acme", tmp_path / "bioanon-acme")
-    assert "bioanon.testing" in _pytest_plugins(project / "tests" / "conftest.py")
+    assert "-p bioanon.testing" in _addopts(project)
+    (project / "tests" / "test_fixture.py").write_text(
+        "def test_uses_a_bioanon_fixture(tiny_table):\n    assert len(tiny_table) > 0\n")
+    for where, args in ((project, ["tests/test_fixture.py"]), (tmp_path, ["bioanon-acme/tests/test_fixture.py"])):
+        out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *_stale_entry_point(),
+                              *args], capture_output=True, text=True, cwd=where, timeout=300)
+        assert out.returncode == 0 and "1 passed" in out.stdout, out.stdout + out.stderr
 
 
 def test_other_projects_do_not_get_the_plugin_unless_they_ask(tmp_path):
