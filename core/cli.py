@@ -623,7 +623,7 @@ def _show_warning(message: Any, category: type[Warning], filename: str, lineno: 
     """``warnings.warn`` inside the command: one ``bioanon: warning:`` line through the logger (where it was
     raised only with ``-v``)."""
     name = "" if category is UserWarning or category.__module__.startswith("bioanon") else f"{category.__name__}: "
-    log.warning("%s%s", name, message)
+    log.warning("%s%s", name, str(message).removeprefix("bioanon: "))
     log.debug("(warned at %s:%s)", filename, lineno)
 
 

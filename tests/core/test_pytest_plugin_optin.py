@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import ast
-import importlib.metadata as md
 import subprocess
 import sys
 import textwrap
@@ -13,12 +12,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _stale_entry_point() -> list[str]:
-    """``-p no:bioanon`` while the installed metadata still has the old ``pytest11`` entry point (an editable
-    install made before it was removed; ``pip install -e .`` refreshes it): it blocks what a fresh install no
-    longer has, so the run below sees what users get."""
-    eps = md.distribution("bioanon").entry_points
-    return ["-p", "no:bioanon"] if any(ep.group == "pytest11" for ep in eps) else []
+def _stale_entry_point(cwd: Path) -> list[str]:
+    """``-p no:bioanon`` while the installed metadata, as a pytest started in ``cwd`` sees it, still has the old
+    ``pytest11`` entry point (an editable install made before it was removed; ``pip install -e .`` refreshes
+    it): it blocks what a fresh install no longer has, so the runs below see what users get."""
+    code = ("import importlib.metadata as md; "
+            "print(any(ep.value == 'bioanon.testing' for ep in md.entry_points(group='pytest11')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=cwd, timeout=120)
+    return ["-p", "no:bioanon"] if out.stdout.strip() == "True" else []
 
 
 def test_the_distribution_declares_no_pytest_entry_point():
@@ -51,8 +52,8 @@ def test_a_generated_plugin_opts_in_and_its_tests_get_the_fixtures(tmp_path):
     (project / "tests" / "test_fixture.py").write_text(
         "def test_uses_a_bioanon_fixture(tiny_table):\n    assert len(tiny_table) > 0\n")
     for where, args in ((project, ["tests/test_fixture.py"]), (tmp_path, ["bioanon-acme/tests/test_fixture.py"])):
-        out = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *_stale_entry_point(),
-                              *args], capture_output=True, text=True, cwd=where, timeout=300)
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *_stale_entry_point(where), *args]
+        out = subprocess.run(cmd, capture_output=True, text=True, cwd=where, timeout=300)
         assert out.returncode == 0 and "1 passed" in out.stdout, out.stdout + out.stderr
 
 
@@ -64,7 +65,7 @@ def test_other_projects_do_not_get_the_plugin_unless_they_ask(tmp_path):
             assert len(tiny_table) > 0
     """))
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path),
-           *_stale_entry_point(), str(tmp_path)]
+           *_stale_entry_point(tmp_path), str(tmp_path)]
     plain = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, timeout=300)
     assert plain.returncode == 1 and "fixture 'tiny_table' not found" in plain.stdout, plain.stdout
     assert "bioanon conformance" not in plain.stdout
