@@ -474,11 +474,12 @@ def _add_verbosity(p: argparse.ArgumentParser, *, top: bool = False) -> None:
                    help="debug messages too (each naming the module that logs it)")
 
 
-def _command(sub: Any, name: str, help: str, example: str, description: str | None = None,
+def _command(sub: Any, name: str, summary: str, example: str, description: str | None = None,
              **kw: Any) -> argparse.ArgumentParser:
-    """A sub-command whose ``--help`` ends with examples (``example``: one command a line)."""
+    """A sub-command (``summary``: its line in ``bioanon --help``) whose ``--help`` ends with examples
+    (``example``: one command a line)."""
     epilog = "example" + ("s" if "\n" in example.strip() else "") + ":\n" + textwrap.indent(example.strip(), "  ")
-    p = sub.add_parser(name, help=help, description=description or help[:1].upper() + help[1:] + ".",
+    p = sub.add_parser(name, help=summary, description=description or summary[:1].upper() + summary[1:] + ".",
                        epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter, **kw)
     _add_verbosity(p)
     return p

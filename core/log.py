@@ -37,11 +37,12 @@ def in_notebook() -> bool:
 
 
 def show_progress(progress: bool | None = True) -> bool:
-    """Whether a progress bar should be drawn: asked for (``None``: unless ``$BIOANON_PROGRESS`` is ``0``), and
-    stderr is a terminal or this is a Jupyter kernel. Never in a log file or a pipe."""
+    """Whether a progress bar should be drawn: asked for (``None``: unless ``$BIOANON_PROGRESS`` is ``0``), the
+    ``bioanon`` logger not set above INFO (``bioanon -q`` sets WARNING), and stderr is a terminal or this is a
+    Jupyter kernel. Never in a log file or a pipe."""
     if progress is None:
         progress = os.environ.get("BIOANON_PROGRESS", "1") != "0"
-    if not progress:
+    if not progress or logger.level > logging.INFO:
         return False
     if in_notebook():
         return True

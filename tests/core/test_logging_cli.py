@@ -106,6 +106,8 @@ def test_progress_bars_only_on_a_terminal(tmp_path, capsys, monkeypatch):
     terminal = _Terminal()
     monkeypatch.setattr(sys, "stderr", terminal)
     assert bioanon_log.show_progress(True) and not bioanon_log.show_progress(False)
+    with bioanon_log.cli_logging(logging.WARNING):  # -q: no bars in any command (network training included)
+        assert not bioanon_log.show_progress(True) and not bioanon_log.show_progress(None)
     monkeypatch.setenv("BIOANON_PROGRESS", "0")
     assert not bioanon_log.show_progress(None)
     for _ in bioanon_log.progress_bar(range(3), desc="things"):
