@@ -57,8 +57,9 @@ Reusable building blocks
 Testing and conformance
     :func:`check_method` runs every conformance check on a method class and returns a
     :class:`ConformanceReport`; :func:`make_table` makes tiny seeded tables; :mod:`testing` is the whole
-    module (its pytest fixtures ``register_bioanon_plugin``, ``tiny_table``, ... load automatically under
-    pytest). Importing this module does not import pytest; using these names imports it when installed.
+    module (its pytest fixtures ``register_bioanon_plugin``, ``tiny_table``, ... load where a project asks for
+    them: ``addopts = "-p bioanon.testing"`` in its pytest configuration, as the plugin template has it).
+    Importing this module does not import pytest; using these names imports it when installed.
 """
 
 from __future__ import annotations

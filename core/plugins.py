@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import ast
 import importlib.metadata as md
+import logging
 import os
 import re
 import sys
@@ -480,7 +481,10 @@ def get_registry() -> Registry:
 
 
 def format_failures(manager: PluginManager, stream: Any = None) -> None:
-    """Print each failed plugin's one-line report to ``stream`` (stderr)."""
-    stream = stream or sys.stderr
+    """Each failed plugin's one-line report: written to ``stream`` when given, else logged as a warning of the
+    ``bioanon.plugins`` logger."""
     for s in manager.failures:
-        print(s.report_line(), file=stream)
+        if stream is not None:
+            stream.write(s.report_line() + "\n")
+        else:
+            logging.getLogger(__name__).warning("%s", s.report_line())

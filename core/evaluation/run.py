@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import logging
 import math
 import os
 import platform
@@ -33,6 +34,7 @@ from .rundir import RunFolder, RunInterrupted
 from .tasks import TaskSpec, derived_seed, make_task, output_key
 
 ATTACK_SCENARIOS = ("naive", "lazy", "parrot", "deanon")
+log = logging.getLogger(__name__)
 
 
 @attrs.define
@@ -169,9 +171,11 @@ def import_data(cfg: Any, data: SampleTable | None, cache: Cache | None) -> tupl
         ref = cache.get_json(key)
         table = cache.get_table(ref["dataset"]) if isinstance(ref, Mapping) and "dataset" in ref else None
         if table is not None:
+            log.info("data set %s: %d samples, imported before (from the cache)", cfg.dataset.source, table.num_rows)
             return table, ref["dataset"]
     from .. import load_dataset
 
+    log.info("importing the data set %s%s", cfg.dataset.source, f" from {cfg.dataset.path}" if cfg.dataset.path else "")
     table = load_dataset(cfg.dataset.source, cfg.dataset.path, **cfg.dataset.params)
     if key is None:
         return table, None
@@ -760,16 +764,16 @@ def _evaluate(cfg: Any, data: Any, out_dir: Any, run_id: Any, cache: Any, execut
         raise_problems(data_problems(cfg, table), f"config {cfg.name!r} does not suit its data")
         data_bytes = int(table.arrow.nbytes)
         check_disk_space(ResourceEstimate(2 * data_bytes, 0, 0), cache)  # room for the data set itself
+        log.info("building the plan (%d samples of %d subjects)", table.num_rows, table.num_subjects)
         plan = build_plan(cfg, cache, table, dataset_key)
         estimate = estimate_resources(plan, cfg, data_bytes, cache)
         check_disk_space(estimate, cache)
-        if progress:
-            print(f"bioanon: {estimate}", file=sys.stderr)
-            devices = _device_record(cfg, plan)
-            if devices["methods"]:
-                from ..report import device_summary
+        log.info("plan: %d task(s), %s", len(plan.tasks), estimate)
+        devices = _device_record(cfg, plan)
+        if devices["methods"]:
+            from ..report import device_summary
 
-                print(f"bioanon: torch-backed methods run on {device_summary(devices)}", file=sys.stderr)
+            log.info("torch-backed methods run on %s", device_summary(devices))
         if executor in (None, "local"):
             executor = LocalExecutor(cache, keep_going=keep_going, progress=progress, jobs=cfg.run.jobs or None)
         elif executor == "dask":
@@ -799,6 +803,7 @@ def _evaluate(cfg: Any, data: Any, out_dir: Any, run_id: Any, cache: Any, execut
 def _results(cfg: Any, plan: Plan, exe: Any, cache: Cache, folder: RunFolder | None, started: float,
              estimate: ResourceEstimate, report: bool) -> EvaluationResult:
     """Collect the executed plan's tables and, with a run folder, write them and the report there."""
+    log.info("collecting the metrics of %d task(s)", len(exe.records))
     metrics = collect_metrics(plan, exe.records)
     utility = collect_utility(plan, exe.records)
     tradeoff, auc = tradeoff_tables(metrics, utility, cfg.deanonymizer is not None)
@@ -812,6 +817,7 @@ def _results(cfg: Any, plan: Plan, exe: Any, cache: Cache, folder: RunFolder | N
     report_path = None
     if folder is not None:
         run_dir = folder.path
+        log.info("writing the results to %s", run_dir)
         env = _environment(cfg.seed) | {
             "device": _device_record(cfg, plan),
             "jobs": exe.jobs,
@@ -840,6 +846,7 @@ def _results(cfg: Any, plan: Plan, exe: Any, cache: Cache, folder: RunFolder | N
         if report:
             from ..report import render_report
 
+            log.info("rendering the report")
             report_path = render_report(run_dir)
     return EvaluationResult(run_dir, metrics, utility, tradeoff, auc, warnings, failures, exe.executed, exe.cached,
                             report_path, exe.by_stage, protocol_df)

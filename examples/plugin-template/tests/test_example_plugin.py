@@ -1,5 +1,5 @@
 """Tests of the example plugin, using bioanon's testing support (fixtures come from the pytest plugin
-``bioanon.testing``, which pytest loads automatically when bioanon is installed)."""
+``bioanon.testing``, which the project's ``pyproject.toml`` loads: ``addopts = "-p bioanon.testing"``)."""
 
 from __future__ import annotations
 
