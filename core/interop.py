@@ -68,6 +68,24 @@ HF_DESCRIPTION_PREFIX = "bioanon sample table; metadata: "
 _INT32_MAX = np.iinfo(np.int32).max
 
 
+def _subject_column(names: Sequence[str], subject: str | None, where: str) -> str:
+    """The subject column: ``subject`` when given, else the one column named as in ``SUBJECT_COLUMNS``."""
+    from .metadata import SUBJECT_COLUMNS
+
+    if subject is not None:
+        if subject not in names:
+            raise TableError(f"{where}: no subject column {subject!r}; columns: {list(names)}")
+        return subject
+    if SUBJECT in names:
+        return SUBJECT
+    found = [c for c in names if c.strip().lower() in SUBJECT_COLUMNS]
+    if len(found) != 1:
+        why = f"columns {found} all name the subject" if found else "no column names the subject"
+        raise TableError(f"{where}: {why} (looked for {list(SUBJECT_COLUMNS)}); columns: {list(names)}; "
+                         f"pass subject=<column>")
+    return found[0]
+
+
 def _import_datasets(what: str) -> Any:
     try:
         import datasets
@@ -147,7 +165,7 @@ def _cells_payload(name: str, cells: Sequence[Any], stored: pa.DataType | None) 
     return _tensor_array(x, name)
 
 
-def from_pandas(df: Any, *, subject: str = SUBJECT, sample_id: str = SAMPLE_ID,
+def from_pandas(df: Any, *, subject: str | None = None, sample_id: str = SAMPLE_ID,
                 metadata: dict | None = None) -> SampleTable:
     """A table from a :class:`pandas.DataFrame` (see :meth:`SampleTable.from_pandas`)."""
     import pandas as pd
@@ -158,8 +176,7 @@ def from_pandas(df: Any, *, subject: str = SUBJECT, sample_id: str = SAMPLE_ID,
     bad = [c for c in names if not isinstance(c, str)]
     if bad:
         raise TableError(f"from_pandas: column names must be strings, got {bad[:5]}")
-    if subject not in names:
-        raise TableError(f"from_pandas: no subject column {subject!r}; columns: {names}; pass subject=<column>")
+    subject = _subject_column(names, subject, "from_pandas")
     stored = _stored_schema(df.attrs)
     meta = dict(df.attrs.get(PANDAS_METADATA) or {}) if metadata is None else dict(metadata)
     n = len(df)
@@ -418,7 +435,7 @@ def _hf_dataset(dataset: Any, split: str | None, datasets: Any) -> Any:
     return dataset
 
 
-def from_hf(dataset: Any, *, split: str | None = None, subject: str = SUBJECT, sample_id: str = SAMPLE_ID,
+def from_hf(dataset: Any, *, split: str | None = None, subject: str | None = None, sample_id: str = SAMPLE_ID,
             payloads: Sequence[str] | None = None, attributes: Sequence[str] | None = None,
             sample_rate: float | None = None, metadata: dict | None = None) -> SampleTable:
     """A table from a Hugging Face data set (see :meth:`SampleTable.from_hf`)."""
@@ -427,8 +444,7 @@ def from_hf(dataset: Any, *, split: str | None = None, subject: str = SUBJECT, s
     features = ds.features
     arrow = ds.data.table if getattr(ds, "_indices", None) is None else ds.with_format("arrow")[:]
     names = list(arrow.schema.names)
-    if subject not in names:
-        raise TableError(f"from_hf: no subject column {subject!r}; columns: {names}; pass subject=<column>")
+    subject = _subject_column(names, subject, "from_hf")
     pay_map = _parse_mapping(payloads, "payloads")
     attr_map = _parse_mapping(attributes, "attributes")
     for what, mapping in (("payload", pay_map), ("attribute", attr_map)):

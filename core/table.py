@@ -1256,12 +1256,13 @@ class SampleTable:
         return to_pandas(self)
 
     @classmethod
-    def from_pandas(cls, df: Any, *, subject: str = SUBJECT, sample_id: str = SAMPLE_ID,
+    def from_pandas(cls, df: Any, *, subject: str | None = None, sample_id: str = SAMPLE_ID,
                     metadata: dict | None = None) -> SampleTable:
         """A validated table from a :class:`pandas.DataFrame` (copies the data).
 
-        Columns: ``subject`` (required; another column name via ``subject=``), ``sample_id`` (optional; default
-        ids as in :meth:`from_arrays`), ``sample_rate`` (optional, numeric); a column whose cells are numpy
+        Columns: the subject (``subject=``; by default the column ``subject``, else the one named ``speaker``,
+        ``speaker_id``, ``identity``, ``person``, ... as in :data:`bioanon.metadata.SUBJECT_COLUMNS`),
+        ``sample_id`` (optional; default ids as in :meth:`from_arrays`), ``sample_rate`` (optional, numeric); a column whose cells are numpy
         arrays or lists is a payload (equal shapes are stacked into a fixed-shape payload; ``audio`` and other
         1-D cells of varying length become variable-length payloads); every other column is an attribute
         (``attr.`` is prepended unless the name has it). A frame from :meth:`to_pandas` keeps its Arrow types
@@ -1270,8 +1271,10 @@ class SampleTable:
         Parameters
         ----------
         df : pandas.DataFrame
-        subject, sample_id : str
-            The columns holding them.
+        subject : str, optional
+            The subject column (default: found by name, see above).
+        sample_id : str, default "sample_id"
+            The sample-id column.
         metadata : dict, optional
             The table's metadata; default ``df.attrs["bioanon"]`` (or none).
 
@@ -1305,7 +1308,7 @@ class SampleTable:
         return to_hf(self)
 
     @classmethod
-    def from_hf(cls, dataset: Any, *, split: str | None = None, subject: str = SUBJECT,
+    def from_hf(cls, dataset: Any, *, split: str | None = None, subject: str | None = None,
                 sample_id: str = SAMPLE_ID, payloads: Sequence[str] | None = None,
                 attributes: Sequence[str] | None = None, sample_rate: float | None = None,
                 metadata: dict | None = None) -> SampleTable:
@@ -1323,8 +1326,11 @@ class SampleTable:
             A path is a folder written by ``save_to_disk``.
         split : str, optional
             The split of a DatasetDict (required when it has more than one).
-        subject, sample_id : str
-            The columns holding them (``sample_id`` optional: default ids when the column is missing).
+        subject : str, optional
+            The subject column; default ``subject``, else the one column named ``speaker``, ``speaker_id``,
+            ``identity``, ``person``, ... (:data:`bioanon.metadata.SUBJECT_COLUMNS`).
+        sample_id : str, default "sample_id"
+            The sample-id column (default ids as in :meth:`from_arrays` when it is missing).
         payloads : sequence of str, optional
             Payload columns, ``"column"`` or ``"column:name"`` to rename (e.g. ``"img:image"``,
             ``"embedding:features"``); default: every array, numeric list, Image and Audio column.
