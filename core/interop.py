@@ -334,18 +334,29 @@ def _hf_array_payload(col: pa.ChunkedArray, column: str, name: str) -> pa.Array:
         raise TableError(f"from_hf: column {column!r} has missing values inside its arrays")
     if not (pa.types.is_integer(flat.type) or pa.types.is_floating(flat.type) or pa.types.is_boolean(flat.type)):
         raise TableError(f"from_hf: column {column!r} holds {flat.type} values, not numbers")
+    if name in PAYLOAD_SPECS:  # a well-known payload in its dtype (a copy): float64 -> float32, int64 -> uint8
+        want = pa.from_numpy_dtype(PAYLOAD_SPECS[name][1])
+        if flat.type != want:
+            try:
+                flat = flat.cast(want, safe=not (pa.types.is_floating(want) and pa.types.is_floating(flat.type)))
+            except pa.ArrowInvalid:
+                pass  # values out of range: validation names the dtype
     depth = len(sizes)
     if kind == "list" or (kind is None and depth == 1 and sizes[0] is None):
         if depth != 1:
             raise TableError(f"from_hf: column {column!r} has {depth} nested levels; payload {name!r} is a "
                              f"variable-length 1-D payload")
         base = chunk.storage if isinstance(chunk.type, pa.ExtensionType) else chunk
+        if not pa.types.is_floating(flat.type):
+            flat = flat.cast(pa.float32())
         if pa.types.is_fixed_size_list(base.type):
-            base = pa.ListArray.from_arrays(
-                pa.array(np.arange(len(base) + 1, dtype=np.int32) * base.type.list_size), flat)
-        if not pa.types.is_floating(base.type.value_type):
-            base = base.cast(pa.list_(pa.float32()))
-        return base
+            offsets = np.arange(len(base) + 1, dtype=np.int64) * base.type.list_size
+        else:
+            offsets = base.offsets.to_numpy().astype(np.int64)
+            offsets -= offsets[0]  # relative to the (sliced) values
+        if offsets[-1] > _INT32_MAX:
+            return pa.LargeListArray.from_arrays(pa.array(offsets), flat)
+        return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), flat)  # the values stay shared
     if any(s is None for s in sizes):
         lvl = sizes.index(None)
         raise TableError(f"from_hf: column {column!r} has arrays of different sizes (level {lvl}); payload "
@@ -650,11 +661,12 @@ def to_torch(table: SampleTable, payload: str | Sequence[str] | None = None, *, 
     with warnings.catch_warnings():  # Arrow memory is read-only; the tensors share it (documented)
         warnings.filterwarnings("ignore", message=".*not writable.*")
         for name in names:
-            values = table.payload(name)  # zero-copy numpy (TableError for an unknown name)
-            if isinstance(values, np.ndarray):
-                parts.append((torch.from_numpy(values), None))
+            if _is_tensor_type(table._require_payload(name).type):  # TableError for an unknown name
+                parts.append((torch.from_numpy(table.payload(name)), None))  # zero-copy numpy, wrapped once
                 continue
             col = table.arrow.column(name)
+            if col.null_count:
+                raise TableError(f"to_torch: payload {name!r} has {col.null_count} null entries")
             chunk = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
             offsets = chunk.offsets.to_numpy()
             flat = chunk.values.to_numpy(zero_copy_only=True)
