@@ -172,6 +172,8 @@ def from_pandas(df: Any, *, subject: str | None = None, sample_id: str = SAMPLE_
 
     if not isinstance(df, pd.DataFrame):
         raise TableError(f"from_pandas needs a pandas.DataFrame, got {type(df).__name__}")
+    if sample_id not in df.columns and df.index.name == sample_id:
+        df = df.reset_index()  # e.g. after df.set_index("sample_id")
     names = list(df.columns)
     bad = [c for c in names if not isinstance(c, str)]
     if bad:

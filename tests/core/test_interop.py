@@ -75,6 +75,7 @@ def test_pandas_round_trip_keeps_everything_and_payload_cells_are_views():
     # a filtered frame comes back as the same rows
     sub = SampleTable.from_pandas(df[df["subject"] == "bob"])
     _same(t.select_subjects(["bob"]), sub)
+    _same(t, SampleTable.from_pandas(df.set_index("sample_id")))  # the ids as the index
 
 
 def test_from_pandas_reads_a_plain_frame():
@@ -158,7 +159,8 @@ def test_from_hf_reads_image_audio_and_classlabel_columns_and_renames():
     features = datasets.Features({"speaker_id": datasets.ClassLabel(names=["p", "q"]),
                                   "img": datasets.Image(), "grey": datasets.Image(), "speech": datasets.Audio(),
                                   "emb": datasets.Sequence(datasets.Value("float64"), length=3),
-                                  "lang": datasets.Value("string"), "tags": datasets.Sequence(datasets.Value("string"))})
+                                  "lang": datasets.Value("string"),
+                                  "tags": datasets.Sequence(datasets.Value("string"))})
     columns = {"speaker_id": [0, 1, 0, 1], "img": [png(x) for x in imgs], "grey": [png(x) for x in greys],
                "speech": [wav(x) for x in sounds], "emb": rng.standard_normal((4, 3)).tolist(),
                "lang": ["en", "de", "en", "fr"], "tags": [["a"], [], ["b"], ["c"]]}
