@@ -1261,12 +1261,12 @@ class SampleTable:
         """A validated table from a :class:`pandas.DataFrame` (copies the data).
 
         Columns: the subject (``subject=``; by default the column ``subject``, else the one named ``speaker``,
-        ``speaker_id``, ``identity``, ``person``, ... as in :data:`bioanon.metadata.SUBJECT_COLUMNS`),
-        ``sample_id`` (optional, also as the index; default ids as in :meth:`from_arrays`), ``sample_rate``
-        (optional, numeric); a column whose cells are numpy arrays or lists is a payload (equal shapes are stacked into a fixed-shape payload; ``audio`` and other
-        1-D cells of varying length become variable-length payloads); every other column is an attribute
-        (``attr.`` is prepended unless the name has it). A frame from :meth:`to_pandas` keeps its Arrow types
-        and metadata (``df.attrs``).
+        ``speaker_id``, ``identity``, ``person``, ... as in :data:`bioanon.metadata.SUBJECT_COLUMNS`), ``sample_id``
+        (optional, also as the index; default ids as in :meth:`from_arrays`), ``sample_rate`` (optional, numeric); a
+        column whose cells are numpy arrays or lists is a payload (equal shapes are stacked into a fixed-shape
+        payload; ``audio`` and other 1-D cells of varying length become variable-length payloads); every other
+        column is an attribute (``attr.`` is prepended unless the name has it). A frame from :meth:`to_pandas` keeps
+        its Arrow types and metadata (``df.attrs``).
 
         Parameters
         ----------
