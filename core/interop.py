@@ -300,11 +300,9 @@ def _parse_mapping(items: Sequence[str] | None, what: str) -> dict[str, str] | N
     return out
 
 
-def _level_sizes(arr: pa.Array, name: str) -> tuple[pa.Array, list[int | None]]:
-    """Peel the list levels of a chunk: (flat values, size of each level or None where sizes vary).
-
-    Only the outermost variable level may vary (it is then a variable-length payload); the values are shared.
-    """
+def _level_sizes(arr: pa.Array) -> tuple[pa.Array, list[int | None]]:
+    """Peel the list levels of a chunk: (flat values, the size of each level, None where sizes vary); the values
+    are a zero-copy slice."""
     sizes: list[int | None] = []
     while True:
         t = arr.type
@@ -326,12 +324,13 @@ def _level_sizes(arr: pa.Array, name: str) -> tuple[pa.Array, list[int | None]]:
 
 
 def _hf_array_payload(col: pa.ChunkedArray, column: str, name: str) -> pa.Array:
-    """A list/sequence/ArrayXD column as a fixed_shape_tensor (equal shapes) or list<float> payload, zero-copy."""
+    """A list/sequence/ArrayXD column as a fixed_shape_tensor (equal shapes) or list<float> payload; zero-copy
+    unless a cast to a well-known payload's dtype is needed."""
     kind = PAYLOAD_SPECS[name][0] if name in PAYLOAD_SPECS else None
     chunk = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
     if chunk.null_count:
         raise TableError(f"from_hf: column {column!r} has {chunk.null_count} missing values")
-    flat, sizes = _level_sizes(chunk, column)
+    flat, sizes = _level_sizes(chunk)
     if flat.null_count:
         raise TableError(f"from_hf: column {column!r} has missing values inside its arrays")
     if not (pa.types.is_integer(flat.type) or pa.types.is_floating(flat.type) or pa.types.is_boolean(flat.type)):
