@@ -18,6 +18,7 @@ class SavedTable(DatasetSource):
     table is validated on load."""
 
     id: ClassVar[str] = "any.table"
+    import_code: ClassVar[tuple[str, ...]] = ("bioanon.export",)  # part of the import's cache key
     needs_path: ClassVar[bool] = True
 
     def load(self, path: Any = None):
@@ -39,6 +40,7 @@ class HfDataset(DatasetSource):
     exactly, metadata included. Needs ``pip install 'bioanon[hf]'``."""
 
     id: ClassVar[str] = "any.hf"
+    import_code: ClassVar[tuple[str, ...]] = ("bioanon.interop",)  # part of the import's cache key
     needs_path: ClassVar[bool] = True
 
     split: str = param("", help="split of a DatasetDict ('' = its only split)")

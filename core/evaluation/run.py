@@ -191,6 +191,7 @@ def import_data(cfg: Any, data: SampleTable | None, cache: Cache | None) -> tupl
 def import_key(spec: Any) -> str | None:
     """The cache key of importing ``spec`` (a DatasetSpec) as it is on disk now; None when the path is not a
     local file or folder (nothing to recognize it by: it is imported every time)."""
+    import importlib
     import inspect
 
     from ..cache import fingerprint
@@ -202,6 +203,10 @@ def import_key(spec: Any) -> str | None:
         code_id = file_digest(code) if code else type(source).__module__
     except TypeError:
         code_id = type(source).__module__
+    # modules the source reads its files with (e.g. bioanon.interop for any.hf): a change to them re-imports
+    for module in getattr(type(source), "import_code", ()):
+        path = inspect.getsourcefile(importlib.import_module(module))
+        code_id = f"{code_id}+{file_digest(path) if path else module}"
     files: list[Any] = []
     if spec.path is not None:
         root = Path(spec.path)
