@@ -11,7 +11,7 @@ PIP    := $(BIN)/python -m pip --disable-pip-version-check
 PLUGINS := plugins/face plugins/gait plugins/voice plugins/motion
 TORCH  := torch==2.14.1 torchvision==0.29.1
 
-.PHONY: setup demo test bench bench-gpu plugin-template clean
+.PHONY: setup demo test bench bench-gpu plugin-template dist docs clean
 
 $(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -42,5 +42,26 @@ bench: setup
 bench-gpu: setup
 	$(BIN)/python -m benchmarks.gpu
 
+# sdist + wheel of the core, the four plugins and the plugin template into dist/, checked by twine
+DIST ?= dist
+dist: setup
+	rm -rf $(DIST) && mkdir -p $(DIST)
+	for p in . $(PLUGINS) examples/plugin-template; do \
+	  rm -rf $$p/build && $(BIN)/python -m build --no-isolation --outdir $(DIST) $$p > /dev/null || exit 1; \
+	  rm -rf $$p/build; done
+	$(BIN)/python -m twine check --strict $(DIST)/*
+	@ls $(DIST)
+
+# the documentation site (MkDocs) into site/, warnings as errors; the method catalogue and the figures are
+# generated from the installed registry and a small evaluation
+DOCS_STAMP := $(VENV)/.bioanon-docs
+$(DOCS_STAMP): pyproject.toml $(STAMP)
+	$(PIP) install -q -e '.[docs]'
+	@touch $(DOCS_STAMP)
+
+docs: setup plugin-template $(DOCS_STAMP)
+	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/python -m mkdocs build --strict --site-dir site
+	@echo "docs: site/index.html"
+
 clean:
-	rm -rf $(VENV) .pytest_cache .hypothesis
+	rm -rf site $(VENV) .pytest_cache .hypothesis dist build

@@ -56,6 +56,7 @@ __all__ = [
     "__version__",
     "anonymize",
     "evaluate",
+    "example",
     "get_method",
     "get_registry",
     "hookimpl",
@@ -89,6 +90,14 @@ def evaluate(config: Any, /, **kwargs: Any):
     from .evaluation.run import evaluate as _evaluate
 
     return _evaluate(config, **kwargs)
+
+
+def example(name: str, /):
+    """The installed path of an example config, e.g. ``bioanon.evaluate(bioanon.example("quickstart"))``
+    from any directory (``bioanon init`` lists the examples and copies one to edit)."""
+    from .scaffold import example as _example
+
+    return _example(name)
 
 
 def anonymize(table: Any, /, *methods: Any):

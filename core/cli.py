@@ -1,9 +1,14 @@
-"""The ``bioanon`` command line: a thin layer over the Python API."""
+"""The ``bioanon`` command line: a thin layer over the Python API.
+
+Command results go to stdout; messages (progress, phases, warnings, errors) go to stderr through the
+``bioanon`` logger (:mod:`bioanon.log`), at INFO by default, WARNING with ``-q`` and DEBUG with ``-v``.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import shutil
 import sys
 import textwrap
@@ -13,9 +18,23 @@ from typing import Any
 
 from . import __version__
 from .errors import BioanonError
+from .log import cli_logging, verbosity_level
 from .plugins import PluginLoadWarning, get_plugin_manager
 
 WIDTH = 80
+log = logging.getLogger(__name__)
+
+# exit codes (listed by ``bioanon --help``)
+EXIT_OK = 0
+EXIT_NO_RESULTS = 1  # a run finished with failed tasks or without any result
+EXIT_USAGE = 2  # bad command line, config, parameter or data (argparse's own usage errors exit 2 too)
+EXIT_INTERRUPTED = 130  # Ctrl-C (finished tasks are cached: the same command resumes)
+EXIT_CODES = f"""\
+exit codes:
+  {EXIT_OK:<4} success
+  {EXIT_NO_RESULTS:<4} an evaluation finished but tasks failed or it produced no results
+  {EXIT_USAGE:<4} usage, config, parameter or data error (nothing was run)
+  {EXIT_INTERRUPTED:<4} interrupted (Ctrl-C); the finished tasks are cached and the same command resumes"""
 
 
 def _width() -> int:
@@ -68,12 +87,17 @@ def cmd_plugins(args: argparse.Namespace) -> int:
     rows = []
     for s in statuses:
         kinds = ", ".join(f"{n} {k}" for k, n in sorted(s.methods.items())) if args.all else str(s.n_methods)
-        note = s.error if s.status == "failed" else ("" if s.status == "loaded" else s.status)
+        if s.error:  # failed, incompatible, or loaded without its commands
+            note = s.error
+        elif s.status == "disabled":
+            note = s.status
+        else:
+            note = "declares no API range" if s.api is None and s.name != "bioanon" else ""
         if unavailable[s.distribution]:
             installs = " ; ".join(dict.fromkeys(i for m in unavailable[s.distribution].values() for i in m.values()))
-            note = f"{len(unavailable[s.distribution])} unavailable: {installs}"
-        rows.append([s.distribution, s.version, s.status, kinds, note or ""])
-    print(_table(rows, ["distribution", "version", "status", "methods", "note"]))
+            note = "; ".join(filter(None, [f"{len(unavailable[s.distribution])} unavailable: {installs}", note]))
+        rows.append([s.distribution, s.version, s.status, kinds, s.api or "-", note])
+    print(_table(rows, ["distribution", "version", "status", "methods", "API", "note"]))
     _print_unavailable({mid: m for u in unavailable.values() for mid, m in u.items()})
     for s in pm.failures:
         print(textwrap.fill(s.report_line(), _width()), file=sys.stderr)
@@ -244,10 +268,9 @@ def _print_summary(result: Any) -> None:
         rows = [[r.anonymizer, r.measure, f"{r.selector} n={r.n_subjects}", _fmt(r.auc)] for r in counted.itertuples()]
         print(_table(rows, ["anonymizer", "utility measure", "selection", "AUC"], flex=1))
     for w in result.warnings:
-        print(textwrap.fill("warning: " + w, _width(), subsequent_indent="  "), file=sys.stderr)
+        log.warning("%s", w)
     for f in result.failures:
-        print(textwrap.fill(f"failed: {f['task']}: {f['error'].splitlines()[0]}", _width(), subsequent_indent="  "),
-              file=sys.stderr)
+        log.error("failed: %s: %s", f["task"], f["error"].splitlines()[0])
     print(f"\ntasks: {result.executed} computed, {result.cached} reused from the cache")
     if result.report_path is not None:
         print(f"report: {result.report_path}")
@@ -263,10 +286,16 @@ def _run_evaluation(config: Any, args: argparse.Namespace) -> int:
                       keep_going=args.keep_going, progress=not args.quiet, report=not args.no_report,
                       device=args.device, jobs=args.jobs)
     _print_summary(result)
+    where = f" (see {result.run_dir / 'failures.json'})" if result.run_dir is not None else ""
+    if result.metrics is None or len(result.metrics) == 0:
+        why = (f"{len(result.failures)} task(s) failed or were skipped{where}" if result.failures
+               else "no metric was computed (check the config's recognizers, scenarios and selection)")
+        log.error("the evaluation produced no results: %s", why)
+        return EXIT_NO_RESULTS
     if result.failures:
-        print(f"bioanon: {len(result.failures)} task(s) failed or were skipped (see failures.json)", file=sys.stderr)
-        return 1
-    return 0
+        log.error("%d task(s) failed or were skipped%s", len(result.failures), where)
+        return EXIT_NO_RESULTS
+    return EXIT_OK
 
 
 def _config_from_args(args: argparse.Namespace) -> Any:
@@ -309,7 +338,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from .evaluation.demo import demo_config
 
-    print(f"bioanon demo: a full strong evaluation on built-in synthetic data (trait: {args.trait})")
+    log.info("demo: a full strong evaluation on built-in synthetic data (trait: %s)", args.trait)
     return _run_evaluation(demo_config(args.trait), args)
 
 
@@ -408,8 +437,7 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="worker processes running evaluation cells at once (default: [run] jobs of the config, "
                         "else $BIOANON_JOBS, else every usable core; 1: all in this process)")
     p.add_argument("--no-report", action="store_true", help="write the tables but not report.html")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
-    _add_device_option(p)
+    _add_device_option(p)  # (--quiet / -q: the global option)
 
 
 def _jobs_count(text: str) -> int:
@@ -435,6 +463,39 @@ def _version_text() -> str:
     return "\n".join(lines)
 
 
+def cmd_init(args: argparse.Namespace) -> int:
+    from .scaffold import examples, write_example
+
+    if args.example is None:
+        found = examples()
+        if args.json:
+            _print_json([{"name": e.name, "summary": e.summary, "source": e.source, "plugin": e.plugin,
+                          "data": e.data_path} for e in found])
+            return 0
+        for e in found:
+            data = f"recorded data ({e.source})" if e.data_path else "built-in data"
+            print(f"{e.name:<28}{data}, needs {e.plugin}")
+            print(textwrap.fill(e.summary, _width(), initial_indent="    ", subsequent_indent="    "))
+        print("\nbioanon init NAME [DIR] writes DIR/NAME.toml; run it with bioanon evaluate DIR/NAME.toml")
+        return 0
+    target, hint = write_example(args.example, args.dir, data=args.data, force=args.force)
+    print(f"wrote {target}")
+    if hint:
+        print(hint)
+    print(f"run it with: bioanon evaluate {target}")
+    return 0
+
+
+def cmd_new_plugin(args: argparse.Namespace) -> int:
+    from .scaffold import new_plugin
+
+    target = new_plugin(args.name, args.dir)
+    print(f"created {target}: the plugin bioanon-{args.name.replace('_', '-')} with methods "
+          f"{args.name}.quantize and {args.name}.nearest_neighbour")
+    print(f"next: pip install -e {target} && bioanon methods '{args.name}.*' && pytest {target}/tests")
+    return 0
+
+
 class _VersionAction(argparse.Action):
     def __init__(self, option_strings: Sequence[str], dest: str = argparse.SUPPRESS, **kw: Any):
         super().__init__(option_strings, dest=dest, nargs=0, help="show versions of bioanon and its plugins")
@@ -444,20 +505,50 @@ class _VersionAction(argparse.Action):
         parser.exit()
 
 
+def _add_verbosity(p: argparse.ArgumentParser, *, top: bool = False) -> None:
+    """``-q`` / ``-v``: on the top-level parser with defaults, on each sub-command without (so they can be
+    given before or after the command and the sub-command does not reset what was given before it)."""
+    default: Any = {} if top else {"default": argparse.SUPPRESS}
+    p.add_argument("-q", "--quiet", action="store_true", **({"default": False} if top else default),
+                   help="warnings and errors only, no progress bars")
+    p.add_argument("-v", "--verbose", action="count", **({"default": 0} if top else default),
+                   help="debug messages too (each naming the module that logs it)")
+
+
+def _command(sub: Any, name: str, summary: str, example: str, description: str | None = None,
+             **kw: Any) -> argparse.ArgumentParser:
+    """A sub-command (``summary``: its line in ``bioanon --help``) whose ``--help`` ends with examples
+    (``example``: one command a line)."""
+    epilog = "example" + ("s" if "\n" in example.strip() else "") + ":\n" + textwrap.indent(example.strip(), "  ")
+    p = sub.add_parser(name, help=summary, description=description or summary[:1].upper() + summary[1:] + ".",
+                       epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter, **kw)
+    _add_verbosity(p)
+    return p
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bioanon",
         description="Anonymize biometric data and evaluate anonymizations against strong attackers.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="examples:\n  bioanon demo\n  bioanon methods 'face.*'\n  bioanon -q evaluate config.toml\n"
+               "  bioanon COMMAND --help\n\n"
+               "Messages go to stderr (-q: warnings and errors only; -v: debug), results to stdout; progress bars\n"
+               "are drawn only on a terminal.\n\n" + EXIT_CODES,
     )
     parser.add_argument("--version", action=_VersionAction)
+    _add_verbosity(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = sub.add_parser("plugins", help="installed plugins, versions, load status, method counts")
+    p = _command(sub, "plugins", "installed plugins, versions, load status, method counts",
+                 "bioanon plugins\nbioanon plugins --all --json")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--all", action="store_true", help="include disabled plugins and counts per kind")
     p.set_defaults(func=cmd_plugins)
 
-    p = sub.add_parser("methods", help="list methods (wildcards allowed: 'face.*')")
+    p = _command(sub, "methods", "list methods (wildcards allowed: 'face.*')",
+                 "bioanon methods 'face.*' --kind anonymizer\nbioanon methods --trait voice --params\n"
+                 "bioanon methods any.gaussian_noise --json")
     p.add_argument("patterns", nargs="*", metavar="PATTERN")
     p.add_argument("--kind", choices=["anonymizer", "deanonymizer", "recognizer", "utility", "selector", "dataset"])
     p.add_argument("--trait", help="face, gait, voice, motion or any")
@@ -465,31 +556,41 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_methods)
 
-    p = sub.add_parser("describe", help="one method: documentation, parameters, reference")
+    p = _command(sub, "describe", "one method: documentation, parameters, reference",
+                 "bioanon describe any.gaussian_noise\nbioanon describe face.gaussian_blur --json")
     p.add_argument("id")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_describe)
 
-    p = sub.add_parser("datasets", help="dataset sources (real layouts and synthetic generators)")
+    p = _command(sub, "datasets", "dataset sources (real layouts and synthetic generators)",
+                 "bioanon datasets\nbioanon datasets 'face.*' --json")
     p.add_argument("patterns", nargs="*", metavar="PATTERN")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_datasets)
 
-    p = sub.add_parser("cache", help="show or clear the cache of derived tables")
+    p = _command(sub, "cache", "show or clear the cache of derived tables",
+                 "bioanon cache info\nbioanon cache clear --older-than 30")
     p.add_argument("action", choices=["info", "clear"])
     p.add_argument("--cache-dir", default=None, help="cache location (default: $BIOANON_CACHE or the user cache)")
     p.add_argument("--older-than", type=float, default=None, metavar="DAYS", help="clear only older entries")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_cache)
 
-    p = sub.add_parser("evaluate", help="run a strong evaluation from a TOML config")
+    p = _command(sub, "evaluate", "run a strong evaluation from a TOML config",
+                 "bioanon init quickstart && bioanon evaluate quickstart.toml\n"
+                 "bioanon evaluate config.toml --out runs --jobs 4 --keep-going\n"
+                 "bioanon -q evaluate config.toml 2> errors.log",
+                 description="Run a strong evaluation from a TOML config: one line per phase on stderr, the "
+                             "worst cases and AUCs on stdout, tables and report.html in OUT/RUN-ID. Exit code 1 "
+                             "when tasks failed or nothing was computed.")
     p.add_argument("config", help="the evaluation config (TOML)")
     p.add_argument("--skip-bad-files", action="store_true",
                    help="skip unreadable data files and list them (sources with a skip_bad_files parameter)")
     _add_run_options(p)
     p.set_defaults(func=cmd_evaluate)
 
-    p = sub.add_parser("validate", help="check a config without running it (exit 2 listing every problem)")
+    p = _command(sub, "validate", "check a config without running it (exit 2 listing every problem)",
+                 "bioanon validate config.toml\nbioanon validate config.toml --data --out runs")
     p.add_argument("config", help="the evaluation config (TOML)")
     p.add_argument("--out", default=None, help="also check that a run folder can be created in this folder")
     p.add_argument("--data", action="store_true",
@@ -497,17 +598,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--skip-bad-files", action="store_true", help="as for evaluate")
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("demo", help="a full evaluation on built-in synthetic data (about a minute)")
+    p = _command(sub, "demo", "a full evaluation on built-in synthetic data (about a minute)",
+                 "bioanon demo\nbioanon demo --trait face --out /tmp/demo")
     p.add_argument("--trait", default="any", help="use this trait plugin's synthetic data (default: any)")
     _add_run_options(p)
     p.set_defaults(func=cmd_demo)
 
-    p = sub.add_parser("anonymize", help="anonymize a data set with one or more anonymizers and write it",
-                       description="Anonymize a data set. Several -m chain in the order given (each fitted on "
-                                   "the previous one's output); each -o sets a parameter of the -m before it. "
-                                   "The output format follows --out: .arrow, .parquet, .csv (features only) or "
-                                   "a folder (no suffix) of PNG/WAV files with metadata.csv. Evaluate an "
-                                   ".arrow/.parquet output with [dataset] source = \"any.table\".")
+    p = _command(sub, "anonymize", "anonymize a data set with one or more anonymizers and write it",
+                 "bioanon anonymize any.synthetic -d n_subjects=20 -m any.gaussian_noise -o sigma=2 "
+                 "--out noisy.arrow\n"
+                 "bioanon anonymize face.orl ~/data/att_faces -m face.gaussian_blur -o kernel=29 --out blurred/",
+                 description="Anonymize a data set. Several -m chain in the order given (each fitted on "
+                             "the previous one's output); each -o sets a parameter of the -m before it. "
+                             "The output format follows --out: .arrow, .parquet, .csv (features only) or "
+                             "a folder (no suffix) of PNG/WAV files with metadata.csv. Evaluate an "
+                             ".arrow/.parquet output with [dataset] source = \"any.table\".")
     p.add_argument("source", help="dataset source id (see `bioanon datasets`)")
     p.add_argument("path", nargs="?", default=None, help="data folder, for sources that read files")
     p.add_argument("-m", "--method", action=_StepAction, dest="steps", required=True, metavar="METHOD",
@@ -522,11 +627,36 @@ def build_parser() -> argparse.ArgumentParser:
     _add_device_option(p)
     p.set_defaults(func=cmd_anonymize)
 
-    p = sub.add_parser("report", help="re-render report.html and plots of a results folder")
+    p = _command(sub, "init", "list the example configs, or copy one into a folder to run or edit",
+                 "bioanon init\nbioanon init quickstart\nbioanon evaluate quickstart.toml\n"
+                 "bioanon init face-orl runs/ --data ~/data/att_faces",
+                 description="Without EXAMPLE: list the examples. With EXAMPLE: write DIR/EXAMPLE.toml.")
+    p.add_argument("example", nargs="?", help="the example's name (see the list)")
+    p.add_argument("dir", nargs="?", default=".", help="where to write it (default: here)")
+    p.add_argument("--data", default=None, metavar="DIR",
+                   help="for examples on recorded data: the folder of your copy of that data set")
+    p.add_argument("--force", action="store_true", help="overwrite an existing file")
+    p.add_argument("--json", action="store_true", help="machine-readable list")
+    p.set_defaults(func=cmd_init)
+
+    p = _command(sub, "new-plugin", "create a new, separately installable plugin project",
+                 "bioanon new-plugin ecg\npip install -e bioanon-ecg\nbioanon methods 'ecg.*'\n"
+                 "pytest bioanon-ecg/tests",
+                 description="Create bioanon-NAME from the plugin template: one anonymizer, one "
+                             "recognizer, tests that run bioanon's conformance suite, and a README.")
+    p.add_argument("name", help="method prefix and trait: lower case letters, digits, '_' (e.g. ecg)")
+    p.add_argument("dir", nargs="?", default=None, help="project folder (default: ./bioanon-NAME)")
+    p.set_defaults(func=cmd_new_plugin)
+
+    p = _command(sub, "report", "re-render report.html and plots of a results folder",
+                 "bioanon report results/quickstart-20260101-120000-abc123")
     p.add_argument("run_dir")
     p.set_defaults(func=cmd_report)
 
     get_plugin_manager().add_commands(sub)
+    for p in {id(p): p for p in sub.choices.values()}.values():  # plugins' commands take -q / -v too
+        if not {"-q", "--quiet", "-v", "--verbose"} & set(p._option_string_actions):
+            _add_verbosity(p)
     return parser
 
 
@@ -548,29 +678,43 @@ def _build_parser_at_startup() -> argparse.ArgumentParser:
             gc.enable()
 
 
+def _show_warning(message: Any, category: type[Warning], filename: str, lineno: int, file: Any = None,
+                  line: str | None = None) -> None:
+    """``warnings.warn`` inside the command: one ``bioanon: warning:`` line through the logger (where it was
+    raised only with ``-v``)."""
+    name = "" if category is UserWarning or category.__module__.startswith("bioanon") else f"{category.__name__}: "
+    log.warning("%s%s", name, str(message).removeprefix("bioanon: "))
+    log.debug("(warned at %s:%s)", filename, lineno)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``bioanon`` command."""
-    with warnings.catch_warnings():
+    """Entry point of the ``bioanon`` command; returns its exit code (see ``EXIT_CODES``)."""
+    with warnings.catch_warnings(), cli_logging(logging.INFO) as handler:
         # plugin failures are printed once, as one line each, by the commands themselves
         warnings.simplefilter("ignore", PluginLoadWarning)
+        warnings.showwarning = _show_warning
         try:
             parser = _build_parser_at_startup() if argv is None else build_parser()
             args = parser.parse_args(argv)
+            if args.quiet and args.verbose:
+                parser.error("-q/--quiet and -v/--verbose exclude each other")
+            handler.set_level(verbosity_level(args.quiet, args.verbose))
             if not getattr(args, "func", None):
                 parser.print_help()
-                return 0
+                return EXIT_OK
             if args.command != "plugins":
                 for s in get_plugin_manager().failures:
                     print(textwrap.fill(s.report_line(), _width()), file=sys.stderr)
             return int(args.func(args) or 0)
         except BioanonError as exc:
+            log.debug("details", exc_info=True)
             print(f"bioanon: error: {exc}", file=sys.stderr)
-            return 2
+            return EXIT_USAGE
         except BrokenPipeError:
-            return 0
+            return EXIT_OK
         except KeyboardInterrupt as exc:  # one line, no traceback; finished tasks are in the cache
             print(f"bioanon: {exc}" if str(exc) else "bioanon: interrupted", file=sys.stderr)
-            return 130
+            return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover

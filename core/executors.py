@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import logging
 import os
 import sys
 import time
@@ -22,6 +23,9 @@ import attrs
 
 from .cache import Cache
 from .errors import BioanonError
+from .log import progress_bar
+
+log = logging.getLogger(__name__)
 
 
 @attrs.define
@@ -122,12 +126,11 @@ class LocalExecutor:
         if jobs > 1 and len(left) >= MIN_TASKS_PER_WORKER * jobs and not _runtime_plugins():
             report.jobs = jobs
             return self._run_pool(todo, report, jobs)
+        log.info("running %d task(s) in this process", len(left))
         return self._run_here(tasks, report)
 
     # -- in this process ------------------------------------------------------------------------------------
     def _run_here(self, tasks: Sequence[Any], report: ExecutionReport) -> ExecutionReport:
-        from tqdm.auto import tqdm
-
         from .evaluation.tasks import run_task
 
         bad: set[str] = set()
@@ -135,8 +138,8 @@ class LocalExecutor:
         for t in tasks:
             stages.setdefault(t.stage, []).append(t)
         for stage, group in stages.items():
-            bar = tqdm(group, desc=f"{stage:>11}", unit="task", disable=not self.progress, file=sys.stderr,
-                       leave=True, dynamic_ncols=True)
+            log.debug("stage %s: %d task(s)", stage, len(group))
+            bar = progress_bar(group, progress=self.progress, desc=f"{stage:>11}", unit="task", leave=True)
             for t in bar:
                 missing = [d for d in t.deps if d in bad]
                 if missing:
@@ -172,8 +175,6 @@ class LocalExecutor:
         from concurrent.futures import FIRST_COMPLETED, wait
         from concurrent.futures.process import BrokenProcessPool
 
-        from tqdm.auto import tqdm
-
         keys = {t.key for t in tasks}
         waiting: dict[str, set[str]] = {}
         dependents: dict[str, list[Any]] = {}
@@ -193,14 +194,12 @@ class LocalExecutor:
                 dependents.setdefault(d, []).append(t)
             if not deps:
                 ready.append(t)
-        if self.progress:
-            print(f"bioanon: {len(waiting)} tasks on {jobs} worker processes", file=sys.stderr)
+        log.info("running %d task(s) on %d worker processes", len(waiting), jobs)
         pool = self.make_pool(jobs)
         env = _bioanon_env()
         running: dict[Any, Any] = {}
         busy: set[str] = set()  # accelerators with a task on them
-        bar = tqdm(total=len(waiting), desc="      tasks", unit="task", disable=not self.progress, file=sys.stderr,
-                   leave=True, dynamic_ncols=True)
+        bar = progress_bar(total=len(waiting), progress=self.progress, desc="      tasks", unit="task", leave=True)
 
         def skip(task: Any) -> None:  # its dependency failed: so do its dependents
             report.skipped[task.key] = f"{task.label}: a task it depends on failed"
@@ -416,7 +415,6 @@ class DaskExecutor:
             from distributed import Client, as_completed
         except ImportError as exc:  # pragma: no cover - dask is an optional extra
             raise BioanonError("the Dask executor needs `pip install 'bioanon[dask]'`") from exc
-        from tqdm.auto import tqdm
 
         cluster = None
         if self.client is not None:
@@ -451,7 +449,8 @@ class DaskExecutor:
                                     retries=self.retries, pure=False)
                 futures[t.key], labels[fut.key] = fut, t
                 pending.append(fut)
-            bar = tqdm(total=len(pending), desc="   tasks", unit="task", disable=not self.progress, file=sys.stderr)
+            log.info("running %d task(s) on a Dask cluster of %d worker thread(s)", len(pending), report.jobs)
+            bar = progress_bar(total=len(pending), progress=self.progress, desc="   tasks", unit="task")
             for fut in as_completed(pending):
                 t = labels[fut.key]
                 bar.update(1)

@@ -24,6 +24,7 @@ import enum
 import inspect
 import json
 import math
+import re
 import types
 import typing
 from collections.abc import Callable, Sequence
@@ -330,6 +331,27 @@ def parse_param_text(text: str, tp: Any) -> Any:
 KINDS = ("anonymizer", "deanonymizer", "recognizer", "utility", "selector", "dataset")
 
 
+# words whose full stop does not end a sentence ("Zou et al. (2018)", "e.g. Gaussian", "cf. Fig. 2")
+ABBREVIATIONS = frozenset({"al", "e.g", "i.e", "cf", "vs", "fig", "figs", "eq", "eqs", "sec", "ch", "no", "nos",
+                           "ref", "refs", "approx", "resp", "ca", "vol", "pp"})
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of ``text`` (whitespace joined): up to the first ``.``, ``!`` or ``?`` followed by a
+    space and not by a lower-case word, where the full stop does not end an abbreviation (:data:`ABBREVIATIONS`:
+    "et al.", "e.g.", ...); the whole text when it has one sentence."""
+    text = " ".join(text.split())
+    for m in re.finditer(r"[.!?](?= )", text):
+        i = m.start()
+        if text[i + 2: i + 3].islower():  # "etc. and", "approx. equal": the sentence goes on
+            continue
+        word = text[:i].rsplit(" ", 1)[-1].lstrip("([{\"'`").lower()
+        if text[i] == "." and word in ABBREVIATIONS:
+            continue
+        return text[: i + 1]
+    return text
+
+
 @attrs.define(kw_only=True)
 class Method:
     """Base of every method. Subclasses set the class attributes below and declare parameters with
@@ -506,18 +528,19 @@ class Method:
             spec["device_kind"] = device_kind(getattr(self, "device") or "")
         return fingerprint(spec)
 
+    def _repr_html_(self) -> str:
+        """Notebook display: id, summary and every parameter with its value."""
+        from .notebook import method_html
+
+        return method_html(self)
+
     @classmethod
     def summary(cls) -> str:
-        """The docstring's first sentence (its first paragraph joined, cut at the first full stop)."""
+        """The docstring's first sentence (of its first paragraph; see :func:`first_sentence`)."""
         doc = (inspect.getdoc(cls) or "").strip()
         if not doc:
             return ""
-        text = " ".join(doc.split("\n\n")[0].split())
-        for end in (". ",):
-            i = text.find(end)
-            if 0 < i < len(text) - 2:
-                return text[: i + 1]
-        return text
+        return first_sentence(doc.split("\n\n")[0])
 
     @classmethod
     def describe(cls) -> dict[str, Any]:

@@ -273,16 +273,11 @@ def _freeze(net: Any, name: str | None, method_id: str) -> Any:
 
 
 def _epoch_bar(epochs: int, method_id: str, progress: bool | None) -> Any:
-    import os
-    import sys
+    from .log import progress_bar, show_progress
 
-    if progress is None:
-        progress = os.environ.get("BIOANON_PROGRESS", "1") != "0" and sys.stderr.isatty()
-    if not progress:
+    if not show_progress(progress):
         return None
-    from tqdm.auto import tqdm
-
-    return tqdm(total=epochs, desc=f"{method_id} training", unit="epoch", leave=False, file=sys.stderr)
+    return progress_bar(total=epochs, desc=f"{method_id} training", unit="epoch", leave=False)
 
 
 # --------------------------------------------------------------------------------------- trained weight cache

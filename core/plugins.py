@@ -4,6 +4,12 @@ Plugins are found through the entry-point group ``bioanon.plugins``. Loading is 
 to import, has an invalid hook implementation or registers something invalid (or an id another distribution
 already registered) is reported in one line and skipped, and the others still load.
 
+API compatibility: a plugin's entry-point module declares the range of :data:`bioanon.api.API_VERSION` it
+supports, ``BIOANON_API = ">=1.0,<2"`` (a PEP 440 specifier). A plugin whose range excludes this version is not
+registered and is listed as ``incompatible`` ("needs bioanon API >=2.0,<3; this bioanon provides 1.0"), also
+when its module fails to import (the range is then read from its source, without executing it). A malformed
+range makes the plugin ``failed``; a plugin without ``BIOANON_API`` loads as before.
+
 Environment switches:
 
 ``BIOANON_STRICT_PLUGINS=1``
@@ -16,11 +22,15 @@ Environment switches:
 
 from __future__ import annotations
 
+import argparse
+import ast
 import importlib.metadata as md
+import logging
 import os
 import re
 import sys
 import threading
+import types
 import warnings
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -29,11 +39,14 @@ import attrs
 import pluggy
 
 from . import hookspecs
+from .api import API_VERSION
 from .errors import PluginError
 from .registry import Entry, Featurizer, Registry, validate_method_class
 
 ENTRY_POINT_GROUP = "bioanon.plugins"
 BUILTIN_NAME = "bioanon"
+API_ATTRIBUTE = "BIOANON_API"
+"""The module-level name under which a plugin declares the API range it supports."""
 
 
 class PluginLoadWarning(UserWarning):
@@ -56,20 +69,24 @@ class PluginStatus:
     name: str
     distribution: str
     version: str
-    status: str  # "loaded" | "failed" | "disabled"
-    error: str | None = None
+    status: str  # "loaded" | "failed" | "incompatible" | "disabled"
+    error: str | None = None  # why it failed or is incompatible; for a loaded plugin, why its commands are missing
     methods: dict[str, int] = attrs.field(factory=dict)  # kind -> count
     module: str = ""
     featurizers: list[str] = attrs.field(factory=list)  # payloads it gives a default feature view
+    api: str | None = None  # the BIOANON_API range it declares (bioanon itself: the API_VERSION it provides)
+    commands: list[str] = attrs.field(factory=list)  # the CLI sub-commands it added
 
     @property
     def n_methods(self) -> int:
         return sum(self.methods.values())
 
     def report_line(self) -> str:
-        """The one-line failure report (distribution, version, error, how to disable it)."""
+        """The one-line problem report (distribution, version, error, how to disable it)."""
+        what = {"incompatible": "is incompatible", "loaded": "could not add its commands"}.get(
+            self.status, "failed to load")
         return (
-            f"bioanon: plugin {self.distribution} {self.version} ({self.name}) failed to load: {self.error} "
+            f"bioanon: plugin {self.distribution} {self.version} ({self.name}) {what}: {self.error} "
             f"-- disable it with BIOANON_DISABLE_PLUGINS={self.name}"
         )
 
@@ -141,7 +158,9 @@ class PluginManager:
 
     @property
     def failures(self) -> list[PluginStatus]:
-        return [s for s in self.statuses if s.status == "failed"]
+        """Plugins with a problem to report: failed, incompatible, or loaded but without their commands."""
+        return [s for s in self.statuses
+                if s.status in ("failed", "incompatible") or (s.status == "loaded" and s.error)]
 
     @property
     def pluggy_manager(self) -> pluggy.PluginManager:
@@ -149,17 +168,47 @@ class PluginManager:
         assert self._pm is not None
         return self._pm
 
-    def add_commands(self, subparsers: Any) -> None:
-        """Let plugins add CLI sub-commands (failures are reported, not fatal unless strict)."""
+    def add_commands(self, subparsers: argparse._SubParsersAction) -> None:
+        """Let plugins add CLI sub-commands, all or nothing per plugin.
+
+        A plugin that raises, or adds a command name or alias already taken (by a bioanon command or a plugin
+        before it), gets none of its commands added; the reason is kept on its status (``error``, listed by
+        ``bioanon plugins``) and warned, or raised as :class:`PluginError` when strict."""
         pm = self.pluggy_manager
+        statuses = {s.name: s for s in self._statuses}
+        for s in self._statuses:
+            if s.status == "loaded":
+                s.error, s.commands = None, []
+        owners = dict.fromkeys(subparsers.choices, "bioanon")  # command name -> who added it
         for impl in pm.hook.register_commands.get_hookimpls():
+            status = statuses.get(impl.plugin_name)
+            who = status.distribution if status else impl.plugin_name
+            taken, help_lines = dict(subparsers.choices), list(subparsers._choices_actions)
             try:
-                impl.function(subparsers=subparsers)
-            except Exception as exc:  # noqa: BLE001
-                msg = f"bioanon: plugin {impl.plugin_name} failed to add its commands: {type(exc).__name__}: {exc}"
+                impl.function(**{a: subparsers for a in impl.argnames})
+            except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the command line
+                for name in [n for n in subparsers.choices if n not in taken]:  # roll this plugin's commands back
+                    del subparsers.choices[name]
+                subparsers._choices_actions[:] = help_lines
+                clash = re.search(r"conflicting subparser(?: alias)?: (\S+)", str(exc))
+                if isinstance(exc, argparse.ArgumentError) and clash and clash.group(1) in owners:
+                    name = clash.group(1)
+                    owner = "a bioanon command" if owners[name] == "bioanon" else f"a command of {owners[name]}"
+                    error = f"command {name!r} is already {owner}; none of its commands were added"
+                else:
+                    error = f"{type(exc).__name__}: {exc}; none of its commands were added"
+                if status is None:
+                    status = PluginStatus(impl.plugin_name, who, "?", "loaded")
+                status.error = " ".join(error.split())
                 if self.strict:
-                    raise PluginError(msg) from exc
-                warnings.warn(msg, PluginLoadWarning, stacklevel=2)
+                    fatal = " (fatal because BIOANON_STRICT_PLUGINS is set)"
+                    raise PluginError(status.report_line() + fatal) from exc
+                warnings.warn(status.report_line(), PluginLoadWarning, stacklevel=2)
+                continue
+            added = [n for n in subparsers.choices if n not in taken]
+            owners.update(dict.fromkeys(added, who))
+            if status is not None:
+                status.commands = added
 
     # -- loading ---------------------------------------------------------------------------------------
     def _candidates(self) -> list[_Candidate]:
@@ -186,11 +235,29 @@ class PluginManager:
         out.extend(self._extra)
         return out
 
-    def _fail(self, status: PluginStatus, error: str) -> None:
-        status.status, status.error = "failed", " ".join(error.split())
+    def _fail(self, status: PluginStatus, error: str, kind: str = "failed") -> None:
+        status.status, status.error = kind, " ".join(error.split())
         if self.strict:
             raise PluginError(status.report_line() + " (fatal because BIOANON_STRICT_PLUGINS is set)")
         warnings.warn(status.report_line(), PluginLoadWarning, stacklevel=4)
+
+    def _api_rejects(self, status: PluginStatus, declared: object, *, loaded: bool = True) -> bool:
+        """Check a plugin's declared ``BIOANON_API`` against :data:`API_VERSION`; True (reported) when it must
+        not be registered. ``loaded=False``: the module failed to import, so only an excluding range is
+        reported here (the import error is reported otherwise)."""
+        if declared is None:
+            return False
+        status.api = declared if isinstance(declared, str) else repr(declared)
+        problem, compatible = api_compatibility(declared)
+        if problem is None:
+            return False
+        if not compatible:
+            self._fail(status, problem, kind="incompatible")
+            return True
+        if loaded:
+            self._fail(status, problem)
+            return True
+        return False
 
     def _build(self) -> None:
         pm = pluggy.PluginManager("bioanon")
@@ -210,10 +277,19 @@ class PluginManager:
             if pm.has_plugin(cand.name):
                 self._fail(status, f"another plugin is already registered under the name {cand.name!r}")
                 continue
+            if cand.name == BUILTIN_NAME:
+                status.api = API_VERSION
             try:
                 obj = cand.load()
-                pm.register(obj, name=cand.name)
             except Exception as exc:  # noqa: BLE001 - a broken plugin must not break the others
+                if cand.name == BUILTIN_NAME or not self._api_rejects(status, source_api(cand.module), loaded=False):
+                    self._fail(status, f"{type(exc).__name__}: {exc}")
+                continue
+            if cand.name != BUILTIN_NAME and self._api_rejects(status, declared_api(obj)):
+                continue
+            try:
+                pm.register(obj, name=cand.name)
+            except Exception as exc:  # noqa: BLE001
                 self._fail(status, f"{type(exc).__name__}: {exc}")
                 continue
             try:
@@ -272,6 +348,9 @@ class PluginManager:
 
                 def register(cls: type, aliases: Iterable[str] = (), *, _kind: str = kind) -> None:
                     validate_method_class(cls, _kind)
+                    if isinstance(aliases, str):
+                        raise PluginError(f"{cls.id}: aliases must be a tuple of ids such as ({aliases!r},), "
+                                          f"not the string {aliases!r}")
                     if cls.id in new:
                         raise PluginError(f"{distribution} registers {cls.id!r} twice")
                     cls.distribution = distribution
@@ -306,6 +385,73 @@ class PluginManager:
         return new
 
 
+# --------------------------------------------------------------------------------------------------- API range
+
+
+def api_compatibility(declared: object) -> tuple[str | None, bool]:
+    """``(problem, compatible)`` of a declared ``BIOANON_API`` against :data:`API_VERSION`: ``(None, True)`` when
+    the range includes it, ``(note, False)`` when it excludes it, ``(note, True)`` when it is malformed."""
+    from packaging.specifiers import InvalidSpecifier, SpecifierSet
+
+    example = "a PEP 440 version range such as '>=1.0,<2'"
+    if not isinstance(declared, str) or not declared.strip():
+        return f"{API_ATTRIBUTE} = {declared!r} is not {example}", True
+    try:
+        spec = SpecifierSet(declared)
+    except InvalidSpecifier as exc:
+        return f"{API_ATTRIBUTE} = {declared!r} is not {example} ({exc})", True
+    if spec.contains(API_VERSION, prereleases=True):
+        return None, True
+    return f"needs bioanon API {declared.strip()}; this bioanon provides {API_VERSION}", False
+
+
+def declared_api(plugin: object) -> object:
+    """The ``BIOANON_API`` of a plugin object, else of the module that defines it (None when undeclared)."""
+    value = getattr(plugin, API_ATTRIBUTE, None)
+    if value is None and not isinstance(plugin, types.ModuleType):
+        value = getattr(sys.modules.get(getattr(plugin, "__module__", None) or ""), API_ATTRIBUTE, None)
+    return value
+
+
+def source_api(target: str) -> object:
+    """The ``BIOANON_API`` literal assigned at the top level of an entry point's module (``"pkg.mod"`` or
+    ``"pkg.mod:attr"``), read from its source without executing it; None when it cannot be found."""
+    module = target.split(":", 1)[0].strip()
+    try:
+        source = _module_source(module)
+        tree = ast.parse(source or "")
+    except Exception:  # noqa: BLE001 - no source, or unparsable: nothing declared that can be read
+        return None
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
+            node, ast.AnnAssign) and node.value is not None else []
+        if any(isinstance(t, ast.Name) and t.id == API_ATTRIBUTE for t in targets):
+            try:
+                return ast.literal_eval(node.value)
+            except ValueError:
+                return None
+    return None
+
+
+def _module_source(module: str) -> str | None:
+    """The source of ``module``, found through the import system's finders without importing it or (unlike
+    :func:`importlib.util.find_spec`) its parent packages."""
+    spec, path = None, None
+    parts = module.split(".")
+    for i in range(len(parts)):
+        name = ".".join(parts[: i + 1])
+        loaded = sys.modules.get(name)
+        spec = getattr(loaded, "__spec__", None) if loaded is not None else None
+        if spec is None:
+            spec = next((found for finder in sys.meta_path if hasattr(finder, "find_spec")
+                         and (found := finder.find_spec(name, path)) is not None), None)
+        if spec is None:
+            return None
+        path = spec.submodule_search_locations
+    get_source = getattr(spec.loader, "get_source", None)
+    return get_source(module) if get_source is not None else None
+
+
 # --------------------------------------------------------------------------------------------------- default
 
 _default: PluginManager | None = None
@@ -335,7 +481,10 @@ def get_registry() -> Registry:
 
 
 def format_failures(manager: PluginManager, stream: Any = None) -> None:
-    """Print each failed plugin's one-line report to ``stream`` (stderr)."""
-    stream = stream or sys.stderr
+    """Each failed plugin's one-line report: written to ``stream`` when given, else logged as a warning of the
+    ``bioanon.plugins`` logger."""
     for s in manager.failures:
-        print(s.report_line(), file=stream)
+        if stream is not None:
+            stream.write(s.report_line() + "\n")
+        else:
+            logging.getLogger(__name__).warning("%s", s.report_line())

@@ -1,10 +1,12 @@
 """The evaluation report: headline table, plots and a self-contained ``report.html`` from a results directory.
 
-``render_report(RUN_DIR)`` reads what the evaluation pipeline wrote (DESIGN.md §7) and writes ``RUN_DIR/plots/*.png``
-and ``RUN_DIR/report.html``; :func:`headline` returns the headline privacy figure per anonymizer setting. Nothing is
-recomputed from scores: the tables and plots only aggregate the stored metrics (means over repeats and draws, the
-maximum over recognizers × scenarios) and draw the privacy–utility envelope with
-:func:`bioanon.metrics.tradeoff_envelope`.
+``render_report(RUN_DIR)`` reads what the evaluation pipeline wrote (DESIGN.md §7) and writes ``RUN_DIR/report.html``
+— one self-contained file to share: plots inline as SVG, no other file and no absolute path referenced, laid out for
+desktops and phones — and the same plots as ``RUN_DIR/plots/*.png`` for slides; :func:`plots` returns the figures
+(matplotlib, each with a caption saying how to read it) without writing anything, and :func:`headline` the
+headline privacy figure per anonymizer setting. Nothing is recomputed from scores: the tables and plots only
+aggregate the stored metrics (means over repeats and draws, the maximum over recognizers × scenarios) and draw the
+privacy–utility envelope with :func:`bioanon.metrics.tradeoff_envelope`.
 
 Input files (``metrics.parquet`` is required, everything else is optional)::
 
@@ -34,7 +36,7 @@ import math
 import os
 import re
 import textwrap
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,7 +51,7 @@ if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
     from matplotlib.figure import Figure
 
-__all__ = ["ReportError", "ResultsNotFoundError", "headline", "render_report"]
+__all__ = ["Plot", "ReportError", "ResultsNotFoundError", "headline", "plots", "render_report"]
 
 
 class ReportError(BioanonError, ValueError):
@@ -67,7 +69,8 @@ MAX_PANELS = 3  # settings shown per anonymizer in the subject-count and scenari
 MAX_TRADEOFF_FIGURES = 36
 MAX_REVERSIBILITY_FIGURES = 6
 REVERSIBILITY_THRESHOLDS = (0.1, 0.5)
-PLOT_PREFIXES = ("tradeoff_", "subjects_", "scenarios_", "reversibility_")
+PLOT_KINDS = ("tradeoff", "subjects", "scenarios", "reversibility")
+PLOT_PREFIXES = tuple(f"{k}_" for k in PLOT_KINDS)  # of the PNG files under plots/
 SUMMARY_METRICS = ("top1", "eer", "min_cllr", "linkability")
 
 METRICS_COLUMNS = (
@@ -159,11 +162,18 @@ def _read_parquet(path: Path, columns: Sequence[str], *, required: bool) -> pd.D
         df = pd.read_parquet(path)
     except Exception as exc:  # noqa: BLE001 - any reader failure is a malformed file
         raise ReportError(f"{path}: cannot read {path.name}: {type(exc).__name__}: {exc}") from exc
-    if len(df) == 0 and not required:
+    return _frame(df, columns, required=required, where=f"{path}: {path.name}")
+
+
+def _frame(df: pd.DataFrame | None, columns: Sequence[str], *, required: bool, where: str) -> pd.DataFrame:
+    """A results table checked for its columns (``where`` names it in the error) with normalized dtypes."""
+    import pandas as pd
+
+    if df is None or (len(df) == 0 and not required):
         return pd.DataFrame(columns=list(columns))
     missing = [c for c in columns if c not in df.columns]
     if missing:
-        raise ReportError(f"{path}: {path.name} lacks the column(s) {', '.join(missing)}")
+        raise ReportError(f"{where} lacks the column(s) {', '.join(missing)}")
     df = df.reset_index(drop=True)
     for c in ("setting",):
         if c in df.columns:
@@ -213,10 +223,6 @@ def _load(run_dir: str | os.PathLike) -> _Results:
     environment = _read_json(run / "environment.json", {}, notes)
     warns = _read_json(run / "warnings.json", [], [])
     fails = _read_json(run / "failures.json", [], [])
-    config = config if isinstance(config, dict) else {}
-    environment = environment if isinstance(environment, dict) else {}
-    warns = [str(w) for w in warns] if isinstance(warns, list) else [str(warns)]
-    fails = [f if isinstance(f, dict) else {"task": "", "error": str(f)} for f in (fails or [])]
     res = _Results(
         run_dir=run,
         config=config,
@@ -230,6 +236,73 @@ def _load(run_dir: str | os.PathLike) -> _Results:
         failures=fails,
         notes=notes,
     )
+    return _prepare(res)
+
+
+def _from_frames(tables: Mapping[str, Any]) -> _Results:
+    """A :class:`_Results` from tables in memory: ``metrics`` (required), ``utility``, ``tradeoff``, ``auc``,
+    ``protocol`` (DataFrames with the columns of the files of the same name), ``config``, ``environment``
+    (dicts), ``warnings``, ``failures`` (lists) and ``name`` (shown instead of a run folder's name)."""
+    unknown = set(tables) - {"metrics", "utility", "tradeoff", "auc", "protocol", "config", "environment",
+                             "warnings", "failures", "name"}  # fmt: skip
+    if unknown:
+        raise ReportError(f"report tables: unknown table(s) {', '.join(sorted(unknown))}")
+    if tables.get("metrics") is None:
+        raise ReportError("report tables: 'metrics' is required")
+    frame = lambda key, cols, req=False: _frame(tables.get(key), cols, required=req, where=f"table {key!r}")  # noqa: E731
+    res = _Results(
+        run_dir=Path(str(tables.get("name") or "results")),
+        config=dict(tables.get("config") or {}),
+        environment=dict(tables.get("environment") or {}),
+        metrics=frame("metrics", METRICS_COLUMNS, True).copy(),
+        utility=frame("utility", UTILITY_COLUMNS),
+        tradeoff=frame("tradeoff", TRADEOFF_COLUMNS),
+        auc=frame("auc", AUC_COLUMNS),
+        protocol=frame("protocol", PROTOCOL_COLUMNS),
+        warnings=list(tables.get("warnings") or []),
+        failures=list(tables.get("failures") or []),
+    )
+    return _prepare(res)
+
+
+# an absolute path (POSIX with at least two parts, Windows drive or UNC, file:// URL) not inside a word or URL
+_ABS_PATH = re.compile(r"""(?<![\w.:/\\~-])(?:file://)?(?:/|[A-Za-z]:[\\/]|\\\\)"""
+                       r"""(?:[^\s/\\'"<>|,;()\[\]]+[/\\])+[^\s/\\'"<>|,;()\[\]]*""")
+
+
+def _scrub(s: Any) -> str:
+    """``s`` as text with every absolute path shortened to ``…/name`` (its last part): a shared report must not
+    reveal where the data and results lie on the machine that ran the evaluation."""
+    def short(m: re.Match) -> str:
+        name = [p for p in re.split(r"[/\\]", m.group(0)) if p]
+        return "…/" + (name[-1] if name else "")
+
+    s = str(s)
+    if re.fullmatch(r"/[^\s/]+/?", s):  # a whole value that is a one-part absolute path, e.g. "/data"
+        return "…/" + s.strip("/")
+    return _ABS_PATH.sub(short, s)
+
+
+def _shareable(obj: Any) -> Any:
+    """A copy of a JSON-like object with :func:`_scrub` applied to every string."""
+    if isinstance(obj, dict):
+        return {_scrub(k): _shareable(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_shareable(v) for v in obj]
+    return _scrub(obj) if isinstance(obj, str) else obj
+
+
+def _prepare(res: _Results) -> _Results:
+    """Normalize what was read (types, notes column) and fix the display orders from the config."""
+    config = res.config if isinstance(res.config, dict) else {}
+    res.config = config
+    res.environment = res.environment if isinstance(res.environment, dict) else {}
+    warns = res.warnings
+    res.warnings = [_scrub(w) for w in warns] if isinstance(warns, list) else [_scrub(warns)]
+    res.failures = [{k: _scrub(v) for k, v in f.items()} if isinstance(f, dict) else {"task": "", "error": _scrub(f)}
+                    for f in (res.failures or [])]  # fmt: skip
+    res.notes = [_scrub(n) for n in res.notes]
+    metrics = res.metrics
     sel = config.get("selection") if isinstance(config.get("selection"), dict) else {}
     if "note" not in metrics.columns:  # results written before undefined metrics carried an explanation
         metrics["note"] = ""
@@ -494,6 +567,12 @@ def _wrap(s: str, width: int = 70) -> str:
     return "\n".join(textwrap.wrap(s, width)) or s
 
 
+def _fit(s: str, width_in: float, fontsize: float) -> str:
+    """``s`` wrapped to lines that fit ``width_in`` inches at ``fontsize`` points, so that a title is never clipped
+    at the figure's edges (DejaVu Sans averages ~0.55 em per character; 0.62 leaves room for wide ones)."""
+    return _wrap(s, max(int(width_in * 72 / (fontsize * 0.62)), 16))
+
+
 def _slug(*parts: Any) -> str:
     s = "_".join(str(p) for p in parts)
     s = re.sub(r"[^A-Za-z0-9.=-]+", "-", s).strip("-.").lower()
@@ -511,6 +590,8 @@ _RC = {
     "axes.grid": True,
     "grid.alpha": 0.3,
     "savefig.dpi": DPI,
+    "svg.fonttype": "path",  # glyphs as paths: the plot looks the same without the fonts on the reader's machine
+    "svg.hashsalt": "bioanon-report",  # stable ids: the same results render to the same file
 }
 
 
@@ -522,30 +603,33 @@ def _readable(path: Path) -> None:
         pass
 
 
-class _Plotter:
-    """Creates figures on the Agg canvas and saves them atomically under ``plots/``."""
+@dataclass
+class Plot:
+    """One figure of the report: ``kind`` (``tradeoff``, ``subjects``, ``scenarios`` or ``reversibility``), a
+    file-name ``slug``, the matplotlib ``figure`` (on the Agg canvas; no pyplot) and its ``caption`` — what the
+    figure shows and how to read it."""
 
-    def __init__(self, plots: Path):
-        from matplotlib.backends.backend_agg import FigureCanvasAgg
-        from matplotlib.figure import Figure
+    kind: str
+    slug: str
+    figure: Figure
+    caption: str
 
-        self._Figure, self._Canvas = Figure, FigureCanvasAgg
-        self.plots = plots
-        self.written: list[str] = []
-        self._n = 0
+    def _repr_png_(self) -> bytes:  # notebooks show the figure itself
+        import io
 
-    def figure(self, w: float, h: float) -> Figure:
-        fig = self._Figure(figsize=(w, h), layout="constrained")
-        self._Canvas(fig)  # the Agg backend, set per figure
-        return fig
+        buf = io.BytesIO()
+        self.figure.savefig(buf, format="png", dpi=100)
+        return buf.getvalue()
 
-    def save(self, fig: Figure, prefix: str, *parts: Any) -> str:
-        self._n += 1
-        name = f"{prefix}{self._n:02d}_{_slug(*parts)}.png"
-        atomic_write(self.plots / name, lambda f: fig.savefig(f, format="png", dpi=DPI))
-        _readable(self.plots / name)
-        self.written.append(name)
-        return f"plots/{name}"
+
+def _new_figure(w: float, h: float) -> Figure:
+    """A constrained-layout figure on its own Agg canvas (no pyplot, no global backend switch)."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(w, h), layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
 
 
 def _colors(n: int, cmap: str = "tab10") -> list:
@@ -553,6 +637,23 @@ def _colors(n: int, cmap: str = "tab10") -> list:
 
     cm = matplotlib.colormaps[cmap]
     return [cm(i % cm.N) for i in range(max(n, 1))]
+
+
+def _series(ax: Any, x: Any, y: Any, *, single: str, **kw: Any) -> Any:
+    """Draw ``y`` against ``x`` as a line, or — when only one point is finite — as that point alone with the
+    marker ``single`` (a one-point line draws nothing, yet its legend entry would show a line). Returns the artist
+    for the legend, or None when nothing was drawn."""
+    x, y = np.asarray(x, float), np.asarray(y, float)
+    ok = np.isfinite(x) & np.isfinite(y)
+    if not ok.any():
+        return None
+    if ok.sum() == 1:
+        kw = {k: v for k, v in kw.items() if k not in ("linestyle", "linewidth", "marker")}
+        kw.setdefault("markersize", 8)
+        (h,) = ax.plot(x[ok], y[ok], linestyle="none", marker=single, **kw)
+        return h
+    (h,) = ax.plot(x, y, **kw)
+    return h
 
 
 def _ref_lines_x(ax) -> None:
@@ -569,6 +670,8 @@ _LABEL_OFFSETS = (((5, 5), "left", "bottom"), ((5, -6), "left", "top"), ((-5, 5)
 def _figure_legend(fig: Any, handles: Sequence[Any], labels: Sequence[str], max_cols: int) -> None:
     """A legend below the axes whose columns fit the figure's width (a row wider than the figure is clipped at
     both edges when saved): an entry is about its label's length in characters at ~0.075 in each, plus the key."""
+    if not handles:
+        return
     width = fig.get_figwidth()
     entry = max((0.075 * len(t) + 0.55 for t in labels), default=1.0)
     ncol = max(1, min(max_cols, len(labels), int(width // entry)))
@@ -576,31 +679,42 @@ def _figure_legend(fig: Any, handles: Sequence[Any], labels: Sequence[str], max_
 
 
 def _point_labels(xs: Sequence[float], ys: Sequence[float], labels: Sequence[str],
-                  close: tuple[float, float] = (0.12, 0.06)) -> tuple[list[str], list[str]]:
-    """The labels to write beside a staircase's points, and a key for the caption.
+                  close: tuple[float, float] | None = None) -> tuple[list[str], list[str]]:
+    """The labels to write beside a plot's points (axes from 0 to 1), and a key for the caption.
 
-    When two labelled points lie within ``close`` (privacy, utility) of each other their labels would overlap,
-    so every point gets a number instead and the key lists ``number = setting``; otherwise the labels stay."""
+    When two labelled points lie within ``close`` (x, y) of each other their labels would overlap, so every
+    point gets a number instead and the key lists ``number = setting``; otherwise the labels stay. By default
+    points closer in x than the longest label is wide (8 pt text on a ~6 in wide axes) count as close."""
+    if close is None:
+        longest = max((len(str(t)) for t in labels), default=0)
+        close = (max(0.12, 0.014 * longest + 0.02), 0.06)
     pts = [(float(x), float(y)) for x, y, t in zip(xs, ys, labels) if t]
     crowded = any(abs(a[0] - b[0]) < close[0] and abs(a[1] - b[1]) < close[1]
                   for i, a in enumerate(pts) for b in pts[i + 1:])
     if not crowded:
         return list(labels), []
     numbered, key, k = [], [], 0
-    for t in labels:
-        if t:
-            k += 1
-            numbered.append(str(k))
-            key.append(f"{k} = {t}")
-        else:
+    at: dict[tuple[float, float], int] = {}  # coinciding points share one label "1, 2"
+    for x, y, t in zip(xs, ys, labels):
+        if not t:
             numbered.append("")
+            continue
+        k += 1
+        key.append(f"{k} = {t}")
+        spot = (round(float(x), 2), round(float(y), 2))
+        if spot in at:
+            numbered[at[spot]] += f", {k}"
+            numbered.append("")
+        else:
+            at[spot] = len(numbered)
+            numbered.append(str(k))
     return numbered, key
 
 
-def _plot_tradeoff(res: _Results, plotter: _Plotter) -> tuple[list[dict], list[str]]:
-    """One figure per (measure, selector, n_subjects). Returns figure entries and notes."""
+def _plot_tradeoff(res: _Results) -> tuple[list[Plot], list[str]]:
+    """One figure per (measure, selector, n_subjects). Returns the plots and notes."""
     tr = res.tradeoff
-    if tr.empty:
+    if tr.empty or "utility" not in tr or tr["utility"].isna().all():  # no utility measure: nothing to trade off
         return [], []
     measures = _unique(tr["measure"])
     selectors = _order(tr["selector"], res.selectors)
@@ -623,16 +737,20 @@ def _plot_tradeoff(res: _Results, plotter: _Plotter) -> tuple[list[dict], list[s
         if len(a):
             a = a[(a["measure"] == measure) & (a["selector"] == sel) & (a["n_subjects"] == n)]
         series = _tradeoff_series(part, a, res.anonymizers)
-        fig = plotter.figure(7.5, 6.6)
+        fig = _new_figure(7.5, 6.6)
         ax = fig.add_subplot()
         both = {s["anonymizer"] for s in series if not s["counted"]}
         anon_idx = {a: i for i, a in enumerate(_unique(s["anonymizer"] for s in series))}
-        dropped = 0
-        keys = []
+        dropped, keys, empty, single = 0, [], [], []
         for s in sorted(series, key=lambda s: (anon_idx[s["anonymizer"]], not s["counted"])):
             c = color.get(s["anonymizer"], "0.3")
             dropped += s["dropped"]
             variant = "with de-anon." if s["deanon"] else "without de-anon."
+            if not len(s["x"]):  # every point undefined: nothing to draw, so no legend entry either
+                empty.append(f"{s['anonymizer']} ({variant})")
+                continue
+            if len(s["x"]) == 1 and s["counted"]:
+                single.append(s["anonymizer"])
             auc_txt = f"  AUC {_fmt(s['auc'])}" if not math.isnan(s["auc"]) else ""
             if s["counted"]:
                 label = f"{_mpl(s['anonymizer'])}{auc_txt}" + (f"  ({variant}, counted)" if s["anonymizer"] in both
@@ -656,19 +774,28 @@ def _plot_tradeoff(res: _Results, plotter: _Plotter) -> tuple[list[dict], list[s
         ax.set_ylim(-0.05, 1.12)
         ax.set_xlabel("privacy  (0 = clear level, 1 = chance)")
         ax.set_ylabel(_wrap(f"utility: {_mpl(measure)}  (0 = floor, 1 = clear)", 50))
-        ax.set_title(_wrap(f"Privacy–utility: {_mpl(measure)} — selector {_mpl(sel)}, n = {n}", 60))
-        if series:  # below the axes: inside, it would hide the staircase tails and points
-            lines = [h for h in ax.get_lines() if not h.get_label().startswith("_")]
-            _figure_legend(fig, lines, [h.get_label() for h in lines], 2)
-        src = plotter.save(fig, "tradeoff_", measure, sel, f"n{n}")
-        cap = (f"Measure {measure}, selector {sel}, {n} subjects. Solid: the counted (lower-AUC) variant with its "
-               "points (labelled by setting); dashed, hollow points: the other de-anonymization variant. The "
-               "staircase is the conservative envelope whose area is the AUC.")  # fmt: skip
+        ax.set_title(_fit(f"Privacy–utility: {_mpl(measure)} — selector {_mpl(sel)}, n = {n}", 6.4, 11))
+        other = any(not s["counted"] and len(s["x"]) for s in series)
+        lines = [h for h in ax.get_lines() if not h.get_label().startswith("_")]
+        # below the axes: inside, it would hide the staircase tails and points
+        _figure_legend(fig, lines, [h.get_label() for h in lines], 2)
+        cap = (f"How to read: each point is one anonymizer setting, placed by its worst-case privacy (right = closer "
+               f"to chance) and its utility (up = closer to clear data); further up and right is better, and a "
+               f"larger area under a staircase (its AUC) is a better trade-off. Measure {measure}, selector {sel}, "
+               f"{n} subjects. Solid: the counted (lower-AUC) variant with its points (labelled by setting)"
+               + ("; dashed, hollow points: the other de-anonymization variant" if other else "")
+               + ". The staircase is the conservative envelope: the best utility reachable at each privacy level "
+               "or more.")  # fmt: skip
+        if single:
+            cap += (f" {', '.join(single)}: a single setting, so a single point; its staircase is the area that "
+                    f"point alone guarantees.")  # fmt: skip
         if keys:
             cap += " Numbered points (their labels would overlap): " + " | ".join(keys) + "."
         if dropped:
             cap += f" {dropped} point(s) with undefined privacy or utility are not drawn."
-        figs.append({"src": src, "caption": cap})
+        if empty:
+            cap += f" Not drawn (no defined point): {', '.join(empty)}."
+        figs.append(Plot("tradeoff", _slug(measure, sel, f"n{n}"), fig, cap))
     return figs, notes
 
 
@@ -686,7 +813,9 @@ def _setting_panels(res: _Results, df: pd.DataFrame) -> tuple[dict[str, list[tup
     return panels, notes
 
 
-def _plot_subjects(res: _Results, plotter: _Plotter) -> tuple[list[dict], list[str]]:
+def _plot_subjects(res: _Results) -> tuple[list[Plot], list[str]]:
+    from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
+
     m = res.metrics
     t1 = m[m["metric"] == "top1"]
     if t1.empty:
@@ -695,9 +824,11 @@ def _plot_subjects(res: _Results, plotter: _Plotter) -> tuple[list[dict], list[s
     scolor = dict(zip(res.selectors, _colors(len(res.selectors), "Dark2")))
     figs = []
     for anon, picked in panels.items():
-        fig = plotter.figure(4.6 * len(picked) + 0.6, 4.8)
+        panel_w = 4.6
+        fig = _new_figure(panel_w * len(picked) + 0.6, 4.8)
         axes = fig.subplots(1, len(picked), sharey=True, squeeze=False)[0]
         handles: dict[str, Any] = {}
+        single_n: set[int] = set()
         for ax, (idx, setting) in zip(axes, picked):
             d = t1[(t1["anonymizer"] == anon) & (t1["setting_index"] == idx)]
             cur = _subject_curves(res, d)
@@ -705,49 +836,64 @@ def _plot_subjects(res: _Results, plotter: _Plotter) -> tuple[list[dict], list[s
             for sel in _order(cur["selector"], res.selectors):
                 c = cur[cur["selector"] == sel]
                 col = scolor.get(sel, "0.3")
-                (h,) = ax.plot(c["n_subjects"], c["worst"], "o-", color=col, linewidth=2, label=f"{_mpl(sel)}")
-                handles.setdefault(f"sel:{sel}", h)
+                if len(c) == 1:
+                    single_n.add(int(c["n_subjects"].iloc[0]))
+                x = c["n_subjects"].to_numpy(float)
+                drawn = {
+                    f"sel:{sel}": _series(ax, x, c["worst"], single="o", color=col, linewidth=2, marker="o",
+                                          label=_mpl(sel)),
+                }  # fmt: skip
                 if (c["n_draws"] > 1).any():
                     label = f"{_mpl(sel)}: range over draws"
-                    h = ax.fill_between(c["n_subjects"], c["lo"], c["hi"], color=col, alpha=0.18, linewidth=0,
-                                        label=label)  # fmt: skip
-                    handles.setdefault(f"band:{sel}", h)
-                    (h,) = ax.plot(c["n_subjects"], c["best"], color=col, linewidth=0.9, label=f"{_mpl(sel)}: best draw")
-                    handles.setdefault(f"best:{sel}", h)
+                    if len(c) > 1:
+                        drawn[f"band:{sel}"] = ax.fill_between(x, c["lo"], c["hi"], color=col, alpha=0.18,
+                                                               linewidth=0, label=label)  # fmt: skip
+                    else:  # one subject count: the range is a bar at that count
+                        drawn[f"band:{sel}"] = ax.vlines(x, c["lo"], c["hi"], color=col, alpha=0.3, linewidth=9,
+                                                         label=label)  # fmt: skip
+                    drawn[f"best:{sel}"] = _series(ax, x, c["best"], single="v", color=col, linewidth=0.9,
+                                                   markersize=6, label=f"{_mpl(sel)}: best draw")  # fmt: skip
                 if c["clear"].notna().any():
-                    (h,) = ax.plot(c["n_subjects"], c["clear"], "--", color=col, linewidth=1.2, alpha=0.8,
-                                   label=f"clear level ({_mpl(sel)})")  # fmt: skip
-                    handles.setdefault(f"clear:{sel}", h)
+                    drawn[f"clear:{sel}"] = _series(ax, x, c["clear"], single="D", color=col, linestyle="--",
+                                                    linewidth=1.2, alpha=0.8, markerfacecolor="none",
+                                                    markersize=7, label=f"clear level ({_mpl(sel)})")  # fmt: skip
+                for k, h in drawn.items():
+                    if h is not None:
+                        handles.setdefault(k, h)
             ch = cur.groupby("n_subjects")["chance"].mean()
-            (h,) = ax.plot(ch.index, ch.to_numpy(), ":", color="black", linewidth=1.4, label="chance (1/n)")
-            handles.setdefault("chance", h)
+            h = _series(ax, ch.index, ch.to_numpy(), single="_", color="black", linestyle=":", linewidth=1.4,
+                        markersize=18, markeredgewidth=2, label="chance (1/n)")  # fmt: skip
+            if h is not None:
+                handles.setdefault("chance", h)
             ax.set_xscale("log")
             if ns:
-                from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
-
                 ax.xaxis.set_major_locator(FixedLocator(ns))
                 ax.xaxis.set_major_formatter(ScalarFormatter())
                 ax.xaxis.set_minor_locator(NullLocator())
                 lo, hi = min(ns), max(ns)
-                ax.set_xlim(lo / 1.15, hi * 1.15)
+                pad = 1.15 if lo < hi else 1.6
+                ax.set_xlim(lo / pad, hi * pad)
             ax.set_ylim(0, 1.03)
             ax.set_xlabel("subjects in the selection (log scale)")
-            ax.set_title(_wrap(_mpl(setting or "(default)"), 40))
+            ax.set_title(_fit(_mpl(setting or "(default)"), panel_w - 0.7, 11))
         axes[0].set_ylabel("worst-case top-1 accuracy")
-        fig.suptitle(_wrap(f"{_mpl(anon)}: worst-case top-1 against subject count", 90))
+        fig.suptitle(_fit(f"{_mpl(anon)}: worst-case top-1 against subject count", fig.get_figwidth() - 0.3, 12))
         _figure_legend(fig, list(handles.values()), [h.get_label() for h in handles.values()], 4)
-        src = plotter.save(fig, "subjects_", anon)
-        figs.append({
-            "src": src,
-            "caption": (f"{anon}: worst case over recognizers × attack scenarios (mean over repeats and draws) per "
-                        "selector; for selectors with several random draws the band is the min–max over draws of "
-                        "that worst-case attack and the thin line the best draw (the highest accuracy of any attack "
-                        "on any draw). Dashed: clear level; dotted: chance 1/n."),
-        })  # fmt: skip
+        cap = (f"How to read: lower is more private — a curve near the dotted chance line means the strongest "
+               f"attacker does no better than guessing, one near the dashed clear level means the anonymization "
+               f"hardly protects; accuracy usually falls as the number of subjects grows. {anon}: worst case over "
+               f"recognizers × attack scenarios (mean over repeats and draws) per selector; for selectors with "
+               f"several random draws the band is the min–max over draws of that worst-case attack and the thin "
+               f"line the best draw (the highest accuracy of any attack on any draw).")  # fmt: skip
+        if single_n:
+            counts = ", ".join(str(v) for v in sorted(single_n))
+            cap += (f" Only one subject count (n = {counts}) was evaluated for some selectors, so their series are "
+                    f"single points (▼ best draw, ◇ clear level, — chance, bar: range over draws), not curves.")
+        figs.append(Plot("subjects", _slug(anon), fig, cap))
     return figs, notes
 
 
-def _plot_scenarios(res: _Results, plotter: _Plotter) -> tuple[list[dict], list[str]]:
+def _plot_scenarios(res: _Results) -> tuple[list[Plot], list[str]]:
     top = _first_selector_top(res)
     if top.empty:
         return [], []
@@ -761,10 +907,10 @@ def _plot_scenarios(res: _Results, plotter: _Plotter) -> tuple[list[dict], list[
         panel_w = min(max(4.8, 0.35 * nscen * max(len(recs), 1) + 1.5), 10.0)
         stacked = panel_w * len(picked) > 16  # many bars: one panel per row instead of side by side
         if stacked:
-            fig = plotter.figure(panel_w + 0.4, 3.6 * len(picked) + 0.8)
+            fig = _new_figure(panel_w + 0.4, 3.6 * len(picked) + 0.8)
             axes = fig.subplots(len(picked), 1, sharey=True, squeeze=False)[:, 0]
         else:
-            fig = plotter.figure(panel_w * len(picked) + 0.4, 4.8)
+            fig = _new_figure(panel_w * len(picked) + 0.4, 4.8)
             axes = fig.subplots(1, len(picked), sharey=True, squeeze=False)[0]
         handles: dict[str, Any] = {}
         for ax, (idx, setting) in zip(axes, picked):
@@ -775,6 +921,8 @@ def _plot_scenarios(res: _Results, plotter: _Plotter) -> tuple[list[dict], list[
                 v = d[d["recognizer"] == r].set_index("scenario").reindex(scen)
                 x = np.arange(len(scen)) - 0.4 + width * (j + 0.5)
                 val = v["value"].to_numpy(float)
+                if not np.isfinite(val).any():  # this recognizer has no value here: no bars, no legend entry
+                    continue
                 lo = np.nan_to_num(np.clip(val - v["ci_low"].to_numpy(float), 0, None))
                 hi = np.nan_to_num(np.clip(v["ci_high"].to_numpy(float) - val, 0, None))
                 h = ax.bar(x, np.nan_to_num(val), width * 0.92, color=rcolor[r], label=_mpl(r),
@@ -795,23 +943,22 @@ def _plot_scenarios(res: _Results, plotter: _Plotter) -> tuple[list[dict], list[
             ax.set_ylim(0, 1.05)
             ax.grid(axis="x", visible=False)
             ax.set_xlabel("attacker scenario")
-            ax.set_title(_wrap(f"{_mpl(setting or '(default)')}  (n = {n})", 40))
+            ax.set_title(_fit(f"{_mpl(setting or '(default)')}  (n = {n})", panel_w - 0.7, 11))
         for ax in axes if stacked else axes[:1]:
             ax.set_ylabel("top-1 accuracy (mean over repeats)")
-        fig.suptitle(_wrap(f"{_mpl(anon)}: top-1 per scenario and recognizer — selector {_mpl(res.first_selector)}",
-                           90))  # fmt: skip
+        fig.suptitle(_fit(f"{_mpl(anon)}: top-1 per scenario and recognizer — selector {_mpl(res.first_selector)}",
+                          fig.get_figwidth() - 0.3, 12))  # fmt: skip
         _figure_legend(fig, list(handles.values()), [h.get_label() for h in handles.values()], 6)
-        src = plotter.save(fig, "scenarios_", anon)
-        figs.append({
-            "src": src,
-            "caption": (f"{anon}: top-1 accuracy per attacker scenario (groups) and recognizer (bars) for selector "
-                        f"{res.first_selector} at its largest subject count; error bars: the stored CIs (bounds "
-                        "averaged over repeats). Dotted: chance; dashed: worst-case clear level."),
-        })  # fmt: skip
+        cap = (f"How to read: each bar is one recognizer attacking in one scenario; lower bars are more private — at "
+               f"the dotted chance line the attack fails, at the dashed clear level the anonymization does not "
+               f"protect. The scenario with the highest bar is the worst case. {anon}: top-1 accuracy per attacker "
+               f"scenario (groups) and recognizer (bars) for selector {res.first_selector} at its largest subject "
+               f"count; error bars: the stored CIs (bounds averaged over repeats).")  # fmt: skip
+        figs.append(Plot("scenarios", _slug(anon), fig, cap))
     return figs, notes
 
 
-def _plot_reversibility(res: _Results, rev: pd.DataFrame, plotter: _Plotter, t: tuple[float, float]) -> list[dict]:
+def _plot_reversibility(res: _Results, rev: pd.DataFrame, t: tuple[float, float]) -> list[Plot]:
     u = res.utility
     if rev.empty or u.empty:
         return []
@@ -823,14 +970,20 @@ def _plot_reversibility(res: _Results, rev: pd.DataFrame, plotter: _Plotter, t: 
         d = d[d["R"].notna() & d["normalized"].notna()]
         if d.empty:
             continue
-        fig = plotter.figure(6.5, 5.0)
+        fig = _new_figure(6.5, 5.0)
         ax = fig.add_subplot()
+        single, keys = [], []
         for i, anon in enumerate(_order(d["anonymizer"], res.anonymizers)):
             p = d[d["anonymizer"] == anon].sort_values("setting_index")
             c = color.get(anon, "0.3")
-            ax.plot(p["normalized"], p["R"], "o-", color=c, label=_mpl(anon))
+            if len(p) == 1:
+                single.append(anon)
+            _series(ax, p["normalized"], p["R"], single="o", marker="o", color=c, label=_mpl(anon))
             off, ha, va = _LABEL_OFFSETS[i % len(_LABEL_OFFSETS)]
-            for x, y, s in zip(p["normalized"], p["R"], p["setting"]):
+            point_labels, key = _point_labels(p["normalized"], p["R"], list(p["setting"]))
+            if key:
+                keys.append(f"{anon}: " + "; ".join(key))
+            for x, y, s in zip(p["normalized"], p["R"], point_labels):
                 if s:
                     ax.annotate(_mpl(s), (x, y), xytext=off, textcoords="offset points", fontsize=8, color=c,
                                 ha=ha, va=va)  # fmt: skip
@@ -844,12 +997,90 @@ def _plot_reversibility(res: _Results, rev: pd.DataFrame, plotter: _Plotter, t: 
         ax.set_ylim(-0.05, 1.05)
         ax.set_xlabel(_wrap(f"utility: {_mpl(measure)}  (0 = floor, 1 = clear)", 60))
         ax.set_ylabel("reversibility R")
-        ax.set_title(_wrap(f"Reversibility against utility ({_mpl(measure)})", 60))
-        ax.legend(loc="upper left", framealpha=0.9)
-        src = plotter.save(fig, "reversibility_", measure)
-        figs.append({"src": src, "caption": f"Reversibility R against normalized utility ({measure}); dotted lines: "
-                                            f"category thresholds {t[0]:g} and {t[1]:g}."})  # fmt: skip
+        ax.set_title(_fit(f"Reversibility against utility ({_mpl(measure)})", 4.8, 11))
+        lines = [h for h in ax.get_lines() if not h.get_label().startswith("_")]
+        _figure_legend(fig, lines, [h.get_label() for h in lines], 4)  # below: inside, it may hide points
+        cap = (f"How to read: each point is one anonymizer setting; lower is better (a de-anonymizer recovers "
+               f"less of what the anonymization removed) and further right keeps more utility, so the lower right "
+               f"is best. Reversibility R against normalized utility ({measure}); dotted lines: category "
+               f"thresholds {t[0]:g} and {t[1]:g}.")  # fmt: skip
+        if single:
+            cap += f" {', '.join(single)}: a single setting, drawn as a single point."
+        if keys:
+            cap += " Numbered points (their labels would overlap): " + " | ".join(keys) + "."
+        figs.append(Plot("reversibility", _slug(measure), fig, cap))
     return figs
+
+
+def _all_plots(res: _Results) -> dict[str, Any]:
+    """Every figure of the report with its notes, drawn under the report's rc settings."""
+    import matplotlib
+
+    thresholds = _reversibility_thresholds(res)
+    rev = _reversibility(res, thresholds)
+    with matplotlib.rc_context(_RC):
+        tradeoff, tnotes = _plot_tradeoff(res)
+        subjects, snotes = _plot_subjects(res)
+        scenarios, cnotes = _plot_scenarios(res)
+        rev_figs = _plot_reversibility(res, rev, thresholds)
+    return {
+        "tradeoff": tradeoff, "tradeoff_notes": tnotes,
+        "subjects": subjects, "subjects_notes": snotes,
+        "scenarios": scenarios, "scenarios_notes": cnotes,
+        "reversibility": (rev, thresholds, rev_figs),
+    }  # fmt: skip
+
+
+def plots(source: str | os.PathLike | Mapping[str, Any], kinds: Iterable[str] | None = None) -> list[Plot]:
+    """The report's figures as :class:`Plot` objects (a matplotlib ``figure`` with its ``caption``).
+
+    ``source`` is a run directory (what :func:`render_report` reads) or the tables in memory as a mapping:
+    ``metrics`` (required), ``utility``, ``tradeoff``, ``auc``, ``protocol`` (DataFrames with the columns of the
+    files of the same name), ``config``, ``environment`` (dicts). ``kinds`` picks among ``tradeoff``,
+    ``subjects``, ``scenarios`` and ``reversibility`` (default: all). Nothing is written.
+    """
+    res = _load(source) if isinstance(source, (str, os.PathLike)) else _from_frames(source)
+    wanted = set(PLOT_KINDS if kinds is None else kinds)
+    unknown = wanted - set(PLOT_KINDS)
+    if unknown:
+        raise ReportError(f"plots: unknown kind(s) {', '.join(sorted(unknown))}; choose from {', '.join(PLOT_KINDS)}")
+    parts = _all_plots(res)
+    out = parts["tradeoff"] + parts["subjects"] + parts["scenarios"] + parts["reversibility"][2]
+    return [p for p in out if p.kind in wanted]
+
+
+def _save_png(fig: Figure, path: Path) -> None:
+    atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=DPI))
+    _readable(path)
+
+
+_SVG_ID = re.compile(r'\bid="([^"]+)"')
+_SVG_REF = re.compile(r'(href="#|url\(#)([^")]+)')
+
+
+def _inline_svg(fig: Figure, uid: str, label: str) -> str:
+    """The figure as an ``<svg>`` element to put inline in HTML: no XML prolog; sized in CSS pixels (so the page
+    reserves its box before drawing) and scaled by its viewBox; ids (clip paths, glyphs, markers) prefixed with
+    ``uid`` so that several plots in one page do not share them; matplotlib's style sheet scoped to this plot."""
+    import io
+
+    import matplotlib
+
+    buf = io.BytesIO()
+    with matplotlib.rc_context(_RC):
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    s = buf.getvalue().decode("utf-8")
+    s = s[s.index("<svg"):]
+    s = _SVG_ID.sub(lambda m: f'id="{uid}-{m.group(1)}"', s)
+    s = _SVG_REF.sub(lambda m: f"{m.group(1)}{uid}-{m.group(2)}", s)
+    s = s.replace("<style type=\"text/css\">*{", f"<style type=\"text/css\">#{uid} *{{", 1)
+
+    def root(m: re.Match) -> str:
+        attrs = re.sub(r'\s(width|height)="([0-9.]+)pt"',
+                       lambda a: f' {a.group(1)}="{round(float(a.group(2)) * 4 / 3)}"', m.group(1))  # fmt: skip
+        return f'<svg id="{uid}" class="plot" role="img" aria-label="{_esc(label)}"{attrs}>'
+
+    return re.sub(r"<svg\b([^>]*)>", root, s, count=1)
 
 
 # ------------------------------------------------------------------------------------------------------ HTML
@@ -917,15 +1148,14 @@ def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, num_from: i
         )
         body.append(f"<tr>{tds}</tr>")
     c = f' class="{_esc(cls)}"' if cls else ""
-    return f"<table{c}><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    # wide tables scroll inside their own box instead of widening the page (phones)
+    return f'<div class="scroll"><table{c}><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
 
 
 def _figures(figs: list[dict]) -> str:
-    return "".join(
-        f'<figure><img src="{_esc(f["src"])}" alt="{_esc(f["caption"])}" loading="lazy">'
-        f"<figcaption>{_esc(f['caption'])}</figcaption></figure>"
-        for f in figs
-    )
+    """Figures with their inline SVG (already safe markup) and caption."""
+    return "".join(f'<figure><div class="plot">{f["svg"]}</div><figcaption>{_esc(f["caption"])}</figcaption></figure>'
+                   for f in figs)
 
 
 def _notes(notes: list[str]) -> str:
@@ -937,15 +1167,20 @@ def _section(sid: str, title: str, body: str) -> str:
 
 
 _CSS = """
+*,*::before,*::after{box-sizing:border-box}
+html{-webkit-text-size-adjust:100%;text-size-adjust:100%}
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,Helvetica,Arial,sans-serif;margin:0;color:#1d232a;
-background:#fafbfc;line-height:1.45}
+background:#fafbfc;line-height:1.45;overflow-wrap:break-word}
 main{max-width:1200px;margin:0 auto;padding:1.5rem 2rem 4rem}
 h1{font-size:1.7rem;margin:.2rem 0}h2{font-size:1.3rem;border-bottom:2px solid #d8dee4;padding-bottom:.25rem;
 margin-top:2.2rem}
-.meta{color:#57606a;font-size:.92rem}.meta span{margin-right:1.2rem}
-nav{font-size:.9rem;margin:1rem 0}nav a{margin-right:.9rem;color:#0969da;text-decoration:none}
-table{border-collapse:collapse;margin:.6rem 0;font-size:.88rem;background:#fff}
-th,td{border:1px solid #d8dee4;padding:.28rem .55rem;text-align:left;vertical-align:top}
+h1,h2,p,li,figcaption,.meta span{overflow-wrap:anywhere}
+.meta{color:#57606a;font-size:.92rem}.meta span{margin-right:1.2rem;display:inline-block;max-width:100%}
+nav{font-size:.9rem;margin:1rem 0;display:flex;flex-wrap:wrap;gap:.3rem .9rem}
+nav a{color:#0969da;text-decoration:none}
+.scroll{max-width:100%;overflow-x:auto;margin:.6rem 0;-webkit-overflow-scrolling:touch}
+table{border-collapse:collapse;font-size:.88rem;background:#fff}
+th,td{border:1px solid #d8dee4;padding:.28rem .55rem;text-align:left;vertical-align:top;overflow-wrap:normal}
 th{background:#eef1f4;font-weight:600}td.num{font-variant-numeric:tabular-nums;white-space:nowrap}
 tbody tr:nth-child(even){background:#f6f8fa}
 .counted{font-weight:700;background:#dafbe1}
@@ -954,10 +1189,13 @@ tbody tr:nth-child(even){background:#f6f8fa}
 .fail{background:#ffebe9;border:1px solid #cf222e;border-left:6px solid #cf222e;padding:.5rem 1rem}
 .ok{color:#1a7f37}.note{color:#57606a;font-size:.9rem}
 .big{font-size:1.05rem;font-weight:700}.dim{color:#57606a;font-size:.85em}
-figure{margin:1rem 0;background:#fff;border:1px solid #d8dee4;padding:.6rem}
-figure img{max-width:100%;height:auto;display:block}figcaption{font-size:.85rem;color:#57606a;margin-top:.3rem}
-pre{background:#f6f8fa;border:1px solid #d8dee4;padding:.8rem;overflow:auto;font-size:.8rem}
+figure{margin:1rem 0;background:#fff;border:1px solid #d8dee4;padding:.6rem;max-width:100%}
+figure .plot svg{display:block;max-width:100%;height:auto}
+figcaption{font-size:.85rem;color:#57606a;margin-top:.3rem}
+pre{background:#f6f8fa;border:1px solid #d8dee4;padding:.8rem;overflow:auto;font-size:.8rem;max-width:100%}
 code{font-size:.9em}
+@media (max-width:640px){main{padding:1rem .75rem 3rem}h1{font-size:1.35rem}h2{font-size:1.15rem}
+figure{padding:.3rem;margin:.8rem 0}th,td{padding:.22rem .4rem}}
 """
 
 
@@ -1012,11 +1250,11 @@ def _header(res: _Results) -> str:
         ("platform", env.get("platform", "–")),
         ("device", device_summary(env.get("device"))),
     ]
-    row = lambda items: "".join(f"<span><b>{_esc(k)}</b> {_esc(v)}</span>" for k, v in items)  # noqa: E731
+    row = lambda items: "".join(f"<span><b>{_esc(k)}</b> {_esc(_scrub(v))}</span>" for k, v in items)  # noqa: E731
     return (
         f"<header><h1>bioanon report — {_esc(name)}</h1>"
         f'<p class="meta">{row(meta)}</p><p class="meta">{row(vers)}</p>'
-        f'<p class="meta"><b>results</b> {_esc(res.run_dir.resolve())}</p>{_notes(res.notes)}</header>'
+        f'<p class="meta"><b>results folder</b> {_esc(res.run_dir.name)}</p>{_notes(res.notes)}</header>'
     )
 
 
@@ -1248,7 +1486,9 @@ def _build_html(res: _Results, hl: pd.DataFrame, parts: dict[str, Any]) -> str:
     sections += [
         ("metrics", "Metrics", _metrics_html(res)),
         ("config", "Resolved config",
-         f"<pre>{_esc(json.dumps(res.config, indent=2, ensure_ascii=False, sort_keys=False, default=str))}</pre>"),
+         '<p class="note">Absolute paths are shortened to their last part (…/name); config.json in the results '
+         'folder has them in full.</p>'
+         f"<pre>{_esc(json.dumps(_shareable(res.config), indent=2, ensure_ascii=False, default=str))}</pre>"),
     ]  # fmt: skip
     nav = "<nav>" + "".join(f'<a href="#{sid}">{_esc(t)}</a>' for sid, t, _ in sections) + "</nav>"
     name = res.config.get("name") or res.run_dir.name
@@ -1262,37 +1502,43 @@ def _build_html(res: _Results, hl: pd.DataFrame, parts: dict[str, Any]) -> str:
 
 
 def render_report(run_dir: str | os.PathLike) -> Path:
-    """Render ``RUN_DIR/plots/*.png`` and ``RUN_DIR/report.html`` from the stored results; returns the HTML path.
+    """Render ``RUN_DIR/report.html`` and ``RUN_DIR/plots/*.png`` from the stored results; returns the HTML path.
 
-    Only ``metrics.parquet`` is required (:class:`ResultsNotFoundError` names it when missing); without utility,
-    trade-off or AUC files those sections say so. Every file is written atomically (temp file + ``os.replace``),
-    and PNGs of an earlier rendering that this one did not write are removed.
+    The HTML is one self-contained file to share: the plots are inline SVG, it names no other file and no
+    absolute path (paths in the config, warnings and failures are shortened to their last part). The PNGs are
+    the same plots for slides and papers; the HTML does not use them. Only ``metrics.parquet`` is required
+    (:class:`ResultsNotFoundError` names it when missing); without utility, trade-off or AUC files those sections
+    say so. Every file is written atomically (temp file + ``os.replace``), and PNGs of an earlier rendering that
+    this one did not write are removed.
     """
-    import matplotlib
-
     res = _load(run_dir)
-    plots = res.run_dir / "plots"
-    plots.mkdir(exist_ok=True)
+    plot_dir = res.run_dir / "plots"
+    plot_dir.mkdir(exist_ok=True)
     hl = _headline(res)
-    thresholds = _reversibility_thresholds(res)
-    rev = _reversibility(res, thresholds)
-    plotter = _Plotter(plots)
-    with matplotlib.rc_context(_RC):
-        tradeoff, tnotes = _plot_tradeoff(res, plotter)
-        subjects, snotes = _plot_subjects(res, plotter)
-        scenarios, cnotes = _plot_scenarios(res, plotter)
-        rev_figs = _plot_reversibility(res, rev, plotter, thresholds)
-    parts = {
-        "tradeoff": tradeoff, "tradeoff_notes": tnotes,
-        "subjects": subjects, "subjects_notes": snotes,
-        "scenarios": scenarios, "scenarios_notes": cnotes,
-        "reversibility": (rev, thresholds, rev_figs),
-    }  # fmt: skip
+    parts = _all_plots(res)
+    written: set[str] = set()
+    count = 0
+
+    def embed(figs: list[Plot]) -> list[dict]:
+        """Save each figure's PNG, inline its SVG, and let the figure go."""
+        nonlocal count
+        out = []
+        for f in figs:
+            count += 1
+            name = f"{f.kind}_{count:02d}_{f.slug}.png"
+            _save_png(f.figure, plot_dir / name)
+            written.add(name)
+            out.append({"svg": _inline_svg(f.figure, f"plot{count}", f.caption), "caption": f.caption})
+        return out
+
+    for kind in ("tradeoff", "subjects", "scenarios"):
+        parts[kind] = embed(parts[kind])
+    rev, thresholds, rev_figs = parts["reversibility"]
+    parts["reversibility"] = (rev, thresholds, embed(rev_figs))
     out = res.run_dir / "report.html"
     atomic_write_text(out, _build_html(res, hl, parts))
     _readable(out)
-    written = set(plotter.written)
-    for p in plots.glob("*.png"):
+    for p in plot_dir.glob("*.png"):
         if p.name.startswith(PLOT_PREFIXES) and p.name not in written:
             p.unlink(missing_ok=True)
     return out

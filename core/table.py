@@ -15,6 +15,10 @@ Trait metadata (trait name, joint and channel names, rates, ``lineage``) is a JS
 metadata under the key ``b"bioanon"``.
 
 Tables are immutable: every ``with_*``/selection method returns a new table sharing the Arrow buffers.
+
+Interop (:mod:`bioanon.interop`, imported on use): :meth:`SampleTable.to_pandas`/:meth:`~SampleTable.from_pandas`,
+:meth:`~SampleTable.to_hf`/:meth:`~SampleTable.from_hf` (Hugging Face ``datasets``) and
+:meth:`~SampleTable.to_torch` (a torch ``Dataset``).
 """
 
 from __future__ import annotations
@@ -151,8 +155,8 @@ def _tensor_array(arr: np.ndarray, name: str) -> pa.Array:
     return pa.ExtensionArray.from_storage(pa.fixed_shape_tensor(value_type, shape), storage)
 
 
-def _ragged_array(items: Sequence[Any], name: str) -> pa.Array:
-    """Sequence of 1-D arrays -> list<float32> (large_list<float32> when over 2**31 - 1 values)."""
+def _ragged_array(items: Sequence[Any], name: str, dtype: Any = np.float32) -> pa.Array:
+    """Sequence of 1-D arrays -> list<dtype> (float32 by default; large_list when over 2**31 - 1 values)."""
     arrs = [np.asarray(a) for a in items]
     for i, a in enumerate(arrs):
         if a.ndim != 1 or a.dtype.kind not in "biuf":
@@ -162,10 +166,16 @@ def _ragged_array(items: Sequence[Any], name: str) -> pa.Array:
     lengths = np.fromiter((a.shape[0] for a in arrs), dtype=np.int64, count=len(arrs))
     offsets = np.zeros(len(arrs) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
-    values = (np.concatenate(arrs) if arrs else np.empty(0)).astype(np.float32, copy=False)
+    values = (np.concatenate(arrs) if arrs else np.empty(0)).astype(dtype, copy=False)
     if offsets[-1] > np.iinfo(np.int32).max:
         return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values))
     return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(values))
+
+
+def _default_ids(n: int) -> pa.Array:
+    """The default sample ids of n rows: ``f"{i:0{width}d}"`` with ``width = len(str(n - 1))``."""
+    width = len(str(n - 1)) if n > 0 else 1
+    return pa.array(np.char.zfill(np.arange(n).astype(str), width) if n else [], type=pa.string())
 
 
 def _payload_to_arrow(name: str, value: Any) -> pa.Array | pa.ChunkedArray:
@@ -303,8 +313,7 @@ class SampleTable:
             subj = pa.array([subject] * n, type=pa.string())
         assert n is not None
         if sample_id is None:
-            width = len(str(n - 1)) if n > 0 else 1
-            sid = pa.array(np.char.zfill(np.arange(n).astype(str), width) if n else [], type=pa.string())
+            sid = _default_ids(n)
         else:
             sid = _as_string_array(sample_id, "sample_id")
             if len(sid) != n:
@@ -390,6 +399,12 @@ class SampleTable:
             subjects = "?"
         return (f"SampleTable({self.num_rows} rows, {subjects} subjects; payloads: {', '.join(pays) or '-'}; "
                 f"attributes: {', '.join(self.attribute_names) or '-'})")
+
+    def _repr_html_(self) -> str:
+        """Notebook display: counts, payloads, attributes, lineage and the first rows."""
+        from .notebook import table_html
+
+        return table_html(self)
 
     def _column(self, name: str) -> pa.ChunkedArray:
         return self._table.column(name)
@@ -1227,6 +1242,152 @@ class SampleTable:
         except (pa.ArrowException, OSError) as e:
             raise TableError(f"cannot read Parquet sample table {path!r}: {e}") from None
         return cls._checked(table, path, validate)
+
+    # ----------------------------------------------------------------------------------------------- interop
+    def to_pandas(self) -> Any:
+        """The table as a :class:`pandas.DataFrame`, one row per sample.
+
+        Columns keep the table's names and order (``sample_id``, ``subject``, ``attr.*``, payloads). A payload
+        cell is a numpy array: for a fixed-shape payload (e.g. ``features``) a zero-copy, read-only view of the
+        table's memory; for ``audio`` one 1-D view per sample. ``df.attrs["bioanon"]`` holds the metadata
+        (trait, rates, lineage) and ``df.attrs["bioanon.schema"]`` the Arrow types, so :meth:`from_pandas`
+        gives the same table back (nulls in float attributes come back as nulls, NaN included).
+
+        Returns
+        -------
+        pandas.DataFrame
+        """
+        from .interop import to_pandas
+
+        return to_pandas(self)
+
+    @classmethod
+    def from_pandas(cls, df: Any, *, subject: str | None = None, sample_id: str = SAMPLE_ID,
+                    metadata: dict | None = None) -> SampleTable:
+        """A validated table from a :class:`pandas.DataFrame` (copies the data).
+
+        Columns: the subject (``subject=``; by default the column ``subject``, else the one named ``speaker``,
+        ``speaker_id``, ``identity``, ``person``, ... as in :data:`bioanon.metadata.SUBJECT_COLUMNS`), ``sample_id``
+        (optional, also as the index; default ids as in :meth:`from_arrays`), ``sample_rate`` (optional, numeric); a
+        column whose cells are numpy arrays or lists is a payload (equal shapes are stacked into a fixed-shape
+        payload; ``audio`` and other 1-D cells of varying length become variable-length payloads); every other
+        column is an attribute (``attr.`` is prepended unless the name has it). A frame from :meth:`to_pandas` keeps
+        its Arrow types and metadata (``df.attrs``).
+
+        Parameters
+        ----------
+        df : pandas.DataFrame
+        subject : str, optional
+            The subject column (default: found by name, see above).
+        sample_id : str, default "sample_id"
+            The sample-id column.
+        metadata : dict, optional
+            The table's metadata; default ``df.attrs["bioanon"]`` (or none).
+
+        Returns
+        -------
+        SampleTable
+        """
+        from .interop import from_pandas
+
+        return from_pandas(df, subject=subject, sample_id=sample_id, metadata=metadata)
+
+    def to_hf(self) -> Any:
+        """The table as a Hugging Face :class:`datasets.Dataset` (needs ``pip install 'bioanon[hf]'``).
+
+        Feature types: ``sample_id``/``subject``/attributes/``sample_rate`` as ``Value``; a 1-D payload
+        (``features``) as a fixed-length ``List``/``Sequence`` of its dtype; 2-D to 5-D payloads (``imu``,
+        ``pose``, ``image`` H×W×C) as ``Array2D``..``Array5D`` of their dtype; ``audio`` (variable length) as a
+        ``List`` of float32, with the sample rate in the metadata (or the ``sample_rate`` column). Arrays, not
+        ``Image``/``Audio`` features: those re-encode every sample (PNG/WAV), arrays are exact and share the
+        table's memory (``Array2D``..``Array5D`` need new offsets, the values are shared). The metadata
+        (trait, rates, lineage) is kept as JSON in ``info.description``, which ``save_to_disk`` keeps, so
+        :meth:`from_hf` gives the same table back. Save with ``.save_to_disk(folder)``; ``any.hf`` evaluates
+        such a folder.
+
+        Returns
+        -------
+        datasets.Dataset
+        """
+        from .interop import to_hf
+
+        return to_hf(self)
+
+    @classmethod
+    def from_hf(cls, dataset: Any, *, split: str | None = None, subject: str | None = None,
+                sample_id: str = SAMPLE_ID, payloads: Sequence[str] | None = None,
+                attributes: Sequence[str] | None = None, sample_rate: float | None = None,
+                metadata: dict | None = None) -> SampleTable:
+        """A validated table from a Hugging Face data set (needs ``pip install 'bioanon[hf]'``).
+
+        ``List``/``Sequence``/``Array2D``..``Array5D`` columns of numbers are read zero-copy (of a data set
+        loaded with ``load_from_disk``: views of the memory-mapped files), as a fixed-shape payload when every
+        sample has the same shape, else (1-D) as a variable-length one; ``Image`` columns are decoded to
+        uint8 H×W×C (grey: H×W×1; all images of one size); ``Audio`` columns to mono float32 with their sample
+        rate. ``ClassLabel`` columns give their names. A 2-D payload named ``image`` becomes H×W×1.
+
+        Parameters
+        ----------
+        dataset : datasets.Dataset, datasets.DatasetDict or path
+            A path is a folder written by ``save_to_disk``.
+        split : str, optional
+            The split of a DatasetDict (required when it has more than one).
+        subject : str, optional
+            The subject column; default ``subject``, else the one column named ``speaker``, ``speaker_id``,
+            ``identity``, ``person``, ... (:data:`bioanon.metadata.SUBJECT_COLUMNS`).
+        sample_id : str, default "sample_id"
+            The sample-id column (default ids as in :meth:`from_arrays` when it is missing).
+        payloads : sequence of str, optional
+            Payload columns, ``"column"`` or ``"column:name"`` to rename (e.g. ``"img:image"``,
+            ``"embedding:features"``); default: every array, numeric list, Image and Audio column.
+        attributes : sequence of str, optional
+            Attribute columns (``"column"`` or ``"column:name"``); default: every other scalar column (other
+            columns are left out).
+        sample_rate : float, optional
+            Sample rate of audio stored as plain float lists (set in the metadata).
+        metadata : dict, optional
+            The table's metadata; default: what :meth:`to_hf` stored, else none.
+
+        Returns
+        -------
+        SampleTable
+        """
+        from .interop import from_hf
+
+        return from_hf(dataset, split=split, subject=subject, sample_id=sample_id, payloads=payloads,
+                       attributes=attributes, sample_rate=sample_rate, metadata=metadata)
+
+    def to_torch(self, payload: str | Sequence[str] | None = None, *, label: str | None = SUBJECT,
+                 transform: Any = None, copy: bool = False) -> Any:
+        """A map-style :class:`torch.utils.data.Dataset` over the table (needs ``pip install 'bioanon[torch]'``).
+
+        Item ``i`` is ``(x, y)``: ``x`` the payload's tensor (a tuple of tensors when ``payload`` names several),
+        ``y`` the label as a 0-d tensor. A string, boolean or categorical label (``subject`` by default) is a
+        class index into ``dataset.classes`` (the sorted names); a numeric attribute is its value.
+
+        The tensors share the table's memory (no copy; the whole payload is wrapped once): treat them as
+        read-only, or pass ``copy=True`` for a fresh tensor per item (a DataLoader's default collate copies
+        anyway). ``audio`` items are 1-D tensors of different lengths: batch them with ``batch_size=1`` or a
+        ``collate_fn`` that pads.
+
+        Parameters
+        ----------
+        payload : str or sequence of str, optional
+            Payload name(s); default the table's only payload.
+        label : str or None, default "subject"
+            ``"subject"``, an attribute name (with or without ``attr.``), or None for items without a label.
+        transform : callable, optional
+            Applied to ``x`` of every item.
+        copy : bool, default False
+            Clone every item's tensors.
+
+        Returns
+        -------
+        bioanon.interop.SampleDataset
+        """
+        from .interop import to_torch
+
+        return to_torch(self, payload, label=label, transform=transform, copy=copy)
 
 
 def _shape_str(shape: Sequence[int | None]) -> str:

@@ -1,6 +1,10 @@
 """Testing support for bioanon and its plugins: a pytest plugin with fixtures, and conformance checks.
 
-Installed as a pytest plugin (entry point ``pytest11``), so any project that has bioanon installed gets:
+A pytest plugin, loaded only where it is asked for: ``pytest -p bioanon.testing``, or in a project's pytest
+configuration ``addopts = "-p bioanon.testing"`` (as the plugin template and every plugin ``bioanon new-plugin``
+creates have it), or ``pytest_plugins = ["bioanon.testing"]`` in the ``conftest.py`` at the rootdir or in its
+``tests/`` folder (as bioanon's own tests have it; pytest refuses ``pytest_plugins`` in deeper conftest files).
+Other projects that merely have bioanon in their environment do not get it. It provides:
 
 ``bioanon_plugin_manager``
     a fresh plugin manager (entry-point autoload off, built-in methods on) installed as the process default

@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+# bioanon's fixtures (register_bioanon_plugin, tiny_table, ...): the pytest plugin loads only when asked for
+pytest_plugins = ["bioanon.testing"]
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).parent))  # shared helpers (evalconfigs.py) for --import-mode=importlib
 # evaluations run in the test process (monkeypatches and spies apply); the worker pool has its own tests

@@ -24,7 +24,7 @@ __all__ = ["MlpInversion"]
 
 
 def _torch():
-    return import_torch("any.mlp_inversion", "pip install torch")
+    return import_torch("any.mlp_inversion", "pip install 'bioanon[torch]'")
 
 
 def _standardize_stats(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -92,7 +92,7 @@ device. ``weights``: a state dict of this network (e.g. a :meth:`save_checkpoint
     :meth:`save_checkpoint` / :meth:`load_checkpoint` (``torch.save`` / ``torch.load(weights_only=True)``)."""
 
     id: ClassVar[str] = "any.mlp_inversion"
-    requires: ClassVar[dict[str, str]] = {"torch": "pip install torch"}
+    requires: ClassVar[dict[str, str]] = {"torch": "pip install 'bioanon[torch]'"}
     payloads: ClassVar[tuple[str, ...]] = ("features", "imu", "pose", "image")
     reference: ClassVar[str] = "fantomas.txt §4-5 (de-anonymization before recognition)"
     example_params: ClassVar[dict[str, Any]] = {"hidden": (16,), "epochs": 3, "batch_size": 16}

@@ -65,10 +65,11 @@ def register_utility_measures(register):
 @hookimpl
 def register_datasets(register):
     from .datasets import SyntheticFeatures
-    from .table_source import SavedTable
+    from .table_source import HfDataset, SavedTable
 
     register(SyntheticFeatures)
     register(SavedTable)
+    register(HfDataset)
 
 
 @hookimpl

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import logging
 import math
 import os
 import platform
@@ -33,6 +34,7 @@ from .rundir import RunFolder, RunInterrupted
 from .tasks import TaskSpec, derived_seed, make_task, output_key
 
 ATTACK_SCENARIOS = ("naive", "lazy", "parrot", "deanon")
+log = logging.getLogger(__name__)
 
 
 @attrs.define
@@ -47,6 +49,26 @@ class Plan:
     split_tasks: list[dict[str, Any]]
     n_evaluation_subjects: int
     protocol_tasks: list[dict[str, Any]] = attrs.field(factory=list)
+
+
+class _RunsInCache:
+    """The default output of :func:`evaluate`: ``<cache root>/runs`` (never the working directory)."""
+
+    def __repr__(self) -> str:
+        return "RUNS_IN_CACHE"
+
+
+RUNS_IN_CACHE: Any = _RunsInCache()
+
+
+def runs_folder(cache: Cache) -> Path:
+    """Where :func:`evaluate` writes runs when no ``out_dir`` is given: ``runs/`` under a local cache root,
+    else under the user data folder (``bioanon cache clear`` leaves it alone)."""
+    if getattr(cache, "_local", False):
+        return Path(cache.root) / "runs"
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("bioanon")) / "runs"
 
 
 @attrs.define
@@ -70,6 +92,40 @@ class EvaluationResult:
         """Worst case per anonymizer setting (max over recognizers and attack scenarios) of the headline metric:
         top-1 for identity, balanced accuracy for an attribute label (see :func:`headline_table`)."""
         return headline_table(self.metrics)
+
+    def summary(self) -> Any:
+        """The headline with each setting's privacy level (0 = clear, 1 = chance) and normalized utilities
+        (a pandas DataFrame; see :func:`bioanon.notebook.summary`)."""
+        from ..notebook import summary
+
+        return summary(self)
+
+    def curves(self) -> Any:
+        """The privacy–utility points of the headline selector and subject count, in sweep order (a pandas
+        DataFrame; see :func:`bioanon.notebook.curves`)."""
+        from ..notebook import curves
+
+        return curves(self)
+
+    def plot(self, kind: str = "tradeoff") -> Any:
+        """A matplotlib Figure: ``"tradeoff"`` (privacy–utility curves with AUCs), ``"headline"`` (worst-case
+        attack per setting with clear level and chance), or another of the report's (``"subjects"``,
+        ``"scenarios"``, ``"reversibility"``)."""
+        from ..notebook import plot
+
+        return plot(self, kind)
+
+    def plots(self, kinds: Any = None) -> list[Any]:
+        """Every figure of the report, drawn from this result's tables (:class:`bioanon.report.Plot`: the
+        figure and a caption saying how to read it)."""
+        from ..notebook import plots
+
+        return plots(self, kinds)
+
+    def _repr_html_(self) -> str:
+        from ..notebook import result_html
+
+        return result_html(self)
 
 
 # --------------------------------------------------------------------------------------------------- planning
@@ -115,9 +171,11 @@ def import_data(cfg: Any, data: SampleTable | None, cache: Cache | None) -> tupl
         ref = cache.get_json(key)
         table = cache.get_table(ref["dataset"]) if isinstance(ref, Mapping) and "dataset" in ref else None
         if table is not None:
+            log.info("data set %s: %d samples, imported before (from the cache)", cfg.dataset.source, table.num_rows)
             return table, ref["dataset"]
     from .. import load_dataset
 
+    log.info("importing the data set %s%s", cfg.dataset.source, f" from {cfg.dataset.path}" if cfg.dataset.path else "")
     table = load_dataset(cfg.dataset.source, cfg.dataset.path, **cfg.dataset.params)
     if key is None:
         return table, None
@@ -133,6 +191,7 @@ def import_data(cfg: Any, data: SampleTable | None, cache: Cache | None) -> tupl
 def import_key(spec: Any) -> str | None:
     """The cache key of importing ``spec`` (a DatasetSpec) as it is on disk now; None when the path is not a
     local file or folder (nothing to recognize it by: it is imported every time)."""
+    import importlib
     import inspect
 
     from ..cache import fingerprint
@@ -144,6 +203,10 @@ def import_key(spec: Any) -> str | None:
         code_id = file_digest(code) if code else type(source).__module__
     except TypeError:
         code_id = type(source).__module__
+    # modules the source reads its files with (e.g. bioanon.interop for any.hf): a change to them re-imports
+    for module in getattr(type(source), "import_code", ()):
+        path = inspect.getsourcefile(importlib.import_module(module))
+        code_id = f"{code_id}+{file_digest(path) if path else module}"
     files: list[Any] = []
     if spec.path is not None:
         root = Path(spec.path)
@@ -631,7 +694,7 @@ def evaluate(
     config: Any,
     *,
     data: SampleTable | None = None,
-    out_dir: str | os.PathLike | None = "results",
+    out_dir: str | os.PathLike | None = RUNS_IN_CACHE,
     run_id: str | None = None,
     cache: Cache | str | os.PathLike | None = None,
     executor: Any = "local",
@@ -649,7 +712,8 @@ def evaluate(
     config : a path to a TOML file, a dict, or a validated :class:`~bioanon.evaluation.config.EvalConfig`.
         It is validated completely before any work.
     data : a SampleTable to evaluate instead of loading the configured dataset source.
-    out_dir : where ``<run-id>/`` is written (None: write nothing, only return the tables).
+    out_dir : where ``<run-id>/`` is written (default: ``runs/`` in the cache, see :func:`runs_folder`, so a
+        notebook never writes into its working directory; None: write nothing, only return the tables).
     run_id : the run directory's name (default: name, time and config fingerprint, with ``-2``, ``-3``, … when
         a concurrent run took it). The folder is created before any work and holds ``status.json``
         (running / complete / failed / interrupted); a folder in use by a live run is refused.
@@ -695,6 +759,8 @@ def _evaluate(cfg: Any, data: Any, out_dir: Any, run_id: Any, cache: Any, execut
     from ..executors import DaskExecutor, LocalExecutor
 
     cache = cache if isinstance(cache, Cache) else Cache(cache)
+    if out_dir is RUNS_IN_CACHE:
+        out_dir = runs_folder(cache)
     # the run folder exists (and is writable) before any work; it says whether the run is going, done or not
     folder = RunFolder.open(out_dir, run_id, _run_id(cfg)) if out_dir is not None else None
     plan: Plan | None = None
@@ -703,16 +769,16 @@ def _evaluate(cfg: Any, data: Any, out_dir: Any, run_id: Any, cache: Any, execut
         raise_problems(data_problems(cfg, table), f"config {cfg.name!r} does not suit its data")
         data_bytes = int(table.arrow.nbytes)
         check_disk_space(ResourceEstimate(2 * data_bytes, 0, 0), cache)  # room for the data set itself
+        log.info("building the plan (%d samples of %d subjects)", table.num_rows, table.num_subjects)
         plan = build_plan(cfg, cache, table, dataset_key)
         estimate = estimate_resources(plan, cfg, data_bytes, cache)
         check_disk_space(estimate, cache)
-        if progress:
-            print(f"bioanon: {estimate}", file=sys.stderr)
-            devices = _device_record(cfg, plan)
-            if devices["methods"]:
-                from ..report import device_summary
+        log.info("plan: %d task(s), %s", len(plan.tasks), estimate)
+        devices = _device_record(cfg, plan)
+        if devices["methods"]:
+            from ..report import device_summary
 
-                print(f"bioanon: torch-backed methods run on {device_summary(devices)}", file=sys.stderr)
+            log.info("torch-backed methods run on %s", device_summary(devices))
         if executor in (None, "local"):
             executor = LocalExecutor(cache, keep_going=keep_going, progress=progress, jobs=cfg.run.jobs or None)
         elif executor == "dask":
@@ -742,6 +808,7 @@ def _evaluate(cfg: Any, data: Any, out_dir: Any, run_id: Any, cache: Any, execut
 def _results(cfg: Any, plan: Plan, exe: Any, cache: Cache, folder: RunFolder | None, started: float,
              estimate: ResourceEstimate, report: bool) -> EvaluationResult:
     """Collect the executed plan's tables and, with a run folder, write them and the report there."""
+    log.info("collecting the metrics of %d task(s)", len(exe.records))
     metrics = collect_metrics(plan, exe.records)
     utility = collect_utility(plan, exe.records)
     tradeoff, auc = tradeoff_tables(metrics, utility, cfg.deanonymizer is not None)
@@ -755,6 +822,7 @@ def _results(cfg: Any, plan: Plan, exe: Any, cache: Cache, folder: RunFolder | N
     report_path = None
     if folder is not None:
         run_dir = folder.path
+        log.info("writing the results to %s", run_dir)
         env = _environment(cfg.seed) | {
             "device": _device_record(cfg, plan),
             "jobs": exe.jobs,
@@ -783,6 +851,7 @@ def _results(cfg: Any, plan: Plan, exe: Any, cache: Cache, folder: RunFolder | N
         if report:
             from ..report import render_report
 
+            log.info("rendering the report")
             report_path = render_report(run_dir)
     return EvaluationResult(run_dir, metrics, utility, tradeoff, auc, warnings, failures, exe.executed, exe.cached,
                             report_path, exe.by_stage, protocol_df)

@@ -132,3 +132,19 @@ def test_folder_keys_cover_every_file(tmp_path):
     k3 = import_key(spec)
     assert len({k1, k2, k3}) == 3
     assert import_key(DatasetSpec("any.table", str(tmp_path / "missing"))) is None
+
+
+def test_import_key_covers_the_modules_a_source_reads_with(tmp_path, monkeypatch):
+    """any.hf reads through bioanon.interop: a change to that module must re-import, not reuse a stale table."""
+    from bioanon.evaluation.config import DatasetSpec
+
+    (tmp_path / "set").mkdir()
+    (tmp_path / "set" / "x.arrow").write_bytes(b"1")
+    spec = DatasetSpec("any.hf", str(tmp_path / "set"))
+    before = import_key(spec)
+    import bioanon.fileio as fileio
+
+    original = fileio.file_digest
+    monkeypatch.setattr(fileio, "file_digest",
+                        lambda p: original(p) + ("-changed" if str(p).endswith("interop.py") else ""))
+    assert import_key(spec) != before

@@ -43,7 +43,10 @@ def test_every_core_subpackage_is_packaged():
     from pathlib import Path
 
     root = Path(__file__).resolve().parents[2]
-    listed = set(tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
+    setup = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
+    listed = set(setup["packages"])
     found = {"bioanon" + ("." + ".".join(p.parent.relative_to(root / "core").parts) if p.parent != root / "core"
                           else "") for p in (root / "core").rglob("__init__.py")}
-    assert found == listed
+    mapped = {name for name, folder in setup["package-dir"].items() if folder != "core"}  # e.g. bioanon.examples
+    assert all((root / setup["package-dir"][name] / "__init__.py").is_file() for name in mapped)
+    assert found | mapped == listed

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -203,3 +204,273 @@ def test_parameter_named_like_a_class_attribute_is_rejected(register_bioanon_plu
         assert "clash.invert" not in registry
     finally:
         del sys.modules["clash_plugin"]
+
+
+# --------------------------------------------------------------------------------------------- API compatibility
+
+INCOMPATIBLE_NOTE = "needs bioanon API >=2.0,<3; this bioanon provides 1.0"
+
+
+def _status(pm, name="bioanon_toy"):
+    return {s.name: s for s in pm.statuses}[name]
+
+
+def test_a_plugin_declaring_a_compatible_range_loads_and_shows_it(site):
+    make_dist(site, "bioanon-toy", "bioanon_toy", 'BIOANON_API = ">=1.0,<2"\n' + GOOD_PLUGIN.format(trait="toy"))
+    pm = PluginManager()
+    status = _status(pm)
+    assert status.status == "loaded" and status.api == ">=1.0,<2" and "toy.invert" in pm.registry
+    out = run_cli(["plugins"], site)
+    assert out.returncode == 0, out.stderr
+    row = next(line for line in out.stdout.splitlines() if line.startswith("bioanon-toy "))
+    assert ">=1.0,<2" in row and "declares no API range" not in row
+    assert out.stdout.splitlines()[0].split() == ["distribution", "version", "status", "methods", "API", "note"]
+
+
+def test_a_plugin_without_a_range_loads_as_before(site):
+    make_dist(site, "bioanon-toy", "bioanon_toy", GOOD_PLUGIN.format(trait="toy"))
+    pm = PluginManager(strict=True)
+    assert _status(pm).status == "loaded" and _status(pm).api is None and "toy.invert" in pm.registry
+    out = run_cli(["plugins"], site)
+    row = next(line for line in out.stdout.splitlines() if line.startswith("bioanon-toy "))
+    assert "loaded" in row and "declares no API range" in row
+
+
+@pytest.mark.parametrize("fails_to_import", [False, True], ids=["imports", "import_fails"])
+def test_an_incompatible_plugin_is_listed_not_loaded(site, fails_to_import):
+    code = 'BIOANON_API = ">=2.0,<3"\n' + GOOD_PLUGIN.format(trait="toy")
+    if fails_to_import:  # it needs a name this API lacks
+        code = "from bioanon.api import NameOfApiTwo\n" + code
+    make_dist(site, "bioanon-toy", "bioanon_toy", code)
+    with pytest.warns(PluginLoadWarning, match="bioanon-toy 0.3.1 .* is incompatible: " + INCOMPATIBLE_NOTE):
+        pm = PluginManager()
+        registry = pm.registry
+    status = _status(pm)
+    assert (status.status, status.error, status.api) == ("incompatible", INCOMPATIBLE_NOTE, ">=2.0,<3")
+    assert "toy.invert" not in registry and "any.gaussian_noise" in registry
+    assert pm.pluggy_manager.get_plugin("bioanon_toy") is None, "its hooks must not be registered"
+    assert status in pm.failures and "BIOANON_DISABLE_PLUGINS=bioanon_toy" in status.report_line()
+    with pytest.raises(PluginError, match="is incompatible: .*BIOANON_STRICT_PLUGINS"):
+        PluginManager(strict=True).registry
+
+    out = run_cli(["plugins"], site)
+    assert out.returncode == 0 and "Traceback" not in out.stderr
+    row = next(line for line in out.stdout.splitlines() if line.startswith("bioanon-toy "))
+    assert "incompatible" in row and ">=2.0,<3" in row and "needs bioanon API" in row
+    assert "is incompatible: " + INCOMPATIBLE_NOTE in " ".join(out.stderr.split())
+    rows = {r["name"]: r for r in json.loads(run_cli(["plugins", "--json"], site).stdout)}
+    assert rows["bioanon_toy"]["status"] == "incompatible" and rows["bioanon_toy"]["error"] == INCOMPATIBLE_NOTE
+    out = run_cli(["methods", "toy.*"], site)  # other commands work, with the one-line report
+    assert out.returncode == 0 and "is incompatible" in out.stderr and "Traceback" not in out.stderr
+    out = run_cli(["plugins"], site, BIOANON_STRICT_PLUGINS="1")
+    assert out.returncode == 2 and "bioanon-toy" in out.stderr and "incompatible" in out.stderr
+    assert "Traceback" not in out.stderr
+
+
+def test_an_incompatible_plugin_whose_package_fails_to_import_is_read_without_running_it(site):
+    """The range is read from the source: neither the package nor the module is executed again."""
+    make_dist(site, "bioanon-toy", "bioanon_toy", 'BIOANON_API = "~=2.1"\nraise SystemExit("executed")\n')
+    (site / "bioanon_toy" / "__init__.py").write_text("from bioanon.api import NameOfApiTwo\n")
+    with pytest.warns(PluginLoadWarning):
+        pm = PluginManager()
+        pm.registry
+    assert _status(pm).status == "incompatible"
+    assert _status(pm).error == "needs bioanon API ~=2.1; this bioanon provides 1.0"
+
+
+def test_an_import_failure_of_a_compatible_plugin_is_reported_as_before(site):
+    make_dist(site, "bioanon-toy", "bioanon_toy", 'BIOANON_API = ">=1.0"\nimport no_such_module_anywhere\n')
+    with pytest.warns(PluginLoadWarning):
+        pm = PluginManager()
+        pm.registry
+    status = _status(pm)
+    assert status.status == "failed" and "No module named 'no_such_module_anywhere'" in status.error
+    assert status.api == ">=1.0"
+
+
+@pytest.mark.parametrize(("declared", "note"), [
+    ('">=one"', "BIOANON_API = '>=one' is not a PEP 440 version range such as '>=1.0,<2'"),
+    ('""', "BIOANON_API = '' is not a PEP 440 version range"),
+    ("1.0", "BIOANON_API = 1.0 is not a PEP 440 version range"),
+])
+def test_a_malformed_range_is_a_broken_plugin(site, declared, note):
+    make_dist(site, "bioanon-toy", "bioanon_toy", f"BIOANON_API = {declared}\n" + GOOD_PLUGIN.format(trait="toy"))
+    with pytest.warns(PluginLoadWarning, match="failed to load"):
+        pm = PluginManager()
+        registry = pm.registry
+    assert _status(pm).status == "failed" and note in _status(pm).error and "toy.invert" not in registry
+    with pytest.raises(PluginError, match="BIOANON_STRICT_PLUGINS"):
+        PluginManager(strict=True).registry
+
+
+def test_a_plugin_object_registered_in_code_is_checked_too(bioanon_plugin_manager):
+    class Plugin:
+        BIOANON_API = ">=1.2,<2"
+
+        @bioanon.hookimpl
+        def register_anonymizers(self, register):
+            raise AssertionError("an incompatible plugin's hooks must not run")
+
+    with pytest.warns(PluginLoadWarning, match="needs bioanon API >=1.2,<2; this bioanon provides 1.1"):
+        bioanon_plugin_manager.register_plugin(Plugin(), "future")
+        bioanon_plugin_manager.registry
+    assert _status(bioanon_plugin_manager, "future").status == "incompatible"
+
+
+def test_when_the_api_moves_on_the_builtin_plugins_are_listed_incompatible(monkeypatch):
+    """The trait plugins' declared ranges are real: under a bioanon API 2.0 they are skipped, never a crash."""
+    import bioanon.plugins as plugins_module
+
+    monkeypatch.setattr(plugins_module, "API_VERSION", "2.0")
+    with pytest.warns(PluginLoadWarning):
+        pm = PluginManager(autoload=True, disabled=(), strict=False)
+        registry = pm.registry
+    statuses = {s.distribution: s for s in pm.statuses}
+    for trait in ("face", "gait", "voice", "motion"):
+        s = statuses[f"bioanon-{trait}"]
+        assert s.status == "incompatible" and s.error == "needs bioanon API >=1.0,<2; this bioanon provides 2.0"
+        assert not registry.find([f"{trait}.*"])
+    assert statuses["bioanon"].status == "loaded" and "any.gaussian_noise" in registry
+
+
+def test_source_api_reads_literals_without_importing(tmp_path, monkeypatch):
+    from bioanon.plugins import source_api
+
+    pkg = tmp_path / "bioanon_srcapi"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("raise RuntimeError('the package must not run')\n")
+    (pkg / "annotated.py").write_text('BIOANON_API: str = ">=1.0,<2"\n')
+    (pkg / "computed.py").write_text('BIOANON_API = ">=" + "1.0"\n')
+    (pkg / "none.py").write_text("X = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert source_api("bioanon_srcapi.annotated") == ">=1.0,<2"
+    assert source_api("bioanon_srcapi.annotated:plugin_object") == ">=1.0,<2"
+    assert source_api("bioanon_srcapi.computed") is None
+    assert source_api("bioanon_srcapi.none") is None
+    assert source_api("bioanon_srcapi.missing") is None and source_api("no_such_package_anywhere.x") is None
+    assert "bioanon_srcapi" not in sys.modules
+
+
+def test_the_builtin_plugins_declare_the_current_api():
+    from importlib.metadata import entry_points
+
+    from bioanon.api import API_VERSION
+    from bioanon.plugins import api_compatibility, source_api
+
+    eps = {ep.name: ep for ep in entry_points(group="bioanon.plugins")}
+    for name in ("bioanon_face", "bioanon_gait", "bioanon_voice", "bioanon_motion", "bioanon_example"):
+        declared = source_api(eps[name].value)
+        assert declared == ">=1.0,<2", name
+        assert api_compatibility(declared) == (None, True), (name, API_VERSION)
+
+
+# ------------------------------------------------------------------------------------------ register_commands
+
+COMMAND_PLUGIN = '''
+from bioanon.api import BioanonError, hookimpl
+
+BIOANON_API = ">=1.0,<2"
+
+def hello(args):
+    if args.name == "error":
+        raise BioanonError("hello: no greeting for 'error'")
+    print(f"hello {args.name}")
+    return 3
+
+@hookimpl
+def register_commands(subparsers):
+    p = subparsers.add_parser("{command}", help="say hello from a plugin")
+    p.add_argument("--name", default="world")
+    p.set_defaults(func=hello)
+    {more}
+'''
+
+
+def _command_plugin(name: str, command: str = "hello", more: str = "") -> object:
+    import types
+
+    mod = types.ModuleType(name)
+    exec(COMMAND_PLUGIN.replace("{command}", command).replace("{more}", more), mod.__dict__)
+    return mod
+
+
+def _cli(capsys, *args):
+    from bioanon.cli import main
+
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_a_plugin_command_runs_through_the_cli(register_bioanon_plugin, capsys):
+    register_bioanon_plugin(_command_plugin("hello_plugin"), "hello_plugin", distribution="bioanon-hello")
+    code, out, err = _cli(capsys, "hello", "--name", "plugin")
+    assert (code, out, err) == (3, "hello plugin\n", "")
+    code, out, err = _cli(capsys, "hello", "--name", "error")
+    assert code == 2 and err == "bioanon: error: hello: no greeting for 'error'\n"
+    with pytest.raises(SystemExit) as exit_:
+        _cli(capsys, "--help")
+    out = capsys.readouterr().out
+    assert exit_.value.code == 0 and re.search(r"^ +hello +say hello from a plugin$", out, re.M), out
+    code, out, _ = _cli(capsys, "plugins", "--json")
+    rows = {r["name"]: r for r in json.loads(out)}
+    assert rows["hello_plugin"]["commands"] == ["hello"] and rows["hello_plugin"]["error"] is None
+
+
+@pytest.mark.parametrize("command", ["plugins", "describe"])
+def test_a_command_clashing_with_a_core_command_is_not_added(register_bioanon_plugin, capsys, command):
+    # it adds a good command first: all or nothing, so that one is rolled back too
+    more = f'q = subparsers.add_parser("extra", help="x")\n    subparsers.add_parser("{command}", help="clash")'
+    register_bioanon_plugin(_command_plugin("clash_plugin", more=more), "clash_plugin", distribution="bioanon-clash")
+    note = f"command {command!r} is already a bioanon command; none of its commands were added"
+    code, out, err = _cli(capsys, "plugins")
+    assert code == 0 and "Traceback" not in err
+    row = next(line for line in out.splitlines() if line.startswith("bioanon-clash "))
+    assert "loaded" in row and f"command {command!r}" in row  # listed loaded: its methods stay available
+    rows = {r["name"]: r for r in json.loads(_cli(capsys, "plugins", "--json")[1])}
+    assert rows["clash_plugin"]["error"] == note and rows["clash_plugin"]["commands"] == []
+    assert f"bioanon-clash 0 (clash_plugin) could not add its commands: {note}" in " ".join(err.split())
+    code, out, err = _cli(capsys, "describe", "any.identity")  # the core command is the core's
+    assert code == 0 and "any.identity" in out and "could not add its commands" in " ".join(err.split())
+    for gone in ("hello", "extra"):
+        with pytest.raises(SystemExit) as exit_:
+            _cli(capsys, gone)
+        assert exit_.value.code == 2 and "invalid choice" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        _cli(capsys, "--help")
+    help_text = capsys.readouterr().out
+    assert "say hello from a plugin" not in help_text and "clash" not in help_text
+
+
+def test_a_command_clashing_with_an_earlier_plugin_names_it(register_bioanon_plugin, capsys):
+    register_bioanon_plugin(_command_plugin("first_plugin"), "first_plugin", distribution="bioanon-first")
+    register_bioanon_plugin(_command_plugin("second_plugin"), "second_plugin", distribution="bioanon-second")
+    code, out, err = _cli(capsys, "hello")
+    assert code == 3 and out == "hello world\n"
+    assert "bioanon-second 0 (second_plugin) could not add its commands: command 'hello' is already a command of " \
+           "bioanon-first" in " ".join(err.split())
+
+
+def test_a_command_clash_is_fatal_when_strict(capsys):
+    from bioanon.plugins import reset_plugin_manager
+
+    pm = PluginManager(autoload=False, disabled=(), strict=True)
+    pm.register_plugin(_command_plugin("clash_plugin", command="methods"), "clash_plugin")
+    old = reset_plugin_manager(pm)
+    try:
+        code, out, err = _cli(capsys, "datasets")
+    finally:
+        reset_plugin_manager(old)
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert err.startswith("bioanon: error: bioanon: plugin clash_plugin 0 (clash_plugin) could not add its commands: "
+                          "command 'methods' is already a bioanon command")
+    assert "BIOANON_STRICT_PLUGINS" in err
+
+
+def test_a_plugin_command_from_an_installed_distribution(site):
+    code = COMMAND_PLUGIN.replace("{command}", "toy-hello").replace("{more}", "")
+    make_dist(site, "bioanon-toy", "bioanon_toy", code)
+    out = run_cli(["toy-hello", "--name", "dist"], site, BIOANON_STRICT_PLUGINS="1")
+    assert (out.returncode, out.stdout, out.stderr) == (3, "hello dist\n", "")
+    out = run_cli(["--help"], site)
+    assert "toy-hello" in out.stdout and "say hello from a plugin" in out.stdout

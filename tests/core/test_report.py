@@ -167,7 +167,8 @@ def test_render_writes_html_and_pngs(rendered):
     for name in pngs:
         w, h = png_size(run / "plots" / name)
         assert w >= 600 and h >= 400, (name, w, h)  # 150 dpi figures
-        assert f'src="plots/{name}"' in text
+        assert name not in text  # the PNGs are for slides; the HTML carries its own plots
+    assert text.count('<svg id="plot') == len(pngs)
     # no temp files left behind by the atomic writes
     assert not [p for p in run.rglob("*") if p.name.startswith(".") or p.name.endswith(".tmp")]
 
@@ -372,6 +373,8 @@ def test_crowded_tradeoff_points_are_numbered_with_a_key():
     labels, key = _point_labels([0.70, 0.72, 0.95, 0.3], [1.0, 1.0, 1.0, 0.5], ["g=8", "g=32", "", "g=128"])
     assert labels == ["1", "2", "", "3"]
     assert key == ["1 = g=8", "2 = g=32", "3 = g=128"]
+    labels, key = _point_labels([0.0, 0.0, 0.5], [1.0, 1.0, 0.2], ["k=1", "k=2", "k=3"])  # two points coincide
+    assert labels == ["1, 2", "", "3"] and key == ["1 = k=1", "2 = k=2", "3 = k=3"]
 
 
 def test_undefined_metrics_are_explained_never_a_bare_nan(tmp_path):
@@ -418,3 +421,107 @@ def test_attribute_headline_is_balanced_accuracy_with_both_chance_levels(tmp_pat
     head = text[text.index('id="headline"'):text.index('id="warnings"')]
     for phrase in ("balanced accuracy", "uniform chance", "majority-class rate", "<code>sex</code>"):
         assert phrase in head, phrase
+
+
+# ---------------------------------------------------------------------------------------------- a report to share
+
+
+def test_html_is_one_self_contained_file(tmp_path):
+    """Issue 20 item 4: the HTML needs no other file (plots inline as SVG), names no absolute path and not the run
+    folder's location, and reserves each plot's box (width, height, viewBox) so the page does not jump."""
+    import re
+
+    run = make_run(tmp_path / "secret-place" / "RUN", deanon=True)
+    cfg = json.loads((run / "config.json").read_text())
+    cfg["dataset"]["params"]["root"] = "/home/alice/private/orl_faces"
+    cfg["cache"] = "/srv"
+    (run / "config.json").write_text(json.dumps(cfg))
+    (run / "warnings.json").write_text(json.dumps([f"skipped {tmp_path}/data/broken.png (unreadable)"]))
+    text = report.render_report(run).read_text(encoding="utf-8")
+    assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in text
+    refs = re.findall(r"""\b(?:src|href|xlink:href|action|data)\s*=\s*["']([^"']*)""", text)
+    assert refs and all(r.startswith(("#", "data:")) for r in refs), [r for r in refs if not r.startswith("#")]
+    assert not re.findall(r"url\((?!#)", text) and "@import" not in text and "<link" not in text
+    assert "<img" not in text and "<script" not in text and ".png" not in text.replace("broken.png", "")
+    for secret in (str(tmp_path), "secret-place", "/home/alice", "private/", '"/srv"'):
+        assert secret not in text, secret
+    assert "…/orl_faces" in text and "skipped …/broken.png" in text and "…/srv" in text
+    svgs = re.findall(r"<svg\b[^>]*>", text)
+    assert len(svgs) == len(list((run / "plots").glob("*.png"))) >= 6
+    for tag in svgs:
+        w, h = re.search(r' width="(\d+)"', tag), re.search(r' height="(\d+)"', tag)
+        vb = re.search(r' viewBox="0 0 ([0-9.]+) ([0-9.]+)"', tag)
+        assert w and h and vb and 'role="img"' in tag and "aria-label=" in tag, tag
+        assert int(h[1]) / int(w[1]) == pytest.approx(float(vb[2]) / float(vb[1]), rel=0.01)
+    ids = re.findall(r'\bid="([^"]+)"', text)
+    assert len(ids) == len(set(ids))  # plots do not share clip paths, glyphs or markers
+    assert text.count("<figcaption>How to read:") == len(svgs)  # every plot says how to read it
+    assert text.count('<div class="scroll"><table') == text.count("<table")  # wide tables scroll in a box
+
+
+def _outside(fig) -> list[str]:
+    """Drawn texts of a figure that reach beyond its edges (clipped when saved); the figure's tight bounding box
+    (everything drawn: titles, tick labels in view, legends) must lie inside it."""
+    from matplotlib.text import Text
+
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    tight = fig.get_tightbbox(r)  # inches
+    w, h = fig.get_size_inches()
+    if tight.x0 >= -0.01 and tight.y0 >= -0.01 and tight.x1 <= w + 0.01 and tight.y1 <= h + 0.01:
+        return []
+    inside = fig.bbox.expanded(1.0, 1.0)
+    boxes = [(t.get_text(), t.get_window_extent(r)) for t in fig.findobj(Text) if t.get_visible() and t.get_text()]
+    texts = [t for t, b in boxes if not (inside.contains(*b.min) and inside.contains(*b.max))]
+    return [f"tight bbox {tight.bounds} beyond {w:.2f} x {h:.2f} in"] + texts
+
+
+def test_titles_and_labels_fit_their_figure(tmp_path):
+    long = "a-rather-long-anonymizer-name-used-for-testing"
+    run = make_run(tmp_path / "run", anons={long: ["one-setting-with-a-long-label-value=123456"]},
+                   selectors={"random": 2}, counts=[6, 3], deanon=True)  # fmt: skip
+    figs = report.plots(run)
+    assert {f.kind for f in figs} == {"tradeoff", "subjects", "scenarios", "reversibility"}
+    for f in figs:
+        assert not _outside(f.figure), (f.kind, _outside(f.figure))
+
+
+def test_single_point_series_are_points_with_a_note(tmp_path):
+    """One subject count: every series is one point, drawn as a marker (not an invisible one-point line), the
+    legend lists only what is drawn, and the caption says why there are no curves."""
+    from matplotlib.lines import Line2D
+
+    run = make_run(tmp_path / "run", anons={"noise": ANONS["noise"]}, selectors={"random": 3}, counts=[8],
+                   utility=False)  # fmt: skip
+    (fig,) = report.plots(run, kinds=["subjects"])
+    assert "single points" in fig.caption and "n = 8" in fig.caption
+    drawn = set()
+    for ax in fig.figure.axes:
+        for ln in ax.get_lines():
+            if ln.get_label().startswith("_"):
+                continue
+            assert len(ln.get_xdata()) == 1, ln.get_label()
+            assert ln.get_linestyle() == "None" and ln.get_marker() not in ("None", "", None), ln.get_label()
+            drawn.add(ln.get_label())
+    bars = {c.get_label() for ax in fig.figure.axes for c in ax.collections if len(c.get_paths())}
+    assert bars == {"random: range over draws"}  # three draws: their range is a bar at n = 8
+    (legend,) = fig.figure.legends
+    for h, t in zip(legend.legend_handles, legend.get_texts()):
+        assert t.get_text() in drawn | bars, t.get_text()
+        if t.get_text() in drawn:  # the key shows the marker, not a line that is not in the plot
+            assert isinstance(h, Line2D) and h.get_linestyle() == "None", t.get_text()
+    assert {t.get_text() for t in legend.get_texts()} >= {"random", "chance (1/n)", "random: best draw"}
+
+
+def test_plots_from_tables_in_memory(rendered):
+    run, _, _ = rendered
+    tables = {k: pd.read_parquet(run / f"{k}.parquet") for k in ("metrics", "utility", "tradeoff", "auc")}
+    tables["config"] = json.loads((run / "config.json").read_text())
+    figs = report.plots(tables)
+    from_dir = report.plots(run)
+    assert [(f.kind, f.slug, f.caption) for f in figs] == [(f.kind, f.slug, f.caption) for f in from_dir]
+    assert [f.kind for f in report.plots(tables, kinds=["scenarios"])] == ["scenarios"] * len(ANONS)
+    with pytest.raises(report.ReportError, match="unknown kind"):
+        report.plots(run, kinds=["pie"])
+    with pytest.raises(report.ReportError, match=r"table 'metrics' lacks the column\(s\) scenario"):
+        report.plots({"metrics": tables["metrics"].drop(columns=["scenario"])})

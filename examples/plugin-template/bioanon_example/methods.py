@@ -7,7 +7,7 @@ from typing import ClassVar
 import attrs
 import numpy as np
 
-from bioanon import Anonymizer, Recognizer, ScoreMatrix, fitted, param
+from bioanon.api import Anonymizer, Recognizer, ScoreMatrix, fitted, param
 
 
 @attrs.define(kw_only=True)

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
-import bioanon
+from bioanon.api import hookimpl
+
+BIOANON_API = ">=1.0,<2"
+"""The bioanon.api versions this plugin works with (PEP 440): from the minor version whose names it uses, up to
+the next major version. Outside this range bioanon does not load the plugin and `bioanon plugins` lists it as
+incompatible."""
 
 
-@bioanon.hookimpl
+@hookimpl
 def register_anonymizers(register):
     from .methods import Quantize
 
     register(Quantize)
 
 
-@bioanon.hookimpl
+@hookimpl
 def register_recognizers(register):
     from .methods import NearestNeighbour
 

@@ -1,13 +1,12 @@
 """Tests of the example plugin, using bioanon's testing support (fixtures come from the pytest plugin
-``bioanon.testing``, which pytest loads automatically when bioanon is installed)."""
+``bioanon.testing``, which the project's ``pyproject.toml`` loads: ``addopts = "-p bioanon.testing"``)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-import bioanon
-from bioanon.testing import check_method
+from bioanon.api import ParameterError, check_method, get_registry, list_methods
 from bioanon_example.methods import NearestNeighbour, Quantize
 
 
@@ -19,12 +18,12 @@ def test_conformance(cls):
 
 
 def test_installed_plugin_is_discovered():
-    assert {"example.quantize", "example.nearest_neighbour"} <= set(bioanon.list_methods("example.*"))
-    assert bioanon.get_registry()["example.quantize"].distribution == "bioanon-example"
+    assert {"example.quantize", "example.nearest_neighbour"} <= set(list_methods("example.*"))
+    assert get_registry()["example.quantize"].distribution == "bioanon-example"
 
 
 def test_quantize_rejects_zero_step():
-    with pytest.raises(bioanon.ParameterError, match="example.quantize.*'step'"):
+    with pytest.raises(ParameterError, match="example.quantize.*'step'"):
         Quantize(step=0)
 
 

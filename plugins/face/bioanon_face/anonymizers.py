@@ -15,10 +15,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from bioanon import Anonymizer, fitted, param
-from bioanon.builtin.random_set_mean import RandomSetMean
-from bioanon.errors import TableError
-from bioanon.payloads import restore_dtype, table_rng
+from bioanon.api import Anonymizer, RandomSetMean, TableError, fitted, param, restore_dtype, table_rng
 
 
 def _images(method: Anonymizer, table: Any) -> tuple[str, np.ndarray]:
@@ -178,7 +175,7 @@ class EyeMask(_FaceAnonymizer):
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
-        from bioanon.errors import ParameterError
+        from bioanon.api import ParameterError
 
         if self.bottom <= self.top:
             raise ParameterError(self.id, "bottom", self.bottom, f"greater than top ({self.top})")
@@ -796,7 +793,7 @@ class KRtio(_FaceAnonymizer):
             raise TableError(f"{self.id}: overlay images of shape {ov.shape[1:]} (the fitted background) do not "
                              f"match the images of payload {column!r}, {x.shape[1:]}")
         if len(ov) < self.k:
-            from bioanon.errors import ParameterError
+            from bioanon.api import ParameterError
 
             raise ParameterError(self.id, "k", self.k, f"at most the {len(ov)} overlay images of the background")
         b = self.block_size

@@ -19,13 +19,11 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from bioanon import param
-from bioanon.device import device_param, precision_param, resolve_device, weights_param
-from bioanon.errors import ParameterError
-from bioanon.methods import CentroidRecognizer, fitted, labels_of
-from bioanon.nettrain import (OPTIMIZERS, SCHEDULERS, arcface_head, infer, method_training, preflight_weights, stage,
-                              to_device, train_net)
-from bioanon.torchutil import import_torch
+from bioanon.api import (
+    OPTIMIZERS, SCHEDULERS, CentroidRecognizer, ParameterError, arcface_head, device_param, fitted, import_torch,
+    infer, labels_of, method_training, param, precision_param, preflight_weights, resolve_device, stage, to_device,
+    train_net, weights_param,
+)
 
 from .imageio import to_batch
 

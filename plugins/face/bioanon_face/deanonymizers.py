@@ -17,10 +17,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from bioanon import Deanonymizer, fitted, param
-from bioanon.builtin.deanonymizers import paired_payloads
-from bioanon.errors import TableError
-from bioanon.payloads import restore_dtype
+from bioanon.api import Deanonymizer, TableError, fitted, paired_payloads, param, restore_dtype
 
 __all__ = [
     "LearnedPermutation", "NeighbourInterpolation", "ResampleInversion", "RichardsonLucy", "WaveletDenoise",

@@ -28,7 +28,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from bioanon.errors import TableError
+from bioanon.api import TableError
 
 FACE_CASCADE = "haarcascade_frontalface_default.xml"
 EYE_CASCADE = "haarcascade_eye.xml"

@@ -19,10 +19,10 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from bioanon import Deanonymizer, fitted, param
-from bioanon.device import device_param, precision_param, weights_param
-from bioanon.errors import ParameterError, TableError
-from bioanon.payloads import restore_dtype
+from bioanon.api import (
+    Deanonymizer, ParameterError, TableError, device_param, fitted, param, precision_param, restore_dtype,
+    weights_param,
+)
 
 from .deanonymizers import _images, paired_images, resize_batch
 
@@ -32,7 +32,7 @@ _MAX_LINEAR_WEIGHTS = 200_000_000  # 0.8 GB of float32 weights (×3 with Adam's 
 
 
 def _torch(method_id: str):
-    from bioanon.torchutil import import_torch
+    from bioanon.api import import_torch
 
     return import_torch(method_id, "pip install 'bioanon-face[torch]'")
 
@@ -260,15 +260,14 @@ class Fantomas(Deanonymizer):
         problem = self._linear_problem(size)
         if problem:
             return [f"{self.id}: features={self.features}, resolution={tuple(self.resolution)}: {problem}"]
-        from bioanon.nettrain import preflight_weights
+        from bioanon.api import preflight_weights
 
         return preflight_weights(self, lambda torch: build_network(torch, shape[2], self.features, size,
                                                                    self.linear_layer), skip=())
 
     # ---------------------------------------------------------------------------------------------------- fit
     def fit(self, clear, anonymized):
-        from bioanon.device import resolve_device
-        from bioanon.nettrain import method_training, stage, train_net
+        from bioanon.api import method_training, resolve_device, stage, train_net
 
         torch = _torch(self.id)
         dev = resolve_device(self.device, who=self.id)
@@ -316,7 +315,7 @@ class Fantomas(Deanonymizer):
     # ---------------------------------------------------------------------------------------------- transform
     def predict(self, x: np.ndarray) -> np.ndarray:
         """De-anonymized images (float32 grey levels, N×H×W×C at the input's size) of N×H×W×C images ``x``."""
-        from bioanon.nettrain import infer
+        from bioanon.api import infer
 
         if self.model_ is None:
             raise RuntimeError(f"{self.id}: fit() before transform()")
@@ -359,7 +358,7 @@ class Fantomas(Deanonymizer):
     def load_checkpoint(cls, path: str | os.PathLike, *, device: str | None = None) -> "Fantomas":
         """A fitted instance from :meth:`save_checkpoint`'s file (``torch.load(weights_only=True)``), on
         ``device`` (default: the saved ``device`` parameter, i.e. usually the run's device)."""
-        from bioanon.device import resolve_device
+        from bioanon.api import resolve_device
 
         torch = _torch(cls.id)
         ck = torch.load(os.fspath(path), weights_only=True, map_location="cpu")

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from bioanon.errors import TableError
+from bioanon.api import TableError
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".pgm", ".ppm", ".pnm", ".tif", ".tiff", ".webp", ".gif")
 _CV_MAX_CHANNELS = 4  # cv2.resize handles up to 4 channels with every interpolation; images are stacked as channels

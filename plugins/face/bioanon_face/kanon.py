@@ -10,10 +10,7 @@ from typing import Any, ClassVar
 
 import attrs
 import numpy as np
-from bioanon import fitted, param
-from bioanon.builtin.random_set_mean import RandomSetMean
-from bioanon.errors import TableError
-from bioanon.payloads import restore_dtype
+from bioanon.api import RandomSetMean, TableError, fitted, param, restore_dtype
 
 from .anonymizers import (
     _FaceAnonymizer,

@@ -15,10 +15,10 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from bioanon import UtilityMeasure, fitted, param
-from bioanon.device import device_param, precision_param, resolve_device
-from bioanon.nettrain import infer, method_training, stage, to_device, train_net
-from bioanon.torchutil import import_torch
+from bioanon.api import (
+    UtilityMeasure, device_param, fitted, import_torch, infer, method_training, param, precision_param, resolve_device,
+    stage, to_device, train_net,
+)
 
 from .arcface import INSTALL, augment, image_batch, mean_std
 from .utility import _paired

@@ -5,10 +5,13 @@ Only light modules are imported here; OpenCV, SciPy and Pillow are imported insi
 
 from __future__ import annotations
 
-import bioanon
+from bioanon.api import hookimpl
+
+BIOANON_API = ">=1.1,<2"  # 1.1: MissingDependencyError
+"""The range of bioanon.api versions this plugin works with (PEP 440)."""
 
 
-@bioanon.hookimpl
+@hookimpl
 def register_datasets(register):
     """The face data sources."""
     from .sources import CelebAFaces, FolderFaces, MatFaces, OrlFaces
@@ -18,7 +21,7 @@ def register_datasets(register):
         register(cls)
 
 
-@bioanon.hookimpl
+@hookimpl
 def register_anonymizers(register):
     """The face anonymizations, with the random-set means on images and on eigenface coefficients."""
     from . import anonymizers as a
@@ -30,7 +33,7 @@ def register_anonymizers(register):
         register(cls)
 
 
-@bioanon.hookimpl
+@hookimpl
 def register_recognizers(register):
     """The face attackers. Always registered: LBPH needs opencv-contrib, FR-KNN bioanon-face[dlib], ArcFace torch
     and timm; each imports them when it runs, and is listed as unavailable, with its install command, without
@@ -42,7 +45,7 @@ def register_recognizers(register):
         register(cls)
 
 
-@bioanon.hookimpl
+@hookimpl
 def register_utility_measures(register):
     """Image similarity to the clear image (the perceptual one imports torch when it runs)."""
     from .perceptual import PerceptualSimilarity
@@ -52,7 +55,7 @@ def register_utility_measures(register):
         register(cls)
 
 
-@bioanon.hookimpl
+@hookimpl
 def register_deanonymizers(register):
     """The face de-anonymizers: the Fantômas model, its convolution-only ablation and the classic inversions."""
     from . import deanonymizers as d

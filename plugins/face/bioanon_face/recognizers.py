@@ -11,10 +11,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from bioanon import Recognizer, ScoreMatrix, fitted, param
-from bioanon.builtin.recognizers import PcaSvm
-from bioanon.methods import n_components_ok
-from bioanon.methods import labels_of
+from bioanon.api import PcaSvm, Recognizer, ScoreMatrix, fitted, labels_of, n_components_ok, param
 
 
 @attrs.define(kw_only=True)
@@ -74,7 +71,7 @@ class Lbph(Recognizer):
         import cv2
 
         if not hasattr(cv2, "face"):  # a plain OpenCV wheel installed over the contrib one
-            from bioanon.errors import MissingDependencyError
+            from bioanon.api import MissingDependencyError
 
             raise MissingDependencyError(self.id, self.requires, "this OpenCV has no cv2.face")
         classes, y = np.unique(labels_of(gallery, label), return_inverse=True)
@@ -141,7 +138,7 @@ def _dlib_models() -> tuple[Any, Any, Any]:
 
         frm = _import_face_recognition_models()
     except Exception as e:  # noqa: BLE001
-        from bioanon.errors import MissingDependencyError
+        from bioanon.api import MissingDependencyError
 
         missing = DlibKnn.missing_requirements() or dict(DlibKnn.requires)  # found, but failed to import
         raise MissingDependencyError("face.dlib_knn", missing, f"{type(e).__name__}: {e}") from None

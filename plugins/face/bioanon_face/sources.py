@@ -33,15 +33,14 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import attrs
 import numpy as np
 
-from bioanon import DatasetSource, param
-from bioanon.errors import DataError, TableError
-from bioanon.fileio import resolve_within, uniform_column
-from bioanon.metadata import Metadata, read_metadata_csv
+from bioanon.api import (
+    DataError, DatasetSource, Metadata, TableError, param, read_metadata_csv, resolve_within, uniform_column,
+)
 
 from .imageio import IMAGE_EXTENSIONS, check_size, read_images, to_batch
 
 if TYPE_CHECKING:  # imported where tables are made: bioanon.table imports pyarrow, too slow for start-up
-    from bioanon.table import SampleTable
+    from bioanon.api import SampleTable
 
 _SIZE_HELP = "(height, width) to resize every image to; (0, 0) keeps the native size"
 _CHANNELS_HELP = "0 keeps the data set's channels (grey stays 1), 1 converts to grey, 3 expands grey to RGB"
@@ -121,7 +120,7 @@ class _ImageSource(DatasetSource):
         x, keep, meta = self._to_batch(images, [str(files[i]) for i in kept], source)
         kept = [kept[i] for i in keep]
         attrs_ = {k: uniform_column([v[i] for i in kept]) for k, v in (attributes or {}).items()}
-        from bioanon.table import SampleTable
+        from bioanon.api import SampleTable
 
         return SampleTable.from_arrays(
             sample_id=np.array([ids[i] for i in kept]), subject=np.array([subjects[i] for i in kept]),
@@ -199,7 +198,7 @@ class MatFaces(_ImageSource):
         ids = [f"{p.stem}_{i}" for i in range(len(x))]
         batch, keep, meta = self._to_batch(x, [f"{p.name}[{i}]" for i in range(len(x))], self.id)
         lab = [str(int(v)) if np.issubdtype(np.asarray(v).dtype, np.number) else str(v) for v in labels]
-        from bioanon.table import SampleTable
+        from bioanon.api import SampleTable
 
         return SampleTable.from_arrays(
             sample_id=np.array(ids)[keep], subject=np.array([f"{p.stem}_{v}" for v in lab])[keep],

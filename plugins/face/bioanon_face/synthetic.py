@@ -7,11 +7,12 @@ from typing import TYPE_CHECKING, ClassVar
 import attrs
 import numpy as np
 
-from bioanon import DatasetSource, param
+from bioanon.api import DatasetSource, param
+
 from .imageio import check_size
 
 if TYPE_CHECKING:  # imported in load(): bioanon.table imports pyarrow, too slow for start-up
-    from bioanon.table import SampleTable
+    from bioanon.api import SampleTable
 
 
 @attrs.define(kw_only=True)
@@ -96,7 +97,7 @@ class SyntheticFaces(DatasetSource):
             img = img[..., None]
         x = np.clip(np.rint(img), 0, 255).astype(np.uint8)
         names = np.array([f"p{i:03d}" for i in range(S)])
-        from bioanon.table import SampleTable
+        from bioanon.api import SampleTable
 
         return SampleTable.from_arrays(
             sample_id=np.array([f"p{s:03d}_{k}" for s in range(S) for k in range(K)]),

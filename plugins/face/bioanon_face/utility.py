@@ -8,9 +8,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from bioanon import UtilityMeasure, param
-from bioanon.builtin.utility import AttributeAccuracy, align
-from bioanon.errors import TableError
+from bioanon.api import AttributeAccuracy, TableError, UtilityMeasure, align, param
 
 
 def _paired(method: UtilityMeasure, original: Any, anonymized: Any) -> tuple[np.ndarray, np.ndarray]:

@@ -27,9 +27,7 @@ from typing import Any, ClassVar, Literal
 import attrs
 import numpy as np
 
-from bioanon import Anonymizer, param
-from bioanon.builtin.random_set_mean import RandomSetMean
-from bioanon.errors import ParameterError, TableError
+from bioanon.api import Anonymizer, ParameterError, RandomSetMean, TableError, param
 
 from .skeleton import (
     BODY_PARTS,
@@ -640,9 +638,9 @@ def _step_class(method_id: str) -> type | None:
     local = _local_anonymizers()
     if method_id in local:
         return local[method_id]
-    import bioanon
+    from bioanon.api import get_registry
 
-    registry = bioanon.get_registry()
+    registry = get_registry()
     return registry.get(method_id) if method_id in registry else None
 
 
@@ -687,9 +685,9 @@ class Chain(_PoseAnonymizer):
             method_id, params = parse_step(text)
             cls = _step_class(method_id)
             if cls is None:
-                import bioanon
+                from bioanon.api import list_methods
 
-                known = sorted(set(_local_anonymizers()) | set(bioanon.list_methods(kind="anonymizer")))
+                known = sorted(set(_local_anonymizers()) | set(list_methods(kind="anonymizer")))
                 hint = difflib.get_close_matches(method_id, known, n=1)
                 raise ParameterError(self.id, "steps", text, f"step {i}: unknown anonymizer {method_id!r}"
                                      + (f"; did you mean {hint[0]!r}?" if hint else ""))

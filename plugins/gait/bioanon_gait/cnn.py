@@ -18,16 +18,15 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from bioanon import param
-from bioanon.device import device_param, precision_param, resolve_device, weights_param
-from bioanon.methods import CentroidRecognizer, fitted, labels_of
-from bioanon.nettrain import infer, method_training, preflight_weights, softmax_head, stage, to_device, train_net
-from bioanon.torchutil import import_torch
+from bioanon.api import (
+    CentroidRecognizer, device_param, fitted, import_torch, infer, labels_of, method_training, param, precision_param,
+    preflight_weights, resolve_device, softmax_head, stage, to_device, train_net, weights_param,
+)
 
 from .features import CENTERING_HELP, Centering, center
 from .skeleton import poses
 
-_INSTALL = "pip install torch (the other gait methods work without it)"
+_INSTALL = "pip install 'bioanon-gait[torch]'"
 
 
 def _build_net(torch: Any, c_in: int, channels: int, emb: int, n_classes: int, dropout: float) -> Any:

@@ -6,10 +6,13 @@ runs, the ``c3d`` reader and PyYAML inside the sources that need them.
 
 from __future__ import annotations
 
-import bioanon
+from bioanon.api import hookimpl
+
+BIOANON_API = ">=1.0,<2"
+"""The range of bioanon.api versions this plugin works with (PEP 440)."""
 
 
-@bioanon.hookimpl
+@hookimpl
 def register_datasets(register):
     """The gait data sources."""
     from .sources import C3dGait, CsvGait, SebaGait, UCalgaryGait
@@ -19,7 +22,7 @@ def register_datasets(register):
         register(cls)
 
 
-@bioanon.hookimpl
+@hookimpl
 def register_anonymizers(register):
     """The gait anonymizations, with the random-set mean on poses."""
     from . import anonymizers as a
@@ -30,7 +33,7 @@ def register_anonymizers(register):
         register(cls)
 
 
-@bioanon.hookimpl
+@hookimpl
 def register_recognizers(register):
     """The gait attackers."""
     from .cnn import TemporalCnn
@@ -40,7 +43,7 @@ def register_recognizers(register):
         register(cls)
 
 
-@bioanon.hookimpl
+@hookimpl
 def register_utility_measures(register):
     """The gait utility measures."""
     from .utility import DtwDistance, EuclideanDistance, FrechetDistance, GaitAttributeAccuracy

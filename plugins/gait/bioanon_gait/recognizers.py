@@ -14,9 +14,7 @@ from typing import ClassVar, Literal
 
 import attrs
 
-from bioanon import param
-from bioanon.builtin.recognizers import NearestNeighbors, PcaSvm, RandomForest
-from bioanon.methods import FeatureRecognizer, fitted, n_components_ok
+from bioanon.api import FeatureRecognizer, NearestNeighbors, PcaSvm, RandomForest, fitted, n_components_ok, param
 
 from .features import CENTERING_HELP, FEATURES_HELP, Centering, Features, GaitFeatures
 from .skeleton import poses

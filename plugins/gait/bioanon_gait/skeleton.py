@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from bioanon.errors import TableError
+from bioanon.api import TableError
 
 #: The body-part groups gait tables use (the names of SEBA's ``body_parts_to_marker``).
 BODY_PARTS = ("head", "torso", "left_arm", "right_arm", "hip", "left_leg", "right_leg")

@@ -28,11 +28,10 @@ from typing import Any, ClassVar, Literal
 import attrs
 import numpy as np
 
-from bioanon import DatasetSource, param
-from bioanon.errors import DataError
-from bioanon.errors import TableError
-from bioanon.fileio import parse_cell, resolve_within, uniform_column
-from bioanon.metadata import FILE_COLUMNS, SUBJECT_COLUMNS, key_columns, read_csv_rows
+from bioanon.api import (
+    FILE_COLUMNS, SUBJECT_COLUMNS, DataError, DatasetSource, TableError, key_columns, param, parse_cell, read_csv_rows,
+    resolve_within, uniform_column,
+)
 
 from .skeleton import (
     BODY_PARTS_CHECK,
@@ -205,7 +204,7 @@ def _valid_marker_parts(v: str) -> bool:
 def _table(*, sequences: list[np.ndarray], subjects: list[str], sample_ids: list[str],
            attributes: dict[str, list[Any]], frames: int, meta: dict[str, Any]):
     """Resample the sequences and build the validated gait table."""
-    from bioanon.table import SampleTable
+    from bioanon.api import SampleTable
 
     pose = resample_ragged(sequences, frames)
     return SampleTable.from_arrays(subject=np.array(subjects, dtype=object),

@@ -27,9 +27,7 @@ from typing import ClassVar, Literal
 import attrs
 import numpy as np
 
-from bioanon import UtilityMeasure, param
-from bioanon.builtin.utility import AttributeAccuracy, align
-from bioanon.methods import fitted
+from bioanon.api import AttributeAccuracy, UtilityMeasure, align, fitted, param
 
 from .features import CENTERING_HELP, FEATURES_HELP, Centering, Features, GaitFeatures
 from .skeleton import poses

@@ -16,7 +16,7 @@ from typing import ClassVar
 import attrs
 import numpy as np
 
-from bioanon import DatasetSource, param
+from bioanon.api import DatasetSource, param
 
 from .skeleton import KINECT_V2_18, KINECT_V2_18_PARTS, gait_metadata
 
@@ -48,7 +48,7 @@ class SyntheticGait(DatasetSource):
     seed: int = param(0, help="random seed")
 
     def load(self, path=None):
-        from bioanon.table import SampleTable
+        from bioanon.api import SampleTable
 
         rng = np.random.default_rng(self.seed)
         S, K, T = self.n_subjects, self.sequences_per_subject, self.frames

@@ -17,8 +17,7 @@ from typing import Any, ClassVar
 
 import attrs
 import numpy as np
-from bioanon.errors import BioanonError
-from bioanon.methods import Anonymizer, fitted, param
+from bioanon.api import Anonymizer, BioanonError, fitted, param
 
 from .signals import channel_names_of, sample_rate_of, table_rng
 

@@ -18,16 +18,15 @@ from typing import Any, ClassVar
 
 import attrs
 import numpy as np
-from bioanon.device import device_param, precision_param, resolve_device, weights_param
-from bioanon.errors import TableError
-from bioanon.methods import CentroidRecognizer, fitted, labels_of, param
-from bioanon.nettrain import infer, method_training, preflight_weights, softmax_head, stage, train_net
-from bioanon.torchutil import import_torch
+from bioanon.api import (
+    CentroidRecognizer, TableError, device_param, fitted, import_torch, infer, labels_of, method_training, param,
+    precision_param, preflight_weights, resolve_device, softmax_head, stage, train_net, weights_param,
+)
 
 __all__ = ["ImuCnn"]
 
 
-_INSTALL = "pip install torch"
+_INSTALL = "pip install 'bioanon-motion[torch]'"
 
 
 def _torch() -> Any:

@@ -25,10 +25,9 @@ from typing import Any, ClassVar
 
 import attrs
 import numpy as np
-from bioanon.errors import DataError
-from bioanon.fileio import jsonable, resolve_within
-from bioanon.metadata import FILE_COLUMNS, SUBJECT_COLUMNS, Metadata, file_key
-from bioanon.methods import DatasetSource, param
+from bioanon.api import (
+    FILE_COLUMNS, SUBJECT_COLUMNS, DataError, DatasetSource, Metadata, file_key, jsonable, param, resolve_within,
+)
 
 from .io import MotionDataError, read_numeric, require_path
 from .signals import sliding_windows
@@ -61,7 +60,7 @@ class _WindowedSource(DatasetSource):
     def _table(self, recordings: Sequence[_Recording], channels: list[str], sample_rate: float,
                attribute_names: Sequence[str]) -> Any:
         """Cut every recording into windows and build the table (attributes repeated per window)."""
-        from bioanon.table import SampleTable
+        from bioanon.api import SampleTable
 
         cap = self.max_windows_per_recording or None
         wins = [sliding_windows(r.data, self.window, self.stride)[:cap] for r in recordings]
@@ -520,7 +519,7 @@ class SyntheticMotion(DatasetSource):
 
     def load(self, path=None):
         """Generate the windows (``path`` is not used)."""
-        from bioanon.table import SampleTable
+        from bioanon.api import SampleTable
 
         rng = np.random.default_rng(self.seed)
         S, K, T, C, H = self.n_subjects, self.windows_per_subject, self.window, 6, 3

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from bioanon.errors import BioanonError
+from bioanon.api import BioanonError
 
 __all__ = ["MotionDataError", "MotionDataNotFound", "read_numeric", "require_path"]
 

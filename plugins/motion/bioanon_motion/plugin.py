@@ -5,10 +5,13 @@ Only light modules are imported here (numpy, attrs); torch is imported inside ``
 
 from __future__ import annotations
 
-import bioanon
+from bioanon.api import hookimpl
+
+BIOANON_API = ">=1.0,<2"
+"""The range of bioanon.api versions this plugin works with (PEP 440)."""
 
 
-@bioanon.hookimpl
+@hookimpl
 def register_datasets(register):
     """MotionSense, phone gait, generic CSV and synthetic sources."""
     from .datasets import CsvRecordings, MotionSense, PhoneGait, SyntheticMotion
@@ -17,7 +20,7 @@ def register_datasets(register):
         register(cls)
 
 
-@bioanon.hookimpl
+@hookimpl
 def register_anonymizers(register):
     """Noise, filtering, resampling, quantization, channel removal, normalization, random-set mean."""
     from .anonymizers import ChannelRemoval, GaussianNoise, LaplaceNoise, LowPass, Normalize, Quantize, Resample
@@ -29,7 +32,7 @@ def register_anonymizers(register):
         register(cls)
 
 
-@bioanon.hookimpl
+@hookimpl
 def register_recognizers(register):
     """Window-feature recognizers and the 1-D CNN."""
     from .cnn import ImuCnn
@@ -39,7 +42,7 @@ def register_recognizers(register):
         register(cls)
 
 
-@bioanon.hookimpl
+@hookimpl
 def register_utility_measures(register):
     """Attribute accuracy, correlation and DTW."""
     from .utility import AttributeAccuracy, Correlation, Dtw

@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Literal
 
 import attrs
 
-from bioanon.builtin.random_set_mean import RandomSetMean
+from bioanon.api import RandomSetMean
 
 __all__ = ["MotionRandomSetMean"]
 

@@ -18,8 +18,7 @@ from typing import Any, ClassVar
 
 import attrs
 import numpy as np
-from bioanon.builtin.recognizers import LdaCosine, NearestNeighbors, PcaSvm, RandomForest
-from bioanon.methods import FeatureRecognizer, param, n_components_ok
+from bioanon.api import FeatureRecognizer, LdaCosine, NearestNeighbors, PcaSvm, RandomForest, n_components_ok, param
 
 from .signals import sample_rate_of, window_features
 

@@ -17,9 +17,7 @@ from typing import Any, ClassVar
 
 import attrs
 import numpy as np
-from bioanon.builtin.utility import AttributeAccuracy as _CoreAttributeAccuracy
-from bioanon.builtin.utility import align
-from bioanon.methods import UtilityMeasure, fitted, param
+from bioanon.api import AttributeAccuracy as _CoreAttributeAccuracy, UtilityMeasure, align, fitted, param
 
 from .recognizers import features_table
 from .signals import dtw_distance, pearson_per_channel

@@ -9,7 +9,7 @@ from typing import ClassVar
 import attrs
 import numpy as np
 
-from bioanon import Anonymizer, param
+from bioanon.api import Anonymizer, param
 
 from .dsp import EPS, audio_of, frames, lpc, poly_from_roots, poly_roots, sample_rng, with_audio
 

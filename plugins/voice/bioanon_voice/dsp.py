@@ -13,7 +13,7 @@ EPS = 1e-10
 
 def audio_of(table) -> tuple[list[np.ndarray], int]:
     """The ``audio`` payload (list of float32 arrays) and the table's sample rate."""
-    from bioanon.errors import TableError
+    from bioanon.api import TableError
 
     if "audio" not in table.payload_names:
         raise TableError(f"the table has no 'audio' payload; it has {table.payload_names}")

@@ -7,10 +7,13 @@ methods that read or process audio, torch inside ``voice.xvector`` and ``voice.r
 
 from __future__ import annotations
 
-import bioanon
+from bioanon.api import hookimpl
+
+BIOANON_API = ">=1.0,<2"
+"""The range of bioanon.api versions this plugin works with (PEP 440)."""
 
 
-@bioanon.hookimpl
+@hookimpl
 def register_datasets(register):
     """The voice data sources."""
     from .sources import AudioMnist, Fsdd, LibriSpeech, SpeakerFolder
@@ -20,7 +23,7 @@ def register_datasets(register):
         register(cls)
 
 
-@bioanon.hookimpl
+@hookimpl
 def register_anonymizers(register):
     """The signal-level voice anonymizations."""
     from . import anonymizers as a
@@ -31,7 +34,7 @@ def register_anonymizers(register):
         register(cls)
 
 
-@bioanon.hookimpl
+@hookimpl
 def register_recognizers(register):
     """The voice attackers."""
     from .recognizers import MfccLda, MfccLogReg, MfccSvm
@@ -45,7 +48,7 @@ def register_recognizers(register):
         register(Resemblyzer)
 
 
-@bioanon.hookimpl
+@hookimpl
 def register_utility_measures(register):
     """The voice utility measures."""
     from .utility import ContentAccuracy, PitchCorrelation, SignalToDistortion, VoiceDistinctiveness
@@ -73,7 +76,7 @@ def utterance_features(table):
                          kind=cfg["kind"])
 
 
-@bioanon.hookimpl
+@hookimpl
 def register_payload_features(register):
     """``audio`` → utterance MFCC statistics, for the trait-agnostic methods."""
     register("audio", utterance_features, description="utterance MFCC statistics (mean and std of 20 MFCCs and "

@@ -10,8 +10,7 @@ from typing import Any, ClassVar, Literal
 
 import attrs
 
-from bioanon import param
-from bioanon.builtin.random_set_mean import RandomSetMean
+from bioanon.api import RandomSetMean, param
 
 from .recognizers import FeatureKind, stats_table
 

@@ -14,9 +14,7 @@ from typing import ClassVar, Literal
 import attrs
 import numpy as np
 
-from bioanon import param
-from bioanon.builtin.recognizers import LdaCosine, LogisticRegression, PcaSvm
-from bioanon.methods import FeatureRecognizer, n_components_ok
+from bioanon.api import FeatureRecognizer, LdaCosine, LogisticRegression, PcaSvm, n_components_ok, param
 
 from .dsp import audio_of, feature_stats
 
@@ -48,7 +46,7 @@ def stats_table(table, kind: str = "mfcc", n_coeffs: int = 20, n_mels: int = 40,
     it is, after checking that its statistics were computed with the same settings (metadata
     ``voice_features``, else the number of values per utterance); a mismatch raises :class:`TableError`
     naming both settings, since the attacker's feature space would not fit them."""
-    from bioanon.errors import TableError
+    from bioanon.api import TableError
 
     cfg = feature_config(kind, n_coeffs, n_mels, deltas, energy_quantile)
     names = table.payload_names

@@ -17,11 +17,9 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from bioanon import param
-from bioanon.device import device_param, precision_param, resolve_device
-from bioanon.methods import CentroidRecognizer, class_sums
-from bioanon.nettrain import infer
-from bioanon.torchutil import import_torch
+from bioanon.api import (
+    CentroidRecognizer, class_sums, device_param, import_torch, infer, param, precision_param, resolve_device,
+)
 
 from .dsp import audio_of
 

@@ -16,10 +16,7 @@ from typing import ClassVar
 import attrs
 import numpy as np
 
-from bioanon import DatasetSource, param
-
-from bioanon.errors import BioanonError
-from bioanon.metadata import Metadata, read_metadata_csv
+from bioanon.api import BioanonError, DatasetSource, Metadata, param, read_metadata_csv
 
 
 class DatasetError(BioanonError, ValueError):
@@ -79,7 +76,7 @@ class _FileSource(DatasetSource):
         return (str(rec[0]),)
 
     def load(self, path=None):
-        from bioanon.table import SampleTable
+        from bioanon.api import SampleTable
 
         if path is None:
             raise DatasetError(f"{self.id}: needs a path to the data set")

@@ -14,7 +14,7 @@ from typing import ClassVar
 import attrs
 import numpy as np
 
-from bioanon import DatasetSource, param
+from bioanon.api import DatasetSource, param
 
 # (F1, F2, F3) of some vowels in Hz (adult male averages)
 _VOWELS = np.array([
@@ -95,7 +95,7 @@ class SyntheticVoice(DatasetSource):
     seed: int = param(0, help="random seed")
 
     def load(self, path=None):
-        from bioanon.table import SampleTable
+        from bioanon.api import SampleTable
 
         from .dsp import feature_stats
 

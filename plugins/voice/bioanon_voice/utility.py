@@ -8,9 +8,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from bioanon import UtilityMeasure, param
-from bioanon.methods import fitted
-from bioanon.builtin.utility import AttributeAccuracy, align
+from bioanon.api import AttributeAccuracy, UtilityMeasure, align, fitted, param
 
 from .dsp import audio_of, feature_stats, segment_features
 
@@ -42,7 +40,7 @@ class ContentAccuracy(AttributeAccuracy):
                                   "without audio)", low=0, high=50)
 
     def _x(self, table) -> np.ndarray:
-        from bioanon.errors import TableError
+        from bioanon.api import TableError
 
         from .recognizers import stats_table
 
@@ -158,7 +156,7 @@ def similarity_matrix(x: np.ndarray, y: np.ndarray, codes: np.ndarray, n_speaker
     cosine score, so its mean is ``slope · mean cosine + intercept``; the sums over pairs are products of
     per-speaker embedding sums (vectorized). Pairs of an utterance with itself (in either condition) are left
     out of the diagonal, which therefore needs two utterances per speaker."""
-    from bioanon.methods import class_sums
+    from bioanon.api import class_sums
 
     sx, sy = class_sums(x, codes, n_speakers), class_sums(y, codes, n_speakers)
     total = sx @ sy.T
@@ -236,8 +234,7 @@ class VoiceDistinctiveness(UtilityMeasure):
     def fit(self, clear):
         from sklearn.linear_model import LogisticRegression
 
-        from bioanon import get_registry
-        from bioanon.errors import ParameterError, TableError
+        from bioanon.api import ParameterError, TableError, get_registry
 
         cls = get_registry().get(self.verifier)
         if getattr(cls, "kind", "") != "recognizer" or not getattr(cls, "has_embedding", False):
@@ -268,7 +265,7 @@ class VoiceDistinctiveness(UtilityMeasure):
 
     def matrices(self, original, anonymized) -> tuple[np.ndarray, np.ndarray]:
         """(S_oo, S_aa or S_oa) over the speakers with at least two utterances."""
-        from bioanon.errors import TableError
+        from bioanon.api import TableError
 
         if self.verifier_ is None:
             raise RuntimeError(f"{self.id}: fit(clear) before measure()")
@@ -289,7 +286,7 @@ class VoiceDistinctiveness(UtilityMeasure):
 
     def gain(self, original, anonymized) -> float:
         """G_VD in dB of ``anonymized`` against ``original``."""
-        from bioanon.errors import TableError
+        from bioanon.api import TableError
 
         s_oo, s_xx = self.matrices(original, anonymized)
         d_oo, d_xx = diagonal_dominance(s_oo), diagonal_dominance(s_xx)

@@ -18,15 +18,14 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from bioanon import param
-from bioanon.device import device_param, precision_param, resolve_device, weights_param
-from bioanon.methods import CentroidRecognizer, fitted, labels_of
-from bioanon.nettrain import arcface_head, infer, method_training, preflight_weights, stage, train_net
-from bioanon.torchutil import import_torch
+from bioanon.api import (
+    CentroidRecognizer, arcface_head, device_param, fitted, import_torch, infer, labels_of, method_training, param,
+    precision_param, preflight_weights, resolve_device, stage, train_net, weights_param,
+)
 
 from .dsp import audio_of, log_mel
 
-_INSTALL = "pip install 'bioanon-voice[xvector]'"
+_INSTALL = "pip install 'bioanon-voice[torch]'"
 
 
 def _at_least(f: np.ndarray, frames: int) -> np.ndarray:
@@ -96,7 +95,7 @@ class XVector(CentroidRecognizer):
     """An x-vector speaker embedding network (TDNN + statistics pooling) trained from scratch on the attacker's
     training speakers; cosine to enrolled centroids.
 
-    Needs PyTorch (``pip install torch``), which bioanon-voice does not install. ``preset = "fast"`` (the
+    Needs PyTorch (``pip install 'bioanon-voice[torch]'``), which a plain install of bioanon-voice does not pull. ``preset = "fast"`` (the
     defaults) is tiny: four frame layers of 64 channels, 64-d embeddings, 0.6 s crops, an AAM-softmax loss, 30
     epochs — seconds to a minute on a few hundred utterances on two cores. ``preset = "paper"`` is the x-vector
     network of Snyder et al., "X-vectors: robust DNN embeddings for speaker recognition", ICASSP 2018, Table 1:

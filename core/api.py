@@ -1,0 +1,250 @@
+"""The stable API for plugin authors: everything a bioanon plugin imports comes from here.
+
+A plugin (and its tests) imports only from this module::
+
+    from bioanon.api import Anonymizer, SampleTable, TableError, fitted, hookimpl, param
+
+Names outside ``bioanon.api`` (``bioanon.methods``, ``bioanon.nettrain``, ...) are internal: they may move or
+change in any release. The names below follow :data:`API_VERSION`; a plugin states the range it supports in its
+entry-point module, ``BIOANON_API = ">=1.0,<2"``, and ``bioanon plugins`` lists a plugin whose range excludes
+this version as ``incompatible`` instead of loading it.
+
+Importing this module is light (numpy, attrs and pluggy, as ``import bioanon``): the names of the later groups
+are imported on first use, so a plugin's entry-point module that imports ``hookimpl`` stays fast. Nothing here
+imports torch, scikit-learn, SciPy or matplotlib at import time.
+
+Method base classes, parameters and fitted state
+    :class:`Method`, :class:`Anonymizer`, :class:`Deanonymizer`, :class:`Recognizer`,
+    :class:`FeatureRecognizer` (features + an inner recognizer), :class:`CentroidRecognizer` (cosine to class
+    centroids of an embedding), :class:`UtilityMeasure`, :class:`Selector`, :class:`DatasetSource`,
+    :class:`ScoreMatrix` (what ``Recognizer.score`` returns), :data:`KINDS`; :func:`param` declares a
+    validated parameter, :func:`fitted` fitted state; helpers :func:`labels_of`, :func:`class_sums`,
+    :func:`n_components_ok`, :func:`feature_matrix`.
+
+Hooks and registration
+    :data:`hookimpl` marks hook implementations (see :mod:`bioanon.hookspecs` for every hook);
+    :class:`Register` and :class:`RegisterFeatures` are the types of the ``register`` callbacks the hooks
+    receive. :func:`get_registry`, :func:`get_method` and :func:`list_methods` reach the installed methods
+    (e.g. a chain of other plugins' anonymizers).
+
+Sample table and payload helpers
+    :class:`SampleTable` (one row per sample, payload columns, subject, attributes, lineage);
+    :func:`restore_dtype`, :func:`flatten_payload`, :func:`table_rng` (a seeded generator per table).
+
+Errors
+    :class:`BioanonError` (base of all), :class:`ParameterError`, :class:`TableError`, :class:`DataError`,
+    :class:`PluginError`, :class:`UnknownMethodError`, :class:`ConfigError`, :class:`CacheError`,
+    :class:`DeviceError`, :class:`WeightsError`; :class:`MissingDependencyError` (since 1.1: a method's optional
+    package is not installed; raise it when a method finds one missing as it runs).
+
+Device and training helpers for torch methods
+    parameters :func:`device_param`, :func:`precision_param`, :func:`weights_param`; :func:`resolve_device`;
+    :func:`import_torch` (a clear install hint when torch is missing); the shared trainer :func:`train_net`
+    with :func:`method_training`, :func:`preflight_weights`, :func:`infer`, :func:`stage`, :func:`to_device`,
+    heads :func:`arcface_head`, :func:`softmax_head` and the choices :data:`OPTIMIZERS`, :data:`SCHEDULERS`.
+
+Reading data sets
+    :func:`resolve_within` (a path that cannot leave the data root), :func:`uniform_column`,
+    :func:`parse_cell`, :func:`jsonable`; metadata files: :class:`Metadata`, :func:`read_metadata_csv`,
+    :func:`read_csv_rows`, :func:`key_columns`, :func:`file_key`, :data:`FILE_COLUMNS`,
+    :data:`SUBJECT_COLUMNS`.
+
+Reusable building blocks
+    :class:`RandomSetMean` (the random-set mean anonymizer to subclass per payload),
+    :class:`AttributeAccuracy` and :func:`align` (utility), :func:`paired_payloads` (de-anonymizers), the
+    core recognizers :class:`PcaSvm`, :class:`RandomForest`, :class:`LogisticRegression`,
+    :class:`NearestNeighbors`, :class:`LdaCosine` (as inner recognizers of a :class:`FeatureRecognizer`).
+
+Testing and conformance
+    :func:`check_method` runs every conformance check on a method class and returns a
+    :class:`ConformanceReport`; :func:`make_table` makes tiny seeded tables; :mod:`testing` is the whole
+    module (its pytest fixtures ``register_bioanon_plugin``, ``tiny_table``, ... load where a project asks for
+    them: ``addopts = "-p bioanon.testing"`` in its pytest configuration, as the plugin template has it).
+    Importing this module does not import pytest; using these names imports it when installed.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from . import get_method, get_registry, list_methods
+from .errors import (
+    BioanonError,
+    CacheError,
+    ConfigError,
+    DataError,
+    MissingDependencyError,
+    ParameterError,
+    PluginError,
+    TableError,
+    UnknownMethodError,
+)
+from .hookspecs import Register, RegisterFeatures, hookimpl
+from .methods import (
+    KINDS,
+    Anonymizer,
+    CentroidRecognizer,
+    DatasetSource,
+    Deanonymizer,
+    FeatureRecognizer,
+    Method,
+    Recognizer,
+    ScoreMatrix,
+    Selector,
+    UtilityMeasure,
+    class_sums,
+    feature_matrix,
+    fitted,
+    labels_of,
+    n_components_ok,
+    param,
+)
+
+API_VERSION = "1.1"
+"""The version of this API, ``"major.minor"``.
+
+The minor number grows when names are added (a plugin written for 1.0 works with 1.3); the major number grows
+when a name is removed or its behaviour or signature changes incompatibly. A plugin declares the range it
+supports as a PEP 440 specifier in its entry-point module, usually ``BIOANON_API = ">=1.<minor it needs>,<2"``;
+the plugin loader skips a plugin whose range excludes this version and lists it as ``incompatible``."""
+
+# name -> (module, attribute or None for the module itself), imported on first access
+_LAZY: dict[str, tuple[str, str | None]] = {
+    # sample table and payload helpers
+    "SampleTable": ("bioanon.table", "SampleTable"),
+    "flatten_payload": ("bioanon.payloads", "flatten_payload"),
+    "restore_dtype": ("bioanon.payloads", "restore_dtype"),
+    "table_rng": ("bioanon.payloads", "table_rng"),
+    # errors of the device and training helpers
+    "DeviceError": ("bioanon.device", "DeviceError"),
+    "WeightsError": ("bioanon.nettrain", "WeightsError"),
+    # device and training helpers for torch methods
+    "device_param": ("bioanon.device", "device_param"),
+    "precision_param": ("bioanon.device", "precision_param"),
+    "weights_param": ("bioanon.device", "weights_param"),
+    "resolve_device": ("bioanon.device", "resolve_device"),
+    "import_torch": ("bioanon.torchutil", "import_torch"),
+    "OPTIMIZERS": ("bioanon.nettrain", "OPTIMIZERS"),
+    "SCHEDULERS": ("bioanon.nettrain", "SCHEDULERS"),
+    "arcface_head": ("bioanon.nettrain", "arcface_head"),
+    "infer": ("bioanon.nettrain", "infer"),
+    "method_training": ("bioanon.nettrain", "method_training"),
+    "preflight_weights": ("bioanon.nettrain", "preflight_weights"),
+    "softmax_head": ("bioanon.nettrain", "softmax_head"),
+    "stage": ("bioanon.nettrain", "stage"),
+    "to_device": ("bioanon.nettrain", "to_device"),
+    "train_net": ("bioanon.nettrain", "train_net"),
+    # reading data sets
+    "jsonable": ("bioanon.fileio", "jsonable"),
+    "parse_cell": ("bioanon.fileio", "parse_cell"),
+    "resolve_within": ("bioanon.fileio", "resolve_within"),
+    "uniform_column": ("bioanon.fileio", "uniform_column"),
+    "FILE_COLUMNS": ("bioanon.metadata", "FILE_COLUMNS"),
+    "SUBJECT_COLUMNS": ("bioanon.metadata", "SUBJECT_COLUMNS"),
+    "Metadata": ("bioanon.metadata", "Metadata"),
+    "file_key": ("bioanon.metadata", "file_key"),
+    "key_columns": ("bioanon.metadata", "key_columns"),
+    "read_csv_rows": ("bioanon.metadata", "read_csv_rows"),
+    "read_metadata_csv": ("bioanon.metadata", "read_metadata_csv"),
+    # reusable building blocks
+    "RandomSetMean": ("bioanon.builtin.random_set_mean", "RandomSetMean"),
+    "AttributeAccuracy": ("bioanon.builtin.utility", "AttributeAccuracy"),
+    "align": ("bioanon.builtin.utility", "align"),
+    "paired_payloads": ("bioanon.builtin.deanonymizers", "paired_payloads"),
+    "LdaCosine": ("bioanon.builtin.recognizers", "LdaCosine"),
+    "LogisticRegression": ("bioanon.builtin.recognizers", "LogisticRegression"),
+    "NearestNeighbors": ("bioanon.builtin.recognizers", "NearestNeighbors"),
+    "PcaSvm": ("bioanon.builtin.recognizers", "PcaSvm"),
+    "RandomForest": ("bioanon.builtin.recognizers", "RandomForest"),
+    # testing and conformance (imports pytest when installed, for the fixtures)
+    "testing": ("bioanon.testing", None),
+    "ConformanceReport": ("bioanon.testing", "ConformanceReport"),
+    "check_method": ("bioanon.testing", "check_method"),
+    "make_table": ("bioanon.testing", "make_table"),
+}
+
+__all__ = [  # every name of the API (the lazy ones included)
+    "API_VERSION", "Anonymizer", "AttributeAccuracy", "BioanonError", "CacheError", "CentroidRecognizer",
+    "ConfigError", "ConformanceReport", "DataError", "DatasetSource", "Deanonymizer", "DeviceError", "FILE_COLUMNS",
+    "FeatureRecognizer", "KINDS", "LdaCosine", "LogisticRegression", "Metadata", "Method", "MissingDependencyError",
+    "NearestNeighbors",
+    "OPTIMIZERS", "ParameterError", "PcaSvm", "PluginError", "RandomForest", "RandomSetMean", "Recognizer",
+    "Register", "RegisterFeatures", "SCHEDULERS", "SUBJECT_COLUMNS", "SampleTable", "ScoreMatrix", "Selector",
+    "TableError", "UnknownMethodError", "UtilityMeasure", "WeightsError", "align", "arcface_head", "check_method",
+    "class_sums", "device_param", "feature_matrix", "file_key", "fitted", "flatten_payload", "get_method",
+    "get_registry", "hookimpl", "import_torch", "infer", "jsonable", "key_columns", "labels_of", "list_methods",
+    "make_table", "method_training", "n_components_ok", "paired_payloads", "param", "parse_cell", "precision_param",
+    "preflight_weights", "read_csv_rows", "read_metadata_csv", "resolve_device", "resolve_within", "restore_dtype",
+    "softmax_head", "stage", "table_rng", "testing", "to_device", "train_net", "uniform_column", "weights_param",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module of a lazily exported name on first use (PEP 562) and keep the value."""
+    try:
+        module, attr = _LAZY[name]
+    except KeyError:
+        raise AttributeError(f"module 'bioanon.api' has no attribute {name!r}") from None
+    value = importlib.import_module(module)
+    if attr is not None:
+        value = getattr(value, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))
+
+
+if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
+    from . import testing as testing
+    from .builtin.deanonymizers import paired_payloads as paired_payloads
+    from .builtin.random_set_mean import RandomSetMean as RandomSetMean
+    from .builtin.recognizers import (
+        LdaCosine as LdaCosine,
+        LogisticRegression as LogisticRegression,
+        NearestNeighbors as NearestNeighbors,
+        PcaSvm as PcaSvm,
+        RandomForest as RandomForest,
+    )
+    from .builtin.utility import AttributeAccuracy as AttributeAccuracy, align as align
+    from .device import (
+        DeviceError as DeviceError,
+        device_param as device_param,
+        precision_param as precision_param,
+        resolve_device as resolve_device,
+        weights_param as weights_param,
+    )
+    from .fileio import (
+        jsonable as jsonable,
+        parse_cell as parse_cell,
+        resolve_within as resolve_within,
+        uniform_column as uniform_column,
+    )
+    from .metadata import (
+        FILE_COLUMNS as FILE_COLUMNS,
+        SUBJECT_COLUMNS as SUBJECT_COLUMNS,
+        Metadata as Metadata,
+        file_key as file_key,
+        key_columns as key_columns,
+        read_csv_rows as read_csv_rows,
+        read_metadata_csv as read_metadata_csv,
+    )
+    from .nettrain import (
+        OPTIMIZERS as OPTIMIZERS,
+        SCHEDULERS as SCHEDULERS,
+        WeightsError as WeightsError,
+        arcface_head as arcface_head,
+        infer as infer,
+        method_training as method_training,
+        preflight_weights as preflight_weights,
+        softmax_head as softmax_head,
+        stage as stage,
+        to_device as to_device,
+        train_net as train_net,
+    )
+    from .payloads import flatten_payload as flatten_payload, restore_dtype as restore_dtype, table_rng as table_rng
+    from .table import SampleTable as SampleTable
+    from .testing import ConformanceReport as ConformanceReport, check_method as check_method, make_table as make_table
+    from .torchutil import import_torch as import_torch

@@ -1,0 +1,194 @@
+"""Files bioanon writes for its users: the example configs (``bioanon init``) and new plugin projects
+(``bioanon new-plugin``).
+
+Both come from the package data of :mod:`bioanon.examples` (the repository's ``examples/`` folder), so they work
+from a plain ``pip install`` as well as from a clone.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from .errors import BioanonError, ConfigError
+from .fileio import atomic_write_text
+
+TEMPLATE = "plugin-template"
+_SKIP = ("__pycache__", ".pytest_cache", "build", "dist", ".egg-info")  # build output of a local install
+
+
+def examples_dir() -> Path:
+    """The folder holding the installed example configs and the plugin template."""
+    return Path(str(resources.files("bioanon.examples")))
+
+
+@dataclass(frozen=True)
+class Example:
+    """One example config shipped with bioanon."""
+
+    name: str
+    path: Path
+    summary: str      # the first sentence of its opening comment
+    source: str       # the dataset source id, e.g. "face.orl"
+    data_path: str | None  # the dataset folder it reads ([dataset] path), None for built-in/synthetic data
+
+    @property
+    def plugin(self) -> str:
+        """The distribution that provides the example's data source ("bioanon" for the core's own)."""
+        trait = self.source.split(".", 1)[0]
+        return "bioanon" if trait == "any" else f"bioanon-{trait}"
+
+
+def _summary(text: str) -> str:
+    lines = []
+    for line in text.splitlines():
+        if not line.startswith("#") or "bioanon evaluate" in line:
+            break
+        lines.append(line.lstrip("# ").strip())
+    words = " ".join(lines)
+    end = re.search(r"(?<!\bet al)(?<!\be\.g)(?<!\bi\.e)(?<!\bFig)(?<!\bTab)(?<!\bvs)(?<!\bcf)[.:](\s|$)",
+                    words)
+    return (words[: end.start()] if end else words).strip()
+
+
+def examples() -> list[Example]:
+    """Every example config, sorted by name."""
+    found = []
+    for path in sorted(examples_dir().glob("*.toml")):
+        text = path.read_text(encoding="utf-8")
+        dataset = tomllib.loads(text).get("dataset", {})
+        found.append(Example(path.stem, path, _summary(text), str(dataset.get("source", "")),
+                             dataset.get("path")))
+    return found
+
+
+def example(name: str) -> Path:
+    """The path of the installed example config ``name`` (e.g. ``"quickstart"``), to pass to
+    :func:`bioanon.evaluate` from any directory."""
+    known = {e.name: e for e in examples()}
+    stem = name.removesuffix(".toml")
+    if stem not in known:
+        raise ConfigError(f"unknown example {name!r}; the examples are: {', '.join(known)}")
+    return known[stem].path
+
+
+_PATH_LINE = re.compile(r'^(\s*path\s*=\s*)("[^"]*"|\'[^\']*\')(.*)$')
+
+
+def write_example(name: str, directory: str | Path = ".", *, data: str | Path | None = None,
+                  force: bool = False) -> tuple[Path, str | None]:
+    """Copy the example config ``name`` into ``directory`` (created if needed) as ``NAME.toml``.
+
+    The dataset folder of examples that read recorded data is rewritten for the new location: to ``data`` when
+    given, else to the absolute path of the folder the example points at when that exists (running from a
+    clone), else left as it is. Returns the written path and, when the data folder still needs setting, a
+    one-line hint saying so. Never overwrites an existing file unless ``force``.
+    """
+    src = example(name)
+    info = next(e for e in examples() if e.path == src)
+    directory = Path(directory)
+    if directory.exists() and not directory.is_dir():
+        raise ConfigError(f"{directory}: not a directory")
+    target = directory / src.name
+    if target.exists() and not force:
+        raise ConfigError(f"{target} exists; pass --force to overwrite it")
+    text = src.read_text(encoding="utf-8").replace(f"examples/{src.name}", str(target))
+    hint = None
+    if info.data_path is not None:
+        if data is not None:
+            new = Path(data).expanduser().resolve()
+        else:
+            new = (src.parent / info.data_path).resolve()
+        if data is None and not new.is_dir():
+            hint = (f"{target}: set [dataset] path to your copy of the data ({info.source}; "
+                    f"now {info.data_path!r}), or rerun with --data DIR")
+        else:
+            text = _replace_dataset_path(text, str(new), target)
+    directory.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(target, text)
+    return target, hint
+
+
+def _replace_dataset_path(text: str, new: str, target: Path) -> str:
+    lines = text.splitlines(keepends=True)
+    table = None
+    for i, line in enumerate(lines):
+        head = re.match(r"^\s*\[([^\]]+)\]", line)
+        if head:
+            table = head.group(1).strip()
+        elif table == "dataset":
+            m = _PATH_LINE.match(line.rstrip("\n"))
+            if m:
+                comment = "   # set by bioanon init" if "#" in m.group(3) else m.group(3)
+                lines[i] = f"{m.group(1)}{_toml_string(new)}{comment}\n"
+                return "".join(lines)
+    raise ConfigError(f"{target}: found no path = ... line in [dataset] to rewrite")
+
+
+def _toml_string(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+# -- new plugin projects ------------------------------------------------------------------------------------
+
+_PLUGIN_NAME = re.compile(r"^[a-z][a-z0-9_]{0,39}$")
+
+
+def template_dir() -> Path:
+    """The plugin template that ``bioanon new-plugin`` copies (``examples/plugin-template`` in a clone)."""
+    return examples_dir() / TEMPLATE
+
+
+def new_plugin(name: str, directory: str | Path | None = None) -> Path:
+    """Create a separately installable plugin project ``bioanon-NAME`` from the plugin template.
+
+    ``name`` is the plugin's method prefix and trait (lower case letters, digits and ``_``, starting with a
+    letter): the project gets the distribution ``bioanon-NAME`` (underscores become dashes), the package
+    ``bioanon_NAME``, the entry point ``bioanon_NAME`` and the method ids ``NAME.quantize`` and
+    ``NAME.nearest_neighbour``, with tests that run bioanon's conformance suite. ``directory`` defaults to
+    ``./bioanon-NAME`` and must not exist or be empty. Returns the project folder.
+    """
+    if not _PLUGIN_NAME.match(name or ""):
+        raise ConfigError(f"plugin name {name!r}: use lower case letters, digits and '_', starting with a "
+                          "letter (at most 40 characters), e.g. 'ecg' or 'hand_geometry'")
+    if name in ("any", "bioanon", "example"):
+        raise ConfigError(f"plugin name {name!r} is reserved; choose another")
+    dist = f"bioanon-{name.replace('_', '-')}"
+    target = Path(directory) if directory is not None else Path(dist)
+    if target.exists() and (not target.is_dir() or any(target.iterdir())):
+        raise ConfigError(f"{target} exists and is not empty; choose another directory")
+    source = template_dir()
+    if not (source / "pyproject.toml").is_file():
+        raise BioanonError(f"the plugin template is missing from this installation ({source})")
+    replacements = [("bioanon_example", f"bioanon_{name}"), ("bioanon-example", dist),
+                    ('"example.', f'"{name}.'), ("'example.", f"'{name}."), ('"example"', f'"{name}"'),
+                    ("`example.", f"`{name}."), ("Example plugin", f"{name} plugin")]
+    with tempfile.TemporaryDirectory(prefix=".bioanon-new-plugin-", dir=target.parent if
+                                     target.parent.is_dir() else None) as tmp:
+        staged = Path(tmp) / "project"
+        for path in sorted(source.rglob("*")):
+            rel = path.relative_to(source)
+            if any(part.endswith(_SKIP) or part in _SKIP for part in rel.parts) or path.suffix == ".pyc":
+                continue
+            out = staged / Path(*[p.replace("bioanon_example", f"bioanon_{name}") for p in rel.parts])
+            if path.is_dir():
+                out.mkdir(parents=True, exist_ok=True)
+                continue
+            out.parent.mkdir(parents=True, exist_ok=True)
+            if path.suffix in (".py", ".toml", ".md"):
+                text = path.read_text(encoding="utf-8")
+                for old, new in replacements:
+                    text = text.replace(old, new)
+                out.write_text(text, encoding="utf-8")
+            else:
+                shutil.copyfile(path, out)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.exists():
+            target.rmdir()  # empty (checked above)
+        shutil.move(str(staged), str(target))
+    return target
