@@ -33,9 +33,10 @@ def run(capsys, *args):
 
 
 def test_registering_every_plugin_imports_no_heavy_library():
+    # packaging: the plugins' plain API ranges (">=1.0,<2") are checked without it (~10 ms to import)
     code = ("import json, sys, bioanon; from bioanon.cli import main; r = bioanon.get_registry(); "
             "main(['plugins']); "
-            f"print(json.dumps([len(r), [m for m in {HEAVY!r} if m in sys.modules]]))")
+            f"print(json.dumps([len(r), [m for m in {HEAVY + ('packaging',)!r} if m in sys.modules]]))")
     env = {k: v for k, v in os.environ.items() if k not in ("BIOANON_DISABLE_PLUGINS", "BIOANON_DISABLE_PLUGIN_AUTOLOAD")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True, timeout=120)
     n_methods, imported = json.loads(out.stdout.splitlines()[-1])
@@ -137,3 +138,20 @@ def test_a_default_that_fails_its_own_validation_is_still_caught_at_registration
                                                r"bad.negative: parameter 'scale' = -1.0 is invalid"):
         registry = register_bioanon_plugin(mod, "bad")
     assert "bad.negative" not in registry
+
+
+def test_plain_api_ranges_are_checked_as_packaging_does():
+    from packaging.specifiers import SpecifierSet
+
+    from bioanon.plugins import _plain_range_contains, api_compatibility
+
+    ranges = [">=1.0,<2", ">=1.1,<2", ">=2.0,<3", "<1", "<1.0", "<=1", ">1.0", ">0.9", "==1.0", "==1.0.0", "!=1.0",
+              " >= 1.0 , < 2 ", ">=1.0, <2, !=1.5", "<2.0.0.0", ">=0"]
+    for declared in ranges:
+        for version in ("1.0", "1.1", "1", "1.0.0", "2.0", "0.9", "10.2"):
+            expected = SpecifierSet(declared).contains(version, prereleases=True)
+            assert _plain_range_contains(declared, version) is expected, (declared, version)
+    for other in ("~=1.0", "==1.*", ">=1.0rc1", "1.0", ">=1.0,", ">=one"):  # left to packaging
+        assert _plain_range_contains(other, "1.0") is None
+    assert api_compatibility("~=2.1")[1] is False and api_compatibility(">=1.0,") == (None, True)
+    assert api_compatibility(">=one")[0].endswith("(Invalid specifier: '>=one')")

@@ -305,13 +305,13 @@ def test_a_malformed_range_is_a_broken_plugin(site, declared, note):
 
 def test_a_plugin_object_registered_in_code_is_checked_too(bioanon_plugin_manager):
     class Plugin:
-        BIOANON_API = ">=1.2,<2"
+        BIOANON_API = ">=1.1,<2"
 
         @bioanon.hookimpl
         def register_anonymizers(self, register):
             raise AssertionError("an incompatible plugin's hooks must not run")
 
-    with pytest.warns(PluginLoadWarning, match="needs bioanon API >=1.2,<2; this bioanon provides 1.1"):
+    with pytest.warns(PluginLoadWarning, match="needs bioanon API >=1.1,<2; this bioanon provides 1.0"):
         bioanon_plugin_manager.register_plugin(Plugin(), "future")
         bioanon_plugin_manager.registry
     assert _status(bioanon_plugin_manager, "future").status == "incompatible"
