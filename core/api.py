@@ -34,7 +34,9 @@ Sample table and payload helpers
 Errors
     :class:`BioanonError` (base of all), :class:`ParameterError`, :class:`TableError`, :class:`DataError`,
     :class:`PluginError`, :class:`UnknownMethodError`, :class:`ConfigError`, :class:`CacheError`,
-    :class:`DeviceError`, :class:`WeightsError`.
+    :class:`DeviceError`, :class:`WeightsError`; :class:`MissingDependencyError` (a method's optional package is not
+    installed: the registry raises it when such a method is created; raise it when a method finds one missing as
+    it runs).
 
 Device and training helpers for torch methods
     parameters :func:`device_param`, :func:`precision_param`, :func:`weights_param`; :func:`resolve_device`;
@@ -73,6 +75,7 @@ from .errors import (
     CacheError,
     ConfigError,
     DataError,
+    MissingDependencyError,
     ParameterError,
     PluginError,
     TableError,
@@ -165,15 +168,16 @@ _LAZY: dict[str, tuple[str, str | None]] = {
 __all__ = [  # every name of the API (the lazy ones included)
     "API_VERSION", "Anonymizer", "AttributeAccuracy", "BioanonError", "CacheError", "CentroidRecognizer",
     "ConfigError", "ConformanceReport", "DataError", "DatasetSource", "Deanonymizer", "DeviceError", "FILE_COLUMNS",
-    "FeatureRecognizer", "KINDS", "LdaCosine", "LogisticRegression", "Metadata", "Method", "NearestNeighbors",
-    "OPTIMIZERS", "ParameterError", "PcaSvm", "PluginError", "RandomForest", "RandomSetMean", "Recognizer",
-    "Register", "RegisterFeatures", "SCHEDULERS", "SUBJECT_COLUMNS", "SampleTable", "ScoreMatrix", "Selector",
-    "TableError", "UnknownMethodError", "UtilityMeasure", "WeightsError", "align", "arcface_head", "check_method",
-    "class_sums", "device_param", "feature_matrix", "file_key", "fitted", "flatten_payload", "get_method",
-    "get_registry", "hookimpl", "import_torch", "infer", "jsonable", "key_columns", "labels_of", "list_methods",
-    "make_table", "method_training", "n_components_ok", "paired_payloads", "param", "parse_cell", "precision_param",
-    "preflight_weights", "read_csv_rows", "read_metadata_csv", "resolve_device", "resolve_within", "restore_dtype",
-    "softmax_head", "stage", "table_rng", "testing", "to_device", "train_net", "uniform_column", "weights_param",
+    "FeatureRecognizer", "KINDS", "LdaCosine", "LogisticRegression", "Metadata", "Method", "MissingDependencyError",
+    "NearestNeighbors", "OPTIMIZERS", "ParameterError", "PcaSvm", "PluginError", "RandomForest", "RandomSetMean",
+    "Recognizer", "Register", "RegisterFeatures", "SCHEDULERS", "SUBJECT_COLUMNS", "SampleTable", "ScoreMatrix",
+    "Selector", "TableError", "UnknownMethodError", "UtilityMeasure", "WeightsError", "align", "arcface_head",
+    "check_method", "class_sums", "device_param", "feature_matrix", "file_key", "fitted", "flatten_payload",
+    "get_method", "get_registry", "hookimpl", "import_torch", "infer", "jsonable", "key_columns", "labels_of",
+    "list_methods", "make_table", "method_training", "n_components_ok", "paired_payloads", "param", "parse_cell",
+    "precision_param", "preflight_weights", "read_csv_rows", "read_metadata_csv", "resolve_device",
+    "resolve_within", "restore_dtype", "softmax_head", "stage", "table_rng", "testing", "to_device", "train_net",
+    "uniform_column", "weights_param",
 ]
 
 

@@ -50,3 +50,27 @@ class ConfigError(BioanonError, ValueError):
 
 class DataError(BioanonError, ValueError):
     """A data file or folder is missing, empty, malformed or outside the data root; the message names it."""
+
+
+class MissingDependencyError(PluginError, ImportError):
+    """A method needs an optional package that is not installed here.
+
+    Names the method, the missing packages (import names) and the command that installs them; raised when such a
+    method is created through the registry (``bioanon.get_method``, ``Registry.create``), and by a method that
+    finds a package missing when it runs. ``missing`` maps each import name to its install command."""
+
+    def __init__(self, method_id: str, missing: dict[str, str], detail: str = ""):
+        self.method_id, self.missing = method_id, dict(missing)
+        msg = missing_text(method_id, self.missing)
+        super().__init__(msg + (f" ({detail})" if detail else ""), name=next(iter(self.missing), None))
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+def missing_text(method_id: str, missing: dict[str, str]) -> str:
+    """``"<id> needs <packages>, which are not installed: <install command>"``: the one line that says why a
+    method is unavailable, shared by :class:`MissingDependencyError` and the listings of ``bioanon``."""
+    installs = " ; ".join(dict.fromkeys(missing.values()))
+    verb = "is" if len(missing) == 1 else "are"
+    return f"{method_id} needs {', '.join(missing)}, which {verb} not installed: {installs}"

@@ -175,6 +175,85 @@ def _resolve(cls: type, tp: Any) -> Any:
         return Any
 
 
+_ANNOTATION_CODE: dict[str, types.CodeType] = {}  # annotation text -> compiled expression (shared, immutable)
+
+
+def _param_hints(cls: type, names: set[str]) -> dict[str, Any]:
+    """The resolved annotations of ``names`` (the parameters), as ``typing.get_type_hints(cls)`` gives them.
+
+    Only the parameters' annotations are evaluated, each in the namespaces get_type_hints uses for the class of
+    the MRO that declares it (that class's dict as globals, its module's dict as locals), not every annotation of
+    every base class: that made registering ~140 classes cost ~0.05 s at start-up. An annotation that evaluates
+    to a plain class (``int``, ``str``, ...) is taken as is (get_type_hints returns the same class); any other
+    goes through get_type_hints. A declaring class whose annotations do not resolve is left out (the caller falls
+    back to :func:`_resolve`)."""
+    import sys
+
+    hints: dict[str, Any] = {}
+    todo = set(names)
+    for base in cls.__mro__:  # the most derived declaration of a name wins
+        ann = base.__dict__.get("__annotations__")
+        if not isinstance(ann, dict):
+            continue
+        own = {n: t for n, t in ann.items() if n in todo}
+        if not own:
+            continue
+        todo -= set(own)
+        module_ns = getattr(sys.modules.get(base.__module__), "__dict__", {})
+        class_ns = dict(vars(base))
+        rest = {}
+        for name, text in own.items():
+            value = None
+            if isinstance(text, str):
+                code = _ANNOTATION_CODE.get(text)
+                try:
+                    if code is None:
+                        code = _ANNOTATION_CODE.setdefault(text, compile(text, "<annotation>", "eval"))
+                    value = eval(code, class_ns, module_ns)  # noqa: S307 - an installed class's annotation
+                except Exception:  # noqa: BLE001 - left to get_type_hints (and its error handling)
+                    value = None
+            if isinstance(value, type) and not isinstance(value, types.GenericAlias):
+                hints[name] = value
+            else:
+                rest[name] = text
+        if not rest:
+            continue
+        try:
+            hints.update(typing.get_type_hints(types.SimpleNamespace(__annotations__=rest), class_ns, module_ns))
+        except Exception:  # noqa: BLE001 - e.g. a name the module does not define
+            continue
+    return hints
+
+
+def _importable(name: str) -> bool:
+    """Whether ``import name`` would find the module, found without importing it: a dotted name is looked up
+    in the folders of its parent package's spec unless the parent is imported already (``cv2.face`` exists as
+    a folder only in the opencv-contrib wheels)."""
+    import importlib.util
+    import pkgutil
+    import sys
+
+    if name in sys.modules:
+        return sys.modules[name] is not None  # None: blocked, e.g. by a test
+    parent = name.rpartition(".")[0]
+    try:
+        if not parent or sys.modules.get(parent) is not None:
+            return importlib.util.find_spec(name) is not None
+        if parent in sys.modules:  # the parent is blocked
+            return False
+        parts = name.split(".")
+        spec = importlib.util.find_spec(parts[0])
+        for i in range(2, len(parts) + 1):
+            locations = spec.submodule_search_locations if spec is not None else None
+            if not locations:
+                return False
+            finders = (pkgutil.get_importer(loc) for loc in locations)  # the finders of sys.path_hooks
+            spec = next((sp for f in finders if f is not None and (sp := f.find_spec(".".join(parts[:i])))), None)
+        return spec is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def _coerce(value: Any, tp: Any) -> tuple[bool, Any]:
     """Check ``value`` against annotation ``tp``; return (ok, coerced value). Coercions are lossless only:
     int → float, numpy scalars → Python, list → tuple, enum by value."""
@@ -286,34 +365,36 @@ class Method:
     reference: ClassVar[str] = ""
     distribution: ClassVar[str | None] = None  # set by the registry when a plugin registers the class
     example_params: ClassVar[dict[str, Any]] = {}  # parameters that run on bioanon.testing's tiny tables
-    # optional packages the method imports when it runs: import name -> install command (checked by
-    # missing_requirements() and by config validation, without importing them)
+    # optional packages the method imports when it runs: import name -> install command (checked without
+    # importing them by missing_requirements(): a method missing one stays registered, is listed as unavailable
+    # with the command, and creating it through the registry raises MissingDependencyError; config validation
+    # reports it too). Import them inside the methods, never at module import.
     requires: ClassVar[dict[str, str]] = {}
 
     @classmethod
     def missing_requirements(cls) -> dict[str, str]:
-        """The declared optional packages that cannot be imported here (name -> install command)."""
-        import importlib.util
-        import sys
+        """The declared optional packages that cannot be imported here (name -> install command).
 
-        missing = {}
-        for name, install in cls.requires.items():
-            if name in sys.modules:
-                if sys.modules[name] is None:  # blocked, e.g. by a test
-                    missing[name] = install
-                continue
-            try:
-                found = importlib.util.find_spec(name) is not None
-            except (ImportError, ValueError):
-                found = False
-            if not found:
-                missing[name] = install
-        return missing
+        Looked up without importing them (a dotted name such as ``cv2.face`` in its parent package's folders,
+        without importing the parent); a name set to None in ``sys.modules`` (blocked, e.g. by a test) is
+        missing."""
+        return {name: install for name, install in cls.requires.items() if not _importable(name)}
 
     def requirement_problems(self) -> list[str]:
         """One line per declared optional package that cannot be imported here (for ``preflight``)."""
         return [f"{self.id} needs {name}, which is not installed: {how}"
                 for name, how in self.missing_requirements().items()]
+
+    @classmethod
+    def check_requirements(cls) -> None:
+        """Raise :class:`~bioanon.errors.MissingDependencyError` (naming the method, the packages and the
+        install command) when a package of ``requires`` cannot be imported here; the registry calls it when it
+        creates the method."""
+        missing = cls.missing_requirements()
+        if missing:
+            from .errors import MissingDependencyError
+
+            raise MissingDependencyError(cls.id or cls.__name__, missing)
 
     # named sets of parameter values (``preset`` parameter): name -> {param: value}; a preset fills the
     # parameters left at their declared defaults (see _apply_preset)
@@ -361,11 +442,8 @@ class Method:
         """Resolved annotations of the parameters."""
         cache = cls.__dict__.get("_bioanon_types")
         if cache is None:
-            try:
-                hints = typing.get_type_hints(cls, include_extras=False)
-            except Exception:  # noqa: BLE001 - e.g. a class defined in a module not in sys.modules
-                hints = {}
-            cache = {f.name: hints.get(f.name, _resolve(cls, f.type)) for f in cls.param_fields()}
+            hints = _param_hints(cls, {f.name for f in cls.param_fields()})
+            cache = {f.name: hints[f.name] if f.name in hints else _resolve(cls, f.type) for f in cls.param_fields()}
             type.__setattr__(cls, "_bioanon_types", cache)
         return cache
 
@@ -480,6 +558,8 @@ class Method:
             "class": f"{cls.__module__}.{cls.__qualname__}",
             "params": cls.param_specs(),
             "presets": {name: dict(values) for name, values in cls.presets.items()},
+            "requires": dict(cls.requires),
+            "missing": cls.missing_requirements(),  # not installed here: the method is unavailable
         }
 
 

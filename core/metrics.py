@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from statistics import NormalDist
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -1069,6 +1068,8 @@ def wilson_interval(k: int, n: int, alpha: float = 0.05) -> tuple[float, float]:
         raise MetricError(f"need 0 ≤ k ≤ n and n > 0, got k={k!r}, n={n!r}")
     if not 0 < alpha < 1:
         raise MetricError(f"alpha must be in (0, 1), got {alpha!r}")
+    from statistics import NormalDist  # here: statistics imports decimal and fractions, slow at start-up
+
     z = NormalDist().inv_cdf(1.0 - alpha / 2.0)
     p = k / n
     den = 1.0 + z * z / n

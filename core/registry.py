@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -93,6 +92,8 @@ class Registry(Mapping[str, Entry]):
 
     def suggest(self, method_id: str, kind: str | None = None, n: int = 3) -> list[str]:
         """Ids close to ``method_id`` (for "did you mean")."""
+        import difflib
+
         pool = [m for m, e in self._entries.items() if kind is None or e.cls.kind == kind]
         pool += [a for a, m in self._aliases.items() if kind is None or self._entries[m].cls.kind == kind]
         close = difflib.get_close_matches(method_id, pool, n=n, cutoff=0.75)
@@ -110,8 +111,21 @@ class Registry(Mapping[str, Entry]):
         raise UnknownMethodError(method_id, self.suggest(method_id, kind), kind=kind)
 
     def create(self, method_id: str, kind: str | None = None, **params: object) -> Method:
-        """Instantiate a method with parameters (validated)."""
-        return self.get(method_id, kind)(**params)
+        """Instantiate a method with parameters (validated); MissingDependencyError when an optional package it
+        declares in ``requires`` is not installed (naming the packages and the install command)."""
+        cls = self.get(method_id, kind)
+        cls.check_requirements()
+        return cls(**params)
+
+    def unavailable(self, entries: Iterable[Entry] | None = None) -> dict[str, dict[str, str]]:
+        """Method id → its missing optional packages (import name → install command), for the methods (of
+        ``entries``, default all) that cannot run here; looked up without importing anything."""
+        out = {}
+        for e in self._entries.values() if entries is None else entries:
+            missing = e.cls.missing_requirements()
+            if missing:
+                out[e.cls.id] = missing
+        return out
 
     def find(
         self,
@@ -122,6 +136,8 @@ class Registry(Mapping[str, Entry]):
     ) -> list[Entry]:
         """Entries matching any of the shell-style ``patterns`` (all when none), a kind and a trait."""
         if kind is not None and kind not in KINDS:
+            import difflib
+
             raise UnknownMethodError(kind, difflib.get_close_matches(kind, KINDS, n=2), kind="kind of")
         pats = list(patterns) or ["*"]
         out = []

@@ -348,6 +348,12 @@ def _finish(report: ConformanceReport) -> ConformanceReport:
 
 
 def _behaviour_checks(cls: type[Method], c: _Checker, table: Any, label: str, params: dict[str, Any]) -> None:
+    missing = cls.missing_requirements()
+    if missing:  # an unavailable method: nothing can run without its optional packages
+        from .errors import missing_text
+
+        c.report.skipped.append(("behaviour", missing_text(cls.id, missing)))
+        return
     kind = cls.kind
     if kind == "dataset":
         if cls.needs_path:

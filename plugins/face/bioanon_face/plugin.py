@@ -35,17 +35,14 @@ def register_anonymizers(register):
 
 @hookimpl
 def register_recognizers(register):
-    """The face attackers (LBPH only with opencv-contrib, FR-KNN only with dlib; ArcFace imports torch and timm
-    when it runs)."""
+    """The face attackers. Always registered: LBPH needs opencv-contrib, FR-KNN bioanon-face[dlib], ArcFace torch
+    and timm; each imports them when it runs, and is listed as unavailable, with its install command, without
+    them (``requires``)."""
     from .arcface import ArcFace
-    from .recognizers import DlibKnn, Eigenfaces, Lbph, _has_dlib, _has_lbph
+    from .recognizers import DlibKnn, Eigenfaces, Lbph
 
-    register(Eigenfaces)
-    register(ArcFace)
-    if _has_lbph():
-        register(Lbph)
-    if _has_dlib():  # FR-KNN only with bioanon-face[dlib]
-        register(DlibKnn)
+    for cls in (Eigenfaces, ArcFace, Lbph, DlibKnn):
+        register(cls)
 
 
 @hookimpl

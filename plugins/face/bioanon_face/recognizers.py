@@ -32,13 +32,8 @@ class Eigenfaces(PcaSvm):
     standardize: bool = param(False, help="z-score every pixel (fitted on the training set) before PCA")
 
 
-def _has_lbph() -> bool:
-    try:
-        import cv2
-
-        return hasattr(cv2, "face") and hasattr(cv2.face, "LBPHFaceRecognizer_create")
-    except ImportError:  # pragma: no cover
-        return False
+# cv2.face (LBPH) is in the opencv-contrib wheels only; reinstalling repairs a plain OpenCV shadowing it
+LBPH_INSTALL = "pip install --force-reinstall opencv-contrib-python-headless"
 
 
 @attrs.define(kw_only=True)
@@ -49,6 +44,7 @@ class Lbph(Recognizer):
     colour images are converted to grey. Needs ``opencv-contrib-python-headless``."""
 
     id: ClassVar[str] = "face.lbph"
+    requires: ClassVar[dict[str, str]] = {"cv2.face": LBPH_INSTALL}
     trait: ClassVar[str] = "face"
     payloads: ClassVar[tuple[str, ...]] = ("image",)
     reference: ClassVar[str] = "Ahonen, Hadid & Pietikäinen, Face description with local binary patterns, 2006"
@@ -74,6 +70,10 @@ class Lbph(Recognizer):
     def enroll(self, gallery, label: str = "subject"):
         import cv2
 
+        if not hasattr(cv2, "face"):  # a plain OpenCV wheel installed over the contrib one
+            from bioanon.api import MissingDependencyError
+
+            raise MissingDependencyError(self.id, self.requires, "this OpenCV has no cv2.face")
         classes, y = np.unique(labels_of(gallery, label), return_inverse=True)
         self.classes_, self.labels_ = classes, y
         m = cv2.face.LBPHFaceRecognizer_create(radius=self.radius, neighbors=self.neighbors,
@@ -138,7 +138,10 @@ def _dlib_models() -> tuple[Any, Any, Any]:
 
         frm = _import_face_recognition_models()
     except Exception as e:  # noqa: BLE001
-        raise ImportError(f"face.dlib_knn needs dlib and face_recognition_models ({e}): {DLIB_INSTALL}") from None
+        from bioanon.api import MissingDependencyError
+
+        missing = DlibKnn.missing_requirements() or dict(DlibKnn.requires)  # found, but failed to import
+        raise MissingDependencyError("face.dlib_knn", missing, f"{type(e).__name__}: {e}") from None
     return (dlib, dlib.shape_predictor(frm.pose_predictor_five_point_model_location()),
             dlib.face_recognition_model_v1(frm.face_recognition_model_location()))
 
@@ -164,7 +167,9 @@ class DlibKnn(Recognizer):
     ``pip install 'bioanon-face[dlib]'``."""
 
     id: ClassVar[str] = "face.dlib_knn"
-    requires: ClassVar[dict[str, str]] = {"dlib": DLIB_INSTALL, "face_recognition_models": DLIB_INSTALL}
+    # face_recognition_models imports pkg_resources (setuptools < 81, pinned by the extra)
+    requires: ClassVar[dict[str, str]] = {"dlib": DLIB_INSTALL, "face_recognition_models": DLIB_INSTALL,
+                                          "pkg_resources": DLIB_INSTALL}
     trait: ClassVar[str] = "face"
     payloads: ClassVar[tuple[str, ...]] = ("image",)
     has_embedding: ClassVar[bool] = True

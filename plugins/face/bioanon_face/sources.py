@@ -28,17 +28,19 @@ from __future__ import annotations
 import re
 import warnings
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 import numpy as np
 
 from bioanon.api import (
-    DataError, DatasetSource, Metadata, SampleTable, TableError, param, read_metadata_csv, resolve_within,
-    uniform_column,
+    DataError, DatasetSource, Metadata, TableError, param, read_metadata_csv, resolve_within, uniform_column,
 )
 
 from .imageio import IMAGE_EXTENSIONS, check_size, read_images, to_batch
+
+if TYPE_CHECKING:  # imported where tables are made: bioanon.table imports pyarrow, too slow for start-up
+    from bioanon.api import SampleTable
 
 _SIZE_HELP = "(height, width) to resize every image to; (0, 0) keeps the native size"
 _CHANNELS_HELP = "0 keeps the data set's channels (grey stays 1), 1 converts to grey, 3 expands grey to RGB"
@@ -118,6 +120,8 @@ class _ImageSource(DatasetSource):
         x, keep, meta = self._to_batch(images, [str(files[i]) for i in kept], source)
         kept = [kept[i] for i in keep]
         attrs_ = {k: uniform_column([v[i] for i in kept]) for k, v in (attributes or {}).items()}
+        from bioanon.api import SampleTable
+
         return SampleTable.from_arrays(
             sample_id=np.array([ids[i] for i in kept]), subject=np.array([subjects[i] for i in kept]),
             payloads={"image": x}, attributes=attrs_ or None, metadata=_metadata(source, x, bad, **meta, **extra))
@@ -194,6 +198,8 @@ class MatFaces(_ImageSource):
         ids = [f"{p.stem}_{i}" for i in range(len(x))]
         batch, keep, meta = self._to_batch(x, [f"{p.name}[{i}]" for i in range(len(x))], self.id)
         lab = [str(int(v)) if np.issubdtype(np.asarray(v).dtype, np.number) else str(v) for v in labels]
+        from bioanon.api import SampleTable
+
         return SampleTable.from_arrays(
             sample_id=np.array(ids)[keep], subject=np.array([f"{p.stem}_{v}" for v in lab])[keep],
             payloads={"image": batch}, metadata=_metadata(self.id, batch, [], file=p.name, **meta))

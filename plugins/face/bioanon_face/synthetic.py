@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import attrs
 import numpy as np
 
-from bioanon.api import DatasetSource, SampleTable, param
+from bioanon.api import DatasetSource, param
 
 from .imageio import check_size
+
+if TYPE_CHECKING:  # imported in load(): bioanon.table imports pyarrow, too slow for start-up
+    from bioanon.api import SampleTable
 
 
 @attrs.define(kw_only=True)
@@ -94,6 +97,8 @@ class SyntheticFaces(DatasetSource):
             img = img[..., None]
         x = np.clip(np.rint(img), 0, 255).astype(np.uint8)
         names = np.array([f"p{i:03d}" for i in range(S)])
+        from bioanon.api import SampleTable
+
         return SampleTable.from_arrays(
             sample_id=np.array([f"p{s:03d}_{k}" for s in range(S) for k in range(K)]),
             subject=names[subj], payloads={"image": x},
