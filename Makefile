@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
 	$(PIP) install -q --upgrade pip
 	@# torch first, pinned, so nothing later resolves a different build
 	$(PIP) install -q $(TORCH)
-	$(PIP) install -q -e '.[test,dask]' -e 'plugins/face[torch,dlib]' -e plugins/gait -e plugins/voice -e plugins/motion
+	$(PIP) install -q -e '.[test,dask,docs]' -e 'plugins/face[torch,dlib]' -e plugins/gait -e plugins/voice -e plugins/motion
 	@# optional pretrained speaker encoder (weights inside the wheel); --no-deps: its webrtcvad pin needs a compiler
 	$(PIP) install -q --no-deps 'resemblyzer>=0.1.4' 'webrtcvad-wheels>=2.0.14'
 	@touch $(STAMP)
@@ -54,12 +54,7 @@ dist: setup
 
 # the documentation site (MkDocs) into site/, warnings as errors; the method catalogue and the figures are
 # generated from the installed registry and a small evaluation
-DOCS_STAMP := $(VENV)/.bioanon-docs
-$(DOCS_STAMP): pyproject.toml $(STAMP)
-	$(PIP) install -q -e '.[docs]'
-	@touch $(DOCS_STAMP)
-
-docs: setup plugin-template $(DOCS_STAMP)
+docs: setup plugin-template
 	NO_MKDOCS_2_WARNING=1 DISABLE_MKDOCS_2_WARNING=true $(BIN)/python -m mkdocs build --strict --site-dir site
 	@echo "docs: site/index.html"
 

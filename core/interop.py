@@ -211,10 +211,15 @@ def from_pandas(df: Any, *, subject: str | None = None, sample_id: str = SAMPLE_
             except (pa.ArrowException, NotImplementedError):
                 pass  # the column was changed in pandas: keep its new type
         fields.append((out or ATTR_PREFIX + col, arr))
+    return _sample_table(fields, meta, "from_pandas: columns {} occur twice once 'attr.' prefixes are added")
+
+
+def _sample_table(fields: list[tuple[str, Any]], meta: dict, duplicate_message: str) -> SampleTable:
+    """The validated table of ``fields`` (name, Arrow array) with ``meta``; a name given twice is an error."""
     used = [f for f, _ in fields]
     dup = sorted({f for f in used if used.count(f) > 1})
     if dup:
-        raise TableError(f"from_pandas: columns {dup} occur twice once 'attr.' prefixes are added")
+        raise TableError(duplicate_message.format(dup))
     table = pa.table(dict(fields)).replace_schema_metadata({METADATA_KEY: _dump_meta(meta)})
     return SampleTable(table, validate=True)
 
@@ -536,12 +541,7 @@ def from_hf(dataset: Any, *, split: str | None = None, subject: str | None = Non
             else:
                 fields.append((target if target.startswith(ATTR_PREFIX) else ATTR_PREFIX + target,
                                _hf_scalar(data, feature, datasets)))
-    used = [f for f, _ in fields]
-    dup = sorted({f for f in used if used.count(f) > 1})
-    if dup:
-        raise TableError(f"from_hf: columns {dup} occur twice after renaming; rename with 'column:name'")
-    table = pa.table(dict(fields)).replace_schema_metadata({METADATA_KEY: _dump_meta(meta)})
-    return SampleTable(table, validate=True)
+    return _sample_table(fields, meta, "from_hf: columns {} occur twice after renaming; rename with 'column:name'")
 
 
 # --------------------------------------------------------------------------------------------------------------

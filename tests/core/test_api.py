@@ -6,9 +6,6 @@ from __future__ import annotations
 import ast
 import importlib
 import inspect
-import json
-import subprocess
-import sys
 import typing
 from pathlib import Path
 
@@ -17,6 +14,7 @@ import pytest
 import bioanon
 import bioanon.api as api
 from bioanon import hookspecs
+from freshimports import modules_after
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN_FILES = sorted(
@@ -91,22 +89,16 @@ def test_the_template_and_the_builtin_plugins_find_what_they_import():
     assert wanted and wanted <= set(api.__all__), wanted - set(api.__all__)
 
 
-def _modules_after(code: str) -> set[str]:
-    out = subprocess.run([sys.executable, "-c", code + "\nimport sys, json; print(json.dumps(sorted(sys.modules)))"],
-                         capture_output=True, text=True, timeout=120, check=True)
-    return set(json.loads(out.stdout.splitlines()[-1]))
-
-
 def test_importing_the_api_is_light():
-    loaded = _modules_after("import bioanon.api")
+    loaded = modules_after("import bioanon.api")
     heavy = sorted(m for m in loaded if m.split(".")[0] in (*HEAVY, "pytest", "pyarrow"))
     assert not heavy, f"import bioanon.api imported {heavy}"
     assert not {"bioanon.table", "bioanon.nettrain", "bioanon.testing"} & loaded
     # a plugin's entry-point module imports hookimpl only: no more than `import bioanon`
-    extra = _modules_after("from bioanon.api import hookimpl, Anonymizer, param") - _modules_after("import bioanon")
+    extra = modules_after("from bioanon.api import hookimpl, Anonymizer, param") - modules_after("import bioanon")
     assert extra == {"bioanon.api"}, f"bioanon.api imports more than `import bioanon` does: make {extra} lazy"
     # the conformance suite does not need a heavy library either
-    loaded = _modules_after("from bioanon.api import check_method, make_table, SampleTable")
+    loaded = modules_after("from bioanon.api import check_method, make_table, SampleTable")
     assert not [m for m in loaded if m.split(".")[0] in HEAVY]
 
 

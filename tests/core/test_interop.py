@@ -5,9 +5,7 @@ Everything is created locally: nothing is downloaded."""
 from __future__ import annotations
 
 import io
-import json
 import pickle
-import subprocess
 import sys
 
 import numpy as np
@@ -17,6 +15,7 @@ import pytest
 import bioanon
 from bioanon.errors import TableError
 from bioanon.table import SampleTable
+from freshimports import modules_after
 
 
 def _table(n_per=3, subjects=("ann", "bob", "cy", "dee")) -> SampleTable:
@@ -46,14 +45,8 @@ def _same(a: SampleTable, b: SampleTable) -> None:
     assert b.metadata == a.metadata and b.lineage == a.lineage
 
 
-def _modules_after(code: str) -> set[str]:
-    out = subprocess.run([sys.executable, "-c", code + "\nimport sys, json; print(json.dumps(sorted(sys.modules)))"],
-                         capture_output=True, text=True, timeout=120, check=True)
-    return set(json.loads(out.stdout.splitlines()[-1]))
-
-
 def test_importing_bioanon_does_not_import_datasets_torch_or_the_interop_module():
-    loaded = _modules_after("import bioanon, bioanon.table\nbioanon.get_registry().get('any.hf')")
+    loaded = modules_after("import bioanon, bioanon.table\nbioanon.get_registry().get('any.hf')")
     assert not {"datasets", "torch", "bioanon.interop"} & loaded
 
 
