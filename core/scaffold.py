@@ -17,6 +17,7 @@ from pathlib import Path
 
 from .errors import BioanonError, ConfigError
 from .fileio import atomic_write_text
+from .methods import first_sentence
 
 TEMPLATE = "plugin-template"
 _SKIP = ("__pycache__", ".pytest_cache", "build", "dist", ".egg-info")  # build output of a local install
@@ -45,15 +46,13 @@ class Example:
 
 
 def _summary(text: str) -> str:
+    """The first sentence of the config's opening comment (the lines before its ``bioanon evaluate`` line)."""
     lines = []
     for line in text.splitlines():
         if not line.startswith("#") or "bioanon evaluate" in line:
             break
         lines.append(line.lstrip("# ").strip())
-    words = " ".join(lines)
-    end = re.search(r"(?<!\bet al)(?<!\be\.g)(?<!\bi\.e)(?<!\bFig)(?<!\bTab)(?<!\bvs)(?<!\bcf)[.:](\s|$)",
-                    words)
-    return (words[: end.start()] if end else words).strip()
+    return first_sentence(" ".join(lines)).rstrip(".:").strip()
 
 
 def examples() -> list[Example]:
@@ -67,14 +66,18 @@ def examples() -> list[Example]:
     return found
 
 
-def example(name: str) -> Path:
-    """The path of the installed example config ``name`` (e.g. ``"quickstart"``), to pass to
-    :func:`bioanon.evaluate` from any directory."""
+def _find(name: str) -> Example:
     known = {e.name: e for e in examples()}
     stem = name.removesuffix(".toml")
     if stem not in known:
         raise ConfigError(f"unknown example {name!r}; the examples are: {', '.join(known)}")
-    return known[stem].path
+    return known[stem]
+
+
+def example(name: str) -> Path:
+    """The path of the installed example config ``name`` (e.g. ``"quickstart"``), to pass to
+    :func:`bioanon.evaluate` from any directory."""
+    return _find(name).path
 
 
 _PATH_LINE = re.compile(r'^(\s*path\s*=\s*)("[^"]*"|\'[^\']*\')(.*)$')
@@ -89,8 +92,8 @@ def write_example(name: str, directory: str | Path = ".", *, data: str | Path | 
     clone), else left as it is. Returns the written path and, when the data folder still needs setting, a
     one-line hint saying so. Never overwrites an existing file unless ``force``.
     """
-    src = example(name)
-    info = next(e for e in examples() if e.path == src)
+    info = _find(name)
+    src = info.path
     directory = Path(directory)
     if directory.exists() and not directory.is_dir():
         raise ConfigError(f"{directory}: not a directory")
