@@ -2,9 +2,10 @@
 
 ::
 
+    import bioanon
     from bioanon.evaluation.config import load_config
 
-    cfg = load_config("examples/motion-quickstart.toml")
+    cfg = load_config(bioanon.example("quickstart"))
     for spec in cfg.anonymizers:
         for setting in spec.settings():            # the grid's cartesian product
             anonymizer = spec.create(setting)
