@@ -354,13 +354,20 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | Non
                                             "setting_index": s_idx, "params": json.dumps(method["params"]),
                                             "repeat": r, "recognizer": rec_spec.name, "scenario": scen})
                 for u_spec in cfg.utility:
-                    t_u = add(make_task(
-                        "utility",
-                        {"measure": _method_dict(u_spec), "clear_attacker": clear["attacker"],
-                         "clear_evaluation": clear["evaluation"], "anon_evaluation": anon["evaluation"],
-                         "bootstrap": rep.bootstrap, "confidence": rep.confidence,
-                         "seed": derived_seed(seed_r, "utility")},
-                        (t_split.key, t_anon.key), stage="utility", label=f"utility {u_spec.name} {where}"))
+                    u_args = {"measure": _method_dict(u_spec), "clear_attacker": clear["attacker"],
+                              "clear_evaluation": clear["evaluation"], "anon_evaluation": anon["evaluation"],
+                              "bootstrap": rep.bootstrap, "confidence": rep.confidence,
+                              "seed": derived_seed(seed_r, "utility")}
+                    u_deps = (t_split.key, t_anon.key)
+                    if u_spec.method_class().extracts:  # the slow first stage: one cached task per table
+                        ex = {k: add(make_task("extract", {"measure": u_args["measure"], "table": tbl}, dep,
+                                               stage="extract", label=f"extract {u_spec.name} {k} {where}")).key
+                              for k, tbl, dep in (("clear", clear["evaluation"], (t_split.key,)),
+                                                  ("anon", anon["evaluation"], (t_anon.key,)))}
+                        u_args["extracted"] = ex
+                        u_deps += tuple(ex.values())
+                    t_u = add(make_task("utility", u_args, u_deps, stage="utility",
+                                        label=f"utility {u_spec.name} {where}"))
                     utility_tasks.append({"key": t_u.key, "anonymizer": a_spec.name, "setting": label,
                                           "setting_index": s_idx, "params": json.dumps(method["params"]),
                                           "repeat": r, "measure": u_spec.name})
@@ -372,7 +379,8 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | Non
                         (t_split.key, t_anon.key), stage="protocol", label=f"paper protocol {where}"))
                     protocol_tasks.append({"key": t_p.key, "anonymizer": a_spec.name, "setting": label,
                                            "setting_index": s_idx, "repeat": r})
-    order = {"split": 0, "anonymize": 1, "deanonymize": 2, "select": 3, "score": 4, "utility": 5, "protocol": 6}
+    order = {"split": 0, "anonymize": 1, "deanonymize": 2, "select": 3, "score": 4, "extract": 5, "utility": 6,
+             "protocol": 7}
     tasks.sort(key=lambda t: order[t.stage])  # stable: dependencies always come first
     return Plan(tasks, dataset_key, warnings, score_tasks, utility_tasks, split_tasks, n_eval, protocol_tasks)
 

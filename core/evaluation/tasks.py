@@ -323,18 +323,49 @@ def _scores_table(scores: Any, true: np.ndarray, probes: SampleTable) -> SampleT
 
 
 @op
+def extract(cache: Cache, *, measure: dict, table: str, key: str) -> dict:
+    """The slow first stage of a two-stage utility measure (``UtilityMeasure.extracts``, e.g. speech
+    recognition) on one table, as its own cached task: ``{"sample_ids": [...], "values": [...]}``."""
+    m = _create(measure)
+    t = _table(cache, table)
+    values = list(m.extract(t))
+    if len(values) != len(t):
+        raise BioanonError(f"{m.id}.extract returned {len(values)} values for {len(t)} samples")
+    return {"sample_ids": t.sample_ids.tolist(), "values": values}
+
+
+def _extracted(cache: Cache, task_key: str, table: SampleTable) -> list:
+    """An extract task's values in the row order of ``table``."""
+    record = cache.get_json(task_key)
+    if record is None:
+        raise BioanonError(f"extraction {task_key} has not been computed")
+    pos = {s: i for i, s in enumerate(record["sample_ids"])}
+    try:
+        return [record["values"][pos[s]] for s in table.sample_ids.tolist()]
+    except KeyError as e:
+        raise BioanonError(f"extraction {task_key} has no value for sample {e.args[0]!r}") from None
+
+
+@op
 def utility(cache: Cache, *, measure: dict, clear_attacker: str, clear_evaluation: str, anon_evaluation: str,
-            bootstrap: int, confidence: float, seed: int, key: str) -> dict:
+            bootstrap: int, confidence: float, seed: int, key: str, extracted: dict | None = None) -> dict:
     """A utility measure: fitted on the clear attacker set, measured on the anonymized evaluation set, beside
-    its clear level (the same measure on clear data) and its floor."""
+    its clear level (the same measure on clear data) and its floor. ``extracted`` ('clear', 'anon': extract
+    task keys) holds the first stage of a two-stage measure."""
     from ..metrics import bootstrap_ci
 
     m = _create(measure)
     m.fit(_table(cache, clear_attacker))
     clear = _table(cache, clear_evaluation)
     anon = _table(cache, anon_evaluation)
-    values = np.asarray(m.measure(clear, anon), dtype=np.float64)
-    clear_values = np.asarray(m.measure(clear, clear), dtype=np.float64)
+    if extracted:
+        ex_clear = _extracted(cache, extracted["clear"], clear)
+        values = np.asarray(m.compare(clear, ex_clear, _extracted(cache, extracted["anon"], clear)),
+                            dtype=np.float64)
+        clear_values = np.asarray(m.compare(clear, ex_clear, ex_clear), dtype=np.float64)
+    else:
+        values = np.asarray(m.measure(clear, anon), dtype=np.float64)
+        clear_values = np.asarray(m.measure(clear, clear), dtype=np.float64)
     _, groups = np.unique(clear.subjects, return_inverse=True)
     known = np.isfinite(values)  # e.g. samples whose attribute is missing
     if not known.any():
