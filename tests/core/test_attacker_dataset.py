@@ -256,3 +256,13 @@ def test_payload_shape_mismatch_names_both_data_sets(tmp_path):
     _fails(tmp_path, _config(_synthetic(3), {**_synthetic(11, dim=8), "subject_prefix": "x"}),
            "payload 'features' has per-sample shape (16,) in the data set any.synthetic but (8,) in the attacker "
            "data set any.synthetic")
+
+
+def test_validate_with_data_checks_the_attacker_data_set():
+    from bioanon.evaluation.checks import validate
+
+    cfg = _config(_synthetic(3), _synthetic(11, n=16))
+    validate(cfg)  # the config alone is fine
+    with pytest.raises(ConfigError, match="occur in both the data set any.synthetic and the attacker data set"):
+        validate(cfg, load_data=True)
+    validate({**cfg, "attacker_dataset": {**_synthetic(11, n=16), "subject_prefix": "x"}}, load_data=True)
