@@ -98,15 +98,18 @@ class ImportedConfig:
     config: dict[str, Any]
     entries: list[str]
     notes: list[Note]
+    unused: list[Note] = attrs.field(factory=list)
+    """Notes of the file's entries that gave no config at all (also listed in every config's comments)."""
 
     def to_toml(self, source: str = "") -> str:
         """The config as TOML, led by comments naming the SEBA entries and every note."""
         head = [f"# bioanon evaluation config made by `bioanon import seba` from {source or 'a SEBA config'}",
                 f"# SEBA entries: {', '.join(self.entries)}"]
-        if self.notes:
-            head.append("# What could not be mapped, or maps only approximately:")
-            for n in self.notes:
-                head.append(f"#   [{n.status}] {n.where}: {n.seba}: {n.why}")
+        for title, notes in (("What could not be mapped, or maps only approximately:", self.notes),
+                             ("Entries of the SEBA file that gave no config:", self.unused)):
+            if notes:
+                head.append("# " + title)
+                head += [f"#   [{n.status}] {n.where}: {n.seba}: {n.why}" for n in notes]
         return "\n".join(head) + "\n" + to_toml(self.config)
 
 
@@ -267,8 +270,10 @@ def _expand_experiment(doc: dict, file: str) -> list[tuple[str, int, dict]]:
         raise ConfigError(f"{file}: anonymizations: expected a non-empty list of {{name, params}}")
     if not isinstance(repeat, int) or isinstance(repeat, bool) or repeat < 0:
         raise ConfigError(f"{file}: repeat: expected an integer ≥ 0, got {repeat!r}")
-    privacy = doc.pop("privacy", {"name": "arcface", "params": {"opt": {"num_gpus": 1}}})
-    utility = doc.pop("utility", {"name": "detection", "params": {}} if doc.get("exp") == "anon" else None)
+    # (``_implied``: added by SEBA's generator, not by the user; see _implied_method)
+    privacy = doc.pop("privacy", {"name": "arcface", "params": {"opt": {"num_gpus": 1}}, "_implied": True})
+    utility = doc.pop("utility", {"name": "detection", "params": {}, "_implied": True}
+                      if doc.get("exp") == "anon" else None)
     out = []
     for j, anon in enumerate(anons):
         where = f"anonymizations[{j}]"
@@ -918,7 +923,7 @@ def _names_trait(config: Mapping) -> str | None:
     votes = set()
     for kind in ("anonymization", "privacy", "utility", "deanonymization"):
         spec = config.get(kind)
-        name = spec.get("name") if isinstance(spec, Mapping) else None
+        name = spec.get("name") if isinstance(spec, Mapping) and not spec.get("_implied") else None
         if not isinstance(name, str):
             continue
         fits = {t for t, tables in _TRAIT_TABLES.items() if name in tables[kind]}
@@ -971,6 +976,21 @@ class _Mapped:
     subject_count: int | None
     fixed: dict  # the config fields the key stands for
     notes: list[Note]
+
+
+def _implied_method(kind: str, spec: dict, trait: str, ctx: _Ctx) -> dict | None:
+    """The privacy (arcface) or utility (detection) method SEBA's generator adds to an experiment config: face
+    methods, which SEBA cannot run on a motion set. For motion: SEBA's motion attacker (sklearn, defaults)
+    instead of arcface, and no utility."""
+    if spec["name"] in _TRAIT_TABLES[trait][kind]:
+        return spec
+    if kind == "privacy":
+        ctx.note(spec["name"], "approximate", "SEBA's generate_run_configs adds arcface, a face method (SEBA "
+                 "fails on a motion set); SEBA's motion attacker sklearn with its defaults is used")
+        return {"name": "sklearn", "params": {}}
+    ctx.note(spec["name"], "dropped", "SEBA's generate_run_configs adds the face detection utility, which "
+             "SEBA cannot run on a motion set")
+    return None
 
 
 _REQUIRED = ("exp", "dataset", "seed", "selector", "anonymization", "rates")
@@ -1069,6 +1089,10 @@ def _map_entry(entry: _Entry, file: Path, data: Path, trait_arg: str | None) -> 
         notes.append(Note(where, "utility", "dropped", "SEBA runs privacy when both are given; so does this"))
     spec = c[kind]
     ctx.where = f"{where}.{kind}"
+    if isinstance(spec, Mapping) and spec.get("_implied"):
+        spec = _implied_method(kind, {k: v for k, v in spec.items() if k != "_implied"}, trait, ctx)
+    if spec is None:
+        return None, notes
     try:
         method_id, params = _map_method(tables[kind], f"{trait} {kind} method", spec, ctx)
         entry_name = spec["name"]
@@ -1331,7 +1355,10 @@ def _build(mapped: list[_Mapped], unused: list[Note], file: Path, data: Path, fi
                                   f"left out (fidelity off): {why}"))
         configs.append(ImportedConfig(cname, cfg, list(dict.fromkeys(m.where for m in members)),
                                       _merge_notes(notes)))
-    return SebaImport(str(file), configs, _merge_notes(unused))
+    unused = _merge_notes(unused)
+    for c in configs:
+        c.unused = unused
+    return SebaImport(str(file), configs, unused)
 
 
 def _merge_notes(notes: list[Note]) -> list[Note]:
