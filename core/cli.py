@@ -491,7 +491,7 @@ def cmd_import_seba(args: argparse.Namespace) -> int:
 
     from .errors import ConfigError
     from .fileio import atomic_write_text
-    from .seba_import import import_seba
+    from .seba_import import compact_labels, import_seba
 
     to_stdout = args.output == "-"
     output = Path(args.output) if args.output and not to_stdout else Path(Path(args.runconfig).name)
@@ -519,7 +519,7 @@ def cmd_import_seba(args: argparse.Namespace) -> int:
     print(result.table(_width()))
     print()
     for c, target in zip(result.configs, targets):
-        print(f"wrote {target} (SEBA {', '.join(c.entries)})")
+        print(f"wrote {target} (SEBA {compact_labels(c.entries)})")
     print("check with: " + " ; ".join(f"bioanon validate {t}" for t in targets))
     return 0
 

@@ -67,7 +67,8 @@ import attrs
 from .errors import ConfigError, MissingDependencyError
 from .evaluation.config import _toml_key, _toml_value  # the config writer's TOML value encoder
 
-__all__ = ["ImportedConfig", "Note", "SebaImport", "add_fidelity_options", "import_seba", "read_seba"]
+__all__ = ["ImportedConfig", "Note", "SebaImport", "add_fidelity_options", "compact_labels", "import_seba", "read_seba",
+           "to_toml"]
 
 ROUND = "$ROUND"
 SEBA_FACE_SIZE = 224  # SEBA's face pipeline works at 224×224 (convlinae only runs there); used for pixel params
@@ -104,7 +105,7 @@ class ImportedConfig:
     def to_toml(self, source: str = "") -> str:
         """The config as TOML, led by comments naming the SEBA entries and every note."""
         head = [f"# bioanon evaluation config made by `bioanon import seba` from {source or 'a SEBA config'}",
-                f"# SEBA entries: {', '.join(self.entries)}"]
+                f"# SEBA entries: {compact_labels(self.entries)}"]
         for title, notes in (("What could not be mapped, or maps only approximately:", self.notes),
                              ("Entries of the SEBA file that gave no config:", self.unused)):
             if notes:
@@ -1353,29 +1354,43 @@ def _build(mapped: list[_Mapped], unused: list[Note], file: Path, data: Path, fi
                 where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".") or "(top)"
                 notes.append(Note(where, f"{key} = {value!r}", "fidelity",
                                   f"left out (fidelity off): {why}"))
-        configs.append(ImportedConfig(cname, cfg, list(dict.fromkeys(m.where for m in members)),
-                                      _merge_notes(notes)))
+        entries = list(dict.fromkeys(m.where for m in members))
+        configs.append(ImportedConfig(cname, cfg, entries, _merge_notes(notes, entries)))
     unused = _merge_notes(unused)
     for c in configs:
         c.unused = unused
     return SebaImport(str(file), configs, unused)
 
 
-def _merge_notes(notes: list[Note]) -> list[Note]:
-    """One note per (SEBA key, status, why), its places joined."""
+def _merge_notes(notes: list[Note], entries: list[str] | None = None) -> list[Note]:
+    """One note per (SEBA key, status, why), its places joined; places in every one of ``entries`` (the
+    config's) become ``every entry`` (with the same suffix, e.g. ``every entry.privacy``)."""
     merged: dict[tuple[str, str, str], list[str]] = {}
     for n in notes:
         places = merged.setdefault((n.seba, n.status, n.why), [])
         for w in n.where.split(", "):
             if w not in places:
                 places.append(w)
-    return [Note(_compact(places), seba, status, why) for (seba, status, why), places in merged.items()]
+    out = []
+    for (seba, status, why), places in merged.items():
+        if entries and len(entries) > 1:
+            by_suffix: dict[str, set[str]] = {}
+            for p in places:
+                e = next((e for e in entries if p == e or p.startswith(e + ".")), None)
+                if e is not None:
+                    by_suffix.setdefault(p[len(e):], set()).add(e)
+            every = [suffix for suffix, es in by_suffix.items() if es == set(entries)]
+            places = [p for p in places if not any(p.endswith(x) and p[: len(p) - len(x)] in entries
+                                                   for x in every)]
+            places = [f"every entry{x}" for x in every] + places
+        out.append(Note(compact_labels(places), seba, status, why))
+    return out
 
 
 _INDEX = re.compile(r"^(.*)\[(\d+)\]([^\[]*)$")
 
 
-def _compact(places: list[str]) -> str:
+def compact_labels(places: list[str]) -> str:
     """``entries[0].privacy, entries[1].privacy, entries[2].privacy`` → ``entries[0-2].privacy``."""
     groups: dict[tuple[str, str], list[int]] = {}
     others: list[str] = []
