@@ -495,7 +495,7 @@ def cmd_import_seba(args: argparse.Namespace) -> int:
 
     to_stdout = args.output == "-"
     output = Path(args.output) if args.output and not to_stdout else Path(Path(args.runconfig).name)
-    stem = output.name.removesuffix(".toml").removesuffix(".yaml").removesuffix(".runconfig")
+    stem = output.name.removesuffix(".toml").removesuffix(".yaml").removesuffix(".runconfig").removesuffix(".config")
     result = import_seba(args.runconfig, data_dir=args.data, trait=args.trait, fidelity=not args.no_fidelity,
                          out_dir=Path.cwd() if to_stdout else output.parent.absolute(), name=stem)
     if not result.configs:

@@ -702,6 +702,8 @@ def _motion_privacy(p: dict, ctx: _Ctx) -> tuple[str, dict]:
     if clf == "kNeighbors":
         ctx.note("sklearn.classifier", "approximate", "SEBA's KNN(3) votes; gait.knn averages the k nearest "
                  "enrolled samples per class")
+    if "attribute_conversion" in p:
+        ctx.note("sklearn.attribute_conversion", "ignored", "bioanon encodes the label's values itself")
     out = {**_sklearn_features(p, ctx, "sklearn"), **params}
     out["_seba_cv"] = ctx.number(p, "number_of_splits", 10, integer=True)  # used by add_fidelity_options
     return method_id, out
@@ -956,8 +958,11 @@ def _image_size(folder: Path) -> tuple[int, int] | None:
         return None
     for f in sorted(folder.iterdir()):
         if f.suffix.lower() in (".jpg", ".jpeg", ".png"):
-            with Image.open(f) as im:
-                return (im.height, im.width)
+            try:
+                with Image.open(f) as im:
+                    return (im.height, im.width)
+            except OSError:  # unreadable: try the next one
+                continue
     return None
 
 
@@ -1339,7 +1344,7 @@ def _build(mapped: list[_Mapped], unused: list[Note], file: Path, data: Path, fi
             matches = [k for k in groups if k[: len(m.key)] == m.key]
             target = matches[0] if len(matches) == 1 else m.key + ("None", m.fixed["label"])
             groups.setdefault(target, []).append(m)
-    base = name or file.stem.removesuffix(".runconfig").replace(".", "-")
+    base = name or file.stem.removesuffix(".runconfig").removesuffix(".config").replace(".", "-")
     configs: list[ImportedConfig] = []
     for i, members in enumerate(groups.values()):
         cname = base if len(groups) == 1 else f"{base}-{i + 1}"
