@@ -525,3 +525,26 @@ def test_converted_motion_study_evaluates_on_seba_data(tmp_path):
     assert set(top1.setting) == {"scale=5.0", "scale=3.0"} and top1.value.between(0, 1).all()
     dtw = result.utility.set_index("setting").value
     assert dtw["scale=5.0"] > dtw["scale=3.0"] > 0  # the same seeded draws, scaled: farther from the clear walk
+
+
+def _fidelity_options_installed() -> bool:
+    import bioanon
+    from bioanon.evaluation import config as config_module
+
+    registry = bioanon.get_registry()
+
+    def params(method_id: str) -> set[str]:
+        return {f.name for f in registry.get(method_id).param_fields()} if method_id in registry else set()
+
+    return ({"cv_folds", "keep", "scores"} <= params("gait.svm") and {"by", "order"} <= params(
+        "any.select_classification") and "attacker_fit" in config_module._TOP_KEYS)
+
+
+def test_configs_with_fidelity_options_validate_once_bioanon_has_them(seba, tmp_path):
+    """Runs once the SEBA fidelity options are part of bioanon (skipped before)."""
+    if not _fidelity_options_installed():
+        pytest.skip("the SEBA fidelity options (cv_folds, keep, scores, attacker_fit, by, order) are not in "
+                    "this bioanon yet")
+    for text in (MOTION_RUN, MOTION_MIXED, MOTION_EXPERIMENT):
+        for imported in import_seba(seba("f.yaml", text), out_dir=tmp_path).configs:
+            _validate(imported.config, tmp_path)
