@@ -694,11 +694,12 @@ def build_parser() -> argparse.ArgumentParser:
                  "bioanon import seba sample.runconfig.yaml -o study.toml\n"
                  "bioanon import seba sweep.config.yaml --data ~/seba/data -o sweep.toml\n"
                  "bioanon import seba run.yaml -o - > run.toml",
-                 description="Turn a SEBA run config (a YAML list of {repeat, config} entries) or experiment "
-                             "config (an 'anonymizations' list with sweeps) into bioanon configs: entries that "
-                             "differ only in anonymization, privacy or utility method share one config; others "
-                             "get FILE-1.toml, FILE-2.toml, …. Prints what could not be mapped, or maps only "
-                             "approximately, and writes it as comments into each config.")
+                 description=textwrap.fill(
+                     "Turn a SEBA run config (a YAML list of {repeat, config} entries) or experiment config (an "
+                     "'anonymizations' list with sweeps) into bioanon configs: entries that differ only in "
+                     "anonymization, privacy or utility method share one config; others get FILE-1.toml, "
+                     "FILE-2.toml, …. Prints what could not be mapped, or maps only approximately, and writes it "
+                     "as comments into each config.", 79))
     q.add_argument("runconfig", help="the SEBA YAML file")
     q.add_argument("-o", "--output", default=None, metavar="FILE.toml",
                    help="where to write (default: ./NAME.toml after the YAML file; '-': stdout, one config only)")

@@ -1126,6 +1126,9 @@ def _map_entry(entry: _Entry, file: Path, data: Path, trait_arg: str | None) -> 
 
     deanon = None
     scenarios = ["parrot"]
+    if exp == "anon" and "deanonymization" in c:
+        notes.append(Note(f"{where}.deanonymization", str((c["deanonymization"] or {}).get("name")), "ignored",
+                          "SEBA's anon experiment does not de-anonymize (use exp: deanon)"))
     if exp == "deanon":
         ctx.where = f"{where}.deanonymization"
         spec = c["deanonymization"]
