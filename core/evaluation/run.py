@@ -245,8 +245,8 @@ def _unsplittable(table: SampleTable, enrolment: float, label: str) -> tuple[lis
         enrolled = set(table.subjects[role == ENROLMENT_ROLE])
         tried = set(table.subjects[role == TRIAL_ROLE])
         ok = np.array([s in enrolled and s in tried for s in subjects], dtype=bool)
-        why = (f"have no {ENROLMENT_ROLE!r} or no {TRIAL_ROLE!r} sample in the column {ROLE_COLUMN!r} (the data's "
-               "enrolment/trial lists)")
+        why = (f"have no {ENROLMENT_ROLE!r} or no {TRIAL_ROLE!r} sample in the column {ROLE_COLUMN!r} (they are "
+               "not in the data's enrolment and trial lists)")
     else:
         subjects, counts = np.unique(table.subjects, return_counts=True)
         sizes = _part_sizes(counts.astype(np.int64), np.array([enrolment, 1.0 - enrolment]))
@@ -257,7 +257,8 @@ def _unsplittable(table: SampleTable, enrolment: float, label: str) -> tuple[lis
     if not ok.all():
         bad = subjects[~ok]
         warnings.append(
-            f"too few samples per subject: {len(bad)} of {len(subjects)} subjects {why}; they are kept out of the "
+            f"{'not enrolled and probed' if has_roles(table) else 'too few samples per subject'}: {len(bad)} of "
+            f"{len(subjects)} subjects {why}; they are kept out of the "
             "evaluation set and used as attacker training data: "
             + ", ".join(map(str, bad[:5])) + (" …" if len(bad) > 5 else "")
         )
