@@ -144,10 +144,18 @@ def test_kaldi_bad_inputs_name_file_and_line(kaldi_dir, tmp_path):
     edit("trials", lambda s: s.replace(" target", " nontarget", 1))
     assert "trials, line 1" in _error(d)
     edit("trials", lambda s: s.replace(" nontarget", " target", 1))
-    # a piped wav.scp entry: not supported, said so with the line
-    edit("wav.scp", lambda s: s.replace("wav/", "sox wav/", 1).replace(".wav\n", ".wav -t wav - |\n", 1))
-    msg = _error(d)
-    assert "wav.scp, line 1" in msg and "piped commands are not supported" in msg
+    # decode-only pipes are read (the file itself), any other command is refused naming the line
+    lines = scp.splitlines()
+    u0, p0 = lines[0].split()
+    u1, p1 = lines[1].split()
+    decoded = [f"{u0} sox {p0} -t wav - |", f"{u1} flac -d -c -s {p1} |", *lines[2:]]
+    (d / "wav.scp").write_text("\n".join(decoded) + "\n", encoding="utf-8")
+    t = bioanon.load_dataset("voice.kaldi", str(d))
+    assert len(t) == N_EVAL * N_TRIAL and {u0, u1} <= set(t.sample_ids)
+    for cmd in (f"sox {p0} -t wav - speed 1.1 |", f"sph2pipe -f wav {p0} |", f"{p0}.ark:12"):
+        (d / "wav.scp").write_text("\n".join([f"{u0} {cmd}", *lines[1:]]) + "\n", encoding="utf-8")
+        msg = _error(d)
+        assert "wav.scp, line 1" in msg and "not supported" in msg, msg
     # a missing audio file
     edit("wav.scp", lambda s: "f0-2 wav/missing.wav\n" + scp.split("\n", 1)[1])
     msg = _error(d)

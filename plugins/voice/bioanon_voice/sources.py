@@ -354,6 +354,23 @@ def _unique_keys(path: Path, rows: list[tuple[int, list[str]]]) -> dict[str, tup
     return out
 
 
+def _decode_only(command: str) -> str | None:
+    """The input file of a ``wav.scp`` pipe that only decodes it — ``flac -c -d -s FILE |`` (the flags in any
+    order) or ``sox FILE -t wav - |`` — whose output is exactly the file's samples; None for any other command
+    (effects, resampling, other programs), which bioanon does not run."""
+    import shlex
+
+    try:
+        words = shlex.split(command.strip().removesuffix("|"))
+    except ValueError:
+        return None
+    if len(words) == 5 and Path(words[0]).name == "flac" and sorted(words[1:4]) == ["-c", "-d", "-s"]:
+        return words[4]
+    if len(words) == 5 and Path(words[0]).name == "sox" and words[2:] == ["-t", "wav", "-"]:
+        return words[1]
+    return None
+
+
 @attrs.define(kw_only=True)
 class KaldiDir(_FileSource):
     """A Kaldi-style data directory (``wav.scp``, ``utt2spk``, ``spk2gender``, ``text``) or a folder of them,
@@ -365,10 +382,11 @@ class KaldiDir(_FileSource):
 
     * ``wav.scp`` (required): ``<utterance> <wav path>``. Plain paths are read (absolute, or relative to
       ``wav_root``; by default relative to the data directory, else to its first ancestor folder, up to 3 levels
-      up, where the file exists: Kaldi recipes write paths relative to the recipe folder). Piped commands
-      (``sox ... |``, ``flac -c -d ... |``, ``sph2pipe ... |``), archive offsets (``foo.ark:123``) and a
-      ``segments`` file are not supported: a DataError names the file and line (convert the audio to files
-      first, e.g. ``wav-copy scp:wav.scp ark,scp:...`` or ``sox in.flac out.wav``).
+      up, where the file exists: Kaldi recipes write paths relative to the recipe folder), and so are the
+      decode-only pipes ``flac -c -d -s FILE |`` and ``sox FILE -t wav - |`` (FILE is read directly; nothing is
+      run). Other piped commands (effects, resampling, ``sph2pipe ... |``), archive offsets (``foo.ark:123``)
+      and a ``segments`` file are not supported: a DataError names the file and line (convert the audio to
+      files first, e.g. ``wav-copy scp:wav.scp ark,scp:...`` or ``sox in.flac out.wav``).
     * ``utt2spk`` (required): ``<utterance> <speaker>``; every utterance of ``wav.scp`` needs one and every
       utterance in it must be in ``wav.scp``.
     * ``spk2gender`` (optional): ``<speaker> m|f`` → the per-sample attribute ``sex`` (``"m"``/``"f"``); when
@@ -432,10 +450,14 @@ class KaldiDir(_FileSource):
     def _wav_path(self, d: Path, value: str, where: str) -> Path:
         """The file a ``wav.scp`` entry names (see the class docstring)."""
         if value.rstrip().endswith("|") or value.lstrip().startswith("|"):
-            raise KaldiDataError(
-                f"{where}: piped commands are not supported ({value.strip()!r}); bioanon reads wav.scp entries "
-                f"that are plain audio file paths: convert the audio to files first (e.g. run the command into a "
-                f".wav file) and list those")
+            decoded = _decode_only(value)
+            if decoded is None:
+                raise KaldiDataError(
+                    f"{where}: piped commands are not supported ({value.strip()!r}); bioanon reads plain audio file "
+                    f"paths and the decode-only pipes 'flac -c -d -s FILE |' and 'sox FILE -t wav - |' (it reads "
+                    f"FILE itself and runs nothing): convert the audio to files first (run the command into a .wav "
+                    f"file) and list those")
+            value = decoded
         if re.search(r"\.ark:\d+$", value):
             raise KaldiDataError(f"{where}: archive offsets are not supported ({value.strip()!r}); extract the "
                                  f"audio to files first (wav-copy ark:... ark,scp:...)")
