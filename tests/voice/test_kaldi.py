@@ -284,3 +284,17 @@ def test_breakdown_config_key():
     assert 'breakdown = ["sex", "subset"]' in cfg.to_toml() and 'breakdown = "auto"' in load_config(base).to_toml()
     with pytest.raises(bioanon.ConfigError, match="report.breakdown"):
         load_config({**base, "report": {"breakdown": "sex"}})
+
+
+def test_scenario_names_only_for_voiceprivacy_data():
+    from bioanon.report import _from_frames
+
+    metrics = pd.DataFrame([{"anonymizer": "a", "setting": "", "setting_index": 0, "repeat": 0, "selector": "random",
+                             "n_subjects": 4, "draw": 0, "recognizer": "r", "scenario": s, "metric": "top1",
+                             "value": 0.5, "ci_low": np.nan, "ci_high": np.nan, "chance": 0.25, "n_probes": 8}
+                            for s in ("clear", "naive", "lazy", "parrot:0.5")])
+    plain = _from_frames({"metrics": metrics})
+    assert [plain.scenario(s) for s in metrics.scenario] == ["clear", "naive", "lazy", "parrot:0.5"]
+    vpc = _from_frames({"metrics": metrics, "environment": {"data": {"protocol": "voiceprivacy"}}})
+    assert [vpc.scenario(s) for s in metrics.scenario] == [
+        "clear", "ignorant (naive)", "lazy-informed (lazy)", "semi-informed (parrot:0.5)"]
