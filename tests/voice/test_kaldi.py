@@ -76,6 +76,12 @@ def _write_kaldi(root: Path) -> dict:
 
 
 @pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory):
+    """One cache for the evaluations of this module, so they share their splits, anonymizations and scores."""
+    return tmp_path_factory.mktemp("kaldi-cache")
+
+
+@pytest.fixture(scope="module")
 def kaldi_dir(tmp_path_factory):
     root = tmp_path_factory.mktemp("vpc")
     truth = _write_kaldi(root)
@@ -221,10 +227,10 @@ def _config(data: Path) -> dict:
     }
 
 
-def test_kaldi_end_to_end_per_sex_eer_and_voiceprivacy_names(kaldi_dir, tmp_path):
+def test_kaldi_end_to_end_per_sex_eer_and_voiceprivacy_names(kaldi_dir, shared_cache, tmp_path):
     data, truth = kaldi_dir
     cfg = _config(data)
-    result = bioanon.evaluate(cfg, out_dir=tmp_path / "runs", cache=tmp_path / "cache", progress=False)
+    result = bioanon.evaluate(cfg, out_dir=tmp_path / "runs", cache=shared_cache, progress=False)
     assert not result.failures, result.failures
     run = result.run_dir
     # the split follows the lists: training-only speakers are attacker data, evaluation subjects are probed with
@@ -265,11 +271,25 @@ def test_kaldi_end_to_end_per_sex_eer_and_voiceprivacy_names(kaldi_dir, tmp_path
     assert set(m.scenario) == {"clear", "naive", "lazy", "parrot"}
     # an explicit breakdown, and one naming a missing column (refused before any work)
     cfg2 = {**cfg, "report": {"bootstrap": 0, "breakdown": ["sex"]}}
-    r2 = bioanon.evaluate(cfg2, out_dir=None, cache=tmp_path / "cache", progress=False, report=False)
+    r2 = bioanon.evaluate(cfg2, out_dir=None, cache=shared_cache, progress=False, report=False)
     assert set(r2.breakdown.by) == {"sex"}
     cfg3 = {**cfg, "report": {"bootstrap": 0, "breakdown": ["age"]}}
     with pytest.raises(bioanon.ConfigError, match="report.breakdown.*attr.age"):
-        bioanon.evaluate(cfg3, out_dir=None, cache=tmp_path / "cache", progress=False, report=False)
+        bioanon.evaluate(cfg3, out_dir=None, cache=shared_cache, progress=False, report=False)
+
+
+def test_kaldi_text_gives_wer_in_the_report(kaldi_dir, shared_cache, tmp_path):
+    """The ``text`` column feeds ``voice.asr_wer`` (VoicePrivacy's utility measure) beside the per-sex EER."""
+    pytest.importorskip("pocketsphinx", reason="voice.asr_wer needs pocketsphinx (pip install 'bioanon-voice[asr]')")
+    data, _ = kaldi_dir
+    cfg = {**_config(data), "utility": [{"id": "voice.asr_wer", "name": "wer", "params": {
+        "vocabulary": ["one", "two", "three", "four", "five"], "words": "any"}}]}
+    result = bioanon.evaluate(cfg, out_dir=tmp_path / "runs", cache=shared_cache, progress=False)
+    assert not result.failures, result.failures
+    u = result.utility
+    assert list(u.measure) == ["wer"] and np.isfinite(u.value).all() and np.isfinite(u.clear_value).all()
+    html = result.report_path.read_text(encoding="utf-8")
+    assert "wer" in html and "sex = f" in html and "ignorant (naive)" in html
 
 
 def test_breakdown_config_key():
