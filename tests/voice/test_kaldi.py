@@ -292,6 +292,21 @@ def test_kaldi_text_gives_wer_in_the_report(kaldi_dir, shared_cache, tmp_path):
     assert "wer" in html and "sex = f" in html and "ignorant (naive)" in html
 
 
+def test_kaldi_voiceprivacy_setup_with_attacker_dataset(kaldi_dir, shared_cache):
+    """The challenge's setup: the attacker trains on another directory ([attacker_dataset]), every listed speaker
+    is evaluated (rates 0 / 1), enrolled on its enrolls utterances and probed with its trials."""
+    data, _ = kaldi_dir
+    lists = ["libri_dev_enrolls", "libri_dev_trials_f", "libri_dev_trials_m"]
+    cfg = {**_config(data), "dataset": {"source": "voice.kaldi", "path": str(data), "params": {"subsets": lists}},
+           "attacker_dataset": {"source": "voice.kaldi", "path": str(data), "params": {"subsets": ["train"]}},
+           "rates": {"background": 0.0, "evaluation": 1.0}}
+    result = bioanon.evaluate(cfg, out_dir=None, cache=shared_cache, progress=False, report=False)
+    assert not result.failures, result.failures
+    assert set(result.metrics.n_probes) == {2 * N_EVAL * N_TRIAL}
+    sex = result.breakdown[result.breakdown.by == "sex"]
+    assert set(sex.n_probes) == {N_EVAL * N_TRIAL} and set(sex.group_subjects) == {N_EVAL}
+
+
 def test_breakdown_config_key():
     from bioanon.evaluation.config import load_config
 
