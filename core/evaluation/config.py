@@ -877,8 +877,7 @@ class _Validator:
             self.add("report.breakdown", f"expected \"auto\" or a list of attribute column names (e.g. [\"sex\", "
                                          f"\"subset\"]; [] = no breakdown), {_got(value)}")
             return "auto"
-        out = tuple(dict.fromkeys(v.strip().removeprefix("attr.") for v in value))
-        return out
+        return tuple(dict.fromkeys(v.strip().removeprefix("attr.") for v in value))
 
     def thresholds(self, raw: dict) -> tuple[float, float]:
         value = raw.get("reversibility_thresholds", list(DEFAULT_REVERSIBILITY))

@@ -253,8 +253,6 @@ def enrolment_split(table: SampleTable, enrolment: float, seed: int,
     return table.filter(role == ENROLMENT_ROLE), table.filter(role == TRIAL_ROLE)
 
 
-
-
 def scenario_sets(scenario: str) -> tuple[str, str, str]:
     """(training, enrolment, probe) data of an attacker scenario: 'clear', 'anon', 'mix:<share>' or 'deanon'."""
     if scenario.startswith("parrot:"):
