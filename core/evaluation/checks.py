@@ -96,12 +96,33 @@ def data_problems(cfg: Any, table: Any) -> list[str]:
         if protocol not in table.attribute_names:
             problems.append(f"report.paper_protocol: the data set has no attribute column 'attr.{protocol}'; "
                             f"available: {table.attribute_names}")
+    breakdown = cfg.report.breakdown
+    for col in () if breakdown == "auto" else breakdown:
+        if col not in table.attribute_names:
+            problems.append(f"report.breakdown: the data set has no attribute column 'attr.{col}'; available: "
+                            f"{table.attribute_names}")
+    problems += role_problems(table)
     if cfg.label != "subject" and cfg.label not in table.attribute_names:
         problems.append(f"label: the data set has no attribute column 'attr.{cfg.label}'; available: "
                         f"{table.attribute_names}")
     if not problems:
         problems += preflight_problems(cfg, table)
     return problems
+
+
+def role_problems(table: Any) -> list[str]:
+    """Values of the role column (:data:`~bioanon.evaluation.tasks.ROLE_COLUMN`) other than enrolment, trial
+    or null."""
+    from .tasks import ROLE_COLUMN, ROLE_VALUES, has_roles
+
+    if not has_roles(table):
+        return []
+    role = table.attribute(ROLE_COLUMN).astype(object)
+    bad = sorted({str(v) for v in role if v is not None and v not in ROLE_VALUES})
+    if bad:
+        return [f"data: the attribute column 'attr.{ROLE_COLUMN}' fixes the enrolment/test split and takes the "
+                f"values {list(ROLE_VALUES)} (or null), got {bad[:5]}"]
+    return []
 
 
 def preflight_problems(cfg: Any, table: Any) -> list[str]:

@@ -94,7 +94,11 @@ _RATE_KEYS = ("background", "attacker", "evaluation", "enrolment")
 _SHARE_KEYS = ("background", "attacker", "evaluation")
 _SELECTION_KEYS = ("selectors", "subject_counts", "random_draws")
 _RUN_KEYS = ("device", "jobs")
-_REPORT_KEYS = ("bootstrap", "confidence", "per_probe_scores", "paper_protocol", "reversibility_thresholds")
+_REPORT_KEYS = ("bootstrap", "confidence", "per_probe_scores", "paper_protocol", "reversibility_thresholds",
+                "breakdown")
+BREAKDOWN_AUTO = ("sex", "gender", "subset")
+"""The attribute columns ``[report] breakdown = "auto"`` (the default) breaks EER and min Cllr down by: those of
+them the data have."""
 DEFAULT_REVERSIBILITY = (0.1, 0.5)
 _METHOD_KEYS = ("id", "name", "params")
 _ANONYMIZER_KEYS = ("id", "name", "params", "grid")
@@ -265,6 +269,8 @@ class ReportSpec:
     per_probe_scores: bool = DEFAULT_REPORT["per_probe_scores"]
     paper_protocol: str = ""  # attribute of interest: also report utility-preserving-anonymization.txt §5.1.3
     reversibility_thresholds: tuple[float, float] = (0.1, 0.5)  # METRICS.md categories (ours, configurable)
+    # attribute columns whose groups get their own EER and min Cllr; "auto": those of BREAKDOWN_AUTO in the data
+    breakdown: str | tuple[str, ...] = "auto"
 
 
 @attrs.frozen
@@ -860,7 +866,18 @@ class _Validator:
             paper_protocol=(self.string(raw, "paper_protocol", "report.paper_protocol", "") or ""
                             if raw.get("paper_protocol", "") != "" else ""),
             reversibility_thresholds=self.thresholds(raw),
+            breakdown=self.breakdown(raw),
         )
+
+    def breakdown(self, raw: dict) -> str | tuple[str, ...]:
+        value = raw.get("breakdown", "auto")
+        if value == "auto":
+            return "auto"
+        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+            self.add("report.breakdown", f"expected \"auto\" or a list of attribute column names (e.g. [\"sex\", "
+                                         f"\"subset\"]; [] = no breakdown), {_got(value)}")
+            return "auto"
+        return tuple(dict.fromkeys(v.strip().removeprefix("attr.") for v in value))
 
     def thresholds(self, raw: dict) -> tuple[float, float]:
         value = raw.get("reversibility_thresholds", list(DEFAULT_REVERSIBILITY))

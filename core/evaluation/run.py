@@ -50,6 +50,9 @@ class Plan:
     n_evaluation_subjects: int
     protocol_tasks: list[dict[str, Any]] = attrs.field(factory=list)
     attacker_dataset_key: str | None = None  # the prepared [attacker_dataset] (cross-database protocol)
+    # about the data, for the report: {"protocol": table metadata "protocol" (e.g. "voiceprivacy") or "",
+    # "enrolment": "role" (split by the data's role column) or "share", "breakdown": [columns]}
+    data_info: dict[str, Any] = attrs.field(factory=dict)
 
 
 class _RunsInCache:
@@ -88,6 +91,7 @@ class EvaluationResult:
     report_path: Path | None = None
     stages: dict[str, dict[str, float]] = attrs.field(factory=dict)  # per stage: executed, cached, seconds
     protocol: Any = None  # the paper's own protocol per setting (when report.paper_protocol is set)
+    breakdown: Any = None  # EER and min Cllr per group of [report] breakdown (see collect_breakdown)
 
     def headline(self) -> Any:
         """Worst case per anonymizer setting (max over recognizers and attack scenarios) of the headline metric:
@@ -367,16 +371,30 @@ def attacker_data_problems(cfg: Any, data: SampleTable, attacker: SampleTable) -
 def _unsplittable(table: SampleTable, enrolment: float, label: str,
                   cross: bool = False) -> tuple[list[str], list[str]]:
     """Subjects whose samples cannot give both an enrolment and a test sample (they cannot be evaluated, but
-    stay legitimate attacker training material), and the warning that says so."""
-    subjects, counts = np.unique(table.subjects, return_counts=True)
-    sizes = _part_sizes(counts.astype(np.int64), np.array([enrolment, 1.0 - enrolment]))
-    ok = (sizes >= 1).all(axis=1)
+    stay legitimate attacker training material), and the warning that says so. With a role column
+    (:data:`~bioanon.evaluation.tasks.ROLE_COLUMN`) a subject needs an enrolment and a trial sample."""
+    from .tasks import ENROLMENT_ROLE, ROLE_COLUMN, TRIAL_ROLE, has_roles
+
+    if has_roles(table):
+        role = table.attribute(ROLE_COLUMN).astype(object)
+        subjects = np.unique(table.subjects)
+        enrolled = set(table.subjects[role == ENROLMENT_ROLE])
+        tried = set(table.subjects[role == TRIAL_ROLE])
+        ok = np.array([s in enrolled and s in tried for s in subjects], dtype=bool)
+        why = (f"have no {ENROLMENT_ROLE!r} or no {TRIAL_ROLE!r} sample in the column {ROLE_COLUMN!r} (they are "
+               "not in the data's enrolment and trial lists)")
+    else:
+        subjects, counts = np.unique(table.subjects, return_counts=True)
+        sizes = _part_sizes(counts.astype(np.int64), np.array([enrolment, 1.0 - enrolment]))
+        ok = (sizes >= 1).all(axis=1)
+        why = (f"have too few samples for an enrolment share of {enrolment} (need ≥ 1 enrolment and ≥ 1 test "
+               "sample)")
     warnings = []
     if not ok.all():
         bad = subjects[~ok]
         warnings.append(
-            f"too few samples per subject: {len(bad)} of {len(subjects)} subjects have too few samples for an "
-            f"enrolment share of {enrolment} (need ≥ 1 enrolment and ≥ 1 test sample); they are kept out of the "
+            f"{'not enrolled and probed' if has_roles(table) else 'too few samples per subject'}: {len(bad)} of "
+            f"{len(subjects)} subjects {why}; they are kept out of the "
             + ("evaluation set (and out of the attacker's, which is [attacker_dataset]): " if cross
                else "evaluation set and used as attacker training data: ")
             + ", ".join(map(str, bad[:5])) + (" …" if len(bad) > 5 else "")
@@ -433,6 +451,12 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | Non
     protocol_tasks: list[dict[str, Any]] = []
     rep = cfg.report
     scenarios = ["clear"] + [s for s in cfg.scenarios if s != "clear"]
+    data_info = data_description(cfg, data)
+    score_extra: dict[str, Any] = {}  # only when used, so the keys of other runs' score tasks stay the same
+    if data_info["enrolment"] == "role":
+        score_extra["enrol_by"] = "role"
+    if data_info["breakdown"]:
+        score_extra["breakdown"] = list(data_info["breakdown"])
 
     def add(task: TaskSpec) -> TaskSpec:
         tasks.append(task)
@@ -493,7 +517,7 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | Non
                             {"recognizer": rec, "scenario": scen, "label": cfg.label, "sets": needed,
                              "selections": selections, "enrolment": cfg.rates.enrolment, "seed": seed_r,
                              "bootstrap": rep.bootstrap, "confidence": rep.confidence,
-                             "per_probe_scores": rep.per_probe_scores},
+                             "per_probe_scores": rep.per_probe_scores, **score_extra},
                             deps_anon + sel_keys, stage="score",
                             label=f"score {rec_spec.name} {scen} {where}"))
                         score_tasks.append({"key": t_score.key, "anonymizer": a_spec.name, "setting": label,
@@ -529,7 +553,24 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | Non
              "protocol": 7}
     tasks.sort(key=lambda t: order[t.stage])  # stable: dependencies always come first
     return Plan(tasks, dataset_key, warnings, score_tasks, utility_tasks, split_tasks, n_eval, protocol_tasks,
-                attacker_key)
+                attacker_key, data_info)
+
+
+def data_description(cfg: Any, data: SampleTable) -> dict[str, Any]:
+    """What the report says about the data: the table metadata ``protocol`` (e.g. ``"voiceprivacy"``, set by
+    ``voice.kaldi``; "" when none), how evaluation subjects are split into enrolment and test (``"role"``: by
+    the role column, else ``"share"``: ``rates.enrolment``), and the attribute columns EER and min Cllr are
+    broken down by (``[report] breakdown``; ``"auto"``: those of :data:`~bioanon.evaluation.config.BREAKDOWN_AUTO`
+    the data have)."""
+    from .config import BREAKDOWN_AUTO
+    from .tasks import has_roles
+
+    breakdown = cfg.report.breakdown
+    if breakdown == "auto":
+        breakdown = [c for c in BREAKDOWN_AUTO if c in data.attribute_names]
+    protocol = data.metadata.get("protocol")
+    return {"protocol": protocol if isinstance(protocol, str) else "",
+            "enrolment": "role" if has_roles(data) else "share", "breakdown": list(breakdown)}
 
 
 @attrs.frozen
@@ -632,6 +673,35 @@ def collect_metrics(plan: Plan, records: Mapping[str, Any]) -> Any:
     cols = ["anonymizer", "setting", "setting_index", "params", "repeat", "selector", "n_subjects", "draw",
             "recognizer", "scenario", "label", "metric", "value", "ci_low", "ci_high", "chance", "n_probes", "note"]
     return pd.DataFrame(rows, columns=cols)
+
+
+BREAKDOWN_COLUMNS = ["anonymizer", "setting", "setting_index", "params", "repeat", "selector", "n_subjects", "draw",
+                     "recognizer", "scenario", "label", "by", "group", "metric", "value", "chance", "n_probes",
+                     "group_subjects", "n_mated", "n_nonmated", "note"]
+
+
+def collect_breakdown(plan: Plan, records: Mapping[str, Any]) -> Any:
+    """The tidy breakdown table (``breakdown.parquet``): EER and min Cllr per group of probes, one row per score
+    task × selection × attribute (``by``) × value (``group``) × metric, with the run columns of the metrics table;
+    ``group_subjects`` counts the group's subjects, ``n_mated``/``n_nonmated`` its scores
+    (:func:`~bioanon.evaluation.scoring.breakdown_metrics`)."""
+    import pandas as pd
+
+    labels = {t.key: str(t.args.get("label", "subject")) for t in plan.tasks if t.op == "score"}
+    rows = []
+    for st in plan.score_tasks:
+        rec = records.get(st["key"])
+        for row in (rec or {}).get("breakdown", []):
+            selector, n, draw = row["selection"].split("|")
+            rows.append({
+                "anonymizer": st["anonymizer"], "setting": st["setting"], "setting_index": st["setting_index"],
+                "params": st["params"], "repeat": st["repeat"], "selector": selector, "n_subjects": int(n),
+                "draw": int(draw), "recognizer": st["recognizer"], "scenario": st["scenario"],
+                "label": labels.get(st["key"], "subject"), "group_subjects": row["n_subjects"],
+                **{k: row[k] for k in ("by", "group", "metric", "value", "chance", "n_probes", "n_mated",
+                                       "n_nonmated", "note")},
+            })
+    return pd.DataFrame(rows, columns=BREAKDOWN_COLUMNS)
 
 
 def headline_metric(metrics: Any) -> str:
@@ -975,6 +1045,7 @@ def _results(cfg: Any, plan: Plan, exe: Any, cache: Cache, folder: RunFolder | N
     utility = collect_utility(plan, exe.records)
     tradeoff, auc = tradeoff_tables(metrics, utility, cfg.deanonymizer is not None)
     protocol_df = collect_protocol(plan, exe.records)
+    breakdown = collect_breakdown(plan, exe.records)
     warnings = plan.warnings + sanity_warnings(metrics)
     labels = {t.key: t.label for t in plan.tasks}
     failures = [{"task": labels.get(k, k), "error": e} for k, e in exe.failed.items()]
@@ -998,6 +1069,7 @@ def _results(cfg: Any, plan: Plan, exe: Any, cache: Cache, folder: RunFolder | N
             "estimate": {"disk_bytes": estimate.disk_bytes, "memory_bytes": estimate.memory_bytes,
                          "new_tasks": estimate.new_tasks},
             "cache": str(cache.uri),
+            "data": plan.data_info,
         }
         atomic_write_text(run_dir / "config.json", json.dumps(cfg.to_dict(), indent=2, default=str))
         atomic_write_text(run_dir / "environment.json", json.dumps(env, indent=2, default=str))
@@ -1007,6 +1079,8 @@ def _results(cfg: Any, plan: Plan, exe: Any, cache: Cache, folder: RunFolder | N
         tables = [("metrics", metrics), ("utility", utility), ("tradeoff", tradeoff), ("auc", auc)]
         if cfg.report.paper_protocol:
             tables.append(("protocol", protocol_df))
+        if plan.data_info.get("breakdown"):
+            tables.append(("breakdown", breakdown))
         for name, df in tables:
             _write_parquet(df, run_dir / f"{name}.parquet")
         if cfg.report.per_probe_scores:
@@ -1017,7 +1091,7 @@ def _results(cfg: Any, plan: Plan, exe: Any, cache: Cache, folder: RunFolder | N
             log.info("rendering the report")
             report_path = render_report(run_dir)
     return EvaluationResult(run_dir, metrics, utility, tradeoff, auc, warnings, failures, exe.executed, exe.cached,
-                            report_path, exe.by_stage, protocol_df)
+                            report_path, exe.by_stage, protocol_df, breakdown)
 
 
 def _device_record(cfg: Any, plan: Plan) -> dict[str, Any]:

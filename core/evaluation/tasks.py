@@ -227,6 +227,30 @@ def select(cache: Cache, *, method: dict, n: int, evaluation: str, attacker: str
 
 SCENARIOS_BASE = ("clear", "naive", "lazy", "parrot", "deanon")
 
+#: An attribute column that fixes each sample's part in the enrolment/test split of the evaluation subjects:
+#: ``"enrolment"`` (gallery) or ``"trial"`` (probe); samples with another value (null) are neither. Data sources
+#: of predefined protocols set it (e.g. ``voice.kaldi`` from VoicePrivacy's enrolment and trial lists); without
+#: it each evaluation subject's samples are split at random by ``rates.enrolment``.
+ROLE_COLUMN = "role"
+ENROLMENT_ROLE = "enrolment"
+TRIAL_ROLE = "trial"
+ROLE_VALUES = (ENROLMENT_ROLE, TRIAL_ROLE)
+
+
+def has_roles(table: SampleTable) -> bool:
+    """Whether the table fixes the enrolment/test split (an attribute column :data:`ROLE_COLUMN`)."""
+    return ROLE_COLUMN in table.attribute_names
+
+
+def enrolment_split(table: SampleTable, enrolment: float, seed: int,
+                    by_role: bool) -> tuple[SampleTable, SampleTable]:
+    """(enrolment, test) samples of every subject of ``table``: by the :data:`ROLE_COLUMN` column when
+    ``by_role``, else a seeded random share ``enrolment`` of each subject's samples."""
+    if not by_role:
+        enrol, test = table.split_within_subjects([enrolment, 1.0 - enrolment], seed)
+        return enrol, test
+    role = table.attribute(ROLE_COLUMN).astype(object)
+    return table.filter(role == ENROLMENT_ROLE), table.filter(role == TRIAL_ROLE)
 
 
 def scenario_sets(scenario: str) -> tuple[str, str, str]:
@@ -276,13 +300,17 @@ def score(
     confidence: float,
     per_probe_scores: bool,
     key: str,
+    enrol_by: str = "",
+    breakdown: tuple[str, ...] = (),
 ) -> dict:
     """Fit a recognizer once on the scenario's training data, then enrol and probe every subject selection.
 
     ``sets`` maps 'clear_attacker', 'anon_attacker', 'clear_evaluation', 'anon_evaluation' and optionally
     'deanon_evaluation' to table keys. Each selection gives its subjects; each selected subject's samples are
-    split into enrolment and test (seeded, the same split for clear and anonymized data)."""
-    from .scoring import score_metrics
+    split into enrolment and test (seeded, the same split for clear and anonymized data; with ``enrol_by =
+    "role"`` by the data's :data:`ROLE_COLUMN` instead). ``breakdown``: attribute columns whose groups get their
+    own EER and min Cllr (:func:`~bioanon.evaluation.scoring.breakdown_metrics`, the record's ``breakdown``)."""
+    from .scoring import breakdown_metrics, score_metrics
 
     train_kind, enrol_kind, probe_kind = scenario_sets(scenario)
     attacker = {"clear": lambda: _table(cache, sets["clear_attacker"]), "anon": lambda: _table(cache, sets["anon_attacker"])}
@@ -299,6 +327,7 @@ def score(
 
     rec = FITTED.get(recognizer, train_id, label, train)
     rows: list[dict] = []
+    groups_out: list[dict] = []
     probes_out: dict[str, str] = {}
     clear_eval = evaluation["clear"]
     for sel in selections:
@@ -309,7 +338,7 @@ def score(
                 raise BioanonError(f"selection {sel['id']} has not been computed")
             subjects = record["subjects"]
         subset = clear_eval.select_subjects(subjects)
-        enrol_part, test_part = subset.split_within_subjects([enrolment, 1.0 - enrolment], seed)
+        enrol_part, test_part = enrolment_split(subset, enrolment, seed, enrol_by == ROLE_COLUMN)
         gallery = _rows(evaluation[enrol_kind], enrol_part.sample_ids)
         probes = _rows(evaluation[probe_kind], test_part.sample_ids)
         rec.enroll(gallery, label)
@@ -319,11 +348,18 @@ def score(
         for r in score_metrics(scores, true, groups, bootstrap=bootstrap, confidence=confidence,
                                seed=derived_seed(seed, "bootstrap", sel["id"]), attribute=label != "subject"):
             rows.append({"selection": sel["id"], **r})
+        if breakdown:
+            for r in breakdown_metrics(scores, true, {c: probes.attribute(c) for c in breakdown},
+                                       within=label == "subject"):
+                groups_out.append({"selection": sel["id"], **r})
         if per_probe_scores:
             k = output_key(key, "scores:" + sel["id"])
             cache.put_table(k, _scores_table(scores, true, probes))
             probes_out[sel["id"]] = k
-    return {"rows": rows, "scores": probes_out}
+    out = {"rows": rows, "scores": probes_out}
+    if breakdown:
+        out["breakdown"] = groups_out
+    return out
 
 
 def _rows(table: SampleTable, ids: np.ndarray) -> SampleTable:

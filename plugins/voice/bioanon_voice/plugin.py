@@ -16,10 +16,10 @@ BIOANON_API = ">=1.1,<2"  # 1.1: two-stage utility measures (extracts), progress
 @hookimpl
 def register_datasets(register):
     """The voice data sources."""
-    from .sources import AudioMnist, Fsdd, LibriSpeech, SpeakerFolder
+    from .sources import AudioMnist, Fsdd, KaldiDir, LibriSpeech, SpeakerFolder
     from .synth import SyntheticVoice
 
-    for cls in (Fsdd, AudioMnist, LibriSpeech, SpeakerFolder, SyntheticVoice):
+    for cls in (Fsdd, AudioMnist, LibriSpeech, KaldiDir, SpeakerFolder, SyntheticVoice):
         register(cls)
 
 
