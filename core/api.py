@@ -54,7 +54,9 @@ Reusable building blocks
     :class:`RandomSetMean` (the random-set mean anonymizer to subclass per payload),
     :class:`AttributeAccuracy` and :func:`align` (utility), :func:`paired_payloads` (de-anonymizers), the
     core recognizers :class:`PcaSvm`, :class:`RandomForest`, :class:`LogisticRegression`,
-    :class:`NearestNeighbors`, :class:`LdaCosine` (as inner recognizers of a :class:`FeatureRecognizer`).
+    :class:`NearestNeighbors`, :class:`LdaCosine` (as inner recognizers of a :class:`FeatureRecognizer`), and
+    their SEBA-style options for a wrapper: the :class:`ClassifierOptions` mixin (``cv_folds``, ``keep``; pass
+    ``classifier_options()`` to the inner recognizer) and :func:`scores_param` (``scores``).
 
 Testing and conformance
     :func:`check_method` runs every conformance check on a method class and returns a
@@ -153,11 +155,13 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "AttributeAccuracy": ("bioanon.builtin.utility", "AttributeAccuracy"),
     "align": ("bioanon.builtin.utility", "align"),
     "paired_payloads": ("bioanon.builtin.deanonymizers", "paired_payloads"),
+    "ClassifierOptions": ("bioanon.builtin.recognizers", "ClassifierOptions"),
     "LdaCosine": ("bioanon.builtin.recognizers", "LdaCosine"),
     "LogisticRegression": ("bioanon.builtin.recognizers", "LogisticRegression"),
     "NearestNeighbors": ("bioanon.builtin.recognizers", "NearestNeighbors"),
     "PcaSvm": ("bioanon.builtin.recognizers", "PcaSvm"),
     "RandomForest": ("bioanon.builtin.recognizers", "RandomForest"),
+    "scores_param": ("bioanon.builtin.recognizers", "scores_param"),
     # testing and conformance (imports pytest when installed, for the fixtures)
     "testing": ("bioanon.testing", None),
     "ConformanceReport": ("bioanon.testing", "ConformanceReport"),
@@ -167,6 +171,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
 
 __all__ = [  # every name of the API (the lazy ones included)
     "API_VERSION", "Anonymizer", "AttributeAccuracy", "BioanonError", "CacheError", "CentroidRecognizer",
+    "ClassifierOptions",
     "ConfigError", "ConformanceReport", "DataError", "DatasetSource", "Deanonymizer", "DeviceError", "FILE_COLUMNS",
     "FeatureRecognizer", "KINDS", "LdaCosine", "LogisticRegression", "Metadata", "Method", "MissingDependencyError",
     "NearestNeighbors", "OPTIMIZERS", "ParameterError", "PcaSvm", "PluginError", "RandomForest", "RandomSetMean",
@@ -176,7 +181,7 @@ __all__ = [  # every name of the API (the lazy ones included)
     "get_method", "get_registry", "hookimpl", "import_torch", "infer", "jsonable", "key_columns", "labels_of",
     "list_methods", "make_table", "method_training", "n_components_ok", "paired_payloads", "param", "parse_cell",
     "precision_param", "preflight_weights", "read_csv_rows", "read_metadata_csv", "resolve_device",
-    "resolve_within", "restore_dtype", "softmax_head", "stage", "table_rng", "testing", "to_device", "train_net",
+    "resolve_within", "restore_dtype", "scores_param", "softmax_head", "stage", "table_rng", "testing", "to_device", "train_net",
     "uniform_column", "weights_param",
 ]
 
@@ -203,11 +208,13 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
     from .builtin.deanonymizers import paired_payloads as paired_payloads
     from .builtin.random_set_mean import RandomSetMean as RandomSetMean
     from .builtin.recognizers import (
+        ClassifierOptions as ClassifierOptions,
         LdaCosine as LdaCosine,
         LogisticRegression as LogisticRegression,
         NearestNeighbors as NearestNeighbors,
         PcaSvm as PcaSvm,
         RandomForest as RandomForest,
+        scores_param as scores_param,
     )
     from .builtin.utility import AttributeAccuracy as AttributeAccuracy, align as align
     from .device import (
