@@ -247,19 +247,21 @@ class FoldModels:
     models: tuple[object, ...]
     classes: tuple[np.ndarray, ...]
     n_classes: int
+    n_samples: int  # the samples cross-validated
 
 
 def cv_summary(recognizer) -> dict[str, float] | None:
-    """Mean, std, min and max of the per-fold balanced accuracies of a cross-validated recognizer (also one
-    wrapped by a :class:`~bioanon.methods.FeatureRecognizer`), and the number of folds; None without CV."""
-    cv = getattr(recognizer, "cv_scores_", None)
-    if cv is None:
-        cv = getattr(getattr(recognizer, "inner_", None), "cv_scores_", None)
-    if cv is None:
+    """Mean, (population) std, min and max of the per-fold balanced accuracies of a cross-validated recognizer
+    (also one wrapped by a :class:`~bioanon.methods.FeatureRecognizer`), with the number of folds, classes and
+    samples cross-validated and ``keep``; None without cross-validation."""
+    rec = recognizer if getattr(recognizer, "cv_scores_", None) is not None else getattr(recognizer, "inner_", None)
+    cv = getattr(rec, "cv_scores_", None)
+    model = getattr(rec, "model_", None)
+    if cv is None or not isinstance(model, FoldModels):
         return None
     cv = np.asarray(cv, dtype=np.float64)
     return {"mean": float(cv.mean()), "std": float(cv.std()), "min": float(cv.min()), "max": float(cv.max()),
-            "folds": int(cv.size)}
+            "folds": int(cv.size), "classes": model.n_classes, "samples": model.n_samples, "keep": rec.keep}
 
 
 def _balanced_accuracy(true: np.ndarray, pred: np.ndarray) -> float:
@@ -380,8 +382,8 @@ class _SpaceRecognizer(Recognizer, ClassifierOptions):
         self.cv_scores_ = np.asarray(accuracy)
         if self.keep == "best":
             b = int(np.argmax(self.cv_scores_))  # the first best fold, as np.argmax in SEBA
-            return FoldModels((models[b],), (present[b],), n_classes)
-        return FoldModels(tuple(models), tuple(present), n_classes)
+            return FoldModels((models[b],), (present[b],), n_classes, len(y))
+        return FoldModels(tuple(models), tuple(present), n_classes, len(y))
 
 
 @attrs.define(kw_only=True)
