@@ -223,7 +223,7 @@ class ClassifierOptions:
     all the data). Like scikit-learn, it needs at least k samples in at least one class (ParameterError
     otherwise); a smaller class is absent from some held-out parts (scikit-learn warns; bioanon does not), and a
     class with a single sample is absent from one fold's training part (that fold's estimator scores it below
-    every other class).
+    every other class; with ``keep = "all"`` a class's score is the mean over the folds trained on it).
 
     A recognizer that wraps a core one (:class:`~bioanon.methods.FeatureRecognizer`) takes the mixin too and
     passes :meth:`classifier_options` to its inner recognizer."""
@@ -330,18 +330,25 @@ class _SpaceRecognizer(Recognizer, ClassifierOptions):
         return _two_columns(model.decision_function(z))
 
     def _scores(self, z: np.ndarray) -> np.ndarray:
-        if isinstance(self.model_, FoldModels):
-            return np.mean([self._fold_scores(m, c, self.model_.n_classes, z)
-                            for m, c in zip(self.model_.models, self.model_.classes)], axis=0)
-        return self._model_scores(self.model_, z)
+        f = self.model_
+        if not isinstance(f, FoldModels):
+            return self._model_scores(f, z)
+        if len(f.models) == 1:
+            return self._fold_scores(f.models[0], f.classes[0], f.n_classes, z)
+        # keep = all: each class's score is the mean over the fold estimators trained on it (a class with a
+        # single sample is missing from one fold's training part)
+        s = np.stack([self._fold_scores(m, c, f.n_classes, z, missing=np.nan) for m, c in zip(f.models, f.classes)])
+        return np.nanmean(s, axis=0)
 
-    def _fold_scores(self, model: object, classes: np.ndarray, n_classes: int, z: np.ndarray) -> np.ndarray:
-        """A fold estimator's scores in all ``n_classes`` columns; a class it was not trained on gets each row's
-        minimum minus one (never the prediction)."""
+    def _fold_scores(self, model: object, classes: np.ndarray, n_classes: int, z: np.ndarray, *,
+                     missing: float | None = None) -> np.ndarray:
+        """A fold estimator's scores in all ``n_classes`` columns; a class it was not trained on gets
+        ``missing``, or (None) each row's minimum minus one (never the prediction)."""
         s = np.asarray(self._model_scores(model, z), dtype=np.float64)
         if len(classes) == n_classes:
             return s
-        out = np.repeat(s.min(axis=1, keepdims=True) - 1.0, n_classes, axis=1)
+        fill = s.min(axis=1, keepdims=True) - 1.0 if missing is None else np.full((len(s), 1), missing)
+        out = np.repeat(fill, n_classes, axis=1)
         out[:, classes] = s
         return out
 
