@@ -255,6 +255,9 @@ def test_attacker_fit_config():
     assert tomllib.loads(cfg.to_toml())["attacker_fit"] == "enrolment"
     with pytest.raises(ConfigError, match=r"attacker_fit: expected 'attacker'.*'enrolment'.*'gallery'"):
         load_config(_cfg(attacker_fit="gallery"))
+    with pytest.raises(ConfigError, match=r"attacker_fit: 'enrolment'.*\[attacker_dataset\] would train no attacker"):
+        load_config(_cfg(attacker_fit="enrolment", rates={"background": 0.2, "evaluation": 0.8},
+                         attacker_dataset={"source": "any.synthetic", "params": {"n_subjects": 10}}))
 
 
 def test_attacker_fit_plan_reads_no_attacker_set():
