@@ -54,7 +54,9 @@ Reusable building blocks
     :class:`RandomSetMean` (the random-set mean anonymizer to subclass per payload),
     :class:`AttributeAccuracy` and :func:`align` (utility), :func:`paired_payloads` (de-anonymizers), the
     core recognizers :class:`PcaSvm`, :class:`RandomForest`, :class:`LogisticRegression`,
-    :class:`NearestNeighbors`, :class:`LdaCosine` (as inner recognizers of a :class:`FeatureRecognizer`).
+    :class:`NearestNeighbors`, :class:`LdaCosine` (as inner recognizers of a :class:`FeatureRecognizer`), and
+    their SEBA-style options for a wrapper: the :class:`ClassifierOptions` mixin (``cv_folds``, ``keep``; pass
+    ``classifier_options()`` to the inner recognizer) and :func:`scores_param` (``scores``).
 
 Testing and conformance
     :func:`check_method` runs every conformance check on a method class and returns a
@@ -110,7 +112,9 @@ when a name is removed or its behaviour or signature changes incompatibly. A plu
 supports as a PEP 440 specifier in its entry-point module, usually ``BIOANON_API = ">=1.<minor it needs>,<2"``;
 the plugin loader skips a plugin whose range excludes this version and lists it as ``incompatible``.
 
-1.1 added two-stage utility measures (``UtilityMeasure.extracts``, ``extract``, ``compare``) and ``progress_bar``."""
+1.1 added two-stage utility measures (``UtilityMeasure.extracts``, ``extract``, ``compare``), ``progress_bar``,
+the classifier options (``ClassifierOptions``: ``cv_folds``, ``keep``; ``scores_param``) and comparators that
+travel with a protection (``Anonymizer.comparator``)."""
 
 # name -> (module, attribute or None for the module itself), imported on first access
 _LAZY: dict[str, tuple[str, str | None]] = {
@@ -156,11 +160,13 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "AttributeAccuracy": ("bioanon.builtin.utility", "AttributeAccuracy"),
     "align": ("bioanon.builtin.utility", "align"),
     "paired_payloads": ("bioanon.builtin.deanonymizers", "paired_payloads"),
+    "ClassifierOptions": ("bioanon.builtin.recognizers", "ClassifierOptions"),
     "LdaCosine": ("bioanon.builtin.recognizers", "LdaCosine"),
     "LogisticRegression": ("bioanon.builtin.recognizers", "LogisticRegression"),
     "NearestNeighbors": ("bioanon.builtin.recognizers", "NearestNeighbors"),
     "PcaSvm": ("bioanon.builtin.recognizers", "PcaSvm"),
     "RandomForest": ("bioanon.builtin.recognizers", "RandomForest"),
+    "scores_param": ("bioanon.builtin.recognizers", "scores_param"),
     # testing and conformance (imports pytest when installed, for the fixtures)
     "testing": ("bioanon.testing", None),
     "ConformanceReport": ("bioanon.testing", "ConformanceReport"),
@@ -170,6 +176,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
 
 __all__ = [  # every name of the API (the lazy ones included)
     "API_VERSION", "Anonymizer", "AttributeAccuracy", "BioanonError", "CacheError", "CentroidRecognizer",
+    "ClassifierOptions",
     "ConfigError", "ConformanceReport", "DataError", "DatasetSource", "Deanonymizer", "DeviceError", "FILE_COLUMNS",
     "FeatureRecognizer", "KINDS", "LdaCosine", "LogisticRegression", "Metadata", "Method", "MissingDependencyError",
     "NearestNeighbors", "OPTIMIZERS", "ParameterError", "PcaSvm", "PluginError", "RandomForest", "RandomSetMean",
@@ -179,7 +186,8 @@ __all__ = [  # every name of the API (the lazy ones included)
     "get_method", "get_registry", "hookimpl", "import_torch", "infer", "jsonable", "key_columns", "labels_of",
     "list_methods", "make_table", "method_training", "n_components_ok", "paired_payloads", "param", "parse_cell",
     "precision_param", "preflight_weights", "progress_bar", "read_csv_rows", "read_metadata_csv", "resolve_device",
-    "resolve_within", "restore_dtype", "softmax_head", "stage", "table_rng", "testing", "to_device", "train_net",
+    "resolve_within", "restore_dtype", "scores_param", "softmax_head", "stage", "table_rng", "testing", "to_device",
+    "train_net",
     "uniform_column", "weights_param",
 ]
 
@@ -206,11 +214,13 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
     from .builtin.deanonymizers import paired_payloads as paired_payloads
     from .builtin.random_set_mean import RandomSetMean as RandomSetMean
     from .builtin.recognizers import (
+        ClassifierOptions as ClassifierOptions,
         LdaCosine as LdaCosine,
         LogisticRegression as LogisticRegression,
         NearestNeighbors as NearestNeighbors,
         PcaSvm as PcaSvm,
         RandomForest as RandomForest,
+        scores_param as scores_param,
     )
     from .builtin.utility import AttributeAccuracy as AttributeAccuracy, align as align
     from .device import (
@@ -220,6 +230,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
         resolve_device as resolve_device,
         weights_param as weights_param,
     )
+    from .log import progress_bar as progress_bar
     from .fileio import (
         jsonable as jsonable,
         parse_cell as parse_cell,

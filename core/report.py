@@ -1513,6 +1513,7 @@ def _metrics_html(res: _Results) -> str:
         + _table(["anonymizer", "setting", "subjects", "recognizer", "scenario",
                   *[METRIC_LABELS.get(x, x) for x in present]], rows, num_from=5)  # fmt: skip
         + foot
+        + _cv_html(res)
     )
 
 
@@ -1566,6 +1567,30 @@ def _breakdown_html(res: _Results) -> str:
                   *[f"{by} = {grp}" for by, grp in groups]], rows, num_from=5)  # fmt: skip
         + _notes([f"– : {t}" for t in notes])
     )
+
+
+_CV_STATS = ("cv_balanced_accuracy", "cv_balanced_accuracy_std", "cv_balanced_accuracy_min",
+             "cv_balanced_accuracy_max")
+
+
+def _cv_html(res: _Results) -> str:
+    """The spread of the per-fold balanced accuracies of cross-validated recognizers (``cv_folds``), first
+    selector at the largest subject count, mean over repeats and draws; "" when no recognizer used CV."""
+    m = res.metrics
+    df = m[(m["selector"] == res.first_selector) & m["metric"].isin(_CV_STATS)]
+    if df.empty:
+        return ""
+    keys = _SETTING + ["n_subjects", "recognizer", "scenario"]
+    agg = _mean_runs(_largest_n(df, _SETTING), keys + ["metric"])
+    rows = []
+    for (anon, idx, setting, n, rec, scen), g in _setting_order(res, agg).groupby(keys, dropna=False, sort=False):
+        v = g.set_index("metric")["value"]
+        rows.append((anon, setting or "(default)", n, rec, scen, *[v.get(x, float("nan")) for x in _CV_STATS]))
+    return ('<p class="note">Cross-validated recognizers (<code>cv_folds</code>, SEBA): balanced accuracy on '
+            "each held-out fold of the classifier's training data (the enrolment gallery; the labelled training "
+            "set for attribute classifiers); mean, std, min and max over folds.</p>"
+            + _table(["anonymizer", "setting", "subjects", "recognizer", "scenario", "CV mean", "CV std",
+                      "CV min", "CV max"], rows, num_from=5))
 
 
 def _fmt_conf(c: Any) -> str:

@@ -28,7 +28,7 @@ from ..errors import TableError
 from ..methods import Recognizer, ScoreMatrix, feature_view, fitted, labels_of, param
 from ..metrics import similarity_attack_scores
 from ..methods import n_components_ok
-from .recognizers import _N_COMPONENTS_HELP, _l2_normalize, _SpaceRecognizer, _two_columns
+from .recognizers import _N_COMPONENTS_HELP, _l2_normalize, _SpaceRecognizer, scores_param, svc
 from .utility import _valid
 
 __all__ = ["AttributeKnn", "AttributeSvm", "SimilarityAttributeAttack", "align_columns"]
@@ -211,7 +211,9 @@ class _AttributeClassifier(_SpaceRecognizer):
     """Shared machinery of the baselines: ``fit(train, label)`` learns the feature space (standardization,
     optional PCA) *and* trains the classifier on the labelled training set; ``enroll(gallery, label)`` records
     the gallery's classes (fitting on the gallery when ``fit`` was not called); ``score`` gives the classifier's
-    scores in the enrolled classes' order (a class the classifier never saw scores below all others)."""
+    scores in the enrolled classes' order (a class the classifier never saw scores below all others).
+    ``cv_folds`` cross-validates the classifier on the labelled training set in ``fit`` (SEBA's
+    cross-validated attacker; see :class:`~bioanon.builtin.recognizers.ClassifierOptions`)."""
 
     payloads: ClassVar[tuple[str, ...]] = _PAYLOADS
 
@@ -229,7 +231,7 @@ class _AttributeClassifier(_SpaceRecognizer):
         z = self.embed(train)[ok]
         classes, yi = np.unique(y[ok], return_inverse=True)
         self.model_classes_ = classes
-        self.model_ = self._train(z, yi) if len(classes) > 1 else None
+        self.model_ = self._fit_model(z, yi, len(classes))
         self.label_ = label
         self.classes_ = None
         return self
@@ -257,21 +259,19 @@ class AttributeKnn(_AttributeClassifier):
     """k-nearest-neighbour attribute classifier trained on the attacker's labelled set (Table IV's kNN).
 
     ``fit`` standardizes (and optionally projects with PCA) the training set and stores it with its labels;
-    scores are the shares of each class among the ``k`` nearest training samples."""
+    scores are the shares of each class among the ``k`` nearest training samples (``predict_proba``)."""
 
     id: ClassVar[str] = "any.attribute_knn"
     reference: ClassVar[str] = "soft-biometric-attack.txt Table IV (kNN baseline)"
 
     k: int = param(5, help="number of neighbours (scikit-learn's default)", low=1)
     metric: str = param("euclidean", help="distance", choices=("euclidean", "cosine"))
+    scores: str = scores_param("proba")
 
     def _train(self, z, y):
         from sklearn.neighbors import KNeighborsClassifier
 
         return KNeighborsClassifier(n_neighbors=min(self.k, len(z)), metric=self.metric).fit(z, y)
-
-    def _scores(self, z):
-        return self.model_.predict_proba(z)
 
 
 @attrs.define(kw_only=True)
@@ -280,7 +280,8 @@ class AttributeSvm(_AttributeClassifier):
 
     ``fit`` standardizes (and optionally projects with PCA) the training set and trains an SVC with the given
     kernel (scikit-learn defaults otherwise: C = 1, gamma = 'scale', degree 3, as the paper's "basic
-    configurations"); scores are its one-vs-rest decision function."""
+    configurations"); scores are its one-vs-rest decision function, or with ``scores = "proba"`` its
+    Platt-scaled class probabilities (``SVC(probability=True)`` seeded with ``seed``)."""
 
     id: ClassVar[str] = "any.attribute_svm"
     reference: ClassVar[str] = "soft-biometric-attack.txt Table IV (SVM baselines)"
@@ -288,13 +289,9 @@ class AttributeSvm(_AttributeClassifier):
     kernel: str = param("rbf", help="SVM kernel", choices=("rbf", "poly", "sigmoid", "linear"))
     c: float = param(1.0, help="SVM regularization C", low=0.0, low_inclusive=False)
     degree: int = param(3, help="degree of the poly kernel", low=1)
-    seed: int = param(0, help="random seed (randomized PCA on very large data)")
+    seed: int = param(0, help="random seed (randomized PCA on very large data; Platt scaling with scores = proba)")
+    scores: str = scores_param()
 
     def _train(self, z, y):
-        from sklearn.svm import SVC
-
-        return SVC(kernel=self.kernel, C=self.c, degree=self.degree, gamma="scale",
-                   decision_function_shape="ovr").fit(z, y)
-
-    def _scores(self, z):
-        return _two_columns(self.model_.decision_function(z))
+        return svc(z, y, proba=self.scores == "proba", seed=self.seed, kernel=self.kernel, C=self.c,
+                   degree=self.degree)

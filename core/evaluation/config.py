@@ -84,9 +84,12 @@ _KIND_NOUN = {
 
 _TOP_KEYS = (
     "name", "seed", "repeats", "label", "scenarios", "dataset", "rates", "anonymizers", "deanonymizer",
-    "recognizers", "selection", "utility", "report", "run", "attacker_dataset",
+    "recognizers", "selection", "utility", "report", "run", "attacker_dataset", "attacker_fit",
 )  # fmt: skip
-_TOP_SCALARS = ("name", "seed", "repeats", "label", "scenarios")
+_TOP_SCALARS = ("name", "seed", "repeats", "label", "scenarios", "attacker_fit")
+ATTACKER_FITS = ("attacker", "enrolment")
+"""``attacker_fit``: the recognizer is fitted on the attacker split (default) or, as SEBA, on the enrolment part
+of the selected evaluation subjects in the scenario's training kind."""
 _DATASET_KEYS = ("source", "path", "params", "files")
 _ATTACKER_DATASET_KEYS = _DATASET_KEYS + ("attributes", "subjects", "subject_prefix")
 DATASET_FILE_CHECKS = ("stat", "content")
@@ -241,7 +244,8 @@ class Rates:
     """Shares of subjects (background, attacker, evaluation; they sum to 1) and the share of each evaluation
     subject's samples used for enrolment. ``background = 0`` means no background: the background part is
     empty and every anonymizer is fitted on the set it anonymizes (the attacker and evaluation sets each on
-    their own, as ``fit_transform(table)`` does).
+    their own, as ``fit_transform(table)`` does). A config may give ``background`` and ``attacker`` only (SEBA's
+    form): ``evaluation`` is then the rest, 1 − background − attacker.
 
     With ``[attacker_dataset]`` the attacker set is that other data set: ``attacker`` is 0 (omit it or write
     0), background + evaluation sum to 1 (default 0.2 / 0.8) and divide the evaluated data set."""
@@ -303,6 +307,7 @@ class EvalConfig:
     report: ReportSpec
     run: RunSpec = RunSpec()
     attacker_dataset: AttackerDatasetSpec | None = None
+    attacker_fit: str = "attacker"  # ATTACKER_FITS
 
     def all_scenarios(self) -> tuple[str, ...]:
         """The listed scenarios plus the levels always reported (``clear``, ``chance``)."""
@@ -317,6 +322,7 @@ class EvalConfig:
             "repeats": self.repeats,
             "label": self.label,
             "scenarios": list(self.scenarios),
+            "attacker_fit": self.attacker_fit,
             "dataset": self.dataset.to_dict(),
             "rates": attrs.asdict(self.rates),
             "anonymizers": [a.to_dict() for a in self.anonymizers],
@@ -539,6 +545,13 @@ class _Validator:
         recognizers = self.methods(raw.get("recognizers"), "recognizers", "recognizer", required=True)
         self.unique_names(recognizers, "recognizers")
         scenarios = self.scenarios(raw, "deanonymizer" in raw)
+        attacker_fit = raw.get("attacker_fit", "attacker")
+        if attacker_fit not in ATTACKER_FITS:
+            self.add("attacker_fit", f"expected 'attacker' (fit on the attacker split) or 'enrolment' (SEBA: fit on "
+                                     f"the enrolment part of the selected subjects), {_got(attacker_fit)}")
+        elif attacker_fit == "enrolment" and "attacker_dataset" in raw:
+            self.add("attacker_fit", "'enrolment' fits the attacker on the evaluated subjects' enrolment part, so "
+                                     "[attacker_dataset] would train no attacker: remove one of them")
         selection = self.selection(raw.get("selection", {}))
         utility = self.methods(raw.get("utility"), "utility", "utility", required=False)
         self.unique_names(utility, "utility")
@@ -563,6 +576,7 @@ class _Validator:
             report=report,
             run=run,
             attacker_dataset=attacker_dataset,
+            attacker_fit=attacker_fit,
         )
 
     def run(self, raw_any: Any) -> RunSpec:
@@ -644,12 +658,22 @@ class _Validator:
     def rates(self, raw_any: Any) -> Rates:
         raw = self.table(raw_any, "rates", _RATE_KEYS)
         given = [k for k in _SHARE_KEYS if k in raw]
+        if given == ["background", "attacker"]:  # SEBA's form: the evaluation set is the rest
+            b, a = raw["background"], raw["attacker"]
+            if _is_number(b) and _is_number(a) and b + a >= 1 - 1e-9:
+                self.add("rates", f"background + attacker = {b:g} + {a:g} = {b + a:g} leaves no evaluation "
+                                  f"share (evaluation = 1 - background - attacker must be > 0)")
+                return Rates()
+            if _is_number(b) and _is_number(a):
+                raw = {**raw, "evaluation": round(1.0 - b - a, 12)}
+                given = list(_SHARE_KEYS)
         if given and len(given) < 3:
             for k in _SHARE_KEYS:
                 if k not in raw:
                     self.add(
                         f"rates.{k}",
-                        "missing: give all of background, attacker and evaluation (they must sum to 1) or none",
+                        "missing: give all of background, attacker and evaluation (they must sum to 1), "
+                        "background and attacker (evaluation = the rest), or none",
                     )
             return Rates()
         values = {}
@@ -1140,7 +1164,7 @@ def _attacker_toml_lines(spec: AttackerDatasetSpec) -> list[str]:
 def _to_toml(cfg: EvalConfig) -> str:
     d = cfg.to_dict()
     out = ["# bioanon evaluation config (resolved: every default filled in)"]
-    for k in ("name", "seed", "repeats", "label", "scenarios"):
+    for k in ("name", "seed", "repeats", "label", "scenarios", "attacker_fit"):
         out.append(f"{k} = {_toml_value(d[k], k)}")
     ds = d["dataset"]
     out += ["", "[dataset]", f"source = {_toml_string(ds['source'])}"]

@@ -511,13 +511,14 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | Non
                 for rec_spec in cfg.recognizers:
                     rec = _method_dict(rec_spec)
                     for scen in scenarios:
-                        needed = _sets_for(scen, sets)
+                        needed = _sets_for(scen, sets, cfg.attacker_fit)
+                        fit_arg = {"attacker_fit": cfg.attacker_fit} if cfg.attacker_fit != "attacker" else {}
                         t_score = add(make_task(
                             "score",
                             {"recognizer": rec, "scenario": scen, "label": cfg.label, "sets": needed,
                              "selections": selections, "enrolment": cfg.rates.enrolment, "seed": seed_r,
                              "bootstrap": rep.bootstrap, "confidence": rep.confidence,
-                             "per_probe_scores": rep.per_probe_scores, **score_extra},
+                             "per_probe_scores": rep.per_probe_scores, **score_extra, **fit_arg},
                             deps_anon + sel_keys, stage="score",
                             label=f"score {rec_spec.name} {scen} {where}"))
                         score_tasks.append({"key": t_score.key, "anonymizer": a_spec.name, "setting": label,
@@ -630,16 +631,18 @@ def check_disk_space(estimate: ResourceEstimate, cache: Cache) -> None:
             f"(free space, point --cache-dir elsewhere, or run `bioanon cache clear`)")
 
 
-def _sets_for(scenario: str, sets: dict[str, str]) -> dict[str, str]:
-    """Only the tables a scenario reads, so its key does not depend on the others."""
+def _sets_for(scenario: str, sets: dict[str, str], attacker_fit: str = "attacker") -> dict[str, str]:
+    """Only the tables a scenario reads, so its key does not depend on the others (with ``attacker_fit =
+    "enrolment"`` no attacker set: the recognizer is fitted on evaluation data)."""
     from .tasks import scenario_sets
 
     train, enrol, probe = scenario_sets(scenario)
     need = {"clear_evaluation"}
+    where = "evaluation" if attacker_fit == "enrolment" else "attacker"
     if train == "clear" or train.startswith("mix:"):
-        need.add("clear_attacker")
+        need.add(f"clear_{where}")
     if train == "anon" or train.startswith("mix:"):
-        need.add("anon_attacker")
+        need.add(f"anon_{where}")
     for kind in (enrol, probe):
         need.add(f"{kind}_evaluation")
     return {k: sets[k] for k in sorted(need)}

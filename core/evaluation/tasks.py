@@ -302,6 +302,7 @@ def score(
     key: str,
     enrol_by: str = "",
     breakdown: tuple[str, ...] = (),
+    attacker_fit: str = "attacker",
 ) -> dict:
     """Fit a recognizer once on the scenario's training data, then enrol and probe every subject selection.
 
@@ -309,23 +310,31 @@ def score(
     'deanon_evaluation' to table keys. Each selection gives its subjects; each selected subject's samples are
     split into enrolment and test (seeded, the same split for clear and anonymized data; with ``enrol_by =
     "role"`` by the data's :data:`ROLE_COLUMN` instead). ``breakdown``: attribute columns whose groups get their
-    own EER and min Cllr (:func:`~bioanon.evaluation.scoring.breakdown_metrics`, the record's ``breakdown``)."""
+    own EER and min Cllr (:func:`~bioanon.evaluation.scoring.breakdown_metrics`, the record's ``breakdown``).
+
+    ``attacker_fit = "enrolment"`` (SEBA): no attacker set; the recognizer is fitted per selection on the
+    enrolment part of the selected subjects in the scenario's training kind (clear for naive and lazy,
+    anonymized for parrot, a mix for %-parrot), then enrolled as usual. A cross-validated recognizer
+    (``cv_folds``) adds the spread of its per-fold balanced accuracies (rows ``cv_balanced_accuracy``,
+    ``_std``, ``_min``, ``_max``)."""
     from .scoring import breakdown_metrics, score_metrics
 
     train_kind, enrol_kind, probe_kind = scenario_sets(scenario)
-    attacker = {"clear": lambda: _table(cache, sets["clear_attacker"]), "anon": lambda: _table(cache, sets["anon_attacker"])}
-    if train_kind.startswith("mix:"):
-        mix_seed = derived_seed(seed, "mix")
-        train_id = ["mix", sets["clear_attacker"], sets["anon_attacker"], train_kind, mix_seed]
-
-        def train():
-            return _mixed(attacker["clear"](), attacker["anon"](), float(train_kind[4:]), mix_seed)
-    else:
-        train_id = [train_kind, sets[f"{train_kind}_attacker"]]
-        train = attacker[train_kind]
+    mix_seed = derived_seed(seed, "mix")
     evaluation = {k: _table(cache, sets[f"{k}_evaluation"]) for k in sorted({enrol_kind, probe_kind, "clear"})}
+    on_enrolment = attacker_fit == "enrolment"
+    if not on_enrolment:
+        attacker = {"clear": lambda: _table(cache, sets["clear_attacker"]),
+                    "anon": lambda: _table(cache, sets["anon_attacker"])}
+        if train_kind.startswith("mix:"):
+            train_id = ["mix", sets["clear_attacker"], sets["anon_attacker"], train_kind, mix_seed]
 
-    rec = FITTED.get(recognizer, train_id, label, train)
+            def train():
+                return _mixed(attacker["clear"](), attacker["anon"](), float(train_kind[4:]), mix_seed)
+        else:
+            train_id = [train_kind, sets[f"{train_kind}_attacker"]]
+            train = attacker[train_kind]
+        rec = FITTED.get(recognizer, train_id, label, train)
     rows: list[dict] = []
     groups_out: list[dict] = []
     probes_out: dict[str, str] = {}
@@ -341,6 +350,9 @@ def score(
         enrol_part, test_part = enrolment_split(subset, enrolment, seed, enrol_by == ROLE_COLUMN)
         gallery = _rows(evaluation[enrol_kind], enrol_part.sample_ids)
         probes = _rows(evaluation[probe_kind], test_part.sample_ids)
+        if on_enrolment:
+            rec = _fit_on_enrolment(recognizer, label, train_kind, evaluation, sets, enrol_part.sample_ids,
+                                    [str(s) for s in subjects], enrolment, seed, mix_seed)
         rec.enroll(gallery, label)
         scores = rec.score(probes)
         true = probes.subjects if label == "subject" else probes.attribute(label)
@@ -352,6 +364,7 @@ def score(
             for r in breakdown_metrics(scores, true, {c: probes.attribute(c) for c in breakdown},
                                        within=label == "subject"):
                 groups_out.append({"selection": sel["id"], **r})
+        rows += [{"selection": sel["id"], **r} for r in cv_rows(rec)]
         if per_probe_scores:
             k = output_key(key, "scores:" + sel["id"])
             cache.put_table(k, _scores_table(scores, true, probes))
@@ -360,6 +373,43 @@ def score(
     if breakdown:
         out["breakdown"] = groups_out
     return out
+
+
+def _fit_on_enrolment(recognizer: dict, label: str, train_kind: str, evaluation: dict, sets: dict,
+                      ids: np.ndarray, subjects: list[str], enrolment: float, seed: int, mix_seed: int) -> Any:
+    """The recognizer fitted on the enrolment samples ``ids`` of the selected subjects in the scenario's
+    training kind (``attacker_fit = "enrolment"``). Memoized under an identifier that starts with "enrolment",
+    so it never meets a fit on an attacker set."""
+    if train_kind.startswith("mix:"):
+        train_id = ["enrolment", train_kind, mix_seed, sets["clear_evaluation"], sets["anon_evaluation"]]
+
+        def train():
+            return _mixed(_rows(evaluation["clear"], ids), _rows(evaluation["anon"], ids), float(train_kind[4:]),
+                          mix_seed)
+    else:
+        train_id = ["enrolment", train_kind, sets[f"{train_kind}_evaluation"]]
+
+        def train():
+            return _rows(evaluation[train_kind], ids)
+    # the enrolment part is fixed by the evaluation tables, the subjects, the enrolment share and the seed
+    return FITTED.get(recognizer, [*train_id, sorted(subjects), enrolment, seed], label, train)
+
+
+def cv_rows(rec: Any) -> list[dict[str, Any]]:
+    """Metric rows of a cross-validated recognizer (``cv_folds``): the mean, std, min and max over folds of the
+    balanced accuracy on each fold's held-out part; no rows without cross-validation."""
+    from ..builtin.recognizers import cv_summary
+
+    cv = cv_summary(rec)
+    if cv is None:
+        return []
+    note = (f"{cv['folds']}-fold stratified cross-validation of the classifier on its {cv['samples']} training "
+            f"samples (keep = {cv['keep']}): balanced accuracy per held-out fold")
+    chance = 1.0 / cv["classes"]
+    return [{"metric": "cv_balanced_accuracy" + suffix, "value": cv[stat], "ci_low": float("nan"),
+             "ci_high": float("nan"), "chance": chance if stat != "std" else float("nan"),
+             "n_probes": cv["samples"], "note": note}
+            for stat, suffix in (("mean", ""), ("std", "_std"), ("min", "_min"), ("max", "_max"))]
 
 
 def _rows(table: SampleTable, ids: np.ndarray) -> SampleTable:

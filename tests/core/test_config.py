@@ -546,8 +546,14 @@ def test_rates(registry):
         "rates.background: expected a number in (0, 1), got 1 (int); 0 = no background",
         "rates.enrolment: expected a number in (0, 1), got 1 (int)",
     ]
+    # SEBA's two-share form (evaluation = the rest) must leave an evaluation share; other partial forms are refused
     assert problems(minimal(rates={"background": 0.5, "attacker": 0.5}), registry=registry) == [
-        "rates.evaluation: missing: give all of background, attacker and evaluation (they must sum to 1) or none"
+        "rates: background + attacker = 0.5 + 0.5 = 1 leaves no evaluation share (evaluation = 1 - background - "
+        "attacker must be > 0)"
+    ]
+    assert problems(minimal(rates={"background": 0.5, "evaluation": 0.5}), registry=registry) == [
+        "rates.attacker: missing: give all of background, attacker and evaluation (they must sum to 1), background "
+        "and attacker (evaluation = the rest), or none"
     ]
     ok = load_config(minimal(rates={"background": 0.1, "attacker": 0.2, "evaluation": 0.7}), registry=registry)
     assert ok.rates == Rates(0.1, 0.2, 0.7, 0.5)
