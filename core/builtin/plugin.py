@@ -15,6 +15,11 @@ def register_anonymizers(register):
     register(BlockPermutation)
     register(RandomSetMean)
 
+    from .templates import Ive, PeMiu
+
+    register(PeMiu)
+    register(Ive)
+
 
 @hookimpl
 def register_recognizers(register):
