@@ -66,6 +66,10 @@ def register_utility_measures(register):
     register(CosineSimilarity)
     register(Snr)
 
+    from .templates import VerificationError
+
+    register(VerificationError)
+
 
 @hookimpl
 def register_datasets(register):

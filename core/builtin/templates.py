@@ -23,9 +23,10 @@ import attrs
 import numpy as np
 
 from ..errors import ParameterError, TableError
-from ..methods import Anonymizer, Comparator, feature_matrix, fitted, param, table_comparator, with_comparator
+from ..methods import (Anonymizer, Comparator, UtilityMeasure, feature_matrix, fitted, param, table_comparator,
+                       with_comparator)
 
-__all__ = ["Ive", "PeMiu", "block_alignment_scores", "cosine_scores", "verification_eer"]
+__all__ = ["Ive", "PeMiu", "VerificationError", "block_alignment_scores", "cosine_scores", "verification_eer"]
 
 _BLOCK_ELEMENTS = 1 << 22  # probe × reference × block × block similarities computed per chunk
 
@@ -254,6 +255,14 @@ class Ive(Anonymizer):
         return table.with_payload(column, np.ascontiguousarray(x[:, self.keep_]))
 
 
+def _pair_scores(table: Any, comparator: Comparator | None, payload: str | None, registry: Any,
+                 who: str) -> tuple[np.ndarray, Any]:
+    """All-pairs similarity matrix of a template table and the comparator used (None: cosine)."""
+    cmp = comparator if comparator is not None else table_comparator(table, registry)
+    x = feature_matrix(table, payload, who=who, registry=registry)
+    return (cmp(x, x) if cmp is not None else cosine_scores(x, x)), cmp
+
+
 def verification_eer(table: Any, *, comparator: Comparator | None = None, payload: str | None = None,
                      registry: Any = None) -> dict[str, float]:
     """Verification performance of a template table, as ``soft-biometric-attack.txt`` Table III reports it
@@ -263,12 +272,57 @@ def verification_eer(table: Any, *, comparator: Comparator | None = None, payloa
     ``min_cllr``, ...) and ``comparator`` (its name)."""
     from ..metrics import verification_metrics
 
-    cmp = comparator if comparator is not None else table_comparator(table, registry)
-    x = feature_matrix(table, payload, who="verification_eer", registry=registry)
-    s = cmp(x, x) if cmp is not None else cosine_scores(x, x)
-    iu = np.triu_indices(len(x), k=1)
+    s, cmp = _pair_scores(table, comparator, payload, registry, "verification_eer")
+    iu = np.triu_indices(len(s), k=1)
     subjects = np.asarray(table.subjects)
     mated = subjects[iu[0]] == subjects[iu[1]]
     out: dict[str, Any] = dict(verification_metrics(s[iu][mated], s[iu][~mated]))
     out["comparator"] = cmp.name if cmp is not None else "cosine"
     return out
+
+
+@attrs.define(kw_only=True)
+class VerificationError(UtilityMeasure):
+    """Verification error of the (protected) templates at their equal-error threshold, per sample (Table III).
+
+    ``soft-biometric-attack.txt`` Table III reports the verification EER of the original and the privacy-enhanced
+    system. Every pair of anonymized samples is compared (with the comparator their protection declares, else
+    cosine); the threshold is where the false match and false non-match rates over all pairs meet (the EER
+    threshold); each sample's value is the mean of its own false non-match rate (over its mated comparisons) and
+    false match rate (over its non-mated ones) at that threshold. The mean over samples is thus a per-sample
+    average of the half total error rate at the EER threshold: close to the EER, with a subject bootstrap CI.
+    The clear level is the same on the clear templates; the floor is 0.5 (chance). Samples without a mated
+    comparison (a subject with one sample) have no value. The exact EER of a table:
+    :func:`bioanon.builtin.templates.verification_eer`."""
+
+    id: ClassVar[str] = "any.verification_error"
+    payloads: ClassVar[tuple[str, ...]] = ("features", "imu", "pose", "image")
+    higher_is_better: ClassVar[bool] = False
+    paired: ClassVar[bool] = False
+    reference: ClassVar[str] = "soft-biometric-attack.txt Table III (verification EER before and after protection)"
+
+    payload: str = param("", help="template payload column (default: the first supported one present)")
+    declared_comparator: bool = param(True, help="compare with the comparator the protection declares (else cosine)")
+
+    def measure(self, original, anonymized) -> np.ndarray:
+        cmp = None if self.declared_comparator else Comparator("cosine", cosine_scores)
+        s, _ = _pair_scores(anonymized, cmp, self.payload or None, None, self.id)
+        subjects = np.asarray(anonymized.subjects)
+        same = subjects[:, None] == subjects[None, :]
+        np.fill_diagonal(same, False)
+        other = subjects[:, None] != subjects[None, :]
+        iu = np.triu_indices(len(s), k=1)
+        mated, nonmated = np.sort(s[iu][same[iu]]), np.sort(s[iu][other[iu]])
+        if not len(mated) or not len(nonmated):
+            return np.full(len(s), np.nan)
+        t = np.unique(np.concatenate([mated, nonmated]))
+        fnmr = np.searchsorted(mated, t, "left") / len(mated)
+        fmr = 1.0 - np.searchsorted(nonmated, t, "left") / len(nonmated)
+        thr = t[np.argmin(np.abs(fnmr - fmr))]
+        with np.errstate(invalid="ignore"):
+            fn = ((s < thr) & same).sum(1) / same.sum(1)
+            fm = ((s >= thr) & other).sum(1) / np.maximum(other.sum(1), 1)
+        return np.where(same.any(1), 0.5 * (fn + fm), np.nan)
+
+    def floor(self, table) -> float:
+        return 0.5

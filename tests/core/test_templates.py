@@ -102,6 +102,21 @@ def test_verification_eer_before_and_after_pe_miu():
     assert plain["eer"] > after["eer"] + 0.1  # ... and lost without it
 
 
+def test_verification_error_measure_is_near_the_eer():
+    from bioanon.builtin.templates import VerificationError
+
+    t = _templates(20, 4, 3, attribute=0.0)
+    p = PeMiu(block_size=8).transform(t)
+    for table in (t, p):
+        per_sample = VerificationError().measure(t, table)
+        assert per_sample.shape == (len(t),) and np.isfinite(per_sample).all()
+        assert abs(per_sample.mean() - verification_eer(table)["eer"]) < 0.05
+    off = VerificationError(declared_comparator=False).measure(t, p).mean()
+    assert off > VerificationError().measure(t, p).mean() + 0.1
+    single = t.take(np.arange(0, len(t), 4))  # one sample per subject: no mated comparison
+    assert np.isnan(VerificationError().measure(single, single)).all()
+
+
 # ------------------------------------------------------------------------------------------------------ IVE
 
 
