@@ -243,3 +243,17 @@ def test_the_example_config_validates():
     assert strategies == {"vote", "average", "linear", "log"}
     kernels = {r.params["kernel"] for r in cfg.recognizers if r.id == "any.attribute_svm"}
     assert kernels == {"rbf", "poly", "sigmoid"}
+
+
+def test_templates_fitted_on_the_attacker_without_background(tmp_path):
+    from bioanon.evaluation.run import evaluate
+
+    cfg = _config(label="group", rates={"background": 0, "attacker": 0.5, "evaluation": 0.5},
+                  templates={"recognizer": "any.lda_cosine", "fit": "attacker"},
+                  anonymizers=[{"id": "any.pe_miu", "params": {"block_size": 2}}],
+                  recognizers=[{"id": "any.knn"}], utility=[{"id": "any.verification_error"}])
+    res = evaluate(cfg, out_dir=None, cache=tmp_path / "cache", progress=False, jobs=1)
+    assert not res.failures
+    knn = res.metrics[res.metrics.scenario == "parrot"]
+    assert knn.comparator.str.startswith("PE-MIU").all()
+    assert res.utility.value.notna().all() and (res.utility.value < 0.5).all()
