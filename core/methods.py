@@ -931,11 +931,30 @@ class UtilityMeasure(Method):
     kind: ClassVar[str] = "utility"
     higher_is_better: ClassVar[bool] = True
     paired: ClassVar[bool] = True
+    extracts: ClassVar[bool] = False
+    """True for a measure in two stages: ``extract(table)`` (slow, one JSON-able value per sample, e.g. a
+    transcript) and ``compare(original, original_values, anonymized_values)``. An evaluation then runs each
+    extraction as its own cached task, once per table (the clear evaluation set is extracted once for all
+    anonymizers), and ``measure`` is ``compare`` of the two extractions."""
 
     def fit(self, clear: Any) -> "UtilityMeasure":
         return self
 
     def measure(self, original: Any, anonymized: Any) -> np.ndarray:
+        if self.extracts:
+            from .builtin.utility import align
+
+            anonymized = align(original, anonymized)
+            return self.compare(original, self.extract(original), self.extract(anonymized))
+        raise NotImplementedError
+
+    def extract(self, table: Any) -> list:
+        """Per-sample values (JSON-able: str, number, list) of ``table``, in row order (two-stage measures)."""
+        raise NotImplementedError
+
+    def compare(self, original: Any, original_values: list, anonymized_values: list) -> np.ndarray:
+        """One utility value per row of ``original`` from the extracted values of the clear rows and of their
+        anonymized versions (same order) (two-stage measures)."""
         raise NotImplementedError
 
     def floor(self, table: Any) -> float:

@@ -1230,6 +1230,31 @@ def device_summary(record: Any) -> str:
     return "; ".join(parts) + f", asked: {record.get('requested', 'auto')}"
 
 
+def _data_sets(config: dict) -> list[tuple[str, str]]:
+    """The header's data rows: the evaluated data set and, for a cross-database protocol, the attacker's
+    (``[attacker_dataset]``: the attacker's training data and database; the evaluated set gives background and
+    evaluation subjects)."""
+    def name(d: Any) -> str:
+        if not isinstance(d, dict) or not d.get("source"):
+            return "–"
+        return f"{d['source']} ({d['path']})" if d.get("path") else str(d["source"])
+
+    ds, att = config.get("dataset"), config.get("attacker_dataset")
+    if not isinstance(att, dict):
+        return [("data", name(ds))]
+    extra = []
+    share = att.get("subjects", 1)
+    if isinstance(share, (int, float)) and share < 1:
+        extra.append(f"{share:.0%} of its subjects per repeat")
+    maps = att.get("attributes") if isinstance(att.get("attributes"), dict) else {}
+    for col, m in maps.items():
+        to = m.get("to", col) if isinstance(m, dict) else m
+        values = m.get("values") if isinstance(m, dict) else None
+        extra.append(f"{col} → {to}" + (" (values mapped)" if values else ""))
+    return [("data (background, evaluation)", name(ds)),
+            ("attacker data (training, database)", name(att) + (f"; {', '.join(extra)}" if extra else ""))]
+
+
 def _header(res: _Results) -> str:
     env = res.environment
     name = res.config.get("name") or res.run_dir.name
@@ -1253,7 +1278,8 @@ def _header(res: _Results) -> str:
     row = lambda items: "".join(f"<span><b>{_esc(k)}</b> {_esc(_scrub(v))}</span>" for k, v in items)  # noqa: E731
     return (
         f"<header><h1>bioanon report — {_esc(name)}</h1>"
-        f'<p class="meta">{row(meta)}</p><p class="meta">{row(vers)}</p>'
+        f'<p class="meta">{row(meta)}</p><p class="meta">{row(_data_sets(res.config))}</p>'
+        f'<p class="meta">{row(vers)}</p>'
         f'<p class="meta"><b>results folder</b> {_esc(res.run_dir.name)}</p>{_notes(res.notes)}</header>'
     )
 

@@ -176,5 +176,21 @@ def validate(config: Any, *, out_dir: str | os.PathLike | None = None, data: Any
     problems += device_problems(cfg)
     if data is not None:
         problems += data_problems(cfg, data)
+        if load_data and getattr(cfg, "attacker_dataset", None) is not None:
+            problems += attacker_problems(cfg, data)
     raise_problems(problems, f"config {cfg.name!r} cannot run")
     return cfg
+
+
+def attacker_problems(cfg: Any, data: Any) -> list[str]:
+    """What is wrong with the ``[attacker_dataset]`` of ``cfg`` against the evaluated data ``data`` (its
+    attribute mapping, subject, label and payload checks; see :func:`~bioanon.evaluation.run.prepare_attacker_data`),
+    after loading it without the cache."""
+    from .run import attacker_data_problems, import_dataset, map_attacker_table
+
+    problems: list[str] = []
+    table = map_attacker_table(import_dataset(cfg.attacker_dataset, None, "attacker data set")[0],
+                               cfg.attacker_dataset, problems)
+    if table is not None:
+        problems += attacker_data_problems(cfg, data, table)
+    return problems

@@ -48,6 +48,8 @@ from ..methods import Method
 __all__ = [
     "ALWAYS_SCENARIOS",
     "SCENARIOS",
+    "AttackerDatasetSpec",
+    "AttributeMap",
     "DatasetSpec",
     "EvalConfig",
     "MethodSpec",
@@ -68,6 +70,8 @@ DEFAULT_NAME = "evaluation"
 DEFAULT_SELECTORS = ("random",)
 DEFAULT_RANDOM_DRAWS = 5
 DEFAULT_RATES = {"background": 0.2, "attacker": 0.4, "evaluation": 0.4, "enrolment": 0.5}
+# with [attacker_dataset]: the attacker's share comes from that data set; the evaluated one gives the rest
+DEFAULT_CROSS_RATES = {"background": 0.2, "attacker": 0.0, "evaluation": 0.8, "enrolment": 0.5}
 DEFAULT_REPORT = {"bootstrap": 1000, "confidence": 0.95, "per_probe_scores": False}
 
 _KIND_NOUN = {
@@ -81,10 +85,11 @@ _KIND_NOUN = {
 
 _TOP_KEYS = (
     "name", "seed", "repeats", "label", "scenarios", "dataset", "rates", "anonymizers", "deanonymizer",
-    "recognizers", "selection", "utility", "report", "run", "templates",
+    "recognizers", "selection", "utility", "report", "run", "attacker_dataset", "templates",
 )  # fmt: skip
 _TOP_SCALARS = ("name", "seed", "repeats", "label", "scenarios")
 _DATASET_KEYS = ("source", "path", "params", "files")
+_ATTACKER_DATASET_KEYS = _DATASET_KEYS + ("attributes", "subjects", "subject_prefix")
 DATASET_FILE_CHECKS = ("stat", "content")
 _RATE_KEYS = ("background", "attacker", "evaluation", "enrolment")
 _SHARE_KEYS = ("background", "attacker", "evaluation")
@@ -192,11 +197,53 @@ class DatasetSpec:
 
 
 @attrs.frozen
+class AttributeMap:
+    """How one attribute of the attacker data set maps onto the evaluated data's label space: its new
+    ``name`` (the evaluated data's attribute) and ``values`` (attacker value, as text → evaluated value; values
+    not listed are kept as they are)."""
+
+    name: str
+    values: dict[str, Any] = attrs.field(factory=dict)
+
+    def to_dict(self) -> Any:
+        return {"to": self.name, "values": jsonable(self.values)} if self.values else self.name
+
+
+@attrs.frozen
+class AttackerDatasetSpec(DatasetSpec):
+    """``[attacker_dataset]``: a second data set whose subjects form the attacker's training set (and database)
+    for cross-database protocols; the evaluated ``[dataset]`` then gives only the background and the evaluation
+    subjects. Besides a :class:`DatasetSpec`'s keys:
+
+    ``attributes``: attacker attribute → :class:`AttributeMap` (written ``gender = "sex"`` to rename, or
+    ``gender = { to = "sex", values = { female = "F", male = "M" } }`` to map values too).
+    ``subjects``: the share of the attacker data set's subjects used (drawn per repeat; 1 = all).
+    ``subject_prefix``: prepended to the attacker data's subject ids. Ids found in both data sets are an error,
+    since the protocol is valid only when attacker and evaluation subjects are different people; give a prefix
+    only when the two data sets number different people with the same ids."""
+
+    attributes: dict[str, AttributeMap] = attrs.field(factory=dict)
+    subjects: float = 1.0
+    subject_prefix: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        out["attributes"] = {k: m.to_dict() for k, m in self.attributes.items()}
+        out["subjects"] = self.subjects
+        if self.subject_prefix:
+            out["subject_prefix"] = self.subject_prefix
+        return out
+
+
+@attrs.frozen
 class Rates:
     """Shares of subjects (background, attacker, evaluation; they sum to 1) and the share of each evaluation
     subject's samples used for enrolment. ``background = 0`` means no background: the background part is
     empty and every anonymizer is fitted on the set it anonymizes (the attacker and evaluation sets each on
-    their own, as ``fit_transform(table)`` does)."""
+    their own, as ``fit_transform(table)`` does).
+
+    With ``[attacker_dataset]`` the attacker set is that other data set: ``attacker`` is 0 (omit it or write
+    0), background + evaluation sum to 1 (default 0.2 / 0.8) and divide the evaluated data set."""
 
     background: float = DEFAULT_RATES["background"]
     attacker: float = DEFAULT_RATES["attacker"]
@@ -272,6 +319,7 @@ class EvalConfig:
     utility: tuple[MethodSpec, ...]
     report: ReportSpec
     run: RunSpec = RunSpec()
+    attacker_dataset: AttackerDatasetSpec | None = None
     templates: TemplatesSpec | None = None
 
     def all_scenarios(self) -> tuple[str, ...]:
@@ -302,6 +350,10 @@ class EvalConfig:
         out["utility"] = [u.to_dict(grid=False) for u in self.utility]
         out["report"] = {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.asdict(self.report).items()}
         out["run"] = attrs.asdict(self.run)
+        if self.attacker_dataset is not None:  # beside [dataset]
+            items = list(out.items())
+            i = list(out).index("dataset") + 1
+            out = dict(items[:i] + [("attacker_dataset", self.attacker_dataset.to_dict())] + items[i:])
         if self.templates is not None:
             out["templates"] = self.templates.to_dict()
         return out
@@ -494,7 +546,11 @@ class _Validator:
         repeats = self.integer(raw, "repeats", "repeats", 1, 1)
         label = self.string(raw, "label", "label", "subject")
         dataset = self.dataset(raw.get("dataset"))
-        rates = self.rates(raw.get("rates", {}))
+        attacker_dataset = self.attacker_dataset(raw.get("attacker_dataset"))
+        if "attacker_dataset" in raw:
+            rates = self.cross_rates(raw.get("rates", {}))
+        else:
+            rates = self.rates(raw.get("rates", {}))
         anonymizers = self.methods(raw.get("anonymizers"), "anonymizers", "anonymizer", required=True, grid=True)
         self.unique_names(anonymizers, "anonymizers")
         deanonymizer = None
@@ -527,6 +583,7 @@ class _Validator:
             utility=tuple(utility),  # type: ignore[arg-type]
             report=report,
             run=run,
+            attacker_dataset=attacker_dataset,
             templates=templates,
         )
 
@@ -589,30 +646,32 @@ class _Validator:
             installs = " ; ".join(dict.fromkeys(missing.values()))
             self.add(where, f"{cls.id} needs {', '.join(missing)}, which cannot be imported here: {installs}")
 
-    def dataset(self, raw_any: Any) -> DatasetSpec | None:
+    def dataset(self, raw_any: Any, where: str = "dataset",
+                keys: tuple[str, ...] = _DATASET_KEYS) -> DatasetSpec | None:
+        """Validate a data set table (``[dataset]``, or ``[attacker_dataset]`` with ``where`` and its ``keys``)."""
         if raw_any is None:
-            self.add("dataset.source", "missing required key (the [dataset] table names a dataset source)")
+            self.add(f"{where}.source", f"missing required key (the [{where}] table names a dataset source)")
             return None
         if not isinstance(raw_any, Mapping):
-            self.add("dataset", f"expected a table, {_got(raw_any)}")
+            self.add(where, f"expected a table, {_got(raw_any)}")
             return None
         if "source" not in raw_any:
-            self.add("dataset.source", "missing required key (a registered dataset source id)")
+            self.add(f"{where}.source", "missing required key (a registered dataset source id)")
             cls = None
         else:
-            cls = self.resolve(raw_any["source"], "dataset.source", "dataset")
-        raw = self.table(raw_any, "dataset", _DATASET_KEYS, method=cls)
-        params = self.params_table(raw.get("params", {}), "dataset.params")
+            cls = self.resolve(raw_any["source"], f"{where}.source", "dataset")
+        raw = self.table(raw_any, where, keys, method=cls)
+        params = self.params_table(raw.get("params", {}), f"{where}.params")
         path = raw.get("path")
         if path is not None and not isinstance(path, (str, os.PathLike)):
-            self.add("dataset.path", f"expected a path (string), {_got(path)}")
+            self.add(f"{where}.path", f"expected a path (string), {_got(path)}")
             path = None
         if cls is None:
             return None
         if cls.needs_path and path is None:  # type: ignore[attr-defined]
-            self.add("dataset.path", f"missing required key: {cls.id} reads a data set from disk; give its path")
+            self.add(f"{where}.path", f"missing required key: {cls.id} reads a data set from disk; give its path")
         elif not cls.needs_path and path is not None:  # type: ignore[attr-defined]
-            self.add("dataset.path", f"not allowed: {cls.id} generates its data and takes no path")
+            self.add(f"{where}.path", f"not allowed: {cls.id} generates its data and takes no path")
             path = None
         if path is not None:
             p = Path(path).expanduser()
@@ -620,13 +679,13 @@ class _Validator:
                 p = (self.base_dir if self.base_dir is not None else Path.cwd()) / p
             p = Path(os.path.normpath(p.absolute()))
             if self.check_paths and not p.exists():
-                self.add("dataset.path", f"no such file or directory: {str(p)!r}")
+                self.add(f"{where}.path", f"no such file or directory: {str(p)!r}")
             path = str(p)
         files = raw.get("files", "stat")
         if files not in DATASET_FILE_CHECKS:
-            self.add("dataset.files", f"expected one of {', '.join(DATASET_FILE_CHECKS)}, {_got(files)}")
+            self.add(f"{where}.files", f"expected one of {', '.join(DATASET_FILE_CHECKS)}, {_got(files)}")
             files = "stat"
-        resolved = self.construct(cls, params, {}, "dataset")
+        resolved = self.construct(cls, params, {}, where)
         if resolved is None:
             return None
         return DatasetSpec(cls.id, path, resolved[0], files, cls=cls)
@@ -664,6 +723,97 @@ class _Validator:
                 + " + ".join(f"{values[k]:g}" for k in _SHARE_KEYS)
                 + f" = {total:g}",
             )
+        return Rates(**values)
+
+    def attacker_dataset(self, raw_any: Any) -> AttackerDatasetSpec | None:
+        """``[attacker_dataset]``: a data set like ``[dataset]``, plus the attribute mapping, the share of its
+        subjects used and an optional subject-id prefix (see :class:`AttackerDatasetSpec`)."""
+        if raw_any is None:
+            return None
+        base = self.dataset(raw_any, "attacker_dataset", _ATTACKER_DATASET_KEYS)
+        if not isinstance(raw_any, Mapping):
+            return None
+        attributes = self.attribute_maps(raw_any.get("attributes", {}))
+        share = raw_any.get("subjects", 1.0)
+        if not _is_number(share) or not 0 < share <= 1:
+            self.add("attacker_dataset.subjects",
+                     f"expected the share of the attacker data set's subjects to use, in (0, 1], {_got(share)}")
+            share = 1.0
+        prefix = raw_any.get("subject_prefix", "")
+        if not isinstance(prefix, str):
+            self.add("attacker_dataset.subject_prefix", f"expected a string, {_got(prefix)}")
+            prefix = ""
+        if base is None:
+            return None
+        return AttackerDatasetSpec(base.source, base.path, base.params, base.files, attributes=attributes,
+                                   subjects=float(share), subject_prefix=prefix, cls=base.cls)
+
+    def attribute_maps(self, raw: Any) -> dict[str, AttributeMap]:
+        """``attributes = { <attacker column> = "<evaluated name>" | { to = ..., values = { old = new } } }``."""
+        where = "attacker_dataset.attributes"
+        if not isinstance(raw, Mapping):
+            self.add(where, f"expected a table of attacker attribute → evaluated attribute, {_got(raw)}")
+            return {}
+        out: dict[str, AttributeMap] = {}
+        targets: dict[str, str] = {}
+        for col, spec in raw.items():
+            path = f"{where}.{col}"
+            values: Any = {}
+            if isinstance(spec, Mapping):
+                for k in spec:
+                    if k not in ("to", "values"):
+                        self.add(f"{path}.{k}", f"unknown key; {_did_you_mean(str(k), ('to', 'values'))}")
+                name, values = spec.get("to", col), spec.get("values", {})
+            else:
+                name = spec
+            if not isinstance(name, str) or not name.strip() or name.startswith("attr."):
+                self.add(path, f"expected the evaluated data's attribute name (without 'attr.'), {_got(name)}")
+                continue
+            if not isinstance(values, Mapping) or not all(
+                    isinstance(v, (str, bool)) or _is_number(v) for v in values.values()):
+                self.add(f"{path}.values", f"expected a table of attacker value → evaluated value (strings or "
+                                           f"numbers), {_got(values)}")
+                continue
+            if name in targets:
+                self.add(path, f"maps onto {name!r} like {where}.{targets[name]}; map one column onto each name")
+                continue
+            targets[name] = col
+            out[col] = AttributeMap(name, dict(values))
+        return out
+
+    def cross_rates(self, raw_any: Any) -> Rates:
+        """``[rates]`` beside ``[attacker_dataset]``: background + evaluation = 1 divide the evaluated data set;
+        ``attacker`` must be 0 or omitted (the attacker's subjects come from the attacker data set)."""
+        raw = self.table(raw_any, "rates", _RATE_KEYS)
+        attacker = raw.get("attacker", 0)
+        if not (_is_number(attacker) and attacker == 0):
+            self.add("rates.attacker", f"must be 0 or omitted with [attacker_dataset] (the attacker's subjects "
+                                       f"come from that data set; background + evaluation divide [dataset]), "
+                                       f"{_got(attacker)}")
+        given = [k for k in ("background", "evaluation") if k in raw]
+        if len(given) == 1:
+            other = "evaluation" if given[0] == "background" else "background"
+            self.add(f"rates.{other}", "missing: with [attacker_dataset] give both background and evaluation "
+                                       "(they must sum to 1) or neither")
+            return Rates(**DEFAULT_CROSS_RATES)
+        values = {"attacker": 0.0}
+        ok = True
+        for k in ("background", "evaluation", "enrolment"):
+            value = raw.get(k, DEFAULT_CROSS_RATES[k])
+            if k == "background" and _is_number(value) and value == 0:
+                values[k] = 0.0
+            elif not _is_number(value) or not 0 < value <= (1 if k == "evaluation" else 1 - 1e-12):
+                span = "(0, 1]" if k == "evaluation" else "(0, 1)"
+                self.add(f"rates.{k}", f"expected a number in {span}, {_got(value)}"
+                         + ("; 0 = no background" if k == "background" else ""))
+                ok = False
+                values[k] = DEFAULT_CROSS_RATES[k]
+            else:
+                values[k] = float(value)
+        total = values["background"] + values["evaluation"]
+        if ok and abs(total - 1.0) > 1e-9:
+            self.add("rates", f"with [attacker_dataset] background + evaluation must sum to 1, got "
+                              f"{values['background']:g} + {values['evaluation']:g} = {total:g}")
         return Rates(**values)
 
     def scenarios(self, raw: dict, has_deanonymizer: bool) -> tuple[str, ...]:
@@ -1011,6 +1161,20 @@ def _method_lines(spec: MethodSpec, where: str, *, grid: bool) -> list[str]:
     return lines
 
 
+def _attacker_toml_lines(spec: AttackerDatasetSpec) -> list[str]:
+    """``[attacker_dataset]`` as TOML lines."""
+    d = spec.to_dict()
+    lines = ["[attacker_dataset]", f"source = {_toml_string(d['source'])}"]
+    for k in ("path", "files", "subject_prefix"):
+        if k in d:
+            lines.append(f"{k} = {_toml_string(d[k])}")
+    params = {k: v for k, v in d["params"].items() if not (v is None and _default_is_none(spec, k))}
+    lines.append(f"params = {_inline_table(params, 'attacker_dataset.params')}")
+    lines.append(f"attributes = {_inline_table(d['attributes'], 'attacker_dataset.attributes')}")
+    lines.append(f"subjects = {_toml_value(d['subjects'], 'attacker_dataset.subjects')}")
+    return lines
+
+
 def _to_toml(cfg: EvalConfig) -> str:
     d = cfg.to_dict()
     out = ["# bioanon evaluation config (resolved: every default filled in)"]
@@ -1028,6 +1192,8 @@ def _to_toml(cfg: EvalConfig) -> str:
             continue
         params[k] = v
     out.append(f"params = {_inline_table(params, 'dataset.params')}")
+    if cfg.attacker_dataset is not None:
+        out += ["", *_attacker_toml_lines(cfg.attacker_dataset)]
     out += ["", "[rates]"] + [f"{k} = {_toml_value(v, 'rates.' + k)}" for k, v in d["rates"].items()]
     for i, a in enumerate(cfg.anonymizers):
         out += ["", "[[anonymizers]]"] + _method_lines(a, f"anonymizers[{i}]", grid=True)

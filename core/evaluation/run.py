@@ -49,6 +49,7 @@ class Plan:
     split_tasks: list[dict[str, Any]]
     n_evaluation_subjects: int
     protocol_tasks: list[dict[str, Any]] = attrs.field(factory=list)
+    attacker_dataset_key: str | None = None  # the prepared [attacker_dataset] (cross-database protocol)
 
 
 class _RunsInCache:
@@ -166,23 +167,29 @@ def import_data(cfg: Any, data: SampleTable | None, cache: Cache | None) -> tupl
     source's code changed."""
     if data is not None:
         return data, None
-    key = import_key(cfg.dataset) if cache is not None else None
+    return import_dataset(cfg.dataset, cache)
+
+
+def import_dataset(spec: Any, cache: Cache | None, what: str = "data set") -> tuple[SampleTable, str | None]:
+    """Import a DatasetSpec (``[dataset]`` or ``[attacker_dataset]``) through the import cache (see
+    :func:`import_data`); ``what`` names it in the log."""
+    key = import_key(spec) if cache is not None else None
     if key is not None:
         ref = cache.get_json(key)
         table = cache.get_table(ref["dataset"]) if isinstance(ref, Mapping) and "dataset" in ref else None
         if table is not None:
-            log.info("data set %s: %d samples, imported before (from the cache)", cfg.dataset.source, table.num_rows)
+            log.info("%s %s: %d samples, imported before (from the cache)", what, spec.source, table.num_rows)
             return table, ref["dataset"]
     from .. import load_dataset
 
-    log.info("importing the data set %s%s", cfg.dataset.source, f" from {cfg.dataset.path}" if cfg.dataset.path else "")
-    table = load_dataset(cfg.dataset.source, cfg.dataset.path, **cfg.dataset.params)
+    log.info("importing the %s %s%s", what, spec.source, f" from {spec.path}" if spec.path else "")
+    table = load_dataset(spec.source, spec.path, **spec.params)
     if key is None:
         return table, None
     check_disk_space(ResourceEstimate(2 * int(table.arrow.nbytes), 0, 0), cache)  # room for the table itself
     dataset_key = table_fingerprint(table)
     cache.put_table(dataset_key, table)
-    cache.put_json(key, {"dataset": dataset_key, "source": cfg.dataset.source, "path": cfg.dataset.path,
+    cache.put_json(key, {"dataset": dataset_key, "source": spec.source, "path": spec.path,
                          "rows": table.num_rows})
     stored = cache.get_table(dataset_key)  # memory-mapped: the imported copy can be freed
     return (stored, dataset_key) if stored is not None else (table, dataset_key)
@@ -229,7 +236,136 @@ def import_key(spec: Any) -> str | None:
                         "check": spec.files})
 
 
-def _unsplittable(table: SampleTable, enrolment: float, label: str) -> tuple[list[str], list[str]]:
+# --------------------------------------------------------------------------------- [attacker_dataset]
+
+
+def dataset_name(spec: Any) -> str:
+    """A data set as the messages and the report name it: its source, and its path when it has one."""
+    return f"{spec.source} ({spec.path})" if spec.path else spec.source
+
+
+def prepare_attacker_data(cfg: Any, data: SampleTable, cache: Cache) -> tuple[SampleTable, str]:
+    """The ``[attacker_dataset]`` of ``cfg`` ready for the plan, and its cache key.
+
+    Imported through the import cache (:func:`import_dataset`, like ``[dataset]``), its attributes mapped onto
+    the evaluated data's names and values and its subject ids prefixed (:func:`map_attacker_table`), then
+    checked against the evaluated data ``data`` (:func:`attacker_data_problems`): one ConfigError lists every
+    problem. The mapped table is stored under a key derived from the import's and the mapping's, so a rerun
+    neither re-imports nor re-hashes it."""
+    from ..cache import fingerprint
+
+    spec = cfg.attacker_dataset
+    raw, raw_key = import_dataset(spec, cache, "attacker data set")
+    problems: list[str] = []
+    table = map_attacker_table(raw, spec, problems)
+    if table is not None:
+        problems += attacker_data_problems(cfg, data, table)
+    raise_problems(problems, f"config {cfg.name!r}: the attacker data set {dataset_name(spec)} does not suit the "
+                              f"evaluated data set {dataset_name(cfg.dataset)}")
+    raw_key = raw_key or table_fingerprint(raw)
+    if not spec.attributes and not spec.subject_prefix:
+        return raw, raw_key
+    key = fingerprint({"attacker_dataset": raw_key, "prefix": spec.subject_prefix,
+                       "attributes": {k: m.to_dict() for k, m in spec.attributes.items()}})
+    if not cache.has_table(key):
+        cache.put_table(key, table)
+    stored = cache.get_table(key)  # memory-mapped
+    return (stored if stored is not None else table), key
+
+
+def _value_text(value: Any) -> str:
+    """An attribute value as the keys of ``attributes.<column>.values`` write it (TOML keys are text)."""
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    return str(value.item() if isinstance(value, np.generic) else value)
+
+
+def map_attacker_table(table: SampleTable, spec: Any, problems: list[str]) -> SampleTable | None:
+    """``table`` with the attribute mapping of ``spec`` (an AttackerDatasetSpec) applied (each column renamed,
+    values listed in ``values`` replaced, the others kept) and its subject ids prefixed with
+    ``spec.subject_prefix``; None, with ``problems`` extended, when a mapped column does not exist or mixes
+    types after mapping."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ..errors import TableError
+
+    names = table.attribute_names
+    mapped: dict[str, tuple[str, Any]] = {}
+    for col, m in spec.attributes.items():
+        where = f"attacker_dataset.attributes.{col}"
+        if col not in names:
+            problems.append(f"{where}: the attacker data set {dataset_name(spec)} has no attribute column "
+                            f"'attr.{col}'; available: {names}")
+            continue
+        values = table.arrow.column(f"attr.{col}").to_pylist()
+        if m.values:
+            values = [v if v is None else m.values.get(_value_text(v), v) for v in values]
+        mapped[m.name] = (where, values)
+    if problems:
+        return None
+    out = SampleTable(table.arrow.drop_columns([f"attr.{c}" for c in spec.attributes]), validate=False)
+    for name, (where, values) in mapped.items():  # every column read before any is replaced (swaps work)
+        try:
+            out = out.with_attribute(name, values)
+        except (TableError, pa.ArrowException) as exc:
+            problems.append(f"{where}.values: the mapped column 'attr.{name}' mixes value types (map every value "
+                            f"to the same type): {exc}")
+            return None
+    if spec.subject_prefix:
+        arrow = out.arrow
+        i = arrow.schema.get_field_index("subject")
+        field = arrow.schema.field(i)
+        prefixed = pc.binary_join_element_wise(spec.subject_prefix, arrow.column(i), "").cast(field.type)
+        out = SampleTable(arrow.set_column(i, field, prefixed), validate=False)
+    return out
+
+
+def attacker_data_problems(cfg: Any, data: SampleTable, attacker: SampleTable) -> list[str]:
+    """What makes the (mapped) attacker data set unusable beside the evaluated data ``data``, one line each:
+    subject ids in both (the protocol needs subject-disjoint people), the evaluation's attribute label missing
+    from the attacker data or not covering the evaluated values, payloads missing or of another shape."""
+    import pyarrow.compute as pc
+
+    problems: list[str] = []
+    ours, theirs = dataset_name(cfg.dataset), dataset_name(cfg.attacker_dataset)
+    both = sorted(set(data.subject_names) & set(attacker.subject_names))
+    if both:
+        problems.append(
+            f"attacker_dataset: {len(both)} subject id(s) occur in both the data set {ours} and the attacker data "
+            f"set {theirs}: {', '.join(map(str, both[:5]))}{' …' if len(both) > 5 else ''}; a cross-database "
+            "protocol needs attacker and evaluation subjects to be different people. If the two data sets number "
+            "different people with the same ids, set attacker_dataset.subject_prefix (e.g. \"xdb:\")")
+    label = cfg.label
+    if label != "subject":
+        if label not in attacker.attribute_names:
+            problems.append(f"attacker_dataset: the attacker data set {theirs} has no attribute column "
+                            f"'attr.{label}' (the evaluation's label) after the mapping; available: "
+                            f"{attacker.attribute_names}; map one onto it with attacker_dataset.attributes = "
+                            f"{{ <column> = \"{label}\" }}")
+        elif label in data.attribute_names:
+            have = set(pc.unique(attacker.arrow.column(f"attr.{label}")).drop_null().to_pylist())
+            want = pc.unique(data.arrow.column(f"attr.{label}")).drop_null().to_pylist()
+            missing = sorted((v for v in want if v not in have), key=repr)
+            if missing:
+                problems.append(
+                    f"attacker_dataset: the attacker data set {theirs} has no sample with {label} = "
+                    f"{', '.join(map(repr, missing))}, found in the data set {ours} (the attacker's values: "
+                    f"{', '.join(map(repr, sorted(have, key=repr)))}); map values with "
+                    f"attacker_dataset.attributes.<column>.values")
+    for name in data.payload_names:
+        if name not in attacker.payload_names:
+            problems.append(f"attacker_dataset: the data set {ours} has payload {name!r}, the attacker data set "
+                            f"{theirs} has not (it has {', '.join(attacker.payload_names) or 'no payload'})")
+        elif data.payload_shape(name) != attacker.payload_shape(name):
+            problems.append(f"attacker_dataset: payload {name!r} has per-sample shape {data.payload_shape(name)} in "
+                            f"the data set {ours} but {attacker.payload_shape(name)} in the attacker data set "
+                            f"{theirs}; both must hold the same kind of samples")
+    return problems
+
+
+def _unsplittable(table: SampleTable, enrolment: float, label: str,
+                  cross: bool = False) -> tuple[list[str], list[str]]:
     """Subjects whose samples cannot give both an enrolment and a test sample (they cannot be evaluated, but
     stay legitimate attacker training material), and the warning that says so."""
     subjects, counts = np.unique(table.subjects, return_counts=True)
@@ -241,17 +377,23 @@ def _unsplittable(table: SampleTable, enrolment: float, label: str) -> tuple[lis
         warnings.append(
             f"too few samples per subject: {len(bad)} of {len(subjects)} subjects have too few samples for an "
             f"enrolment share of {enrolment} (need ≥ 1 enrolment and ≥ 1 test sample); they are kept out of the "
-            "evaluation set and used as attacker training data: "
+            + ("evaluation set (and out of the attacker's, which is [attacker_dataset]): " if cross
+               else "evaluation set and used as attacker training data: ")
             + ", ".join(map(str, bad[:5])) + (" …" if len(bad) > 5 else "")
         )
     return [str(s) for s in subjects[~ok]], warnings
 
 
-def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | None = None) -> Plan:
+def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | None = None,
+               attacker_key: str | None = None) -> Plan:
     """Turn a validated config into the task graph (the data set is stored in the cache first; ``dataset_key``:
-    its content fingerprint when already known)."""
+    its content fingerprint when already known). With ``[attacker_dataset]``, ``attacker_key`` is the cache key
+    of the prepared attacker data (:func:`prepare_attacker_data`, called here when not given)."""
+    cross = getattr(cfg, "attacker_dataset", None) is not None
+    if cross and attacker_key is None:
+        attacker_key = prepare_attacker_data(cfg, data, cache)[1]
     skipped = data.metadata.get("skipped_files") or []
-    training_only, warnings = _unsplittable(data, cfg.rates.enrolment, cfg.label)
+    training_only, warnings = _unsplittable(data, cfg.rates.enrolment, cfg.label, cross)
     if skipped:
         warnings.insert(0, f"{len(skipped)} unreadable data file(s) skipped: " + ", ".join(map(str, skipped[:5]))
                         + (" …" if len(skipped) > 5 else ""))
@@ -267,7 +409,8 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | Non
     n_split = data.num_subjects - len(training_only)  # the subjects the rates divide
     sizes = _part_sizes(np.array([n_split]), np.array(rates))[0]
     n_eval = int(sizes[2])
-    if min(sizes[1:] if rates[0] == 0 else sizes) < 1:  # background = 0: no background part, by request
+    # background = 0: no background part, by request; attacker = 0: the attacker set is [attacker_dataset]
+    if min(sizes[[i for i, rate in enumerate(rates) if rate > 0]]) < 1:
         raise BioanonError(
             f"rates {rates} over {n_split} subjects with enough samples to evaluate leave a part "
             "(background/attacker/evaluation) empty"
@@ -300,6 +443,9 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | Non
         split_args = {"dataset": dataset_key, "rates": rates, "seed": seed_r}
         if training_only:
             split_args["training_only"] = training_only
+        if cross:
+            split_args["attacker_dataset"] = attacker_key
+            split_args["attacker_subjects"] = cfg.attacker_dataset.subjects
         t_split = add(make_task("split", split_args, (),
                                 stage="split", label=f"split repeat {r}"))
         split_tasks.append({"key": t_split.key, "repeat": r})
@@ -361,13 +507,20 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | Non
                                             "setting_index": s_idx, "params": json.dumps(method["params"]),
                                             "repeat": r, "recognizer": rec_spec.name, "scenario": scen})
                 for u_spec in cfg.utility:
-                    t_u = add(make_task(
-                        "utility",
-                        {"measure": _method_dict(u_spec), "clear_attacker": clear["attacker"],
-                         "clear_evaluation": clear["evaluation"], "anon_evaluation": anon["evaluation"],
-                         "bootstrap": rep.bootstrap, "confidence": rep.confidence,
-                         "seed": derived_seed(seed_r, "utility")},
-                        (t_split.key, t_anon.key), stage="utility", label=f"utility {u_spec.name} {where}"))
+                    u_args = {"measure": _method_dict(u_spec), "clear_attacker": clear["attacker"],
+                              "clear_evaluation": clear["evaluation"], "anon_evaluation": anon["evaluation"],
+                              "bootstrap": rep.bootstrap, "confidence": rep.confidence,
+                              "seed": derived_seed(seed_r, "utility")}
+                    u_deps = (t_split.key, t_anon.key)
+                    if u_spec.method_class().extracts:  # the slow first stage: one cached task per table
+                        ex = {k: add(make_task("extract", {"measure": u_args["measure"], "table": tbl}, dep,
+                                               stage="extract", label=f"extract {u_spec.name} {k} {where}")).key
+                              for k, tbl, dep in (("clear", clear["evaluation"], (t_split.key,)),
+                                                  ("anon", anon["evaluation"], (t_anon.key,)))}
+                        u_args["extracted"] = ex
+                        u_deps += tuple(ex.values())
+                    t_u = add(make_task("utility", u_args, u_deps, stage="utility",
+                                        label=f"utility {u_spec.name} {where}"))
                     utility_tasks.append({"key": t_u.key, "anonymizer": a_spec.name, "setting": label,
                                           "setting_index": s_idx, "params": json.dumps(method["params"]),
                                           "repeat": r, "measure": u_spec.name})
@@ -379,10 +532,11 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | Non
                         (t_split.key, t_anon.key), stage="protocol", label=f"paper protocol {where}"))
                     protocol_tasks.append({"key": t_p.key, "anonymizer": a_spec.name, "setting": label,
                                            "setting_index": s_idx, "repeat": r})
-    order = {"split": 0, "templates": 0.5, "anonymize": 1, "deanonymize": 2, "select": 3, "score": 4, "utility": 5,
-             "protocol": 6}
+    order = {"split": 0, "templates": 0.5, "anonymize": 1, "deanonymize": 2, "select": 3, "score": 4, "extract": 5,
+             "utility": 6, "protocol": 7}
     tasks.sort(key=lambda t: order[t.stage])  # stable: dependencies always come first
-    return Plan(tasks, dataset_key, warnings, score_tasks, utility_tasks, split_tasks, n_eval, protocol_tasks)
+    return Plan(tasks, dataset_key, warnings, score_tasks, utility_tasks, split_tasks, n_eval, protocol_tasks,
+                attacker_key)
 
 
 @attrs.frozen
@@ -400,13 +554,15 @@ class ResourceEstimate:
                 f"and {format_bytes(self.memory_bytes)} of memory at the peak")
 
 
-def estimate_resources(plan: Plan, cfg: Any, data_bytes: int, cache: Cache) -> ResourceEstimate:
+def estimate_resources(plan: Plan, cfg: Any, data_bytes: int, cache: Cache,
+                       attacker_bytes: int = 0) -> ResourceEstimate:
     """Estimate what the tasks still to compute will write to the cache and need in memory.
 
     A split writes the data set once more; an anonymization writes the attacker and evaluation shares; a
     de-anonymization the evaluation share; scores and JSON records are small (≈ 64 KiB each, or the per-probe
     score matrices when kept). Peak memory: the data set, its anonymized copy and a working copy of the largest
-    task's inputs."""
+    task's inputs. ``attacker_bytes``: the size of ``[attacker_dataset]`` (split and anonymized with the
+    rest)."""
     share = {"split": 1.0, "anonymize": cfg.rates.attacker + cfg.rates.evaluation,
              "deanonymize": cfg.rates.evaluation}
     disk = 0
@@ -416,6 +572,7 @@ def estimate_resources(plan: Plan, cfg: Any, data_bytes: int, cache: Cache) -> R
             continue
         new += 1
         disk += int(share.get(t.stage, 0.0) * data_bytes) + 64 * 1024
+        disk += attacker_bytes if t.stage in ("split", "anonymize") else 0
     return ResourceEstimate(disk, 3 * data_bytes + 256 * 1024 * 1024, new)
 
 
@@ -780,9 +937,13 @@ def _evaluate(cfg: Any, data: Any, out_dir: Any, run_id: Any, cache: Any, execut
         raise_problems(data_problems(cfg, table), f"config {cfg.name!r} does not suit its data")
         data_bytes = int(table.arrow.nbytes)
         check_disk_space(ResourceEstimate(2 * data_bytes, 0, 0), cache)  # room for the data set itself
+        attacker_key, attacker_bytes = None, 0
+        if cfg.attacker_dataset is not None:
+            attacker, attacker_key = prepare_attacker_data(cfg, table, cache)
+            attacker_bytes = int(attacker.arrow.nbytes)
         log.info("building the plan (%d samples of %d subjects)", table.num_rows, table.num_subjects)
-        plan = build_plan(cfg, cache, table, dataset_key)
-        estimate = estimate_resources(plan, cfg, data_bytes, cache)
+        plan = build_plan(cfg, cache, table, dataset_key, attacker_key)
+        estimate = estimate_resources(plan, cfg, data_bytes, cache, attacker_bytes)
         check_disk_space(estimate, cache)
         log.info("plan: %d task(s), %s", len(plan.tasks), estimate)
         devices = _device_record(cfg, plan)
@@ -843,6 +1004,7 @@ def _results(cfg: Any, plan: Plan, exe: Any, cache: Cache, folder: RunFolder | N
             "tasks": {"executed": exe.executed, "cached": exe.cached, "failed": len(exe.failed),
                       "by_stage": exe.by_stage},
             "dataset_fingerprint": plan.dataset_key,
+            **({"attacker_dataset_fingerprint": plan.attacker_dataset_key} if plan.attacker_dataset_key else {}),
             "estimate": {"disk_bytes": estimate.disk_bytes, "memory_bytes": estimate.memory_bytes,
                          "new_tasks": estimate.new_tasks},
             "cache": str(cache.uri),

@@ -132,10 +132,15 @@ def _table(cache: Cache, key: str) -> SampleTable:
 
 @op
 def split(cache: Cache, *, dataset: str, rates: list[float], seed: int, key: str,
-          training_only: list[str] = ()) -> dict[str, Any]:
+          training_only: list[str] = (), attacker_dataset: str | None = None,
+          attacker_subjects: float = 1.0) -> dict[str, Any]:
     """Subject-disjoint split into background / attacker / evaluation. A background rate of 0 gives an empty
     background part (the attacker and evaluation shares then sum to 1 on their own). The ``training_only``
-    subjects (too few samples to enrol and test) are left out of the rates and added to the attacker part."""
+    subjects (too few samples to enrol and test) are left out of the rates and added to the attacker part.
+
+    With ``attacker_dataset`` (the key of ``[attacker_dataset]``'s table) the attacker part is that table (a
+    seeded ``attacker_subjects`` share of its subjects); ``dataset`` gives only background and evaluation
+    (``rates[1]`` is 0) and its ``training_only`` subjects are left out."""
     table = _table(cache, dataset)
     extra = None
     if training_only:
@@ -144,7 +149,10 @@ def split(cache: Cache, *, dataset: str, rates: list[float], seed: int, key: str
 
         mask = pc.is_in(table.arrow.column("subject"), value_set=pa.array(list(training_only), pa.string()))
         extra, table = table.filter(mask), table.filter(pc.invert(mask))
-    if rates[0] == 0:
+    if attacker_dataset is not None:
+        parts = _cross_parts(table, _table(cache, attacker_dataset), rates, seed, attacker_subjects)
+        extra = None  # the attacker's data are the other data set's only
+    elif rates[0] == 0:
         parts = [table.filter(np.zeros(len(table), dtype=bool)), *table.split_subjects(rates[1:], seed)]
     else:
         parts = table.split_subjects(rates, seed)
@@ -156,6 +164,23 @@ def split(cache: Cache, *, dataset: str, rates: list[float], seed: int, key: str
         cache.put_table(k, part.with_lineage_step({"step": "split:" + name, "fingerprint": k}))
         out[name] = k
     return {"outputs": out, "subjects": {n: p.subject_names for n, p in zip(out, parts)}}
+
+
+def _cross_parts(table: SampleTable, attacker: SampleTable, rates: list[float], seed: int,
+                 share: float) -> list[SampleTable]:
+    """[background, attacker, evaluation] of a cross-database protocol: background and evaluation from
+    ``table`` (``rates[0]``, ``rates[2]``; ``rates[1]`` is 0), the attacker part a seeded ``share`` of the
+    subjects of ``attacker`` (at least one)."""
+    if rates[0] == 0:
+        background, evaluation = table.filter(np.zeros(len(table), dtype=bool)), table
+    else:
+        background, evaluation = table.split_subjects([rates[0], rates[2]], seed)
+    if share < 1:
+        subjects = np.array(attacker.subject_names, dtype=object)
+        n = max(1, int(round(share * len(subjects))))
+        chosen = np.random.default_rng(derived_seed(seed, "attacker_subjects")).permutation(len(subjects))[:n]
+        attacker = attacker.select_subjects(subjects[np.sort(chosen)].tolist())
+    return [background, attacker, evaluation]
 
 
 @op
@@ -367,18 +392,49 @@ def _scores_table(scores: Any, true: np.ndarray, probes: SampleTable) -> SampleT
 
 
 @op
+def extract(cache: Cache, *, measure: dict, table: str, key: str) -> dict:
+    """The slow first stage of a two-stage utility measure (``UtilityMeasure.extracts``, e.g. speech
+    recognition) on one table, as its own cached task: ``{"sample_ids": [...], "values": [...]}``."""
+    m = _create(measure)
+    t = _table(cache, table)
+    values = list(m.extract(t))
+    if len(values) != len(t):
+        raise BioanonError(f"{m.id}.extract returned {len(values)} values for {len(t)} samples")
+    return {"sample_ids": t.sample_ids.tolist(), "values": values}
+
+
+def _extracted(cache: Cache, task_key: str, table: SampleTable) -> list:
+    """An extract task's values in the row order of ``table``."""
+    record = cache.get_json(task_key)
+    if record is None:
+        raise BioanonError(f"extraction {task_key} has not been computed")
+    pos = {s: i for i, s in enumerate(record["sample_ids"])}
+    try:
+        return [record["values"][pos[s]] for s in table.sample_ids.tolist()]
+    except KeyError as e:
+        raise BioanonError(f"extraction {task_key} has no value for sample {e.args[0]!r}") from None
+
+
+@op
 def utility(cache: Cache, *, measure: dict, clear_attacker: str, clear_evaluation: str, anon_evaluation: str,
-            bootstrap: int, confidence: float, seed: int, key: str) -> dict:
+            bootstrap: int, confidence: float, seed: int, key: str, extracted: dict | None = None) -> dict:
     """A utility measure: fitted on the clear attacker set, measured on the anonymized evaluation set, beside
-    its clear level (the same measure on clear data) and its floor."""
+    its clear level (the same measure on clear data) and its floor. ``extracted`` ('clear', 'anon': extract
+    task keys) holds the first stage of a two-stage measure."""
     from ..metrics import bootstrap_ci
 
     m = _create(measure)
     m.fit(_table(cache, clear_attacker))
     clear = _table(cache, clear_evaluation)
     anon = _table(cache, anon_evaluation)
-    values = np.asarray(m.measure(clear, anon), dtype=np.float64)
-    clear_values = np.asarray(m.measure(clear, clear), dtype=np.float64)
+    if extracted:
+        ex_clear = _extracted(cache, extracted["clear"], clear)
+        values = np.asarray(m.compare(clear, ex_clear, _extracted(cache, extracted["anon"], clear)),
+                            dtype=np.float64)
+        clear_values = np.asarray(m.compare(clear, ex_clear, ex_clear), dtype=np.float64)
+    else:
+        values = np.asarray(m.measure(clear, anon), dtype=np.float64)
+        clear_values = np.asarray(m.measure(clear, clear), dtype=np.float64)
     _, groups = np.unique(clear.subjects, return_inverse=True)
     known = np.isfinite(values)  # e.g. samples whose attribute is missing
     if not known.any():

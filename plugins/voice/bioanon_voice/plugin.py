@@ -51,9 +51,9 @@ def register_recognizers(register):
 @hookimpl
 def register_utility_measures(register):
     """The voice utility measures."""
-    from .utility import ContentAccuracy, PitchCorrelation, SignalToDistortion, VoiceDistinctiveness
+    from .utility import AsrWordErrorRate, ContentAccuracy, PitchCorrelation, SignalToDistortion, VoiceDistinctiveness
 
-    for cls in (ContentAccuracy, PitchCorrelation, SignalToDistortion, VoiceDistinctiveness):
+    for cls in (ContentAccuracy, PitchCorrelation, SignalToDistortion, VoiceDistinctiveness, AsrWordErrorRate):
         register(cls)
 
 

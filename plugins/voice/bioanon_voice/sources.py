@@ -241,7 +241,8 @@ class LibriSpeech(_FileSource):
     """LibriSpeech: ``<subset>/<speaker>/<chapter>/*.flac`` (16 kHz) and ``SPEAKERS.TXT``.
 
     The path is a subset folder (e.g. ``train-clean-100``) or the ``LibriSpeech`` folder (all subsets below it).
-    Attributes: ``chapter`` and the speaker's ``gender`` (``sex`` column) and ``subset`` from ``SPEAKERS.TXT``
+    Attributes: ``chapter``, ``text`` (the utterance's transcript from the chapter's ``*.trans.txt``; null
+    without one) and the speaker's ``gender`` (``sex`` column) and ``subset`` from ``SPEAKERS.TXT``
     (looked up next to the path and one level up). A speaker listed twice with different values is an error
     naming the lines; speakers without a line get a warning and null attributes; lines of speakers not
     loaded (other subsets) are ignored."""
@@ -268,13 +269,31 @@ class LibriSpeech(_FileSource):
                 return Metadata(str(f), "subject", "ID", keys, lines, {"gender": gender, "subset": subset})
         return None
 
+    @staticmethod
+    def _transcripts(chapter_dir: Path) -> dict[str, str]:
+        """``<speaker>-<chapter>.trans.txt`` of a chapter folder: utterance id → text (empty when absent)."""
+        f = chapter_dir / f"{chapter_dir.parent.name}-{chapter_dir.name}.trans.txt"
+        if not f.is_file():
+            return {}
+        out = {}
+        for line_no, line in enumerate(f.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+            if line.strip():
+                utt, _, text = line.strip().partition(" ")
+                if utt in out:
+                    raise DatasetError(f"{f}:{line_no}: utterance {utt!r} is listed twice")
+                out[utt] = text
+        return out
+
     def _records(self, root):
         out = []
+        texts: dict[Path, dict[str, str]] = {}
         for p in root.rglob("*.flac"):
             chapter, speaker = p.parent.name, p.parent.parent.name
             if not speaker.isdigit():
                 continue
-            out.append((p, speaker, {"chapter": chapter}))
+            if p.parent not in texts:
+                texts[p.parent] = self._transcripts(p.parent)
+            out.append((p, speaker, {"chapter": chapter, "text": texts[p.parent].get(p.stem)}))
         meta = self._speakers(root)
         if meta is not None and out:
             _speaker_attrs(out, meta, ("gender", "subset"))
