@@ -102,13 +102,15 @@ from .methods import (
     param,
 )
 
-API_VERSION = "1.0"
+API_VERSION = "1.1"
 """The version of this API, ``"major.minor"``.
 
 The minor number grows when names are added (a plugin written for 1.0 works with 1.3); the major number grows
 when a name is removed or its behaviour or signature changes incompatibly. A plugin declares the range it
 supports as a PEP 440 specifier in its entry-point module, usually ``BIOANON_API = ">=1.<minor it needs>,<2"``;
-the plugin loader skips a plugin whose range excludes this version and lists it as ``incompatible``."""
+the plugin loader skips a plugin whose range excludes this version and lists it as ``incompatible``.
+
+1.1 added two-stage utility measures (``UtilityMeasure.extracts``, ``extract``, ``compare``) and ``progress_bar``."""
 
 # name -> (module, attribute or None for the module itself), imported on first access
 _LAZY: dict[str, tuple[str, str | None]] = {
@@ -148,6 +150,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "key_columns": ("bioanon.metadata", "key_columns"),
     "read_csv_rows": ("bioanon.metadata", "read_csv_rows"),
     "read_metadata_csv": ("bioanon.metadata", "read_metadata_csv"),
+    "progress_bar": ("bioanon.log", "progress_bar"),  # 1.1
     # reusable building blocks
     "RandomSetMean": ("bioanon.builtin.random_set_mean", "RandomSetMean"),
     "AttributeAccuracy": ("bioanon.builtin.utility", "AttributeAccuracy"),
@@ -175,7 +178,7 @@ __all__ = [  # every name of the API (the lazy ones included)
     "check_method", "class_sums", "device_param", "feature_matrix", "file_key", "fitted", "flatten_payload",
     "get_method", "get_registry", "hookimpl", "import_torch", "infer", "jsonable", "key_columns", "labels_of",
     "list_methods", "make_table", "method_training", "n_components_ok", "paired_payloads", "param", "parse_cell",
-    "precision_param", "preflight_weights", "read_csv_rows", "read_metadata_csv", "resolve_device",
+    "precision_param", "preflight_weights", "progress_bar", "read_csv_rows", "read_metadata_csv", "resolve_device",
     "resolve_within", "restore_dtype", "softmax_head", "stage", "table_rng", "testing", "to_device", "train_net",
     "uniform_column", "weights_param",
 ]

@@ -337,7 +337,7 @@ class AsrWordErrorRate(UtilityMeasure):
                                         "WER", choices=("corpus", "utterance"))
 
     def extract(self, table) -> list:
-        from bioanon.log import progress_bar
+        from bioanon.api import progress_bar
 
         from .asr import Recognizer
 
