@@ -1355,7 +1355,22 @@ def _headline_html(res: _Results, hl: pd.DataFrame) -> str:
                 f"more privacy.</p>"
         heads = ["anonymizer", "setting", "worst-case top-1 [CI]", "clear level", "chance", "privacy x",
                  "achieved by (recognizer / scenario)", "subjects", "repeats"]
-    return intro + _table(heads, rows, num_from=2, cls="headline")
+    return intro + _table(heads, rows, num_from=2, cls="headline") + _notes(comparator_notes(res.metrics))
+
+
+def comparator_notes(metrics: pd.DataFrame) -> list[str]:
+    """One line per anonymizer whose protection declared a template comparator that recognizers used (the
+    black-box attacker; :class:`bioanon.methods.Comparator`): which comparator, which recognizers and scenarios."""
+    if "comparator" not in metrics.columns:
+        return []
+    used = metrics[metrics["comparator"].fillna("").astype(str) != ""]
+    out = []
+    for (anon, cmp), g in used.groupby(["anonymizer", "comparator"], sort=False):
+        pairs = ", ".join(f"{r} ({', '.join(dict.fromkeys(h.scenario))})"
+                          for r, h in g.groupby("recognizer", sort=False))
+        out.append(f"Comparator: the templates of {anon} were compared with its declared comparator {cmp!r} by "
+                   f"{pairs}; everything else used the recognizer's own comparison.")
+    return out
 
 
 def _warnings_html(res: _Results) -> str:

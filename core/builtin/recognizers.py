@@ -15,6 +15,10 @@ SEBA-style options of every recognizer built on :class:`_SpaceRecognizer` (:clas
 balanced accuracies in ``cv_scores_``), ``keep`` (the best fold's estimator, or the mean of every fold's scores)
 and, where the classifier has probabilities, ``scores`` (``"decision"`` values or ``"proba"`` probabilities).
 
+``any.cosine_centroid`` and ``any.knn`` compare templates: when the gallery's templates come from a protection
+that declares a comparator (:meth:`bioanon.methods.Anonymizer.comparator`, e.g. ``any.pe_miu``) they compare
+with it instead (``declared_comparator``; the report names it).
+
 Samples become vectors through :func:`bioanon.methods.feature_matrix`: the first fixed-shape payload present
 (``features``, ``imu``, ``pose``, ``image``) flattened, else the default feature view a trait plugin registers for
 a payload that cannot be flattened (``register_payload_features``; e.g. utterance MFCC statistics for ``audio``
@@ -30,7 +34,31 @@ import numpy as np
 
 from ..errors import ParameterError, TableError
 from ..methods import (CentroidRecognizer, Recognizer, ScoreMatrix, class_sums, feature_matrix, fitted, labels_of,
-                       n_components_ok, param)
+                       n_components_ok, param, table_comparator)
+
+DECLARED_COMPARATOR_HELP = ("compare templates with the comparator their protection declares, when the reference "
+                            "templates (training database or gallery) come from one (the black-box attacker; "
+                            "bioanon.methods.Comparator); false: always this method's own comparison")
+
+
+def declared_comparator(method, table):
+    """The :class:`~bioanon.methods.Comparator` the templates of ``table`` (the reference side: an attacker
+    database or a gallery) declare, when ``method.declared_comparator`` is on; else None."""
+    return table_comparator(table) if getattr(method, "declared_comparator", False) else None
+
+
+def class_top_mean(s: np.ndarray, codes: np.ndarray, n_classes: int, k: int | None) -> np.ndarray:
+    """Per class, the mean of the ``k`` largest similarities of each probe to the class's references
+    (``k = None``: all of them): ``(P, n_classes)``; a loop over classes, vectorized over probes."""
+    out = np.empty((s.shape[0], n_classes))
+    for c in range(n_classes):
+        sc = s[:, codes == c]
+        kk = sc.shape[1] if k is None else min(k, sc.shape[1])
+        if kk == sc.shape[1]:
+            out[:, c] = sc.mean(axis=1)
+        else:
+            out[:, c] = -np.partition(-sc, kk - 1, axis=1)[:, :kk].mean(axis=1)
+    return out
 
 
 def _check_dim(method, x: np.ndarray, fitted_dim: int) -> None:
@@ -59,8 +87,11 @@ class CosineNearestCentroid(CentroidRecognizer):
 
     center: bool = param(True, help="subtract the training mean before normalizing")
     payload: str = param("", help="payload column (default: the first supported one present)")
+    declared_comparator: bool = param(True, help=DECLARED_COMPARATOR_HELP)
 
     mean_: np.ndarray | None = fitted()
+    comparator_: object = fitted()
+    gallery_: tuple | None = fitted()
 
     def _x(self, table) -> np.ndarray:
         return feature_matrix(table, self.payload or None, candidates=self.payloads, who=self.id)
@@ -79,6 +110,29 @@ class CosineNearestCentroid(CentroidRecognizer):
 
     def is_fitted(self) -> bool:
         return not self.center or self.mean_ is not None
+
+    def enroll(self, gallery, label: str = "subject"):
+        """Class templates as in :class:`CentroidRecognizer`; when the gallery's templates declare a comparator
+        (a protection such as ``any.pe_miu``), the enrolled templates are kept as they are instead and a class
+        scores the mean comparator similarity of the probe to its templates (a mean template is meaningless
+        when, e.g., blocks are shuffled per template)."""
+        self.comparator_ = declared_comparator(self, gallery)
+        if self.comparator_ is None:
+            self.gallery_ = None
+            return super().enroll(gallery, label)
+        classes, codes = np.unique(labels_of(gallery, label), return_inverse=True)
+        self.classes_, self.gallery_ = classes, (self._x(gallery), codes)
+        return self
+
+    def score(self, probes) -> ScoreMatrix:
+        if self.comparator_ is None:
+            return super().score(probes)
+        x, codes = self.gallery_
+        s = self.comparator_(self._x(probes), x)
+        return ScoreMatrix(class_top_mean(s, codes, len(self.classes_), None), self.classes_, probes.sample_ids)
+
+    def comparator_used(self) -> str:
+        return self.comparator_.name if self.comparator_ is not None else ""
 
 
 # ------------------------------------------------------------------------------------------ learned feature spaces
@@ -469,6 +523,33 @@ class NearestNeighbors(_SpaceRecognizer):
 
     k: int = param(1, help="nearest enrolled samples per class averaged into its score", low=1)
     metric: str = param("euclidean", help="distance", choices=("euclidean", "cosine"))
+    declared_comparator: bool = param(True, help=DECLARED_COMPARATOR_HELP)
+
+    comparator_: object = fitted()
+
+    def enroll(self, gallery, label: str = "subject"):
+        """As :class:`_SpaceRecognizer`; when the gallery's templates declare a comparator (a protection such as
+        ``any.pe_miu``), the raw gallery templates are kept and a class scores the mean of the probe's ``k``
+        highest comparator similarities to its templates (no standardization or PCA: they are meaningless
+        when, e.g., blocks are shuffled per template)."""
+        self.comparator_ = declared_comparator(self, gallery)
+        if self.comparator_ is None:
+            return super().enroll(gallery, label)
+        classes, codes = np.unique(labels_of(gallery, label), return_inverse=True)
+        self.classes_, self.model_ = classes, (self._x(gallery), codes)
+        return self
+
+    def score(self, probes) -> ScoreMatrix:
+        if self.comparator_ is None:
+            return super().score(probes)
+        if self.classes_ is None:
+            raise RuntimeError(f"{self.id}: enroll() before score()")
+        x, codes = self.model_
+        s = self.comparator_(self._x(probes), x)
+        return ScoreMatrix(class_top_mean(s, codes, len(self.classes_), self.k), self.classes_, probes.sample_ids)
+
+    def comparator_used(self) -> str:
+        return self.comparator_.name if self.comparator_ is not None else ""
 
     def _prep(self, z):
         return _l2_normalize(z) if self.metric == "cosine" else z

@@ -38,6 +38,8 @@ def _method_groups(cfg: Any) -> list[tuple[str, Any]]:
     out += [(f"recognizers[{i}]", s) for i, s in enumerate(cfg.recognizers)]
     out += [(f"selection.selectors[{i}]", s) for i, s in enumerate(cfg.selection.selectors)]
     out += [(f"utility[{i}]", s) for i, s in enumerate(cfg.utility)]
+    if getattr(cfg, "templates", None) is not None:
+        out.append(("templates", cfg.templates.recognizer))
     return out
 
 
@@ -75,6 +77,15 @@ def data_problems(cfg: Any, table: Any) -> list[str]:
     problems = []
     payloads = table.payload_names
     viewed = set(get_registry().featurizers)
+    templates = getattr(cfg, "templates", None)
+    if templates is not None:  # the extractor reads the data; everything after it reads templates
+        cls = templates.recognizer.method_class()
+        if not reads_payload(cls, payloads, viewed):
+            problems.append(f"templates: {cls.id} reads {' or '.join(cls.payloads)} data, but the data set has only "
+                            f"{', '.join(payloads) or 'no payload'}")
+        if templates.label != "subject" and templates.label not in table.attribute_names:
+            problems.append(f"templates.label: the data set has no attribute column 'attr.{templates.label}'")
+        payloads = ["features"]
     groups = [("anonymizers", cfg.anonymizers), ("recognizers", cfg.recognizers), ("utility", cfg.utility)]
     if cfg.deanonymizer is not None:
         groups.append(("deanonymizer", [cfg.deanonymizer]))

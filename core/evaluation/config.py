@@ -57,6 +57,7 @@ __all__ = [
     "ReportSpec",
     "RunSpec",
     "SelectionSpec",
+    "TemplatesSpec",
     "load_config",
 ]
 
@@ -84,7 +85,7 @@ _KIND_NOUN = {
 
 _TOP_KEYS = (
     "name", "seed", "repeats", "label", "scenarios", "dataset", "rates", "anonymizers", "deanonymizer",
-    "recognizers", "selection", "utility", "report", "run", "attacker_dataset", "attacker_fit",
+    "recognizers", "selection", "utility", "report", "run", "attacker_dataset", "attacker_fit", "templates",
 )  # fmt: skip
 _TOP_SCALARS = ("name", "seed", "repeats", "label", "scenarios", "attacker_fit")
 ATTACKER_FITS = ("attacker", "enrolment")
@@ -105,6 +106,8 @@ them the data have."""
 DEFAULT_REVERSIBILITY = (0.1, 0.5)
 _METHOD_KEYS = ("id", "name", "params")
 _ANONYMIZER_KEYS = ("id", "name", "params", "grid")
+_TEMPLATES_KEYS = ("recognizer", "params", "fit", "label")
+TEMPLATE_FITS = ("background", "attacker")
 
 
 # --------------------------------------------------------------------------------------------------- specs
@@ -289,6 +292,26 @@ class RunSpec:
 
 
 @attrs.frozen
+class TemplatesSpec:
+    """The ``[templates]`` stage: after the subject split and before anonymization, the template extractor
+    ``recognizer`` (a recognizer that embeds: ``has_embedding``) is fitted on the ``fit`` part for ``label`` and
+    every part, the clear data included, becomes its templates (payload ``features``), so the protections
+    (anonymizers) and the attackers work on templates.
+
+    ``fit = "background"`` (default): the data owner's extractor, trained on subjects that are neither the
+    attacker's nor evaluated (needs ``rates.background > 0``); ``"attacker"``: trained on the attacker's
+    subjects (an extractor the attacker could have trained too)."""
+
+    recognizer: MethodSpec
+    fit: str = "background"
+    label: str = "subject"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"recognizer": self.recognizer.id, "params": jsonable(self.recognizer.params), "fit": self.fit,
+                "label": self.label}
+
+
+@attrs.frozen
 class EvalConfig:
     """A validated, resolved evaluation config (see :func:`load_config`)."""
 
@@ -308,6 +331,7 @@ class EvalConfig:
     run: RunSpec = RunSpec()
     attacker_dataset: AttackerDatasetSpec | None = None
     attacker_fit: str = "attacker"  # ATTACKER_FITS
+    templates: TemplatesSpec | None = None
 
     def all_scenarios(self) -> tuple[str, ...]:
         """The listed scenarios plus the levels always reported (``clear``, ``chance``)."""
@@ -342,6 +366,8 @@ class EvalConfig:
             items = list(out.items())
             i = list(out).index("dataset") + 1
             out = dict(items[:i] + [("attacker_dataset", self.attacker_dataset.to_dict())] + items[i:])
+        if self.templates is not None:
+            out["templates"] = self.templates.to_dict()
         return out
 
     def to_toml(self) -> str:
@@ -557,6 +583,7 @@ class _Validator:
         self.unique_names(utility, "utility")
         report = self.report(raw.get("report", {}))
         run = self.run(raw.get("run", {}))
+        templates = self.templates(raw["templates"], rates) if "templates" in raw else None
         self.suitability()
         if self.problems:
             return None
@@ -577,7 +604,35 @@ class _Validator:
             run=run,
             attacker_dataset=attacker_dataset,
             attacker_fit=attacker_fit,
+            templates=templates,
         )
+
+    def templates(self, raw_any: Any, rates: Rates) -> TemplatesSpec | None:
+        """The ``[templates]`` table: a recognizer that embeds, its params, the part it is fitted on."""
+        raw = self.table(raw_any, "templates", _TEMPLATES_KEYS)
+        if not isinstance(raw_any, Mapping):
+            return None
+        if "recognizer" not in raw:
+            self.add("templates.recognizer", "missing required key (the id of a recognizer that embeds, e.g. "
+                                             "gait.cnn or any.lda_cosine)")
+            return None
+        fit = raw.get("fit", "background")
+        if fit not in TEMPLATE_FITS:
+            self.add("templates.fit", f"expected one of {', '.join(TEMPLATE_FITS)}, {_got(fit)}")
+            fit = "background"
+        elif fit == "background" and rates.background == 0:
+            self.add("templates.fit", "'background' needs a background part: rates.background is 0; set it > 0 or "
+                                      "fit = \"attacker\"")
+        label = self.string(raw, "label", "templates.label", "subject")
+        spec = self.method({"id": raw["recognizer"], "params": raw.get("params", {})}, "templates", "recognizer",
+                           bare=True)
+        if spec is None:
+            return None
+        if not spec.method_class().has_embedding:
+            self.add("templates.recognizer", f"{spec.id} has no embedding (has_embedding is false) and cannot "
+                                             "extract templates; use a recognizer that embeds")
+            return None
+        return TemplatesSpec(spec, fit, label or "subject")
 
     def run(self, raw_any: Any) -> RunSpec:
         from ..device import check_device_text
@@ -1210,4 +1265,9 @@ def _to_toml(cfg: EvalConfig) -> str:
         out += ["", "[[utility]]"] + _method_lines(u, f"utility[{i}]", grid=False)
     out += ["", "[report]"] + [f"{k} = {_toml_value(v, 'report.' + k)}" for k, v in d["report"].items()]
     out += ["", "[run]"] + [f"{k} = {_toml_value(v, 'run.' + k)}" for k, v in d["run"].items()]
+    if cfg.templates is not None:
+        t = cfg.templates
+        out += ["", "[templates]", f"recognizer = {_toml_string(t.recognizer.id)}",
+                f"params = {_inline_table(jsonable(t.recognizer.params), 'templates.params', spec=t.recognizer)}",
+                f"fit = {_toml_string(t.fit)}", f"label = {_toml_string(t.label)}"]
     return "\n".join(out) + "\n"

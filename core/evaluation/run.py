@@ -474,6 +474,13 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | Non
                                 stage="split", label=f"split repeat {r}"))
         split_tasks.append({"key": t_split.key, "repeat": r})
         clear = {n: output_key(t_split.key, n) for n in ("background", "attacker", "evaluation")}
+        if cfg.templates is not None:  # every part becomes templates before any protection
+            tpl = cfg.templates
+            t_tpl = add(make_task("templates", {"method": _method_dict(tpl.recognizer), "fit": tpl.fit,
+                                                "label": tpl.label, **clear}, (t_split.key,),
+                                  stage="templates", label=f"templates {tpl.recognizer.id} repeat {r}"))
+            clear = {n: output_key(t_tpl.key, n) for n in clear}
+            t_split = t_tpl  # the later stages read its outputs: they depend on it
         for a_spec in cfg.anonymizers:
             for s_idx, setting in enumerate(a_spec.settings()):
                 label = a_spec.setting_label(setting)
@@ -550,8 +557,8 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | Non
                         (t_split.key, t_anon.key), stage="protocol", label=f"paper protocol {where}"))
                     protocol_tasks.append({"key": t_p.key, "anonymizer": a_spec.name, "setting": label,
                                            "setting_index": s_idx, "repeat": r})
-    order = {"split": 0, "anonymize": 1, "deanonymize": 2, "select": 3, "score": 4, "extract": 5, "utility": 6,
-             "protocol": 7}
+    order = {"split": 0, "templates": 0.5, "anonymize": 1, "deanonymize": 2, "select": 3, "score": 4, "extract": 5,
+             "utility": 6, "protocol": 7}
     tasks.sort(key=lambda t: order[t.stage])  # stable: dependencies always come first
     return Plan(tasks, dataset_key, warnings, score_tasks, utility_tasks, split_tasks, n_eval, protocol_tasks,
                 attacker_key, data_info)
@@ -653,8 +660,9 @@ def _sets_for(scenario: str, sets: dict[str, str], attacker_fit: str = "attacker
 
 def collect_metrics(plan: Plan, records: Mapping[str, Any]) -> Any:
     """The tidy metrics table: one row per score task × selection × metric, with the evaluation's ``label``
-    ("subject" for identity, else the attribute) and a ``note`` that explains undefined values (NaN) and missing or
-    approximate CIs ("" when there is nothing to say)."""
+    ("subject" for identity, else the attribute), a ``note`` that explains undefined values (NaN) and missing or
+    approximate CIs ("" when there is nothing to say) and the ``comparator`` a protection declared that the
+    recognizer compared templates with ("" when it used its own comparison)."""
     import pandas as pd
 
     labels = {t.key: str(t.args.get("label", "subject")) for t in plan.tasks if t.op == "score"}
@@ -672,9 +680,11 @@ def collect_metrics(plan: Plan, records: Mapping[str, Any]) -> Any:
                 "label": labels.get(st["key"], "subject"),
                 **{k: row[k] for k in ("metric", "value", "ci_low", "ci_high", "chance", "n_probes")},
                 "note": row.get("note", ""),
+                "comparator": rec.get("comparator", ""),
             })
     cols = ["anonymizer", "setting", "setting_index", "params", "repeat", "selector", "n_subjects", "draw",
-            "recognizer", "scenario", "label", "metric", "value", "ci_low", "ci_high", "chance", "n_probes", "note"]
+            "recognizer", "scenario", "label", "metric", "value", "ci_low", "ci_high", "chance", "n_probes", "note",
+            "comparator"]
     return pd.DataFrame(rows, columns=cols)
 
 

@@ -19,6 +19,7 @@ from ..cache import Cache, derive_fingerprint, fingerprint
 from ..errors import BioanonError
 from ..fit_memo import FITTED
 from ..fileio import jsonable
+from ..methods import with_comparator
 from ..table import SampleTable
 
 OPS: dict[str, Callable[..., dict[str, Any]]] = {}
@@ -183,6 +184,47 @@ def _cross_parts(table: SampleTable, attacker: SampleTable, rates: list[float], 
 
 
 @op
+def templates(cache: Cache, *, method: dict, fit: str, label: str, background: str, attacker: str, evaluation: str,
+              key: str) -> dict:
+    """The ``[templates]`` stage: fit the template extractor (a recognizer that embeds) on the ``fit`` part
+    (``background`` or ``attacker``) for ``label``, then replace every part's payloads by its templates (payload
+    ``features``; subjects, sample ids, attributes and metadata kept)."""
+    from ..errors import ConfigError
+
+    m = _create(method)
+    if not getattr(m, "has_embedding", False):
+        raise ConfigError(f"[templates] recognizer {m.id} has no embedding (has_embedding is false)")
+    parts = {"background": background, "attacker": attacker, "evaluation": evaluation}
+    train = _table(cache, parts[fit])
+    if not len(train):
+        raise ConfigError(f"[templates] fit = {fit!r}: the {fit} part is empty (rates.{fit} = 0?)")
+    m.fit(train, label)
+    out, dim = {}, None
+    for name in ("attacker", "evaluation", "background"):  # the empty background last: its width is known then
+        table = _table(cache, parts[name])
+        if len(table):
+            emb = np.asarray(m.embed(table), dtype=np.float32)
+            if emb.ndim != 2 or len(emb) != len(table):
+                raise BioanonError(f"[templates] {m.id}.embed() returned shape {emb.shape} for {len(table)} samples")
+            dim = emb.shape[1]
+        else:
+            emb = np.zeros((0, dim or 1), dtype=np.float32)
+        tpl = template_table(table, emb)
+        k = output_key(key, name)
+        cache.put_table(k, tpl.with_lineage_step({"step": "templates:" + m.id, "fingerprint": k,
+                                                  "params": jsonable(m.get_params())}))
+        out[name] = k
+    return {"outputs": out, "dim": int(dim or 0)}
+
+
+def template_table(table: SampleTable, templates: np.ndarray) -> SampleTable:
+    """``table`` with its payloads replaced by ``templates`` as the ``features`` payload."""
+    out = table.with_payload("features", templates)
+    others = [p for p in out.payload_names if p != "features"]
+    return SampleTable(out.arrow.drop_columns(others), validate=False) if others else out
+
+
+@op
 def anonymize(cache: Cache, *, method: dict, background: str, attacker: str, evaluation: str, key: str) -> dict:
     """Fit the anonymizer on the background set; anonymize the attacker and evaluation sets. With an empty
     background (``rates.background = 0``) the anonymizer is fitted on each set it anonymizes."""
@@ -198,6 +240,7 @@ def anonymize(cache: Cache, *, method: dict, background: str, attacker: str, eva
         anon = m.transform(clear)
         if not np.array_equal(anon.sample_ids, clear.sample_ids):
             raise BioanonError(f"{m.id} changed the sample ids or their order")
+        anon = with_comparator(anon, m)  # a protection's own comparator travels with its templates
         k = output_key(key, name)
         cache.put_table(k, anon.with_lineage_step({"step": m.id, "fingerprint": k, "params": jsonable(m.get_params())}))
         out[name] = k
@@ -323,6 +366,7 @@ def score(
     mix_seed = derived_seed(seed, "mix")
     evaluation = {k: _table(cache, sets[f"{k}_evaluation"]) for k in sorted({enrol_kind, probe_kind, "clear"})}
     on_enrolment = attacker_fit == "enrolment"
+    rec: Any = None  # fitted per selection with attacker_fit = "enrolment"
     if not on_enrolment:
         attacker = {"clear": lambda: _table(cache, sets["clear_attacker"]),
                     "anon": lambda: _table(cache, sets["anon_attacker"])}
@@ -369,7 +413,8 @@ def score(
             k = output_key(key, "scores:" + sel["id"])
             cache.put_table(k, _scores_table(scores, true, probes))
             probes_out[sel["id"]] = k
-    out = {"rows": rows, "scores": probes_out}
+    used = getattr(rec, "comparator_used", lambda: "")()  # a protection's declared comparator, if one was used
+    out = {"rows": rows, "scores": probes_out, "comparator": used}
     if breakdown:
         out["breakdown"] = groups_out
     return out

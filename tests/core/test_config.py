@@ -278,7 +278,7 @@ def test_full_toml_loads_resolved(tmp_path, registry):
     assert identity.params == {} and identity.settings() == [{}]
     assert cfg.deanonymizer == MethodSpec("test.undo", {"alpha": 2.0}, {}, "test.undo")
     assert [r.id for r in cfg.recognizers] == ["any.cosine_centroid"]
-    assert cfg.recognizers[0].params == {"center": True, "payload": ""}
+    assert cfg.recognizers[0].params == {"center": True, "payload": "", "declared_comparator": True}
     sel = cfg.selection
     assert [(s.id, s.name, s.params) for s in sel.selectors] == [
         ("test.select_first", "first", {"seed": 0}),
