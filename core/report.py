@@ -42,7 +42,7 @@ import math
 import os
 import re
 import textwrap
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -398,6 +398,18 @@ def _first_selector_top(res: _Results, metric: str = "top1") -> pd.DataFrame:
     m = res.metrics
     df = m[(m["metric"] == metric) & (m["selector"] == res.first_selector)]
     return _largest_n(df, _SETTING)
+
+
+def _cells(res: _Results, agg: pd.DataFrame) -> Iterator[tuple[Any, ...]]:
+    """The rows of ``agg`` per table cell in display order: ``(anonymizer, setting_index, setting, n_subjects,
+    recognizer, scenario, rows)``, settings in sweep order, recognizers as configured, scenarios in their order."""
+    rrank = {r: i for i, r in enumerate(res.recognizers)}
+    for (anon, idx, setting, n), g in _setting_order(res, agg).groupby(_SETTING + ["n_subjects"], dropna=False,
+                                                                      sort=False):  # fmt: skip
+        pairs = sorted(_unique(zip(g["recognizer"], g["scenario"])),
+                       key=lambda p: (rrank.get(p[0], len(rrank)), _scenario_key(p[1])))  # fmt: skip
+        for rec, scen in pairs:
+            yield anon, idx, setting, n, rec, scen, g[(g["recognizer"] == rec) & (g["scenario"] == scen)]
 
 
 def _worst_case(agg: pd.DataFrame, keys: list[str], res: _Results) -> pd.DataFrame:
@@ -1490,25 +1502,20 @@ def _metrics_html(res: _Results) -> str:
     cell_notes = df[df["note"] != ""].groupby(keys, dropna=False, sort=False)["note"].agg(_unique)
     numbers: dict[str, int] = {}
     present = [x for x in summary if x in set(agg["metric"])]
-    rrank = {r: i for i, r in enumerate(res.recognizers)}
     rows = []
-    for (anon, idx, setting, n), g in _setting_order(res, agg).groupby(_SETTING + ["n_subjects"], dropna=False,
-                                                                      sort=False):  # fmt: skip
-        pairs = sorted(_unique(zip(g["recognizer"], g["scenario"])),
-                       key=lambda p: (rrank.get(p[0], len(rrank)), _scenario_key(p[1])))  # fmt: skip
-        for rec, scen in pairs:
-            h = g[(g["recognizer"] == rec) & (g["scenario"] == scen)].set_index("metric")
-            cells = []
-            for x in present:
-                if x not in h.index:
-                    cells.append("–")
-                    continue
-                notes = cell_notes.get((anon, idx, setting, n, rec, scen, x), [])
-                marks = "".join(f"<sup>{numbers.setdefault(t, len(numbers) + 1)}</sup>" for t in notes)
-                v = h.at[x, "value"]
-                txt = "undefined" if _isnan(v) else _fmt_ci(v, h.at[x, "ci_low"], h.at[x, "ci_high"])
-                cells.append(_Raw(_esc(txt) + marks) if marks else txt)
-            rows.append((anon, setting or "(default)", n, rec, res.scenario(scen), *cells))
+    for anon, idx, setting, n, rec, scen, cell in _cells(res, agg):
+        h = cell.set_index("metric")
+        cells = []
+        for x in present:
+            if x not in h.index:
+                cells.append("–")
+                continue
+            notes = cell_notes.get((anon, idx, setting, n, rec, scen, x), [])
+            marks = "".join(f"<sup>{numbers.setdefault(t, len(numbers) + 1)}</sup>" for t in notes)
+            v = h.at[x, "value"]
+            txt = "undefined" if _isnan(v) else _fmt_ci(v, h.at[x, "ci_low"], h.at[x, "ci_high"])
+            cells.append(_Raw(_esc(txt) + marks) if marks else txt)
+        rows.append((anon, setting or "(default)", n, rec, res.scenario(scen), *cells))
     boot = res.config.get("report") if isinstance(res.config.get("report"), dict) else {}
     ci = ""
     if boot:
@@ -1560,16 +1567,11 @@ def _breakdown_html(res: _Results) -> str:
     agg = b.groupby(keys, dropna=False, sort=False)["value"].mean().reset_index()
     groups = sorted(_unique(zip(agg["by"], agg["group"])),
                     key=lambda g: ([*_unique(agg["by"])].index(g[0]), g[1]))  # fmt: skip
-    rrank = {r: i for i, r in enumerate(res.recognizers)}
     rows = []
-    for (anon, idx, setting, n), g in _setting_order(res, agg).groupby(_SETTING + ["n_subjects"], dropna=False,
-                                                                      sort=False):  # fmt: skip
-        pairs = sorted(_unique(zip(g["recognizer"], g["scenario"])),
-                       key=lambda p: (rrank.get(p[0], len(rrank)), _scenario_key(p[1])))  # fmt: skip
-        for rec, scen in pairs:
-            h = g[(g["recognizer"] == rec) & (g["scenario"] == scen)].set_index(["by", "group", "metric"])["value"]
-            cells = [f"{_fmt(h.get((by, grp, 'eer')))} / {_fmt(h.get((by, grp, 'min_cllr')))}" for by, grp in groups]
-            rows.append((anon, setting or "(default)", n, rec, res.scenario(scen), *cells))
+    for anon, idx, setting, n, rec, scen, cell in _cells(res, agg):
+        h = cell.set_index(["by", "group", "metric"])["value"]
+        cells = [f"{_fmt(h.get((by, grp, 'eer')))} / {_fmt(h.get((by, grp, 'min_cllr')))}" for by, grp in groups]
+        rows.append((anon, setting or "(default)", n, rec, res.scenario(scen), *cells))
     notes = _unique(b.loc[b["note"] != "", "note"]) if "note" in b.columns else []
     return (
         f"<p>EER / min Cllr (bits) per group of probes, for selector <code>{_esc(res.first_selector)}</code> at "

@@ -35,7 +35,7 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -731,20 +731,7 @@ class _Validator:
                         "background and attacker (evaluation = the rest), or none",
                     )
             return Rates()
-        values = {}
-        ok = True
-        for k in _RATE_KEYS:
-            value = raw.get(k, DEFAULT_RATES[k])
-            if k == "background" and _is_number(value) and value == 0:  # no background: anonymizers fit on
-                values[k] = 0.0  # each set they anonymize
-                continue
-            if not _is_number(value) or not 0 < value < 1:
-                self.add(f"rates.{k}", f"expected a number in (0, 1), {_got(value)}"
-                         + ("; 0 = no background" if k == "background" else ""))
-                ok = False
-                values[k] = DEFAULT_RATES[k]
-            else:
-                values[k] = float(value)
+        values, ok = self.rate_values(raw, _RATE_KEYS, DEFAULT_RATES)
         total = sum(values[k] for k in _SHARE_KEYS)
         if ok and abs(total - 1.0) > 1e-9:
             self.add(
@@ -811,6 +798,27 @@ class _Validator:
             out[col] = AttributeMap(name, dict(values))
         return out
 
+    def rate_values(self, raw: Mapping[str, Any], keys: Sequence[str], defaults: Mapping[str, float],
+                    closed: Sequence[str] = ()) -> tuple[dict[str, float], bool]:
+        """Each rate of ``keys`` (default from ``defaults``) checked to lie in (0, 1) — (0, 1] for the keys in
+        ``closed`` — with ``background = 0`` meaning no background (anonymizers fit on each set they anonymize);
+        returns the values (defaults where invalid) and whether all were valid."""
+        values: dict[str, float] = {}
+        ok = True
+        for k in keys:
+            value = raw.get(k, defaults[k])
+            if k == "background" and _is_number(value) and value == 0:
+                values[k] = 0.0
+            elif not _is_number(value) or not (0 < value <= 1 if k in closed else 0 < value < 1):
+                span = "(0, 1]" if k in closed else "(0, 1)"
+                self.add(f"rates.{k}", f"expected a number in {span}, {_got(value)}"
+                         + ("; 0 = no background" if k == "background" else ""))
+                ok = False
+                values[k] = defaults[k]
+            else:
+                values[k] = float(value)
+        return values, ok
+
     def cross_rates(self, raw_any: Any) -> Rates:
         """``[rates]`` beside ``[attacker_dataset]``: background + evaluation = 1 divide the evaluated data set;
         ``attacker`` must be 0 or omitted (the attacker's subjects come from the attacker data set)."""
@@ -826,20 +834,9 @@ class _Validator:
             self.add(f"rates.{other}", "missing: with [attacker_dataset] give both background and evaluation "
                                        "(they must sum to 1) or neither")
             return Rates(**DEFAULT_CROSS_RATES)
-        values = {"attacker": 0.0}
-        ok = True
-        for k in ("background", "evaluation", "enrolment"):
-            value = raw.get(k, DEFAULT_CROSS_RATES[k])
-            if k == "background" and _is_number(value) and value == 0:
-                values[k] = 0.0
-            elif not _is_number(value) or not 0 < value <= (1 if k == "evaluation" else 1 - 1e-12):
-                span = "(0, 1]" if k == "evaluation" else "(0, 1)"
-                self.add(f"rates.{k}", f"expected a number in {span}, {_got(value)}"
-                         + ("; 0 = no background" if k == "background" else ""))
-                ok = False
-                values[k] = DEFAULT_CROSS_RATES[k]
-            else:
-                values[k] = float(value)
+        values, ok = self.rate_values(raw, ("background", "evaluation", "enrolment"), DEFAULT_CROSS_RATES,
+                                      closed=("evaluation",))
+        values["attacker"] = 0.0
         total = values["background"] + values["evaluation"]
         if ok and abs(total - 1.0) > 1e-9:
             self.add("rates", f"with [attacker_dataset] background + evaluation must sum to 1, got "
