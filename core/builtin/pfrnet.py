@@ -21,6 +21,7 @@ from ..torchutil import import_torch
 __all__ = ["Pfrnet"]
 
 _INSTALL = "pip install 'bioanon[torch]'"
+_CHECK = 8192  # fitting samples the loss terms are reported on after training
 
 
 def _torch():
@@ -53,13 +54,15 @@ def adversary_logits(torch: Any, z, value):
     coordinate of ``z`` over the samples with that value (equal priors) — for the ``V`` values present in
     ``value``. Differentiable in ``z``: a loss on these logits moves the codes, and the adversary, refitted on
     every call, is never stale."""
-    present = torch.unique(value)
-    onehot = (value[:, None] == present[None]).to(z.dtype)  # (N, V)
-    count = onehot.sum(0)[:, None]
-    mean = (onehot.T @ z) / count  # (V, D)
-    var = ((onehot.T @ (z * z)) / count - mean * mean).clamp(min=0)
-    var = var + 1e-3 * z.var(0, unbiased=False).mean().detach() + 1e-6  # a floor relative to the codes' scale
-    return -0.5 * (((z[:, None, :] - mean[None]) ** 2) / var[None] + torch.log(var)[None]).sum(-1)
+    with torch.autocast(z.device.type, enabled=False):  # moments in fp32, also under a bf16/fp16 autocast
+        z = z.float()
+        present, inverse = torch.unique(value, return_inverse=True)
+        onehot = (inverse[:, None] == torch.arange(len(present), device=z.device)[None]).to(z.dtype)  # (N, V)
+        count = onehot.sum(0)[:, None]
+        mean = (onehot.T @ z) / count  # (V, D)
+        var = (onehot.T @ (z - mean[inverse]) ** 2) / count
+        var = var + 1e-3 * z.var(0, unbiased=False).mean().detach() + 1e-6  # a floor relative to the codes' scale
+        return -0.5 * (((z[:, None, :] - mean[None]) ** 2) / var[None] + torch.log(var)[None]).sum(-1)
 
 
 def _losses(torch: Any, net: Any, x, subject, value, known) -> dict[str, Any]:
@@ -133,8 +136,8 @@ class Pfrnet(Anonymizer):
 
     Samples without an attribute value count for (a) and (b) only. ``history_`` holds the trainer's per-epoch
     total loss (one Adam optimizer, :func:`~bioanon.nettrain.train_net`'s progress bar); ``losses_`` the four
-    terms on the whole fitting data after training; ``adversary_accuracy_`` the balanced accuracy of the
-    adversary fitted to all the fitting data's identity codes (near chance when the code hides the attribute
+    terms on the fitting data after training (on a seeded subset of 8192 samples when there are more);
+    ``adversary_accuracy_`` the balanced accuracy of the adversary fitted to those samples' identity codes (near chance when the code hides the attribute
     from it; resubstitution, so optimistic for the adversary). Deterministic for ``seed`` on one machine and device (``device``:
     :mod:`bioanon.device`)."""
 
@@ -224,13 +227,15 @@ class Pfrnet(Anonymizer):
                             lr=self.lr, **method_training(self, x, subject_idx, value_idx, known,
                                                           label=f"pfrnet:{self.attribute}", device=dev))
         net = trained.net
+        # the terms after training, on the fitting data (a seeded subset of _CHECK samples when there are more)
+        rows = np.sort(np.random.default_rng(self.seed).permutation(len(xs))[:_CHECK])
         with torch.no_grad():
-            full = [a.to(dev) for a in data]
-            terms = _losses(torch, net, *full)
-            self.losses_ = {k: float(v) for k, v in terms.items()}
-            z = net(full[0][full[3]]).float()
-            guess = adversary_logits(torch, z, full[2][full[3]]).argmax(1).cpu().numpy()
-        self.adversary_accuracy_ = float(balanced_accuracy(guess, value_idx[known]))
+            part = [a[torch.from_numpy(rows).to(a.device)].to(dev) for a in data]
+            self.losses_ = {k: float(v) for k, v in _losses(torch, net, *part).items()}
+            mask = part[3]
+            guess = adversary_logits(torch, net(part[0][mask]), part[2][mask]).argmax(1).cpu().numpy()
+        present = np.unique(part[2][mask].cpu().numpy())
+        self.adversary_accuracy_ = float(balanced_accuracy(present[guess], part[2][mask].cpu().numpy()))
         self.model_, self.values_, self.history_, self.device_ = net, values, trained.history, dev
         return self
 
