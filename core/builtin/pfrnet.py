@@ -112,7 +112,7 @@ class Pfrnet(Anonymizer):
     adversary's best guess carries no information (Alvi et al., "Turning a blind eye", ECCV-W 2018). Why an
     adversary fitted in closed form rather than a network trained alongside the encoder: with a trained MLP or
     linear adversary (one Adam step per batch, tried first) the encoder kept fooling the *current* adversary —
-    its balanced accuracy fell to 0.4–0.7 — while a logistic regression or an SVM trained afresh on the codes
+    its balanced accuracy fell to 0.4–0.75 — while a logistic regression or an SVM trained afresh on the codes
     still found the planted attribute at 97–100 %: the adversary lagged and the attribute moved. The
     closed-form adversary is never stale; it sees only class-wise first and second moments per coordinate, so
     the attribute can still hide in interactions of coordinates (the classifiers of the tests and of
@@ -129,17 +129,20 @@ class Pfrnet(Anonymizer):
     categorical one, not only gender.
 
     The protected template is the **identity code** (``identity_dim`` values, compared with cosine), not the
-    decoder's output with the attribute code set to its training mean: a decoded template is a fixed function
-    of the identity code, so it cannot carry less of the attribute, and the decoder, trained to reconstruct
-    templates that do carry it, would map any attribute left in the identity code back into the template space
-    where it was planted; the identity code is also what the identity loss shapes for comparison.
+    decoder's output with the attribute code set to its training mean. That decoded template is a fixed
+    function of the identity code, so it holds no information the identity code lacks (data-processing
+    inequality): it can lose identity, and it hides the attribute only where the decoder happens to discard
+    it. What it adds is a decoder trained to reconstruct templates that carry the attribute, which maps
+    whatever attribute is left in the identity code back to where the clear templates hold it — the easiest
+    place for a classifier to find it. The
+    identity code is also what the identity loss shapes for comparison, and (as recalled) what PFRNet outputs.
 
     Samples without an attribute value count for (a) and (b) only. ``history_`` holds the trainer's per-epoch
     total loss (one Adam optimizer, :func:`~bioanon.nettrain.train_net`'s progress bar); ``losses_`` the four
     terms on the fitting data after training (on a seeded subset of 8192 samples when there are more);
-    ``adversary_accuracy_`` the balanced accuracy of the adversary fitted to those samples' identity codes (near chance when the code hides the attribute
-    from it; resubstitution, so optimistic for the adversary). Deterministic for ``seed`` on one machine and device (``device``:
-    :mod:`bioanon.device`)."""
+    ``adversary_accuracy_`` the balanced accuracy of the adversary fitted to those samples' identity codes
+    (near chance when the code hides the attribute from it; resubstitution, so optimistic for the adversary).
+    Deterministic for ``seed`` on one machine and device (``device``: :mod:`bioanon.device`)."""
 
     id: ClassVar[str] = "any.pfrnet"
     payloads: ClassVar[tuple[str, ...]] = ("features",)
