@@ -20,6 +20,10 @@ def register_anonymizers(register):
     register(PeMiu)
     register(Ive)
 
+    from .pfrnet import Pfrnet  # torch is imported lazily, on fit
+
+    register(Pfrnet)
+
 
 @hookimpl
 def register_recognizers(register):

@@ -9,6 +9,8 @@ embeddings a recognizer's network computes (see the ``[templates]`` stage of an 
   that compare templates use it (the black-box attacker of ``soft-biometric-attack.txt``).
 * ``any.ive``: incremental variable elimination (Terhörst et al. 2019): the features a decision-tree ensemble
   finds most telling of the attribute are removed step by step.
+* ``any.pfrnet`` (:mod:`bioanon.builtin.pfrnet`, torch): PFRNet (Bortolato et al. 2020): the identity part of
+  the code of an autoencoder trained to keep identity in it and hide the attribute from it.
 
 :func:`verification_eer` gives the verification equal error rate of a template table (all mated and non-mated
 pairs, compared with the table's declared comparator or cosine), as the paper's Table III reports before and

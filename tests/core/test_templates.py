@@ -238,7 +238,7 @@ def test_evaluation_runs_on_templates_and_names_the_comparator(tmp_path):
 def test_the_example_config_validates():
     cfg = load_config(ROOT / "examples" / "soft-biometric-pemiu.toml", check_paths=False)
     assert cfg.templates.recognizer.id == "gait.cnn" and cfg.label == "sex"
-    assert {a.id for a in cfg.anonymizers} == {"any.identity", "any.pe_miu"}
+    assert {a.id for a in cfg.anonymizers} == {"any.identity", "any.pe_miu", "any.pfrnet"}
     strategies = {r.params["strategy"] for r in cfg.recognizers if r.id == "any.similarity_attribute_attack"}
     assert strategies == {"vote", "average", "linear", "log"}
     kernels = {r.params["kernel"] for r in cfg.recognizers if r.id == "any.attribute_svm"}
