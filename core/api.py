@@ -54,7 +54,9 @@ Reusable building blocks
     :class:`RandomSetMean` (the random-set mean anonymizer to subclass per payload),
     :class:`AttributeAccuracy` and :func:`align` (utility), :func:`paired_payloads` (de-anonymizers), the
     core recognizers :class:`PcaSvm`, :class:`RandomForest`, :class:`LogisticRegression`,
-    :class:`NearestNeighbors`, :class:`LdaCosine` (as inner recognizers of a :class:`FeatureRecognizer`).
+    :class:`NearestNeighbors`, :class:`LdaCosine` (as inner recognizers of a :class:`FeatureRecognizer`);
+    :func:`reuse_computed` (1.1) reuses within a process an array computed from array content by a fixed
+    function (a pretrained encoder's embeddings, feature extraction).
 
 Testing and conformance
     :func:`check_method` runs every conformance check on a method class and returns a
@@ -102,7 +104,7 @@ from .methods import (
     param,
 )
 
-API_VERSION = "1.0"
+API_VERSION = "1.1"
 """The version of this API, ``"major.minor"``.
 
 The minor number grows when names are added (a plugin written for 1.0 works with 1.3); the major number grows
@@ -158,6 +160,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "NearestNeighbors": ("bioanon.builtin.recognizers", "NearestNeighbors"),
     "PcaSvm": ("bioanon.builtin.recognizers", "PcaSvm"),
     "RandomForest": ("bioanon.builtin.recognizers", "RandomForest"),
+    # reuse within a process
+    "reuse_computed": ("bioanon.fit_memo", "reuse_computed"),
     # testing and conformance (imports pytest when installed, for the fixtures)
     "testing": ("bioanon.testing", None),
     "ConformanceReport": ("bioanon.testing", "ConformanceReport"),
@@ -176,7 +180,7 @@ __all__ = [  # every name of the API (the lazy ones included)
     "get_method", "get_registry", "hookimpl", "import_torch", "infer", "jsonable", "key_columns", "labels_of",
     "list_methods", "make_table", "method_training", "n_components_ok", "paired_payloads", "param", "parse_cell",
     "precision_param", "preflight_weights", "read_csv_rows", "read_metadata_csv", "resolve_device",
-    "resolve_within", "restore_dtype", "softmax_head", "stage", "table_rng", "testing", "to_device", "train_net",
+    "resolve_within", "restore_dtype", "reuse_computed", "softmax_head", "stage", "table_rng", "testing", "to_device", "train_net",
     "uniform_column", "weights_param",
 ]
 

@@ -43,3 +43,34 @@ def test_callers_get_independent_copies():
     for i in range(3):  # least recently used out
         memo.get(spec, ["other", i], "subject", lambda: table)
     assert len(memo._fits) == 2 and memo.misses == 4
+
+
+def test_computed_features_are_reused_by_content_and_copied(monkeypatch):
+    import numpy as np
+
+    from bioanon.fit_memo import ComputedFeatures, content_digest
+
+    memo = ComputedFeatures(max_bytes=3 * 8 * 4)
+    calls = []
+
+    def compute(x):
+        calls.append(1)
+        return np.asarray([float(sum(a.sum() for a in x))] * 4)
+
+    a = [np.arange(3, dtype=np.float32), np.ones(5, np.float32)]
+    same = [np.arange(3, dtype=np.float32), np.ones(5, np.float32)]  # equal content, other objects
+    first = memo.get("sum", {"k": 1}, a, lambda: compute(a))
+    again = memo.get("sum", {"k": 1}, same, lambda: compute(same))
+    assert len(calls) == 1 and (memo.hits, memo.misses) == (1, 1)
+    np.testing.assert_array_equal(first, again)
+    again[:] = -1  # the caller's copy: the stored result is untouched
+    np.testing.assert_array_equal(memo.get("sum", {"k": 1}, a, lambda: compute(a)), first)
+    memo.get("sum", {"k": 2}, a, lambda: compute(a))  # other params, other dtype, other content: computed
+    memo.get("sum", {"k": 1}, [x.astype(np.float64) for x in a], lambda: compute(a))
+    memo.get("sum", {"k": 1}, [np.arange(3, dtype=np.float32), np.zeros(5, np.float32)], lambda: compute(a))
+    assert len(calls) == 4 and memo._bytes <= memo.max_bytes and len(memo._items) == 3  # oldest evicted
+    # the digest tells the split of a ragged list apart
+    assert content_digest([np.ones(2), np.ones(3)]) != content_digest([np.ones(3), np.ones(2)])
+    monkeypatch.setenv("BIOANON_FIT_MEMO", "0")
+    memo.get("sum", {"k": 1}, a, lambda: compute(a))
+    assert len(calls) == 5

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from bioanon.api import hookimpl
 
-BIOANON_API = ">=1.0,<2"
+BIOANON_API = ">=1.1,<2"
 """The range of bioanon.api versions this plugin works with (PEP 440)."""
 
 

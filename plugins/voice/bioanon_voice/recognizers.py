@@ -14,7 +14,9 @@ from typing import ClassVar, Literal
 import attrs
 import numpy as np
 
-from bioanon.api import FeatureRecognizer, LdaCosine, LogisticRegression, PcaSvm, n_components_ok, param
+from bioanon.api import (
+    FeatureRecognizer, LdaCosine, LogisticRegression, PcaSvm, n_components_ok, param, reuse_computed,
+)
 
 from .dsp import audio_of, feature_stats
 
@@ -64,7 +66,9 @@ def stats_table(table, kind: str = "mfcc", n_coeffs: int = 20, n_mels: int = 40,
                              f"utterance, not the ({want},) utterance statistics of {cfg}")
         return table
     audio, sr = audio_of(table)
-    x = feature_stats(audio, sr, kind, n_coeffs, n_mels, deltas, energy_quantile)
+    # the same utterances come back for every scenario and setting: computed once per process
+    x = reuse_computed("voice.feature_stats", {**cfg, "sample_rate": sr}, audio,
+                       lambda: feature_stats(audio, sr, kind, n_coeffs, n_mels, deltas, energy_quantile))
     return table.with_payload("features", x, drop="audio").with_metadata(**{FEATURES_KEY: cfg})
 
 
