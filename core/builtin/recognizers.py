@@ -94,8 +94,16 @@ class FeatureSpace:
     scaled_projection: np.ndarray = attrs.field(init=False, repr=False)  # projection / scale, (D, K) float32
 
     def __attrs_post_init__(self) -> None:
-        scaled = self.projection.astype(np.float64) / self.scale.astype(np.float64)[:, None]
+        scaled = self.projection.astype(np.float64)
+        scaled /= self.scale.astype(np.float64)[:, None]  # in place: one (D, K) float64 array, not two
         object.__setattr__(self, "scaled_projection", scaled.astype(np.float32))
+        for a in (self.mean, self.scale, self.projection, self.scaled_projection):
+            a.setflags(write=False)
+
+    def __deepcopy__(self, memo: dict) -> "FeatureSpace":
+        """Itself: a space is immutable (read-only arrays), so the copies of a fitted recognizer handed out by
+        :data:`bioanon.fit_memo.FITTED` share it instead of copying its (D, K) projections."""
+        return self
 
     @classmethod
     def pca(cls, x: np.ndarray, n_components: int | float = 1.0, *, standardize: bool = True,
@@ -106,7 +114,8 @@ class FeatureSpace:
         mean = x.mean(axis=0, dtype=np.float64).astype(np.float32)
         scale = x.std(axis=0, dtype=np.float64).astype(np.float32) if standardize else np.ones(x.shape[1], np.float32)
         scale[scale < 1e-8] = 1.0
-        xs = (x - mean) / scale
+        xs = x - mean
+        xs /= scale  # in place: one temporary of the size of x, not two
         rank = max(1, min(len(x) - 1, x.shape[1], max_rank or x.shape[1]))
         if min(xs.shape) > _RANDOMIZED_ABOVE:
             from sklearn.utils.extmath import randomized_svd
@@ -148,6 +157,10 @@ def _gram_svd(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     w, u = w[::-1], u[:, ::-1]
     s = np.sqrt(np.clip(w, 0.0, None))
     ok = s > (s[0] if s.size else 0.0) * 1e-7
+    if ok.all():  # the usual case: no zero rows to keep, so no second (n, d) array
+        vt = u[:, ok].T @ x  # (the same operands as below, so the same rounding)
+        vt /= s[:, None]
+        return s, vt
     vt = np.zeros((n, d))
     vt[ok] = (u[:, ok].T @ x) / s[ok, None]
     return s, vt

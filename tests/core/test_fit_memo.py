@@ -74,3 +74,43 @@ def test_computed_features_are_reused_by_content_and_copied(monkeypatch):
     monkeypatch.setenv("BIOANON_FIT_MEMO", "0")
     memo.get("sum", {"k": 1}, a, lambda: compute(a))
     assert len(calls) == 5
+
+
+def test_a_feature_space_is_shared_by_copies_and_read_only():
+    import numpy as np
+    import pytest
+
+    from bioanon.builtin.recognizers import FeatureSpace
+
+    x = np.random.default_rng(0).normal(size=(30, 12)).astype(np.float32)
+    space = FeatureSpace.pca(x, 1.0)
+    assert copy_of(space) is space
+    with pytest.raises(ValueError):
+        space.projection[0, 0] = 1.0
+    with pytest.raises(ValueError):
+        space.scaled_projection[0, 0] = 1.0
+
+
+def copy_of(obj):
+    import copy
+
+    return copy.deepcopy(obj)
+
+
+def test_gram_svd_without_zero_directions_equals_the_masked_form():
+    import numpy as np
+
+    from bioanon.builtin.recognizers import _gram_svd
+
+    x = np.random.default_rng(2).normal(size=(20, 50)).astype(np.float32)
+    s, vt = _gram_svd(x)
+    x64 = x.astype(np.float64)
+    w, u = np.linalg.eigh(x64 @ x64.T)
+    u = u[:, ::-1]
+    ok = np.ones(len(s), bool)
+    ref = np.zeros((20, 50))
+    ref[ok] = (u[:, ok].T @ x64) / s[ok, None]
+    np.testing.assert_array_equal(vt, ref)
+    low_rank = np.repeat(x[:3], 7, axis=0)  # rank 3: zero rows for the other directions
+    s2, vt2 = _gram_svd(low_rank)
+    assert np.count_nonzero(np.abs(vt2).sum(axis=1)) <= 3 + 2 and s2[0] > 0
