@@ -121,17 +121,27 @@ class FeatureSpace:
             from sklearn.utils.extmath import randomized_svd
 
             _, s, vt = randomized_svd(xs, min(rank, 512), random_state=seed)
+            squares = np.square(xs, dtype=np.float64)
         else:
-            s, vt = _gram_svd(xs)
+            # one float64 copy serves the Gram SVD and then, squared in place, the total variance: the float32
+            # copy and a further float64 array of the squares are never held beside it
+            squares = np.asarray(xs, dtype=np.float64)
+            del xs
+            s, vt = _gram_svd(squares)
+            np.square(squares, out=squares)
         var = s.astype(np.float64) ** 2
         keep = var > var[0] * 1e-10 if var.size and var[0] > 0 else np.zeros(var.size, bool)
         k = int(min(rank, max(1, keep.sum())))
+        total = float(squares.sum()) if isinstance(n_components, float) else 0.0
+        del squares
         if isinstance(n_components, float):
-            share = np.cumsum(var) / max(float(np.square(xs, dtype=np.float64).sum()), 1e-30)
+            share = np.cumsum(var) / max(total, 1e-30)
             k = min(k, int(np.searchsorted(share, n_components - 1e-9)) + 1)
         else:
             k = min(k, n_components)
-        return cls(mean, scale, np.ascontiguousarray(vt[:k].T, dtype=np.float32))
+        projection = np.ascontiguousarray(vt[:k].T, dtype=np.float32)
+        del vt  # (the (n, D) float64 directions are not held while the space scales its projection)
+        return cls(mean, scale, projection)
 
     def then(self, projection: np.ndarray) -> "FeatureSpace":
         """This space followed by a further linear map (D', K) of its output."""
@@ -145,8 +155,9 @@ class FeatureSpace:
 
 def _gram_svd(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Singular values and right singular vectors of ``x`` (descending) from the eigen-decomposition of the
-    smaller Gram matrix in float64 — several times faster than a thin SVD of a tall or wide matrix. Directions
-    with a negligible singular value come out as zero rows (callers drop them by their variance)."""
+    smaller Gram matrix in float64 — several times faster than a thin SVD of a tall or wide matrix. Of a wide
+    matrix, the directions with a negligible singular value (≤ 1e-7 of the largest) are left out of ``vt``
+    (callers keep fewer by their variance); of an all-zero one, ``vt`` is zeros."""
     x = np.asarray(x, dtype=np.float64)
     n, d = x.shape
     if n >= d:
@@ -156,13 +167,11 @@ def _gram_svd(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     w, u = np.linalg.eigh(x @ x.T)
     w, u = w[::-1], u[:, ::-1]
     s = np.sqrt(np.clip(w, 0.0, None))
-    ok = s > (s[0] if s.size else 0.0) * 1e-7
-    if ok.all():  # the usual case: no zero rows to keep, so no second (n, d) array
-        vt = u[:, ok].T @ x  # (the same operands as below, so the same rounding)
-        vt /= s[:, None]
-        return s, vt
-    vt = np.zeros((n, d))
-    vt[ok] = (u[:, ok].T @ x) / s[ok, None]
+    ok = s > (s[0] if s.size else 0.0) * 1e-7  # a prefix: s is descending
+    if not ok.any():
+        return s, np.zeros((n, d))
+    vt = u[:, ok].T @ x  # only the rows kept: no (n, d) array of zeros beside it
+    vt /= s[ok, None]
     return s, vt
 
 
