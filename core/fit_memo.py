@@ -29,8 +29,6 @@ from typing import Any
 
 import numpy as np
 
-from .cache import fingerprint
-
 __all__ = ["COMPUTED", "FITTED", "ComputedFeatures", "FittedRecognizers", "content_digest", "reuse_computed"]
 
 
@@ -53,6 +51,7 @@ class FittedRecognizers:
         """A recognizer built from ``spec`` (``{"id": ..., "params": {...}}``) and fitted on ``train()`` for
         ``label``; ``train_id`` (JSON-able) identifies that training data. ``train`` is called only on a miss."""
         from . import get_registry
+        from .cache import fingerprint
 
         def fit() -> Any:
             rec = get_registry().create(spec["id"], kind, **dict(spec.get("params", {})))
@@ -117,6 +116,8 @@ class ComputedFeatures:
         JSON-able ``params`` and input arrays; ``compute`` is called only on a miss."""
         if self.max_bytes <= 0 or not FittedRecognizers.enabled():
             return compute()
+        from .cache import fingerprint  # (imports pyarrow: not when a plugin module imports this one)
+
         key = fingerprint({"what": what, "params": dict(params), "inputs": content_digest(inputs)})
         with self._lock:
             out = self._items.get(key)
