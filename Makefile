@@ -18,7 +18,7 @@ $(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
 	$(PIP) install -q --upgrade pip
 	@# torch first, pinned, so nothing later resolves a different build
 	$(PIP) install -q $(TORCH)
-	$(PIP) install -q -e '.[test,dask,docs]' -e 'plugins/face[torch,dlib]' -e plugins/gait -e plugins/voice -e plugins/motion
+	$(PIP) install -q -e '.[test,dask,docs,seba]' -e 'plugins/face[torch,dlib]' -e plugins/gait -e 'plugins/voice[asr]' -e plugins/motion
 	@# optional pretrained speaker encoder (weights inside the wheel); --no-deps: its webrtcvad pin needs a compiler
 	$(PIP) install -q --no-deps 'resemblyzer>=0.1.4' 'webrtcvad-wheels>=2.0.14'
 	@touch $(STAMP)

@@ -54,7 +54,9 @@ Reusable building blocks
     :class:`RandomSetMean` (the random-set mean anonymizer to subclass per payload),
     :class:`AttributeAccuracy` and :func:`align` (utility), :func:`paired_payloads` (de-anonymizers), the
     core recognizers :class:`PcaSvm`, :class:`RandomForest`, :class:`LogisticRegression`,
-    :class:`NearestNeighbors`, :class:`LdaCosine` (as inner recognizers of a :class:`FeatureRecognizer`);
+    :class:`NearestNeighbors`, :class:`LdaCosine` (as inner recognizers of a :class:`FeatureRecognizer`), and
+    their SEBA-style options for a wrapper: the :class:`ClassifierOptions` mixin (``cv_folds``, ``keep``; pass
+    ``classifier_options()`` to the inner recognizer) and :func:`scores_param` (``scores``);
     :func:`reuse_computed` (1.1) reuses within a process an array computed from array content by a fixed
     function (a pretrained encoder's embeddings, feature extraction).
 
@@ -110,7 +112,11 @@ API_VERSION = "1.1"
 The minor number grows when names are added (a plugin written for 1.0 works with 1.3); the major number grows
 when a name is removed or its behaviour or signature changes incompatibly. A plugin declares the range it
 supports as a PEP 440 specifier in its entry-point module, usually ``BIOANON_API = ">=1.<minor it needs>,<2"``;
-the plugin loader skips a plugin whose range excludes this version and lists it as ``incompatible``."""
+the plugin loader skips a plugin whose range excludes this version and lists it as ``incompatible``.
+
+1.1 added two-stage utility measures (``UtilityMeasure.extracts``, ``extract``, ``compare``), ``progress_bar``,
+the classifier options (``ClassifierOptions``: ``cv_folds``, ``keep``; ``scores_param``) and comparators that
+travel with a protection (``Anonymizer.comparator``)."""
 
 # name -> (module, attribute or None for the module itself), imported on first access
 _LAZY: dict[str, tuple[str, str | None]] = {
@@ -150,16 +156,19 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "key_columns": ("bioanon.metadata", "key_columns"),
     "read_csv_rows": ("bioanon.metadata", "read_csv_rows"),
     "read_metadata_csv": ("bioanon.metadata", "read_metadata_csv"),
+    "progress_bar": ("bioanon.log", "progress_bar"),  # 1.1
     # reusable building blocks
     "RandomSetMean": ("bioanon.builtin.random_set_mean", "RandomSetMean"),
     "AttributeAccuracy": ("bioanon.builtin.utility", "AttributeAccuracy"),
     "align": ("bioanon.builtin.utility", "align"),
     "paired_payloads": ("bioanon.builtin.deanonymizers", "paired_payloads"),
+    "ClassifierOptions": ("bioanon.builtin.recognizers", "ClassifierOptions"),
     "LdaCosine": ("bioanon.builtin.recognizers", "LdaCosine"),
     "LogisticRegression": ("bioanon.builtin.recognizers", "LogisticRegression"),
     "NearestNeighbors": ("bioanon.builtin.recognizers", "NearestNeighbors"),
     "PcaSvm": ("bioanon.builtin.recognizers", "PcaSvm"),
     "RandomForest": ("bioanon.builtin.recognizers", "RandomForest"),
+    "scores_param": ("bioanon.builtin.recognizers", "scores_param"),
     # reuse within a process
     "reuse_computed": ("bioanon.fit_memo", "reuse_computed"),
     # testing and conformance (imports pytest when installed, for the fixtures)
@@ -171,6 +180,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
 
 __all__ = [  # every name of the API (the lazy ones included)
     "API_VERSION", "Anonymizer", "AttributeAccuracy", "BioanonError", "CacheError", "CentroidRecognizer",
+    "ClassifierOptions",
     "ConfigError", "ConformanceReport", "DataError", "DatasetSource", "Deanonymizer", "DeviceError", "FILE_COLUMNS",
     "FeatureRecognizer", "KINDS", "LdaCosine", "LogisticRegression", "Metadata", "Method", "MissingDependencyError",
     "NearestNeighbors", "OPTIMIZERS", "ParameterError", "PcaSvm", "PluginError", "RandomForest", "RandomSetMean",
@@ -179,8 +189,9 @@ __all__ = [  # every name of the API (the lazy ones included)
     "check_method", "class_sums", "device_param", "feature_matrix", "file_key", "fitted", "flatten_payload",
     "get_method", "get_registry", "hookimpl", "import_torch", "infer", "jsonable", "key_columns", "labels_of",
     "list_methods", "make_table", "method_training", "n_components_ok", "paired_payloads", "param", "parse_cell",
-    "precision_param", "preflight_weights", "read_csv_rows", "read_metadata_csv", "resolve_device",
-    "resolve_within", "restore_dtype", "reuse_computed", "softmax_head", "stage", "table_rng", "testing", "to_device", "train_net",
+    "precision_param", "preflight_weights", "progress_bar", "read_csv_rows", "read_metadata_csv", "resolve_device",
+    "resolve_within", "restore_dtype", "reuse_computed", "scores_param", "softmax_head", "stage", "table_rng",
+    "testing", "to_device", "train_net",
     "uniform_column", "weights_param",
 ]
 
@@ -207,11 +218,13 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
     from .builtin.deanonymizers import paired_payloads as paired_payloads
     from .builtin.random_set_mean import RandomSetMean as RandomSetMean
     from .builtin.recognizers import (
+        ClassifierOptions as ClassifierOptions,
         LdaCosine as LdaCosine,
         LogisticRegression as LogisticRegression,
         NearestNeighbors as NearestNeighbors,
         PcaSvm as PcaSvm,
         RandomForest as RandomForest,
+        scores_param as scores_param,
     )
     from .builtin.utility import AttributeAccuracy as AttributeAccuracy, align as align
     from .device import (
@@ -221,6 +234,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
         resolve_device as resolve_device,
         weights_param as weights_param,
     )
+    from .log import progress_bar as progress_bar
     from .fileio import (
         jsonable as jsonable,
         parse_cell as parse_cell,

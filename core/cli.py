@@ -486,6 +486,44 @@ def cmd_init(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_import_seba(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from .errors import ConfigError
+    from .fileio import atomic_write_text
+    from .seba_import import compact_labels, import_seba
+
+    to_stdout = args.output == "-"
+    output = Path(args.output) if args.output and not to_stdout else Path(Path(args.runconfig).name)
+    stem = output.name.removesuffix(".toml").removesuffix(".yaml").removesuffix(".runconfig").removesuffix(".config")
+    result = import_seba(args.runconfig, data_dir=args.data, trait=args.trait, fidelity=not args.no_fidelity,
+                         out_dir=Path.cwd() if to_stdout else output.parent.absolute(), name=stem)
+    if not result.configs:
+        print(result.table(_width()))
+        raise ConfigError(f"{args.runconfig}: no entry could be mapped to a bioanon config (see the table)")
+    if to_stdout:
+        if len(result.configs) > 1:
+            raise ConfigError(f"{args.runconfig} gives {len(result.configs)} configs; write them with -o FILE.toml "
+                              f"(FILE-1.toml, FILE-2.toml, …)")
+        print(result.configs[0].to_toml(args.runconfig), end="")
+        print(result.table(_width()), file=sys.stderr)
+        return 0
+    targets = [output.parent / f"{c.name}.toml" for c in result.configs]
+    existing = [str(t) for t in targets if t.exists()]
+    if existing and not args.force:
+        raise ConfigError(f"{', '.join(existing)} exist{'s' if len(existing) == 1 else ''}; pass --force to "
+                          f"overwrite")
+    for c, target in zip(result.configs, targets):
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(target, c.to_toml(args.runconfig))
+    print(result.table(_width()))
+    print()
+    for c, target in zip(result.configs, targets):
+        print(f"wrote {target} (SEBA {compact_labels(c.entries)})")
+    print("check with: " + " ; ".join(f"bioanon validate {t}" for t in targets))
+    return 0
+
+
 def cmd_new_plugin(args: argparse.Namespace) -> int:
     from .scaffold import new_plugin
 
@@ -647,6 +685,33 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("name", help="method prefix and trait: lower case letters, digits, '_' (e.g. ecg)")
     p.add_argument("dir", nargs="?", default=None, help="project folder (default: ./bioanon-NAME)")
     p.set_defaults(func=cmd_new_plugin)
+
+    p = _command(sub, "import", "turn another tool's config into bioanon configs (SEBA)",
+                 "bioanon import seba sample.runconfig.yaml -o study.toml\nbioanon validate study.toml",
+                 description="Turn another tool's config into bioanon evaluation configs.")
+    imports = p.add_subparsers(dest="format", metavar="FORMAT", required=True)
+    q = _command(imports, "seba", "a SEBA run config or experiment config (YAML) as bioanon configs",
+                 "bioanon import seba sample.runconfig.yaml -o study.toml\n"
+                 "bioanon import seba sweep.config.yaml --data ~/seba/data -o sweep.toml\n"
+                 "bioanon import seba run.yaml -o - > run.toml",
+                 description=textwrap.fill(
+                     "Turn a SEBA run config (a YAML list of {repeat, config} entries) or experiment config (an "
+                     "'anonymizations' list with sweeps) into bioanon configs: entries that differ only in "
+                     "anonymization, privacy or utility method share one config; others get FILE-1.toml, "
+                     "FILE-2.toml, …. Prints what could not be mapped, or maps only approximately, and writes it "
+                     "as comments into each config.", 79))
+    q.add_argument("runconfig", help="the SEBA YAML file")
+    q.add_argument("-o", "--output", default=None, metavar="FILE.toml",
+                   help="where to write (default: ./NAME.toml after the YAML file; '-': stdout, one config only)")
+    q.add_argument("--data", default=None, metavar="DIR",
+                   help="SEBA's data folder (default: data/ beside the YAML file): sets' traits and image sizes")
+    q.add_argument("--trait", choices=["motion", "face"], default=None,
+                   help="the sets' trait when their meta files are not at hand and the method names fit both")
+    q.add_argument("--no-fidelity", action="store_true",
+                   help="leave out the options that reproduce SEBA's attacker and selector (cv_folds, keep, "
+                        "scores, attacker_fit, by, order): bioanon's own attacker")
+    q.add_argument("--force", action="store_true", help="overwrite existing files")
+    q.set_defaults(func=cmd_import_seba)
 
     p = _command(sub, "report", "re-render report.html and plots of a results folder",
                  "bioanon report results/quickstart-20260101-120000-abc123")

@@ -107,6 +107,13 @@ def register_anonymizers(register: Register) -> None:
     Conflicts: the first plugin in load order keeps an id or alias; a later plugin that registers a taken id
     or alias fails to load as a whole (none of its methods are registered) and ``bioanon plugins`` lists it as
     ``failed``, naming both distributions.
+
+    Template protections whose output must be compared in their own way (e.g. blocks shuffled per template)
+    declare their comparator by overriding :meth:`~bioanon.methods.Anonymizer.comparator` to return a
+    :class:`~bioanon.methods.Comparator` (a name and a vectorized ``(P, D), (R, D) -> (P, R)`` similarity); the
+    evaluation records it in the protected tables and the template-comparing recognizers use it (the black-box
+    attacker). The comparator is rebuilt from the registered id and the recorded parameters, so it must depend
+    on the parameters only.
     """
 
 

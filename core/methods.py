@@ -43,6 +43,7 @@ __all__ = [
     "Method",
     "Recognizer",
     "CentroidRecognizer",
+    "Comparator",
     "FeatureRecognizer",
     "ScoreMatrix",
     "FLAT_PAYLOADS",
@@ -50,9 +51,12 @@ __all__ = [
     "feature_view",
     "Selector",
     "UtilityMeasure",
+    "comparator_stamp",
     "fitted",
     "n_components_ok",
     "param",
+    "table_comparator",
+    "with_comparator",
 ]
 
 _HELP = "bioanon_help"
@@ -648,6 +652,73 @@ def feature_matrix(table: Any, payload: str | None = None, *, candidates: Sequen
     return feature_view(table, payload, candidates=candidates, who=who, registry=registry)[1]
 
 
+# --------------------------------------------------------------------------------------------------- comparators
+
+#: Table metadata key under which a protection records the comparator its templates must be compared with.
+COMPARATOR_KEY = "comparator"
+
+
+@attrs.frozen
+class Comparator:
+    """How templates of a protection are compared: ``function(probes, references)`` takes ``(P, D)`` and
+    ``(R, D)`` arrays of templates and returns the ``(P, R)`` similarities (higher = more alike), vectorized over
+    all pairs; ``name`` says in the report which comparator was used (e.g. ``"PE-MIU block alignment
+    (optimal)"``).
+
+    A protection (an :class:`Anonymizer`) whose templates must not be compared with plain cosine or Euclidean
+    distance declares one by returning it from :meth:`Anonymizer.comparator`; the template-comparing recognizers
+    (``any.similarity_attribute_attack``, ``any.knn``, ``any.cosine_centroid``) then use it when their
+    reference templates (the attacker database, the gallery) come from that protection: the black-box attacker
+    of ``soft-biometric-attack.txt`` runs the protection, comparator included."""
+
+    name: str
+    function: Callable[[np.ndarray, np.ndarray], np.ndarray] = attrs.field(eq=False)
+
+    def __call__(self, probes: np.ndarray, references: np.ndarray) -> np.ndarray:
+        p = np.asarray(probes, dtype=np.float32)
+        r = np.asarray(references, dtype=np.float32)
+        if p.ndim != 2 or r.ndim != 2 or p.shape[1] != r.shape[1]:
+            raise ValueError(f"comparator {self.name!r}: expected (P, D) probes and (R, D) references, got "
+                             f"{p.shape} and {r.shape}")
+        s = np.asarray(self.function(p, r), dtype=np.float64)
+        if s.shape != (len(p), len(r)):
+            raise ValueError(f"comparator {self.name!r} returned shape {s.shape}, expected {(len(p), len(r))}")
+        return s
+
+
+def with_comparator(table: Any, anonymizer: "Anonymizer") -> Any:
+    """``table`` with the comparator that ``anonymizer`` declares recorded in its metadata (the protection's
+    id and parameters, and the comparator's name); ``table`` unchanged when it declares none. The anonymize
+    stage of an evaluation calls it on every anonymized table; a protection may call it in ``transform`` too."""
+    cmp = anonymizer.comparator()
+    if cmp is None:
+        return table
+    import json
+
+    params = json.loads(json.dumps(anonymizer.get_params(), default=str))
+    return table.with_metadata(**{COMPARATOR_KEY: {"id": anonymizer.id, "params": params, "name": cmp.name}})
+
+
+def comparator_stamp(table: Any) -> dict | None:
+    """The comparator record :func:`with_comparator` left in ``table``'s metadata (None: plain templates)."""
+    stamp = table.metadata.get(COMPARATOR_KEY)
+    return stamp if isinstance(stamp, dict) else None
+
+
+def table_comparator(table: Any, registry: Any = None) -> Comparator | None:
+    """The :class:`Comparator` declared for ``table``'s templates: the recorded protection is created from
+    ``registry`` (default: the process-wide one) with its recorded parameters and asked for its comparator.
+    None when the table records none."""
+    stamp = comparator_stamp(table)
+    if stamp is None:
+        return None
+    if registry is None:
+        from .plugins import get_registry
+
+        registry = get_registry()
+    return registry.create(stamp["id"], "anonymizer", **stamp.get("params", {})).comparator()
+
+
 # --------------------------------------------------------------------------------------------------- kinds
 
 
@@ -667,6 +738,14 @@ class Anonymizer(Method):
 
     def fit_transform(self, table: Any, background: Any = None) -> Any:
         return self.fit(background if background is not None else table).transform(table)
+
+    def comparator(self) -> "Comparator | None":
+        """The comparator the anonymized templates must be compared with (a :class:`Comparator`), or None
+        (default) when plain cosine or Euclidean comparison is meaningful. Template protections that change how
+        templates are compared (e.g. ``any.pe_miu``, whose blocks are shuffled per template and aligned by the
+        comparator) override it; the evaluation records it in the anonymized tables (:func:`with_comparator`)
+        and template-comparing recognizers use it (the black-box attacker)."""
+        return None
 
     payload_column = _require_payload
 
@@ -727,6 +806,11 @@ class Recognizer(Method):
 
     def embed(self, table: Any) -> np.ndarray:
         raise NotImplementedError(f"{self.id} has no embedding")
+
+    def comparator_used(self) -> str:
+        """The name of the :class:`Comparator` a protection declared that the last ``enroll``/``score`` compared
+        templates with; ``""`` when the recognizer used its own comparison (the default)."""
+        return ""
 
     payload_column = _require_payload
 
@@ -847,11 +931,30 @@ class UtilityMeasure(Method):
     kind: ClassVar[str] = "utility"
     higher_is_better: ClassVar[bool] = True
     paired: ClassVar[bool] = True
+    extracts: ClassVar[bool] = False
+    """True for a measure in two stages: ``extract(table)`` (slow, one JSON-able value per sample, e.g. a
+    transcript) and ``compare(original, original_values, anonymized_values)``. An evaluation then runs each
+    extraction as its own cached task, once per table (the clear evaluation set is extracted once for all
+    anonymizers), and ``measure`` is ``compare`` of the two extractions."""
 
     def fit(self, clear: Any) -> "UtilityMeasure":
         return self
 
     def measure(self, original: Any, anonymized: Any) -> np.ndarray:
+        if self.extracts:
+            from .builtin.utility import align
+
+            anonymized = align(original, anonymized)
+            return self.compare(original, self.extract(original), self.extract(anonymized))
+        raise NotImplementedError
+
+    def extract(self, table: Any) -> list:
+        """Per-sample values (JSON-able: str, number, list) of ``table``, in row order (two-stage measures)."""
+        raise NotImplementedError
+
+    def compare(self, original: Any, original_values: list, anonymized_values: list) -> np.ndarray:
+        """One utility value per row of ``original`` from the extracted values of the clear rows and of their
+        anonymized versions (same order) (two-stage measures)."""
         raise NotImplementedError
 
     def floor(self, table: Any) -> float:

@@ -14,6 +14,12 @@ Input files (``metrics.parquet`` is required, everything else is optional)::
     metrics.parquet    tidy metric rows         utility.parquet    utility measures per setting × repeat
     tradeoff.parquet   privacy–utility points   auc.parquet        AUC per curve, ``counted`` marks the lower one
     warnings.json      sanity-guard messages    failures.json      [{"task", "error"}] of failed tasks
+    breakdown.parquet  EER and min Cllr per group of ``[report] breakdown`` (e.g. per sex and per subset)
+
+``environment.json``'s ``data`` block (:func:`bioanon.evaluation.run.data_description`) says how evaluation
+subjects were split into enrolment and test (by the data's ``role`` column or a random share) and the data's
+protocol: with ``protocol = "voiceprivacy"`` the attacker scenarios are shown with the VoicePrivacy Challenge's
+names (:data:`VOICEPRIVACY_SCENARIOS`; the stored results keep bioanon's ids).
 
 Definitions used throughout (METRICS.md, "Privacy–utility trade-off"):
 
@@ -36,7 +42,7 @@ import math
 import os
 import re
 import textwrap
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -87,6 +93,14 @@ TRADEOFF_COLUMNS = (
 )  # fmt: skip
 AUC_COLUMNS = ("anonymizer", "selector", "n_subjects", "measure", "deanon", "auc", "counted")
 PROTOCOL_COLUMNS = ("anonymizer", "setting", "setting_index", "repeat", "metric", "value")
+BREAKDOWN_COLUMNS = (
+    "anonymizer", "setting", "setting_index", "repeat", "selector", "n_subjects", "draw", "recognizer", "scenario",
+    "by", "group", "metric", "value", "chance", "n_probes",
+)  # fmt: skip
+
+#: Display names of the attacker scenarios for data of the VoicePrivacy protocol (table metadata ``protocol =
+#: "voiceprivacy"``): the challenge's attacker models. Only the report's wording; results keep bioanon's ids.
+VOICEPRIVACY_SCENARIOS = {"naive": "ignorant", "lazy": "lazy-informed", "parrot": "semi-informed"}
 
 _SETTING = ["anonymizer", "setting_index", "setting"]  # one anonymizer setting (setting is the label of the index)
 _SCENARIO_RANK = {"clear": 0, "naive": 1, "lazy": 2, "parrot": 3, "deanon": 5}
@@ -123,6 +137,14 @@ class _Results:
     selectors: list[str] = field(default_factory=list)  # display order; the first is the headline selector
     recognizers: list[str] = field(default_factory=list)
     label: str = "subject"  # the evaluation's label: "subject" (identity) or an attribute name
+    breakdown: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(BREAKDOWN_COLUMNS)))
+    scenario_names: dict = field(default_factory=dict)  # scenario id → display name (VoicePrivacy data)
+
+    def scenario(self, s: Any) -> str:
+        """A scenario's display name: ``"ignorant (naive)"`` for VoicePrivacy data, else the id itself."""
+        base, _, share = str(s).partition(":")
+        name = self.scenario_names.get(base)
+        return f"{name} ({s})" if name else str(s)
 
     @property
     def first_selector(self) -> str | None:
@@ -232,6 +254,7 @@ def _load(run_dir: str | os.PathLike) -> _Results:
         tradeoff=_read_parquet(run / "tradeoff.parquet", TRADEOFF_COLUMNS, required=False),
         auc=_read_parquet(run / "auc.parquet", AUC_COLUMNS, required=False),
         protocol=_read_parquet(run / "protocol.parquet", PROTOCOL_COLUMNS, required=False),
+        breakdown=_read_parquet(run / "breakdown.parquet", BREAKDOWN_COLUMNS, required=False),
         warnings=warns,
         failures=fails,
         notes=notes,
@@ -243,8 +266,8 @@ def _from_frames(tables: Mapping[str, Any]) -> _Results:
     """A :class:`_Results` from tables in memory: ``metrics`` (required), ``utility``, ``tradeoff``, ``auc``,
     ``protocol`` (DataFrames with the columns of the files of the same name), ``config``, ``environment``
     (dicts), ``warnings``, ``failures`` (lists) and ``name`` (shown instead of a run folder's name)."""
-    unknown = set(tables) - {"metrics", "utility", "tradeoff", "auc", "protocol", "config", "environment",
-                             "warnings", "failures", "name"}  # fmt: skip
+    unknown = set(tables) - {"metrics", "utility", "tradeoff", "auc", "protocol", "breakdown", "config",
+                             "environment", "warnings", "failures", "name"}  # fmt: skip
     if unknown:
         raise ReportError(f"report tables: unknown table(s) {', '.join(sorted(unknown))}")
     if tables.get("metrics") is None:
@@ -259,6 +282,7 @@ def _from_frames(tables: Mapping[str, Any]) -> _Results:
         tradeoff=frame("tradeoff", TRADEOFF_COLUMNS),
         auc=frame("auc", AUC_COLUMNS),
         protocol=frame("protocol", PROTOCOL_COLUMNS),
+        breakdown=frame("breakdown", BREAKDOWN_COLUMNS),
         warnings=list(tables.get("warnings") or []),
         failures=list(tables.get("failures") or []),
     )
@@ -314,7 +338,17 @@ def _prepare(res: _Results) -> _Results:
     res.selectors = _order(metrics["selector"], _config_names(sel.get("selectors"), ("name", "id")))
     res.anonymizers = _order(metrics["anonymizer"], _config_names(config.get("anonymizers"), ("name",)))
     res.recognizers = _order(metrics["recognizer"], _config_names(config.get("recognizers"), ("id", "name")))
+    if _data_info(res).get("protocol") == "voiceprivacy":
+        res.scenario_names = dict(VOICEPRIVACY_SCENARIOS)
+    if "note" in res.breakdown.columns:
+        res.breakdown["note"] = res.breakdown["note"].fillna("").astype(str)
     return res
+
+
+def _data_info(res: _Results) -> dict:
+    """environment.json's ``data`` block (protocol, enrolment split, breakdown columns); {} when absent."""
+    info = res.environment.get("data")
+    return info if isinstance(info, dict) else {}
 
 
 # ------------------------------------------------------------------------------------------------------ aggregation
@@ -364,6 +398,18 @@ def _first_selector_top(res: _Results, metric: str = "top1") -> pd.DataFrame:
     m = res.metrics
     df = m[(m["metric"] == metric) & (m["selector"] == res.first_selector)]
     return _largest_n(df, _SETTING)
+
+
+def _cells(res: _Results, agg: pd.DataFrame) -> Iterator[tuple[Any, ...]]:
+    """The rows of ``agg`` per table cell in display order: ``(anonymizer, setting_index, setting, n_subjects,
+    recognizer, scenario, rows)``, settings in sweep order, recognizers as configured, scenarios in their order."""
+    rrank = {r: i for i, r in enumerate(res.recognizers)}
+    for (anon, idx, setting, n), g in _setting_order(res, agg).groupby(_SETTING + ["n_subjects"], dropna=False,
+                                                                      sort=False):  # fmt: skip
+        pairs = sorted(_unique(zip(g["recognizer"], g["scenario"])),
+                       key=lambda p: (rrank.get(p[0], len(rrank)), _scenario_key(p[1])))  # fmt: skip
+        for rec, scen in pairs:
+            yield anon, idx, setting, n, rec, scen, g[(g["recognizer"] == rec) & (g["scenario"] == scen)]
 
 
 def _worst_case(agg: pd.DataFrame, keys: list[str], res: _Results) -> pd.DataFrame:
@@ -938,7 +984,7 @@ def _plot_scenarios(res: _Results) -> tuple[list[Plot], list[str]]:
             if not (isinstance(clear, float) and math.isnan(clear)):
                 h = ax.axhline(clear, color="0.35", linestyle="--", linewidth=1.2, label="clear level (worst case)")
                 handles.setdefault("clear", h)
-            ax.set_xticks(np.arange(len(scen)), [_mpl(s) for s in scen])
+            ax.set_xticks(np.arange(len(scen)), [_mpl(res.scenario(s)) for s in scen])
             ax.set_xlim(-0.6, len(scen) - 0.4)
             ax.set_ylim(0, 1.05)
             ax.grid(axis="x", visible=False)
@@ -1230,6 +1276,31 @@ def device_summary(record: Any) -> str:
     return "; ".join(parts) + f", asked: {record.get('requested', 'auto')}"
 
 
+def _data_sets(config: dict) -> list[tuple[str, str]]:
+    """The header's data rows: the evaluated data set and, for a cross-database protocol, the attacker's
+    (``[attacker_dataset]``: the attacker's training data and database; the evaluated set gives background and
+    evaluation subjects)."""
+    def name(d: Any) -> str:
+        if not isinstance(d, dict) or not d.get("source"):
+            return "–"
+        return f"{d['source']} ({d['path']})" if d.get("path") else str(d["source"])
+
+    ds, att = config.get("dataset"), config.get("attacker_dataset")
+    if not isinstance(att, dict):
+        return [("data", name(ds))]
+    extra = []
+    share = att.get("subjects", 1)
+    if isinstance(share, (int, float)) and share < 1:
+        extra.append(f"{share:.0%} of its subjects per repeat")
+    maps = att.get("attributes") if isinstance(att.get("attributes"), dict) else {}
+    for col, m in maps.items():
+        to = m.get("to", col) if isinstance(m, dict) else m
+        values = m.get("values") if isinstance(m, dict) else None
+        extra.append(f"{col} → {to}" + (" (values mapped)" if values else ""))
+    return [("data (background, evaluation)", name(ds)),
+            ("attacker data (training, database)", name(att) + (f"; {', '.join(extra)}" if extra else ""))]
+
+
 def _header(res: _Results) -> str:
     env = res.environment
     name = res.config.get("name") or res.run_dir.name
@@ -1253,7 +1324,8 @@ def _header(res: _Results) -> str:
     row = lambda items: "".join(f"<span><b>{_esc(k)}</b> {_esc(_scrub(v))}</span>" for k, v in items)  # noqa: E731
     return (
         f"<header><h1>bioanon report — {_esc(name)}</h1>"
-        f'<p class="meta">{row(meta)}</p><p class="meta">{row(vers)}</p>'
+        f'<p class="meta">{row(meta)}</p><p class="meta">{row(_data_sets(res.config))}</p>'
+        f'<p class="meta">{row(vers)}</p>'
         f'<p class="meta"><b>results folder</b> {_esc(res.run_dir.name)}</p>{_notes(res.notes)}</header>'
     )
 
@@ -1270,7 +1342,7 @@ def _headline_html(res: _Results, hl: pd.DataFrame) -> str:
                       if not (_isnan(r.ci_low) or _isnan(r.ci_high)) else ""))
         extra = (r.top1, r.majority) if attr else ()
         rows.append((r.anonymizer, r.setting or "(default)", big, r.clear, r.chance, *extra, r.privacy,
-                     f"{r.recognizer} / {r.scenario}", r.n_subjects, r.n_repeats))
+                     f"{r.recognizer} / {res.scenario(r.scenario)}", r.n_subjects, r.n_repeats))
     common = (
         f"the highest value over every recognizer × attacker scenario (clear excluded, de-anonymization included), "
         f"each averaged over repeats and draws; selector <code>{_esc(res.first_selector)}</code> at its largest "
@@ -1295,7 +1367,22 @@ def _headline_html(res: _Results, hl: pd.DataFrame) -> str:
                 f"more privacy.</p>"
         heads = ["anonymizer", "setting", "worst-case top-1 [CI]", "clear level", "chance", "privacy x",
                  "achieved by (recognizer / scenario)", "subjects", "repeats"]
-    return intro + _table(heads, rows, num_from=2, cls="headline")
+    return intro + _table(heads, rows, num_from=2, cls="headline") + _notes(comparator_notes(res.metrics))
+
+
+def comparator_notes(metrics: pd.DataFrame) -> list[str]:
+    """One line per anonymizer whose protection declared a template comparator that recognizers used (the
+    black-box attacker; :class:`bioanon.methods.Comparator`): which comparator, which recognizers and scenarios."""
+    if "comparator" not in metrics.columns:
+        return []
+    used = metrics[metrics["comparator"].fillna("").astype(str) != ""]
+    out = []
+    for (anon, cmp), g in used.groupby(["anonymizer", "comparator"], sort=False):
+        pairs = ", ".join(f"{r} ({', '.join(dict.fromkeys(h.scenario))})"
+                          for r, h in g.groupby("recognizer", sort=False))
+        out.append(f"Comparator: the templates of {anon} were compared with its declared comparator {cmp!r} by "
+                   f"{pairs}; everything else used the recognizer's own comparison.")
+    return out
 
 
 def _warnings_html(res: _Results) -> str:
@@ -1415,25 +1502,20 @@ def _metrics_html(res: _Results) -> str:
     cell_notes = df[df["note"] != ""].groupby(keys, dropna=False, sort=False)["note"].agg(_unique)
     numbers: dict[str, int] = {}
     present = [x for x in summary if x in set(agg["metric"])]
-    rrank = {r: i for i, r in enumerate(res.recognizers)}
     rows = []
-    for (anon, idx, setting, n), g in _setting_order(res, agg).groupby(_SETTING + ["n_subjects"], dropna=False,
-                                                                      sort=False):  # fmt: skip
-        pairs = sorted(_unique(zip(g["recognizer"], g["scenario"])),
-                       key=lambda p: (rrank.get(p[0], len(rrank)), _scenario_key(p[1])))  # fmt: skip
-        for rec, scen in pairs:
-            h = g[(g["recognizer"] == rec) & (g["scenario"] == scen)].set_index("metric")
-            cells = []
-            for x in present:
-                if x not in h.index:
-                    cells.append("–")
-                    continue
-                notes = cell_notes.get((anon, idx, setting, n, rec, scen, x), [])
-                marks = "".join(f"<sup>{numbers.setdefault(t, len(numbers) + 1)}</sup>" for t in notes)
-                v = h.at[x, "value"]
-                txt = "undefined" if _isnan(v) else _fmt_ci(v, h.at[x, "ci_low"], h.at[x, "ci_high"])
-                cells.append(_Raw(_esc(txt) + marks) if marks else txt)
-            rows.append((anon, setting or "(default)", n, rec, scen, *cells))
+    for anon, idx, setting, n, rec, scen, cell in _cells(res, agg):
+        h = cell.set_index("metric")
+        cells = []
+        for x in present:
+            if x not in h.index:
+                cells.append("–")
+                continue
+            notes = cell_notes.get((anon, idx, setting, n, rec, scen, x), [])
+            marks = "".join(f"<sup>{numbers.setdefault(t, len(numbers) + 1)}</sup>" for t in notes)
+            v = h.at[x, "value"]
+            txt = "undefined" if _isnan(v) else _fmt_ci(v, h.at[x, "ci_low"], h.at[x, "ci_high"])
+            cells.append(_Raw(_esc(txt) + marks) if marks else txt)
+        rows.append((anon, setting or "(default)", n, rec, res.scenario(scen), *cells))
     boot = res.config.get("report") if isinstance(res.config.get("report"), dict) else {}
     ci = ""
     if boot:
@@ -1453,7 +1535,79 @@ def _metrics_html(res: _Results) -> str:
         + _table(["anonymizer", "setting", "subjects", "recognizer", "scenario",
                   *[METRIC_LABELS.get(x, x) for x in present]], rows, num_from=5)  # fmt: skip
         + foot
+        + _cv_html(res)
     )
+
+
+def _data_notes(res: _Results) -> str:
+    """What the report says about the data: a fixed enrolment/test split and the VoicePrivacy scenario names."""
+    info = _data_info(res)
+    out = []
+    if info.get("enrolment") == "role":
+        out.append("Enrolment and test follow the data's <code>role</code> column: each evaluation subject is "
+                   "enrolled on its <i>enrolment</i> samples (the gallery) and probed with its <i>trial</i> samples "
+                   "(e.g. VoicePrivacy's enrolls and trials lists), not split at random by rates.enrolment; "
+                   "subjects without both kinds of sample are attacker training data only.")
+    if res.scenario_names:
+        names = ", ".join(f"{v} = <code>{_esc(k)}</code>" for k, v in res.scenario_names.items())
+        out.append(f"The data come from a VoicePrivacy-style directory, so attacker scenarios are named as in the "
+                   f"VoicePrivacy Challenge: {names} (bioanon's ids in brackets and in the result files).")
+    return "".join(f'<p class="note">{t}</p>' for t in out)
+
+
+def _breakdown_html(res: _Results) -> str:
+    """EER and min Cllr per group (``[report] breakdown``): one row per setting × recognizer × scenario, one
+    column per group, each cell ``EER / min Cllr``."""
+    b = res.breakdown
+    b = b[(b["selector"] == res.first_selector) & b["metric"].isin(["eer", "min_cllr"])]
+    b = _largest_n(b, _SETTING)
+    if b.empty:
+        return '<p class="note">No per-group results.</p>'
+    keys = _SETTING + ["n_subjects", "recognizer", "scenario", "by", "group", "metric"]
+    agg = b.groupby(keys, dropna=False, sort=False)["value"].mean().reset_index()
+    groups = sorted(_unique(zip(agg["by"], agg["group"])),
+                    key=lambda g: ([*_unique(agg["by"])].index(g[0]), g[1]))  # fmt: skip
+    rows = []
+    for anon, idx, setting, n, rec, scen, cell in _cells(res, agg):
+        h = cell.set_index(["by", "group", "metric"])["value"]
+        cells = [f"{_fmt(h.get((by, grp, 'eer')))} / {_fmt(h.get((by, grp, 'min_cllr')))}" for by, grp in groups]
+        rows.append((anon, setting or "(default)", n, rec, res.scenario(scen), *cells))
+    notes = _unique(b.loc[b["note"] != "", "note"]) if "note" in b.columns else []
+    return (
+        f"<p>EER / min Cllr (bits) per group of probes, for selector <code>{_esc(res.first_selector)}</code> at "
+        f"each setting's largest subject count, mean over repeats and draws; chance: EER 0.5, min Cllr 1. A group's "
+        f"trials are its probes against the enrolled subjects of the same group (for sex: same-sex trials, as in "
+        f"VoicePrivacy's per-sex trial lists); every such pair is scored, not only the pairs of a trial list. "
+        f"Groups: the values of the attribute columns {', '.join(f'<code>{_esc(c)}</code>' for c in _unique(b['by']))}"
+        f" (<code>[report] breakdown</code>).</p>"
+        + _table(["anonymizer", "setting", "subjects", "recognizer", "scenario",
+                  *[f"{by} = {grp}" for by, grp in groups]], rows, num_from=5)  # fmt: skip
+        + _notes([f"– : {t}" for t in notes])
+    )
+
+
+_CV_STATS = ("cv_balanced_accuracy", "cv_balanced_accuracy_std", "cv_balanced_accuracy_min",
+             "cv_balanced_accuracy_max")
+
+
+def _cv_html(res: _Results) -> str:
+    """The spread of the per-fold balanced accuracies of cross-validated recognizers (``cv_folds``), first
+    selector at the largest subject count, mean over repeats and draws; "" when no recognizer used CV."""
+    m = res.metrics
+    df = m[(m["selector"] == res.first_selector) & m["metric"].isin(_CV_STATS)]
+    if df.empty:
+        return ""
+    keys = _SETTING + ["n_subjects", "recognizer", "scenario"]
+    agg = _mean_runs(_largest_n(df, _SETTING), keys + ["metric"])
+    rows = []
+    for (anon, idx, setting, n, rec, scen), g in _setting_order(res, agg).groupby(keys, dropna=False, sort=False):
+        v = g.set_index("metric")["value"]
+        rows.append((anon, setting or "(default)", n, rec, scen, *[v.get(x, float("nan")) for x in _CV_STATS]))
+    return ('<p class="note">Cross-validated recognizers (<code>cv_folds</code>, SEBA): balanced accuracy on '
+            "each held-out fold of the classifier's training data (the enrolment gallery; the labelled training "
+            "set for attribute classifiers); mean, std, min and max over folds.</p>"
+            + _table(["anonymizer", "setting", "subjects", "recognizer", "scenario", "CV mean", "CV std",
+                      "CV min", "CV max"], rows, num_from=5))
 
 
 def _fmt_conf(c: Any) -> str:
@@ -1467,7 +1621,7 @@ def _fmt_conf(c: Any) -> str:
 def _build_html(res: _Results, hl: pd.DataFrame, parts: dict[str, Any]) -> str:
     rev, rev_t, rev_figs = parts["reversibility"]
     sections = [
-        ("headline", "Headline: worst-case privacy", _headline_html(res, hl)),
+        ("headline", "Headline: worst-case privacy", _headline_html(res, hl) + _data_notes(res)),
         ("warnings", "Sanity warnings and failures", _warnings_html(res)),
         ("auc", "Privacy–utility AUC", _auc_html(res)),
         ("utility", "Utility", _utility_html(res)),
@@ -1485,6 +1639,7 @@ def _build_html(res: _Results, hl: pd.DataFrame, parts: dict[str, Any]) -> str:
         sections.append(("protocol", "The paper's own protocol", _protocol_html(res)))
     sections += [
         ("metrics", "Metrics", _metrics_html(res)),
+        *([("breakdown", "EER and min Cllr per group", _breakdown_html(res))] if not res.breakdown.empty else []),
         ("config", "Resolved config",
          '<p class="note">Absolute paths are shortened to their last part (…/name); config.json in the results '
          'folder has them in full.</p>'

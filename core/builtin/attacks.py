@@ -28,7 +28,8 @@ from ..errors import TableError
 from ..methods import Recognizer, ScoreMatrix, feature_view, fitted, labels_of, param
 from ..metrics import similarity_attack_scores
 from ..methods import n_components_ok
-from .recognizers import _N_COMPONENTS_HELP, _l2_normalize, _SpaceRecognizer, _two_columns
+from .recognizers import (_N_COMPONENTS_HELP, DECLARED_COMPARATOR_HELP, _l2_normalize, _SpaceRecognizer,
+                          declared_comparator, scores_param, svc)
 from .utility import _valid
 
 __all__ = ["AttributeKnn", "AttributeSvm", "SimilarityAttributeAttack", "align_columns"]
@@ -85,7 +86,9 @@ class SimilarityAttributeAttack(Recognizer):
     followed by a label look-up. Without ``fit`` the gallery is the database.
 
     ``score(probes)`` compares each probe with the database (``similarity``: cosine, or negated Euclidean
-    distance) and returns :func:`bioanon.metrics.similarity_attack_scores` of the ``n`` best scores
+    distance; when the database's templates come from a protection that declares a comparator, e.g.
+    ``any.pe_miu``, that comparator on the unstandardized templates: the paper's black-box attacker runs the
+    protection comparator included; ``declared_comparator = false`` turns this off) and returns :func:`bioanon.metrics.similarity_attack_scores` of the ``n`` best scores
     (``strategy``: ``vote`` = count of each value among the n best overall, ``average`` / ``linear`` /
     ``log`` = (weighted) mean of the n best per value). ``n`` is capped at the database size (``vote``) or at
     the smallest number of database samples of a value (the others); the value used is ``n_used_``. An enrolled
@@ -105,6 +108,7 @@ class SimilarityAttributeAttack(Recognizer):
                              choices=("none", "center", "zscore"))
     add_gallery: bool = param(False, help="also add the enrolled (labelled) gallery to the attacker database")
     payload: str = param("", help="payload column (default: the first supported one present)")
+    declared_comparator: bool = param(True, help=DECLARED_COMPARATOR_HELP)
 
     mean_: np.ndarray | None = fitted()
     scale_: np.ndarray | None = fitted()
@@ -114,6 +118,7 @@ class SimilarityAttributeAttack(Recognizer):
     shape_: tuple | None = fitted()
     classes_: np.ndarray | None = fitted()
     n_used_: int | None = fitted()
+    comparator_: object = fitted()
 
     def _raw_shape(self, table) -> tuple[np.ndarray, tuple]:
         """Templates as vectors (a fixed-shape payload flattened, else a trait plugin's default feature view of
@@ -130,6 +135,8 @@ class SimilarityAttributeAttack(Recognizer):
         return self._raw_shape(table)[0]
 
     def _prepare(self, x: np.ndarray) -> np.ndarray:
+        if self.comparator_ is not None:  # the protection's comparator takes the templates as they are
+            return x.astype(np.float32, copy=False)
         z = x.astype(np.float32, copy=True)
         if self.mean_ is not None:
             z -= self.mean_
@@ -144,8 +151,10 @@ class SimilarityAttributeAttack(Recognizer):
         self.shape_ = None
         x, self.shape_ = self._raw_shape(train)
         x = x[ok]
-        self.mean_ = x.mean(axis=0, dtype=np.float64).astype(np.float32) if self.standardize != "none" else None
-        if self.standardize == "zscore":
+        self.comparator_ = declared_comparator(self, train)
+        standardize = self.standardize if self.comparator_ is None else "none"
+        self.mean_ = x.mean(axis=0, dtype=np.float64).astype(np.float32) if standardize != "none" else None
+        if standardize == "zscore":
             scale = x.std(axis=0, dtype=np.float64).astype(np.float32)
             scale[scale < 1e-8] = 1.0
             self.scale_ = scale
@@ -176,11 +185,16 @@ class SimilarityAttributeAttack(Recognizer):
             raise RuntimeError(f"{self.id}: fit() (the attacker database) before score()")
         q = self._prepare(self._raw(probes))
         db = self.database_
+        if self.comparator_ is not None:
+            return self.comparator_(q, db)
         if self.similarity == "cosine":
             return q @ db.T
         q, db = q.astype(np.float64), db.astype(np.float64)  # the expansion cancels badly in float32
         d2 = (q * q).sum(1)[:, None] + (db * db).sum(1)[None, :] - 2.0 * (q @ db.T)
         return -np.sqrt(np.maximum(d2, 0.0))
+
+    def comparator_used(self) -> str:
+        return self.comparator_.name if self.comparator_ is not None else ""
 
     def _n(self) -> int:
         if self.strategy == "vote":
@@ -211,7 +225,9 @@ class _AttributeClassifier(_SpaceRecognizer):
     """Shared machinery of the baselines: ``fit(train, label)`` learns the feature space (standardization,
     optional PCA) *and* trains the classifier on the labelled training set; ``enroll(gallery, label)`` records
     the gallery's classes (fitting on the gallery when ``fit`` was not called); ``score`` gives the classifier's
-    scores in the enrolled classes' order (a class the classifier never saw scores below all others)."""
+    scores in the enrolled classes' order (a class the classifier never saw scores below all others).
+    ``cv_folds`` cross-validates the classifier on the labelled training set in ``fit`` (SEBA's
+    cross-validated attacker; see :class:`~bioanon.builtin.recognizers.ClassifierOptions`)."""
 
     payloads: ClassVar[tuple[str, ...]] = _PAYLOADS
 
@@ -229,7 +245,7 @@ class _AttributeClassifier(_SpaceRecognizer):
         z = self.embed(train)[ok]
         classes, yi = np.unique(y[ok], return_inverse=True)
         self.model_classes_ = classes
-        self.model_ = self._train(z, yi) if len(classes) > 1 else None
+        self.model_ = self._fit_model(z, yi, len(classes))
         self.label_ = label
         self.classes_ = None
         return self
@@ -257,21 +273,19 @@ class AttributeKnn(_AttributeClassifier):
     """k-nearest-neighbour attribute classifier trained on the attacker's labelled set (Table IV's kNN).
 
     ``fit`` standardizes (and optionally projects with PCA) the training set and stores it with its labels;
-    scores are the shares of each class among the ``k`` nearest training samples."""
+    scores are the shares of each class among the ``k`` nearest training samples (``predict_proba``)."""
 
     id: ClassVar[str] = "any.attribute_knn"
     reference: ClassVar[str] = "soft-biometric-attack.txt Table IV (kNN baseline)"
 
     k: int = param(5, help="number of neighbours (scikit-learn's default)", low=1)
     metric: str = param("euclidean", help="distance", choices=("euclidean", "cosine"))
+    scores: str = scores_param("proba")
 
     def _train(self, z, y):
         from sklearn.neighbors import KNeighborsClassifier
 
         return KNeighborsClassifier(n_neighbors=min(self.k, len(z)), metric=self.metric).fit(z, y)
-
-    def _scores(self, z):
-        return self.model_.predict_proba(z)
 
 
 @attrs.define(kw_only=True)
@@ -280,7 +294,8 @@ class AttributeSvm(_AttributeClassifier):
 
     ``fit`` standardizes (and optionally projects with PCA) the training set and trains an SVC with the given
     kernel (scikit-learn defaults otherwise: C = 1, gamma = 'scale', degree 3, as the paper's "basic
-    configurations"); scores are its one-vs-rest decision function."""
+    configurations"); scores are its one-vs-rest decision function, or with ``scores = "proba"`` its
+    Platt-scaled class probabilities (``SVC(probability=True)`` seeded with ``seed``)."""
 
     id: ClassVar[str] = "any.attribute_svm"
     reference: ClassVar[str] = "soft-biometric-attack.txt Table IV (SVM baselines)"
@@ -288,13 +303,9 @@ class AttributeSvm(_AttributeClassifier):
     kernel: str = param("rbf", help="SVM kernel", choices=("rbf", "poly", "sigmoid", "linear"))
     c: float = param(1.0, help="SVM regularization C", low=0.0, low_inclusive=False)
     degree: int = param(3, help="degree of the poly kernel", low=1)
-    seed: int = param(0, help="random seed (randomized PCA on very large data)")
+    seed: int = param(0, help="random seed (randomized PCA on very large data; Platt scaling with scores = proba)")
+    scores: str = scores_param()
 
     def _train(self, z, y):
-        from sklearn.svm import SVC
-
-        return SVC(kernel=self.kernel, C=self.c, degree=self.degree, gamma="scale",
-                   decision_function_shape="ovr").fit(z, y)
-
-    def _scores(self, z):
-        return _two_columns(self.model_.decision_function(z))
+        return svc(z, y, proba=self.scores == "proba", seed=self.seed, kernel=self.kernel, C=self.c,
+                   degree=self.degree)

@@ -15,6 +15,11 @@ def register_anonymizers(register):
     register(BlockPermutation)
     register(RandomSetMean)
 
+    from .templates import Ive, PeMiu
+
+    register(PeMiu)
+    register(Ive)
+
 
 @hookimpl
 def register_recognizers(register):
@@ -60,6 +65,10 @@ def register_utility_measures(register):
     register(AttributeAccuracy)
     register(CosineSimilarity)
     register(Snr)
+
+    from .templates import VerificationError
+
+    register(VerificationError)
 
 
 @hookimpl

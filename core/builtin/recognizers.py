@@ -10,6 +10,15 @@ space; without ``fit`` it fits on the gallery); ``score(probes)`` returns a :cla
   learned in ``fit``, a classifier trained in ``enroll``;
 * ``any.lda_cosine``: PCA + LDA learned on the labelled training set, cosine to class centroids.
 
+SEBA-style options of every recognizer built on :class:`_SpaceRecognizer` (:class:`ClassifierOptions`):
+``cv_folds`` (stratified k-fold cross-validation of the classifier on the data it is trained on, per-fold
+balanced accuracies in ``cv_scores_``), ``keep`` (the best fold's estimator, or the mean of every fold's scores)
+and, where the classifier has probabilities, ``scores`` (``"decision"`` values or ``"proba"`` probabilities).
+
+``any.cosine_centroid`` and ``any.knn`` compare templates: when the gallery's templates come from a protection
+that declares a comparator (:meth:`bioanon.methods.Anonymizer.comparator`, e.g. ``any.pe_miu``) they compare
+with it instead (``declared_comparator``; the report names it).
+
 Samples become vectors through :func:`bioanon.methods.feature_matrix`: the first fixed-shape payload present
 (``features``, ``imu``, ``pose``, ``image``) flattened, else the default feature view a trait plugin registers for
 a payload that cannot be flattened (``register_payload_features``; e.g. utterance MFCC statistics for ``audio``
@@ -23,9 +32,33 @@ from typing import ClassVar
 import attrs
 import numpy as np
 
-from ..errors import TableError
+from ..errors import ParameterError, TableError
 from ..methods import (CentroidRecognizer, Recognizer, ScoreMatrix, class_sums, feature_matrix, fitted, labels_of,
-                       n_components_ok, param)
+                       n_components_ok, param, table_comparator)
+
+DECLARED_COMPARATOR_HELP = ("compare templates with the comparator their protection declares, when the reference "
+                            "templates (training database or gallery) come from one (the black-box attacker; "
+                            "bioanon.methods.Comparator); false: always this method's own comparison")
+
+
+def declared_comparator(method, table):
+    """The :class:`~bioanon.methods.Comparator` the templates of ``table`` (the reference side: an attacker
+    database or a gallery) declare, when ``method.declared_comparator`` is on; else None."""
+    return table_comparator(table) if getattr(method, "declared_comparator", False) else None
+
+
+def class_top_mean(s: np.ndarray, codes: np.ndarray, n_classes: int, k: int | None) -> np.ndarray:
+    """Per class, the mean of the ``k`` largest similarities of each probe to the class's references
+    (``k = None``: all of them): ``(P, n_classes)``; a loop over classes, vectorized over probes."""
+    out = np.empty((s.shape[0], n_classes))
+    for c in range(n_classes):
+        sc = s[:, codes == c]
+        kk = sc.shape[1] if k is None else min(k, sc.shape[1])
+        if kk == sc.shape[1]:
+            out[:, c] = sc.mean(axis=1)
+        else:
+            out[:, c] = -np.partition(-sc, kk - 1, axis=1)[:, :kk].mean(axis=1)
+    return out
 
 
 def _check_dim(method, x: np.ndarray, fitted_dim: int) -> None:
@@ -54,8 +87,11 @@ class CosineNearestCentroid(CentroidRecognizer):
 
     center: bool = param(True, help="subtract the training mean before normalizing")
     payload: str = param("", help="payload column (default: the first supported one present)")
+    declared_comparator: bool = param(True, help=DECLARED_COMPARATOR_HELP)
 
     mean_: np.ndarray | None = fitted()
+    comparator_: object = fitted()
+    gallery_: tuple | None = fitted()
 
     def _x(self, table) -> np.ndarray:
         return feature_matrix(table, self.payload or None, candidates=self.payloads, who=self.id)
@@ -74,6 +110,29 @@ class CosineNearestCentroid(CentroidRecognizer):
 
     def is_fitted(self) -> bool:
         return not self.center or self.mean_ is not None
+
+    def enroll(self, gallery, label: str = "subject"):
+        """Class templates as in :class:`CentroidRecognizer`; when the gallery's templates declare a comparator
+        (a protection such as ``any.pe_miu``), the enrolled templates are kept as they are instead and a class
+        scores the mean comparator similarity of the probe to its templates (a mean template is meaningless
+        when, e.g., blocks are shuffled per template)."""
+        self.comparator_ = declared_comparator(self, gallery)
+        if self.comparator_ is None:
+            self.gallery_ = None
+            return super().enroll(gallery, label)
+        classes, codes = np.unique(labels_of(gallery, label), return_inverse=True)
+        self.classes_, self.gallery_ = classes, (self._x(gallery), codes)
+        return self
+
+    def score(self, probes) -> ScoreMatrix:
+        if self.comparator_ is None:
+            return super().score(probes)
+        x, codes = self.gallery_
+        s = self.comparator_(self._x(probes), x)
+        return ScoreMatrix(class_top_mean(s, codes, len(self.classes_), None), self.classes_, probes.sample_ids)
+
+    def comparator_used(self) -> str:
+        return self.comparator_.name if self.comparator_ is not None else ""
 
 
 # ------------------------------------------------------------------------------------------ learned feature spaces
@@ -180,11 +239,119 @@ def _two_columns(d: np.ndarray) -> np.ndarray:
     return np.stack([-d, d], axis=1) if d.ndim == 1 else d
 
 
+# ------------------------------------------------------------------------------------- SEBA-style classifier options
+
+
+def _cv_folds_ok(value) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and (value == 0 or value >= 2)
+
+
+_SCORES_HELP = {
+    "decision": "scores: 'decision' = the classifier's decision values, 'proba' = its class probabilities "
+                "(SEBA's scores: SEBA's distance is 1 - probability)",
+    "proba": "scores: class probabilities (predict_proba; this classifier has no decision function)",
+}
+
+
+def scores_param(default: str = "decision") -> object:
+    """The ``scores`` parameter of a classifier with ``predict_proba``: ``"decision"`` | ``"proba"``; a
+    classifier with probabilities only (random forest, k-NN vote shares) declares ``scores_param("proba")``,
+    whose only allowed value is ``"proba"`` (so a config that asks every classifier for probabilities loads)."""
+    choices = ("decision", "proba") if default == "decision" else ("proba",)
+    return param(default, help=_SCORES_HELP[default], choices=choices)
+
+
+def svc(z: np.ndarray, y: np.ndarray, *, proba: bool, seed: int, **params) -> object:
+    """A fitted one-vs-rest ``SVC(**params)``; with ``proba`` Platt-scaled probabilities seeded with ``seed``
+    (``SVC(probability=True)`` as SEBA, or scikit-learn's replacement ``CalibratedClassifierCV(SVC(),
+    ensemble=False)`` where that parameter is gone, scikit-learn >= 1.11)."""
+    import warnings
+
+    from sklearn.svm import SVC
+
+    base = SVC(gamma="scale", decision_function_shape="ovr", **params)
+    if not proba:
+        return base.fit(z, y)
+    if "probability" in base.get_params():
+        with warnings.catch_warnings():  # deprecated in scikit-learn 1.9, the same model until it is removed
+            warnings.simplefilter("ignore", FutureWarning)
+            return base.set_params(probability=True, random_state=seed).fit(z, y)
+    from sklearn.calibration import CalibratedClassifierCV
+    from sklearn.model_selection import StratifiedKFold
+
+    folds = max(2, min(5, int(np.bincount(y).max())))
+    cv = StratifiedKFold(folds, shuffle=True, random_state=seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        return CalibratedClassifierCV(base, method="sigmoid", ensemble=False, cv=cv).fit(z, y)
+
+
+@attrs.define(kw_only=True, slots=False)
+class ClassifierOptions:
+    """Mixin: SEBA's cross-validated classifier training (``peers/seba.md`` §8.1).
+
+    ``cv_folds`` = k >= 2 trains the classifier with stratified k-fold cross-validation (scikit-learn's
+    ``StratifiedKFold(k)``, unshuffled, as SEBA's ``cross_validate``) on the data it is trained on (the
+    enrolment gallery for identity recognizers, the labelled training set for attribute classifiers) and
+    records each fold's balanced accuracy on its held-out part (``cv_scores_``). ``keep = "best"`` keeps the
+    estimator of the fold with the highest balanced accuracy (the first on ties; trained on (k−1)/k of the
+    data, as SEBA), ``"all"`` scores with the mean of every fold estimator's scores. 0 = off (one estimator on
+    all the data). Like scikit-learn, it needs at least k samples in at least one class (ParameterError
+    otherwise); a smaller class is absent from some held-out parts (scikit-learn warns; bioanon does not), and a
+    class with a single sample is absent from one fold's training part (that fold's estimator scores it below
+    every other class; with ``keep = "all"`` a class's score is the mean over the folds trained on it).
+
+    A recognizer that wraps a core one (:class:`~bioanon.methods.FeatureRecognizer`) takes the mixin too and
+    passes :meth:`classifier_options` to its inner recognizer."""
+
+    cv_folds: int = param(0, help="stratified k-fold cross-validation of the classifier on its training data "
+                                  "(SEBA); 0 = off", check=_cv_folds_ok, check_text="0 (off) or an int >= 2")
+    keep: str = param("best", help="with cv_folds: 'best' = the best fold's estimator (SEBA), 'all' = the mean "
+                                   "of every fold estimator's scores", choices=("best", "all"))
+
+    def classifier_options(self) -> dict[str, object]:
+        """``cv_folds``, ``keep`` and (when declared) ``scores``: the parameters to pass to an inner
+        recognizer."""
+        names = [n for n in ("cv_folds", "keep", "scores") if n in attrs.fields_dict(type(self))]
+        return {n: getattr(self, n) for n in names}
+
+
+@attrs.frozen
+class FoldModels:
+    """The estimators kept by cross-validation, each with the (sorted) class indices it was trained on."""
+
+    models: tuple[object, ...]
+    classes: tuple[np.ndarray, ...]
+    n_classes: int
+    n_samples: int  # the samples cross-validated
+
+
+def cv_summary(recognizer) -> dict[str, float] | None:
+    """Mean, (population) std, min and max of the per-fold balanced accuracies of a cross-validated recognizer
+    (also one wrapped by a :class:`~bioanon.methods.FeatureRecognizer`), with the number of folds, classes and
+    samples cross-validated and ``keep``; None without cross-validation."""
+    rec = recognizer if getattr(recognizer, "cv_scores_", None) is not None else getattr(recognizer, "inner_", None)
+    cv = getattr(rec, "cv_scores_", None)
+    model = getattr(rec, "model_", None)
+    if cv is None or not isinstance(model, FoldModels):
+        return None
+    cv = np.asarray(cv, dtype=np.float64)
+    return {"mean": float(cv.mean()), "std": float(cv.std()), "min": float(cv.min()), "max": float(cv.max()),
+            "folds": int(cv.size), "classes": model.n_classes, "samples": model.n_samples, "keep": rec.keep}
+
+
+def _balanced_accuracy(true: np.ndarray, pred: np.ndarray) -> float:
+    """Mean recall over the classes present in ``true`` (scikit-learn's ``balanced_accuracy_score``)."""
+    classes = np.unique(true)
+    return float(np.mean([np.mean(pred[true == c] == c) for c in classes]))
+
+
 @attrs.define(kw_only=True)
-class _SpaceRecognizer(Recognizer):
+class _SpaceRecognizer(Recognizer, ClassifierOptions):
     """Shared machinery: ``fit`` learns a :class:`FeatureSpace` (standardize + PCA) on the attacker's training
-    set; ``enroll`` maps the gallery through it and trains ``_train(z, y)``; ``score`` maps probes and calls
-    ``_scores(z)``. Subclasses implement those two."""
+    set; ``enroll`` maps the gallery through it and trains ``_train(z, y)`` (cross-validated with
+    ``cv_folds``: :class:`ClassifierOptions`); ``score`` maps probes and calls ``_model_scores(model, z)``.
+    Subclasses implement those two."""
 
     payloads: ClassVar[tuple[str, ...]] = ("features", "imu", "pose", "image")
     has_embedding: ClassVar[bool] = True
@@ -197,6 +364,7 @@ class _SpaceRecognizer(Recognizer):
     space_: FeatureSpace | None = fitted()
     classes_: np.ndarray | None = fitted()
     model_: object = fitted()
+    cv_scores_: np.ndarray | None = fitted()  # per-fold balanced accuracies of the last cross-validated training
 
     def _x(self, table) -> np.ndarray:
         return feature_matrix(table, self.payload or None, candidates=self.payloads, who=self.id)
@@ -218,7 +386,7 @@ class _SpaceRecognizer(Recognizer):
             self.fit(gallery, label)
         classes, y = np.unique(labels_of(gallery, label), return_inverse=True)
         self.classes_ = classes
-        self.model_ = self._train(self.embed(gallery), y) if len(classes) > 1 else None
+        self.model_ = self._fit_model(self.embed(gallery), y, len(classes))
         return self
 
     def score(self, probes) -> ScoreMatrix:
@@ -231,8 +399,74 @@ class _SpaceRecognizer(Recognizer):
     def _train(self, z: np.ndarray, y: np.ndarray) -> object:
         raise NotImplementedError
 
+    def _model_scores(self, model: object, z: np.ndarray) -> np.ndarray:
+        """Scores (probes × the classes ``model`` was trained on) of one trained model."""
+        if getattr(self, "scores", "decision") == "proba":
+            return model.predict_proba(z)
+        return _two_columns(model.decision_function(z))
+
     def _scores(self, z: np.ndarray) -> np.ndarray:
-        return _two_columns(self.model_.decision_function(z))
+        f = self.model_
+        if not isinstance(f, FoldModels):
+            return self._model_scores(f, z)
+        if len(f.models) == 1:
+            return self._fold_scores(f.models[0], f.classes[0], f.n_classes, z)
+        # keep = all: each class's score is the mean over the fold estimators trained on it (a class with a
+        # single sample is missing from one fold's training part)
+        s = np.stack([self._fold_scores(m, c, f.n_classes, z, missing=np.nan) for m, c in zip(f.models, f.classes)])
+        return np.nanmean(s, axis=0)
+
+    def _fold_scores(self, model: object, classes: np.ndarray, n_classes: int, z: np.ndarray, *,
+                     missing: float | None = None) -> np.ndarray:
+        """A fold estimator's scores in all ``n_classes`` columns; a class it was not trained on gets
+        ``missing``, or (None) each row's minimum minus one (never the prediction)."""
+        s = np.asarray(self._model_scores(model, z), dtype=np.float64)
+        if len(classes) == n_classes:
+            return s
+        fill = s.min(axis=1, keepdims=True) - 1.0 if missing is None else np.full((len(s), 1), missing)
+        out = np.repeat(fill, n_classes, axis=1)
+        out[:, classes] = s
+        return out
+
+    def _fit_model(self, z: np.ndarray, y: np.ndarray, n_classes: int) -> object:
+        """The classifier of ``n_classes`` classes (``y`` in 0..n_classes-1): ``_train(z, y)``, or with
+        ``cv_folds`` the cross-validated :class:`FoldModels` (``cv_scores_`` set); None for a single class."""
+        self.cv_scores_ = None
+        if n_classes < 2:
+            return None
+        if not self.cv_folds:
+            return self._train(z, y)
+        import warnings
+
+        from sklearn.model_selection import StratifiedKFold
+
+        k = self.cv_folds
+        counts = np.bincount(y, minlength=n_classes)
+        if counts.max() < k:
+            raise ParameterError(self.id, "cv_folds", k,
+                                 f"at most the size of the largest class (cross-validation needs >= {k} samples "
+                                 f"in at least one class; the largest class has {counts.max()} samples, the "
+                                 f"smallest {counts.min()}): lower cv_folds or enrol more samples per class")
+        with warnings.catch_warnings():  # "the least populated class has only n members": documented above
+            warnings.simplefilter("ignore", UserWarning)
+            folds = list(StratifiedKFold(n_splits=k).split(z, y))
+        models, present, accuracy = [], [], []
+        for i, (tr, te) in enumerate(folds):
+            classes, yi = np.unique(y[tr], return_inverse=True)
+            if len(classes) < 2:
+                raise ParameterError(self.id, "cv_folds", k,
+                                     f"folds whose training part holds at least 2 classes (fold {i + 1} of {k} "
+                                     f"trains on one class only; the smallest class has {counts.min()} samples)")
+            m = self._train(z[tr], yi)
+            pred = np.argmax(self._fold_scores(m, classes, n_classes, z[te]), axis=1)
+            models.append(m)
+            present.append(classes)
+            accuracy.append(_balanced_accuracy(y[te], pred))
+        self.cv_scores_ = np.asarray(accuracy)
+        if self.keep == "best":
+            b = int(np.argmax(self.cv_scores_))  # the first best fold, as np.argmax in SEBA
+            return FoldModels((models[b],), (present[b],), n_classes, len(y))
+        return FoldModels(tuple(models), tuple(present), n_classes, len(y))
 
 
 @attrs.define(kw_only=True)
@@ -240,18 +474,19 @@ class PcaSvm(_SpaceRecognizer):
     """Standardization + PCA, then a linear or RBF support vector machine on the enrolled classes.
 
     ``fit`` learns the standardization and the PCA basis on the attacker's training set; ``enroll`` trains a
-    SVC on the gallery in that space. Scores are its one-vs-rest decision function."""
+    SVC on the gallery in that space. Scores are its one-vs-rest decision function, or with ``scores =
+    "proba"`` its Platt-scaled class probabilities (``SVC(probability=True)``, seeded with ``seed``; SEBA's
+    scores)."""
 
     id: ClassVar[str] = "any.pca_svm"
 
     kernel: str = param("linear", help="SVM kernel", choices=("linear", "rbf"))
     c: float = param(1.0, help="SVM regularization C", low=0.0, low_inclusive=False)
-    seed: int = param(0, help="random seed (randomized PCA on very large data)")
+    seed: int = param(0, help="random seed (randomized PCA on very large data; Platt scaling with scores = proba)")
+    scores: str = scores_param()
 
     def _train(self, z, y):
-        from sklearn.svm import SVC
-
-        return SVC(kernel=self.kernel, C=self.c, gamma="scale", decision_function_shape="ovr").fit(z, y)
+        return svc(z, y, proba=self.scores == "proba", seed=self.seed, kernel=self.kernel, C=self.c)
 
 
 @attrs.define(kw_only=True)
@@ -267,6 +502,7 @@ class RandomForest(_SpaceRecognizer):
     max_features: str = param("sqrt", help="features considered per split", choices=("sqrt", "log2", "all"))
     seed: int = param(0, help="random seed")
     n_jobs: int = param(1, help="parallel jobs (-1 = all cores)", affects_output=False)
+    scores: str = scores_param("proba")
 
     def _train(self, z, y):
         from sklearn.ensemble import RandomForestClassifier
@@ -275,21 +511,20 @@ class RandomForest(_SpaceRecognizer):
         return RandomForestClassifier(n_estimators=self.n_estimators, max_features=mf, random_state=self.seed,
                                       n_jobs=self.n_jobs).fit(z, y)
 
-    def _scores(self, z):
-        return self.model_.predict_proba(z)
-
 
 @attrs.define(kw_only=True)
 class LogisticRegression(_SpaceRecognizer):
     """Standardization + PCA, then multinomial logistic regression on the enrolled classes.
 
     ``fit`` learns the PCA basis on the attacker's training set; ``enroll`` trains the L2-regularized
-    classifier on the gallery. Scores are the class logits (decision function)."""
+    classifier on the gallery. Scores are the class logits (decision function), or with ``scores = "proba"``
+    the class probabilities (their softmax)."""
 
     id: ClassVar[str] = "any.logistic_regression"
 
     c: float = param(1.0, help="inverse L2 regularization strength C", low=0.0, low_inclusive=False)
     max_iter: int = param(2000, help="maximum solver iterations", low=1)
+    scores: str = scores_param()
 
     def _train(self, z, y):
         from sklearn.linear_model import LogisticRegression as LR
@@ -303,12 +538,40 @@ class NearestNeighbors(_SpaceRecognizer):
 
     ``fit`` learns the PCA basis on the attacker's training set; ``enroll`` stores the gallery in that space.
     The score of a class is minus the mean distance to its ``k`` nearest enrolled samples (k = 1: the nearest
-    neighbour), a continuous score, so ties are rare."""
+    neighbour), a continuous score, so ties are rare. (No ``scores`` option: the scores are distances, there is
+    no probability; SEBA's k-NN vote shares are ``any.attribute_knn``'s scores.)"""
 
     id: ClassVar[str] = "any.knn"
 
     k: int = param(1, help="nearest enrolled samples per class averaged into its score", low=1)
     metric: str = param("euclidean", help="distance", choices=("euclidean", "cosine"))
+    declared_comparator: bool = param(True, help=DECLARED_COMPARATOR_HELP)
+
+    comparator_: object = fitted()
+
+    def enroll(self, gallery, label: str = "subject"):
+        """As :class:`_SpaceRecognizer`; when the gallery's templates declare a comparator (a protection such as
+        ``any.pe_miu``), the raw gallery templates are kept and a class scores the mean of the probe's ``k``
+        highest comparator similarities to its templates (no standardization or PCA: they are meaningless
+        when, e.g., blocks are shuffled per template)."""
+        self.comparator_ = declared_comparator(self, gallery)
+        if self.comparator_ is None:
+            return super().enroll(gallery, label)
+        classes, codes = np.unique(labels_of(gallery, label), return_inverse=True)
+        self.classes_, self.model_ = classes, (self._x(gallery), codes)
+        return self
+
+    def score(self, probes) -> ScoreMatrix:
+        if self.comparator_ is None:
+            return super().score(probes)
+        if self.classes_ is None:
+            raise RuntimeError(f"{self.id}: enroll() before score()")
+        x, codes = self.model_
+        s = self.comparator_(self._x(probes), x)
+        return ScoreMatrix(class_top_mean(s, codes, len(self.classes_), self.k), self.classes_, probes.sample_ids)
+
+    def comparator_used(self) -> str:
+        return self.comparator_.name if self.comparator_ is not None else ""
 
     def _prep(self, z):
         return _l2_normalize(z) if self.metric == "cosine" else z
@@ -318,8 +581,8 @@ class NearestNeighbors(_SpaceRecognizer):
         starts = np.flatnonzero(np.r_[True, np.diff(y[order]) != 0])
         return self._prep(z[order]), starts
 
-    def _scores(self, z):
-        g, starts = self.model_
+    def _model_scores(self, model, z):
+        g, starts = model
         q = self._prep(z)
         d = q @ g.T  # one (probes, gallery) matrix, then in-place passes
         if self.metric == "cosine":
@@ -398,8 +661,8 @@ class LdaCosine(_SpaceRecognizer):
         means = sums / np.bincount(y)[:, None]
         return (_l2_normalize(means) if z.shape[1] > 1 else means).astype(np.float32)
 
-    def _scores(self, z):
-        t = self.model_
+    def _model_scores(self, model, z):
+        t = model
         if z.shape[1] > 1:
             return z @ t.T
         return -np.abs(z - t.T)

@@ -17,7 +17,7 @@ from typing import ClassVar
 import attrs
 import numpy as np
 
-from ..errors import TableError
+from ..errors import DataError, TableError
 from ..methods import Selector, feature_matrix, param
 
 _CHUNK_ELEMS = 1 << 22  # distance-matrix elements computed at once
@@ -128,7 +128,14 @@ class ClassificationSelection(Selector):
 
     The recognizer is fitted on the anonymized attacker set; each evaluation subject's samples are split
     (seeded, ``repeats`` times) into enrolment and probes, and subjects are ranked by their mean top-1
-    accuracy, ties broken by the mean margin of the true class's score over the best other class."""
+    accuracy, ties broken by the mean margin of the true class's score over the best other class.
+
+    With ``by`` (SEBA's ``classification`` selector and its ``key``, ``peers/seba.md`` §5) the subjects are
+    instead ranked by a stored per-subject numeric attribute column, e.g. a precomputed hit rate, and no
+    recognizer or attacker set is used: ``order = "descending"`` keeps the ``n`` subjects with the highest
+    values (SEBA sorts ascending and keeps the last ``ids``, i.e. the highest), ``"ascending"`` the lowest; ties
+    go to the subject whose name sorts first. The column must hold one number per subject (DataError naming
+    the column otherwise)."""
 
     id: ClassVar[str] = "any.select_classification"
     payloads: ClassVar[tuple[str, ...]] = ("features", "imu", "pose", "image")
@@ -138,11 +145,49 @@ class ClassificationSelection(Selector):
                              low_inclusive=False, high_inclusive=False)
     repeats: int = param(3, help="enrolment/probe splits averaged", low=1)
     seed: int = param(0, help="random seed of the splits")
+    by: str = param("", help="rank by this stored per-subject numeric attribute instead ('' = by the accuracy "
+                             "of recognizer; SEBA's key, e.g. a precomputed hit rate)")
+    order: str = param("descending", help="with by: 'descending' keeps the subjects with the highest values "
+                                          "(SEBA), 'ascending' the lowest", choices=("descending", "ascending"))
+
+    def subject_values(self, table) -> np.ndarray:
+        """The ``by`` column's value per subject, in ``table.subject_names`` order (DataError when the column
+        is missing, not numeric, missing for a subject or not constant within a subject)."""
+        names = table.subject_names
+        if self.by not in table.attribute_names:
+            raise DataError(f"{self.id}: by = {self.by!r}: the table has no attribute column {self.by!r}; "
+                            f"available: {table.attribute_names}")
+        raw = table.attribute(self.by)
+        if raw.dtype.kind not in "biuf":
+            raise DataError(f"{self.id}: by = {self.by!r}: the column is not numeric (values like "
+                            f"{raw[:3].tolist()}); rank by a column of numbers")
+        v = raw.astype(np.float64)
+        codes = _subject_codes(table, names)
+        if np.isnan(v).any():
+            bad = sorted({names[c] for c in codes[np.isnan(v)]})
+            raise DataError(f"{self.id}: by = {self.by!r}: no value for subjects {bad[:5]}"
+                            + (f" and {len(bad) - 5} more" if len(bad) > 5 else ""))
+        n_subj = len(names)
+        lo = np.full(n_subj, np.inf)
+        hi = np.full(n_subj, -np.inf)
+        np.minimum.at(lo, codes, v)
+        np.maximum.at(hi, codes, v)
+        differ = np.flatnonzero(lo != hi)
+        if differ.size:
+            s = names[differ[0]]
+            raise DataError(f"{self.id}: by = {self.by!r}: the column's values differ within subjects (subject "
+                            f"{s!r} has values from {lo[differ[0]]:g} to {hi[differ[0]]:g}; {differ.size} "
+                            f"subjects in all): rank by a per-subject attribute")
+        return lo
 
     def select(self, table, n, *, attacker=None):
         from ..metrics import label_indices, per_subject_accuracy
 
         names = _check_n(self, table, n)
+        if self.by:
+            v = self.subject_values(table)
+            order = np.lexsort((np.arange(len(names)), -v if self.order == "descending" else v))
+            return [names[i] for i in order[:n]]
         _require_attacker(self, attacker)
         rec = _recognizer(self.recognizer).fit(attacker, "subject")
         acc = np.zeros(len(names))

@@ -38,6 +38,8 @@ def _method_groups(cfg: Any) -> list[tuple[str, Any]]:
     out += [(f"recognizers[{i}]", s) for i, s in enumerate(cfg.recognizers)]
     out += [(f"selection.selectors[{i}]", s) for i, s in enumerate(cfg.selection.selectors)]
     out += [(f"utility[{i}]", s) for i, s in enumerate(cfg.utility)]
+    if getattr(cfg, "templates", None) is not None:
+        out.append(("templates", cfg.templates.recognizer))
     return out
 
 
@@ -75,6 +77,15 @@ def data_problems(cfg: Any, table: Any) -> list[str]:
     problems = []
     payloads = table.payload_names
     viewed = set(get_registry().featurizers)
+    templates = getattr(cfg, "templates", None)
+    if templates is not None:  # the extractor reads the data; everything after it reads templates
+        cls = templates.recognizer.method_class()
+        if not reads_payload(cls, payloads, viewed):
+            problems.append(f"templates: {cls.id} reads {' or '.join(cls.payloads)} data, but the data set has only "
+                            f"{', '.join(payloads) or 'no payload'}")
+        if templates.label != "subject" and templates.label not in table.attribute_names:
+            problems.append(f"templates.label: the data set has no attribute column 'attr.{templates.label}'")
+        payloads = ["features"]
     groups = [("anonymizers", cfg.anonymizers), ("recognizers", cfg.recognizers), ("utility", cfg.utility)]
     if cfg.deanonymizer is not None:
         groups.append(("deanonymizer", [cfg.deanonymizer]))
@@ -96,12 +107,33 @@ def data_problems(cfg: Any, table: Any) -> list[str]:
         if protocol not in table.attribute_names:
             problems.append(f"report.paper_protocol: the data set has no attribute column 'attr.{protocol}'; "
                             f"available: {table.attribute_names}")
+    breakdown = cfg.report.breakdown
+    for col in () if breakdown == "auto" else breakdown:
+        if col not in table.attribute_names:
+            problems.append(f"report.breakdown: the data set has no attribute column 'attr.{col}'; available: "
+                            f"{table.attribute_names}")
+    problems += role_problems(table)
     if cfg.label != "subject" and cfg.label not in table.attribute_names:
         problems.append(f"label: the data set has no attribute column 'attr.{cfg.label}'; available: "
                         f"{table.attribute_names}")
     if not problems:
         problems += preflight_problems(cfg, table)
     return problems
+
+
+def role_problems(table: Any) -> list[str]:
+    """Values of the role column (:data:`~bioanon.evaluation.tasks.ROLE_COLUMN`) other than enrolment, trial
+    or null."""
+    from .tasks import ROLE_COLUMN, ROLE_VALUES, has_roles
+
+    if not has_roles(table):
+        return []
+    role = table.attribute(ROLE_COLUMN).astype(object)
+    bad = sorted({str(v) for v in role if v is not None and v not in ROLE_VALUES})
+    if bad:
+        return [f"data: the attribute column 'attr.{ROLE_COLUMN}' fixes the enrolment/test split and takes the "
+                f"values {list(ROLE_VALUES)} (or null), got {bad[:5]}"]
+    return []
 
 
 def preflight_problems(cfg: Any, table: Any) -> list[str]:
@@ -165,5 +197,21 @@ def validate(config: Any, *, out_dir: str | os.PathLike | None = None, data: Any
     problems += device_problems(cfg)
     if data is not None:
         problems += data_problems(cfg, data)
+        if load_data and getattr(cfg, "attacker_dataset", None) is not None:
+            problems += attacker_problems(cfg, data)
     raise_problems(problems, f"config {cfg.name!r} cannot run")
     return cfg
+
+
+def attacker_problems(cfg: Any, data: Any) -> list[str]:
+    """What is wrong with the ``[attacker_dataset]`` of ``cfg`` against the evaluated data ``data`` (its
+    attribute mapping, subject, label and payload checks; see :func:`~bioanon.evaluation.run.prepare_attacker_data`),
+    after loading it without the cache."""
+    from .run import attacker_data_problems, import_dataset, map_attacker_table
+
+    problems: list[str] = []
+    table = map_attacker_table(import_dataset(cfg.attacker_dataset, None, "attacker data set")[0],
+                               cfg.attacker_dataset, problems)
+    if table is not None:
+        problems += attacker_data_problems(cfg, data, table)
+    return problems

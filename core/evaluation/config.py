@@ -35,7 +35,7 @@ import math
 import os
 import re
 import tomllib
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,8 @@ from ..methods import Method
 __all__ = [
     "ALWAYS_SCENARIOS",
     "SCENARIOS",
+    "AttackerDatasetSpec",
+    "AttributeMap",
     "DatasetSpec",
     "EvalConfig",
     "MethodSpec",
@@ -55,6 +57,7 @@ __all__ = [
     "ReportSpec",
     "RunSpec",
     "SelectionSpec",
+    "TemplatesSpec",
     "load_config",
 ]
 
@@ -67,6 +70,8 @@ DEFAULT_NAME = "evaluation"
 DEFAULT_SELECTORS = ("random",)
 DEFAULT_RANDOM_DRAWS = 5
 DEFAULT_RATES = {"background": 0.2, "attacker": 0.4, "evaluation": 0.4, "enrolment": 0.5}
+# with [attacker_dataset]: the attacker's share comes from that data set; the evaluated one gives the rest
+DEFAULT_CROSS_RATES = {"background": 0.2, "attacker": 0.0, "evaluation": 0.8, "enrolment": 0.5}
 DEFAULT_REPORT = {"bootstrap": 1000, "confidence": 0.95, "per_probe_scores": False}
 
 _KIND_NOUN = {
@@ -80,19 +85,29 @@ _KIND_NOUN = {
 
 _TOP_KEYS = (
     "name", "seed", "repeats", "label", "scenarios", "dataset", "rates", "anonymizers", "deanonymizer",
-    "recognizers", "selection", "utility", "report", "run",
+    "recognizers", "selection", "utility", "report", "run", "attacker_dataset", "attacker_fit", "templates",
 )  # fmt: skip
-_TOP_SCALARS = ("name", "seed", "repeats", "label", "scenarios")
+_TOP_SCALARS = ("name", "seed", "repeats", "label", "scenarios", "attacker_fit")
+ATTACKER_FITS = ("attacker", "enrolment")
+"""``attacker_fit``: the recognizer is fitted on the attacker split (default) or, as SEBA, on the enrolment part
+of the selected evaluation subjects in the scenario's training kind."""
 _DATASET_KEYS = ("source", "path", "params", "files")
+_ATTACKER_DATASET_KEYS = _DATASET_KEYS + ("attributes", "subjects", "subject_prefix")
 DATASET_FILE_CHECKS = ("stat", "content")
 _RATE_KEYS = ("background", "attacker", "evaluation", "enrolment")
 _SHARE_KEYS = ("background", "attacker", "evaluation")
 _SELECTION_KEYS = ("selectors", "subject_counts", "random_draws")
 _RUN_KEYS = ("device", "jobs")
-_REPORT_KEYS = ("bootstrap", "confidence", "per_probe_scores", "paper_protocol", "reversibility_thresholds")
+_REPORT_KEYS = ("bootstrap", "confidence", "per_probe_scores", "paper_protocol", "reversibility_thresholds",
+                "breakdown")
+BREAKDOWN_AUTO = ("sex", "gender", "subset")
+"""The attribute columns ``[report] breakdown = "auto"`` (the default) breaks EER and min Cllr down by: those of
+them the data have."""
 DEFAULT_REVERSIBILITY = (0.1, 0.5)
 _METHOD_KEYS = ("id", "name", "params")
 _ANONYMIZER_KEYS = ("id", "name", "params", "grid")
+_TEMPLATES_KEYS = ("recognizer", "params", "fit", "label")
+TEMPLATE_FITS = ("background", "attacker")
 
 
 # --------------------------------------------------------------------------------------------------- specs
@@ -189,11 +204,54 @@ class DatasetSpec:
 
 
 @attrs.frozen
+class AttributeMap:
+    """How one attribute of the attacker data set maps onto the evaluated data's label space: its new
+    ``name`` (the evaluated data's attribute) and ``values`` (attacker value, as text → evaluated value; values
+    not listed are kept as they are)."""
+
+    name: str
+    values: dict[str, Any] = attrs.field(factory=dict)
+
+    def to_dict(self) -> Any:
+        return {"to": self.name, "values": jsonable(self.values)} if self.values else self.name
+
+
+@attrs.frozen
+class AttackerDatasetSpec(DatasetSpec):
+    """``[attacker_dataset]``: a second data set whose subjects form the attacker's training set (and database)
+    for cross-database protocols; the evaluated ``[dataset]`` then gives only the background and the evaluation
+    subjects. Besides a :class:`DatasetSpec`'s keys:
+
+    ``attributes``: attacker attribute → :class:`AttributeMap` (written ``gender = "sex"`` to rename, or
+    ``gender = { to = "sex", values = { female = "F", male = "M" } }`` to map values too).
+    ``subjects``: the share of the attacker data set's subjects used (drawn per repeat; 1 = all).
+    ``subject_prefix``: prepended to the attacker data's subject ids. Ids found in both data sets are an error,
+    since the protocol is valid only when attacker and evaluation subjects are different people; give a prefix
+    only when the two data sets number different people with the same ids."""
+
+    attributes: dict[str, AttributeMap] = attrs.field(factory=dict)
+    subjects: float = 1.0
+    subject_prefix: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()
+        out["attributes"] = {k: m.to_dict() for k, m in self.attributes.items()}
+        out["subjects"] = self.subjects
+        if self.subject_prefix:
+            out["subject_prefix"] = self.subject_prefix
+        return out
+
+
+@attrs.frozen
 class Rates:
     """Shares of subjects (background, attacker, evaluation; they sum to 1) and the share of each evaluation
     subject's samples used for enrolment. ``background = 0`` means no background: the background part is
     empty and every anonymizer is fitted on the set it anonymizes (the attacker and evaluation sets each on
-    their own, as ``fit_transform(table)`` does)."""
+    their own, as ``fit_transform(table)`` does). A config may give ``background`` and ``attacker`` only (SEBA's
+    form): ``evaluation`` is then the rest, 1 − background − attacker.
+
+    With ``[attacker_dataset]`` the attacker set is that other data set: ``attacker`` is 0 (omit it or write
+    0), background + evaluation sum to 1 (default 0.2 / 0.8) and divide the evaluated data set."""
 
     background: float = DEFAULT_RATES["background"]
     attacker: float = DEFAULT_RATES["attacker"]
@@ -218,6 +276,8 @@ class ReportSpec:
     per_probe_scores: bool = DEFAULT_REPORT["per_probe_scores"]
     paper_protocol: str = ""  # attribute of interest: also report utility-preserving-anonymization.txt §5.1.3
     reversibility_thresholds: tuple[float, float] = (0.1, 0.5)  # METRICS.md categories (ours, configurable)
+    # attribute columns whose groups get their own EER and min Cllr; "auto": those of BREAKDOWN_AUTO in the data
+    breakdown: str | tuple[str, ...] = "auto"
 
 
 @attrs.frozen
@@ -229,6 +289,26 @@ class RunSpec:
 
     device: str = ""
     jobs: int = 0
+
+
+@attrs.frozen
+class TemplatesSpec:
+    """The ``[templates]`` stage: after the subject split and before anonymization, the template extractor
+    ``recognizer`` (a recognizer that embeds: ``has_embedding``) is fitted on the ``fit`` part for ``label`` and
+    every part, the clear data included, becomes its templates (payload ``features``), so the protections
+    (anonymizers) and the attackers work on templates.
+
+    ``fit = "background"`` (default): the data owner's extractor, trained on subjects that are neither the
+    attacker's nor evaluated (needs ``rates.background > 0``); ``"attacker"``: trained on the attacker's
+    subjects (an extractor the attacker could have trained too)."""
+
+    recognizer: MethodSpec
+    fit: str = "background"
+    label: str = "subject"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"recognizer": self.recognizer.id, "params": jsonable(self.recognizer.params), "fit": self.fit,
+                "label": self.label}
 
 
 @attrs.frozen
@@ -249,6 +329,9 @@ class EvalConfig:
     utility: tuple[MethodSpec, ...]
     report: ReportSpec
     run: RunSpec = RunSpec()
+    attacker_dataset: AttackerDatasetSpec | None = None
+    attacker_fit: str = "attacker"  # ATTACKER_FITS
+    templates: TemplatesSpec | None = None
 
     def all_scenarios(self) -> tuple[str, ...]:
         """The listed scenarios plus the levels always reported (``clear``, ``chance``)."""
@@ -263,6 +346,7 @@ class EvalConfig:
             "repeats": self.repeats,
             "label": self.label,
             "scenarios": list(self.scenarios),
+            "attacker_fit": self.attacker_fit,
             "dataset": self.dataset.to_dict(),
             "rates": attrs.asdict(self.rates),
             "anonymizers": [a.to_dict() for a in self.anonymizers],
@@ -278,6 +362,12 @@ class EvalConfig:
         out["utility"] = [u.to_dict(grid=False) for u in self.utility]
         out["report"] = {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.asdict(self.report).items()}
         out["run"] = attrs.asdict(self.run)
+        if self.attacker_dataset is not None:  # beside [dataset]
+            items = list(out.items())
+            i = list(out).index("dataset") + 1
+            out = dict(items[:i] + [("attacker_dataset", self.attacker_dataset.to_dict())] + items[i:])
+        if self.templates is not None:
+            out["templates"] = self.templates.to_dict()
         return out
 
     def to_toml(self) -> str:
@@ -468,7 +558,11 @@ class _Validator:
         repeats = self.integer(raw, "repeats", "repeats", 1, 1)
         label = self.string(raw, "label", "label", "subject")
         dataset = self.dataset(raw.get("dataset"))
-        rates = self.rates(raw.get("rates", {}))
+        attacker_dataset = self.attacker_dataset(raw.get("attacker_dataset"))
+        if "attacker_dataset" in raw:
+            rates = self.cross_rates(raw.get("rates", {}))
+        else:
+            rates = self.rates(raw.get("rates", {}))
         anonymizers = self.methods(raw.get("anonymizers"), "anonymizers", "anonymizer", required=True, grid=True)
         self.unique_names(anonymizers, "anonymizers")
         deanonymizer = None
@@ -477,11 +571,19 @@ class _Validator:
         recognizers = self.methods(raw.get("recognizers"), "recognizers", "recognizer", required=True)
         self.unique_names(recognizers, "recognizers")
         scenarios = self.scenarios(raw, "deanonymizer" in raw)
+        attacker_fit = raw.get("attacker_fit", "attacker")
+        if attacker_fit not in ATTACKER_FITS:
+            self.add("attacker_fit", f"expected 'attacker' (fit on the attacker split) or 'enrolment' (SEBA: fit on "
+                                     f"the enrolment part of the selected subjects), {_got(attacker_fit)}")
+        elif attacker_fit == "enrolment" and "attacker_dataset" in raw:
+            self.add("attacker_fit", "'enrolment' fits the attacker on the evaluated subjects' enrolment part, so "
+                                     "[attacker_dataset] would train no attacker: remove one of them")
         selection = self.selection(raw.get("selection", {}))
         utility = self.methods(raw.get("utility"), "utility", "utility", required=False)
         self.unique_names(utility, "utility")
         report = self.report(raw.get("report", {}))
         run = self.run(raw.get("run", {}))
+        templates = self.templates(raw["templates"], rates) if "templates" in raw else None
         self.suitability()
         if self.problems:
             return None
@@ -500,7 +602,37 @@ class _Validator:
             utility=tuple(utility),  # type: ignore[arg-type]
             report=report,
             run=run,
+            attacker_dataset=attacker_dataset,
+            attacker_fit=attacker_fit,
+            templates=templates,
         )
+
+    def templates(self, raw_any: Any, rates: Rates) -> TemplatesSpec | None:
+        """The ``[templates]`` table: a recognizer that embeds, its params, the part it is fitted on."""
+        raw = self.table(raw_any, "templates", _TEMPLATES_KEYS)
+        if not isinstance(raw_any, Mapping):
+            return None
+        if "recognizer" not in raw:
+            self.add("templates.recognizer", "missing required key (the id of a recognizer that embeds, e.g. "
+                                             "gait.cnn or any.lda_cosine)")
+            return None
+        fit = raw.get("fit", "background")
+        if fit not in TEMPLATE_FITS:
+            self.add("templates.fit", f"expected one of {', '.join(TEMPLATE_FITS)}, {_got(fit)}")
+            fit = "background"
+        elif fit == "background" and rates.background == 0:
+            self.add("templates.fit", "'background' needs a background part: rates.background is 0; set it > 0 or "
+                                      "fit = \"attacker\"")
+        label = self.string(raw, "label", "templates.label", "subject")
+        spec = self.method({"id": raw["recognizer"], "params": raw.get("params", {})}, "templates", "recognizer",
+                           bare=True)
+        if spec is None:
+            return None
+        if not spec.method_class().has_embedding:
+            self.add("templates.recognizer", f"{spec.id} has no embedding (has_embedding is false) and cannot "
+                                             "extract templates; use a recognizer that embeds")
+            return None
+        return TemplatesSpec(spec, fit, label or "subject")
 
     def run(self, raw_any: Any) -> RunSpec:
         from ..device import check_device_text
@@ -534,30 +666,32 @@ class _Validator:
             installs = " ; ".join(dict.fromkeys(missing.values()))
             self.add(where, f"{cls.id} needs {', '.join(missing)}, which cannot be imported here: {installs}")
 
-    def dataset(self, raw_any: Any) -> DatasetSpec | None:
+    def dataset(self, raw_any: Any, where: str = "dataset",
+                keys: tuple[str, ...] = _DATASET_KEYS) -> DatasetSpec | None:
+        """Validate a data set table (``[dataset]``, or ``[attacker_dataset]`` with ``where`` and its ``keys``)."""
         if raw_any is None:
-            self.add("dataset.source", "missing required key (the [dataset] table names a dataset source)")
+            self.add(f"{where}.source", f"missing required key (the [{where}] table names a dataset source)")
             return None
         if not isinstance(raw_any, Mapping):
-            self.add("dataset", f"expected a table, {_got(raw_any)}")
+            self.add(where, f"expected a table, {_got(raw_any)}")
             return None
         if "source" not in raw_any:
-            self.add("dataset.source", "missing required key (a registered dataset source id)")
+            self.add(f"{where}.source", "missing required key (a registered dataset source id)")
             cls = None
         else:
-            cls = self.resolve(raw_any["source"], "dataset.source", "dataset")
-        raw = self.table(raw_any, "dataset", _DATASET_KEYS, method=cls)
-        params = self.params_table(raw.get("params", {}), "dataset.params")
+            cls = self.resolve(raw_any["source"], f"{where}.source", "dataset")
+        raw = self.table(raw_any, where, keys, method=cls)
+        params = self.params_table(raw.get("params", {}), f"{where}.params")
         path = raw.get("path")
         if path is not None and not isinstance(path, (str, os.PathLike)):
-            self.add("dataset.path", f"expected a path (string), {_got(path)}")
+            self.add(f"{where}.path", f"expected a path (string), {_got(path)}")
             path = None
         if cls is None:
             return None
         if cls.needs_path and path is None:  # type: ignore[attr-defined]
-            self.add("dataset.path", f"missing required key: {cls.id} reads a data set from disk; give its path")
+            self.add(f"{where}.path", f"missing required key: {cls.id} reads a data set from disk; give its path")
         elif not cls.needs_path and path is not None:  # type: ignore[attr-defined]
-            self.add("dataset.path", f"not allowed: {cls.id} generates its data and takes no path")
+            self.add(f"{where}.path", f"not allowed: {cls.id} generates its data and takes no path")
             path = None
         if path is not None:
             p = Path(path).expanduser()
@@ -565,13 +699,13 @@ class _Validator:
                 p = (self.base_dir if self.base_dir is not None else Path.cwd()) / p
             p = Path(os.path.normpath(p.absolute()))
             if self.check_paths and not p.exists():
-                self.add("dataset.path", f"no such file or directory: {str(p)!r}")
+                self.add(f"{where}.path", f"no such file or directory: {str(p)!r}")
             path = str(p)
         files = raw.get("files", "stat")
         if files not in DATASET_FILE_CHECKS:
-            self.add("dataset.files", f"expected one of {', '.join(DATASET_FILE_CHECKS)}, {_got(files)}")
+            self.add(f"{where}.files", f"expected one of {', '.join(DATASET_FILE_CHECKS)}, {_got(files)}")
             files = "stat"
-        resolved = self.construct(cls, params, {}, "dataset")
+        resolved = self.construct(cls, params, {}, where)
         if resolved is None:
             return None
         return DatasetSpec(cls.id, path, resolved[0], files, cls=cls)
@@ -579,28 +713,25 @@ class _Validator:
     def rates(self, raw_any: Any) -> Rates:
         raw = self.table(raw_any, "rates", _RATE_KEYS)
         given = [k for k in _SHARE_KEYS if k in raw]
+        if given == ["background", "attacker"]:  # SEBA's form: the evaluation set is the rest
+            b, a = raw["background"], raw["attacker"]
+            if _is_number(b) and _is_number(a) and b + a >= 1 - 1e-9:
+                self.add("rates", f"background + attacker = {b:g} + {a:g} = {b + a:g} leaves no evaluation "
+                                  f"share (evaluation = 1 - background - attacker must be > 0)")
+                return Rates()
+            if _is_number(b) and _is_number(a):
+                raw = {**raw, "evaluation": round(1.0 - b - a, 12)}
+                given = list(_SHARE_KEYS)
         if given and len(given) < 3:
             for k in _SHARE_KEYS:
                 if k not in raw:
                     self.add(
                         f"rates.{k}",
-                        "missing: give all of background, attacker and evaluation (they must sum to 1) or none",
+                        "missing: give all of background, attacker and evaluation (they must sum to 1), "
+                        "background and attacker (evaluation = the rest), or none",
                     )
             return Rates()
-        values = {}
-        ok = True
-        for k in _RATE_KEYS:
-            value = raw.get(k, DEFAULT_RATES[k])
-            if k == "background" and _is_number(value) and value == 0:  # no background: anonymizers fit on
-                values[k] = 0.0  # each set they anonymize
-                continue
-            if not _is_number(value) or not 0 < value < 1:
-                self.add(f"rates.{k}", f"expected a number in (0, 1), {_got(value)}"
-                         + ("; 0 = no background" if k == "background" else ""))
-                ok = False
-                values[k] = DEFAULT_RATES[k]
-            else:
-                values[k] = float(value)
+        values, ok = self.rate_values(raw, _RATE_KEYS, DEFAULT_RATES)
         total = sum(values[k] for k in _SHARE_KEYS)
         if ok and abs(total - 1.0) > 1e-9:
             self.add(
@@ -609,6 +740,107 @@ class _Validator:
                 + " + ".join(f"{values[k]:g}" for k in _SHARE_KEYS)
                 + f" = {total:g}",
             )
+        return Rates(**values)
+
+    def attacker_dataset(self, raw_any: Any) -> AttackerDatasetSpec | None:
+        """``[attacker_dataset]``: a data set like ``[dataset]``, plus the attribute mapping, the share of its
+        subjects used and an optional subject-id prefix (see :class:`AttackerDatasetSpec`)."""
+        if raw_any is None:
+            return None
+        base = self.dataset(raw_any, "attacker_dataset", _ATTACKER_DATASET_KEYS)
+        if not isinstance(raw_any, Mapping):
+            return None
+        attributes = self.attribute_maps(raw_any.get("attributes", {}))
+        share = raw_any.get("subjects", 1.0)
+        if not _is_number(share) or not 0 < share <= 1:
+            self.add("attacker_dataset.subjects",
+                     f"expected the share of the attacker data set's subjects to use, in (0, 1], {_got(share)}")
+            share = 1.0
+        prefix = raw_any.get("subject_prefix", "")
+        if not isinstance(prefix, str):
+            self.add("attacker_dataset.subject_prefix", f"expected a string, {_got(prefix)}")
+            prefix = ""
+        if base is None:
+            return None
+        return AttackerDatasetSpec(base.source, base.path, base.params, base.files, attributes=attributes,
+                                   subjects=float(share), subject_prefix=prefix, cls=base.cls)
+
+    def attribute_maps(self, raw: Any) -> dict[str, AttributeMap]:
+        """``attributes = { <attacker column> = "<evaluated name>" | { to = ..., values = { old = new } } }``."""
+        where = "attacker_dataset.attributes"
+        if not isinstance(raw, Mapping):
+            self.add(where, f"expected a table of attacker attribute → evaluated attribute, {_got(raw)}")
+            return {}
+        out: dict[str, AttributeMap] = {}
+        targets: dict[str, str] = {}
+        for col, spec in raw.items():
+            path = f"{where}.{col}"
+            values: Any = {}
+            if isinstance(spec, Mapping):
+                for k in spec:
+                    if k not in ("to", "values"):
+                        self.add(f"{path}.{k}", f"unknown key; {_did_you_mean(str(k), ('to', 'values'))}")
+                name, values = spec.get("to", col), spec.get("values", {})
+            else:
+                name = spec
+            if not isinstance(name, str) or not name.strip() or name.startswith("attr."):
+                self.add(path, f"expected the evaluated data's attribute name (without 'attr.'), {_got(name)}")
+                continue
+            if not isinstance(values, Mapping) or not all(
+                    isinstance(v, (str, bool)) or _is_number(v) for v in values.values()):
+                self.add(f"{path}.values", f"expected a table of attacker value → evaluated value (strings or "
+                                           f"numbers), {_got(values)}")
+                continue
+            if name in targets:
+                self.add(path, f"maps onto {name!r} like {where}.{targets[name]}; map one column onto each name")
+                continue
+            targets[name] = col
+            out[col] = AttributeMap(name, dict(values))
+        return out
+
+    def rate_values(self, raw: Mapping[str, Any], keys: Sequence[str], defaults: Mapping[str, float],
+                    closed: Sequence[str] = ()) -> tuple[dict[str, float], bool]:
+        """Each rate of ``keys`` (default from ``defaults``) checked to lie in (0, 1) — (0, 1] for the keys in
+        ``closed`` — with ``background = 0`` meaning no background (anonymizers fit on each set they anonymize);
+        returns the values (defaults where invalid) and whether all were valid."""
+        values: dict[str, float] = {}
+        ok = True
+        for k in keys:
+            value = raw.get(k, defaults[k])
+            if k == "background" and _is_number(value) and value == 0:
+                values[k] = 0.0
+            elif not _is_number(value) or not (0 < value <= 1 if k in closed else 0 < value < 1):
+                span = "(0, 1]" if k in closed else "(0, 1)"
+                self.add(f"rates.{k}", f"expected a number in {span}, {_got(value)}"
+                         + ("; 0 = no background" if k == "background" else ""))
+                ok = False
+                values[k] = defaults[k]
+            else:
+                values[k] = float(value)
+        return values, ok
+
+    def cross_rates(self, raw_any: Any) -> Rates:
+        """``[rates]`` beside ``[attacker_dataset]``: background + evaluation = 1 divide the evaluated data set;
+        ``attacker`` must be 0 or omitted (the attacker's subjects come from the attacker data set)."""
+        raw = self.table(raw_any, "rates", _RATE_KEYS)
+        attacker = raw.get("attacker", 0)
+        if not (_is_number(attacker) and attacker == 0):
+            self.add("rates.attacker", f"must be 0 or omitted with [attacker_dataset] (the attacker's subjects "
+                                       f"come from that data set; background + evaluation divide [dataset]), "
+                                       f"{_got(attacker)}")
+        given = [k for k in ("background", "evaluation") if k in raw]
+        if len(given) == 1:
+            other = "evaluation" if given[0] == "background" else "background"
+            self.add(f"rates.{other}", "missing: with [attacker_dataset] give both background and evaluation "
+                                       "(they must sum to 1) or neither")
+            return Rates(**DEFAULT_CROSS_RATES)
+        values, ok = self.rate_values(raw, ("background", "evaluation", "enrolment"), DEFAULT_CROSS_RATES,
+                                      closed=("evaluation",))
+        values["attacker"] = 0.0
+        total = values["background"] + values["evaluation"]
+        if ok and abs(total - 1.0) > 1e-9:
+            self.add("rates", f"with [attacker_dataset] background + evaluation must sum to 1, got "
+                              f"{values['background']:g} + {values['evaluation']:g} = {total:g}")
         return Rates(**values)
 
     def scenarios(self, raw: dict, has_deanonymizer: bool) -> tuple[str, ...]:
@@ -710,7 +942,18 @@ class _Validator:
             paper_protocol=(self.string(raw, "paper_protocol", "report.paper_protocol", "") or ""
                             if raw.get("paper_protocol", "") != "" else ""),
             reversibility_thresholds=self.thresholds(raw),
+            breakdown=self.breakdown(raw),
         )
+
+    def breakdown(self, raw: dict) -> str | tuple[str, ...]:
+        value = raw.get("breakdown", "auto")
+        if value == "auto":
+            return "auto"
+        if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
+            self.add("report.breakdown", f"expected \"auto\" or a list of attribute column names (e.g. [\"sex\", "
+                                         f"\"subset\"]; [] = no breakdown), {_got(value)}")
+            return "auto"
+        return tuple(dict.fromkeys(v.strip().removeprefix("attr.") for v in value))
 
     def thresholds(self, raw: dict) -> tuple[float, float]:
         value = raw.get("reversibility_thresholds", list(DEFAULT_REVERSIBILITY))
@@ -956,10 +1199,24 @@ def _method_lines(spec: MethodSpec, where: str, *, grid: bool) -> list[str]:
     return lines
 
 
+def _attacker_toml_lines(spec: AttackerDatasetSpec) -> list[str]:
+    """``[attacker_dataset]`` as TOML lines."""
+    d = spec.to_dict()
+    lines = ["[attacker_dataset]", f"source = {_toml_string(d['source'])}"]
+    for k in ("path", "files", "subject_prefix"):
+        if k in d:
+            lines.append(f"{k} = {_toml_string(d[k])}")
+    params = {k: v for k, v in d["params"].items() if not (v is None and _default_is_none(spec, k))}
+    lines.append(f"params = {_inline_table(params, 'attacker_dataset.params')}")
+    lines.append(f"attributes = {_inline_table(d['attributes'], 'attacker_dataset.attributes')}")
+    lines.append(f"subjects = {_toml_value(d['subjects'], 'attacker_dataset.subjects')}")
+    return lines
+
+
 def _to_toml(cfg: EvalConfig) -> str:
     d = cfg.to_dict()
     out = ["# bioanon evaluation config (resolved: every default filled in)"]
-    for k in ("name", "seed", "repeats", "label", "scenarios"):
+    for k in ("name", "seed", "repeats", "label", "scenarios", "attacker_fit"):
         out.append(f"{k} = {_toml_value(d[k], k)}")
     ds = d["dataset"]
     out += ["", "[dataset]", f"source = {_toml_string(ds['source'])}"]
@@ -973,6 +1230,8 @@ def _to_toml(cfg: EvalConfig) -> str:
             continue
         params[k] = v
     out.append(f"params = {_inline_table(params, 'dataset.params')}")
+    if cfg.attacker_dataset is not None:
+        out += ["", *_attacker_toml_lines(cfg.attacker_dataset)]
     out += ["", "[rates]"] + [f"{k} = {_toml_value(v, 'rates.' + k)}" for k, v in d["rates"].items()]
     for i, a in enumerate(cfg.anonymizers):
         out += ["", "[[anonymizers]]"] + _method_lines(a, f"anonymizers[{i}]", grid=True)
@@ -1003,4 +1262,9 @@ def _to_toml(cfg: EvalConfig) -> str:
         out += ["", "[[utility]]"] + _method_lines(u, f"utility[{i}]", grid=False)
     out += ["", "[report]"] + [f"{k} = {_toml_value(v, 'report.' + k)}" for k, v in d["report"].items()]
     out += ["", "[run]"] + [f"{k} = {_toml_value(v, 'run.' + k)}" for k, v in d["run"].items()]
+    if cfg.templates is not None:
+        t = cfg.templates
+        out += ["", "[templates]", f"recognizer = {_toml_string(t.recognizer.id)}",
+                f"params = {_inline_table(jsonable(t.recognizer.params), 'templates.params', spec=t.recognizer)}",
+                f"fit = {_toml_string(t.fit)}", f"label = {_toml_string(t.label)}"]
     return "\n".join(out) + "\n"

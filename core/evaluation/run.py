@@ -49,6 +49,10 @@ class Plan:
     split_tasks: list[dict[str, Any]]
     n_evaluation_subjects: int
     protocol_tasks: list[dict[str, Any]] = attrs.field(factory=list)
+    attacker_dataset_key: str | None = None  # the prepared [attacker_dataset] (cross-database protocol)
+    # about the data, for the report: {"protocol": table metadata "protocol" (e.g. "voiceprivacy") or "",
+    # "enrolment": "role" (split by the data's role column) or "share", "breakdown": [columns]}
+    data_info: dict[str, Any] = attrs.field(factory=dict)
 
 
 class _RunsInCache:
@@ -87,6 +91,7 @@ class EvaluationResult:
     report_path: Path | None = None
     stages: dict[str, dict[str, float]] = attrs.field(factory=dict)  # per stage: executed, cached, seconds
     protocol: Any = None  # the paper's own protocol per setting (when report.paper_protocol is set)
+    breakdown: Any = None  # EER and min Cllr per group of [report] breakdown (see collect_breakdown)
 
     def headline(self) -> Any:
         """Worst case per anonymizer setting (max over recognizers and attack scenarios) of the headline metric:
@@ -166,23 +171,29 @@ def import_data(cfg: Any, data: SampleTable | None, cache: Cache | None) -> tupl
     source's code changed."""
     if data is not None:
         return data, None
-    key = import_key(cfg.dataset) if cache is not None else None
+    return import_dataset(cfg.dataset, cache)
+
+
+def import_dataset(spec: Any, cache: Cache | None, what: str = "data set") -> tuple[SampleTable, str | None]:
+    """Import a DatasetSpec (``[dataset]`` or ``[attacker_dataset]``) through the import cache (see
+    :func:`import_data`); ``what`` names it in the log."""
+    key = import_key(spec) if cache is not None else None
     if key is not None:
         ref = cache.get_json(key)
         table = cache.get_table(ref["dataset"]) if isinstance(ref, Mapping) and "dataset" in ref else None
         if table is not None:
-            log.info("data set %s: %d samples, imported before (from the cache)", cfg.dataset.source, table.num_rows)
+            log.info("%s %s: %d samples, imported before (from the cache)", what, spec.source, table.num_rows)
             return table, ref["dataset"]
     from .. import load_dataset
 
-    log.info("importing the data set %s%s", cfg.dataset.source, f" from {cfg.dataset.path}" if cfg.dataset.path else "")
-    table = load_dataset(cfg.dataset.source, cfg.dataset.path, **cfg.dataset.params)
+    log.info("importing the %s %s%s", what, spec.source, f" from {spec.path}" if spec.path else "")
+    table = load_dataset(spec.source, spec.path, **spec.params)
     if key is None:
         return table, None
     check_disk_space(ResourceEstimate(2 * int(table.arrow.nbytes), 0, 0), cache)  # room for the table itself
     dataset_key = table_fingerprint(table)
     cache.put_table(dataset_key, table)
-    cache.put_json(key, {"dataset": dataset_key, "source": cfg.dataset.source, "path": cfg.dataset.path,
+    cache.put_json(key, {"dataset": dataset_key, "source": spec.source, "path": spec.path,
                          "rows": table.num_rows})
     stored = cache.get_table(dataset_key)  # memory-mapped: the imported copy can be freed
     return (stored, dataset_key) if stored is not None else (table, dataset_key)
@@ -229,29 +240,178 @@ def import_key(spec: Any) -> str | None:
                         "check": spec.files})
 
 
-def _unsplittable(table: SampleTable, enrolment: float, label: str) -> tuple[list[str], list[str]]:
+# --------------------------------------------------------------------------------- [attacker_dataset]
+
+
+def dataset_name(spec: Any) -> str:
+    """A data set as the messages and the report name it: its source, and its path when it has one."""
+    return f"{spec.source} ({spec.path})" if spec.path else spec.source
+
+
+def prepare_attacker_data(cfg: Any, data: SampleTable, cache: Cache) -> tuple[SampleTable, str]:
+    """The ``[attacker_dataset]`` of ``cfg`` ready for the plan, and its cache key.
+
+    Imported through the import cache (:func:`import_dataset`, like ``[dataset]``), its attributes mapped onto
+    the evaluated data's names and values and its subject ids prefixed (:func:`map_attacker_table`), then
+    checked against the evaluated data ``data`` (:func:`attacker_data_problems`): one ConfigError lists every
+    problem. The mapped table is stored under a key derived from the import's and the mapping's, so a rerun
+    neither re-imports nor re-hashes it."""
+    from ..cache import fingerprint
+
+    spec = cfg.attacker_dataset
+    raw, raw_key = import_dataset(spec, cache, "attacker data set")
+    problems: list[str] = []
+    table = map_attacker_table(raw, spec, problems)
+    if table is not None:
+        problems += attacker_data_problems(cfg, data, table)
+    raise_problems(problems, f"config {cfg.name!r}: the attacker data set {dataset_name(spec)} does not suit the "
+                              f"evaluated data set {dataset_name(cfg.dataset)}")
+    raw_key = raw_key or table_fingerprint(raw)
+    if not spec.attributes and not spec.subject_prefix:
+        return raw, raw_key
+    key = fingerprint({"attacker_dataset": raw_key, "prefix": spec.subject_prefix,
+                       "attributes": {k: m.to_dict() for k, m in spec.attributes.items()}})
+    if not cache.has_table(key):
+        cache.put_table(key, table)
+    stored = cache.get_table(key)  # memory-mapped
+    return (stored if stored is not None else table), key
+
+
+def _value_text(value: Any) -> str:
+    """An attribute value as the keys of ``attributes.<column>.values`` write it (TOML keys are text)."""
+    if isinstance(value, (bool, np.bool_)):
+        return "true" if value else "false"
+    return str(value.item() if isinstance(value, np.generic) else value)
+
+
+def map_attacker_table(table: SampleTable, spec: Any, problems: list[str]) -> SampleTable | None:
+    """``table`` with the attribute mapping of ``spec`` (an AttackerDatasetSpec) applied (each column renamed,
+    values listed in ``values`` replaced, the others kept) and its subject ids prefixed with
+    ``spec.subject_prefix``; None, with ``problems`` extended, when a mapped column does not exist or mixes
+    types after mapping."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ..errors import TableError
+
+    names = table.attribute_names
+    mapped: dict[str, tuple[str, Any]] = {}
+    for col, m in spec.attributes.items():
+        where = f"attacker_dataset.attributes.{col}"
+        if col not in names:
+            problems.append(f"{where}: the attacker data set {dataset_name(spec)} has no attribute column "
+                            f"'attr.{col}'; available: {names}")
+            continue
+        values = table.arrow.column(f"attr.{col}").to_pylist()
+        if m.values:
+            values = [v if v is None else m.values.get(_value_text(v), v) for v in values]
+        mapped[m.name] = (where, values)
+    if problems:
+        return None
+    out = SampleTable(table.arrow.drop_columns([f"attr.{c}" for c in spec.attributes]), validate=False)
+    for name, (where, values) in mapped.items():  # every column read before any is replaced (swaps work)
+        try:
+            out = out.with_attribute(name, values)
+        except (TableError, pa.ArrowException) as exc:
+            problems.append(f"{where}.values: the mapped column 'attr.{name}' mixes value types (map every value "
+                            f"to the same type): {exc}")
+            return None
+    if spec.subject_prefix:
+        arrow = out.arrow
+        i = arrow.schema.get_field_index("subject")
+        field = arrow.schema.field(i)
+        prefixed = pc.binary_join_element_wise(spec.subject_prefix, arrow.column(i), "").cast(field.type)
+        out = SampleTable(arrow.set_column(i, field, prefixed), validate=False)
+    return out
+
+
+def attacker_data_problems(cfg: Any, data: SampleTable, attacker: SampleTable) -> list[str]:
+    """What makes the (mapped) attacker data set unusable beside the evaluated data ``data``, one line each:
+    subject ids in both (the protocol needs subject-disjoint people), the evaluation's attribute label missing
+    from the attacker data or not covering the evaluated values, payloads missing or of another shape."""
+    import pyarrow.compute as pc
+
+    problems: list[str] = []
+    ours, theirs = dataset_name(cfg.dataset), dataset_name(cfg.attacker_dataset)
+    both = sorted(set(data.subject_names) & set(attacker.subject_names))
+    if both:
+        problems.append(
+            f"attacker_dataset: {len(both)} subject id(s) occur in both the data set {ours} and the attacker data "
+            f"set {theirs}: {', '.join(map(str, both[:5]))}{' …' if len(both) > 5 else ''}; a cross-database "
+            "protocol needs attacker and evaluation subjects to be different people. If the two data sets number "
+            "different people with the same ids, set attacker_dataset.subject_prefix (e.g. \"xdb:\")")
+    label = cfg.label
+    if label != "subject":
+        if label not in attacker.attribute_names:
+            problems.append(f"attacker_dataset: the attacker data set {theirs} has no attribute column "
+                            f"'attr.{label}' (the evaluation's label) after the mapping; available: "
+                            f"{attacker.attribute_names}; map one onto it with attacker_dataset.attributes = "
+                            f"{{ <column> = \"{label}\" }}")
+        elif label in data.attribute_names:
+            have = set(pc.unique(attacker.arrow.column(f"attr.{label}")).drop_null().to_pylist())
+            want = pc.unique(data.arrow.column(f"attr.{label}")).drop_null().to_pylist()
+            missing = sorted((v for v in want if v not in have), key=repr)
+            if missing:
+                problems.append(
+                    f"attacker_dataset: the attacker data set {theirs} has no sample with {label} = "
+                    f"{', '.join(map(repr, missing))}, found in the data set {ours} (the attacker's values: "
+                    f"{', '.join(map(repr, sorted(have, key=repr)))}); map values with "
+                    f"attacker_dataset.attributes.<column>.values")
+    for name in data.payload_names:
+        if name not in attacker.payload_names:
+            problems.append(f"attacker_dataset: the data set {ours} has payload {name!r}, the attacker data set "
+                            f"{theirs} has not (it has {', '.join(attacker.payload_names) or 'no payload'})")
+        elif data.payload_shape(name) != attacker.payload_shape(name):
+            problems.append(f"attacker_dataset: payload {name!r} has per-sample shape {data.payload_shape(name)} in "
+                            f"the data set {ours} but {attacker.payload_shape(name)} in the attacker data set "
+                            f"{theirs}; both must hold the same kind of samples")
+    return problems
+
+
+def _unsplittable(table: SampleTable, enrolment: float, label: str,
+                  cross: bool = False) -> tuple[list[str], list[str]]:
     """Subjects whose samples cannot give both an enrolment and a test sample (they cannot be evaluated, but
-    stay legitimate attacker training material), and the warning that says so."""
-    subjects, counts = np.unique(table.subjects, return_counts=True)
-    sizes = _part_sizes(counts.astype(np.int64), np.array([enrolment, 1.0 - enrolment]))
-    ok = (sizes >= 1).all(axis=1)
+    stay legitimate attacker training material), and the warning that says so. With a role column
+    (:data:`~bioanon.evaluation.tasks.ROLE_COLUMN`) a subject needs an enrolment and a trial sample."""
+    from .tasks import ENROLMENT_ROLE, ROLE_COLUMN, TRIAL_ROLE, has_roles
+
+    if has_roles(table):
+        role = table.attribute(ROLE_COLUMN).astype(object)
+        subjects = np.unique(table.subjects)
+        enrolled = set(table.subjects[role == ENROLMENT_ROLE])
+        tried = set(table.subjects[role == TRIAL_ROLE])
+        ok = np.array([s in enrolled and s in tried for s in subjects], dtype=bool)
+        why = (f"have no {ENROLMENT_ROLE!r} or no {TRIAL_ROLE!r} sample in the column {ROLE_COLUMN!r} (they are "
+               "not in the data's enrolment and trial lists)")
+    else:
+        subjects, counts = np.unique(table.subjects, return_counts=True)
+        sizes = _part_sizes(counts.astype(np.int64), np.array([enrolment, 1.0 - enrolment]))
+        ok = (sizes >= 1).all(axis=1)
+        why = (f"have too few samples for an enrolment share of {enrolment} (need ≥ 1 enrolment and ≥ 1 test "
+               "sample)")
     warnings = []
     if not ok.all():
         bad = subjects[~ok]
         warnings.append(
-            f"too few samples per subject: {len(bad)} of {len(subjects)} subjects have too few samples for an "
-            f"enrolment share of {enrolment} (need ≥ 1 enrolment and ≥ 1 test sample); they are kept out of the "
-            "evaluation set and used as attacker training data: "
+            f"{'not enrolled and probed' if has_roles(table) else 'too few samples per subject'}: {len(bad)} of "
+            f"{len(subjects)} subjects {why}; they are kept out of the "
+            + ("evaluation set (and out of the attacker's, which is [attacker_dataset]): " if cross
+               else "evaluation set and used as attacker training data: ")
             + ", ".join(map(str, bad[:5])) + (" …" if len(bad) > 5 else "")
         )
     return [str(s) for s in subjects[~ok]], warnings
 
 
-def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | None = None) -> Plan:
+def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | None = None,
+               attacker_key: str | None = None) -> Plan:
     """Turn a validated config into the task graph (the data set is stored in the cache first; ``dataset_key``:
-    its content fingerprint when already known)."""
+    its content fingerprint when already known). With ``[attacker_dataset]``, ``attacker_key`` is the cache key
+    of the prepared attacker data (:func:`prepare_attacker_data`, called here when not given)."""
+    cross = getattr(cfg, "attacker_dataset", None) is not None
+    if cross and attacker_key is None:
+        attacker_key = prepare_attacker_data(cfg, data, cache)[1]
     skipped = data.metadata.get("skipped_files") or []
-    training_only, warnings = _unsplittable(data, cfg.rates.enrolment, cfg.label)
+    training_only, warnings = _unsplittable(data, cfg.rates.enrolment, cfg.label, cross)
     if skipped:
         warnings.insert(0, f"{len(skipped)} unreadable data file(s) skipped: " + ", ".join(map(str, skipped[:5]))
                         + (" …" if len(skipped) > 5 else ""))
@@ -267,7 +427,8 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | Non
     n_split = data.num_subjects - len(training_only)  # the subjects the rates divide
     sizes = _part_sizes(np.array([n_split]), np.array(rates))[0]
     n_eval = int(sizes[2])
-    if min(sizes[1:] if rates[0] == 0 else sizes) < 1:  # background = 0: no background part, by request
+    # background = 0: no background part, by request; attacker = 0: the attacker set is [attacker_dataset]
+    if min(sizes[[i for i, rate in enumerate(rates) if rate > 0]]) < 1:
         raise BioanonError(
             f"rates {rates} over {n_split} subjects with enough samples to evaluate leave a part "
             "(background/attacker/evaluation) empty"
@@ -290,6 +451,12 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | Non
     protocol_tasks: list[dict[str, Any]] = []
     rep = cfg.report
     scenarios = ["clear"] + [s for s in cfg.scenarios if s != "clear"]
+    data_info = data_description(cfg, data)
+    score_extra: dict[str, Any] = {}  # only when used, so the keys of other runs' score tasks stay the same
+    if data_info["enrolment"] == "role":
+        score_extra["enrol_by"] = "role"
+    if data_info["breakdown"]:
+        score_extra["breakdown"] = list(data_info["breakdown"])
 
     def add(task: TaskSpec) -> TaskSpec:
         tasks.append(task)
@@ -300,10 +467,20 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | Non
         split_args = {"dataset": dataset_key, "rates": rates, "seed": seed_r}
         if training_only:
             split_args["training_only"] = training_only
+        if cross:
+            split_args["attacker_dataset"] = attacker_key
+            split_args["attacker_subjects"] = cfg.attacker_dataset.subjects
         t_split = add(make_task("split", split_args, (),
                                 stage="split", label=f"split repeat {r}"))
         split_tasks.append({"key": t_split.key, "repeat": r})
         clear = {n: output_key(t_split.key, n) for n in ("background", "attacker", "evaluation")}
+        if cfg.templates is not None:  # every part becomes templates before any protection
+            tpl = cfg.templates
+            t_tpl = add(make_task("templates", {"method": _method_dict(tpl.recognizer), "fit": tpl.fit,
+                                                "label": tpl.label, **clear}, (t_split.key,),
+                                  stage="templates", label=f"templates {tpl.recognizer.id} repeat {r}"))
+            clear = {n: output_key(t_tpl.key, n) for n in clear}
+            t_split = t_tpl  # the later stages read its outputs: they depend on it
         for a_spec in cfg.anonymizers:
             for s_idx, setting in enumerate(a_spec.settings()):
                 label = a_spec.setting_label(setting)
@@ -341,26 +518,34 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | Non
                 for rec_spec in cfg.recognizers:
                     rec = _method_dict(rec_spec)
                     for scen in scenarios:
-                        needed = _sets_for(scen, sets)
+                        needed = _sets_for(scen, sets, cfg.attacker_fit)
+                        fit_arg = {"attacker_fit": cfg.attacker_fit} if cfg.attacker_fit != "attacker" else {}
                         t_score = add(make_task(
                             "score",
                             {"recognizer": rec, "scenario": scen, "label": cfg.label, "sets": needed,
                              "selections": selections, "enrolment": cfg.rates.enrolment, "seed": seed_r,
                              "bootstrap": rep.bootstrap, "confidence": rep.confidence,
-                             "per_probe_scores": rep.per_probe_scores},
+                             "per_probe_scores": rep.per_probe_scores, **score_extra, **fit_arg},
                             deps_anon + sel_keys, stage="score",
                             label=f"score {rec_spec.name} {scen} {where}"))
                         score_tasks.append({"key": t_score.key, "anonymizer": a_spec.name, "setting": label,
                                             "setting_index": s_idx, "params": json.dumps(method["params"]),
                                             "repeat": r, "recognizer": rec_spec.name, "scenario": scen})
                 for u_spec in cfg.utility:
-                    t_u = add(make_task(
-                        "utility",
-                        {"measure": _method_dict(u_spec), "clear_attacker": clear["attacker"],
-                         "clear_evaluation": clear["evaluation"], "anon_evaluation": anon["evaluation"],
-                         "bootstrap": rep.bootstrap, "confidence": rep.confidence,
-                         "seed": derived_seed(seed_r, "utility")},
-                        (t_split.key, t_anon.key), stage="utility", label=f"utility {u_spec.name} {where}"))
+                    u_args = {"measure": _method_dict(u_spec), "clear_attacker": clear["attacker"],
+                              "clear_evaluation": clear["evaluation"], "anon_evaluation": anon["evaluation"],
+                              "bootstrap": rep.bootstrap, "confidence": rep.confidence,
+                              "seed": derived_seed(seed_r, "utility")}
+                    u_deps = (t_split.key, t_anon.key)
+                    if u_spec.method_class().extracts:  # the slow first stage: one cached task per table
+                        ex = {k: add(make_task("extract", {"measure": u_args["measure"], "table": tbl}, dep,
+                                               stage="extract", label=f"extract {u_spec.name} {k} {where}")).key
+                              for k, tbl, dep in (("clear", clear["evaluation"], (t_split.key,)),
+                                                  ("anon", anon["evaluation"], (t_anon.key,)))}
+                        u_args["extracted"] = ex
+                        u_deps += tuple(ex.values())
+                    t_u = add(make_task("utility", u_args, u_deps, stage="utility",
+                                        label=f"utility {u_spec.name} {where}"))
                     utility_tasks.append({"key": t_u.key, "anonymizer": a_spec.name, "setting": label,
                                           "setting_index": s_idx, "params": json.dumps(method["params"]),
                                           "repeat": r, "measure": u_spec.name})
@@ -372,9 +557,28 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | Non
                         (t_split.key, t_anon.key), stage="protocol", label=f"paper protocol {where}"))
                     protocol_tasks.append({"key": t_p.key, "anonymizer": a_spec.name, "setting": label,
                                            "setting_index": s_idx, "repeat": r})
-    order = {"split": 0, "anonymize": 1, "deanonymize": 2, "select": 3, "score": 4, "utility": 5, "protocol": 6}
+    order = {"split": 0, "templates": 0.5, "anonymize": 1, "deanonymize": 2, "select": 3, "score": 4, "extract": 5,
+             "utility": 6, "protocol": 7}
     tasks.sort(key=lambda t: order[t.stage])  # stable: dependencies always come first
-    return Plan(tasks, dataset_key, warnings, score_tasks, utility_tasks, split_tasks, n_eval, protocol_tasks)
+    return Plan(tasks, dataset_key, warnings, score_tasks, utility_tasks, split_tasks, n_eval, protocol_tasks,
+                attacker_key, data_info)
+
+
+def data_description(cfg: Any, data: SampleTable) -> dict[str, Any]:
+    """What the report says about the data: the table metadata ``protocol`` (e.g. ``"voiceprivacy"``, set by
+    ``voice.kaldi``; "" when none), how evaluation subjects are split into enrolment and test (``"role"``: by
+    the role column, else ``"share"``: ``rates.enrolment``), and the attribute columns EER and min Cllr are
+    broken down by (``[report] breakdown``; ``"auto"``: those of :data:`~bioanon.evaluation.config.BREAKDOWN_AUTO`
+    the data have)."""
+    from .config import BREAKDOWN_AUTO
+    from .tasks import has_roles
+
+    breakdown = cfg.report.breakdown
+    if breakdown == "auto":
+        breakdown = [c for c in BREAKDOWN_AUTO if c in data.attribute_names]
+    protocol = data.metadata.get("protocol")
+    return {"protocol": protocol if isinstance(protocol, str) else "",
+            "enrolment": "role" if has_roles(data) else "share", "breakdown": list(breakdown)}
 
 
 @attrs.frozen
@@ -392,13 +596,15 @@ class ResourceEstimate:
                 f"and {format_bytes(self.memory_bytes)} of memory at the peak")
 
 
-def estimate_resources(plan: Plan, cfg: Any, data_bytes: int, cache: Cache) -> ResourceEstimate:
+def estimate_resources(plan: Plan, cfg: Any, data_bytes: int, cache: Cache,
+                       attacker_bytes: int = 0) -> ResourceEstimate:
     """Estimate what the tasks still to compute will write to the cache and need in memory.
 
     A split writes the data set once more; an anonymization writes the attacker and evaluation shares; a
     de-anonymization the evaluation share; scores and JSON records are small (≈ 64 KiB each, or the per-probe
     score matrices when kept). Peak memory: the data set, its anonymized copy and a working copy of the largest
-    task's inputs."""
+    task's inputs. ``attacker_bytes``: the size of ``[attacker_dataset]`` (split and anonymized with the
+    rest)."""
     share = {"split": 1.0, "anonymize": cfg.rates.attacker + cfg.rates.evaluation,
              "deanonymize": cfg.rates.evaluation}
     disk = 0
@@ -408,6 +614,7 @@ def estimate_resources(plan: Plan, cfg: Any, data_bytes: int, cache: Cache) -> R
             continue
         new += 1
         disk += int(share.get(t.stage, 0.0) * data_bytes) + 64 * 1024
+        disk += attacker_bytes if t.stage in ("split", "anonymize") else 0
     return ResourceEstimate(disk, 3 * data_bytes + 256 * 1024 * 1024, new)
 
 
@@ -431,16 +638,18 @@ def check_disk_space(estimate: ResourceEstimate, cache: Cache) -> None:
             f"(free space, point --cache-dir elsewhere, or run `bioanon cache clear`)")
 
 
-def _sets_for(scenario: str, sets: dict[str, str]) -> dict[str, str]:
-    """Only the tables a scenario reads, so its key does not depend on the others."""
+def _sets_for(scenario: str, sets: dict[str, str], attacker_fit: str = "attacker") -> dict[str, str]:
+    """Only the tables a scenario reads, so its key does not depend on the others (with ``attacker_fit =
+    "enrolment"`` no attacker set: the recognizer is fitted on evaluation data)."""
     from .tasks import scenario_sets
 
     train, enrol, probe = scenario_sets(scenario)
     need = {"clear_evaluation"}
+    where = "evaluation" if attacker_fit == "enrolment" else "attacker"
     if train == "clear" or train.startswith("mix:"):
-        need.add("clear_attacker")
+        need.add(f"clear_{where}")
     if train == "anon" or train.startswith("mix:"):
-        need.add("anon_attacker")
+        need.add(f"anon_{where}")
     for kind in (enrol, probe):
         need.add(f"{kind}_evaluation")
     return {k: sets[k] for k in sorted(need)}
@@ -451,8 +660,9 @@ def _sets_for(scenario: str, sets: dict[str, str]) -> dict[str, str]:
 
 def collect_metrics(plan: Plan, records: Mapping[str, Any]) -> Any:
     """The tidy metrics table: one row per score task × selection × metric, with the evaluation's ``label``
-    ("subject" for identity, else the attribute) and a ``note`` that explains undefined values (NaN) and missing or
-    approximate CIs ("" when there is nothing to say)."""
+    ("subject" for identity, else the attribute), a ``note`` that explains undefined values (NaN) and missing or
+    approximate CIs ("" when there is nothing to say) and the ``comparator`` a protection declared that the
+    recognizer compared templates with ("" when it used its own comparison)."""
     import pandas as pd
 
     labels = {t.key: str(t.args.get("label", "subject")) for t in plan.tasks if t.op == "score"}
@@ -470,10 +680,41 @@ def collect_metrics(plan: Plan, records: Mapping[str, Any]) -> Any:
                 "label": labels.get(st["key"], "subject"),
                 **{k: row[k] for k in ("metric", "value", "ci_low", "ci_high", "chance", "n_probes")},
                 "note": row.get("note", ""),
+                "comparator": rec.get("comparator", ""),
             })
     cols = ["anonymizer", "setting", "setting_index", "params", "repeat", "selector", "n_subjects", "draw",
-            "recognizer", "scenario", "label", "metric", "value", "ci_low", "ci_high", "chance", "n_probes", "note"]
+            "recognizer", "scenario", "label", "metric", "value", "ci_low", "ci_high", "chance", "n_probes", "note",
+            "comparator"]
     return pd.DataFrame(rows, columns=cols)
+
+
+BREAKDOWN_COLUMNS = ["anonymizer", "setting", "setting_index", "params", "repeat", "selector", "n_subjects", "draw",
+                     "recognizer", "scenario", "label", "by", "group", "metric", "value", "chance", "n_probes",
+                     "group_subjects", "n_mated", "n_nonmated", "note"]
+
+
+def collect_breakdown(plan: Plan, records: Mapping[str, Any]) -> Any:
+    """The tidy breakdown table (``breakdown.parquet``): EER and min Cllr per group of probes, one row per score
+    task × selection × attribute (``by``) × value (``group``) × metric, with the run columns of the metrics table;
+    ``group_subjects`` counts the group's subjects, ``n_mated``/``n_nonmated`` its scores
+    (:func:`~bioanon.evaluation.scoring.breakdown_metrics`)."""
+    import pandas as pd
+
+    labels = {t.key: str(t.args.get("label", "subject")) for t in plan.tasks if t.op == "score"}
+    rows = []
+    for st in plan.score_tasks:
+        rec = records.get(st["key"])
+        for row in (rec or {}).get("breakdown", []):
+            selector, n, draw = row["selection"].split("|")
+            rows.append({
+                "anonymizer": st["anonymizer"], "setting": st["setting"], "setting_index": st["setting_index"],
+                "params": st["params"], "repeat": st["repeat"], "selector": selector, "n_subjects": int(n),
+                "draw": int(draw), "recognizer": st["recognizer"], "scenario": st["scenario"],
+                "label": labels.get(st["key"], "subject"), "group_subjects": row["n_subjects"],
+                **{k: row[k] for k in ("by", "group", "metric", "value", "chance", "n_probes", "n_mated",
+                                       "n_nonmated", "note")},
+            })
+    return pd.DataFrame(rows, columns=BREAKDOWN_COLUMNS)
 
 
 def headline_metric(metrics: Any) -> str:
@@ -769,9 +1010,13 @@ def _evaluate(cfg: Any, data: Any, out_dir: Any, run_id: Any, cache: Any, execut
         raise_problems(data_problems(cfg, table), f"config {cfg.name!r} does not suit its data")
         data_bytes = int(table.arrow.nbytes)
         check_disk_space(ResourceEstimate(2 * data_bytes, 0, 0), cache)  # room for the data set itself
+        attacker_key, attacker_bytes = None, 0
+        if cfg.attacker_dataset is not None:
+            attacker, attacker_key = prepare_attacker_data(cfg, table, cache)
+            attacker_bytes = int(attacker.arrow.nbytes)
         log.info("building the plan (%d samples of %d subjects)", table.num_rows, table.num_subjects)
-        plan = build_plan(cfg, cache, table, dataset_key)
-        estimate = estimate_resources(plan, cfg, data_bytes, cache)
+        plan = build_plan(cfg, cache, table, dataset_key, attacker_key)
+        estimate = estimate_resources(plan, cfg, data_bytes, cache, attacker_bytes)
         check_disk_space(estimate, cache)
         log.info("plan: %d task(s), %s", len(plan.tasks), estimate)
         devices = _device_record(cfg, plan)
@@ -813,6 +1058,7 @@ def _results(cfg: Any, plan: Plan, exe: Any, cache: Cache, folder: RunFolder | N
     utility = collect_utility(plan, exe.records)
     tradeoff, auc = tradeoff_tables(metrics, utility, cfg.deanonymizer is not None)
     protocol_df = collect_protocol(plan, exe.records)
+    breakdown = collect_breakdown(plan, exe.records)
     warnings = plan.warnings + sanity_warnings(metrics)
     labels = {t.key: t.label for t in plan.tasks}
     failures = [{"task": labels.get(k, k), "error": e} for k, e in exe.failed.items()]
@@ -832,9 +1078,11 @@ def _results(cfg: Any, plan: Plan, exe: Any, cache: Cache, folder: RunFolder | N
             "tasks": {"executed": exe.executed, "cached": exe.cached, "failed": len(exe.failed),
                       "by_stage": exe.by_stage},
             "dataset_fingerprint": plan.dataset_key,
+            **({"attacker_dataset_fingerprint": plan.attacker_dataset_key} if plan.attacker_dataset_key else {}),
             "estimate": {"disk_bytes": estimate.disk_bytes, "memory_bytes": estimate.memory_bytes,
                          "new_tasks": estimate.new_tasks},
             "cache": str(cache.uri),
+            "data": plan.data_info,
         }
         atomic_write_text(run_dir / "config.json", json.dumps(cfg.to_dict(), indent=2, default=str))
         atomic_write_text(run_dir / "environment.json", json.dumps(env, indent=2, default=str))
@@ -844,6 +1092,8 @@ def _results(cfg: Any, plan: Plan, exe: Any, cache: Cache, folder: RunFolder | N
         tables = [("metrics", metrics), ("utility", utility), ("tradeoff", tradeoff), ("auc", auc)]
         if cfg.report.paper_protocol:
             tables.append(("protocol", protocol_df))
+        if plan.data_info.get("breakdown"):
+            tables.append(("breakdown", breakdown))
         for name, df in tables:
             _write_parquet(df, run_dir / f"{name}.parquet")
         if cfg.report.per_probe_scores:
@@ -854,7 +1104,7 @@ def _results(cfg: Any, plan: Plan, exe: Any, cache: Cache, folder: RunFolder | N
             log.info("rendering the report")
             report_path = render_report(run_dir)
     return EvaluationResult(run_dir, metrics, utility, tradeoff, auc, warnings, failures, exe.executed, exe.cached,
-                            report_path, exe.by_stage, protocol_df)
+                            report_path, exe.by_stage, protocol_df, breakdown)
 
 
 def _device_record(cfg: Any, plan: Plan) -> dict[str, Any]:

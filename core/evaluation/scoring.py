@@ -120,3 +120,58 @@ def _mean_per_class(hits: np.ndarray, true_idx: np.ndarray) -> float:
     counts = np.bincount(true_idx)
     present = counts > 0
     return float(np.mean(sums[present] / counts[present]))
+
+
+#: The score metrics broken down by group (``[report] breakdown``): the verification metrics, which need no CI
+#: machinery and read the same from any subset of trials.
+BREAKDOWN_METRICS = (("eer", 0.5), ("min_cllr", 1.0))
+
+
+def _group_names(values: np.ndarray) -> np.ndarray:
+    """Attribute values as group names (str); missing values (None, NaN) as None."""
+    out = np.empty(len(values), dtype=object)
+    for i, v in enumerate(values):
+        missing = v is None or (isinstance(v, (float, np.floating)) and math.isnan(v))
+        out[i] = None if missing else str(v)
+    return out
+
+
+def breakdown_metrics(
+    scores: Any,
+    true_labels: np.ndarray,
+    attributes: dict[str, np.ndarray],
+    *,
+    within: bool = True,
+) -> list[dict[str, Any]]:
+    """EER and min Cllr per group of probes: rows ``{by, group, metric, value, chance, n_probes, n_subjects,
+    n_mated, n_nonmated, note}`` for every attribute ``by`` in ``attributes`` (one value per probe) and every
+    value ``group`` it takes (probes whose value is missing belong to no group).
+
+    A group's trials are its probes against, with ``within`` (identity), only the enrolled classes that are
+    the true class of one of the group's probes — for a per-subject attribute such as sex: same-sex trials,
+    as in VoicePrivacy's per-sex trial lists; without ``within`` (an attribute label), against every class.
+    Mated scores: a probe against its own class; non-mated: against the other classes kept. No CI (as for the
+    overall EER and min Cllr); a group without mated or non-mated scores gives NaN with a note."""
+    S = np.asarray(scores.scores, dtype=np.float64)
+    classes = np.asarray(scores.classes).astype(str)
+    true = np.asarray(true_labels).astype(str)
+    rows: list[dict[str, Any]] = []
+    for by, values in attributes.items():
+        names = _group_names(np.asarray(values, dtype=object))
+        for group in sorted({g for g in names if g is not None}):
+            mask = names == group
+            t = true[mask]
+            keep = np.isin(classes, t) if within else np.ones(len(classes), dtype=bool)
+            mated, nonmated = M.mated_nonmated(S[mask][:, keep], M.label_indices(t, classes[keep]))
+            base = {"by": by, "group": group, "n_probes": int(mask.sum()), "n_subjects": int(len(np.unique(t))),
+                    "n_mated": int(mated.size), "n_nonmated": int(nonmated.size)}
+            if mated.size and nonmated.size:
+                v = M.verification_metrics(mated, nonmated)
+                for metric, chance in BREAKDOWN_METRICS:
+                    rows.append({**base, "metric": metric, "value": float(v[metric]), "chance": chance, "note": ""})
+            else:
+                why = (f"undefined: the group's probes meet a single {'enrolled subject' if within else 'class'}, "
+                       "so there are no non-mated scores")
+                for metric, chance in BREAKDOWN_METRICS:
+                    rows.append({**base, "metric": metric, "value": math.nan, "chance": chance, "note": why})
+    return rows

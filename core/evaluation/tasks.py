@@ -19,6 +19,7 @@ from ..cache import Cache, derive_fingerprint, fingerprint
 from ..errors import BioanonError
 from ..fit_memo import FITTED
 from ..fileio import jsonable
+from ..methods import with_comparator
 from ..table import SampleTable
 
 OPS: dict[str, Callable[..., dict[str, Any]]] = {}
@@ -131,10 +132,15 @@ def _table(cache: Cache, key: str) -> SampleTable:
 
 @op
 def split(cache: Cache, *, dataset: str, rates: list[float], seed: int, key: str,
-          training_only: list[str] = ()) -> dict[str, Any]:
+          training_only: list[str] = (), attacker_dataset: str | None = None,
+          attacker_subjects: float = 1.0) -> dict[str, Any]:
     """Subject-disjoint split into background / attacker / evaluation. A background rate of 0 gives an empty
     background part (the attacker and evaluation shares then sum to 1 on their own). The ``training_only``
-    subjects (too few samples to enrol and test) are left out of the rates and added to the attacker part."""
+    subjects (too few samples to enrol and test) are left out of the rates and added to the attacker part.
+
+    With ``attacker_dataset`` (the key of ``[attacker_dataset]``'s table) the attacker part is that table (a
+    seeded ``attacker_subjects`` share of its subjects); ``dataset`` gives only background and evaluation
+    (``rates[1]`` is 0) and its ``training_only`` subjects are left out."""
     table = _table(cache, dataset)
     extra = None
     if training_only:
@@ -143,7 +149,10 @@ def split(cache: Cache, *, dataset: str, rates: list[float], seed: int, key: str
 
         mask = pc.is_in(table.arrow.column("subject"), value_set=pa.array(list(training_only), pa.string()))
         extra, table = table.filter(mask), table.filter(pc.invert(mask))
-    if rates[0] == 0:
+    if attacker_dataset is not None:
+        parts = _cross_parts(table, _table(cache, attacker_dataset), rates, seed, attacker_subjects)
+        extra = None  # the attacker's data are the other data set's only
+    elif rates[0] == 0:
         parts = [table.filter(np.zeros(len(table), dtype=bool)), *table.split_subjects(rates[1:], seed)]
     else:
         parts = table.split_subjects(rates, seed)
@@ -155,6 +164,64 @@ def split(cache: Cache, *, dataset: str, rates: list[float], seed: int, key: str
         cache.put_table(k, part.with_lineage_step({"step": "split:" + name, "fingerprint": k}))
         out[name] = k
     return {"outputs": out, "subjects": {n: p.subject_names for n, p in zip(out, parts)}}
+
+
+def _cross_parts(table: SampleTable, attacker: SampleTable, rates: list[float], seed: int,
+                 share: float) -> list[SampleTable]:
+    """[background, attacker, evaluation] of a cross-database protocol: background and evaluation from
+    ``table`` (``rates[0]``, ``rates[2]``; ``rates[1]`` is 0), the attacker part a seeded ``share`` of the
+    subjects of ``attacker`` (at least one)."""
+    if rates[0] == 0:
+        background, evaluation = table.filter(np.zeros(len(table), dtype=bool)), table
+    else:
+        background, evaluation = table.split_subjects([rates[0], rates[2]], seed)
+    if share < 1:
+        subjects = np.array(attacker.subject_names, dtype=object)
+        n = max(1, int(round(share * len(subjects))))
+        chosen = np.random.default_rng(derived_seed(seed, "attacker_subjects")).permutation(len(subjects))[:n]
+        attacker = attacker.select_subjects(subjects[np.sort(chosen)].tolist())
+    return [background, attacker, evaluation]
+
+
+@op
+def templates(cache: Cache, *, method: dict, fit: str, label: str, background: str, attacker: str, evaluation: str,
+              key: str) -> dict:
+    """The ``[templates]`` stage: fit the template extractor (a recognizer that embeds) on the ``fit`` part
+    (``background`` or ``attacker``) for ``label``, then replace every part's payloads by its templates (payload
+    ``features``; subjects, sample ids, attributes and metadata kept)."""
+    from ..errors import ConfigError
+
+    m = _create(method)
+    if not getattr(m, "has_embedding", False):
+        raise ConfigError(f"[templates] recognizer {m.id} has no embedding (has_embedding is false)")
+    parts = {"background": background, "attacker": attacker, "evaluation": evaluation}
+    train = _table(cache, parts[fit])
+    if not len(train):
+        raise ConfigError(f"[templates] fit = {fit!r}: the {fit} part is empty (rates.{fit} = 0?)")
+    m.fit(train, label)
+    out, dim = {}, None
+    for name in ("attacker", "evaluation", "background"):  # the empty background last: its width is known then
+        table = _table(cache, parts[name])
+        if len(table):
+            emb = np.asarray(m.embed(table), dtype=np.float32)
+            if emb.ndim != 2 or len(emb) != len(table):
+                raise BioanonError(f"[templates] {m.id}.embed() returned shape {emb.shape} for {len(table)} samples")
+            dim = emb.shape[1]
+        else:
+            emb = np.zeros((0, dim or 1), dtype=np.float32)
+        tpl = template_table(table, emb)
+        k = output_key(key, name)
+        cache.put_table(k, tpl.with_lineage_step({"step": "templates:" + m.id, "fingerprint": k,
+                                                  "params": jsonable(m.get_params())}))
+        out[name] = k
+    return {"outputs": out, "dim": int(dim or 0)}
+
+
+def template_table(table: SampleTable, templates: np.ndarray) -> SampleTable:
+    """``table`` with its payloads replaced by ``templates`` as the ``features`` payload."""
+    out = table.with_payload("features", templates)
+    others = [p for p in out.payload_names if p != "features"]
+    return SampleTable(out.arrow.drop_columns(others), validate=False) if others else out
 
 
 @op
@@ -173,6 +240,7 @@ def anonymize(cache: Cache, *, method: dict, background: str, attacker: str, eva
         anon = m.transform(clear)
         if not np.array_equal(anon.sample_ids, clear.sample_ids):
             raise BioanonError(f"{m.id} changed the sample ids or their order")
+        anon = with_comparator(anon, m)  # a protection's own comparator travels with its templates
         k = output_key(key, name)
         cache.put_table(k, anon.with_lineage_step({"step": m.id, "fingerprint": k, "params": jsonable(m.get_params())}))
         out[name] = k
@@ -202,6 +270,30 @@ def select(cache: Cache, *, method: dict, n: int, evaluation: str, attacker: str
 
 SCENARIOS_BASE = ("clear", "naive", "lazy", "parrot", "deanon")
 
+#: An attribute column that fixes each sample's part in the enrolment/test split of the evaluation subjects:
+#: ``"enrolment"`` (gallery) or ``"trial"`` (probe); samples with another value (null) are neither. Data sources
+#: of predefined protocols set it (e.g. ``voice.kaldi`` from VoicePrivacy's enrolment and trial lists); without
+#: it each evaluation subject's samples are split at random by ``rates.enrolment``.
+ROLE_COLUMN = "role"
+ENROLMENT_ROLE = "enrolment"
+TRIAL_ROLE = "trial"
+ROLE_VALUES = (ENROLMENT_ROLE, TRIAL_ROLE)
+
+
+def has_roles(table: SampleTable) -> bool:
+    """Whether the table fixes the enrolment/test split (an attribute column :data:`ROLE_COLUMN`)."""
+    return ROLE_COLUMN in table.attribute_names
+
+
+def enrolment_split(table: SampleTable, enrolment: float, seed: int,
+                    by_role: bool) -> tuple[SampleTable, SampleTable]:
+    """(enrolment, test) samples of every subject of ``table``: by the :data:`ROLE_COLUMN` column when
+    ``by_role``, else a seeded random share ``enrolment`` of each subject's samples."""
+    if not by_role:
+        enrol, test = table.split_within_subjects([enrolment, 1.0 - enrolment], seed)
+        return enrol, test
+    role = table.attribute(ROLE_COLUMN).astype(object)
+    return table.filter(role == ENROLMENT_ROLE), table.filter(role == TRIAL_ROLE)
 
 
 def scenario_sets(scenario: str) -> tuple[str, str, str]:
@@ -251,29 +343,44 @@ def score(
     confidence: float,
     per_probe_scores: bool,
     key: str,
+    enrol_by: str = "",
+    breakdown: tuple[str, ...] = (),
+    attacker_fit: str = "attacker",
 ) -> dict:
     """Fit a recognizer once on the scenario's training data, then enrol and probe every subject selection.
 
     ``sets`` maps 'clear_attacker', 'anon_attacker', 'clear_evaluation', 'anon_evaluation' and optionally
     'deanon_evaluation' to table keys. Each selection gives its subjects; each selected subject's samples are
-    split into enrolment and test (seeded, the same split for clear and anonymized data)."""
-    from .scoring import score_metrics
+    split into enrolment and test (seeded, the same split for clear and anonymized data; with ``enrol_by =
+    "role"`` by the data's :data:`ROLE_COLUMN` instead). ``breakdown``: attribute columns whose groups get their
+    own EER and min Cllr (:func:`~bioanon.evaluation.scoring.breakdown_metrics`, the record's ``breakdown``).
+
+    ``attacker_fit = "enrolment"`` (SEBA): no attacker set; the recognizer is fitted per selection on the
+    enrolment part of the selected subjects in the scenario's training kind (clear for naive and lazy,
+    anonymized for parrot, a mix for %-parrot), then enrolled as usual. A cross-validated recognizer
+    (``cv_folds``) adds the spread of its per-fold balanced accuracies (rows ``cv_balanced_accuracy``,
+    ``_std``, ``_min``, ``_max``)."""
+    from .scoring import breakdown_metrics, score_metrics
 
     train_kind, enrol_kind, probe_kind = scenario_sets(scenario)
-    attacker = {"clear": lambda: _table(cache, sets["clear_attacker"]), "anon": lambda: _table(cache, sets["anon_attacker"])}
-    if train_kind.startswith("mix:"):
-        mix_seed = derived_seed(seed, "mix")
-        train_id = ["mix", sets["clear_attacker"], sets["anon_attacker"], train_kind, mix_seed]
-
-        def train():
-            return _mixed(attacker["clear"](), attacker["anon"](), float(train_kind[4:]), mix_seed)
-    else:
-        train_id = [train_kind, sets[f"{train_kind}_attacker"]]
-        train = attacker[train_kind]
+    mix_seed = derived_seed(seed, "mix")
     evaluation = {k: _table(cache, sets[f"{k}_evaluation"]) for k in sorted({enrol_kind, probe_kind, "clear"})}
+    on_enrolment = attacker_fit == "enrolment"
+    rec: Any = None  # fitted per selection with attacker_fit = "enrolment"
+    if not on_enrolment:
+        attacker = {"clear": lambda: _table(cache, sets["clear_attacker"]),
+                    "anon": lambda: _table(cache, sets["anon_attacker"])}
+        if train_kind.startswith("mix:"):
+            train_id = ["mix", sets["clear_attacker"], sets["anon_attacker"], train_kind, mix_seed]
 
-    rec = FITTED.get(recognizer, train_id, label, train)
+            def train():
+                return _mixed(attacker["clear"](), attacker["anon"](), float(train_kind[4:]), mix_seed)
+        else:
+            train_id = [train_kind, sets[f"{train_kind}_attacker"]]
+            train = attacker[train_kind]
+        rec = FITTED.get(recognizer, train_id, label, train)
     rows: list[dict] = []
+    groups_out: list[dict] = []
     probes_out: dict[str, str] = {}
     clear_eval = evaluation["clear"]
     for sel in selections:
@@ -284,9 +391,12 @@ def score(
                 raise BioanonError(f"selection {sel['id']} has not been computed")
             subjects = record["subjects"]
         subset = clear_eval.select_subjects(subjects)
-        enrol_part, test_part = subset.split_within_subjects([enrolment, 1.0 - enrolment], seed)
+        enrol_part, test_part = enrolment_split(subset, enrolment, seed, enrol_by == ROLE_COLUMN)
         gallery = _rows(evaluation[enrol_kind], enrol_part.sample_ids)
         probes = _rows(evaluation[probe_kind], test_part.sample_ids)
+        if on_enrolment:
+            rec = _fit_on_enrolment(recognizer, label, train_kind, evaluation, sets, enrol_part.sample_ids,
+                                    [str(s) for s in subjects], enrolment, seed, mix_seed)
         rec.enroll(gallery, label)
         scores = rec.score(probes)
         true = probes.subjects if label == "subject" else probes.attribute(label)
@@ -294,11 +404,57 @@ def score(
         for r in score_metrics(scores, true, groups, bootstrap=bootstrap, confidence=confidence,
                                seed=derived_seed(seed, "bootstrap", sel["id"]), attribute=label != "subject"):
             rows.append({"selection": sel["id"], **r})
+        if breakdown:
+            for r in breakdown_metrics(scores, true, {c: probes.attribute(c) for c in breakdown},
+                                       within=label == "subject"):
+                groups_out.append({"selection": sel["id"], **r})
+        rows += [{"selection": sel["id"], **r} for r in cv_rows(rec)]
         if per_probe_scores:
             k = output_key(key, "scores:" + sel["id"])
             cache.put_table(k, _scores_table(scores, true, probes))
             probes_out[sel["id"]] = k
-    return {"rows": rows, "scores": probes_out}
+    used = getattr(rec, "comparator_used", lambda: "")()  # a protection's declared comparator, if one was used
+    out = {"rows": rows, "scores": probes_out, "comparator": used}
+    if breakdown:
+        out["breakdown"] = groups_out
+    return out
+
+
+def _fit_on_enrolment(recognizer: dict, label: str, train_kind: str, evaluation: dict, sets: dict,
+                      ids: np.ndarray, subjects: list[str], enrolment: float, seed: int, mix_seed: int) -> Any:
+    """The recognizer fitted on the enrolment samples ``ids`` of the selected subjects in the scenario's
+    training kind (``attacker_fit = "enrolment"``). Memoized under an identifier that starts with "enrolment",
+    so it never meets a fit on an attacker set."""
+    if train_kind.startswith("mix:"):
+        train_id = ["enrolment", train_kind, mix_seed, sets["clear_evaluation"], sets["anon_evaluation"]]
+
+        def train():
+            return _mixed(_rows(evaluation["clear"], ids), _rows(evaluation["anon"], ids), float(train_kind[4:]),
+                          mix_seed)
+    else:
+        train_id = ["enrolment", train_kind, sets[f"{train_kind}_evaluation"]]
+
+        def train():
+            return _rows(evaluation[train_kind], ids)
+    # the enrolment part is fixed by the evaluation tables, the subjects, the enrolment share and the seed
+    return FITTED.get(recognizer, [*train_id, sorted(subjects), enrolment, seed], label, train)
+
+
+def cv_rows(rec: Any) -> list[dict[str, Any]]:
+    """Metric rows of a cross-validated recognizer (``cv_folds``): the mean, std, min and max over folds of the
+    balanced accuracy on each fold's held-out part; no rows without cross-validation."""
+    from ..builtin.recognizers import cv_summary
+
+    cv = cv_summary(rec)
+    if cv is None:
+        return []
+    note = (f"{cv['folds']}-fold stratified cross-validation of the classifier on its {cv['samples']} training "
+            f"samples (keep = {cv['keep']}): balanced accuracy per held-out fold")
+    chance = 1.0 / cv["classes"]
+    return [{"metric": "cv_balanced_accuracy" + suffix, "value": cv[stat], "ci_low": float("nan"),
+             "ci_high": float("nan"), "chance": chance if stat != "std" else float("nan"),
+             "n_probes": cv["samples"], "note": note}
+            for stat, suffix in (("mean", ""), ("std", "_std"), ("min", "_min"), ("max", "_max"))]
 
 
 def _rows(table: SampleTable, ids: np.ndarray) -> SampleTable:
@@ -323,18 +479,49 @@ def _scores_table(scores: Any, true: np.ndarray, probes: SampleTable) -> SampleT
 
 
 @op
+def extract(cache: Cache, *, measure: dict, table: str, key: str) -> dict:
+    """The slow first stage of a two-stage utility measure (``UtilityMeasure.extracts``, e.g. speech
+    recognition) on one table, as its own cached task: ``{"sample_ids": [...], "values": [...]}``."""
+    m = _create(measure)
+    t = _table(cache, table)
+    values = list(m.extract(t))
+    if len(values) != len(t):
+        raise BioanonError(f"{m.id}.extract returned {len(values)} values for {len(t)} samples")
+    return {"sample_ids": t.sample_ids.tolist(), "values": values}
+
+
+def _extracted(cache: Cache, task_key: str, table: SampleTable) -> list:
+    """An extract task's values in the row order of ``table``."""
+    record = cache.get_json(task_key)
+    if record is None:
+        raise BioanonError(f"extraction {task_key} has not been computed")
+    pos = {s: i for i, s in enumerate(record["sample_ids"])}
+    try:
+        return [record["values"][pos[s]] for s in table.sample_ids.tolist()]
+    except KeyError as e:
+        raise BioanonError(f"extraction {task_key} has no value for sample {e.args[0]!r}") from None
+
+
+@op
 def utility(cache: Cache, *, measure: dict, clear_attacker: str, clear_evaluation: str, anon_evaluation: str,
-            bootstrap: int, confidence: float, seed: int, key: str) -> dict:
+            bootstrap: int, confidence: float, seed: int, key: str, extracted: dict | None = None) -> dict:
     """A utility measure: fitted on the clear attacker set, measured on the anonymized evaluation set, beside
-    its clear level (the same measure on clear data) and its floor."""
+    its clear level (the same measure on clear data) and its floor. ``extracted`` ('clear', 'anon': extract
+    task keys) holds the first stage of a two-stage measure."""
     from ..metrics import bootstrap_ci
 
     m = _create(measure)
     m.fit(_table(cache, clear_attacker))
     clear = _table(cache, clear_evaluation)
     anon = _table(cache, anon_evaluation)
-    values = np.asarray(m.measure(clear, anon), dtype=np.float64)
-    clear_values = np.asarray(m.measure(clear, clear), dtype=np.float64)
+    if extracted:
+        ex_clear = _extracted(cache, extracted["clear"], clear)
+        values = np.asarray(m.compare(clear, ex_clear, _extracted(cache, extracted["anon"], clear)),
+                            dtype=np.float64)
+        clear_values = np.asarray(m.compare(clear, ex_clear, ex_clear), dtype=np.float64)
+    else:
+        values = np.asarray(m.measure(clear, anon), dtype=np.float64)
+        clear_values = np.asarray(m.measure(clear, clear), dtype=np.float64)
     _, groups = np.unique(clear.subjects, return_inverse=True)
     known = np.isfinite(values)  # e.g. samples whose attribute is missing
     if not known.any():

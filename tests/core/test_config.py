@@ -278,7 +278,7 @@ def test_full_toml_loads_resolved(tmp_path, registry):
     assert identity.params == {} and identity.settings() == [{}]
     assert cfg.deanonymizer == MethodSpec("test.undo", {"alpha": 2.0}, {}, "test.undo")
     assert [r.id for r in cfg.recognizers] == ["any.cosine_centroid"]
-    assert cfg.recognizers[0].params == {"center": True, "payload": ""}
+    assert cfg.recognizers[0].params == {"center": True, "payload": "", "declared_comparator": True}
     sel = cfg.selection
     assert [(s.id, s.name, s.params) for s in sel.selectors] == [
         ("test.select_first", "first", {"seed": 0}),
@@ -448,7 +448,8 @@ def test_unknown_keys_with_suggestions(registry):
         "recognizers[0].scenarios: unknown key; 'scenarios' is a top-level key: in TOML, top-level keys must "
         "come before the first [table] header",
         "selection.subject_count: unknown key; did you mean 'subject_counts'?",
-        "report.xyz: unknown key; allowed: bootstrap, confidence, per_probe_scores, paper_protocol, reversibility_thresholds",
+        "report.xyz: unknown key; allowed: bootstrap, confidence, per_probe_scores, paper_protocol, reversibility_thresholds, "
+            "breakdown",
     ]
 
 
@@ -545,8 +546,14 @@ def test_rates(registry):
         "rates.background: expected a number in (0, 1), got 1 (int); 0 = no background",
         "rates.enrolment: expected a number in (0, 1), got 1 (int)",
     ]
+    # SEBA's two-share form (evaluation = the rest) must leave an evaluation share; other partial forms are refused
     assert problems(minimal(rates={"background": 0.5, "attacker": 0.5}), registry=registry) == [
-        "rates.evaluation: missing: give all of background, attacker and evaluation (they must sum to 1) or none"
+        "rates: background + attacker = 0.5 + 0.5 = 1 leaves no evaluation share (evaluation = 1 - background - "
+        "attacker must be > 0)"
+    ]
+    assert problems(minimal(rates={"background": 0.5, "evaluation": 0.5}), registry=registry) == [
+        "rates.attacker: missing: give all of background, attacker and evaluation (they must sum to 1), background "
+        "and attacker (evaluation = the rest), or none"
     ]
     ok = load_config(minimal(rates={"background": 0.1, "attacker": 0.2, "evaluation": 0.7}), registry=registry)
     assert ok.rates == Rates(0.1, 0.2, 0.7, 0.5)

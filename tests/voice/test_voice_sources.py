@@ -99,12 +99,16 @@ def test_librispeech_fixture(tmp_path):
             sf.write(d / f"{spk}-100-{i:04d}.flac", _tone(16000, 100 + int(spk)), 16000, format="FLAC")
     (root / "SPEAKERS.TXT").write_text("; ID | SEX | SUBSET | MINUTES | NAME\n19 | F | dev-clean | 25 | A\n"
                                        "26 | M | dev-clean | 25 | B\n")
+    (sub / "19" / "100" / "19-100.trans.txt").write_text("19-100-0000 HELLO WORLD\n19-100-0001 GOOD BYE\n")
     _corrupt(sub / "26" / "100" / "26-100-0009.flac")
     with pytest.raises(DatasetError, match="26-100-0009.flac"):
         LibriSpeech().load(sub)
     t = LibriSpeech(skip_bad_files=True).load(sub)
     assert len(t) == 4 and t.metadata["sample_rate"] == 16000
     assert dict(zip(t.subjects, t.attribute("gender"))) == {"19": "F", "26": "M"}
+    text = dict(zip(t.sample_ids, t.attribute("text")))  # transcripts; none for speaker 26's chapter
+    assert [v for k, v in sorted(text.items()) if "19-100" in k] == ["HELLO WORLD", "GOOD BYE"]
+    assert all(v is None for k, v in text.items() if "26-100" in k)
     assert len(LibriSpeech(skip_bad_files=True).load(root)) == 4
 
 

@@ -5,7 +5,9 @@ fixed, fitted on the attacker's training set) followed by the core recognizer (`
 ``any.random_forest``, ``any.knn``), whose standardization and PCA are also learned in ``fit`` on the
 attacker's training set and whose classifier is trained in ``enroll`` on the gallery. So a parrot attacker,
 trained on anonymized data, learns the feature space of the anonymized data (SEBA's attackers ignored the
-attacker training set). The temporal CNN is in :mod:`bioanon_gait.cnn`.
+attacker training set). SEBA's options (``cv_folds``, ``keep``, and ``scores`` where the classifier has
+probabilities) are passed to the core recognizer (:class:`bioanon.api.ClassifierOptions`). The temporal CNN is in
+:mod:`bioanon_gait.cnn`.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from typing import ClassVar, Literal
 
 import attrs
 
-from bioanon.api import FeatureRecognizer, NearestNeighbors, PcaSvm, RandomForest, fitted, n_components_ok, param
+from bioanon.api import (ClassifierOptions, FeatureRecognizer, NearestNeighbors, PcaSvm, RandomForest, fitted,
+                         n_components_ok, param, scores_param)
 
 from .features import CENTERING_HELP, FEATURES_HELP, Centering, Features, GaitFeatures
 from .skeleton import poses
@@ -23,7 +26,7 @@ _REF = "false-sense-of-privacy.txt §5.5 (SVM, random forest, k-NN on flatten an
 
 
 @attrs.define(kw_only=True)
-class _GaitRecognizer(FeatureRecognizer):
+class _GaitRecognizer(FeatureRecognizer, ClassifierOptions):
     """Gait features, then a core recognizer (built by ``inner_recognizer()``) on a ``features`` table."""
 
     trait: ClassVar[str] = "gait"
@@ -62,9 +65,10 @@ class GaitSvm(_GaitRecognizer):
 
     kernel: Literal["linear", "rbf"] = param("linear", help="SVM kernel")
     c: float = param(1.0, help="SVM regularization C", low=0.0, low_inclusive=False)
+    scores: str = scores_param()
 
     def inner_recognizer(self):
-        return PcaSvm(kernel=self.kernel, c=self.c, n_components=self.n_components)
+        return PcaSvm(kernel=self.kernel, c=self.c, n_components=self.n_components, **self.classifier_options())
 
 
 @attrs.define(kw_only=True)
@@ -77,10 +81,11 @@ class GaitRandomForest(_GaitRecognizer):
     n_estimators: int = param(300, help="number of trees", low=1)
     seed: int = param(0, help="random seed")
     n_jobs: int = param(1, help="parallel jobs (-1 = all cores)", affects_output=False)
+    scores: str = scores_param("proba")
 
     def inner_recognizer(self):
         return RandomForest(n_estimators=self.n_estimators, seed=self.seed, n_jobs=self.n_jobs,
-                            n_components=self.n_components)
+                            n_components=self.n_components, **self.classifier_options())
 
 
 @attrs.define(kw_only=True)
@@ -94,4 +99,5 @@ class GaitKnn(_GaitRecognizer):
     metric: Literal["euclidean", "cosine"] = param("euclidean", help="distance")
 
     def inner_recognizer(self):
-        return NearestNeighbors(k=self.k, metric=self.metric, n_components=self.n_components)
+        return NearestNeighbors(k=self.k, metric=self.metric, n_components=self.n_components,
+                                **self.classifier_options())

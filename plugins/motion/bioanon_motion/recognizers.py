@@ -10,6 +10,9 @@ method through its public ``fit`` / ``enroll`` / ``score`` contract:
 * ``motion.features_svm`` → ``any.pca_svm``;
 * ``motion.features_lda`` → ``any.lda_cosine`` (a learned embedding: the strongest parrot attacker);
 * ``motion.features_knn`` → ``any.knn``.
+
+SEBA's options (``cv_folds``, ``keep``, and ``scores`` where the classifier has probabilities) are passed to the
+core recognizer (:class:`bioanon.api.ClassifierOptions`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from typing import Any, ClassVar
 
 import attrs
 import numpy as np
-from bioanon.api import FeatureRecognizer, LdaCosine, NearestNeighbors, PcaSvm, RandomForest, n_components_ok, param
+from bioanon.api import (ClassifierOptions, FeatureRecognizer, LdaCosine, NearestNeighbors, PcaSvm, RandomForest,
+                         n_components_ok, param, scores_param)
 
 from .signals import sample_rate_of, window_features
 
@@ -36,7 +40,7 @@ def features_table(table: Any, column: str = "imu", *, n_bands: int = 8, sample_
 
 
 @attrs.define(kw_only=True)
-class _FeatureRecognizer(FeatureRecognizer):
+class _FeatureRecognizer(FeatureRecognizer, ClassifierOptions):
     """Window features → a core recognizer (``inner_recognizer``), through its public contract."""
 
     trait: ClassVar[str] = "motion"
@@ -71,11 +75,13 @@ class FeaturesRf(_FeatureRecognizer):
                                       check_text="a float in (0, 1] or an int >= 1")
     seed: int = param(0, help="random seed")
     n_jobs: int = param(1, help="parallel jobs (-1 = all cores)", affects_output=False)
+    scores: str = scores_param("proba")
 
     def inner_recognizer(self):
         """A fresh core recognizer with this method's parameters."""
         return RandomForest(n_estimators=self.n_estimators, max_features=self.max_features,
-                            n_components=self.n_components, seed=self.seed, n_jobs=self.n_jobs)
+                            n_components=self.n_components, seed=self.seed, n_jobs=self.n_jobs,
+                            **self.classifier_options())
 
 
 @attrs.define(kw_only=True)
@@ -89,11 +95,13 @@ class FeaturesSvm(_FeatureRecognizer):
     c: float = param(10.0, help="SVM regularization C", low=0.0, low_inclusive=False)
     n_components: int | float = param(0.99, help=_N_COMPONENTS_HELP, check=n_components_ok,
                                       check_text="a float in (0, 1] or an int >= 1")
-    seed: int = param(0, help="random seed (randomized PCA on very large data)")
+    seed: int = param(0, help="random seed (randomized PCA on very large data; Platt scaling with scores = proba)")
+    scores: str = scores_param()
 
     def inner_recognizer(self):
         """A fresh core recognizer with this method's parameters."""
-        return PcaSvm(kernel=self.kernel, c=self.c, n_components=self.n_components, seed=self.seed)
+        return PcaSvm(kernel=self.kernel, c=self.c, n_components=self.n_components, seed=self.seed,
+                      **self.classifier_options())
 
 
 @attrs.define(kw_only=True)
@@ -112,7 +120,8 @@ class FeaturesLda(_FeatureRecognizer):
 
     def inner_recognizer(self):
         """A fresh core recognizer with this method's parameters."""
-        return LdaCosine(n_components=self.n_components, lda_dims=self.lda_dims, shrinkage=self.shrinkage)
+        return LdaCosine(n_components=self.n_components, lda_dims=self.lda_dims, shrinkage=self.shrinkage,
+                         **self.classifier_options())
 
 
 @attrs.define(kw_only=True)
@@ -129,4 +138,5 @@ class FeaturesKnn(_FeatureRecognizer):
 
     def inner_recognizer(self):
         """A fresh core recognizer with this method's parameters."""
-        return NearestNeighbors(k=self.k, metric=self.metric, n_components=self.n_components)
+        return NearestNeighbors(k=self.k, metric=self.metric, n_components=self.n_components,
+                                **self.classifier_options())

@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from bioanon.api import hookimpl
 
-BIOANON_API = ">=1.1,<2"
+BIOANON_API = ">=1.1,<2"  # 1.1: two-stage utility measures (extracts), progress_bar
 """The range of bioanon.api versions this plugin works with (PEP 440)."""
 
 
 @hookimpl
 def register_datasets(register):
     """The voice data sources."""
-    from .sources import AudioMnist, Fsdd, LibriSpeech, SpeakerFolder
+    from .sources import AudioMnist, Fsdd, KaldiDir, LibriSpeech, SpeakerFolder
     from .synth import SyntheticVoice
 
-    for cls in (Fsdd, AudioMnist, LibriSpeech, SpeakerFolder, SyntheticVoice):
+    for cls in (Fsdd, AudioMnist, LibriSpeech, KaldiDir, SpeakerFolder, SyntheticVoice):
         register(cls)
 
 
@@ -51,9 +51,9 @@ def register_recognizers(register):
 @hookimpl
 def register_utility_measures(register):
     """The voice utility measures."""
-    from .utility import ContentAccuracy, PitchCorrelation, SignalToDistortion, VoiceDistinctiveness
+    from .utility import AsrWordErrorRate, ContentAccuracy, PitchCorrelation, SignalToDistortion, VoiceDistinctiveness
 
-    for cls in (ContentAccuracy, PitchCorrelation, SignalToDistortion, VoiceDistinctiveness):
+    for cls in (ContentAccuracy, PitchCorrelation, SignalToDistortion, VoiceDistinctiveness, AsrWordErrorRate):
         register(cls)
 
 

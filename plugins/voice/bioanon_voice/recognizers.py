@@ -14,9 +14,8 @@ from typing import ClassVar, Literal
 import attrs
 import numpy as np
 
-from bioanon.api import (
-    FeatureRecognizer, LdaCosine, LogisticRegression, PcaSvm, n_components_ok, param, reuse_computed,
-)
+from bioanon.api import (ClassifierOptions, FeatureRecognizer, LdaCosine, LogisticRegression, PcaSvm,
+                         n_components_ok, param, reuse_computed, scores_param)
 
 from .dsp import audio_of, feature_stats
 
@@ -73,8 +72,9 @@ def stats_table(table, kind: str = "mfcc", n_coeffs: int = 20, n_mels: int = 40,
 
 
 @attrs.define(kw_only=True)
-class _StatsRecognizer(FeatureRecognizer):
-    """Utterance statistics, then a core recognizer (built by ``inner_recognizer()``) on a ``features`` table."""
+class _StatsRecognizer(FeatureRecognizer, ClassifierOptions):
+    """Utterance statistics, then a core recognizer (built by ``inner_recognizer()``) on a ``features`` table;
+    SEBA's options (``cv_folds``, ``keep``, ``scores``) are passed to it (:class:`bioanon.api.ClassifierOptions`)."""
 
     trait: ClassVar[str] = "voice"
     payloads: ClassVar[tuple[str, ...]] = ("audio", "features")
@@ -103,9 +103,10 @@ class MfccSvm(_StatsRecognizer):
 
     kernel: str = param("linear", help="SVM kernel", choices=("linear", "rbf"))
     c: float = param(1.0, help="SVM regularization C", low=0.0, low_inclusive=False)
+    scores: str = scores_param()
 
     def inner_recognizer(self):
-        return PcaSvm(n_components=self.n_components, kernel=self.kernel, c=self.c)
+        return PcaSvm(n_components=self.n_components, kernel=self.kernel, c=self.c, **self.classifier_options())
 
 
 @attrs.define(kw_only=True)
@@ -116,9 +117,10 @@ class MfccLogReg(_StatsRecognizer):
     id: ClassVar[str] = "voice.mfcc_logreg"
 
     c: float = param(1.0, help="inverse L2 regularization strength C", low=0.0, low_inclusive=False)
+    scores: str = scores_param()
 
     def inner_recognizer(self):
-        return LogisticRegression(n_components=self.n_components, c=self.c)
+        return LogisticRegression(n_components=self.n_components, c=self.c, **self.classifier_options())
 
 
 @attrs.define(kw_only=True)
@@ -133,4 +135,4 @@ class MfccLda(_StatsRecognizer):
                              high=1.0)
 
     def inner_recognizer(self):
-        return LdaCosine(n_components=self.n_components, shrinkage=self.shrinkage)
+        return LdaCosine(n_components=self.n_components, shrinkage=self.shrinkage, **self.classifier_options())

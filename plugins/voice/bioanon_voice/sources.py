@@ -1,4 +1,5 @@
-"""Voice data sources: FSDD, AudioMNIST, LibriSpeech, a folder per speaker, and a seeded synthesizer.
+"""Voice data sources: FSDD, AudioMNIST, LibriSpeech, Kaldi data directories (VoicePrivacy), a folder per
+speaker, and a seeded synthesizer.
 
 Every source yields an ``audio`` payload (ragged float32 in [-1, 1], mono) with ``sample_rate`` in the
 metadata. Files are read with ``soundfile``; with ``sample_rate`` > 0 every file is resampled to it
@@ -16,11 +17,12 @@ from typing import ClassVar
 import attrs
 import numpy as np
 
-from bioanon.api import BioanonError, DatasetSource, Metadata, param, read_metadata_csv
+from bioanon.api import DataError, DatasetSource, Metadata, param, read_metadata_csv
 
 
-class DatasetError(BioanonError, ValueError):
-    """A voice data set that cannot be loaded (missing, empty, or a bad file)."""
+class DatasetError(DataError):
+    """A voice data set that cannot be loaded (missing, empty, or a bad file); a :class:`~bioanon.errors.DataError`
+    (so also a BioanonError and a ValueError)."""
 
 _AUDIO_EXT = (".wav", ".flac", ".ogg", ".aiff", ".aif")
 
@@ -69,7 +71,9 @@ class _FileSource(DatasetSource):
                                          "stable order that spreads over the utterance index", low=0)
     speakers: tuple[str, ...] = param((), help="load only these speakers (empty = all)")
 
-    def _records(self, root: Path) -> list[tuple[Path, str, dict]]:
+    def _records(self, root: Path) -> list[tuple]:
+        """``(path, subject, attributes)`` per file, optionally with a 4th element: the sample id (default: the
+        path relative to the root)."""
         raise NotImplementedError
 
     def _order_key(self, rec) -> tuple:
@@ -97,7 +101,7 @@ class _FileSource(DatasetSource):
             raise DatasetError(f"{self.id}: no audio files found under {str(root)!r}")
         audio, subjects, ids, attrs_, skipped = [], [], [], [], []
         rate = self.sample_rate or self.native_rate
-        for p, subject, at in recs:
+        for p, subject, at, *sid in recs:
             try:
                 x, sr = read_audio(p, self.sample_rate, rate)
             except BadAudioFile as e:
@@ -108,7 +112,7 @@ class _FileSource(DatasetSource):
             rate = sr
             audio.append(x)
             subjects.append(subject)
-            ids.append(str(p.relative_to(root)) if p.is_relative_to(root) else p.name)
+            ids.append(sid[0] if sid else str(p.relative_to(root)) if p.is_relative_to(root) else p.name)
             attrs_.append(at)
         if not audio:
             raise DatasetError(f"{self.id}: every file under {str(root)!r} was bad ({len(skipped)} skipped)")
@@ -241,7 +245,8 @@ class LibriSpeech(_FileSource):
     """LibriSpeech: ``<subset>/<speaker>/<chapter>/*.flac`` (16 kHz) and ``SPEAKERS.TXT``.
 
     The path is a subset folder (e.g. ``train-clean-100``) or the ``LibriSpeech`` folder (all subsets below it).
-    Attributes: ``chapter`` and the speaker's ``gender`` (``sex`` column) and ``subset`` from ``SPEAKERS.TXT``
+    Attributes: ``chapter``, ``text`` (the utterance's transcript from the chapter's ``*.trans.txt``; null
+    without one) and the speaker's ``gender`` (``sex`` column) and ``subset`` from ``SPEAKERS.TXT``
     (looked up next to the path and one level up). A speaker listed twice with different values is an error
     naming the lines; speakers without a line get a warning and null attributes; lines of speakers not
     loaded (other subsets) are ignored."""
@@ -268,13 +273,31 @@ class LibriSpeech(_FileSource):
                 return Metadata(str(f), "subject", "ID", keys, lines, {"gender": gender, "subset": subset})
         return None
 
+    @staticmethod
+    def _transcripts(chapter_dir: Path) -> dict[str, str]:
+        """``<speaker>-<chapter>.trans.txt`` of a chapter folder: utterance id → text (empty when absent)."""
+        f = chapter_dir / f"{chapter_dir.parent.name}-{chapter_dir.name}.trans.txt"
+        if not f.is_file():
+            return {}
+        out = {}
+        for line_no, line in enumerate(f.read_text(encoding="utf-8", errors="replace").splitlines(), start=1):
+            if line.strip():
+                utt, _, text = line.strip().partition(" ")
+                if utt in out:
+                    raise DatasetError(f"{f}:{line_no}: utterance {utt!r} is listed twice")
+                out[utt] = text
+        return out
+
     def _records(self, root):
         out = []
+        texts: dict[Path, dict[str, str]] = {}
         for p in root.rglob("*.flac"):
             chapter, speaker = p.parent.name, p.parent.parent.name
             if not speaker.isdigit():
                 continue
-            out.append((p, speaker, {"chapter": chapter}))
+            if p.parent not in texts:
+                texts[p.parent] = self._transcripts(p.parent)
+            out.append((p, speaker, {"chapter": chapter, "text": texts[p.parent].get(p.stem)}))
         meta = self._speakers(root)
         if meta is not None and out:
             _speaker_attrs(out, meta, ("gender", "subset"))
@@ -310,3 +333,270 @@ class SpeakerFolder(_FileSource):
             for j, (_, _, at) in enumerate(out):
                 at.update({k: v[j] for k, v in cols.items()})
         return out
+
+
+class KaldiDataError(DatasetError):
+    """A Kaldi-style data directory that cannot be read; the message names the file and line."""
+
+
+#: The values of the ``role`` column (the core's enrolment/trial split, :data:`bioanon.evaluation.tasks.ROLE_COLUMN`).
+ENROLMENT, TRIAL = "enrolment", "trial"
+_SEX = {"m": "m", "f": "f", "male": "m", "female": "f"}
+
+
+def _kaldi_lines(path: Path, min_fields: int, what: str) -> list[tuple[int, list[str]]]:
+    """``(line number, fields)`` of the non-blank lines of a Kaldi table file; fewer than ``min_fields``
+    whitespace-separated fields is an error naming the file and line (``what`` says what a line holds)."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise KaldiDataError(f"{path}: not UTF-8 text ({e})") from None
+    out = []
+    for no, line in enumerate(text.splitlines(), start=1):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) < min_fields:
+            raise KaldiDataError(f"{path}, line {no}: expected {what}, got {line.strip()!r}")
+        out.append((no, fields))
+    return out
+
+
+def _unique_keys(path: Path, rows: list[tuple[int, list[str]]]) -> dict[str, tuple[int, list[str]]]:
+    """The rows by their first field; a key given twice is an error naming both lines."""
+    out: dict[str, tuple[int, list[str]]] = {}
+    for no, fields in rows:
+        if fields[0] in out:
+            raise KaldiDataError(f"{path}, line {no}: {fields[0]!r} is listed again (first on line "
+                                 f"{out[fields[0]][0]})")
+        out[fields[0]] = (no, fields)
+    return out
+
+
+def _decode_only(command: str) -> str | None:
+    """The input file of a ``wav.scp`` pipe that only decodes it — ``flac -c -d -s FILE |`` (the flags in any
+    order) or ``sox FILE -t wav - |`` — whose output is exactly the file's samples; None for any other command
+    (effects, resampling, other programs), which bioanon does not run."""
+    import shlex
+
+    try:
+        words = shlex.split(command.strip().removesuffix("|"))
+    except ValueError:
+        return None
+    if len(words) == 5 and Path(words[0]).name == "flac" and sorted(words[1:4]) == ["-c", "-d", "-s"]:
+        return words[4]
+    if len(words) == 5 and Path(words[0]).name == "sox" and words[2:] == ["-t", "wav", "-"]:
+        return words[1]
+    return None
+
+
+@attrs.define(kw_only=True)
+class KaldiDir(_FileSource):
+    """A Kaldi-style data directory (``wav.scp``, ``utt2spk``, ``spk2gender``, ``text``) or a folder of them,
+    with the VoicePrivacy Challenge's enrolment and trial lists.
+
+    The path is one data directory (it holds ``wav.scp``) or a folder whose sub-folders are data directories
+    (e.g. VoicePrivacy's ``data/`` with ``libri_dev_enrolls``, ``libri_dev_trials_f``, ``libri_dev_trials_m``,
+    ...; ``subsets`` picks some). Per directory:
+
+    * ``wav.scp`` (required): ``<utterance> <wav path>``. Plain paths are read (absolute, or relative to
+      ``wav_root``; by default relative to the data directory, else to its first ancestor folder, up to 3 levels
+      up, where the file exists: Kaldi recipes write paths relative to the recipe folder), and so are the
+      decode-only pipes ``flac -c -d -s FILE |`` and ``sox FILE -t wav - |`` (FILE is read directly; nothing is
+      run). Other piped commands (effects, resampling, ``sph2pipe ... |``), archive offsets (``foo.ark:123``)
+      and a ``segments`` file are not supported: a DataError names the file and line (convert the audio to
+      files first, e.g. ``wav-copy scp:wav.scp ark,scp:...`` or ``sox in.flac out.wav``).
+    * ``utt2spk`` (required): ``<utterance> <speaker>``; every utterance of ``wav.scp`` needs one and every
+      utterance in it must be in ``wav.scp``.
+    * ``spk2gender`` (optional): ``<speaker> m|f`` → the per-sample attribute ``sex`` (``"m"``/``"f"``); when
+      present it must cover every speaker.
+    * ``text`` (optional): ``<utterance> <transcript>`` → the attribute ``text`` (reference transcripts, e.g. for
+      a word error rate); utterances without a line get null.
+    * ``enrolls`` (optional, VoicePrivacy): one utterance per line, used for enrolment → ``role = "enrolment"``.
+    * ``trials`` (optional, VoicePrivacy): ``<enrolment speaker> <utterance> target|nontarget`` → the
+      utterance gets ``role = "trial"``; ``target`` must name the utterance's own speaker, ``nontarget``
+      another one.
+
+    Columns: ``subject`` = the speaker, ``sample_id`` = the utterance id (unique over the directories loaded),
+    attributes ``subset`` (the data directory's name), ``role`` (``"enrolment"`` / ``"trial"`` / null), ``sex``,
+    ``text``. With ``role`` present the evaluation enrols the evaluation subjects on their enrolment utterances
+    and probes with their trial utterances (instead of a random enrolment share); the trial list's pairs
+    themselves are not used: every trial is scored against every enrolled speaker. A directory with an
+    ``enrolls`` or ``trials`` file sets the table metadata ``protocol = "voiceprivacy"``, so the report names the
+    attacker scenarios as the challenge does (ignorant = naive, lazy-informed = lazy, semi-informed = parrot).
+    Errors name the file and line (:class:`KaldiDataError`, a :class:`~bioanon.errors.DataError`)."""
+
+    id: ClassVar[str] = "voice.kaldi"
+    reference: ClassVar[str] = ("https://kaldi-asr.org/doc/data_prep.html; VoicePrivacy 2024 evaluation plan, "
+                                "arXiv:2404.02677")
+
+    subsets: tuple[str, ...] = param((), help="load only these data directories (sub-folder names; empty = all)")
+    wav_root: str = param("", help="folder that relative wav.scp paths are relative to (empty = the data "
+                                   "directory, else its first ancestor, up to 3 levels up, where the file exists)")
+
+    def _order_key(self, rec):
+        return (rec[2]["subset"], rec[3])
+
+    def _data_dirs(self, root: Path) -> list[Path]:
+        """The data directories under ``root`` (itself when it holds ``wav.scp``), filtered by ``subsets``."""
+        if root.is_file():
+            raise KaldiDataError(f"{self.id}: {str(root)!r} is a file; give the data directory (with wav.scp) or "
+                                 f"the folder holding data directories")
+        dirs = [root] if (root / "wav.scp").is_file() else sorted(
+            d for d in root.iterdir() if d.is_dir() and (d / "wav.scp").is_file())
+        if not dirs:
+            raise KaldiDataError(f"{self.id}: no wav.scp in {str(root)!r} or in its sub-folders (a Kaldi data "
+                                 f"directory holds wav.scp and utt2spk)")
+        if self.subsets:
+            names = {d.name for d in dirs}
+            missing = [s for s in self.subsets if s not in names]
+            if missing:
+                raise KaldiDataError(f"{self.id}: subsets {missing} not found under {str(root)!r}; data "
+                                     f"directories there: {sorted(names)}")
+            dirs = [d for d in dirs if d.name in self.subsets]
+        return dirs
+
+    def is_voiceprivacy(self, root: Path) -> bool:
+        """Whether a loaded data directory has VoicePrivacy enrolment or trial lists."""
+        return any((d / "enrolls").is_file() or (d / "trials").is_file() for d in self._data_dirs(root))
+
+    def load(self, path=None):
+        table = super().load(path)
+        if self.is_voiceprivacy(Path(path)):
+            table = table.with_metadata(protocol="voiceprivacy")
+        return table
+
+    def _wav_path(self, d: Path, value: str, where: str) -> Path:
+        """The file a ``wav.scp`` entry names (see the class docstring)."""
+        if value.rstrip().endswith("|") or value.lstrip().startswith("|"):
+            decoded = _decode_only(value)
+            if decoded is None:
+                raise KaldiDataError(
+                    f"{where}: piped commands are not supported ({value.strip()!r}); bioanon reads plain audio file "
+                    f"paths and the decode-only pipes 'flac -c -d -s FILE |' and 'sox FILE -t wav - |' (it reads "
+                    f"FILE itself and runs nothing): convert the audio to files first (run the command into a .wav "
+                    f"file) and list those")
+            value = decoded
+        if re.search(r"\.ark:\d+$", value):
+            raise KaldiDataError(f"{where}: archive offsets are not supported ({value.strip()!r}); extract the "
+                                 f"audio to files first (wav-copy ark:... ark,scp:...)")
+        p = Path(value)
+        if p.is_absolute():
+            return p
+        if self.wav_root:
+            return Path(self.wav_root) / p
+        bases = [d, *list(d.parents)[:3]]
+        for base in bases:
+            if (base / p).is_file():
+                return base / p
+        if self.skip_bad_files:
+            return d / p  # reported as a skipped file
+        raise KaldiDataError(f"{where}: audio file {value!r} not found (looked relative to "
+                             f"{', '.join(repr(str(b)) for b in bases)}; set wav_root)")
+
+    def _records(self, root):
+        out: list[tuple] = []
+        seen: dict[str, str] = {}
+        for d in self._data_dirs(root):
+            out += self._dir_records(d, seen)
+        if not any(r[2]["role"] for r in out):  # no enrolment/trial lists: no role column
+            for r in out:
+                del r[2]["role"]
+        return out
+
+    def _dir_records(self, d: Path, seen: dict[str, str]) -> list[tuple]:
+        """The records of one data directory; ``seen`` maps utterance ids already loaded to their wav.scp line."""
+        if (d / "segments").is_file():
+            raise KaldiDataError(f"{d / 'segments'}: segments files (utterances cut from longer recordings) are "
+                                 f"not supported; extract each segment to its own audio file first")
+        scp, u2s = d / "wav.scp", d / "utt2spk"
+        if not u2s.is_file():
+            raise KaldiDataError(f"{d}: no utt2spk file (a Kaldi data directory needs wav.scp and utt2spk)")
+        wavs = {}
+        for no, fields in _kaldi_lines(scp, 2, "'<utterance> <wav path>'"):
+            utt = fields[0]
+            where = f"{scp}, line {no}"
+            if utt in wavs:
+                raise KaldiDataError(f"{where}: utterance {utt!r} is listed again (first on line {wavs[utt][0]})")
+            if utt in seen:
+                raise KaldiDataError(f"{where}: utterance {utt!r} is also in {seen[utt]}; load the data "
+                                     f"directories separately (parameter subsets) or give them distinct ids")
+            value = " ".join(fields[1:]) if len(fields) > 2 else fields[1]
+            wavs[utt] = (no, self._wav_path(d, value, where))
+        spk = {}
+        for utt, (no, fields) in _unique_keys(u2s, _kaldi_lines(u2s, 2, "'<utterance> <speaker>'")).items():
+            if len(fields) != 2:
+                raise KaldiDataError(f"{u2s}, line {no}: expected '<utterance> <speaker>', got {' '.join(fields)!r}")
+            if utt not in wavs:
+                raise KaldiDataError(f"{u2s}, line {no}: utterance {utt!r} is not in {scp}")
+            spk[utt] = fields[1]
+        for utt, (no, _) in wavs.items():
+            if utt not in spk:
+                raise KaldiDataError(f"{scp}, line {no}: utterance {utt!r} has no speaker in {u2s}")
+        sex = self._spk2gender(d, set(spk.values()))
+        text = {}
+        if (d / "text").is_file():
+            f = d / "text"
+            for utt, (no, fields) in _unique_keys(f, _kaldi_lines(f, 1, "'<utterance> <transcript>'")).items():
+                if utt not in wavs:
+                    raise KaldiDataError(f"{f}, line {no}: utterance {utt!r} is not in {scp}")
+                text[utt] = " ".join(fields[1:])
+        role = self._roles(d, wavs, spk)
+        out = []
+        for utt, (no, p) in wavs.items():
+            seen[utt] = f"{scp}, line {no}"
+            at = {"subset": d.name, "role": role.get(utt)}
+            if sex is not None:
+                at["sex"] = sex[spk[utt]]
+            if text:
+                at["text"] = text.get(utt)
+            out.append((p, spk[utt], at, utt))
+        return out
+
+    @staticmethod
+    def _spk2gender(d: Path, speakers: set[str]) -> dict[str, str] | None:
+        f = d / "spk2gender"
+        if not f.is_file():
+            return None
+        sex = {}
+        for s, (no, fields) in _unique_keys(f, _kaldi_lines(f, 2, "'<speaker> m|f'")).items():
+            v = _SEX.get(fields[1].lower()) if len(fields) == 2 else None
+            if v is None:
+                raise KaldiDataError(f"{f}, line {no}: expected '<speaker> m|f', got {' '.join(fields)!r}")
+            sex[s] = v
+        missing = sorted(speakers - set(sex))
+        if missing:
+            raise KaldiDataError(f"{f}: no line for the speaker(s) {missing[:5]}{' …' if len(missing) > 5 else ''} "
+                                 f"of {d / 'utt2spk'}")
+        return sex
+
+    @staticmethod
+    def _roles(d: Path, wavs: dict, spk: dict[str, str]) -> dict[str, str]:
+        """Utterance → ``"enrolment"`` (listed in ``enrolls``) or ``"trial"`` (in ``trials``)."""
+        role: dict[str, str] = {}
+        where: dict[str, str] = {}
+        f = d / "enrolls"
+        if f.is_file():
+            for no, fields in _kaldi_lines(f, 1, "an utterance id"):
+                utt = fields[0]
+                if len(fields) != 1 or utt not in wavs:
+                    raise KaldiDataError(f"{f}, line {no}: expected an utterance id of {d / 'wav.scp'}, got "
+                                         f"{' '.join(fields)!r}")
+                role[utt], where[utt] = ENROLMENT, f"{f}, line {no}"
+        f = d / "trials"
+        if f.is_file():
+            for no, fields in _kaldi_lines(f, 3, "'<enrolment speaker> <utterance> target|nontarget'"):
+                if len(fields) != 3 or fields[2] not in ("target", "nontarget"):
+                    raise KaldiDataError(f"{f}, line {no}: expected '<enrolment speaker> <utterance> "
+                                         f"target|nontarget', got {' '.join(fields)!r}")
+                model, utt, kind = fields
+                if utt not in wavs:
+                    raise KaldiDataError(f"{f}, line {no}: utterance {utt!r} is not in {d / 'wav.scp'}")
+                if (kind == "target") != (model == spk[utt]):
+                    raise KaldiDataError(f"{f}, line {no}: a {kind} trial of speaker {model!r}, but utterance "
+                                         f"{utt!r} is of speaker {spk[utt]!r} ({d / 'utt2spk'})")
+                if role.get(utt) == ENROLMENT:
+                    raise KaldiDataError(f"{f}, line {no}: utterance {utt!r} is a trial and also an enrolment "
+                                         f"utterance ({where[utt]})")
+                role[utt] = TRIAL
+        return role
