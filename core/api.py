@@ -56,7 +56,9 @@ Reusable building blocks
     core recognizers :class:`PcaSvm`, :class:`RandomForest`, :class:`LogisticRegression`,
     :class:`NearestNeighbors`, :class:`LdaCosine` (as inner recognizers of a :class:`FeatureRecognizer`), and
     their SEBA-style options for a wrapper: the :class:`ClassifierOptions` mixin (``cv_folds``, ``keep``; pass
-    ``classifier_options()`` to the inner recognizer) and :func:`scores_param` (``scores``).
+    ``classifier_options()`` to the inner recognizer) and :func:`scores_param` (``scores``);
+    :func:`reuse_computed` (1.1) reuses within a process an array computed from array content by a fixed
+    function (a pretrained encoder's embeddings, feature extraction).
 
 Testing and conformance
     :func:`check_method` runs every conformance check on a method class and returns a
@@ -167,6 +169,8 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "PcaSvm": ("bioanon.builtin.recognizers", "PcaSvm"),
     "RandomForest": ("bioanon.builtin.recognizers", "RandomForest"),
     "scores_param": ("bioanon.builtin.recognizers", "scores_param"),
+    # reuse within a process
+    "reuse_computed": ("bioanon.fit_memo", "reuse_computed"),
     # testing and conformance (imports pytest when installed, for the fixtures)
     "testing": ("bioanon.testing", None),
     "ConformanceReport": ("bioanon.testing", "ConformanceReport"),
@@ -186,8 +190,8 @@ __all__ = [  # every name of the API (the lazy ones included)
     "get_method", "get_registry", "hookimpl", "import_torch", "infer", "jsonable", "key_columns", "labels_of",
     "list_methods", "make_table", "method_training", "n_components_ok", "paired_payloads", "param", "parse_cell",
     "precision_param", "preflight_weights", "progress_bar", "read_csv_rows", "read_metadata_csv", "resolve_device",
-    "resolve_within", "restore_dtype", "scores_param", "softmax_head", "stage", "table_rng", "testing", "to_device",
-    "train_net",
+    "resolve_within", "restore_dtype", "reuse_computed", "scores_param", "softmax_head", "stage", "table_rng",
+    "testing", "to_device", "train_net",
     "uniform_column", "weights_param",
 ]
 

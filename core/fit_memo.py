@@ -8,21 +8,28 @@ recognizer's spec (id and parameters, seed included), an identifier of the train
 content fingerprint) and the label. Fits are seeded, so a reused fit is what a refit would give. Callers get a
 deep copy, so enrolment never touches the stored fit.
 
-``BIOANON_FIT_MEMO=0`` turns the reuse off (every call fits anew).
+The same holds for features that a fixed function computes from a table's content (a pretrained encoder's
+embeddings, utterance statistics, spectrograms): the clear evaluation set is embedded again for every
+anonymizer setting, and the anonymized one once per attacker scenario. :data:`COMPUTED` keeps the last
+results of such computations, keyed by what was computed, its parameters and a digest of the input arrays'
+bytes, so a repeat returns a copy of the array first computed — the same values, bit for bit.
+
+``BIOANON_FIT_MEMO=0`` turns both reuses off (every call fits and computes anew).
 """
 
 from __future__ import annotations
 
 import copy
+import hashlib
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from .cache import fingerprint
+import numpy as np
 
-__all__ = ["FITTED", "FittedRecognizers"]
+__all__ = ["COMPUTED", "FITTED", "ComputedFeatures", "FittedRecognizers", "content_digest", "reuse_computed"]
 
 
 class FittedRecognizers:
@@ -44,6 +51,7 @@ class FittedRecognizers:
         """A recognizer built from ``spec`` (``{"id": ..., "params": {...}}``) and fitted on ``train()`` for
         ``label``; ``train_id`` (JSON-able) identifies that training data. ``train`` is called only on a miss."""
         from . import get_registry
+        from .cache import fingerprint
 
         def fit() -> Any:
             rec = get_registry().create(spec["id"], kind, **dict(spec.get("params", {})))
@@ -76,3 +84,71 @@ class FittedRecognizers:
 
 #: The process-wide store used by the evaluation's score tasks and the embedding selectors.
 FITTED = FittedRecognizers()
+
+
+def content_digest(arrays: Sequence[np.ndarray] | np.ndarray) -> str:
+    """A digest of the dtype, shape and bytes of every array of ``arrays`` (one array or a sequence, e.g. a
+    ragged payload), in order."""
+    h = hashlib.blake2b(digest_size=20)
+    for a in ([arrays] if isinstance(arrays, np.ndarray) else arrays):
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype.str}{a.shape};".encode())
+        h.update(memoryview(a).cast("B"))
+    return h.hexdigest()
+
+
+class ComputedFeatures:
+    """A least-recently-used store of arrays computed by deterministic functions of array content (at most
+    ``max_bytes`` in all; thread-safe). Only for computations whose result depends on nothing but ``what``,
+    ``params`` and the input arrays: no fitted state, no random draws."""
+
+    def __init__(self, max_bytes: int = 256 * 2**20):
+        self.max_bytes = max_bytes
+        self._items: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._bytes = 0
+        self._lock = threading.Lock()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, what: str, params: Mapping[str, Any], inputs: Sequence[np.ndarray] | np.ndarray,
+            compute: Callable[[], np.ndarray]) -> np.ndarray:
+        """``compute()`` (an array), or a copy of what it returned for the same ``what`` (e.g. the method id),
+        JSON-able ``params`` and input arrays; ``compute`` is called only on a miss."""
+        if self.max_bytes <= 0 or not FittedRecognizers.enabled():
+            return compute()
+        from .cache import fingerprint  # (imports pyarrow: not when a plugin module imports this one)
+
+        key = fingerprint({"what": what, "params": dict(params), "inputs": content_digest(inputs)})
+        with self._lock:
+            out = self._items.get(key)
+            if out is not None:
+                self._items.move_to_end(key)
+                self.hits += 1
+                return out.copy()
+        out = np.array(compute())  # our own copy: the caller may change what it gets
+        with self._lock:
+            self.misses += 1
+            if key not in self._items and out.nbytes <= self.max_bytes:
+                self._items[key] = out
+                self._bytes += out.nbytes
+                while self._bytes > self.max_bytes:
+                    self._bytes -= self._items.popitem(last=False)[1].nbytes
+        return out.copy()
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._bytes = 0
+            self.hits = self.misses = 0
+
+
+#: The process-wide store of computed features (pretrained embeddings, utterance statistics, ...).
+COMPUTED = ComputedFeatures()
+
+
+def reuse_computed(what: str, params: Mapping[str, Any], inputs: Sequence[np.ndarray] | np.ndarray,
+                   compute: Callable[[], np.ndarray]) -> np.ndarray:
+    """``compute()``, reused from :data:`COMPUTED` when the same ``what`` (e.g. the method id and step),
+    ``params`` and input arrays were computed before in this process. For a deterministic function of the
+    inputs only (a pretrained encoder, fixed feature extraction), never for fitted or seeded state."""
+    return COMPUTED.get(what, params, inputs, compute)

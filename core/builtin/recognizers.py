@@ -153,8 +153,16 @@ class FeatureSpace:
     scaled_projection: np.ndarray = attrs.field(init=False, repr=False)  # projection / scale, (D, K) float32
 
     def __attrs_post_init__(self) -> None:
-        scaled = self.projection.astype(np.float64) / self.scale.astype(np.float64)[:, None]
+        scaled = self.projection.astype(np.float64)
+        scaled /= self.scale.astype(np.float64)[:, None]  # in place: one (D, K) float64 array, not two
         object.__setattr__(self, "scaled_projection", scaled.astype(np.float32))
+        for a in (self.mean, self.scale, self.projection, self.scaled_projection):
+            a.setflags(write=False)
+
+    def __deepcopy__(self, memo: dict) -> "FeatureSpace":
+        """Itself: a space is immutable (read-only arrays), so the copies of a fitted recognizer handed out by
+        :data:`bioanon.fit_memo.FITTED` share it instead of copying its (D, K) projections."""
+        return self
 
     @classmethod
     def pca(cls, x: np.ndarray, n_components: int | float = 1.0, *, standardize: bool = True,
@@ -165,23 +173,34 @@ class FeatureSpace:
         mean = x.mean(axis=0, dtype=np.float64).astype(np.float32)
         scale = x.std(axis=0, dtype=np.float64).astype(np.float32) if standardize else np.ones(x.shape[1], np.float32)
         scale[scale < 1e-8] = 1.0
-        xs = (x - mean) / scale
+        xs = x - mean
+        xs /= scale  # in place: one temporary of the size of x, not two
         rank = max(1, min(len(x) - 1, x.shape[1], max_rank or x.shape[1]))
         if min(xs.shape) > _RANDOMIZED_ABOVE:
             from sklearn.utils.extmath import randomized_svd
 
             _, s, vt = randomized_svd(xs, min(rank, 512), random_state=seed)
+            squares = np.square(xs, dtype=np.float64)
         else:
-            s, vt = _gram_svd(xs)
+            # one float64 copy serves the Gram SVD and then, squared in place, the total variance: the float32
+            # copy and a further float64 array of the squares are never held beside it
+            squares = np.asarray(xs, dtype=np.float64)
+            del xs
+            s, vt = _gram_svd(squares)
+            np.square(squares, out=squares)
         var = s.astype(np.float64) ** 2
         keep = var > var[0] * 1e-10 if var.size and var[0] > 0 else np.zeros(var.size, bool)
         k = int(min(rank, max(1, keep.sum())))
+        total = float(squares.sum()) if isinstance(n_components, float) else 0.0
+        del squares
         if isinstance(n_components, float):
-            share = np.cumsum(var) / max(float(np.square(xs, dtype=np.float64).sum()), 1e-30)
+            share = np.cumsum(var) / max(total, 1e-30)
             k = min(k, int(np.searchsorted(share, n_components - 1e-9)) + 1)
         else:
             k = min(k, n_components)
-        return cls(mean, scale, np.ascontiguousarray(vt[:k].T, dtype=np.float32))
+        projection = np.ascontiguousarray(vt[:k].T, dtype=np.float32)
+        del vt  # (the (n, D) float64 directions are not held while the space scales its projection)
+        return cls(mean, scale, projection)
 
     def then(self, projection: np.ndarray) -> "FeatureSpace":
         """This space followed by a further linear map (D', K) of its output."""
@@ -195,8 +214,9 @@ class FeatureSpace:
 
 def _gram_svd(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Singular values and right singular vectors of ``x`` (descending) from the eigen-decomposition of the
-    smaller Gram matrix in float64 — several times faster than a thin SVD of a tall or wide matrix. Directions
-    with a negligible singular value come out as zero rows (callers drop them by their variance)."""
+    smaller Gram matrix in float64 — several times faster than a thin SVD of a tall or wide matrix. Of a wide
+    matrix, the directions with a negligible singular value (≤ 1e-7 of the largest) are left out of ``vt``
+    (callers keep fewer by their variance); of an all-zero one, ``vt`` is zeros."""
     x = np.asarray(x, dtype=np.float64)
     n, d = x.shape
     if n >= d:
@@ -206,9 +226,11 @@ def _gram_svd(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     w, u = np.linalg.eigh(x @ x.T)
     w, u = w[::-1], u[:, ::-1]
     s = np.sqrt(np.clip(w, 0.0, None))
-    ok = s > (s[0] if s.size else 0.0) * 1e-7
-    vt = np.zeros((n, d))
-    vt[ok] = (u[:, ok].T @ x) / s[ok, None]
+    ok = s > (s[0] if s.size else 0.0) * 1e-7  # a prefix: s is descending
+    if not ok.any():
+        return s, np.zeros((n, d))
+    vt = u[:, ok].T @ x  # only the rows kept: no (n, d) array of zeros beside it
+    vt /= s[ok, None]
     return s, vt
 
 

@@ -43,3 +43,76 @@ def test_callers_get_independent_copies():
     for i in range(3):  # least recently used out
         memo.get(spec, ["other", i], "subject", lambda: table)
     assert len(memo._fits) == 2 and memo.misses == 4
+
+
+def test_computed_features_are_reused_by_content_and_copied(monkeypatch):
+    import numpy as np
+
+    from bioanon.fit_memo import ComputedFeatures, content_digest
+
+    memo = ComputedFeatures(max_bytes=3 * 8 * 4)
+    calls = []
+
+    def compute(x):
+        calls.append(1)
+        return np.asarray([float(sum(a.sum() for a in x))] * 4)
+
+    a = [np.arange(3, dtype=np.float32), np.ones(5, np.float32)]
+    same = [np.arange(3, dtype=np.float32), np.ones(5, np.float32)]  # equal content, other objects
+    first = memo.get("sum", {"k": 1}, a, lambda: compute(a))
+    again = memo.get("sum", {"k": 1}, same, lambda: compute(same))
+    assert len(calls) == 1 and (memo.hits, memo.misses) == (1, 1)
+    np.testing.assert_array_equal(first, again)
+    again[:] = -1  # the caller's copy: the stored result is untouched
+    np.testing.assert_array_equal(memo.get("sum", {"k": 1}, a, lambda: compute(a)), first)
+    memo.get("sum", {"k": 2}, a, lambda: compute(a))  # other params, other dtype, other content: computed
+    memo.get("sum", {"k": 1}, [x.astype(np.float64) for x in a], lambda: compute(a))
+    memo.get("sum", {"k": 1}, [np.arange(3, dtype=np.float32), np.zeros(5, np.float32)], lambda: compute(a))
+    assert len(calls) == 4 and memo._bytes <= memo.max_bytes and len(memo._items) == 3  # oldest evicted
+    # the digest tells the split of a ragged list apart
+    assert content_digest([np.ones(2), np.ones(3)]) != content_digest([np.ones(3), np.ones(2)])
+    monkeypatch.setenv("BIOANON_FIT_MEMO", "0")
+    memo.get("sum", {"k": 1}, a, lambda: compute(a))
+    assert len(calls) == 5
+
+
+def test_a_feature_space_is_shared_by_copies_and_read_only():
+    import numpy as np
+    import pytest
+
+    from bioanon.builtin.recognizers import FeatureSpace
+
+    x = np.random.default_rng(0).normal(size=(30, 12)).astype(np.float32)
+    space = FeatureSpace.pca(x, 1.0)
+    assert copy_of(space) is space
+    with pytest.raises(ValueError):
+        space.projection[0, 0] = 1.0
+    with pytest.raises(ValueError):
+        space.scaled_projection[0, 0] = 1.0
+
+
+def copy_of(obj):
+    import copy
+
+    return copy.deepcopy(obj)
+
+
+def test_gram_svd_of_a_wide_matrix_keeps_the_rows_of_the_masked_form():
+    """The rows it returns are exactly those the former (n, d) array with zero rows held."""
+    import numpy as np
+
+    from bioanon.builtin.recognizers import _gram_svd
+
+    rng = np.random.default_rng(2)
+    for x in (rng.normal(size=(20, 50)).astype(np.float32),
+              np.repeat(rng.normal(size=(3, 50)), 7, axis=0)):  # rank 3 of 21 rows
+        s, vt = _gram_svd(x)
+        x64 = x.astype(np.float64)
+        w, u = np.linalg.eigh(x64 @ x64.T)
+        u = u[:, ::-1]
+        ok = s > s[0] * 1e-7
+        ref = np.zeros((len(x), 50))
+        ref[ok] = (u[:, ok].T @ x64) / s[ok, None]
+        np.testing.assert_array_equal(vt, ref[: ok.sum()])
+        assert len(vt) == ok.sum() and np.abs(ref[ok.sum():]).max(initial=0.0) == 0.0
+    assert _gram_svd(np.zeros((4, 9)))[1].shape == (4, 9)

@@ -108,3 +108,14 @@ def test_resemblyzer_cuda_matches_cpu():
     e_gpu = r.embed(_data())
     assert next(encoder(r.id, "cuda:0").parameters()).device.type == "cuda"
     assert cosines(e_cpu, e_gpu).min() > 0.999
+
+
+def test_fast_preset_trains_on_one_thread_paper_on_every_core():
+    """The fast network's small batches run fastest on one torch thread (on two busy cores, two threads made a
+    fit ten times slower); the paper network uses every core; an explicit value wins; threads never enter the
+    fingerprint."""
+    fast, paper = xv.XVector(), xv.XVector(preset="paper")
+    assert (fast.threads, paper.threads) == (1, 0)
+    assert xv.XVector(threads=0).threads == 0 and xv.XVector(preset="paper", threads=2).threads == 2
+    assert paper.with_params(preset="fast").threads == 1
+    assert fast.fingerprint() == xv.XVector(threads=0).fingerprint()

@@ -68,3 +68,19 @@ def test_fsdd_clear_speaker_identification(fsdd):
     acc = float(np.mean(r.score(probes).predict() == probes.subjects))
     print(f"\nvoice.resemblyzer clear FSDD top-1 {acc:.3f} on {len(probes)} probes (chance {1 / 6:.3f})")
     assert acc > 0.8, acc
+
+
+def test_embeddings_reused_in_a_process_equal_a_fresh_computation(fsdd, monkeypatch):
+    from bioanon.fit_memo import COMPUTED
+    from bioanon_voice.resemblyzer_encoder import Resemblyzer
+
+    part = fsdd.take(np.arange(0, len(fsdd), 23))
+    COMPUTED.clear()
+    first = Resemblyzer(device="cpu").embed(part)
+    reused = Resemblyzer(device="cpu").embed(part.take(np.arange(len(part))))  # another table, the same audio
+    assert (COMPUTED.hits, COMPUTED.misses) == (1, 1)
+    monkeypatch.setenv("BIOANON_FIT_MEMO", "0")
+    fresh = Resemblyzer(device="cpu").embed(part)
+    assert COMPUTED.hits == 1
+    np.testing.assert_array_equal(first, reused)
+    np.testing.assert_array_equal(first, fresh)

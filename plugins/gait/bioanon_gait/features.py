@@ -23,6 +23,7 @@ import numpy as np
 Features = Literal["flatten", "simple"]
 Centering = Literal["frame", "sequence", "none"]
 
+_BLOCK = 256  # sequences centred at once by GaitFeatures.transform (flatten)
 FEATURES_HELP = "flatten: all root-relative poses; simple: first principal pose directions + mean pose"
 CENTERING_HELP = ("translation invariance: subtract each frame's joint centroid (frame), the sequence mean "
                   "(sequence), or nothing (none)")
@@ -30,11 +31,10 @@ CENTERING_HELP = ("translation invariance: subtract each frame's joint centroid 
 
 def center(x: np.ndarray, centering: str) -> np.ndarray:
     """Translation-invariant poses ``(N, T, J, 3)`` (float64)."""
-    x = np.asarray(x, dtype=np.float64)
-    if centering == "frame":
-        return x - x.mean(axis=2, keepdims=True)
-    if centering == "sequence":
-        return x - x.mean(axis=(1, 2), keepdims=True)
+    if centering == "none":
+        return np.asarray(x, dtype=np.float64)
+    x = np.array(x, dtype=np.float64)  # our own copy, centred in place (no second float64 copy)
+    x -= x.mean(axis=2 if centering == "frame" else (1, 2), keepdims=True)
     return x
 
 
@@ -85,9 +85,13 @@ class GaitFeatures:
         return self
 
     def transform(self, x: np.ndarray) -> np.ndarray:
+        if self.kind == "flatten":  # sample by sample, so in blocks: no float64 copy of the whole set
+            out = np.empty((len(x), int(np.prod(x.shape[1:]))), np.float32)
+            for start in range(0, len(x), _BLOCK):
+                c = center(x[start:start + _BLOCK], self.centering)
+                out[start:start + _BLOCK] = c.reshape(len(c), -1)
+            return out
         c = center(x, self.centering)
-        if self.kind == "flatten":
-            return c.reshape(len(c), -1).astype(np.float32)
         v, mean = principal_directions(c, self.n_pcs)
         ref = self.references_ if self.references_ is not None else reference_directions(v)
         sign = np.where(np.einsum("nkd,kd->nk", v, ref) < 0, -1.0, 1.0)

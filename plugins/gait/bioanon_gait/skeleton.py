@@ -239,8 +239,13 @@ def resample_ragged(sequences: Sequence[np.ndarray], frames: int) -> np.ndarray:
     lengths = np.array([len(s) for s in sequences])
     for length in np.unique(lengths):
         rows = np.flatnonzero(lengths == length)
-        out[rows] = resample(np.stack([sequences[i] for i in rows]), frames)
+        # in blocks of rows (each row is resampled on its own): no second copy of the whole data set
+        for block in np.array_split(rows, max(1, len(rows) // _RESAMPLE_BLOCK)):
+            out[block] = resample(np.stack([sequences[i] for i in block]), frames)
     return out
+
+
+_RESAMPLE_BLOCK = 128  # sequences resampled at once by resample_ragged
 
 
 def interpolate_gaps(x: np.ndarray, valid: np.ndarray) -> np.ndarray:

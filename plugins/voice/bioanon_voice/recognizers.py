@@ -15,7 +15,7 @@ import attrs
 import numpy as np
 
 from bioanon.api import (ClassifierOptions, FeatureRecognizer, LdaCosine, LogisticRegression, PcaSvm,
-                         n_components_ok, param, scores_param)
+                         n_components_ok, param, reuse_computed, scores_param)
 
 from .dsp import audio_of, feature_stats
 
@@ -65,7 +65,9 @@ def stats_table(table, kind: str = "mfcc", n_coeffs: int = 20, n_mels: int = 40,
                              f"utterance, not the ({want},) utterance statistics of {cfg}")
         return table
     audio, sr = audio_of(table)
-    x = feature_stats(audio, sr, kind, n_coeffs, n_mels, deltas, energy_quantile)
+    # the same utterances come back for every scenario and setting: computed once per process
+    x = reuse_computed("voice.feature_stats", {**cfg, "sample_rate": sr}, audio,
+                       lambda: feature_stats(audio, sr, kind, n_coeffs, n_mels, deltas, energy_quantile))
     return table.with_payload("features", x, drop="audio").with_metadata(**{FEATURES_KEY: cfg})
 
 

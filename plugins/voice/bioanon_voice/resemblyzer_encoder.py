@@ -19,6 +19,7 @@ import numpy as np
 
 from bioanon.api import (
     CentroidRecognizer, class_sums, device_param, import_torch, infer, param, precision_param, resolve_device,
+    reuse_computed,
 )
 
 from .dsp import audio_of
@@ -120,12 +121,19 @@ class Resemblyzer(CentroidRecognizer):
         return [f"{self.id} needs resemblyzer, webrtcvad and torch, which are not all installed: {_INSTALL}"]
 
     def embed(self, table: Any) -> np.ndarray:
-        """(N, 256) L2-normalized utterance embeddings."""
+        """(N, 256) L2-normalized utterance embeddings. The encoder is fixed, so the embeddings of the same
+        utterances (the clear evaluation set under every anonymizer setting, the anonymized one under every
+        scenario) are computed once per process and reused (:func:`bioanon.api.reuse_computed`)."""
         dev = resolve_device(self.device, who=self.id)
+        audio, sr = audio_of(table)
+        settings = {"rate": self.rate, "min_coverage": self.min_coverage, "batch_size": self.batch_size,
+                    "threads": self.threads, "precision": self.precision, "device": dev, "sample_rate": sr}
+        return reuse_computed(self.id + ":embed", settings, audio, lambda: self._embed(audio, sr, dev))
+
+    def _embed(self, audio: list[np.ndarray], sr: int, dev: str) -> np.ndarray:
         enc = encoder(self.id, dev)
         from resemblyzer import audio as r_audio
 
-        audio, sr = audio_of(table)
         partials: list[np.ndarray] = []
         owner: list[int] = []
         for i, x in enumerate(audio):

@@ -84,10 +84,11 @@ def _build(torch: Any, n_mels: int, channels: int, pool: int, frame_layers: int,
 
 
 _FAST = {"n_mels": 30, "channels": 64, "frame_layers": 4, "pool_channels": 0, "embedding_dim": 64, "loss": "aam",
-         "epochs": 30, "batch_size": 32, "crop_frames": 60, "learning_rate": 0.002, "weight_decay": 1e-4}
+         "epochs": 30, "batch_size": 32, "crop_frames": 60, "learning_rate": 0.002, "weight_decay": 1e-4,
+         "threads": 1}
 _PAPER = {"n_mels": 24, "channels": 512, "frame_layers": 5, "pool_channels": 1500, "embedding_dim": 512,
           "loss": "softmax", "epochs": 60, "batch_size": 64, "crop_frames": 300, "learning_rate": 0.001,
-          "weight_decay": 1e-4}
+          "weight_decay": 1e-4, "threads": 0}
 
 
 @attrs.define(kw_only=True)
@@ -97,7 +98,7 @@ class XVector(CentroidRecognizer):
 
     Needs PyTorch (``pip install 'bioanon-voice[torch]'``), which a plain install of bioanon-voice does not pull. ``preset = "fast"`` (the
     defaults) is tiny: four frame layers of 64 channels, 64-d embeddings, 0.6 s crops, an AAM-softmax loss, 30
-    epochs — seconds to a minute on a few hundred utterances on two cores. ``preset = "paper"`` is the x-vector
+    epochs, one torch thread — seconds to a minute on a few hundred utterances. ``preset = "paper"`` is the x-vector
     network of Snyder et al., "X-vectors: robust DNN embeddings for speaker recognition", ICASSP 2018, Table 1:
     24 filter-bank channels (frame1's input is 5 × 24), frame1–frame3 with contexts [t-2, t+2], {t-2, t, t+2} and
     {t-3, t, t+3} and frame4 ({t}) of 512 channels, frame5 ({t}) of 1500 channels into statistics pooling (3000
@@ -148,7 +149,9 @@ class XVector(CentroidRecognizer):
     learning_rate: float = param(0.002, help="Adam learning rate (cosine-annealed)", low=0.0, low_inclusive=False)
     weight_decay: float = param(1e-4, help="Adam weight decay", low=0.0)
     seed: int = param(0, help="random seed (initialization, crops, batches)")
-    threads: int = param(0, help="torch intra-op threads (0 = all cores)", low=0, affects_output=False)
+    threads: int = param(1, help="torch intra-op threads (0 = all cores). The fast preset's small batches run "
+                         "fastest on one: on two busy cores, two threads made a fit ten times slower; the paper "
+                         "preset uses every core", low=0, affects_output=False)
     device: str = device_param()
     precision: str = precision_param()
     weights: str = weights_param()

@@ -1,0 +1,30 @@
+"""Gait paths that work in blocks of sequences (to avoid a second copy of the whole data set) give exactly what
+the whole-set computation gives."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from bioanon_gait import features as feat
+from bioanon_gait import skeleton
+
+
+def test_resample_ragged_in_blocks_equals_one_sequence_at_a_time(monkeypatch):
+    monkeypatch.setattr(skeleton, "_RESAMPLE_BLOCK", 3)
+    rng = np.random.default_rng(0)
+    seqs = [rng.normal(size=(t, 4, 3)) * 100 for t in [20] * 8 + [33] * 5 + [20, 7]]
+    out = skeleton.resample_ragged(seqs, 25)
+    assert out.shape == (len(seqs), 25, 4, 3) and out.dtype == np.float32
+    for s, o in zip(seqs, out):
+        np.testing.assert_array_equal(o, skeleton.resample(s[None], 25)[0])
+
+
+def test_flatten_features_in_blocks_equal_the_whole_set(monkeypatch):
+    monkeypatch.setattr(feat, "_BLOCK", 4)
+    x = (np.random.default_rng(1).normal(size=(11, 9, 5, 3)) * 300 + 1000).astype(np.float32)
+    for centering in ("frame", "sequence", "none"):
+        whole = np.asarray(x, np.float64)
+        whole = whole - (whole.mean(axis=2, keepdims=True) if centering == "frame" else
+                         whole.mean(axis=(1, 2), keepdims=True) if centering == "sequence" else 0.0)
+        got = feat.GaitFeatures(kind="flatten", centering=centering).fit(x).transform(x)
+        np.testing.assert_array_equal(got, whole.reshape(len(x), -1).astype(np.float32))
