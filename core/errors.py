@@ -1,6 +1,13 @@
-"""Exception types. Every error bioanon raises on bad input derives from :class:`BioanonError`."""
+"""Exception types. Every error bioanon raises on bad input derives from :class:`BioanonError`.
+
+Catch ``BioanonError`` to catch "bioanon said no" in one place. Each class that users may already catch as a
+builtin keeps that builtin as a second base (``DataError`` is a ``ValueError``, ``NotFittedError`` a
+``RuntimeError``). Messages name the method, parameter, file or column at fault.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class BioanonError(Exception):
@@ -49,7 +56,26 @@ class ConfigError(BioanonError, ValueError):
 
 
 class DataError(BioanonError, ValueError):
-    """A data file or folder is missing, empty, malformed or outside the data root; the message names it."""
+    """A data file or folder is missing, empty, malformed or outside the data root, or data handed to a method
+    (an array, a payload) has the wrong shape or content; the message names the file, column or method."""
+
+
+class NotFittedError(BioanonError, RuntimeError):
+    """A method was used before it was fitted: names the method id, what to call first and what was called,
+    e.g. ``"any.pca_svm: call fit() or enroll() before score()"``. Raised by :func:`require_fitted`."""
+
+    def __init__(self, method_id: str, call: str = "fit()", before: str = "this"):
+        self.method_id, self.call, self.before = method_id, call, before
+        super().__init__(f"{method_id}: call {call} before {before}")
+
+
+def require_fitted(method: Any, *attrs: str, call: str = "fit()", before: str = "this") -> None:
+    """Raise :class:`NotFittedError` unless every fitted attribute ``attrs`` of ``method`` is set (not None).
+
+    ``call`` is what must be called first, ``before`` what was called: in a recognizer's ``score``,
+    ``require_fitted(self, "classes_", call="enroll()", before="score()")``."""
+    if any(getattr(method, a, None) is None for a in attrs):
+        raise NotFittedError(getattr(method, "id", type(method).__name__), call, before)
 
 
 class MissingDependencyError(PluginError, ImportError):
