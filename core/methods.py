@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Literal
 import attrs
 import numpy as np
 
-from .errors import ParameterError
+from .errors import ParameterError, require_fitted
 
 __all__ = [
     "KINDS",
@@ -855,13 +855,11 @@ class FeatureRecognizer(Recognizer):
         return self
 
     def score(self, probes: Any) -> ScoreMatrix:
-        if self.inner_ is None:
-            raise RuntimeError(f"{self.id}: enroll() before score()")
+        require_fitted(self, "inner_", call="enroll()", before="score()")
         return self.inner_.score(self.feature_table(probes))
 
     def embed(self, table: Any) -> np.ndarray:
-        if self.inner_ is None:
-            raise RuntimeError(f"{self.id}: fit() or enroll() before embed()")
+        require_fitted(self, "inner_", call="fit() or enroll()", before="embed()")
         return self.inner_.embed(self.feature_table(table))
 
 
@@ -888,8 +886,7 @@ class CentroidRecognizer(Recognizer):
         return self
 
     def score(self, probes: Any) -> ScoreMatrix:
-        if self.templates_ is None:
-            raise RuntimeError(f"{self.id}: enroll() before score()")
+        require_fitted(self, "templates_", call="enroll()", before="score()")
         s = np.asarray(self.embed(probes), dtype=np.float32) @ self.templates_.T
         return ScoreMatrix(s.astype(np.float64), self.classes_, probes.sample_ids)
 

@@ -23,6 +23,7 @@ from bioanon.api import (
     OPTIMIZERS, SCHEDULERS, CentroidRecognizer, ParameterError, arcface_head, device_param, fitted, import_torch,
     infer, labels_of, method_training, param, precision_param, preflight_weights, resolve_device, stage, to_device,
     train_net, weights_param,
+    require_fitted,
 )
 
 from .imageio import to_batch
@@ -274,8 +275,7 @@ class ArcFace(CentroidRecognizer):
 
     def embed(self, table) -> np.ndarray:
         """L2-normalized embeddings (N, embedding_dim)."""
-        if self.model_ is None:
-            raise RuntimeError(f"{self.id}: fit() or enroll() before embed()")
+        require_fitted(self, "model_", call="fit() or enroll()", before="embed()")
         import_torch(self.id, INSTALL)
         x = self._images(table, self.channels_)
         mean, std = np.float32(self.mean_), np.float32(self.std_)

@@ -21,6 +21,7 @@ import numpy as np
 from bioanon.api import (
     CentroidRecognizer, TableError, device_param, fitted, import_torch, infer, labels_of, method_training, param,
     precision_param, preflight_weights, resolve_device, softmax_head, stage, train_net, weights_param,
+    require_fitted,
 )
 
 __all__ = ["ImuCnn"]
@@ -161,8 +162,7 @@ class ImuCnn(CentroidRecognizer):
 
     def embed(self, table) -> np.ndarray:
         """L2-normalized embeddings (N, embedding_dim)."""
-        if self.model_ is None:
-            raise RuntimeError(f"{self.id}: fit() or enroll() before embed()")
+        require_fitted(self, "model_", call="fit() or enroll()", before="embed()")
         _torch()
         e = infer(self.model_.embed, self._input(self._x(table)), out_shape=(self.embedding_dim,),
                   batch_size=1024, threads=self.threads, dtype=np.float64, device=self.device_,
