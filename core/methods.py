@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Literal
 import attrs
 import numpy as np
 
-from .errors import ParameterError, require_fitted
+from .errors import DataError, ParameterError, require_fitted
 
 __all__ = [
     "KINDS",
@@ -678,7 +678,7 @@ class Comparator:
         p = np.asarray(probes, dtype=np.float32)
         r = np.asarray(references, dtype=np.float32)
         if p.ndim != 2 or r.ndim != 2 or p.shape[1] != r.shape[1]:
-            raise ValueError(f"comparator {self.name!r}: expected (P, D) probes and (R, D) references, got "
+            raise DataError(f"comparator {self.name!r}: expected (P, D) probes and (R, D) references, got "
                              f"{p.shape} and {r.shape}")
         s = np.asarray(self.function(p, r), dtype=np.float64)
         if s.shape != (len(p), len(r)):
@@ -775,7 +775,7 @@ class ScoreMatrix:
 
     def __attrs_post_init__(self) -> None:
         if self.scores.ndim != 2 or self.scores.shape[1] != len(self.classes):
-            raise ValueError(
+            raise DataError(
                 f"score matrix of shape {self.scores.shape} does not match {len(self.classes)} classes"
             )
 

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from ..errors import TableError, require_fitted
+from ..errors import ParameterError, TableError, require_fitted
 from ..methods import Recognizer, ScoreMatrix, feature_view, fitted, labels_of, param
 from ..metrics import similarity_attack_scores
 from ..methods import n_components_ok
@@ -170,7 +170,7 @@ class SimilarityAttributeAttack(Recognizer):
         if self.database_ is None:
             self.fit(gallery, label)
         elif label != self.label_:
-            raise ValueError(f"{self.id}: the database is labelled with {self.label_!r}, enroll() got {label!r}")
+            raise ParameterError(self.id, "label", label, f"{self.label_!r}, the label of the attacker database")
         elif self.add_gallery:
             y, ok = _labelled(gallery, label)
             self.database_ = np.concatenate([self.database_, self._prepare(self._raw(gallery)[ok])])
@@ -252,7 +252,7 @@ class _AttributeClassifier(_SpaceRecognizer):
         if self.space_ is None or self.model_classes_ is None:
             self.fit(gallery, label)
         elif label != self.label_:
-            raise ValueError(f"{self.id}: trained on {self.label_!r}, enroll() got {label!r}")
+            raise ParameterError(self.id, "label", label, f"{self.label_!r}, the label it was trained on")
         y, ok = _labelled(gallery, label)
         self.classes_ = _sorted_classes(y[ok])
         return self

@@ -14,7 +14,7 @@ import attrs
 import numpy as np
 
 from ..device import device_param, precision_param, resolve_device, weights_param
-from ..errors import require_fitted
+from ..errors import DataError, require_fitted
 from ..methods import Deanonymizer, fitted, param
 from ..nettrain import infer, method_training, preflight_weights, stage, train_net
 from ..torchutil import import_torch
@@ -224,7 +224,7 @@ device. ``weights``: a state dict of this network (e.g. a :meth:`save_checkpoint
         torch = _torch()
         ck = torch.load(os.fspath(path), weights_only=True, map_location="cpu")
         if ck.get("id") != cls.id:
-            raise ValueError(f"{path}: not a {cls.id} checkpoint (id {ck.get('id')!r})")
+            raise DataError(f"{path}: not a {cls.id} checkpoint (id {ck.get('id')!r})")
         m = cls(**ck["params"])
         for k, v in ck["stats"].items():
             setattr(m, k, v.numpy())

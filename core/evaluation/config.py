@@ -154,7 +154,7 @@ class MethodSpec:
         its grid part). Without a setting, the spec must have no grid."""
         if setting is None:
             if self.grid:
-                raise ValueError(
+                raise ConfigError(
                     f"{self.name}: sweeps {', '.join(self.grid)}; pass one of settings() to create()"
                 )
             setting = {}
@@ -1149,7 +1149,7 @@ def _toml_string(s: str) -> str:
 
 def _toml_value(value: Any, where: str) -> str:
     if value is None:
-        raise ValueError(f"{where}: None cannot be written as TOML; store the config as JSON (to_dict())")
+        raise ConfigError(f"{where}: None cannot be written as TOML; store the config as JSON (to_dict())")
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int):
@@ -1166,7 +1166,7 @@ def _toml_value(value: Any, where: str) -> str:
         return "[" + ", ".join(_toml_value(v, f"{where}[{i}]") for i, v in enumerate(value)) + "]"
     if isinstance(value, Mapping):
         return _inline_table(value, where)
-    raise ValueError(f"{where}: cannot write a {type(value).__name__} as TOML")
+    raise ConfigError(f"{where}: cannot write a {type(value).__name__} as TOML")
 
 
 def _inline_table(table: Mapping[str, Any], where: str, *, spec: MethodSpec | None = None) -> str:
@@ -1175,7 +1175,7 @@ def _inline_table(table: Mapping[str, Any], where: str, *, spec: MethodSpec | No
         if v is None:
             if spec is not None and k in spec.params and _default_is_none(spec, k):
                 continue
-            raise ValueError(f"{where}.{k}: None cannot be written as TOML; store the config as JSON (to_dict())")
+            raise ConfigError(f"{where}.{k}: None cannot be written as TOML; store the config as JSON (to_dict())")
         items.append(f"{_toml_key(k)} = {_toml_value(v, f'{where}.{k}')}")
     return "{ " + ", ".join(items) + " }" if items else "{}"
 

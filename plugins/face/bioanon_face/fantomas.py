@@ -20,7 +20,7 @@ import attrs
 import numpy as np
 
 from bioanon.api import (
-    Deanonymizer, ParameterError, TableError, device_param, fitted, param, precision_param, restore_dtype,
+    DataError, Deanonymizer, ParameterError, TableError, device_param, fitted, param, precision_param, restore_dtype,
     weights_param,
     require_fitted,
 )
@@ -361,7 +361,7 @@ class Fantomas(Deanonymizer):
         torch = _torch(cls.id)
         ck = torch.load(os.fspath(path), weights_only=True, map_location="cpu")
         if ck.get("id") != cls.id:
-            raise ValueError(f"{path}: not a {cls.id} checkpoint (id {ck.get('id')!r})")
+            raise DataError(f"{path}: not a {cls.id} checkpoint (id {ck.get('id')!r})")
         params = dict(ck["params"])
         if device is not None:
             params["device"] = device

@@ -19,9 +19,9 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 from bioanon.api import (
-    CentroidRecognizer, TableError, device_param, fitted, import_torch, infer, labels_of, method_training, param,
-    precision_param, preflight_weights, resolve_device, softmax_head, stage, train_net, weights_param,
-    require_fitted,
+    CentroidRecognizer, DataError, TableError, device_param, fitted, import_torch, infer, labels_of, method_training,
+    param, precision_param, preflight_weights, require_fitted, resolve_device, softmax_head, stage, train_net,
+    weights_param,
 )
 
 __all__ = ["ImuCnn"]
@@ -116,7 +116,7 @@ class ImuCnn(CentroidRecognizer):
         """The windows (N, T, C) as float32."""
         x = np.asarray(table.payload(self.payload_column(table, self.payload or None)), dtype=np.float32)
         if x.ndim != 3:
-            raise ValueError(f"{self.id}: needs (window, channels) samples, got per-sample shape {x.shape[1:]}")
+            raise DataError(f"{self.id}: needs (window, channels) samples, got per-sample shape {x.shape[1:]}")
         return x
 
     def _input(self, x: np.ndarray) -> np.ndarray:
