@@ -21,12 +21,15 @@ class ParameterError(BioanonError, ValueError):
         self.method_id, self.param, self.value, self.allowed = method_id, param, value, allowed
         super().__init__(f"{method_id}: parameter {param!r} = {value!r} is invalid; allowed: {allowed}")
 
+    def __reduce__(self) -> tuple[Any, ...]:  # the constructor's arguments, so it crosses process pools
+        return type(self), (self.method_id, self.param, self.value, self.allowed)
+
 
 class UnknownMethodError(BioanonError, LookupError):
     """No method with that id is registered."""
 
     def __init__(self, method_id: str, suggestions: list[str] | tuple[str, ...] = (), kind: str | None = None):
-        self.method_id, self.suggestions = method_id, list(suggestions)
+        self.method_id, self.suggestions, self.kind = method_id, list(suggestions), kind
         what = f"{kind} " if kind else ""
         msg = f"unknown {what}method id {method_id!r}"
         if self.suggestions:
@@ -37,6 +40,9 @@ class UnknownMethodError(BioanonError, LookupError):
 
     def __str__(self) -> str:  # LookupError would quote the message
         return self.args[0]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.method_id, self.suggestions, self.kind)
 
 
 class TableError(BioanonError, ValueError):
@@ -68,6 +74,9 @@ class NotFittedError(BioanonError, RuntimeError):
         self.method_id, self.call, self.before = method_id, call, before
         super().__init__(f"{method_id}: call {call} before {before}")
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.method_id, self.call, self.before)
+
 
 def require_fitted(method: Any, *attrs: str, call: str = "fit()", before: str = "this") -> None:
     """Raise :class:`NotFittedError` unless every fitted attribute ``attrs`` of ``method`` is set (not None).
@@ -86,12 +95,15 @@ class MissingDependencyError(PluginError, ImportError):
     finds a package missing when it runs. ``missing`` maps each import name to its install command."""
 
     def __init__(self, method_id: str, missing: dict[str, str], detail: str = ""):
-        self.method_id, self.missing = method_id, dict(missing)
+        self.method_id, self.missing, self.detail = method_id, dict(missing), detail
         msg = missing_text(method_id, self.missing)
         super().__init__(msg + (f" ({detail})" if detail else ""), name=next(iter(self.missing), None))
 
     def __str__(self) -> str:
         return self.args[0]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.method_id, self.missing, self.detail)
 
 
 def missing_text(method_id: str, missing: dict[str, str]) -> str:

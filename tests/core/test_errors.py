@@ -164,6 +164,19 @@ def test_shape_errors_name_the_method():
         sliding_windows(np.zeros((5, 2)), 2, 0)
 
 
+def test_errors_with_structured_arguments_pickle():
+    """Errors cross process pools (the executor's workers) with their type, message and fields."""
+    import pickle
+
+    from bioanon.errors import MissingDependencyError, UnknownMethodError
+
+    for err in (ParameterError("any.x", "sigma", -5, "a number > 0"), NotFittedError("any.x", "enroll()", "score()"),
+                UnknownMethodError("any.y", ["any.x"], kind="anonymizer"),
+                MissingDependencyError("any.x", {"torch": "pip install torch"}, "CPU wheel")):
+        back = pickle.loads(pickle.dumps(err))
+        assert type(back) is type(err) and str(back) == str(err) and back.method_id == err.method_id
+
+
 def test_exported():
     import bioanon.api as api
 
