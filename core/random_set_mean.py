@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import DataError, ParameterError, TableError
+from .errors import DataError, MissingDependencyError, ParameterError, TableError
 from .torchutil import cores, torch_threads
 
 __all__ = [
@@ -471,7 +471,8 @@ def _resolve_backend(backend: str) -> Any:
         raise ParameterError("random_set_mean", "backend", backend, "'auto', 'torch' or 'numpy'")
     torch = None if backend == "numpy" else _torch()
     if backend == "torch" and torch is None:
-        raise ImportError("backend='torch' needs PyTorch; install torch or use backend='numpy'")
+        raise MissingDependencyError("random_set_mean backend='torch'", {"torch": "pip install torch"},
+                                     "or use backend='numpy'")
     return torch
 
 

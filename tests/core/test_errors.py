@@ -1,7 +1,7 @@
 """One error hierarchy: what bioanon raises on user input is a BioanonError naming the method, parameter or file.
 
 A static check walks the core, the built-in plugins and the plugin template with ``ast`` and fails on a bare
-``raise ValueError/TypeError/KeyError/RuntimeError`` outside :data:`ALLOWED`; the other tests raise a few
+``raise ValueError/TypeError/KeyError/RuntimeError/ImportError`` outside :data:`ALLOWED`; the other tests raise a few
 representative user errors and catch them as ``bioanon.errors.BioanonError``.
 """
 
@@ -24,7 +24,7 @@ SOURCES = sorted(
     + list(ROOT.glob("plugins/*/bioanon_*/**/*.py"))
     + list(ROOT.glob("examples/plugin-template/bioanon_example/**/*.py"))
 )
-BUILTINS = {"ValueError", "TypeError", "KeyError", "RuntimeError"}
+BUILTINS = {"ValueError", "TypeError", "KeyError", "RuntimeError", "ImportError"}  # ImportError: MissingDependencyError
 
 #: (file, enclosing function, builtin) -> why a bare builtin is right there. Programming errors that users of
 #: bioanon (running methods, evaluations, the CLI) cannot cause, or a Python protocol that requires the builtin.
@@ -175,6 +175,19 @@ def test_errors_with_structured_arguments_pickle():
                 MissingDependencyError("any.x", {"torch": "pip install torch"}, "CPU wheel")):
         back = pickle.loads(pickle.dumps(err))
         assert type(back) is type(err) and str(back) == str(err) and back.method_id == err.method_id
+
+
+def test_missing_package_is_a_bioanon_error(monkeypatch):
+    import sys
+
+    from bioanon.errors import MissingDependencyError
+    from bioanon.torchutil import import_torch
+
+    monkeypatch.setitem(sys.modules, "torch", None)
+    with pytest.raises(BioanonError) as caught:
+        import_torch("any.thing", "pip install torch")
+    assert isinstance(caught.value, MissingDependencyError) and isinstance(caught.value, ImportError)
+    assert str(caught.value) == "any.thing needs torch, which is not installed: pip install torch"
 
 
 def test_exported():

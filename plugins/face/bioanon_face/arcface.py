@@ -20,10 +20,9 @@ import attrs
 import numpy as np
 
 from bioanon.api import (
-    OPTIMIZERS, SCHEDULERS, CentroidRecognizer, ParameterError, arcface_head, device_param, fitted, import_torch,
-    infer, labels_of, method_training, param, precision_param, preflight_weights, resolve_device, stage, to_device,
-    train_net, weights_param,
-    require_fitted,
+    OPTIMIZERS, SCHEDULERS, CentroidRecognizer, MissingDependencyError, ParameterError, arcface_head, device_param,
+    fitted, import_torch, infer, labels_of, method_training, param, precision_param, preflight_weights,
+    require_fitted, resolve_device, stage, to_device, train_net, weights_param,
 )
 
 from .imageio import to_batch
@@ -32,11 +31,11 @@ INSTALL = "pip install 'bioanon-face[torch]'"
 
 
 def import_timm(method_id: str) -> Any:
-    """timm, or an ImportError naming the method and the install command."""
+    """timm, or a MissingDependencyError (an ImportError) naming the method and the install command."""
     try:
         import timm
     except ImportError:
-        raise ImportError(f"{method_id} needs timm, which is not installed: {INSTALL}") from None
+        raise MissingDependencyError(method_id, {"timm": INSTALL}) from None
     return timm
 
 
