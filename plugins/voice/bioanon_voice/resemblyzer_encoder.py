@@ -18,8 +18,8 @@ import attrs
 import numpy as np
 
 from bioanon.api import (
-    CentroidRecognizer, MissingDependencyError, class_sums, device_param, import_torch, infer, param, precision_param, resolve_device,
-    reuse_computed,
+    CentroidRecognizer, MissingDependencyError, class_sums, device_param, import_torch, infer, param,
+    precision_param, resolve_device, reuse_computed,
 )
 
 from .dsp import audio_of
