@@ -119,7 +119,8 @@ the plugin loader skips a plugin whose range excludes this version and lists it 
 
 1.1 added two-stage utility measures (``UtilityMeasure.extracts``, ``extract``, ``compare``), ``progress_bar``,
 the classifier options (``ClassifierOptions``: ``cv_folds``, ``keep``; ``scores_param``) and comparators that
-travel with a protection (``Anonymizer.comparator``), and ``NotFittedError`` with its check ``require_fitted``."""
+travel with a protection (``Anonymizer.comparator``), ``reuse_computed``, and ``NotFittedError`` with its check
+``require_fitted``."""
 
 # name -> (module, attribute or None for the module itself), imported on first access
 _LAZY: dict[str, tuple[str, str | None]] = {
@@ -239,6 +240,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
         resolve_device as resolve_device,
         weights_param as weights_param,
     )
+    from .fit_memo import reuse_computed as reuse_computed
     from .log import progress_bar as progress_bar
     from .fileio import (
         jsonable as jsonable,

@@ -137,7 +137,13 @@ def param(
     metadata = {_HELP: help, _AFFECTS: affects_output, _CONSTRAINT: constraint}
     if isinstance(default, (list, dict, set)):
         raise TypeError("param(): use a tuple (immutable) as default, not a list/dict/set")
-    return attrs.field(default=default, metadata=metadata)
+    return attrs.field(default=default, metadata=metadata, on_setattr=_validate_on_assignment)
+
+
+def _validate_on_assignment(method: "Method", attribute: attrs.Attribute, value: Any) -> Any:
+    """``method.<param> = value`` runs the checks of construction: the value stored is the checked (coerced)
+    one, and an invalid one raises :class:`~bioanon.errors.ParameterError` and leaves the old value."""
+    return method._checked_param(attribute, value)
 
 
 def fitted(default: Any = None) -> Any:
@@ -475,20 +481,26 @@ class Method:
         return out
 
     def _validate_params(self) -> None:
-        types_ = self.param_types()
         for f in self.param_fields():
             value = getattr(self, f.name)
-            ok, coerced = _coerce(value, types_[f.name])
-            c: _Constraint | None = f.metadata.get(_CONSTRAINT)
-            if not ok:
-                allowed = _type_text(types_[f.name])
-                if c and c.describe():
-                    allowed += f" ({c.describe()})"
-                raise ParameterError(self.id or type(self).__name__, f.name, value, allowed)
-            if c is not None and not c.ok(coerced):
-                raise ParameterError(self.id or type(self).__name__, f.name, value, c.describe())
+            coerced = self._checked_param(f, value)
             if coerced is not value:
                 object.__setattr__(self, f.name, coerced)
+
+    def _checked_param(self, f: attrs.Attribute, value: Any) -> Any:
+        """``value`` for parameter ``f`` checked against its type and constraint (coerced, e.g. list → tuple,
+        int → float); ParameterError naming the method, the parameter, the value and what is allowed."""
+        tp = self.param_types()[f.name]
+        ok, coerced = _coerce(value, tp)
+        c: _Constraint | None = f.metadata.get(_CONSTRAINT)
+        if not ok:
+            allowed = _type_text(tp)
+            if c and c.describe():
+                allowed += f" ({c.describe()})"
+            raise ParameterError(self.id or type(self).__name__, f.name, value, allowed)
+        if c is not None and not c.ok(coerced):
+            raise ParameterError(self.id or type(self).__name__, f.name, value, c.describe())
+        return coerced
 
     def get_params(self) -> dict[str, Any]:
         """The parameters as a dict (tuples stay tuples)."""

@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 
 from .errors import BioanonError, ConfigError
+from .tomlio import string as toml_string
 from .fileio import atomic_write_text
 from .methods import first_sentence
 
@@ -128,13 +129,9 @@ def _replace_dataset_path(text: str, new: str, target: Path) -> str:
             m = _PATH_LINE.match(line.rstrip("\n"))
             if m:
                 comment = "   # set by bioanon init" if "#" in m.group(3) else m.group(3)
-                lines[i] = f"{m.group(1)}{_toml_string(new)}{comment}\n"
+                lines[i] = f"{m.group(1)}{toml_string(new)}{comment}\n"
                 return "".join(lines)
     raise ConfigError(f"{target}: found no path = ... line in [dataset] to rewrite")
-
-
-def _toml_string(value: str) -> str:
-    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 # -- new plugin projects ------------------------------------------------------------------------------------

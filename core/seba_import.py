@@ -65,7 +65,6 @@ from typing import Any
 import attrs
 
 from .errors import ConfigError, MissingDependencyError
-from .evaluation.config import _toml_key, _toml_value  # the config writer's TOML value encoder
 
 __all__ = ["ImportedConfig", "Note", "SebaImport", "add_fidelity_options", "compact_labels", "import_seba", "read_seba",
            "to_toml"]
@@ -151,21 +150,11 @@ def _wrap(text: str, width: int) -> list[str]:
 
 
 def to_toml(config: Mapping[str, Any]) -> str:
-    """A bioanon config dict as TOML: scalars and inline tables first, then ``[table]`` and ``[[list]]``
-    sections in the dict's order (values written by the evaluation config's encoder)."""
-    out: list[str] = []
-    sections: list[str] = []
-    for key, value in config.items():
-        if isinstance(value, Mapping):
-            sections += ["", f"[{_toml_key(key)}]"] + [
-                f"{_toml_key(k)} = {_toml_value(v, f'{key}.{k}')}" for k, v in value.items()]
-        elif isinstance(value, list) and value and all(isinstance(v, Mapping) for v in value) and key != "scenarios":
-            for i, item in enumerate(value):
-                sections += ["", f"[[{_toml_key(key)}]]"] + [
-                    f"{_toml_key(k)} = {_toml_value(v, f'{key}[{i}].{k}')}" for k, v in item.items()]
-        else:
-            out.append(f"{_toml_key(key)} = {_toml_value(value, key)}")
-    return "\n".join(out + sections) + "\n"
+    """A bioanon config dict as TOML (:func:`bioanon.tomlio.dumps`: scalars first, then tables and arrays of
+    tables, in the dict's order)."""
+    from .tomlio import dumps
+
+    return dumps(config)
 
 
 # --------------------------------------------------------------------------------------------------- reading

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import difflib
 import itertools
-import json
 import math
 import os
 import re
@@ -1136,49 +1135,6 @@ def _label_value(value: Any) -> str:
     return repr(value)
 
 
-_BARE_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
-
-
-def _toml_key(key: str) -> str:
-    return key if _BARE_KEY.match(key) else _toml_string(key)
-
-
-def _toml_string(s: str) -> str:
-    return json.dumps(s, ensure_ascii=False).replace("\x7f", "\\u007f")
-
-
-def _toml_value(value: Any, where: str) -> str:
-    if value is None:
-        raise ConfigError(f"{where}: None cannot be written as TOML; store the config as JSON (to_dict())")
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int):
-        return str(value)
-    if isinstance(value, float):
-        if math.isnan(value):
-            return "nan"
-        if math.isinf(value):
-            return "inf" if value > 0 else "-inf"
-        return repr(value)
-    if isinstance(value, str):
-        return _toml_string(value)
-    if isinstance(value, list):
-        return "[" + ", ".join(_toml_value(v, f"{where}[{i}]") for i, v in enumerate(value)) + "]"
-    if isinstance(value, Mapping):
-        return _inline_table(value, where)
-    raise ConfigError(f"{where}: cannot write a {type(value).__name__} as TOML")
-
-
-def _inline_table(table: Mapping[str, Any], where: str, *, spec: MethodSpec | None = None) -> str:
-    items = []
-    for k, v in table.items():
-        if v is None:
-            if spec is not None and k in spec.params and _default_is_none(spec, k):
-                continue
-            raise ConfigError(f"{where}.{k}: None cannot be written as TOML; store the config as JSON (to_dict())")
-        items.append(f"{_toml_key(k)} = {_toml_value(v, f'{where}.{k}')}")
-    return "{ " + ", ".join(items) + " }" if items else "{}"
-
 
 def _default_is_none(spec: MethodSpec | DatasetSpec, name: str) -> bool:
     cls = spec.cls if spec.cls is not None else None
@@ -1190,81 +1146,37 @@ def _default_is_none(spec: MethodSpec | DatasetSpec, name: str) -> bool:
     return False
 
 
-def _method_lines(spec: MethodSpec, where: str, *, grid: bool) -> list[str]:
-    d = spec.to_dict(grid=grid)
-    lines = [f"id = {_toml_string(d['id'])}", f"name = {_toml_string(d['name'])}"]
-    lines.append(f"params = {_inline_table(d['params'], where + '.params', spec=spec)}")
-    if grid:
-        lines.append(f"grid = {_inline_table(d['grid'], where + '.grid')}")
-    return lines
-
-
-def _attacker_toml_lines(spec: AttackerDatasetSpec) -> list[str]:
-    """``[attacker_dataset]`` as TOML lines."""
-    d = spec.to_dict()
-    lines = ["[attacker_dataset]", f"source = {_toml_string(d['source'])}"]
-    for k in ("path", "files", "subject_prefix"):
-        if k in d:
-            lines.append(f"{k} = {_toml_string(d[k])}")
-    params = {k: v for k, v in d["params"].items() if not (v is None and _default_is_none(spec, k))}
-    lines.append(f"params = {_inline_table(params, 'attacker_dataset.params')}")
-    lines.append(f"attributes = {_inline_table(d['attributes'], 'attacker_dataset.attributes')}")
-    lines.append(f"subjects = {_toml_value(d['subjects'], 'attacker_dataset.subjects')}")
-    return lines
+def _params_without_none(params: Mapping[str, Any], spec: Any, where: str) -> dict[str, Any]:
+    """``params`` without the parameters whose value is None where None is their default (TOML has no null);
+    any other None raises ConfigError naming it."""
+    out = {}
+    for k, v in params.items():
+        if v is None:
+            if spec is not None and _default_is_none(spec, k):
+                continue
+            raise ConfigError(f"{where}.{k}: None cannot be written as TOML; store the config as JSON (to_dict())")
+        out[k] = v
+    return out
 
 
 def _to_toml(cfg: EvalConfig) -> str:
+    from ..tomlio import dumps
+
     d = cfg.to_dict()
-    out = ["# bioanon evaluation config (resolved: every default filled in)"]
-    for k in ("name", "seed", "repeats", "label", "scenarios", "attacker_fit"):
-        out.append(f"{k} = {_toml_value(d[k], k)}")
-    ds = d["dataset"]
-    out += ["", "[dataset]", f"source = {_toml_string(ds['source'])}"]
-    if "path" in ds:
-        out.append(f"path = {_toml_string(ds['path'])}")
-    if "files" in ds:
-        out.append(f"files = {_toml_string(ds['files'])}")
-    params = {}
-    for k, v in ds["params"].items():
-        if v is None and _default_is_none(cfg.dataset, k):
-            continue
-        params[k] = v
-    out.append(f"params = {_inline_table(params, 'dataset.params')}")
+    d["dataset"]["params"] = _params_without_none(d["dataset"]["params"], cfg.dataset, "dataset.params")
     if cfg.attacker_dataset is not None:
-        out += ["", *_attacker_toml_lines(cfg.attacker_dataset)]
-    out += ["", "[rates]"] + [f"{k} = {_toml_value(v, 'rates.' + k)}" for k, v in d["rates"].items()]
-    for i, a in enumerate(cfg.anonymizers):
-        out += ["", "[[anonymizers]]"] + _method_lines(a, f"anonymizers[{i}]", grid=True)
+        a = d["attacker_dataset"]
+        a["params"] = _params_without_none(a["params"], cfg.attacker_dataset, "attacker_dataset.params")
+    for section, specs in (("anonymizers", cfg.anonymizers), ("recognizers", cfg.recognizers),
+                           ("utility", cfg.utility)):
+        for i, (entry, spec) in enumerate(zip(d[section], specs)):
+            entry["params"] = _params_without_none(entry["params"], spec, f"{section}[{i}].params")
     if cfg.deanonymizer is not None:
-        out += ["", "[deanonymizer]"] + _method_lines(cfg.deanonymizer, "deanonymizer", grid=False)
-    for i, r in enumerate(cfg.recognizers):
-        out += ["", "[[recognizers]]"] + _method_lines(r, f"recognizers[{i}]", grid=False)
-    sel = cfg.selection
-    selectors = []
-    for i, s in enumerate(sel.selectors):
-        where = f"selection.selectors[{i}]"
-        selectors.append(
-            "{ "
-            + ", ".join(
-                [f"id = {_toml_string(s.id)}", f"name = {_toml_string(s.name)}"]
-                + [f"params = {_inline_table(jsonable(s.params), where + '.params', spec=s)}"]
-            )
-            + " }"
-        )
-    out += [
-        "",
-        "[selection]",
-        "selectors = [" + ", ".join(selectors) + "]",
-        f"subject_counts = {_toml_value(list(sel.subject_counts), 'selection.subject_counts')}",
-        f"random_draws = {sel.random_draws}",
-    ]
-    for i, u in enumerate(cfg.utility):
-        out += ["", "[[utility]]"] + _method_lines(u, f"utility[{i}]", grid=False)
-    out += ["", "[report]"] + [f"{k} = {_toml_value(v, 'report.' + k)}" for k, v in d["report"].items()]
-    out += ["", "[run]"] + [f"{k} = {_toml_value(v, 'run.' + k)}" for k, v in d["run"].items()]
+        d["deanonymizer"]["params"] = _params_without_none(d["deanonymizer"]["params"], cfg.deanonymizer,
+                                                           "deanonymizer.params")
+    for i, (entry, spec) in enumerate(zip(d["selection"]["selectors"], cfg.selection.selectors)):
+        entry["params"] = _params_without_none(entry["params"], spec, f"selection.selectors[{i}].params")
     if cfg.templates is not None:
-        t = cfg.templates
-        out += ["", "[templates]", f"recognizer = {_toml_string(t.recognizer.id)}",
-                f"params = {_inline_table(jsonable(t.recognizer.params), 'templates.params', spec=t.recognizer)}",
-                f"fit = {_toml_string(t.fit)}", f"label = {_toml_string(t.label)}"]
-    return "\n".join(out) + "\n"
+        d["templates"]["params"] = _params_without_none(d["templates"]["params"], cfg.templates.recognizer,
+                                                        "templates.params")
+    return dumps(d, header="bioanon evaluation config (resolved: every default filled in)")

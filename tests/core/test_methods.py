@@ -143,3 +143,22 @@ def test_class_sums_equals_add_at():
     assert got.dtype == np.float64 and got.shape == (7, 12)
     np.testing.assert_allclose(got, ref, atol=1e-9)
     assert not got[6].any()  # an empty class sums to zero
+
+
+def test_parameters_are_checked_on_assignment_too():
+    import bioanon
+    from bioanon.errors import ParameterError
+
+    m = bioanon.get_method("any.gaussian_noise", sigma=1.0)
+    m.sigma = 2  # coerced as on construction
+    assert m.sigma == 2.0 and isinstance(m.sigma, float)
+    with pytest.raises(ParameterError, match=r"any.gaussian_noise: parameter 'sigma' = -5"):
+        m.sigma = -5
+    assert m.sigma == 2.0  # the invalid value is not stored
+    with pytest.raises(ParameterError, match="sigma"):
+        m.sigma = "loud"
+    p = bioanon.get_method("any.pca_svm")
+    with pytest.raises(ParameterError, match="kernel"):
+        p.kernel = "cubic"
+    p.kernel = "rbf"
+    assert p.fingerprint() == bioanon.get_method("any.pca_svm", kernel="rbf").fingerprint()
