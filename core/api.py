@@ -34,9 +34,10 @@ Sample table and payload helpers
 Errors
     :class:`BioanonError` (base of all), :class:`ParameterError`, :class:`TableError`, :class:`DataError`,
     :class:`PluginError`, :class:`UnknownMethodError`, :class:`ConfigError`, :class:`CacheError`,
-    :class:`DeviceError`, :class:`WeightsError`; :class:`MissingDependencyError` (a method's optional package is not
-    installed: the registry raises it when such a method is created; raise it when a method finds one missing as
-    it runs).
+    :class:`DeviceError`, :class:`WeightsError`, :class:`NotFittedError` (1.1: a method used before
+    ``fit``/``enroll``; check with :func:`require_fitted`, 1.1); :class:`MissingDependencyError` (a method's
+    optional package is not installed: the registry raises it when such a method is created; raise it when a
+    method finds one missing as it runs).
 
 Device and training helpers for torch methods
     parameters :func:`device_param`, :func:`precision_param`, :func:`weights_param`; :func:`resolve_device`;
@@ -80,10 +81,12 @@ from .errors import (
     ConfigError,
     DataError,
     MissingDependencyError,
+    NotFittedError,
     ParameterError,
     PluginError,
     TableError,
     UnknownMethodError,
+    require_fitted,
 )
 from .hookspecs import Register, RegisterFeatures, hookimpl
 from .methods import (
@@ -116,7 +119,8 @@ the plugin loader skips a plugin whose range excludes this version and lists it 
 
 1.1 added two-stage utility measures (``UtilityMeasure.extracts``, ``extract``, ``compare``), ``progress_bar``,
 the classifier options (``ClassifierOptions``: ``cv_folds``, ``keep``; ``scores_param``) and comparators that
-travel with a protection (``Anonymizer.comparator``) and ``reuse_computed``."""
+travel with a protection (``Anonymizer.comparator``), ``reuse_computed``, and ``NotFittedError`` with its check
+``require_fitted``."""
 
 # name -> (module, attribute or None for the module itself), imported on first access
 _LAZY: dict[str, tuple[str, str | None]] = {
@@ -183,13 +187,15 @@ __all__ = [  # every name of the API (the lazy ones included)
     "ClassifierOptions",
     "ConfigError", "ConformanceReport", "DataError", "DatasetSource", "Deanonymizer", "DeviceError", "FILE_COLUMNS",
     "FeatureRecognizer", "KINDS", "LdaCosine", "LogisticRegression", "Metadata", "Method", "MissingDependencyError",
-    "NearestNeighbors", "OPTIMIZERS", "ParameterError", "PcaSvm", "PluginError", "RandomForest", "RandomSetMean",
+    "NearestNeighbors", "NotFittedError", "OPTIMIZERS", "ParameterError",
+    "PcaSvm", "PluginError", "RandomForest", "RandomSetMean",
     "Recognizer", "Register", "RegisterFeatures", "SCHEDULERS", "SUBJECT_COLUMNS", "SampleTable", "ScoreMatrix",
     "Selector", "TableError", "UnknownMethodError", "UtilityMeasure", "WeightsError", "align", "arcface_head",
     "check_method", "class_sums", "device_param", "feature_matrix", "file_key", "fitted", "flatten_payload",
     "get_method", "get_registry", "hookimpl", "import_torch", "infer", "jsonable", "key_columns", "labels_of",
     "list_methods", "make_table", "method_training", "n_components_ok", "paired_payloads", "param", "parse_cell",
-    "precision_param", "preflight_weights", "progress_bar", "read_csv_rows", "read_metadata_csv", "resolve_device",
+    "precision_param", "preflight_weights", "progress_bar", "read_csv_rows", "read_metadata_csv", "require_fitted",
+    "resolve_device",
     "resolve_within", "restore_dtype", "reuse_computed", "scores_param", "softmax_head", "stage", "table_rng",
     "testing", "to_device", "train_net",
     "uniform_column", "weights_param",

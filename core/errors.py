@@ -1,6 +1,13 @@
-"""Exception types. Every error bioanon raises on bad input derives from :class:`BioanonError`."""
+"""Exception types. Every error bioanon raises on bad input derives from :class:`BioanonError`.
+
+Catch ``BioanonError`` to catch "bioanon said no" in one place. Each class that users may already catch as a
+builtin keeps that builtin as a second base (``DataError`` is a ``ValueError``, ``NotFittedError`` a
+``RuntimeError``). Messages name the method, parameter, file or column at fault.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class BioanonError(Exception):
@@ -14,12 +21,15 @@ class ParameterError(BioanonError, ValueError):
         self.method_id, self.param, self.value, self.allowed = method_id, param, value, allowed
         super().__init__(f"{method_id}: parameter {param!r} = {value!r} is invalid; allowed: {allowed}")
 
+    def __reduce__(self) -> tuple[Any, ...]:  # the constructor's arguments, so it crosses process pools
+        return type(self), (self.method_id, self.param, self.value, self.allowed)
+
 
 class UnknownMethodError(BioanonError, LookupError):
     """No method with that id is registered."""
 
     def __init__(self, method_id: str, suggestions: list[str] | tuple[str, ...] = (), kind: str | None = None):
-        self.method_id, self.suggestions = method_id, list(suggestions)
+        self.method_id, self.suggestions, self.kind = method_id, list(suggestions), kind
         what = f"{kind} " if kind else ""
         msg = f"unknown {what}method id {method_id!r}"
         if self.suggestions:
@@ -30,6 +40,9 @@ class UnknownMethodError(BioanonError, LookupError):
 
     def __str__(self) -> str:  # LookupError would quote the message
         return self.args[0]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.method_id, self.suggestions, self.kind)
 
 
 class TableError(BioanonError, ValueError):
@@ -49,7 +62,29 @@ class ConfigError(BioanonError, ValueError):
 
 
 class DataError(BioanonError, ValueError):
-    """A data file or folder is missing, empty, malformed or outside the data root; the message names it."""
+    """A data file or folder is missing, empty, malformed or outside the data root, or data handed to a method
+    (an array, a payload) has the wrong shape or content; the message names the file, column or method."""
+
+
+class NotFittedError(BioanonError, RuntimeError):
+    """A method was used before it was fitted: names the method id, what to call first and what was called,
+    e.g. ``"any.pca_svm: call fit() or enroll() before score()"``. Raised by :func:`require_fitted`."""
+
+    def __init__(self, method_id: str, call: str = "fit()", before: str = "this"):
+        self.method_id, self.call, self.before = method_id, call, before
+        super().__init__(f"{method_id}: call {call} before {before}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.method_id, self.call, self.before)
+
+
+def require_fitted(method: Any, *attrs: str, call: str = "fit()", before: str = "this") -> None:
+    """Raise :class:`NotFittedError` unless every fitted attribute ``attrs`` of ``method`` is set (not None).
+
+    ``call`` is what must be called first, ``before`` what was called: in a recognizer's ``score``,
+    ``require_fitted(self, "classes_", call="enroll()", before="score()")``."""
+    if any(getattr(method, a, None) is None for a in attrs):
+        raise NotFittedError(getattr(method, "id", type(method).__name__), call, before)
 
 
 class MissingDependencyError(PluginError, ImportError):
@@ -60,12 +95,15 @@ class MissingDependencyError(PluginError, ImportError):
     finds a package missing when it runs. ``missing`` maps each import name to its install command."""
 
     def __init__(self, method_id: str, missing: dict[str, str], detail: str = ""):
-        self.method_id, self.missing = method_id, dict(missing)
+        self.method_id, self.missing, self.detail = method_id, dict(missing), detail
         msg = missing_text(method_id, self.missing)
         super().__init__(msg + (f" ({detail})" if detail else ""), name=next(iter(self.missing), None))
 
     def __str__(self) -> str:
         return self.args[0]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return type(self), (self.method_id, self.missing, self.detail)
 
 
 def missing_text(method_id: str, missing: dict[str, str]) -> str:

@@ -37,7 +37,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .errors import TableError
+from .errors import MissingDependencyError, TableError
 from .table import (
     ATTR_PREFIX,
     METADATA_KEY,
@@ -90,7 +90,7 @@ def _import_datasets(what: str) -> Any:
     try:
         import datasets
     except ImportError:
-        raise ImportError(f"{what} needs Hugging Face `datasets`, which is not installed: {HF_INSTALL}") from None
+        raise MissingDependencyError(what, {"datasets": HF_INSTALL}) from None
     return datasets
 
 

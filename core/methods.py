@@ -33,7 +33,7 @@ from typing import Any, ClassVar, Literal
 import attrs
 import numpy as np
 
-from .errors import ParameterError
+from .errors import DataError, ParameterError, require_fitted
 
 __all__ = [
     "KINDS",
@@ -690,7 +690,7 @@ class Comparator:
         p = np.asarray(probes, dtype=np.float32)
         r = np.asarray(references, dtype=np.float32)
         if p.ndim != 2 or r.ndim != 2 or p.shape[1] != r.shape[1]:
-            raise ValueError(f"comparator {self.name!r}: expected (P, D) probes and (R, D) references, got "
+            raise DataError(f"comparator {self.name!r}: expected (P, D) probes and (R, D) references, got "
                              f"{p.shape} and {r.shape}")
         s = np.asarray(self.function(p, r), dtype=np.float64)
         if s.shape != (len(p), len(r)):
@@ -787,7 +787,7 @@ class ScoreMatrix:
 
     def __attrs_post_init__(self) -> None:
         if self.scores.ndim != 2 or self.scores.shape[1] != len(self.classes):
-            raise ValueError(
+            raise DataError(
                 f"score matrix of shape {self.scores.shape} does not match {len(self.classes)} classes"
             )
 
@@ -867,13 +867,11 @@ class FeatureRecognizer(Recognizer):
         return self
 
     def score(self, probes: Any) -> ScoreMatrix:
-        if self.inner_ is None:
-            raise RuntimeError(f"{self.id}: enroll() before score()")
+        require_fitted(self, "inner_", call="enroll()", before="score()")
         return self.inner_.score(self.feature_table(probes))
 
     def embed(self, table: Any) -> np.ndarray:
-        if self.inner_ is None:
-            raise RuntimeError(f"{self.id}: fit() or enroll() before embed()")
+        require_fitted(self, "inner_", call="fit() or enroll()", before="embed()")
         return self.inner_.embed(self.feature_table(table))
 
 
@@ -900,8 +898,7 @@ class CentroidRecognizer(Recognizer):
         return self
 
     def score(self, probes: Any) -> ScoreMatrix:
-        if self.templates_ is None:
-            raise RuntimeError(f"{self.id}: enroll() before score()")
+        require_fitted(self, "templates_", call="enroll()", before="score()")
         s = np.asarray(self.embed(probes), dtype=np.float32) @ self.templates_.T
         return ScoreMatrix(s.astype(np.float64), self.classes_, probes.sample_ids)
 

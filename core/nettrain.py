@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from .errors import BioanonError, ParameterError
 from .fileio import file_digest
 from .torchutil import import_torch, torch_threads
 
@@ -126,9 +127,9 @@ def train_net(
     from .device import autocast, resolve_device, resolve_precision
 
     if optimizer not in OPTIMIZERS:
-        raise ValueError(f"{method_id}: optimizer {optimizer!r} is not one of {OPTIMIZERS}")
+        raise ParameterError(method_id, "optimizer", optimizer, f"one of {OPTIMIZERS}")
     if scheduler not in SCHEDULERS:
-        raise ValueError(f"{method_id}: scheduler {scheduler!r} is not one of {SCHEDULERS}")
+        raise ParameterError(method_id, "scheduler", scheduler, f"one of {SCHEDULERS}")
     dev = resolve_device(device, who=method_id)
     prec = resolve_precision(precision, dev)
     if keep_best is None:
@@ -267,7 +268,7 @@ def _freeze(net: Any, name: str | None, method_id: str) -> Any:
         return None
     part = getattr(net, name, None)
     if part is None or not hasattr(part, "parameters"):
-        raise ValueError(f"{method_id}: cannot freeze {name!r}: the network has no such submodule")
+        raise ParameterError(method_id, "freeze", name, "the name of a submodule of the network")
     part.requires_grad_(False)
     return part
 
@@ -469,7 +470,7 @@ def infer(fn: Callable[[Any], Any], x: np.ndarray | Sequence[np.ndarray], *, out
 # ------------------------------------------------------------------------------------------- user weights
 
 
-class WeightsError(ValueError):
+class WeightsError(BioanonError, ValueError):
     """A weights file that cannot be read or does not fit the network (names the file and the layer)."""
 
 

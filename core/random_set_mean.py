@@ -33,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import TableError
+from .errors import DataError, MissingDependencyError, ParameterError, TableError
 from .torchutil import cores, torch_threads
 
 __all__ = [
@@ -80,16 +80,16 @@ def purity_count(purity: float, set_size: int) -> int:
     the paper's lower bound t = 1/g (its parameter grid starts at t = 0.0).
     """
     if not 0.0 <= purity <= 1.0:
-        raise ValueError(f"purity must be in [0, 1], got {purity}")
+        raise ParameterError("purity_count", "purity", purity, "a number in [0, 1]")
     if set_size < 1:
-        raise ValueError(f"set_size must be >= 1, got {set_size}")
+        raise ParameterError("purity_count", "set_size", set_size, "an integer >= 1")
     return min(set_size, max(1, _round_half_up(purity * set_size)))
 
 
 def feature_count(ratio: float, n_features: int) -> int:
     """Features kept for a retention ratio: ``ceil(r·D)`` (within 1e-9), so any r > 0 keeps at least one."""
     if not 0.0 <= ratio <= 1.0:
-        raise ValueError(f"ratio must be in [0, 1], got {ratio}")
+        raise ParameterError("feature_count", "ratio", ratio, "a number in [0, 1]")
     return min(n_features, int(math.ceil(ratio * n_features - _TOL))) if ratio > 0 else 0
 
 
@@ -249,9 +249,9 @@ def sample_sets(codes: np.ndarray, set_size: int, n_same: int | None, *, seed: i
     n = codes.size
     stop = n if stop is None else min(int(stop), n)
     if start % SAMPLING_BLOCK:
-        raise ValueError(f"start must be a multiple of SAMPLING_BLOCK={SAMPLING_BLOCK}, got {start}")
+        raise ParameterError("sample_sets", "start", start, f"a multiple of SAMPLING_BLOCK={SAMPLING_BLOCK}")
     if n_same is not None and not 1 <= n_same <= set_size:
-        raise ValueError(f"n_same must be in [1, set_size={set_size}], got {n_same}")
+        raise ParameterError("sample_sets", "n_same", n_same, f"an integer in [1, set_size={set_size}]")
     check_set_sizes(codes, set_size, n_same, small_class=small_class, classes=classes, attribute=attribute)
     index = _class_index(codes) if n_same is not None else None
     return _sample(codes, index, set_size, n_same, seed, start, stop, threads if threads > 0 else cores())
@@ -336,7 +336,7 @@ def estimate_relevance(x: np.ndarray, labels: np.ndarray, method: str = "random_
         with parallel_backend("threading", n_jobs=jobs):  # processes would cost seconds to start
             mi = mutual_info_classif(x, codes, random_state=seed, n_jobs=jobs)
         return np.asarray(mi, dtype=np.float64)
-    raise ValueError(f"unknown relevance estimator {method!r}; use 'random_forest' or 'mutual_information'")
+    raise ParameterError("estimate_relevance", "method", method, "'random_forest' or 'mutual_information'")
 
 
 def _top(relevance: np.ndarray, ratio: float) -> np.ndarray:
@@ -359,7 +359,8 @@ def select_features(n_features: int, relevance: np.ndarray | None, retention: fl
         if ratio <= 0.0:
             return np.empty(0, dtype=np.int64)
         if rel is None or len(rel) != n_features:
-            raise ValueError(f"relevance of length {n_features} needed for ratio {ratio}")
+            raise DataError(f"select_features: ratio {ratio} needs a relevance of length {n_features}, got "
+                            f"{'none' if rel is None else len(rel)}")
         return _top(rel, ratio)
 
     mask = np.zeros(n_features, dtype=bool)
@@ -467,10 +468,11 @@ def _place(torch: Any, X: Any, device: str, share: float = 0.4) -> Any:
 
 def _resolve_backend(backend: str) -> Any:
     if backend not in ("auto", "torch", "numpy"):
-        raise ValueError(f"backend must be 'auto', 'torch' or 'numpy', got {backend!r}")
+        raise ParameterError("random_set_mean", "backend", backend, "'auto', 'torch' or 'numpy'")
     torch = None if backend == "numpy" else _torch()
     if backend == "torch" and torch is None:
-        raise ImportError("backend='torch' needs PyTorch; install torch or use backend='numpy'")
+        raise MissingDependencyError("random_set_mean backend='torch'", {"torch": "pip install torch"},
+                                     "or use backend='numpy'")
     return torch
 
 
@@ -548,7 +550,7 @@ def random_set_mean(x: np.ndarray, codes: np.ndarray, selected: np.ndarray, *, s
     codes = np.asarray(codes, dtype=np.int64)
     n, d = x.shape
     if codes.shape != (n,):
-        raise ValueError(f"codes has shape {codes.shape}, expected ({n},)")
+        raise DataError(f"random_set_mean: codes has shape {codes.shape}, expected ({n},) (one per row of x)")
     check_set_sizes(codes, set_size, n_same, small_class=small_class, classes=classes, attribute=attribute)
     a, b = set_coefficients(selected, set_size, weight)
     torch = _resolve_backend(backend)

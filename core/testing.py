@@ -85,7 +85,7 @@ def make_table(
         else:
             values = x.astype(np.float32)
     else:
-        raise ValueError(f"make_table: unknown payload {payload!r}; use one of {sorted(shapes) + ['audio']}")
+        raise ParameterError("make_table", "payload", payload, f"one of {sorted(shapes) + ['audio']}")
     return SampleTable.from_arrays(
         subject=np.array([f"s{i}" for i in range(n_subjects)])[subj],
         payloads={payload: values},

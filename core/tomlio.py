@@ -5,13 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from .errors import ConfigError
+
 __all__ = ["dumps", "string"]
 
 
 def _check(value: Any, where: str) -> None:
-    """Raise ValueError naming the first value TOML cannot hold (None has no TOML form)."""
+    """Raise ConfigError (a ValueError) naming the first value TOML cannot hold (None has no TOML form)."""
     if value is None:
-        raise ValueError(f"{where}: None cannot be written as TOML; store it as JSON instead")
+        raise ConfigError(f"{where}: None cannot be written as TOML; store it as JSON instead")
     if isinstance(value, Mapping):
         for k, v in value.items():
             _check(v, f"{where}.{k}" if where else str(k))
@@ -22,7 +24,7 @@ def _check(value: Any, where: str) -> None:
 
 def dumps(data: Mapping[str, Any], *, header: str = "") -> str:
     """``data`` as a TOML document (scalars first, then tables, in the dict's order), after the comment lines
-    ``header``; a None anywhere raises ValueError naming its key path."""
+    ``header``; a None anywhere raises ConfigError (a ValueError) naming its key path."""
     import tomli_w
 
     _check(data, "")

@@ -24,11 +24,14 @@ def cores() -> int:
 
 
 def import_torch(method_id: str, install: str = "pip install torch") -> Any:
-    """Import torch, or fail with a message naming the method that needs it and how to install it."""
+    """Import torch, or fail with a :class:`~bioanon.errors.MissingDependencyError` (an ImportError) naming the
+    method that needs it and how to install it."""
     try:
         import torch
     except ImportError:
-        raise ImportError(f"{method_id} needs PyTorch, which is not installed: {install}") from None
+        from .errors import MissingDependencyError
+
+        raise MissingDependencyError(method_id, {"torch": install}) from None
     return torch
 
 

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from ..errors import TableError
+from ..errors import ParameterError, TableError, require_fitted
 from ..methods import Recognizer, ScoreMatrix, feature_view, fitted, labels_of, param
 from ..metrics import similarity_attack_scores
 from ..methods import n_components_ok
@@ -170,7 +170,7 @@ class SimilarityAttributeAttack(Recognizer):
         if self.database_ is None:
             self.fit(gallery, label)
         elif label != self.label_:
-            raise ValueError(f"{self.id}: the database is labelled with {self.label_!r}, enroll() got {label!r}")
+            raise ParameterError(self.id, "label", label, f"{self.label_!r}, the label of the attacker database")
         elif self.add_gallery:
             y, ok = _labelled(gallery, label)
             self.database_ = np.concatenate([self.database_, self._prepare(self._raw(gallery)[ok])])
@@ -181,8 +181,7 @@ class SimilarityAttributeAttack(Recognizer):
 
     def similarities(self, probes) -> np.ndarray:
         """Probe × database similarity matrix (higher = more alike)."""
-        if self.database_ is None:
-            raise RuntimeError(f"{self.id}: fit() (the attacker database) before score()")
+        require_fitted(self, "database_", call="fit() on the attacker database", before="score()")
         q = self._prepare(self._raw(probes))
         db = self.database_
         if self.comparator_ is not None:
@@ -203,8 +202,7 @@ class SimilarityAttributeAttack(Recognizer):
         return max(1, min(self.n, int(counts.min())))
 
     def score(self, probes) -> ScoreMatrix:
-        if self.database_ is None:
-            raise RuntimeError(f"{self.id}: fit() (the attacker database) before score()")
+        require_fitted(self, "database_", call="fit() on the attacker database", before="score()")
         n = self.n_used_ = self._n()
         block = max(1, _BLOCK_ELEMENTS // max(len(self.database_), 1))
         parts, db_classes = [], _sorted_classes(self.db_labels_)
@@ -254,14 +252,13 @@ class _AttributeClassifier(_SpaceRecognizer):
         if self.space_ is None or self.model_classes_ is None:
             self.fit(gallery, label)
         elif label != self.label_:
-            raise ValueError(f"{self.id}: trained on {self.label_!r}, enroll() got {label!r}")
+            raise ParameterError(self.id, "label", label, f"{self.label_!r}, the label it was trained on")
         y, ok = _labelled(gallery, label)
         self.classes_ = _sorted_classes(y[ok])
         return self
 
     def score(self, probes) -> ScoreMatrix:
-        if self.model_classes_ is None:
-            raise RuntimeError(f"{self.id}: fit() before score()")
+        require_fitted(self, "model_classes_", call="fit()", before="score()")
         z = self.embed(probes)
         s = self._scores(z) if self.model_ is not None else np.zeros((len(z), 1))
         classes = self.model_classes_ if self.classes_ is None else self.classes_

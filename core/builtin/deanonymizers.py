@@ -7,7 +7,7 @@ from typing import ClassVar
 import attrs
 import numpy as np
 
-from ..errors import TableError
+from ..errors import TableError, require_fitted
 from ..methods import Deanonymizer, fitted, param
 from ..payloads import flatten_payload, restore_dtype
 
@@ -55,8 +55,7 @@ class RidgeInversion(Deanonymizer):
         return self
 
     def transform(self, table):
-        if self.weights_ is None:
-            raise RuntimeError(f"{self.id}: fit() before transform()")
+        require_fitted(self, "weights_", call="fit()", before="transform()")
         x = table.payload(self.column_)
         flat = flatten_payload(x)
         out = flat @ self.weights_[:-1] + self.weights_[-1]

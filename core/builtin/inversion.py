@@ -14,6 +14,7 @@ import attrs
 import numpy as np
 
 from ..device import device_param, precision_param, resolve_device, weights_param
+from ..errors import DataError, require_fitted
 from ..methods import Deanonymizer, fitted, param
 from ..nettrain import infer, method_training, preflight_weights, stage, train_net
 from ..torchutil import import_torch
@@ -181,8 +182,7 @@ device. ``weights``: a state dict of this network (e.g. a :meth:`save_checkpoint
     # ------------------------------------------------------------------------------------------- transform
     def predict(self, x: np.ndarray) -> np.ndarray:
         """Clear-domain estimates (float32, flattened) of flattened anonymized payloads ``x`` (N, D)."""
-        if self.model_ is None:
-            raise RuntimeError(f"{self.id}: fit() before transform()")
+        require_fitted(self, "model_", call="fit()", before="transform()")
         _torch()
         xs = ((np.asarray(x, dtype=np.float32) - self.x_mean_) / self.x_scale_).astype(np.float32)
         dev = self._run_device()
@@ -198,8 +198,7 @@ device. ``weights``: a state dict of this network (e.g. a :meth:`save_checkpoint
         return self.device_
 
     def transform(self, table):
-        if self.model_ is None:
-            raise RuntimeError(f"{self.id}: fit() before transform()")
+        require_fitted(self, "model_", call="fit()", before="transform()")
         x = table.payload(self.column_)
         out = self.predict(x.reshape(len(x), -1)).reshape((len(x), *self.shape_))
         return table.with_payload(self.column_, restore_dtype(out, np.dtype(self.dtype_)))
@@ -207,8 +206,7 @@ device. ``weights``: a state dict of this network (e.g. a :meth:`save_checkpoint
     # ----------------------------------------------------------------------------------------- checkpoints
     def save_checkpoint(self, path: str | os.PathLike) -> None:
         """Save the fitted network, the standardization and the parameters (``torch.save``)."""
-        if self.model_ is None:
-            raise RuntimeError(f"{self.id}: fit() before save_checkpoint()")
+        require_fitted(self, "model_", call="fit()", before="save_checkpoint()")
         torch = _torch()
         params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.get_params().items()}
         torch.save({
@@ -226,7 +224,7 @@ device. ``weights``: a state dict of this network (e.g. a :meth:`save_checkpoint
         torch = _torch()
         ck = torch.load(os.fspath(path), weights_only=True, map_location="cpu")
         if ck.get("id") != cls.id:
-            raise ValueError(f"{path}: not a {cls.id} checkpoint (id {ck.get('id')!r})")
+            raise DataError(f"{path}: not a {cls.id} checkpoint (id {ck.get('id')!r})")
         m = cls(**ck["params"])
         for k, v in ck["stats"].items():
             setattr(m, k, v.numpy())

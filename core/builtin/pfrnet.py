@@ -13,7 +13,7 @@ import attrs
 import numpy as np
 
 from ..device import device_param, precision_param, resolve_device
-from ..errors import ParameterError, TableError
+from ..errors import ParameterError, TableError, require_fitted
 from ..methods import Anonymizer, feature_matrix, fitted, param
 from ..nettrain import infer, method_training, softmax_head, stage, train_net
 from ..torchutil import import_torch
@@ -243,8 +243,7 @@ class Pfrnet(Anonymizer):
         return self
 
     def transform(self, table):
-        if self.model_ is None:
-            raise RuntimeError(f"{self.id}: fit() before transform()")
+        require_fitted(self, "model_", call="fit()", before="transform()")
         _torch()
         column = self.payload_column(table, self.payload or None)
         x = feature_matrix(table, column, who=self.id)

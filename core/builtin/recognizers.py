@@ -32,7 +32,7 @@ from typing import ClassVar
 import attrs
 import numpy as np
 
-from ..errors import ParameterError, TableError
+from ..errors import ParameterError, TableError, require_fitted
 from ..methods import (CentroidRecognizer, Recognizer, ScoreMatrix, class_sums, feature_matrix, fitted, labels_of,
                        n_components_ok, param, table_comparator)
 
@@ -375,8 +375,7 @@ class _SpaceRecognizer(Recognizer, ClassifierOptions):
         return self
 
     def embed(self, table) -> np.ndarray:
-        if self.space_ is None:
-            raise RuntimeError(f"{self.id}: fit() or enroll() before embed()")
+        require_fitted(self, "space_", call="fit() or enroll()", before="embed()")
         x = self._x(table)
         _check_dim(self, x, self.space_.mean.size)
         return self.space_.transform(x)
@@ -390,8 +389,7 @@ class _SpaceRecognizer(Recognizer, ClassifierOptions):
         return self
 
     def score(self, probes) -> ScoreMatrix:
-        if self.classes_ is None:
-            raise RuntimeError(f"{self.id}: enroll() before score()")
+        require_fitted(self, "classes_", call="enroll()", before="score()")
         z = self.embed(probes)
         s = self._scores(z) if self.model_ is not None else np.zeros((len(z), 1))
         return ScoreMatrix(np.asarray(s, dtype=np.float64), self.classes_, probes.sample_ids)
@@ -564,8 +562,7 @@ class NearestNeighbors(_SpaceRecognizer):
     def score(self, probes) -> ScoreMatrix:
         if self.comparator_ is None:
             return super().score(probes)
-        if self.classes_ is None:
-            raise RuntimeError(f"{self.id}: enroll() before score()")
+        require_fitted(self, "classes_", call="enroll()", before="score()")
         x, codes = self.model_
         s = self.comparator_(self._x(probes), x)
         return ScoreMatrix(class_top_mean(s, codes, len(self.classes_), self.k), self.classes_, probes.sample_ids)

@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from ..errors import ParameterError, TableError
+from ..errors import ParameterError, TableError, require_fitted
 from ..methods import (Anonymizer, Comparator, UtilityMeasure, feature_matrix, fitted, param, table_comparator,
                        with_comparator)
 
@@ -248,8 +248,7 @@ class Ive(Anonymizer):
         return self
 
     def transform(self, table):
-        if self.keep_ is None:
-            raise RuntimeError(f"{self.id}: fit() before transform()")
+        require_fitted(self, "keep_", call="fit()", before="transform()")
         column = self.payload_column(table, self.payload or None)
         x = feature_matrix(table, column, who=self.id)
         if x.shape[1] != self.dim_:

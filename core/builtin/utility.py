@@ -13,7 +13,7 @@ from typing import ClassVar
 import attrs
 import numpy as np
 
-from ..errors import TableError
+from ..errors import TableError, require_fitted
 from ..methods import UtilityMeasure, feature_matrix, fitted, param
 from ..payloads import flatten_payload
 
@@ -162,8 +162,7 @@ class AttributeAccuracy(UtilityMeasure):
         return self
 
     def measure(self, original, anonymized) -> np.ndarray:
-        if self.model_ is None:
-            raise RuntimeError(f"{self.id}: fit(clear) before measure()")
+        require_fitted(self, "model_", call="fit(clear)", before="measure()")
         anonymized = align(original, anonymized)
         true = self._labels(original)
         x = self._x(anonymized)

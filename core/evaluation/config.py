@@ -153,7 +153,7 @@ class MethodSpec:
         its grid part). Without a setting, the spec must have no grid."""
         if setting is None:
             if self.grid:
-                raise ValueError(
+                raise ConfigError(
                     f"{self.name}: sweeps {', '.join(self.grid)}; pass one of settings() to create()"
                 )
             setting = {}
@@ -1148,13 +1148,13 @@ def _default_is_none(spec: MethodSpec | DatasetSpec, name: str) -> bool:
 
 def _params_without_none(params: Mapping[str, Any], spec: Any, where: str) -> dict[str, Any]:
     """``params`` without the parameters whose value is None where None is their default (TOML has no null);
-    any other None raises ValueError naming it."""
+    any other None raises ConfigError naming it."""
     out = {}
     for k, v in params.items():
         if v is None:
             if spec is not None and _default_is_none(spec, k):
                 continue
-            raise ValueError(f"{where}.{k}: None cannot be written as TOML; store the config as JSON (to_dict())")
+            raise ConfigError(f"{where}.{k}: None cannot be written as TOML; store the config as JSON (to_dict())")
         out[k] = v
     return out
 

@@ -8,7 +8,7 @@ import pytest
 import bioanon
 from bioanon.builtin.attacks import AttributeKnn, AttributeSvm, SimilarityAttributeAttack, align_columns
 from bioanon.builtin.recognizers import CosineNearestCentroid
-from bioanon.errors import TableError
+from bioanon.errors import ParameterError, TableError
 from bioanon.metrics import majority_chance, similarity_attack_scores
 from bioanon.table import SampleTable
 from bioanon.testing import check_method, make_table
@@ -208,7 +208,7 @@ def test_cross_database_attack():
     other = SampleTable.from_arrays(subject=["x"], payloads={"features": np.zeros((1, 8), np.float32)})
     with pytest.raises(TableError, match="sample shape"):
         attack.score(other)
-    with pytest.raises(ValueError, match="labelled with 'gender'"):
+    with pytest.raises(ParameterError, match="parameter 'label' = 'subject' .*'gender'"):
         attack.enroll(labelled, "subject")
 
 

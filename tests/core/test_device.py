@@ -158,7 +158,7 @@ def test_freeze_keeps_the_backbone():
         if k.startswith("backbone."):
             assert torch.equal(after[k], start[k]), k
     assert any(not torch.equal(after[k], start[k]) for k in start if k.startswith("head."))
-    with pytest.raises(ValueError, match="cannot freeze 'trunk'"):
+    with pytest.raises(ParameterError, match="parameter 'freeze' = 'trunk'"):
         _train(x, y, freeze="trunk", epochs=1)
 
 

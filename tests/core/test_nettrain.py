@@ -10,6 +10,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from bioanon.errors import ParameterError  # noqa: E402
 from bioanon.nettrain import arcface_head, infer, softmax_head, train_net  # noqa: E402
 from torchcontract import blobs as _blobs  # noqa: E402
 
@@ -154,7 +155,7 @@ def test_infer_batches_arrays_and_ragged_lists_in_order():
 
 def test_bad_choices_name_the_method():
     x, y = _blobs(n=10)
-    with pytest.raises(ValueError, match="my.method: scheduler 'step'"):
+    with pytest.raises(ParameterError, match="my.method: parameter 'scheduler' = 'step'"):
         _fit(x, y, scheduler="step", method_id="my.method")
-    with pytest.raises(ValueError, match="optimizer 'rmsprop'"):
+    with pytest.raises(ParameterError, match="parameter 'optimizer' = 'rmsprop'"):
         _fit(x, y, optimizer="rmsprop")

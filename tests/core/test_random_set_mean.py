@@ -275,7 +275,7 @@ def test_seeded_determinism_and_backends(monkeypatch):
     monkeypatch.setattr(E, "_torch", lambda: None)  # as if torch were not installed
     np.testing.assert_allclose(RandomSetMean(**kw).fit_transform(tab).payload("features"), a, rtol=1e-6,
                                atol=1e-6)
-    with pytest.raises(ImportError, match="needs PyTorch"):
+    with pytest.raises(ImportError, match="needs torch"):
         RandomSetMean(**kw, backend="torch").fit_transform(tab)
 
 

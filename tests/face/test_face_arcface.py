@@ -82,7 +82,7 @@ def test_other_backbones_and_parameter_errors(synthetic):
 def test_without_torch_fails_clearly(monkeypatch, synthetic):
     rec = bioanon.get_method("face.arcface")  # listing and constructing never import torch
     monkeypatch.setitem(sys.modules, "torch", None)
-    with pytest.raises(ImportError, match="face.arcface needs PyTorch.*bioanon-face\\[torch\\]"):
+    with pytest.raises(ImportError, match="face.arcface needs torch.*bioanon-face\\[torch\\]"):
         rec.fit(synthetic[0])
 
 

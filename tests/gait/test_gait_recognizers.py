@@ -135,7 +135,7 @@ def test_cnn_is_deterministic_and_enrols_unseen_subjects():
 def test_cnn_without_torch_fails_clearly(monkeypatch, walkers):
     rec = bioanon.get_method("gait.cnn")  # listing and constructing never import torch
     monkeypatch.setitem(sys.modules, "torch", None)
-    with pytest.raises(ImportError, match=r"gait.cnn needs PyTorch.*pip install 'bioanon-gait\[torch\]'"):
+    with pytest.raises(ImportError, match=r"gait.cnn needs torch.*pip install 'bioanon-gait\[torch\]'"):
         rec.fit(walkers)
 
 

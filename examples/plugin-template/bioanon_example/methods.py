@@ -7,7 +7,7 @@ from typing import ClassVar
 import attrs
 import numpy as np
 
-from bioanon.api import Anonymizer, Recognizer, ScoreMatrix, fitted, param
+from bioanon.api import Anonymizer, Recognizer, ScoreMatrix, fitted, param, require_fitted
 
 
 @attrs.define(kw_only=True)
@@ -54,8 +54,7 @@ class NearestNeighbour(Recognizer):
         return self
 
     def score(self, probes) -> ScoreMatrix:
-        if self.gallery_ is None:
-            raise RuntimeError(f"{self.id}: enroll() before score()")
+        require_fitted(self, "gallery_", call="enroll()", before="score()")
         q = self._x(probes)
         # squared distances probes × gallery, then the best (smallest) per class
         d = (q * q).sum(1)[:, None] - 2 * q @ self.gallery_.T + (self.gallery_ ** 2).sum(1)[None, :]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from bioanon.api import hookimpl
 
-BIOANON_API = ">=1.0,<2"
+BIOANON_API = ">=1.1,<2"  # 1.1: require_fitted (NotFittedError)
 """The bioanon.api versions this plugin works with (PEP 440): from the minor version whose names it uses, up to
 the next major version. Outside this range bioanon does not load the plugin and `bioanon plugins` lists it as
 incompatible."""

@@ -20,9 +20,9 @@ import attrs
 import numpy as np
 
 from bioanon.api import (
-    OPTIMIZERS, SCHEDULERS, CentroidRecognizer, ParameterError, arcface_head, device_param, fitted, import_torch,
-    infer, labels_of, method_training, param, precision_param, preflight_weights, resolve_device, stage, to_device,
-    train_net, weights_param,
+    OPTIMIZERS, SCHEDULERS, CentroidRecognizer, MissingDependencyError, ParameterError, arcface_head, device_param,
+    fitted, import_torch, infer, labels_of, method_training, param, precision_param, preflight_weights,
+    require_fitted, resolve_device, stage, to_device, train_net, weights_param,
 )
 
 from .imageio import to_batch
@@ -31,11 +31,11 @@ INSTALL = "pip install 'bioanon-face[torch]'"
 
 
 def import_timm(method_id: str) -> Any:
-    """timm, or an ImportError naming the method and the install command."""
+    """timm, or a MissingDependencyError (an ImportError) naming the method and the install command."""
     try:
         import timm
     except ImportError:
-        raise ImportError(f"{method_id} needs timm, which is not installed: {INSTALL}") from None
+        raise MissingDependencyError(method_id, {"timm": INSTALL}) from None
     return timm
 
 
@@ -274,8 +274,7 @@ class ArcFace(CentroidRecognizer):
 
     def embed(self, table) -> np.ndarray:
         """L2-normalized embeddings (N, embedding_dim)."""
-        if self.model_ is None:
-            raise RuntimeError(f"{self.id}: fit() or enroll() before embed()")
+        require_fitted(self, "model_", call="fit() or enroll()", before="embed()")
         import_torch(self.id, INSTALL)
         x = self._images(table, self.channels_)
         mean, std = np.float32(self.mean_), np.float32(self.std_)

@@ -17,7 +17,8 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from bioanon.api import Deanonymizer, TableError, fitted, paired_payloads, param, restore_dtype
+from bioanon.api import (Deanonymizer, NotFittedError, TableError, fitted, paired_payloads, param, require_fitted,
+                         restore_dtype)
 
 __all__ = [
     "LearnedPermutation", "NeighbourInterpolation", "ResampleInversion", "RichardsonLucy", "WaveletDenoise",
@@ -111,8 +112,7 @@ class _FaceDeanonymizer(Deanonymizer):
         return y, x
 
     def _input(self, table, attr: str) -> tuple[str, np.ndarray]:
-        if getattr(self, attr) is None:
-            raise RuntimeError(f"{self.id}: fit() before transform()")
+        require_fitted(self, attr, call="fit()", before="transform()")
         return _images(self, table, self.column_)
 
     @staticmethod
@@ -636,7 +636,7 @@ class NeighbourInterpolation(_FaceDeanonymizer):
 
     def transform(self, table):
         if not self.fitted_:
-            raise RuntimeError(f"{self.id}: fit() before transform()")
+            raise NotFittedError(self.id, "fit()", "transform()")
         column, x = _images(self, table, self.column_)
         if self.value_ is None:
             return table

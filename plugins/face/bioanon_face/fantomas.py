@@ -20,8 +20,9 @@ import attrs
 import numpy as np
 
 from bioanon.api import (
-    Deanonymizer, ParameterError, TableError, device_param, fitted, param, precision_param, restore_dtype,
+    DataError, Deanonymizer, ParameterError, TableError, device_param, fitted, param, precision_param, restore_dtype,
     weights_param,
+    require_fitted,
 )
 
 from .deanonymizers import _images, paired_images, resize_batch
@@ -317,8 +318,7 @@ class Fantomas(Deanonymizer):
         """De-anonymized images (float32 grey levels, N×H×W×C at the input's size) of N×H×W×C images ``x``."""
         from bioanon.api import infer
 
-        if self.model_ is None:
-            raise RuntimeError(f"{self.id}: fit() before transform()")
+        require_fitted(self, "model_", call="fit()", before="transform()")
         if x.shape[-1] != self.channels_:
             raise TableError(f"{self.id}: images of payload {self.column_!r} have {x.shape[-1]} channels, the "
                              f"model was trained on {self.channels_}")
@@ -336,16 +336,14 @@ class Fantomas(Deanonymizer):
         return out
 
     def transform(self, table):
-        if self.model_ is None:
-            raise RuntimeError(f"{self.id}: fit() before transform()")
+        require_fitted(self, "model_", call="fit()", before="transform()")
         column, x = _images(self, table, self.column_)
         return table.with_payload(column, restore_dtype(self.predict(x), np.dtype(self.dtype_)))
 
     # -------------------------------------------------------------------------------------------- checkpoints
     def save_checkpoint(self, path: str | os.PathLike) -> None:
         """Save the fitted network (CPU tensors) and the parameters (``torch.save``)."""
-        if self.model_ is None:
-            raise RuntimeError(f"{self.id}: fit() before save_checkpoint()")
+        require_fitted(self, "model_", call="fit()", before="save_checkpoint()")
         torch = _torch(self.id)
         params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.get_params().items()}
         state = {k: v.detach().cpu() for k, v in self.model_.state_dict().items()}
@@ -363,7 +361,7 @@ class Fantomas(Deanonymizer):
         torch = _torch(cls.id)
         ck = torch.load(os.fspath(path), weights_only=True, map_location="cpu")
         if ck.get("id") != cls.id:
-            raise ValueError(f"{path}: not a {cls.id} checkpoint (id {ck.get('id')!r})")
+            raise DataError(f"{path}: not a {cls.id} checkpoint (id {ck.get('id')!r})")
         params = dict(ck["params"])
         if device is not None:
             params["device"] = device

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from bioanon.api import TableError
+from bioanon.api import DataError, TableError
 
 IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".pgm", ".ppm", ".pnm", ".tif", ".tiff", ".webp", ".gif")
 _CV_MAX_CHANNELS = 4  # cv2.resize handles up to 4 channels with every interpolation; images are stacked as channels
@@ -28,7 +28,7 @@ def read_image(path: str | Path) -> np.ndarray:
                 im.load()
                 img = np.asarray(im.convert("L" if im.mode in ("L", "1", "I", "I;16") else "RGB"))
         except Exception as e:  # noqa: BLE001
-            raise ValueError(f"cannot decode image: {e}") from None
+            raise DataError(f"{path}: cannot decode image: {e}") from None
         return img
     if img.dtype != np.uint8:  # 16-bit PNG/TIFF
         img = (img.astype(np.float64) / np.iinfo(img.dtype).max * 255).round().astype(np.uint8) \

@@ -18,6 +18,7 @@ import numpy as np
 from bioanon.api import (
     UtilityMeasure, device_param, fitted, import_torch, infer, method_training, param, precision_param, resolve_device,
     stage, to_device, train_net,
+    require_fitted,
 )
 
 from .arcface import INSTALL, augment, image_batch, mean_std
@@ -156,8 +157,7 @@ class PerceptualSimilarity(UtilityMeasure):
 
     def similarity(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         """Per-pair similarity of two image arrays (N, H, W, C) of the same shape."""
-        if self.model_ is None:
-            raise RuntimeError(f"{self.id}: fit(clear) before measure()")
+        require_fitted(self, "model_", call="fit(clear)", before="measure()")
         torch = import_torch(self.id, INSTALL)
         pairs = np.stack([image_batch(x, self.size, self.channels_), image_batch(y, self.size, self.channels_)],
                          axis=1)  # (N, 2, C, size, size) uint8

@@ -11,7 +11,8 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from bioanon.api import PcaSvm, Recognizer, ScoreMatrix, fitted, labels_of, n_components_ok, param
+from bioanon.api import (PcaSvm, Recognizer, ScoreMatrix, fitted, labels_of, n_components_ok, param,
+                         require_fitted)
 
 
 @attrs.define(kw_only=True)
@@ -83,8 +84,7 @@ class Lbph(Recognizer):
         return self
 
     def score(self, probes) -> ScoreMatrix:
-        if self.model_ is None:
-            raise RuntimeError(f"{self.id}: enroll() before score()")
+        require_fitted(self, "model_", call="enroll()", before="score()")
         gallery = np.stack([np.asarray(h).ravel() for h in self.model_.getHistograms()]).astype(np.float64)
         probe_h = []
         import cv2
@@ -230,8 +230,7 @@ class DlibKnn(Recognizer):
         return self
 
     def score(self, probes) -> ScoreMatrix:
-        if self.gallery_ is None:
-            raise RuntimeError(f"{self.id}: enroll() before score()")
+        require_fitted(self, "gallery_", call="enroll()", before="score()")
         q = self.embed(probes).astype(np.float64)
         g = self.gallery_.astype(np.float64)
         d = np.sqrt(np.maximum((q * q).sum(1)[:, None] + (g * g).sum(1)[None, :] - 2.0 * (q @ g.T), 0.0))

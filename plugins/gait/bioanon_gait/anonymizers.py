@@ -603,12 +603,15 @@ def parse_step(text: str) -> tuple[str, dict[str, Any]]:
     ``{"id": ..., "params": {...}}``. A step id without a trait prefix gets ``gait.``."""
     text = text.strip()
     if text.startswith("{"):
-        obj = json.loads(text)
+        try:
+            obj = json.loads(text)
+        except ValueError as e:
+            raise ParameterError("gait.chain", "steps", text, f"a JSON object {{id, params}} ({e})") from None
         if not isinstance(obj, dict) or not isinstance(obj.get("id"), str):
-            raise ValueError("a JSON step needs an 'id' string")
+            raise ParameterError("gait.chain", "steps", text, "a JSON step with an 'id' string")
         params = obj.get("params", {})
         if not isinstance(params, dict):
-            raise ValueError("a JSON step's 'params' must be an object")
+            raise ParameterError("gait.chain", "steps", text, "a JSON step whose 'params' is an object")
         method_id = obj["id"]
     else:
         method_id, _, rest = text.partition(":")
@@ -617,11 +620,11 @@ def parse_step(text: str) -> tuple[str, dict[str, Any]]:
             for item in _split_top_level(rest, ","):
                 name, eq, value = item.partition("=")
                 if not eq or not name.strip():
-                    raise ValueError(f"expected name=value, got {item.strip()!r}")
+                    raise ParameterError("gait.chain", "steps", text, f"'id:name=value,…'; got {item.strip()!r}")
                 params[name.strip()] = _value(value)
     method_id = method_id.strip()
     if not method_id:
-        raise ValueError("empty step id")
+        raise ParameterError("gait.chain", "steps", text, "a step with a method id")
     if "." not in method_id:
         method_id = "gait." + method_id
     return method_id, params

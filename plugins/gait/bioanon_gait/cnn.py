@@ -21,6 +21,7 @@ import numpy as np
 from bioanon.api import (
     CentroidRecognizer, device_param, fitted, import_torch, infer, labels_of, method_training, param, precision_param,
     preflight_weights, resolve_device, softmax_head, stage, to_device, train_net, weights_param,
+    require_fitted,
 )
 
 from .features import CENTERING_HELP, Centering, center
@@ -158,8 +159,7 @@ class TemporalCnn(CentroidRecognizer):
         return self.model_ is not None
 
     def embed(self, table) -> np.ndarray:
-        if self.model_ is None:
-            raise RuntimeError(f"{self.id}: fit() or enroll() before embed()")
+        require_fitted(self, "model_", call="fit() or enroll()", before="embed()")
         import_torch(self.id, _INSTALL)
         e = infer(self.model_.embed, self._inputs(table), out_shape=(self.embedding_dim,), threads=self.threads,
                   device=self.device_, precision=self.precision)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from bioanon.api import hookimpl
 
-BIOANON_API = ">=1.0,<2"
+BIOANON_API = ">=1.1,<2"  # 1.1: require_fitted (NotFittedError)
 """The range of bioanon.api versions this plugin works with (PEP 440)."""
 
 

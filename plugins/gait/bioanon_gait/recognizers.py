@@ -17,7 +17,7 @@ from typing import ClassVar, Literal
 import attrs
 
 from bioanon.api import (ClassifierOptions, FeatureRecognizer, NearestNeighbors, PcaSvm, RandomForest, fitted,
-                         n_components_ok, param, scores_param)
+                         n_components_ok, param, require_fitted, scores_param)
 
 from .features import CENTERING_HELP, FEATURES_HELP, Centering, Features, GaitFeatures
 from .skeleton import poses
@@ -46,8 +46,7 @@ class _GaitRecognizer(FeatureRecognizer, ClassifierOptions):
     def feature_table(self, table):
         """The table with its poses replaced by feature vectors (``features`` payload; ids, subjects and
         attributes kept)."""
-        if self.extractor_ is None:
-            raise RuntimeError(f"{self.id}: fit() or enroll() first")
+        require_fitted(self, "extractor_", call="fit() or enroll()", before="feature_table()")
         return table.with_payload("features", self.extractor_.transform(poses(table)), drop="pose")
 
     def fit_features(self, train) -> None:

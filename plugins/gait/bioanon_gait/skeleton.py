@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from bioanon.api import TableError
+from bioanon.api import ParameterError, TableError
 
 #: The body-part groups gait tables use (the names of SEBA's ``body_parts_to_marker``).
 BODY_PARTS = ("head", "torso", "left_arm", "right_arm", "hip", "left_leg", "right_leg")
@@ -142,9 +142,12 @@ def parse_body_parts_param(text: str, method_id: str) -> dict[str, list[str]] | 
     """Parse a ``body_parts`` parameter (JSON object part -> joint names); ``""`` means: use the table's."""
     if not text:
         return None
-    value = json.loads(text)
+    try:
+        value = json.loads(text)
+    except ValueError as e:
+        raise ParameterError(method_id, "body_parts", text, f"a JSON object part -> joint names ({e})") from None
     if not isinstance(value, dict):
-        raise ValueError(f"{method_id}: body_parts must be a JSON object, got {type(value).__name__}")
+        raise ParameterError(method_id, "body_parts", text, f"a JSON object, not a {type(value).__name__}")
     return value
 
 

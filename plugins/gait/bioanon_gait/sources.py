@@ -115,8 +115,8 @@ def _sample_ids(rows: list[dict[str, Any]], manifest: Path) -> list[str]:
     return ids
 
 
-class EmptyFileError(TableError):
-    """A data file without data rows."""
+class EmptyFileError(TableError, DataError):
+    """A data file without data rows: a :class:`~bioanon.errors.DataError` as well as a TableError."""
 
 
 def read_numeric_csv(path: str | Path, *, delimiter: str = ",", header: bool = True,

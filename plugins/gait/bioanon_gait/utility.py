@@ -27,7 +27,7 @@ from typing import ClassVar, Literal
 import attrs
 import numpy as np
 
-from bioanon.api import AttributeAccuracy, UtilityMeasure, align, fitted, param
+from bioanon.api import AttributeAccuracy, UtilityMeasure, align, fitted, param, require_fitted
 
 from .features import CENTERING_HELP, FEATURES_HELP, Centering, Features, GaitFeatures
 from .skeleton import poses
@@ -212,8 +212,7 @@ class GaitAttributeAccuracy(UtilityMeasure):
         return self
 
     def measure(self, original, anonymized) -> np.ndarray:
-        if self.inner_ is None:
-            raise RuntimeError(f"{self.id}: fit(clear) before measure()")
+        require_fitted(self, "inner_", call="fit(clear)", before="measure()")
         anonymized = align(original, anonymized)
         return self.inner_.measure(self._features(original), self._features(anonymized))
 

@@ -19,8 +19,9 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 from bioanon.api import (
-    CentroidRecognizer, TableError, device_param, fitted, import_torch, infer, labels_of, method_training, param,
-    precision_param, preflight_weights, resolve_device, softmax_head, stage, train_net, weights_param,
+    CentroidRecognizer, DataError, TableError, device_param, fitted, import_torch, infer, labels_of, method_training,
+    param, precision_param, preflight_weights, require_fitted, resolve_device, softmax_head, stage, train_net,
+    weights_param,
 )
 
 __all__ = ["ImuCnn"]
@@ -115,7 +116,7 @@ class ImuCnn(CentroidRecognizer):
         """The windows (N, T, C) as float32."""
         x = np.asarray(table.payload(self.payload_column(table, self.payload or None)), dtype=np.float32)
         if x.ndim != 3:
-            raise ValueError(f"{self.id}: needs (window, channels) samples, got per-sample shape {x.shape[1:]}")
+            raise DataError(f"{self.id}: needs (window, channels) samples, got per-sample shape {x.shape[1:]}")
         return x
 
     def _input(self, x: np.ndarray) -> np.ndarray:
@@ -161,8 +162,7 @@ class ImuCnn(CentroidRecognizer):
 
     def embed(self, table) -> np.ndarray:
         """L2-normalized embeddings (N, embedding_dim)."""
-        if self.model_ is None:
-            raise RuntimeError(f"{self.id}: fit() or enroll() before embed()")
+        require_fitted(self, "model_", call="fit() or enroll()", before="embed()")
         _torch()
         e = infer(self.model_.embed, self._input(self._x(table)), out_shape=(self.embedding_dim,),
                   batch_size=1024, threads=self.threads, dtype=np.float64, device=self.device_,

@@ -13,13 +13,15 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-from bioanon.api import BioanonError
+from bioanon.api import DataError
 
 __all__ = ["MotionDataError", "MotionDataNotFound", "read_numeric", "require_path"]
 
 
-class MotionDataError(BioanonError, ValueError):
-    """A motion data file or directory layout is malformed; the message names the file (and line)."""
+class MotionDataError(DataError):
+    """A motion data file or directory layout is malformed; the message names the file (and line). A
+    :class:`~bioanon.errors.DataError` (so also a BioanonError and a ValueError); the name stays for code that
+    catches it."""
 
 
 class MotionDataNotFound(MotionDataError, FileNotFoundError):

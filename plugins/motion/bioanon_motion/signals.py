@@ -17,6 +17,7 @@ import hashlib
 from typing import Any
 
 import numpy as np
+from bioanon.api import DataError, ParameterError
 
 __all__ = [
     "DEFAULT_SAMPLE_RATE",
@@ -75,9 +76,10 @@ def sliding_windows(x: np.ndarray, window: int, stride: int) -> np.ndarray:
     shorter than a window is dropped."""
     x = np.asarray(x)
     if x.ndim != 2:
-        raise ValueError(f"sliding_windows needs a (time, channels) array, got shape {x.shape}")
-    if window < 1 or stride < 1:
-        raise ValueError(f"window and stride must be >= 1, got {window} and {stride}")
+        raise DataError(f"sliding_windows needs a (time, channels) array, got shape {x.shape}")
+    for name, value in (("window", window), ("stride", stride)):
+        if value < 1:
+            raise ParameterError("sliding_windows", name, value, "an integer >= 1")
     if len(x) < window:
         return np.empty((0, window, x.shape[1]), dtype=x.dtype)
     view = np.lib.stride_tricks.sliding_window_view(x, window, axis=0)  # (T - w + 1, C, w)
@@ -109,7 +111,7 @@ def window_features(x: np.ndarray, sample_rate: float = DEFAULT_SAMPLE_RATE, n_b
     :func:`feature_names` gives the column names."""
     x = np.asarray(x, dtype=np.float64)
     if x.ndim != 3:
-        raise ValueError(f"window_features needs (N, T, C) windows, got shape {x.shape}")
+        raise DataError(f"window_features needs (N, T, C) windows, got shape {x.shape}")
     n, t, c = x.shape
     mean = x.mean(axis=1)
     xc = x - mean[:, None, :]
@@ -188,7 +190,7 @@ def dtw_distance(a: np.ndarray, b: np.ndarray, band: float = 1.0, normalize: boo
     a = np.asarray(a, dtype=np.float64)
     b = np.asarray(b, dtype=np.float64)
     if a.shape != b.shape or a.ndim != 3:
-        raise ValueError(f"dtw_distance needs two (N, T, C) arrays of equal shape, got {a.shape} and {b.shape}")
+        raise DataError(f"dtw_distance needs two (N, T, C) arrays of equal shape, got {a.shape} and {b.shape}")
     n, t, _ = a.shape
     if t == 0:
         return np.zeros(n)

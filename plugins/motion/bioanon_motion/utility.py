@@ -18,6 +18,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 from bioanon.api import AttributeAccuracy as _CoreAttributeAccuracy, UtilityMeasure, align, fitted, param
+from bioanon.api import DataError, require_fitted
 
 from .recognizers import features_table
 from .signals import dtw_distance, pearson_per_channel
@@ -61,8 +62,7 @@ class AttributeAccuracy(UtilityMeasure):
 
     def measure(self, original, anonymized) -> np.ndarray:
         """1 where the anonymized window's attribute is predicted right, else 0."""
-        if self.inner_ is None:
-            raise RuntimeError(f"{self.id}: fit(clear) before measure()")
+        require_fitted(self, "inner_", call="fit(clear)", before="measure()")
         return self.inner_.measure(self._features(original), self._features(anonymized))
 
     def floor(self, table) -> float:
@@ -85,7 +85,7 @@ class _PairedImu(UtilityMeasure):
         column = self.payload_column(original, self.payload or None)
         a, b = np.asarray(original.payload(column)), np.asarray(anonymized.payload(column))
         if a.shape != b.shape:
-            raise ValueError(f"{self.id}: clear windows {a.shape[1:]} and anonymized windows {b.shape[1:]} differ in "
+            raise DataError(f"{self.id}: clear windows {a.shape[1:]} and anonymized windows {b.shape[1:]} differ in "
                              f"shape (e.g. motion.channel_removal with mode='drop'); a paired measure needs equal "
                              f"shapes")
         return a, b

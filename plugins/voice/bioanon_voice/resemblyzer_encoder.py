@@ -18,8 +18,8 @@ import attrs
 import numpy as np
 
 from bioanon.api import (
-    CentroidRecognizer, class_sums, device_param, import_torch, infer, param, precision_param, resolve_device,
-    reuse_computed,
+    CentroidRecognizer, MissingDependencyError, class_sums, device_param, import_torch, infer, param,
+    precision_param, resolve_device, reuse_computed,
 )
 
 from .dsp import audio_of
@@ -41,7 +41,7 @@ def _resemblyzer(method_id: str) -> Any:
             warnings.simplefilter("ignore", DeprecationWarning)
             import resemblyzer
     except ImportError as e:
-        raise ImportError(f"{method_id} needs resemblyzer, which cannot be imported ({e}): {_INSTALL}") from None
+        raise MissingDependencyError(method_id, {"resemblyzer": _INSTALL}, f"import failed: {e}") from None
     return resemblyzer
 
 

@@ -8,7 +8,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from bioanon.api import AttributeAccuracy, ParameterError, UtilityMeasure, align, fitted, param
+from bioanon.api import AttributeAccuracy, ParameterError, UtilityMeasure, align, fitted, param, require_fitted
 
 from .dsp import audio_of, feature_stats, segment_features
 
@@ -267,8 +267,7 @@ class VoiceDistinctiveness(UtilityMeasure):
         """(S_oo, S_aa or S_oa) over the speakers with at least two utterances."""
         from bioanon.api import TableError
 
-        if self.verifier_ is None:
-            raise RuntimeError(f"{self.id}: fit(clear) before measure()")
+        require_fitted(self, "verifier_", call="fit(clear)", before="measure()")
         anonymized = align(original, anonymized)
         names, codes, counts = np.unique(np.asarray(original.subjects).astype(str), return_inverse=True,
                                          return_counts=True)

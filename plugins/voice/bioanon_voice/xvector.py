@@ -21,6 +21,7 @@ import numpy as np
 from bioanon.api import (
     CentroidRecognizer, arcface_head, device_param, fitted, import_torch, infer, labels_of, method_training, param,
     precision_param, preflight_weights, resolve_device, stage, train_net, weights_param,
+    require_fitted,
 )
 
 from .dsp import audio_of, log_mel
@@ -208,8 +209,7 @@ class XVector(CentroidRecognizer):
         return self.model_ is not None
 
     def embed(self, table) -> np.ndarray:
-        if self.model_ is None:
-            raise RuntimeError(f"{self.id}: fit() or enroll() before embed()")
+        require_fitted(self, "model_", call="fit() or enroll()", before="embed()")
         import_torch(self.id, _INSTALL)
         # utterances of one length form one batch (no padding, which would change the statistics pooling)
         frames = [_at_least(f, 8) for f in self._frames(table)]
