@@ -21,7 +21,8 @@ subjects were split into enrolment and test (by the data's ``role`` column or a 
 protocol: with ``protocol = "voiceprivacy"`` the attacker scenarios are shown with the VoicePrivacy Challenge's
 names (:data:`VOICEPRIVACY_SCENARIOS`; the stored results keep bioanon's ids).
 
-Definitions used throughout (METRICS.md, "Privacy–utility trade-off"):
+Definitions used throughout (METRICS.md, "Privacy–utility trade-off"; scenarios, their display order and names,
+the worst case and the headline metric come from :mod:`bioanon.evaluation.scenarios`):
 
 * the *worst case* of a setting is the highest top-1 accuracy over recognizers × attacker scenarios (every scenario
   except ``clear``, de-anonymization included), where each recognizer × scenario accuracy is first averaged over
@@ -51,6 +52,10 @@ import numpy as np
 
 from . import metrics as _metrics
 from .errors import BioanonError
+from .evaluation.scenarios import CLEAR, DEANON, NAIVE
+from .evaluation.scenarios import VOICEPRIVACY_SCENARIOS  # noqa: F401 -- re-exported
+from .evaluation.scenarios import attack_rows, display_key, display_name, display_names, display_order
+from .evaluation.scenarios import headline_metric, worst_case
 from .fileio import atomic_write, atomic_write_text
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -98,12 +103,7 @@ BREAKDOWN_COLUMNS = (
     "by", "group", "metric", "value", "chance", "n_probes",
 )  # fmt: skip
 
-#: Display names of the attacker scenarios for data of the VoicePrivacy protocol (table metadata ``protocol =
-#: "voiceprivacy"``): the challenge's attacker models. Only the report's wording; results keep bioanon's ids.
-VOICEPRIVACY_SCENARIOS = {"naive": "ignorant", "lazy": "lazy-informed", "parrot": "semi-informed"}
-
 _SETTING = ["anonymizer", "setting_index", "setting"]  # one anonymizer setting (setting is the label of the index)
-_SCENARIO_RANK = {"clear": 0, "naive": 1, "lazy": 2, "parrot": 3, "deanon": 5}
 
 METRIC_LABELS = {
     "top1": "top-1",
@@ -142,9 +142,7 @@ class _Results:
 
     def scenario(self, s: Any) -> str:
         """A scenario's display name: ``"ignorant (naive)"`` for VoicePrivacy data, else the id itself."""
-        base, _, share = str(s).partition(":")
-        name = self.scenario_names.get(base)
-        return f"{name} ({s})" if name else str(s)
+        return display_name(s, self.scenario_names)
 
     @property
     def first_selector(self) -> str | None:
@@ -157,7 +155,7 @@ class _Results:
     @property
     def headline_metric(self) -> str:
         """top-1 for identity; balanced accuracy (uniform chance) for an attribute label."""
-        return "balanced_accuracy" if self.attribute else "top1"
+        return headline_metric(self.label)
 
 
 def _read_json(path: Path, default: Any, notes: list[str]) -> Any:
@@ -338,8 +336,7 @@ def _prepare(res: _Results) -> _Results:
     res.selectors = _order(metrics["selector"], _config_names(sel.get("selectors"), ("name", "id")))
     res.anonymizers = _order(metrics["anonymizer"], _config_names(config.get("anonymizers"), ("name",)))
     res.recognizers = _order(metrics["recognizer"], _config_names(config.get("recognizers"), ("id", "name")))
-    if _data_info(res).get("protocol") == "voiceprivacy":
-        res.scenario_names = dict(VOICEPRIVACY_SCENARIOS)
+    res.scenario_names = display_names(_data_info(res).get("protocol"))
     if "note" in res.breakdown.columns:
         res.breakdown["note"] = res.breakdown["note"].fillna("").astype(str)
     return res
@@ -352,19 +349,6 @@ def _data_info(res: _Results) -> dict:
 
 
 # ------------------------------------------------------------------------------------------------------ aggregation
-
-
-def _scenario_key(s: str) -> tuple:
-    base, _, share = str(s).partition(":")
-    try:
-        frac = float(share) if share else 0.0
-    except ValueError:
-        frac = 0.0
-    return (_SCENARIO_RANK.get(base, 4), base, 1 if share else 0, frac, str(s))
-
-
-def _scenarios(values: Iterable[str]) -> list[str]:
-    return sorted(_unique(values), key=_scenario_key)
 
 
 def _setting_order(res: _Results, df: pd.DataFrame) -> pd.DataFrame:
@@ -407,24 +391,15 @@ def _cells(res: _Results, agg: pd.DataFrame) -> Iterator[tuple[Any, ...]]:
     for (anon, idx, setting, n), g in _setting_order(res, agg).groupby(_SETTING + ["n_subjects"], dropna=False,
                                                                       sort=False):  # fmt: skip
         pairs = sorted(_unique(zip(g["recognizer"], g["scenario"])),
-                       key=lambda p: (rrank.get(p[0], len(rrank)), _scenario_key(p[1])))  # fmt: skip
+                       key=lambda p: (rrank.get(p[0], len(rrank)), display_key(p[1])))  # fmt: skip
         for rec, scen in pairs:
             yield anon, idx, setting, n, rec, scen, g[(g["recognizer"] == rec) & (g["scenario"] == scen)]
 
 
 def _worst_case(agg: pd.DataFrame, keys: list[str], res: _Results) -> pd.DataFrame:
     """Per ``keys`` group the attack row (scenario ≠ clear) with the highest mean value; ties → first recognizer in
-    display order, then first scenario in display order."""
-    att = agg[(agg["scenario"] != "clear") & agg["value"].notna()]
-    if att.empty:
-        return att.assign(recognizer=[], scenario=[]).iloc[:0]
-    rrank = {r: i for i, r in enumerate(res.recognizers)}
-    att = att.assign(
-        _r=att["recognizer"].map(lambda r: rrank.get(r, len(rrank))),
-        _s=att["scenario"].map(_scenario_key),
-    ).sort_values(["_r", "_s"], kind="stable")
-    idx = att.groupby(keys, dropna=False, sort=False)["value"].idxmax()
-    return att.loc[idx.to_numpy()].drop(columns=["_r", "_s"])
+    display order, then first scenario in display order (:func:`bioanon.evaluation.scenarios.worst_case`)."""
+    return worst_case(agg, keys, recognizers=res.recognizers)
 
 
 def _headline(res: _Results) -> pd.DataFrame:
@@ -442,7 +417,7 @@ def _headline(res: _Results) -> pd.DataFrame:
     agg = _mean_runs(top, keys + ["recognizer", "scenario"])
     worst = _worst_case(agg, keys, res)
     clear = (
-        agg[agg["scenario"] == "clear"].groupby(keys, dropna=False, sort=False)["value"].max().rename("clear")
+        agg[agg["scenario"] == CLEAR].groupby(keys, dropna=False, sort=False)["value"].max().rename("clear")
     )
     chance = top.groupby(keys, dropna=False, sort=False)["chance"].mean().rename("chance_mean")
     out = worst.drop(columns=["chance"]).merge(clear.reset_index(), on=keys, how="left")
@@ -495,13 +470,13 @@ def _subject_curves(res: _Results, t1: pd.DataFrame) -> pd.DataFrame:
     agg = _mean_runs(t1, attack)
     worst = _worst_case(agg, keys, res).set_index(keys)[["value", "recognizer", "scenario"]]
     worst = worst.rename(columns={"value": "worst"})
-    att = t1[t1["scenario"] != "clear"]
+    att = attack_rows(t1)
     per_draw = att.groupby(attack + ["draw"], dropna=False)["value"].mean().reset_index()
     of_worst = per_draw.merge(worst.reset_index()[attack], on=attack, how="inner")
     spread = of_worst.groupby(keys, dropna=False)["value"].agg(["min", "max", "count"])
     spread.columns = ["lo", "hi", "n_draws"]
     best = per_draw.groupby(keys, dropna=False)["value"].max().rename("best")
-    clear = agg[agg["scenario"] == "clear"].groupby(keys, dropna=False)["value"].max().rename("clear")
+    clear = agg[agg["scenario"] == CLEAR].groupby(keys, dropna=False)["value"].max().rename("clear")
     chance = t1.groupby(keys, dropna=False)["chance"].mean()
     out = pd.concat([worst, spread, best, clear, chance], axis=1).reset_index()
     out["chance"] = out["chance"].where(out["chance"].notna(), 1.0 / out["n_subjects"].astype(float))
@@ -565,18 +540,18 @@ def _reversibility(res: _Results, thresholds: tuple[float, float]) -> pd.DataFra
 
     cols = ["anonymizer", "setting", "setting_index", "n_subjects", "R", "category", "n_recognizers"]
     top = _first_selector_top(res, res.headline_metric)
-    if top.empty or "deanon" not in set(top["scenario"]):
+    if top.empty or DEANON not in set(top["scenario"]):
         return pd.DataFrame(columns=cols)
     agg = _mean_runs(top, _SETTING + ["n_subjects", "recognizer", "scenario"])
     rows = []
     for (anon, idx, setting, n), g in agg.groupby(_SETTING + ["n_subjects"], dropna=False, sort=False):
         w = g.pivot_table(index="recognizer", columns="scenario", values="value", aggfunc="mean")
-        if not {"deanon", "naive", "clear"} <= set(w.columns):
+        if not {DEANON, NAIVE, CLEAR} <= set(w.columns):
             continue
-        w = w[["deanon", "naive", "clear"]].dropna()
+        w = w[[DEANON, NAIVE, CLEAR]].dropna()
         if w.empty:
             continue
-        r, cat = _metrics.reversibility(w["deanon"], w["naive"], w["clear"], thresholds)
+        r, cat = _metrics.reversibility(w[DEANON], w[NAIVE], w[CLEAR], thresholds)
         rows.append((anon, setting, idx, n, r, cat, len(w)))
     return _setting_order(res, pd.DataFrame(rows, columns=cols)).reset_index(drop=True)
 
@@ -961,7 +936,7 @@ def _plot_scenarios(res: _Results) -> tuple[list[Plot], list[str]]:
         handles: dict[str, Any] = {}
         for ax, (idx, setting) in zip(axes, picked):
             d = agg[(agg["anonymizer"] == anon) & (agg["setting_index"] == idx)]
-            scen = _scenarios(d["scenario"])
+            scen = display_order(d["scenario"])
             width = 0.8 / max(len(recs), 1)
             for j, r in enumerate(recs):
                 v = d[d["recognizer"] == r].set_index("scenario").reindex(scen)
@@ -980,7 +955,7 @@ def _plot_scenarios(res: _Results) -> tuple[list[Plot], list[str]]:
                 chance = 1.0 / n
             h = ax.axhline(chance, color="black", linestyle=":", linewidth=1.4, label="chance")
             handles.setdefault("chance", h)
-            clear = d.loc[d["scenario"] == "clear", "value"].max()
+            clear = d.loc[d["scenario"] == CLEAR, "value"].max()
             if not (isinstance(clear, float) and math.isnan(clear)):
                 h = ax.axhline(clear, color="0.35", linestyle="--", linewidth=1.2, label="clear level (worst case)")
                 handles.setdefault("clear", h)

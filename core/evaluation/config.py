@@ -43,6 +43,7 @@ import attrs
 from ..fileio import jsonable
 from ..errors import ConfigError, ParameterError
 from ..methods import Method
+from .scenarios import ALWAYS_SCENARIOS, DEANON, SCENARIOS, default_scenarios, parse_scenario
 
 __all__ = [
     "ALWAYS_SCENARIOS",
@@ -60,10 +61,6 @@ __all__ = [
     "load_config",
 ]
 
-SCENARIOS = ("naive", "lazy", "parrot", "deanon")
-"""Scenario names a config may list (besides ``parrot:<share>``)."""
-ALWAYS_SCENARIOS = ("clear", "chance")
-"""Levels every evaluation reports; never listed in a config."""
 
 DEFAULT_NAME = "evaluation"
 DEFAULT_SELECTORS = ("random",)
@@ -843,8 +840,9 @@ class _Validator:
         return Rates(**values)
 
     def scenarios(self, raw: dict, has_deanonymizer: bool) -> tuple[str, ...]:
+        """The config's attack scenarios, each parsed by :func:`~bioanon.evaluation.scenarios.parse_scenario`."""
         if "scenarios" not in raw:
-            return ("naive", "parrot") + (("deanon",) if has_deanonymizer else ())
+            return default_scenarios(has_deanonymizer)
         value = raw["scenarios"]
         if not isinstance(value, list) or not value:
             self.add("scenarios", f"expected a non-empty list of scenario names, {_got(value)}")
@@ -855,39 +853,19 @@ class _Validator:
             if not isinstance(s, str):
                 self.add(path, f"expected a scenario name (string), {_got(s)}")
                 continue
-            s = s.strip()
-            if s in ALWAYS_SCENARIOS:
-                self.add(path, f"{s!r} is always evaluated; do not list it")
+            try:
+                s = parse_scenario(s)
+            except ConfigError as exc:
+                self.add(path, str(exc))
                 continue
-            if s.startswith("parrot:"):
-                text = s.split(":", 1)[1]
-                try:
-                    share = float(text)
-                except ValueError:
-                    self.add(path, f"expected 'parrot:<share>' with a number share in (0, 1), got {s!r}")
-                    continue
-                if not 0 < share < 1:
-                    self.add(path, f"the parrot share must be in (0, 1), got {s!r}")
-                    continue
-                s = f"parrot:{share!r}"
-            elif s not in SCENARIOS:
-                head, sep, tail = s.partition(":")
-                close = difflib.get_close_matches(head, SCENARIOS + ALWAYS_SCENARIOS, n=1, cutoff=0.6)
-                hint = (
-                    f"did you mean {close[0] + sep + tail!r}?"
-                    if close
-                    else "allowed: naive, lazy, parrot, parrot:<share>, deanon"
-                )
-                self.add(path, f"unknown scenario {s!r}; {hint}")
-                continue
-            if s == "deanon" and not has_deanonymizer:
+            if s == DEANON and not has_deanonymizer:
                 self.add(path, "'deanon' needs a de-anonymizer: add a [deanonymizer] table")
                 continue
             if s in out:
                 self.add(path, f"duplicate scenario {s!r}")
                 continue
             out.append(s)
-        if has_deanonymizer and "deanon" not in out and all(isinstance(s, str) for s in value):
+        if has_deanonymizer and DEANON not in out and all(isinstance(s, str) for s in value):
             self.add("deanonymizer", "given but unused: add 'deanon' to scenarios or remove [deanonymizer]")
         return tuple(out)
 

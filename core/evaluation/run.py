@@ -31,9 +31,9 @@ from ..fileio import atomic_write, atomic_write_text, jsonable
 from ..table import SampleTable, _part_sizes
 from .checks import data_problems, device_problems, raise_problems
 from .rundir import RunFolder, RunInterrupted
+from .scenarios import ATTACK_SCENARIOS  # noqa: F401 -- re-exported (bioanon.evaluation.run.ATTACK_SCENARIOS)
+from .scenarios import CLEAR, headline_metric_of, planned_scenarios, scenario_tables, worst_case
 from .tasks import TaskSpec, derived_seed, make_task, output_key
-
-ATTACK_SCENARIOS = ("naive", "lazy", "parrot", "deanon")
 log = logging.getLogger(__name__)
 
 
@@ -450,7 +450,7 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | Non
     split_tasks: list[dict[str, Any]] = []
     protocol_tasks: list[dict[str, Any]] = []
     rep = cfg.report
-    scenarios = ["clear"] + [s for s in cfg.scenarios if s != "clear"]
+    scenarios = planned_scenarios(cfg.scenarios)
     data_info = data_description(cfg, data)
     score_extra: dict[str, Any] = {}  # only when used, so the keys of other runs' score tasks stay the same
     if data_info["enrolment"] == "role":
@@ -518,7 +518,7 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | Non
                 for rec_spec in cfg.recognizers:
                     rec = _method_dict(rec_spec)
                     for scen in scenarios:
-                        needed = _sets_for(scen, sets, cfg.attacker_fit)
+                        needed = scenario_tables(scen, sets, cfg.attacker_fit)
                         fit_arg = {"attacker_fit": cfg.attacker_fit} if cfg.attacker_fit != "attacker" else {}
                         t_score = add(make_task(
                             "score",
@@ -638,21 +638,8 @@ def check_disk_space(estimate: ResourceEstimate, cache: Cache) -> None:
             f"(free space, point --cache-dir elsewhere, or run `bioanon cache clear`)")
 
 
-def _sets_for(scenario: str, sets: dict[str, str], attacker_fit: str = "attacker") -> dict[str, str]:
-    """Only the tables a scenario reads, so its key does not depend on the others (with ``attacker_fit =
-    "enrolment"`` no attacker set: the recognizer is fitted on evaluation data)."""
-    from .tasks import scenario_sets
-
-    train, enrol, probe = scenario_sets(scenario)
-    need = {"clear_evaluation"}
-    where = "evaluation" if attacker_fit == "enrolment" else "attacker"
-    if train == "clear" or train.startswith("mix:"):
-        need.add(f"clear_{where}")
-    if train == "anon" or train.startswith("mix:"):
-        need.add(f"anon_{where}")
-    for kind in (enrol, probe):
-        need.add(f"{kind}_evaluation")
-    return {k: sets[k] for k in sorted(need)}
+#: The tables a scenario reads (:func:`bioanon.evaluation.scenarios.scenario_tables`; the old name).
+_sets_for = scenario_tables
 
 
 # --------------------------------------------------------------------------------------------------- results
@@ -717,13 +704,9 @@ def collect_breakdown(plan: Plan, records: Mapping[str, Any]) -> Any:
     return pd.DataFrame(rows, columns=BREAKDOWN_COLUMNS)
 
 
-def headline_metric(metrics: Any) -> str:
-    """The metric the headline, the trade-off and the too-weak guard use: ``top1`` for identity;
-    ``balanced_accuracy`` (chance uniform, 1/|classes|) for an attribute label, where plain accuracy's floor is the
-    majority-class rate and a majority guesser would look like a successful attack."""
-    if "label" in metrics.columns and len(metrics) and (metrics.label != "subject").any():
-        return "balanced_accuracy"
-    return "top1"
+#: The headline metric of a metrics table (:func:`bioanon.evaluation.scenarios.headline_metric_of`): ``top1``
+#: for identity, ``balanced_accuracy`` for an attribute label.
+headline_metric = headline_metric_of
 
 
 def collect_utility(plan: Plan, records: Mapping[str, Any]) -> Any:
@@ -784,11 +767,11 @@ def headline_table(metrics: Any) -> Any:
     plain = plain.groupby(keys, sort=False).agg(top1=("value", "mean"), majority=("chance", "mean"))
     out = []
     for (anon, idx, setting), g in mean.groupby(["anonymizer", "setting_index", "setting"], sort=False):
-        attacks = g[g.scenario != "clear"]
-        clear = g[g.scenario == "clear"]
-        if attacks.empty:
+        worst_rows = worst_case(g)  # ties: plan order
+        clear = g[g.scenario == CLEAR]
+        if worst_rows.empty:
             continue
-        worst = attacks.loc[attacks.value.idxmax()]
+        worst = worst_rows.iloc[0]
         pk = (anon, idx, setting, worst.recognizer, worst.scenario)
         p = plain.loc[pk] if pk in plain.index else None
         out.append({"anonymizer": anon, "setting": setting, "setting_index": idx, "metric": hm,
@@ -829,14 +812,14 @@ def tradeoff_tables(metrics: Any, utility: Any, has_deanon: bool) -> tuple[Any, 
     points = []
     for (anon, idx, setting, sel, n), g in acc.groupby(
             ["anonymizer", "setting_index", "setting", "selector", "n_subjects"], sort=False):
-        clear = g[g.scenario == "clear"]
+        clear = g[g.scenario == CLEAR]
         a_clear = clear.value.max() if not clear.empty else math.nan
         chance = g.chance.mean()
         for deanon in ([False, True] if has_deanon else [False]):
-            attacks = g[(g.scenario != "clear") & ((g.scenario != "deanon") | deanon)]
-            if attacks.empty:
+            worst_rows = worst_case(g, deanon=deanon)  # ties: plan order
+            if worst_rows.empty:
                 continue
-            worst = attacks.loc[attacks.value.idxmax()]
+            worst = worst_rows.iloc[0]
             privacy = float(privacy_level(worst.value, a_clear, chance))
             for measure in measures:
                 y = math.nan
@@ -880,7 +863,7 @@ def sanity_warnings(metrics: Any) -> list[str]:
     out = []
     hm = headline_metric(metrics)
     name = {"top1": "top-1", "balanced_accuracy": "balanced accuracy"}[hm]
-    clear = metrics[(metrics.metric == hm) & (metrics.scenario == "clear")]
+    clear = metrics[(metrics.metric == hm) & (metrics.scenario == CLEAR)]
     if clear.empty:
         return out
     g = clear.groupby(["recognizer", "selector", "n_subjects"], sort=False).agg(

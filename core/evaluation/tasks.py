@@ -21,6 +21,8 @@ from ..fit_memo import FITTED
 from ..fileio import jsonable
 from ..methods import with_comparator
 from ..table import SampleTable
+from .scenarios import SCENARIOS_BASE  # noqa: F401 -- re-exported (bioanon.evaluation.tasks.SCENARIOS_BASE)
+from .scenarios import scenario_sets
 
 OPS: dict[str, Callable[..., dict[str, Any]]] = {}
 
@@ -268,8 +270,6 @@ def select(cache: Cache, *, method: dict, n: int, evaluation: str, attacker: str
     return {"subjects": [str(s) for s in subjects]}
 
 
-SCENARIOS_BASE = ("clear", "naive", "lazy", "parrot", "deanon")
-
 #: An attribute column that fixes each sample's part in the enrolment/test split of the evaluation subjects:
 #: ``"enrolment"`` (gallery) or ``"trial"`` (probe); samples with another value (null) are neither. Data sources
 #: of predefined protocols set it (e.g. ``voice.kaldi`` from VoicePrivacy's enrolment and trial lists); without
@@ -294,19 +294,6 @@ def enrolment_split(table: SampleTable, enrolment: float, seed: int,
         return enrol, test
     role = table.attribute(ROLE_COLUMN).astype(object)
     return table.filter(role == ENROLMENT_ROLE), table.filter(role == TRIAL_ROLE)
-
-
-def scenario_sets(scenario: str) -> tuple[str, str, str]:
-    """(training, enrolment, probe) data of an attacker scenario: 'clear', 'anon', 'mix:<share>' or 'deanon'."""
-    if scenario.startswith("parrot:"):
-        return "mix:" + scenario.split(":", 1)[1], "anon", "anon"
-    return {
-        "clear": ("clear", "clear", "clear"),
-        "naive": ("clear", "clear", "anon"),
-        "lazy": ("clear", "anon", "anon"),
-        "parrot": ("anon", "anon", "anon"),
-        "deanon": ("clear", "clear", "deanon"),
-    }[scenario]
 
 
 def _mixed(clear: SampleTable, anon: SampleTable, share: float, seed: int) -> SampleTable:
