@@ -13,7 +13,7 @@ import attrs
 import numpy as np
 
 from ..device import device_param, precision_param, resolve_device
-from ..errors import ParameterError, TableError, require_fitted
+from ..errors import TableError, require_fitted
 from ..methods import Anonymizer, feature_matrix, fitted, param
 from ..nettrain import infer, method_training, softmax_head, stage, train_net
 from ..torchutil import import_torch
@@ -182,21 +182,11 @@ class Pfrnet(Anonymizer):
 
     def fit(self, background):
         from ..metrics import balanced_accuracy
-        from .utility import _valid
+        from .templates import attribute_fitting_data
 
         torch = _torch()
-        if not self.attribute:
-            raise ParameterError(self.id, "attribute", self.attribute, "the name of an attribute column to suppress")
-        if self.attribute not in background.attribute_names:
-            raise TableError(f"{self.id}: the fitting data have no attribute {self.attribute!r}; they have "
-                             f"{background.attribute_names}")
-        x = feature_matrix(background, self.payload or None, candidates=self.payloads, who=self.id)
-        raw = background.attribute(self.attribute)
-        known = _valid(raw)
-        values = sorted(set(raw[known].astype(str).tolist()))
-        if len(values) < 2:
-            raise TableError(f"{self.id}: fit() needs at least two values of {self.attribute!r} in the fitting "
-                             f"data, got {values}")
+        x, raw, known = attribute_fitting_data(self, background)
+        values = sorted(set(raw[known].tolist()))
         subjects, subject_idx = np.unique(np.asarray(background.subjects).astype(str), return_inverse=True)
         if len(subjects) < 2:
             raise TableError(f"{self.id}: fit() needs at least two subjects in the fitting data (the identity "

@@ -186,6 +186,28 @@ class PeMiu(Anonymizer):
         return Comparator(f"PE-MIU block alignment (block_size={bs}, {how})", compare)
 
 
+def attribute_fitting_data(method: Any, table: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The fitting data of a protection that suppresses ``method.attribute``: the templates (its ``payload``),
+    the attribute values as text and the mask of samples that have one. Errors name the method and the
+    attribute: none given, no such column, fewer than two values."""
+    from .utility import _valid
+
+    if not method.attribute:
+        raise ParameterError(method.id, "attribute", method.attribute, "the name of an attribute column to suppress")
+    if method.attribute not in table.attribute_names:
+        raise TableError(f"{method.id}: the fitting data have no attribute {method.attribute!r}; they have "
+                         f"{table.attribute_names}")
+    x = feature_matrix(table, method.payload or None, candidates=method.payloads, who=method.id)
+    raw = table.attribute(method.attribute)
+    known = _valid(raw)
+    values = np.full(len(raw), "", dtype=object)
+    values[known] = raw[known].astype(str)
+    if len(set(values[known].tolist())) < 2:
+        raise TableError(f"{method.id}: fit() needs at least two values of {method.attribute!r} in the fitting "
+                         f"data, got {sorted(set(values[known].tolist()))}")
+    return x, values, known
+
+
 @attrs.define(kw_only=True)
 class Ive(Anonymizer):
     """IVE: incremental variable elimination of the template features most telling of an attribute.
@@ -220,20 +242,8 @@ class Ive(Anonymizer):
     def fit(self, background):
         from sklearn.ensemble import RandomForestClassifier
 
-        from .utility import _valid
-
-        if not self.attribute:
-            raise ParameterError(self.id, "attribute", self.attribute, "the name of an attribute column to suppress")
-        if self.attribute not in background.attribute_names:
-            raise TableError(f"{self.id}: the fitting data have no attribute {self.attribute!r}; they have "
-                             f"{background.attribute_names}")
-        x = feature_matrix(background, self.payload or None, candidates=self.payloads, who=self.id)
-        y = background.attribute(self.attribute)
-        ok = _valid(y)
-        x, y = x[ok], y[ok].astype(str)
-        if len(np.unique(y)) < 2:
-            raise TableError(f"{self.id}: fit() needs at least two values of {self.attribute!r} in the fitting "
-                             f"data, got {sorted(set(y.tolist()))}")
+        x, y, ok = attribute_fitting_data(self, background)
+        x, y = x[ok], y[ok]
         d = x.shape[1]
         if self.steps * self.per_step >= d:
             raise ParameterError(self.id, "steps", self.steps,
