@@ -266,3 +266,20 @@ def test_validate_with_data_checks_the_attacker_data_set():
     with pytest.raises(ConfigError, match="occur in both the data set any.synthetic and the attacker data set"):
         validate(cfg, load_data=True)
     validate({**cfg, "attacker_dataset": {**_synthetic(11, n=16), "subject_prefix": "x"}}, load_data=True)
+
+
+def test_templates_and_a_protection_with_attacker_data_from_another_data_set(tmp_path):
+    """[templates] + [attacker_dataset]: the extractor is fitted on the evaluated set's background, the attacker's
+    templates come from the other data set, and the similarity attack compares with PE-MIU's comparator."""
+    cfg = _config(_synthetic(3), {**_synthetic(11), "subject_prefix": "x"}, label="group",
+                  rates={"background": 0.3, "evaluation": 0.7}, scenarios=["parrot"],
+                  templates={"recognizer": "any.lda_cosine"},
+                  anonymizers=[{"id": "any.pe_miu", "params": {"block_size": 2}}],
+                  recognizers=[{"id": "any.similarity_attribute_attack"}, {"id": "any.attribute_svm"}],
+                  report={"bootstrap": 0})
+    result = bioanon.evaluate(cfg, out_dir=None, cache=Cache(tmp_path / "cache"), progress=False, report=False)
+    assert not result.failures, result.failures
+    m = result.metrics
+    used = m[(m.recognizer == "any.similarity_attribute_attack") & (m.scenario == "parrot")].comparator.unique()
+    assert len(used) == 1 and used[0].startswith("PE-MIU block alignment"), used
+    assert set(m.scenario) == {"clear", "parrot"} and m.value.notna().any()
