@@ -987,7 +987,9 @@ class DatasetSource(Method):
     """Loads a real data layout (``load(path)``) or generates synthetic data (``load()``) as a SampleTable.
 
     The path is an argument, not a parameter, so it never enters a fingerprint: tables are fingerprinted
-    by content."""
+    by content. Problems found while loading that the user should see (files skipped, images without a face)
+    go into the table metadata as sentences under ``load_warnings``; an evaluation lists them first among its
+    warnings."""
 
     kind: ClassVar[str] = "dataset"
     needs_path: ClassVar[bool] = True

@@ -39,6 +39,9 @@ __all__ = ["SampleTable", "PAYLOAD_SPECS", "METADATA_KEY", "SAMPLE_ID", "SUBJECT
 
 #: Schema metadata key holding the JSON metadata dict.
 METADATA_KEY = b"bioanon"
+LOAD_WARNINGS = "load_warnings"
+"""Table metadata key: problems a data source found while loading, as sentences (e.g. images without a face);
+an evaluation lists them first among its warnings."""
 SAMPLE_ID = "sample_id"
 SUBJECT = "subject"
 ATTR_PREFIX = "attr."

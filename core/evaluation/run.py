@@ -28,7 +28,7 @@ import numpy as np
 from ..cache import Cache, table_fingerprint
 from ..errors import BioanonError
 from ..fileio import atomic_write, atomic_write_text, jsonable
-from ..table import SampleTable, _part_sizes
+from ..table import LOAD_WARNINGS, SampleTable, _part_sizes
 from .checks import data_problems, device_problems, raise_problems
 from .rundir import RunFolder, RunInterrupted
 from .scenarios import ATTACK_SCENARIOS  # noqa: F401 -- re-exported (bioanon.evaluation.run.ATTACK_SCENARIOS)
@@ -415,11 +415,8 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | Non
     if skipped:
         warnings.insert(0, f"{len(skipped)} unreadable data file(s) skipped: " + ", ".join(map(str, skipped[:5]))
                         + (" …" if len(skipped) > 5 else ""))
-    no_face = data.metadata.get("no_face_files") or []
-    if no_face:
-        kept = (data.metadata.get("alignment") or {}).get("no_face", "keep") == "keep"
-        warnings.insert(0, f"no face found in {len(no_face)} image(s), " + ("kept uncropped" if kept else "skipped")
-                        + ": " + ", ".join(map(str, no_face[:5])) + (" …" if len(no_face) > 5 else ""))
+    # what the data source reported while loading (table metadata LOAD_WARNINGS, e.g. images without a face)
+    warnings[:0] = [str(w) for w in data.metadata.get(LOAD_WARNINGS) or []]
     dataset_key = dataset_key or table_fingerprint(data)
     if not cache.has_table(dataset_key):
         cache.put_table(dataset_key, data)

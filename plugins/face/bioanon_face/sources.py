@@ -103,6 +103,8 @@ class _ImageSource(DatasetSource):
         if missing:
             meta["no_face_files"] = missing
             action = "skipped" if self.no_face == "skip" else "kept uncropped"
+            meta["load_warnings"] = [f"no face found in {len(missing)} image(s), {action}: "
+                                     + ", ".join(missing[:5]) + (" …" if len(missing) > 5 else "")]
             warnings.warn(f"{source}: no face found in {len(missing)} of {n} images ({action}; no_face="
                           f"{self.no_face}): " + ", ".join(missing[:10]) + (" …" if len(missing) > 10 else ""),
                           NoFaceWarning, stacklevel=3)
