@@ -428,3 +428,15 @@ def test_paper_protocol_beside_the_strong_evaluation(tmp_path):
     html = (r.run_dir / "report.html").read_text()
     assert "The paper&#x27;s own protocol" in html or "The paper's own protocol" in html
     assert "0.2" in html  # the configured reversibility thresholds reach the report config
+
+
+def test_load_warnings_of_the_data_source_come_first(tmp_path):
+    """A data source's load problems (table metadata ``load_warnings``) head the run's warnings; the core has no
+    trait-specific warning of its own (issue 19 item 6)."""
+    data = bioanon.load_dataset("any.synthetic", n_subjects=12, samples_per_subject=6, dim=8, seed=1)
+    data = data.with_metadata(load_warnings=["no face found in 2 image(s), kept uncropped: a.png, b.png"])
+    cfg = {"name": "warn", "seed": 0, "repeats": 1, "dataset": {"source": "any.synthetic"},
+           "anonymizers": [{"id": "any.gaussian_noise"}], "recognizers": [{"id": "any.cosine_centroid"}],
+           "scenarios": ["naive"], "selection": {"selectors": ["random"]}, "report": {"bootstrap": 0}}
+    res = bioanon.evaluate(cfg, data=data, out_dir=None, cache=tmp_path / "cache", progress=False, report=False)
+    assert res.warnings[0] == "no face found in 2 image(s), kept uncropped: a.png, b.png"
