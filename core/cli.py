@@ -649,8 +649,9 @@ def build_parser() -> argparse.ArgumentParser:
                  "bioanon anonymize any.synthetic -d n_subjects=20 -m any.gaussian_noise -o sigma=2 "
                  "--out noisy.arrow\n"
                  "bioanon anonymize face.orl ~/data/att_faces -m face.gaussian_blur -o kernel=29 --out blurred/",
-                 description="Anonymize a data set. Several -m build one any.chain, applied in the order given "
-                             "(each step fitted on the previous one's output); each -o sets a parameter of the -m before it. "
+                 description="Anonymize a data set. Several -m build one any.chain, applied in the order "
+                             "given (each step fitted on the previous one's output); each -o sets a "
+                             "parameter of the -m before it. "
                              "The output format follows --out: .arrow, .parquet, .csv (features only) or "
                              "a folder (no suffix) of PNG/WAV files with metadata.csv. Evaluate an "
                              ".arrow/.parquet output with [dataset] source = \"any.table\".")

@@ -122,10 +122,19 @@ class Chain(Anonymizer):
                                     check_text="a non-empty list of {id = \"...\", params = {...}} tables")
 
     methods_: list = attrs.field(init=False, repr=False, eq=False, factory=list)
+    built_for_: Any = attrs.field(init=False, repr=False, eq=False, default=None)
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
         self.methods_ = self.build_steps()
+        self.built_for_ = self.get_params()
+
+    def current_steps(self) -> list[Anonymizer]:
+        """The step methods, built again (unfitted) when a parameter was assigned since they were built."""
+        params = self.get_params()
+        if params != self.built_for_:
+            self.methods_, self.built_for_ = self.build_steps(), params
+        return self.methods_
 
     @classmethod
     def local_step_classes(cls) -> dict[str, type]:
@@ -191,20 +200,21 @@ class Chain(Anonymizer):
 
     def common_trait(self) -> str:
         """The steps' common trait: the one trait of its trait-specific steps, else ``any``."""
-        traits = {m.trait for m in self.methods_} - {"any"}
+        traits = {m.trait for m in self.current_steps()} - {"any"}
         return traits.pop() if traits else "any"
 
     def fit(self, background):
         data = background
-        for i, m in enumerate(self.methods_):
-            if i + 1 < len(self.methods_):  # the next step learns from what it will be given
+        steps = self.current_steps()
+        for i, m in enumerate(steps):
+            if i + 1 < len(steps):  # the next step learns from what it will be given
                 data = m.fit_transform(data)
             else:
                 m.fit(data)
         return self
 
     def transform(self, table):
-        for m in self.methods_:
+        for m in self.current_steps():
             table = m.transform(table)
         return table
 
@@ -212,11 +222,12 @@ class Chain(Anonymizer):
         """Hash of the chain's id and version and every step's fingerprint, in order."""
         from ..cache import fingerprint
 
-        return fingerprint({"id": self.id, "version": self.version, "steps": [m.fingerprint() for m in self.methods_]})
+        steps = [m.fingerprint() for m in self.current_steps()]
+        return fingerprint({"id": self.id, "version": self.version, "steps": steps})
 
     def comparator(self):
         """The comparator of the last step that declares one (None when none does)."""
-        for m in reversed(self.methods_):
+        for m in reversed(self.current_steps()):
             cmp = m.comparator()
             if cmp is not None:
                 return cmp

@@ -38,6 +38,12 @@ def test_a_chain_applies_its_steps_in_order():
     same = bioanon.get_method("any.chain", steps=[NOISE, {**PERMUTE, "params": {**PERMUTE["params"],
                                                                                "shuffle_within": False}}])
     assert same.fingerprint() == chain.fingerprint()
+    # assigning the steps builds them again (validated as at construction)
+    same.steps = [PERMUTE]
+    assert same.fingerprint() == bioanon.get_method("any.chain", steps=[PERMUTE]).fingerprint()
+    assert [m.id for m in same.methods_] == ["any.block_permutation"]
+    with pytest.raises(ParameterError, match="steps"):
+        same.steps = []
 
 
 def test_each_step_is_fitted_on_the_previous_steps_output():

@@ -2,7 +2,8 @@
 identification through gait", PoPETs 2023), vectorized over the batch, with SEBA's defects fixed.
 
 Every method maps a ``pose`` payload ``(N, frames, joints, 3)`` to one of **the same shape**, so any of them can
-follow any other in an ``any.chain`` (``gait.chain``, its deprecated alias, reads the old step strings). Methods whose natural output is shorter or smaller keep the shape as follows:
+follow any other in an ``any.chain`` (``gait.chain``, its deprecated alias, reads the old step strings).
+Methods whose natural output is shorter or smaller keep the shape as follows:
 
 * motion extraction — the ``T - lag`` differences come first, the last ``lag`` frames are zero;
 * trajectory features — values stay aligned with their frame; the ``window`` frames at each end, which have
