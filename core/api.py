@@ -53,6 +53,7 @@ Reading data sets
 
 Reusable building blocks
     :class:`RandomSetMean` (the random-set mean anonymizer to subclass per payload),
+    :class:`Chain` (``any.chain``, anonymizers applied in order; 1.1),
     :class:`AttributeAccuracy` and :func:`align` (utility), :func:`paired_payloads` (de-anonymizers), the
     core recognizers :class:`PcaSvm`, :class:`RandomForest`, :class:`LogisticRegression`,
     :class:`NearestNeighbors`, :class:`LdaCosine` (as inner recognizers of a :class:`FeatureRecognizer`), and
@@ -163,6 +164,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "progress_bar": ("bioanon.log", "progress_bar"),  # 1.1
     # reusable building blocks
     "RandomSetMean": ("bioanon.builtin.random_set_mean", "RandomSetMean"),
+    "Chain": ("bioanon.builtin.anonymizers", "Chain"),  # 1.1
     "AttributeAccuracy": ("bioanon.builtin.utility", "AttributeAccuracy"),
     "align": ("bioanon.builtin.utility", "align"),
     "paired_payloads": ("bioanon.builtin.deanonymizers", "paired_payloads"),
@@ -184,7 +186,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
 
 __all__ = [  # every name of the API (the lazy ones included)
     "API_VERSION", "Anonymizer", "AttributeAccuracy", "BioanonError", "CacheError", "CentroidRecognizer",
-    "ClassifierOptions",
+    "Chain", "ClassifierOptions",
     "ConfigError", "ConformanceReport", "DataError", "DatasetSource", "Deanonymizer", "DeviceError", "FILE_COLUMNS",
     "FeatureRecognizer", "KINDS", "LdaCosine", "LogisticRegression", "Metadata", "Method", "MissingDependencyError",
     "NearestNeighbors", "NotFittedError", "OPTIMIZERS", "ParameterError",
@@ -222,6 +224,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
     from . import testing as testing
     from .builtin.deanonymizers import paired_payloads as paired_payloads
+    from .builtin.anonymizers import Chain as Chain
     from .builtin.random_set_mean import RandomSetMean as RandomSetMean
     from .builtin.recognizers import (
         ClassifierOptions as ClassifierOptions,

@@ -388,19 +388,22 @@ def cmd_anonymize(args: argparse.Namespace) -> int:
         methods.append(cls(**_parse_assignments(options, cls, "-o")))
     if not methods:
         raise BioanonError("give at least one anonymizer with -m METHOD")
+    if len(methods) > 1:  # several -m: one any.chain of them, in the order given
+        chain_cls = registry.get("any.chain", kind="anonymizer")
+        methods = [chain_cls(steps=tuple({"id": m.id, "params": m.get_params()} for m in methods))]
     if source.needs_path and not args.path:
         raise BioanonError(f"{source.id} reads a data layout: give its PATH")
     check_output(args.out)  # before any work
     from .device import resolve_device, using_device
 
     with using_device(args.device):
-        for m in methods:  # a device that is not here fails before the data are read
+        for m in getattr(methods[0], "methods_", methods):  # a device not here fails before the data are read
             if hasattr(m, "device"):
                 resolve_device(m.device, who=m.id)
         table = source.load(args.path if source.needs_path else None)
         result = anonymize(table, methods)
     written = write_table(result, args.out)
-    chain = " → ".join(m.id for m in methods)
+    chain = " → ".join(m.id for m in getattr(methods[0], "methods_", methods))
     print(f"anonymized {len(result)} samples of {result.num_subjects} subjects with {chain} -> {written}")
     return 0
 
@@ -646,8 +649,9 @@ def build_parser() -> argparse.ArgumentParser:
                  "bioanon anonymize any.synthetic -d n_subjects=20 -m any.gaussian_noise -o sigma=2 "
                  "--out noisy.arrow\n"
                  "bioanon anonymize face.orl ~/data/att_faces -m face.gaussian_blur -o kernel=29 --out blurred/",
-                 description="Anonymize a data set. Several -m chain in the order given (each fitted on "
-                             "the previous one's output); each -o sets a parameter of the -m before it. "
+                 description="Anonymize a data set. Several -m build one any.chain, applied in the order "
+                             "given (each step fitted on the previous one's output); each -o sets a "
+                             "parameter of the -m before it. "
                              "The output format follows --out: .arrow, .parquet, .csv (features only) or "
                              "a folder (no suffix) of PNG/WAV files with metadata.csv. Evaluate an "
                              ".arrow/.parquet output with [dataset] source = \"any.table\".")

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
 
+from ..errors import BioanonError, ParameterError, UnknownMethodError
 from ..methods import Anonymizer, param
 from ..payloads import restore_dtype, table_rng
 
@@ -82,3 +83,152 @@ class BlockPermutation(Anonymizer):
         flat = x.reshape(len(x), -1)
         out = flat[:, self.permutation(flat.shape[1])].reshape(x.shape)
         return table.with_payload(column, out)
+
+
+def _steps_shape_ok(steps: tuple) -> bool:
+    """Validator of ``any.chain``'s ``steps``: a non-empty list of ``{id = "...", params = {...}}`` tables (the
+    ids and parameters are checked when the chain is built, with errors naming ``steps[i]``)."""
+    return len(steps) > 0 and all(
+        isinstance(s, dict) and isinstance(s.get("id"), str) and set(s) <= {"id", "params"}
+        and isinstance(s.get("params", {}), dict) for s in steps)
+
+
+@attrs.define(kw_only=True)
+class Chain(Anonymizer):
+    """Anonymizers applied in order, each fitted on the previous one's output: the one way to compose methods.
+
+    ``steps`` is an ordered list of ``{id, params}`` tables, in TOML an array of inline tables::
+
+        [[anonymizers]]
+        id = "any.chain"
+        params = { steps = [{ id = "any.gaussian_noise", params = { sigma = 0.2 } },
+                            { id = "any.block_permutation", params = { key = 1 } }] }
+
+    Every step must be an installed anonymizer; its id and parameters are validated when the chain is built
+    (errors name ``steps[i]``). ``fit`` fits each step on the background as transformed by the steps before it
+    (as SEBA's ``chain`` anonymization meant to); ``transform`` applies
+    the fitted steps in order. The fingerprint covers every step's fingerprint (defaults applied); the comparator
+    is the last step's that declares one. A step that sets no ``seed`` keeps its own default."""
+
+    id: ClassVar[str] = "any.chain"
+    payloads: ClassVar[tuple[str, ...]] = ("*",)
+    example_params: ClassVar[dict[str, Any]] = {
+        "steps": ({"id": "any.gaussian_noise", "params": {"sigma": 0.2, "seed": 1}},
+                  {"id": "any.block_permutation", "params": {"key": 1}})}
+
+    steps: tuple[dict, ...] = param(({"id": "any.identity", "params": {}},),
+                                    help="the anonymizers in order, each {id = \"...\", params = {...}}",
+                                    check=_steps_shape_ok,
+                                    check_text="a non-empty list of {id = \"...\", params = {...}} tables")
+
+    methods_: list = attrs.field(init=False, repr=False, eq=False, factory=list)
+    built_for_: Any = attrs.field(init=False, repr=False, eq=False, default=None)
+
+    def __attrs_post_init__(self) -> None:
+        super().__attrs_post_init__()
+        self.methods_ = self.build_steps()
+        self.built_for_ = self.get_params()
+
+    def current_steps(self) -> list[Anonymizer]:
+        """The step methods, built again (unfitted) when a parameter was assigned since they were built."""
+        params = self.get_params()
+        if params != self.built_for_:
+            self.methods_, self.built_for_ = self.build_steps(), params
+        return self.methods_
+
+    @classmethod
+    def local_step_classes(cls) -> dict[str, type]:
+        """Anonymizers found without the registry (which is still being built while plugins register and the
+        default chains are constructed): the core's own here; a subclass may add its plugin's."""
+        return {c.id: c for c in (Identity, GaussianNoise, BlockPermutation)}
+
+    @classmethod
+    def step_class(cls, method_id: str) -> type:
+        """The anonymizer class of a step id: the one place the chain reaches the registry (there is no run
+        context yet). UnknownMethodError, with suggestions, when no method has that id (a method of another
+        kind is returned: :meth:`build_steps` names its kind)."""
+        local = cls.local_step_classes()
+        if method_id in local:
+            return local[method_id]
+        from ..plugins import get_registry
+
+        registry = get_registry()
+        if method_id not in registry:
+            raise UnknownMethodError(method_id, registry.suggest(method_id, "anonymizer"), kind="anonymizer")
+        return registry.get(method_id)
+
+    def step_specs(self) -> list[tuple[str, dict[str, Any]]]:
+        """``(id, params)`` of every step, in order."""
+        return [(s["id"], dict(s.get("params", {}))) for s in self.steps]
+
+    def build_steps(self) -> list[Anonymizer]:
+        """Construct the steps (validated; ParameterError naming ``steps[i]``)."""
+        out = []
+        payloads: set[str] | None = None
+        for i, (method_id, params) in enumerate(self.step_specs()):
+            where = f"steps[{i}]"
+            try:
+                cls = self.step_class(method_id)
+            except BioanonError as e:
+                hint = getattr(e, "suggestions", None)
+                raise ParameterError(self.id, where, method_id, f"unknown anonymizer {method_id!r}"
+                                     + (f"; did you mean {hint[0]!r}?" if hint else "")) from None
+            if cls.kind != "anonymizer":
+                raise ParameterError(self.id, where, method_id, f"{method_id} is a {cls.kind}, not an anonymizer")
+            names = [f.name for f in cls.param_fields()]
+            for name in params:
+                if name not in names:
+                    import difflib
+
+                    close = difflib.get_close_matches(name, names, n=1)
+                    raise ParameterError(self.id, where, params, f"{method_id} has no parameter {name!r}"
+                                         + (f"; did you mean {close[0]!r}?" if close else f"; it has {names}"))
+            cls.check_requirements()
+            try:
+                m = cls(**params)
+            except ParameterError as e:
+                raise ParameterError(self.id, where, params, f"{e}") from None
+            if "*" not in cls.payloads:
+                payloads = set(cls.payloads) if payloads is None else payloads & set(cls.payloads)
+                if not payloads:
+                    raise ParameterError(self.id, where, method_id, f"{method_id} reads {list(cls.payloads)}, "
+                                         "which no step before it can read: steps must share a payload")
+            out.append(m)
+        if len({m.trait for m in out} - {"any"}) > 1:
+            raise ParameterError(self.id, "steps", [m.id for m in out], "steps of one trait (and any.* steps)")
+        return out
+
+    def common_trait(self) -> str:
+        """The steps' common trait: the one trait of its trait-specific steps, else ``any``."""
+        traits = {m.trait for m in self.current_steps()} - {"any"}
+        return traits.pop() if traits else "any"
+
+    def fit(self, background):
+        data = background
+        steps = self.current_steps()
+        for i, m in enumerate(steps):
+            if i + 1 < len(steps):  # the next step learns from what it will be given
+                data = m.fit_transform(data)
+            else:
+                m.fit(data)
+        return self
+
+    def transform(self, table):
+        for m in self.current_steps():
+            table = m.transform(table)
+        return table
+
+    def fingerprint(self) -> str:
+        """Hash of the chain's id and version and every step's fingerprint, in order."""
+        from ..cache import fingerprint
+
+        steps = [m.fingerprint() for m in self.current_steps()]
+        return fingerprint({"id": self.id, "version": self.version, "steps": steps})
+
+    def comparator(self):
+        """The comparator of the last step that declares one (None when none does)."""
+        for m in reversed(self.current_steps()):
+            cmp = m.comparator()
+            if cmp is not None:
+                return cmp
+        return None

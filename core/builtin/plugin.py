@@ -7,12 +7,13 @@ from ..hookspecs import hookimpl
 
 @hookimpl
 def register_anonymizers(register):
-    from .anonymizers import BlockPermutation, GaussianNoise, Identity
+    from .anonymizers import BlockPermutation, Chain, GaussianNoise, Identity
     from .random_set_mean import RandomSetMean
 
     register(Identity)
     register(GaussianNoise)
     register(BlockPermutation)
+    register(Chain)
     register(RandomSetMean)
 
     from .templates import Ive, PeMiu

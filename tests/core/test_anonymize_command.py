@@ -36,8 +36,11 @@ def test_several_methods_chain_in_the_order_given(tmp_path):
     want = bioanon.anonymize(clear, bioanon.get_method("any.gaussian_noise", sigma=0.5, seed=3),
                              bioanon.get_method("any.block_permutation", key=1))
     np.testing.assert_allclose(got.payload("features"), want.payload("features"), rtol=1e-6)
-    assert [s["step"] for s in got.lineage][-2:] == ["any.gaussian_noise", "any.block_permutation"]
-    assert json.dumps(got.lineage[-2]["params"]["sigma"]) == "0.5"  # each -o went to the -m before it
+    assert got.lineage[-1]["step"] == "any.chain"  # several -m build one any.chain
+    steps = got.lineage[-1]["params"]["steps"]
+    assert [s["id"] for s in steps] == ["any.gaussian_noise", "any.block_permutation"]
+    assert json.dumps(steps[0]["params"]["sigma"]) == "0.5"  # each -o went to the -m before it
+    assert steps[1]["params"]["key"] == 1
 
 
 def test_an_option_before_any_method_is_a_usage_error(tmp_path):

@@ -9,7 +9,7 @@ Tables hold a ``pose`` payload ``(frames, joints, 3)`` (float32) plus the gait m
   ``gait.coarsen_precision``, ``gait.resample``, ``gait.rolling_average``, ``gait.motion_extraction``,
   ``gait.trajectory_features``, ``gait.keep_parts``, ``gait.remove_parts``, ``gait.sum_of_parts``,
   ``gait.size_normalization``, ``gait.normalize``, ``gait.average_pose``, ``gait.first_pose``, ``gait.chain``
-  and ``gait.random_set_mean`` (when the installed bioanon has ``any.random_set_mean``);
+  (deprecated alias of ``any.chain``) and ``gait.random_set_mean`` (when the installed bioanon has ``any.random_set_mean``);
 * recognizers (:mod:`~bioanon_gait.recognizers`, :mod:`~bioanon_gait.cnn`): ``gait.svm``,
   ``gait.random_forest``, ``gait.knn`` (flatten / simple features), ``gait.cnn`` (PyTorch, optional);
 * utility measures (:mod:`~bioanon_gait.utility`): ``gait.attribute_accuracy``, ``gait.dtw``,

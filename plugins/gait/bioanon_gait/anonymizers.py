@@ -2,7 +2,8 @@
 identification through gait", PoPETs 2023), vectorized over the batch, with SEBA's defects fixed.
 
 Every method maps a ``pose`` payload ``(N, frames, joints, 3)`` to one of **the same shape**, so any of them can
-follow any other in ``gait.chain``. Methods whose natural output is shorter or smaller keep the shape as follows:
+follow any other in an ``any.chain`` (``gait.chain``, its deprecated alias, reads the old step strings).
+Methods whose natural output is shorter or smaller keep the shape as follows:
 
 * motion extraction — the ``T - lag`` differences come first, the last ``lag`` frames are zero;
 * trajectory features — values stay aligned with their frame; the ``window`` frames at each end, which have
@@ -18,16 +19,16 @@ validates its steps; the trajectory window is symmetric; sizes are normalized ab
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import json
+import warnings
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
 import attrs
 import numpy as np
 
-from bioanon.api import Anonymizer, ParameterError, RandomSetMean, TableError, param
+from bioanon.api import Anonymizer, Chain, ParameterError, RandomSetMean, TableError, param
 
 from .skeleton import (
     BODY_PARTS,
@@ -633,18 +634,7 @@ def parse_step(text: str) -> tuple[str, dict[str, Any]]:
 def _local_anonymizers() -> dict[str, type]:
     """This module's anonymizers by id (found without the registry, which may still be being built)."""
     return {c.id: c for c in globals().values()
-            if isinstance(c, type) and issubclass(c, _PoseAnonymizer) and c.id and c is not Chain}
-
-
-def _step_class(method_id: str) -> type | None:
-    """The anonymizer class of a chain step: this plugin's own, else any installed anonymizer."""
-    local = _local_anonymizers()
-    if method_id in local:
-        return local[method_id]
-    from bioanon.api import get_registry
-
-    registry = get_registry()
-    return registry.get(method_id) if method_id in registry else None
+            if isinstance(c, type) and issubclass(c, _PoseAnonymizer) and c.id}
 
 
 def _steps_syntax_ok(steps: tuple) -> bool:
@@ -655,74 +645,69 @@ def _steps_syntax_ok(steps: tuple) -> bool:
         return False
 
 
-@attrs.define(kw_only=True)
-class Chain(_PoseAnonymizer):
-    """A chain of pose anonymizations applied in order (SEBA's chain, which could not load, made loadable).
+def chain_steps(steps: Sequence[str], seed: int = 0) -> tuple[dict[str, Any], ...]:
+    """``gait.chain``'s ``steps`` strings as ``any.chain`` steps: each ``{"id", "params"}``; a step with a
+    ``seed`` parameter that it does not set gets ``seed + its position`` (as ``gait.chain`` did)."""
+    out = []
+    for i, text in enumerate(steps):
+        method_id, params = parse_step(text)
+        try:
+            cls = GaitChain.step_class(method_id)
+        except Exception:  # noqa: BLE001 - an unknown id is reported by any.chain, naming steps[i]
+            cls = None
+        if cls is not None and "seed" in {f.name for f in cls.param_fields()} and "seed" not in params:
+            params["seed"] = seed + i
+        out.append({"id": method_id, "params": params})
+    return tuple(out)
 
-    ``steps`` is a list of strings, TOML-friendly: ``"gait.coarsen_time:factor=4"``,
+
+@attrs.define(kw_only=True)
+class GaitChain(Chain):
+    """Deprecated alias of ``any.chain`` that keeps ``gait.chain`` configs working (SEBA's chain).
+
+    ``steps`` is the old list of strings: ``"gait.coarsen_time:factor=4"``,
     ``'gait.keep_parts:parts=["left_leg","right_leg"]'``, ``"noise:scale=0.5,noise=laplace"`` (an id
     without prefix means ``gait.<id>``; values are JSON, bare words strings), or JSON objects
-    ``'{"id": "gait.noise", "params": {"scale": 0.5}}'``. Every step must be an installed anonymizer of
-    ``pose`` data; its parameters are validated when the chain is built. A step with a ``seed`` parameter that
-    the step does not set gets ``seed + its position``. ``fit`` fits each step on the background data as
-    transformed by the steps before it."""
+    ``'{"id": "gait.noise", "params": {"scale": 0.5}}'``; they are converted to ``any.chain`` steps
+    (:func:`chain_steps`) and the chain runs as ``any.chain`` does. Every step must read ``pose`` data. A step
+    with a ``seed`` parameter that the step does not set gets ``seed + its position``. Constructing one emits a
+    DeprecationWarning (shown once): write ``any.chain`` with ``steps = [{id = ..., params = {...}}, ...]``."""
 
     id: ClassVar[str] = "gait.chain"
+    trait: ClassVar[str] = "gait"
+    payloads: ClassVar[tuple[str, ...]] = ("pose",)
+    example_params: ClassVar[dict[str, Any]] = {}
 
-    steps: tuple[str, ...] = param(("gait.coarsen_time:factor=4", "gait.noise:scale=0.5"),
+    steps: tuple[str, ...] = param(("gait.coarsen_time:factor=4", "gait.noise:scale=0.5"),  # type: ignore[assignment]
                                    help="the steps, each 'id:name=value,…' or a JSON object {id, params}",
                                    check=_steps_syntax_ok,
                                    check_text="a non-empty list of 'id:name=value,…' or JSON {\"id\", \"params\"}")
     seed: int = param(0, help="base seed of the steps that take a seed and do not set it")
 
-    methods_: list = attrs.field(init=False, repr=False, eq=False, factory=list)
-
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
-        self.methods_ = self.build_steps()
+        warnings.warn("gait.chain is deprecated: use any.chain with steps = [{id = \"...\", params = {...}}, ...] "
+                      "(bioanon_gait.anonymizers.chain_steps converts the old steps)", DeprecationWarning,
+                      stacklevel=3)
+
+    @classmethod
+    def local_step_classes(cls) -> dict[str, type]:
+        return {**super().local_step_classes(), **_local_anonymizers()}
+
+    def step_specs(self) -> list[tuple[str, dict[str, Any]]]:
+        return [(s["id"], s["params"]) for s in chain_steps(self.steps, self.seed)]
 
     def build_steps(self) -> list[Anonymizer]:
-        """Construct the step methods (validated; raises ParameterError naming the step)."""
-        out = []
-        for i, text in enumerate(self.steps):
-            method_id, params = parse_step(text)
-            cls = _step_class(method_id)
-            if cls is None:
-                from bioanon.api import list_methods
-
-                known = sorted(set(_local_anonymizers()) | set(list_methods(kind="anonymizer")))
-                hint = difflib.get_close_matches(method_id, known, n=1)
-                raise ParameterError(self.id, "steps", text, f"step {i}: unknown anonymizer {method_id!r}"
-                                     + (f"; did you mean {hint[0]!r}?" if hint else ""))
-            if cls.kind != "anonymizer" or not ({"pose", "*"} & set(cls.payloads)):
-                raise ParameterError(self.id, "steps", text, f"step {i}: {method_id} is not an anonymizer of pose "
-                                                             "data")
-            names = [f.name for f in cls.param_fields()]
-            for name in params:
-                if name not in names:
-                    close = difflib.get_close_matches(name, names, n=1)
-                    raise ParameterError(self.id, "steps", text, f"step {i}: {method_id} has no parameter {name!r}"
-                                         + (f"; did you mean {close[0]!r}?" if close else f"; it has {names}"))
-            if "seed" in names and "seed" not in params:
-                params["seed"] = self.seed + i
-            try:
-                out.append(cls(**params))
-            except ParameterError as e:
-                raise ParameterError(self.id, "steps", text, f"step {i}: {e}") from None
+        out = super().build_steps()
+        for i, m in enumerate(out):
+            if not ({"pose", "*"} & set(m.payloads)):
+                raise ParameterError(self.id, f"steps[{i}]", self.steps[i], f"{m.id} is not an anonymizer of pose "
+                                                                            "data")
         return out
 
-    def fit(self, background):
-        data = background
-        for i, m in enumerate(self.methods_):
-            m.fit(data)
-            if i + 1 < len(self.methods_):  # the next step learns from what it will be given
-                data = m.transform(data)
-        return self
-
-    def transform(self, table):
-        for m in self.methods_:
-            table = m.transform(table)
-        return table
+    def as_any_chain(self) -> Chain:
+        """The equivalent ``any.chain``."""
+        return Chain(steps=chain_steps(self.steps, self.seed))
 
 
 # --------------------------------------------------------------------------------------------------- random-set mean

@@ -29,8 +29,13 @@ def register_anonymizers(register):
 
     for cls in (a.NoiseInjection, a.CoarsenTime, a.CoarsenPrecision, a.Resample, a.RollingAverage,
                 a.MotionExtraction, a.TrajectoryFeatures, a.KeepParts, a.RemoveParts, a.SumOfParts,
-                a.SizeNormalization, a.AxisNormalization, a.AveragePose, a.FirstPose, a.Chain, a.GaitRandomSetMean):
+                a.SizeNormalization, a.AxisNormalization, a.AveragePose, a.FirstPose, a.GaitRandomSetMean):
         register(cls)
+    import warnings
+
+    with warnings.catch_warnings():  # registering constructs it: its deprecation warning is for users' chains
+        warnings.simplefilter("ignore", DeprecationWarning)
+        register(a.GaitChain)  # gait.chain: the deprecated alias of any.chain that reads the old step strings
 
 
 @hookimpl
