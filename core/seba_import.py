@@ -459,8 +459,8 @@ def _chain(p: dict, ctx: _Ctx) -> tuple[str, dict]:
         if step["name"] == "chain":
             raise _Unmappable("a chain inside a chain")
         method_id, params = _map_method(MOTION_ANON, "motion anonymization", step, ctx)
-        out.append(json.dumps({"id": method_id, "params": params}, sort_keys=True))
-    return "gait.chain", {"steps": out}
+        out.append({"id": method_id, "params": params})
+    return "any.chain", {"steps": out}
 
 
 MOTION_ANON: dict[str, tuple[tuple[str, ...], Mapper]] = {

@@ -548,3 +548,16 @@ def test_configs_with_fidelity_options_validate_once_bioanon_has_them(seba, tmp_
     for text in (MOTION_RUN, MOTION_MIXED, MOTION_EXPERIMENT):
         for imported in import_seba(seba("f.yaml", text), out_dir=tmp_path).configs:
             _validate(imported.config, tmp_path)
+
+
+def test_seba_chain_becomes_any_chain(seba, tmp_path):
+    text = MOTION_RUN.split("- repeat: 3", 2)[1]  # the first entry
+    text = "- repeat: 3" + text.replace(
+        "anonymization: {name: noise_injection, params: {distribution: normal, scaling: 1.0, type: direct}}",
+        "anonymization: {name: chain, params: {anonymizations: [{name: noise_injection, params: "
+        "{distribution: normal, scaling: 1.0}}, {name: remove_parts, params: {body_parts: [head]}}]}}")
+    result = import_seba(seba("chain.yaml", text), fidelity=False, out_dir=tmp_path)
+    [anon] = result.configs[0].config["anonymizers"]
+    assert anon["id"] == "any.chain"
+    assert [s["id"] for s in anon["params"]["steps"]] == ["gait.noise", "gait.remove_parts"]
+    _validate(result.configs[0].config, tmp_path)
