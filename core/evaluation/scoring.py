@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from .. import metrics as M
+from ..builtin.utility import _valid
 
 
 #: Fewer subjects than this: the CI over subjects is approximate (simulated coverage of the expanded BCa interval
@@ -127,15 +128,6 @@ def _mean_per_class(hits: np.ndarray, true_idx: np.ndarray) -> float:
 BREAKDOWN_METRICS = (("eer", 0.5), ("min_cllr", 1.0))
 
 
-def _group_names(values: np.ndarray) -> np.ndarray:
-    """Attribute values as group names (str); missing values (None, NaN) as None."""
-    out = np.empty(len(values), dtype=object)
-    for i, v in enumerate(values):
-        missing = v is None or (isinstance(v, (float, np.floating)) and math.isnan(v))
-        out[i] = None if missing else str(v)
-    return out
-
-
 def breakdown_metrics(
     scores: Any,
     true_labels: np.ndarray,
@@ -157,9 +149,13 @@ def breakdown_metrics(
     true = np.asarray(true_labels).astype(str)
     rows: list[dict[str, Any]] = []
     for by, values in attributes.items():
-        names = _group_names(np.asarray(values, dtype=object))
-        for group in sorted({g for g in names if g is not None}):
-            mask = names == group
+        values = np.asarray(values)
+        known = _valid(values)  # probes whose value is missing (None, NaN) belong to no group
+        groups, codes = np.unique(values[known].astype(str), return_inverse=True)
+        group_of = np.full(len(values), -1)
+        group_of[known] = codes
+        for g, group in enumerate(groups.tolist()):
+            mask = group_of == g
             t = true[mask]
             keep = np.isin(classes, t) if within else np.ones(len(classes), dtype=bool)
             mated, nonmated = M.mated_nonmated(S[mask][:, keep], M.label_indices(t, classes[keep]))
