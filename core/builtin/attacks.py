@@ -29,7 +29,7 @@ from ..methods import Recognizer, ScoreMatrix, feature_view, fitted, labels_of, 
 from ..metrics import similarity_attack_scores
 from ..methods import n_components_ok
 from .recognizers import (_N_COMPONENTS_HELP, DECLARED_COMPARATOR_HELP, _l2_normalize, _SpaceRecognizer,
-                          declared_comparator, scores_param, svc)
+                          UsesDeclaredComparator, declared_comparator, scores_param, svc)
 from .utility import _valid
 
 __all__ = ["AttributeKnn", "AttributeSvm", "SimilarityAttributeAttack", "align_columns"]
@@ -68,7 +68,7 @@ def _sorted_classes(y: np.ndarray) -> np.ndarray:
 
 
 @attrs.define(kw_only=True)
-class SimilarityAttributeAttack(Recognizer):
+class SimilarityAttributeAttack(UsesDeclaredComparator, Recognizer):
     """Similarity-based soft-biometric attack: the attribute of the most similar attacker-database templates.
 
     The database is the attacker's own labelled samples, anonymized by the same (black-box) method.
@@ -191,9 +191,6 @@ class SimilarityAttributeAttack(Recognizer):
         q, db = q.astype(np.float64), db.astype(np.float64)  # the expansion cancels badly in float32
         d2 = (q * q).sum(1)[:, None] + (db * db).sum(1)[None, :] - 2.0 * (q @ db.T)
         return -np.sqrt(np.maximum(d2, 0.0))
-
-    def comparator_used(self) -> str:
-        return self.comparator_.name if self.comparator_ is not None else ""
 
     def _n(self) -> int:
         if self.strategy == "vote":

@@ -27,7 +27,7 @@ with bioanon-voice). The fitted space checks that later tables give vectors of t
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
@@ -61,6 +61,35 @@ def class_top_mean(s: np.ndarray, codes: np.ndarray, n_classes: int, k: int | No
     return out
 
 
+class UsesDeclaredComparator:
+    """For methods that compare templates: when the reference templates (a gallery, an attacker database) come
+    from a protection that declares a comparator, use it (the black-box attacker; ``declared_comparator``
+    parameter); the fitted ``comparator_`` holds it, ``comparator_used()`` names it for the report."""
+
+    __slots__ = ()
+
+    def comparator_used(self) -> str:
+        c = getattr(self, "comparator_", None)
+        return c.name if c is not None else ""
+
+    def _comparator_enrolment(self, gallery: Any, label: str) -> tuple[np.ndarray, tuple] | None:
+        """Sets ``comparator_`` from ``gallery``; with one, the classes and the enrolled ``(templates, class
+        codes)`` kept as they are (standardization, PCA or mean templates are meaningless when, e.g., blocks are
+        shuffled per template); None without one."""
+        self.comparator_ = declared_comparator(self, gallery)
+        if self.comparator_ is None:
+            return None
+        classes, codes = np.unique(labels_of(gallery, label), return_inverse=True)
+        return classes, (self._x(gallery), codes)
+
+    def _comparator_scores(self, enrolled: tuple, probes: Any, k: int | None) -> ScoreMatrix:
+        """Per class, the mean of the probe's ``k`` highest comparator similarities to its enrolled templates
+        (``k = None``: all of them)."""
+        x, codes = enrolled
+        s = self.comparator_(self._x(probes), x)
+        return ScoreMatrix(class_top_mean(s, codes, len(self.classes_), k), self.classes_, probes.sample_ids)
+
+
 def _check_dim(method, x: np.ndarray, fitted_dim: int) -> None:
     """TableError when samples have another number of values than the data the method was fitted on."""
     if x.shape[1] != fitted_dim:
@@ -75,7 +104,7 @@ def _l2_normalize(x: np.ndarray) -> np.ndarray:
 
 
 @attrs.define(kw_only=True)
-class CosineNearestCentroid(CentroidRecognizer):
+class CosineNearestCentroid(UsesDeclaredComparator, CentroidRecognizer):
     """Cosine similarity to each class's mean template (training-free; ``fit`` learns the centering).
 
     Flattened payloads are centered by the training mean (when fitted) and L2-normalized; each class's
@@ -116,23 +145,18 @@ class CosineNearestCentroid(CentroidRecognizer):
         (a protection such as ``any.pe_miu``), the enrolled templates are kept as they are instead and a class
         scores the mean comparator similarity of the probe to its templates (a mean template is meaningless
         when, e.g., blocks are shuffled per template)."""
-        self.comparator_ = declared_comparator(self, gallery)
-        if self.comparator_ is None:
+        enrolled = self._comparator_enrolment(gallery, label)
+        if enrolled is None:
             self.gallery_ = None
             return super().enroll(gallery, label)
-        classes, codes = np.unique(labels_of(gallery, label), return_inverse=True)
-        self.classes_, self.gallery_ = classes, (self._x(gallery), codes)
+        self.classes_, self.gallery_ = enrolled
         return self
 
     def score(self, probes) -> ScoreMatrix:
         if self.comparator_ is None:
             return super().score(probes)
-        x, codes = self.gallery_
-        s = self.comparator_(self._x(probes), x)
-        return ScoreMatrix(class_top_mean(s, codes, len(self.classes_), None), self.classes_, probes.sample_ids)
+        return self._comparator_scores(self.gallery_, probes, None)
 
-    def comparator_used(self) -> str:
-        return self.comparator_.name if self.comparator_ is not None else ""
 
 
 # ------------------------------------------------------------------------------------------ learned feature spaces
@@ -531,7 +555,7 @@ class LogisticRegression(_SpaceRecognizer):
 
 
 @attrs.define(kw_only=True)
-class NearestNeighbors(_SpaceRecognizer):
+class NearestNeighbors(UsesDeclaredComparator, _SpaceRecognizer):
     """Standardization + PCA, then k-nearest-neighbour matching per class.
 
     ``fit`` learns the PCA basis on the attacker's training set; ``enroll`` stores the gallery in that space.
@@ -552,23 +576,17 @@ class NearestNeighbors(_SpaceRecognizer):
         ``any.pe_miu``), the raw gallery templates are kept and a class scores the mean of the probe's ``k``
         highest comparator similarities to its templates (no standardization or PCA: they are meaningless
         when, e.g., blocks are shuffled per template)."""
-        self.comparator_ = declared_comparator(self, gallery)
-        if self.comparator_ is None:
+        enrolled = self._comparator_enrolment(gallery, label)
+        if enrolled is None:
             return super().enroll(gallery, label)
-        classes, codes = np.unique(labels_of(gallery, label), return_inverse=True)
-        self.classes_, self.model_ = classes, (self._x(gallery), codes)
+        self.classes_, self.model_ = enrolled
         return self
 
     def score(self, probes) -> ScoreMatrix:
         if self.comparator_ is None:
             return super().score(probes)
         require_fitted(self, "classes_", call="enroll()", before="score()")
-        x, codes = self.model_
-        s = self.comparator_(self._x(probes), x)
-        return ScoreMatrix(class_top_mean(s, codes, len(self.classes_), self.k), self.classes_, probes.sample_ids)
-
-    def comparator_used(self) -> str:
-        return self.comparator_.name if self.comparator_ is not None else ""
+        return self._comparator_scores(self.model_, probes, self.k)
 
     def _prep(self, z):
         return _l2_normalize(z) if self.metric == "cosine" else z
