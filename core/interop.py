@@ -1,8 +1,10 @@
 """Sample tables to and from pandas, Hugging Face ``datasets`` and PyTorch.
 
 The :class:`~bioanon.table.SampleTable` methods ``to_pandas``/``from_pandas``, ``to_hf``/``from_hf`` and
-``to_torch`` call into this module; pandas, ``datasets`` and torch are imported only when one of them is used
-(``import bioanon`` imports none of them).
+``to_torch`` call into this module; the constructors ``from_pandas``/``from_hf`` get the class to build from the
+method, so this module imports only the column layout (:mod:`bioanon.table_schema`) and the import graph stays
+one-way: ``bioanon.table`` → ``bioanon.interop`` → ``bioanon.table_schema``. pandas, ``datasets`` and torch are
+imported only when one of them is used (``import bioanon`` imports none of them).
 
 What is zero-copy, and what is not
     * ``to_pandas``: every payload cell is a numpy view of the table's Arrow memory (read-only); scalar columns
@@ -31,21 +33,20 @@ import io
 import json
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import MissingDependencyError, TableError
-from .table import (
+from .table_schema import (
     ATTR_PREFIX,
     METADATA_KEY,
     PAYLOAD_SPECS,
     SAMPLE_ID,
     SAMPLE_RATE,
     SUBJECT,
-    SampleTable,
     _as_string_array,
     _default_ids,
     _dump_meta,
@@ -54,6 +55,9 @@ from .table import (
     _ragged_array,
     _tensor_array,
 )
+
+if TYPE_CHECKING:  # annotations only: bioanon.table imports this module (on use), not the other way round
+    from .table import SampleTable
 
 __all__ = ["to_pandas", "from_pandas", "to_hf", "from_hf", "to_torch", "HF_INSTALL", "TORCH_INSTALL"]
 
@@ -165,9 +169,9 @@ def _cells_payload(name: str, cells: Sequence[Any], stored: pa.DataType | None) 
     return _tensor_array(x, name)
 
 
-def from_pandas(df: Any, *, subject: str | None = None, sample_id: str = SAMPLE_ID,
+def from_pandas(cls: type[SampleTable], df: Any, *, subject: str | None = None, sample_id: str = SAMPLE_ID,
                 metadata: dict | None = None) -> SampleTable:
-    """A table from a :class:`pandas.DataFrame` (see :meth:`SampleTable.from_pandas`)."""
+    """A ``cls`` table from a :class:`pandas.DataFrame` (see :meth:`SampleTable.from_pandas`)."""
     import pandas as pd
 
     if not isinstance(df, pd.DataFrame):
@@ -211,17 +215,18 @@ def from_pandas(df: Any, *, subject: str | None = None, sample_id: str = SAMPLE_
             except (pa.ArrowException, NotImplementedError):
                 pass  # the column was changed in pandas: keep its new type
         fields.append((out or ATTR_PREFIX + col, arr))
-    return _sample_table(fields, meta, "from_pandas: columns {} occur twice once 'attr.' prefixes are added")
+    return _sample_table(cls, fields, meta, "from_pandas: columns {} occur twice once 'attr.' prefixes are added")
 
 
-def _sample_table(fields: list[tuple[str, Any]], meta: dict, duplicate_message: str) -> SampleTable:
-    """The validated table of ``fields`` (name, Arrow array) with ``meta``; a name given twice is an error."""
+def _sample_table(cls: type[SampleTable], fields: list[tuple[str, Any]], meta: dict,
+                  duplicate_message: str) -> SampleTable:
+    """The validated ``cls`` table of ``fields`` (name, Arrow array) with ``meta``; a name given twice is an error."""
     used = [f for f, _ in fields]
     dup = sorted({f for f in used if used.count(f) > 1})
     if dup:
         raise TableError(duplicate_message.format(dup))
     table = pa.table(dict(fields)).replace_schema_metadata({METADATA_KEY: _dump_meta(meta)})
-    return SampleTable(table, validate=True)
+    return cls(table, validate=True)
 
 
 def _arrow_of(series: Any, col: str) -> pa.Array:
@@ -452,10 +457,10 @@ def _hf_dataset(dataset: Any, split: str | None, datasets: Any) -> Any:
     return dataset
 
 
-def from_hf(dataset: Any, *, split: str | None = None, subject: str | None = None, sample_id: str = SAMPLE_ID,
+def from_hf(cls: type[SampleTable], dataset: Any, *, split: str | None = None, subject: str | None = None, sample_id: str = SAMPLE_ID,
             payloads: Sequence[str] | None = None, attributes: Sequence[str] | None = None,
             sample_rate: float | None = None, metadata: dict | None = None) -> SampleTable:
-    """A table from a Hugging Face data set (see :meth:`SampleTable.from_hf`)."""
+    """A ``cls`` table from a Hugging Face data set (see :meth:`SampleTable.from_hf`)."""
     datasets = _import_datasets("SampleTable.from_hf")
     ds = _hf_dataset(dataset, split, datasets)
     features = ds.features
@@ -541,7 +546,7 @@ def from_hf(dataset: Any, *, split: str | None = None, subject: str | None = Non
             else:
                 fields.append((target if target.startswith(ATTR_PREFIX) else ATTR_PREFIX + target,
                                _hf_scalar(data, feature, datasets)))
-    return _sample_table(fields, meta, "from_hf: columns {} occur twice after renaming; rename with 'column:name'")
+    return _sample_table(cls, fields, meta, "from_hf: columns {} occur twice after renaming; rename with 'column:name'")
 
 
 # --------------------------------------------------------------------------------------------------------------
