@@ -33,7 +33,7 @@ import io
 import json
 import os
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -125,7 +125,7 @@ def to_pandas(table: SampleTable) -> Any:
     return df
 
 
-def _stored_schema(attrs: dict) -> pa.Schema | None:
+def _stored_schema(attrs: dict[str, Any]) -> pa.Schema | None:
     raw = attrs.get(PANDAS_SCHEMA)
     if not isinstance(raw, (bytes, bytearray)):
         return None
@@ -170,7 +170,7 @@ def _cells_payload(name: str, cells: Sequence[Any], stored: pa.DataType | None) 
 
 
 def from_pandas(cls: type[SampleTable], df: Any, *, subject: str | None = None, sample_id: str = SAMPLE_ID,
-                metadata: dict | None = None) -> SampleTable:
+                metadata: dict[str, Any] | None = None) -> SampleTable:
     """A ``cls`` table from a :class:`pandas.DataFrame` (see :meth:`SampleTable.from_pandas`)."""
     import pandas as pd
 
@@ -218,7 +218,7 @@ def from_pandas(cls: type[SampleTable], df: Any, *, subject: str | None = None, 
     return _sample_table(cls, fields, meta, "from_pandas: columns {} occur twice once 'attr.' prefixes are added")
 
 
-def _sample_table(cls: type[SampleTable], fields: list[tuple[str, Any]], meta: dict,
+def _sample_table(cls: type[SampleTable], fields: list[tuple[str, Any]], meta: dict[str, Any],
                   duplicate_message: str) -> SampleTable:
     """The validated ``cls`` table of ``fields`` (name, Arrow array) with ``meta``; a name given twice is an error."""
     used = [f for f, _ in fields]
@@ -265,7 +265,7 @@ def to_hf(table: SampleTable) -> Any:
         if _is_tensor_type(t):
             perm = t.permutation
             if perm is not None and list(perm) != list(range(len(perm))):  # not row-major: copy into row-major
-                col = pa.chunked_array([_tensor_array(table.payload(name), name)])
+                col = pa.chunked_array([_tensor_array(cast(np.ndarray, table.payload(name)), name)])
                 t = col.type
             shape = [int(s) for s in t.shape]
             if len(shape) == 1:  # the tensor's storage is the fixed-length sequence datasets uses
@@ -373,7 +373,7 @@ def _hf_array_payload(col: pa.ChunkedArray, column: str, name: str) -> pa.Array:
         raise TableError(f"from_hf: column {column!r} has arrays of different sizes (level {lvl}); payload "
                          f"{name!r} needs one shape for every sample (resize them, or name a variable-length 1-D "
                          f"payload)")
-    shape = tuple(int(s) for s in sizes)
+    shape = tuple(int(cast(int, s)) for s in sizes)  # no None left (checked above)
     if name == "image" and len(shape) == 2:
         shape = (*shape, 1)  # a grey H×W image is H×W×1
     size = int(np.prod(shape))
@@ -457,9 +457,9 @@ def _hf_dataset(dataset: Any, split: str | None, datasets: Any) -> Any:
     return dataset
 
 
-def from_hf(cls: type[SampleTable], dataset: Any, *, split: str | None = None, subject: str | None = None, sample_id: str = SAMPLE_ID,
-            payloads: Sequence[str] | None = None, attributes: Sequence[str] | None = None,
-            sample_rate: float | None = None, metadata: dict | None = None) -> SampleTable:
+def from_hf(cls: type[SampleTable], dataset: Any, *, split: str | None = None, subject: str | None = None,
+            sample_id: str = SAMPLE_ID, payloads: Sequence[str] | None = None, attributes: Sequence[str] | None = None,
+            sample_rate: float | None = None, metadata: dict[str, Any] | None = None) -> SampleTable:
     """A ``cls`` table from a Hugging Face data set (see :meth:`SampleTable.from_hf`)."""
     datasets = _import_datasets("SampleTable.from_hf")
     ds = _hf_dataset(dataset, split, datasets)
@@ -482,13 +482,13 @@ def from_hf(cls: type[SampleTable], dataset: Any, *, split: str | None = None, s
         while pa.types.is_list(inner) or pa.types.is_large_list(inner) or pa.types.is_fixed_size_list(inner):
             inner = inner.value_type
             if not (pa.types.is_list(inner) or pa.types.is_large_list(inner) or pa.types.is_fixed_size_list(inner)):
-                return pa.types.is_floating(inner) or pa.types.is_integer(inner)
+                return bool(pa.types.is_floating(inner) or pa.types.is_integer(inner))
         return False
 
     reserved = {subject, sample_id}
     if pay_map is None:
         pay_map = {c: c for c in names if c not in reserved and is_array(c) and c not in (attr_map or {})}
-    meta: dict = {}
+    meta: dict[str, Any] = {}
     info = getattr(ds, "info", None)
     desc = getattr(info, "description", "") or ""
     if desc.startswith(HF_DESCRIPTION_PREFIX):
@@ -563,7 +563,7 @@ def _dataset_class() -> type:
 
     torch = import_torch("SampleTable.to_torch", TORCH_INSTALL)
 
-    class SampleDataset(torch.utils.data.Dataset):
+    class SampleDataset(torch.utils.data.Dataset):  # type: ignore[misc,name-defined]  # torch: imported at run time, untyped here
         """A map-style torch Dataset over a sample table: item ``i`` is ``(x, label)`` (or ``x`` without a label).
 
         ``x`` is the payload's tensor (a tuple of tensors for several payloads); tensors of fixed-shape payloads
@@ -573,7 +573,7 @@ def _dataset_class() -> type:
         """
 
         def __init__(self, parts: list[tuple[Any, Any]], payloads: list[str], label: str | None,
-                     labels: Any, classes: list | None, transform: Callable | None, copy: bool):
+                     labels: Any, classes: list[Any] | None, transform: Callable[..., Any] | None, copy: bool):
             self.payloads, self.label, self.classes = payloads, label, classes
             self.transform, self._copy = transform, copy
             self._parts, self._labels = parts, labels
@@ -618,7 +618,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _label_values(table: SampleTable, label: str) -> tuple[np.ndarray, list | None]:
+def _label_values(table: SampleTable, label: str) -> tuple[np.ndarray, list[Any] | None]:
     """(per-row label values, class names or None): strings/booleans/dictionaries become sorted class indices."""
     if label == SUBJECT:
         col = table.arrow.column(SUBJECT)
@@ -647,7 +647,7 @@ def _label_values(table: SampleTable, label: str) -> tuple[np.ndarray, list | No
 
 
 def to_torch(table: SampleTable, payload: str | Sequence[str] | None = None, *, label: str | None = SUBJECT,
-             transform: Callable | None = None, copy: bool = False) -> Any:
+             transform: Callable[..., Any] | None = None, copy: bool = False) -> Any:
     """A map-style :class:`torch.utils.data.Dataset` (see :meth:`SampleTable.to_torch`)."""
     import warnings
 

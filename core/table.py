@@ -16,6 +16,11 @@ metadata under the key ``b"bioanon"``.
 
 Tables are immutable: every ``with_*``/selection method returns a new table sharing the Arrow buffers.
 
+The class keeps the public methods; their bodies live by concern: files (Arrow IPC, Parquet) in
+:mod:`bioanon.table_io`, selections, concatenation, splits and batches in :mod:`bioanon.table_transforms`, and the
+column layout (names, payload specs, Arrow array builders) in :mod:`bioanon.table_schema`, which the other modules
+share without importing this one.
+
 Interop (:mod:`bioanon.interop`, imported on use): :meth:`SampleTable.to_pandas`/:meth:`~SampleTable.from_pandas`,
 :meth:`~SampleTable.to_hf`/:meth:`~SampleTable.from_hf` (Hugging Face ``datasets``) and
 :meth:`~SampleTable.to_torch` (a torch ``Dataset``).
@@ -26,7 +31,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -106,7 +111,7 @@ class SampleTable:
         payloads: dict[str, Any],
         sample_id: Any = None,
         attributes: dict[str, Any] | None = None,
-        metadata: dict | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> SampleTable:
         """Build a validated table from numpy data.
 
@@ -210,11 +215,11 @@ class SampleTable:
     @property
     def num_rows(self) -> int:
         """int: number of samples."""
-        return self._table.num_rows
+        return cast(int, self._table.num_rows)
 
     def __len__(self) -> int:
         """Number of samples."""
-        return self._table.num_rows
+        return cast(int, self._table.num_rows)
 
     def __repr__(self) -> str:
         """Short summary: rows, subjects, payloads with shapes, attributes."""
@@ -244,18 +249,18 @@ class SampleTable:
     @property
     def sample_ids(self) -> np.ndarray:
         """numpy.ndarray of str (object dtype): the sample ids in row order."""
-        return self._column(SAMPLE_ID).to_numpy()
+        return cast(np.ndarray, self._column(SAMPLE_ID).to_numpy())
 
     @property
     def subjects(self) -> np.ndarray:
         """numpy.ndarray of str (object dtype): the subject of each row."""
-        return self._column(SUBJECT).to_numpy()
+        return cast(np.ndarray, self._column(SUBJECT).to_numpy())
 
     @property
     def subject_names(self) -> list[str]:
         """list of str: the distinct subjects, sorted."""
         uniq = pc.unique(self._column(SUBJECT))
-        return pc.take(uniq, pc.sort_indices(uniq)).to_pylist()
+        return cast(list[str], pc.take(uniq, pc.sort_indices(uniq)).to_pylist())
 
     @property
     def num_subjects(self) -> int:
@@ -332,7 +337,7 @@ class SampleTable:
         t = chunk.type
         perm = t.permutation
         if perm is not None and list(perm) != list(range(len(perm))):
-            return chunk.to_numpy_ndarray()
+            return cast(np.ndarray, chunk.to_numpy_ndarray())
         flat, _ = self._flat_values(name, chunk)
         return flat.reshape((len(chunk), *t.shape))
 
@@ -376,11 +381,11 @@ class SampleTable:
         col = _attr_col(name)
         if col not in self._table.schema.names:
             raise TableError(f"no attribute column {col!r}; available: {self.attribute_names}")
-        return self._column(col).to_numpy()
+        return cast(np.ndarray, self._column(col).to_numpy())
 
     # -------------------------------------------------------------------------------------------------- metadata
     @property
-    def metadata(self) -> dict:
+    def metadata(self) -> dict[str, Any]:
         """dict: a copy of the JSON metadata (``{}`` when absent)."""
         raw = (self._table.schema.metadata or {}).get(METADATA_KEY)
         if raw is None:
@@ -393,7 +398,7 @@ class SampleTable:
             raise TableError(f"schema metadata {METADATA_KEY!r} must be a JSON object, got {type(meta).__name__}")
         return meta
 
-    def _with_meta(self, meta: dict) -> SampleTable:
+    def _with_meta(self, meta: dict[str, Any]) -> SampleTable:
         schema_meta = dict(self._table.schema.metadata or {})
         schema_meta[METADATA_KEY] = _dump_meta(meta)
         return SampleTable(self._table.replace_schema_metadata(schema_meta), validate=False)
@@ -412,11 +417,11 @@ class SampleTable:
         return self._with_meta(meta)
 
     @property
-    def lineage(self) -> list[dict]:
+    def lineage(self) -> list[dict[str, Any]]:
         """list of dict: the processing steps applied so far (``[]`` when none)."""
         return list(self.metadata.get("lineage", []))
 
-    def with_lineage_step(self, step: dict) -> SampleTable:
+    def with_lineage_step(self, step: dict[str, Any]) -> SampleTable:
         """A table with ``step`` appended to the lineage.
 
         Parameters
@@ -488,9 +493,9 @@ class SampleTable:
         return SampleTable(table, validate=False)
 
     # ------------------------------------------------------------------------------------------------ validation
-    def _rows_to_ids(self, rows: np.ndarray) -> list:
+    def _rows_to_ids(self, rows: np.ndarray) -> list[Any]:
         rows = np.asarray(rows)[:_SHOW]
-        return pc.take(self._column(SAMPLE_ID), pa.array(rows, type=pa.int64())).to_pylist()
+        return cast(list[Any], pc.take(self._column(SAMPLE_ID), pa.array(rows, type=pa.int64())).to_pylist())
 
     def _ids_desc(self, rows: np.ndarray) -> str:
         return _fmt_list(self._rows_to_ids(rows), len(rows))
@@ -802,7 +807,7 @@ class SampleTable:
         return _transforms.iter_batches(self, batch_size)
 
     # ------------------------------------------------------------------------------------------------------- I/O
-    def save(self, path: str | os.PathLike) -> None:
+    def save(self, path: str | os.PathLike[str]) -> None:
         """Write an Arrow IPC file atomically (temp file in the same directory, fsync, os.replace).
 
         Parameters
@@ -812,7 +817,7 @@ class SampleTable:
         _io.save(self, path)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, memory_map: bool = True, validate: bool = False) -> SampleTable:
+    def load(cls, path: str | os.PathLike[str], *, memory_map: bool = True, validate: bool = False) -> SampleTable:
         """Read a table written by :meth:`save`.
 
         Parameters
@@ -835,7 +840,7 @@ class SampleTable:
         return _io.load(cls, path, memory_map=memory_map, validate=validate)
 
     @classmethod
-    def stream(cls, path: str | os.PathLike, batch_size: int = 65536) -> Iterator[SampleTable]:
+    def stream(cls, path: str | os.PathLike[str], batch_size: int = 65536) -> Iterator[SampleTable]:
         """Iterate a saved table in batches with bounded resident memory, however large the file.
 
         The file is memory-mapped and every batch is a zero-copy view of it (batches follow the file's record
@@ -861,7 +866,7 @@ class SampleTable:
         return _io.stream(cls, path, batch_size)
 
 
-    def to_parquet(self, path: str | os.PathLike) -> None:
+    def to_parquet(self, path: str | os.PathLike[str]) -> None:
         """Write a Parquet file atomically (extension types and metadata are kept via the Arrow schema).
 
         Parameters
@@ -871,7 +876,7 @@ class SampleTable:
         _io.to_parquet(self, path)
 
     @classmethod
-    def from_parquet(cls, path: str | os.PathLike, *, validate: bool = True) -> SampleTable:
+    def from_parquet(cls, path: str | os.PathLike[str], *, validate: bool = True) -> SampleTable:
         """Read a Parquet file written by :meth:`to_parquet` (or any Parquet file with the sample-table layout).
 
         Parameters
@@ -906,7 +911,7 @@ class SampleTable:
 
     @classmethod
     def from_pandas(cls, df: Any, *, subject: str | None = None, sample_id: str = SAMPLE_ID,
-                    metadata: dict | None = None) -> SampleTable:
+                    metadata: dict[str, Any] | None = None) -> SampleTable:
         """A validated table from a :class:`pandas.DataFrame` (copies the data).
 
         Columns: the subject (``subject=``; by default the column ``subject``, else the one named ``speaker``,
@@ -960,7 +965,7 @@ class SampleTable:
     def from_hf(cls, dataset: Any, *, split: str | None = None, subject: str | None = None,
                 sample_id: str = SAMPLE_ID, payloads: Sequence[str] | None = None,
                 attributes: Sequence[str] | None = None, sample_rate: float | None = None,
-                metadata: dict | None = None) -> SampleTable:
+                metadata: dict[str, Any] | None = None) -> SampleTable:
         """A validated table from a Hugging Face data set (needs ``pip install 'bioanon[hf]'``).
 
         ``List``/``Sequence``/``Array2D``..``Array5D`` columns of numbers are read zero-copy (of a data set

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -19,24 +19,25 @@ if TYPE_CHECKING:  # annotations only: table.py imports this module, not the oth
     from .table import SampleTable
 
 
-def _write_ipc(table: pa.Table, sink) -> None:
+def _write_ipc(table: pa.Table, sink: Any) -> None:
     with pa.ipc.new_file(sink, table.schema) as writer:
         writer.write_table(table)
 
 
-def _write_parquet(table: pa.Table, sink) -> None:
+def _write_parquet(table: pa.Table, sink: Any) -> None:
     import pyarrow.parquet as pq
 
     # keep Arrow's list child name ("item") so the schema round-trips exactly
     pq.write_table(table, sink, use_compliant_nested_type=False)
 
 
-def save(table: SampleTable, path: str | os.PathLike) -> None:
+def save(table: SampleTable, path: str | os.PathLike[str]) -> None:
     """:meth:`SampleTable.save`."""
     atomic_write(path, lambda f: _write_ipc(table.arrow, f))
 
 
-def load(cls: type[SampleTable], path: str | os.PathLike, *, memory_map: bool = True, validate: bool = False) -> SampleTable:
+def load(cls: type[SampleTable], path: str | os.PathLike[str], *, memory_map: bool = True,
+         validate: bool = False) -> SampleTable:
     """:meth:`SampleTable.load`."""
     path = os.fspath(path)
     if not os.path.isfile(path):
@@ -52,7 +53,7 @@ def load(cls: type[SampleTable], path: str | os.PathLike, *, memory_map: bool = 
     return _checked(cls, table, path, validate)
 
 
-def stream(cls: type[SampleTable], path: str | os.PathLike, batch_size: int = 65536) -> Iterator[SampleTable]:
+def stream(cls: type[SampleTable], path: str | os.PathLike[str], batch_size: int = 65536) -> Iterator[SampleTable]:
     """:meth:`SampleTable.stream`."""
     import mmap
 
@@ -106,12 +107,12 @@ def _checked(cls: type[SampleTable], table: pa.Table, path: str, validate: bool)
     return out
 
 
-def to_parquet(table: SampleTable, path: str | os.PathLike) -> None:
+def to_parquet(table: SampleTable, path: str | os.PathLike[str]) -> None:
     """:meth:`SampleTable.to_parquet`."""
     atomic_write(path, lambda f: _write_parquet(table.arrow, f))
 
 
-def from_parquet(cls: type[SampleTable], path: str | os.PathLike, *, validate: bool = True) -> SampleTable:
+def from_parquet(cls: type[SampleTable], path: str | os.PathLike[str], *, validate: bool = True) -> SampleTable:
     """:meth:`SampleTable.from_parquet`."""
     import pyarrow.parquet as pq
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -53,7 +53,7 @@ def _is_tensor_type(t: pa.DataType) -> bool:
 
 
 def _is_list_float_type(t: pa.DataType) -> bool:
-    return (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_floating(t.value_type)
+    return bool((pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_floating(t.value_type))
 
 
 def _is_payload_field(field: pa.Field) -> bool:
@@ -64,7 +64,7 @@ def _is_payload_field(field: pa.Field) -> bool:
 
 
 def _is_string_type(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t)
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
 
 
 def _attr_col(name: str) -> str:
@@ -79,7 +79,7 @@ def _fmt_list(items: Sequence[Any], total: int | None = None) -> str:
 
 
 def _np_dtype(t: pa.DataType) -> np.dtype:
-    return np.dtype(t.to_pandas_dtype())
+    return cast("np.dtype[Any]", np.dtype(t.to_pandas_dtype()))
 
 
 def _type_desc(t: pa.DataType) -> str:
@@ -91,10 +91,10 @@ def _type_desc(t: pa.DataType) -> str:
 
 
 def _shape_matches(actual: Sequence[int | None], expected: Sequence[int | None]) -> bool:
-    return len(actual) == len(expected) and all(e is None or a == e for a, e in zip(actual, expected))
+    return len(actual) == len(expected) and all(e is None or a == e for a, e in zip(actual, expected, strict=True))
 
 
-def _dump_meta(meta: dict) -> bytes:
+def _dump_meta(meta: dict[str, Any]) -> bytes:
     try:
         return json.dumps(meta, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
     except (TypeError, ValueError) as e:

@@ -7,7 +7,7 @@ Every transform returns new tables sharing the input's Arrow buffers (tables are
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -39,7 +39,7 @@ def _part_sizes(count: np.ndarray, rates: np.ndarray) -> np.ndarray:
     rank = np.empty_like(order)
     np.put_along_axis(rank, order, np.arange(rates.size)[None, :].repeat(len(count), axis=0), axis=1)
     n += rank < left[:, None]
-    return n
+    return cast(np.ndarray, n)
 
 
 def _check_rates(rates: Sequence[float]) -> np.ndarray:
@@ -184,7 +184,7 @@ def split_within_subjects(table: SampleTable, rates: Sequence[float], seed: int,
     short = np.flatnonzero((sizes < min_per_part).any(axis=1))
     if short.size:
         names = pc.take(uniq, pa.array(short[:_SHOW])).to_pylist()
-        desc = ", ".join(f"{nm!r} ({int(counts[i])} samples)" for nm, i in zip(names, short[:_SHOW]))
+        desc = ", ".join(f"{nm!r} ({int(counts[i])} samples)" for nm, i in zip(names, short[:_SHOW], strict=True))
         raise TableError(f"split rates {r.tolist()} with min_per_part={min_per_part}: {short.size} subjects "
                          f"have too few samples: {desc}{', ...' if short.size > _SHOW else ''}")
     # canonical order (by sample_id) -> one random key per sample, independent of the row order

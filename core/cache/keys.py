@@ -153,7 +153,7 @@ def _ndarray_digest(arr: np.ndarray, where: str) -> dict[str, Any]:
         dtype = dtype.newbyteorder("<")
         arr = arr.astype(dtype, copy=False)
     flat = np.ascontiguousarray(arr).reshape(-1)
-    digest = hashlib.sha256(memoryview(flat.view(np.uint8))).hexdigest()
+    digest = hashlib.sha256(flat.view(np.uint8).data).hexdigest()
     dtype_desc = dtype.str if dtype.fields is None else repr(dtype.descr)
     return {"dtype": dtype_desc, "shape": [int(n) for n in arr.shape], "sha256": digest}
 
@@ -304,7 +304,7 @@ class _Stream:
         if arr.null_count:
             valid = arr.is_valid().to_numpy(zero_copy_only=False)
             idx = np.flatnonzero(~valid).astype("<i8") + self.n
-            self.nulls.update(memoryview(idx))
+            self.nulls.update(idx.data)
             arr = arr.drop_null()
         self.n += n
         m = len(arr)
@@ -319,7 +319,7 @@ class _Stream:
             self.child(0).feed(arr.values.slice(arr.offset * size, m * size), f"{name}[]")
         elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
             offsets = arr.offsets.to_numpy()  # respects the slice offset; values do not
-            self.lengths.update(memoryview(np.diff(offsets).astype("<i8")))
+            self.lengths.update(np.diff(offsets).astype("<i8").data)
             start, stop = (int(offsets[0]), int(offsets[-1])) if m else (0, 0)
             self.child(0).feed(arr.values.slice(start, stop - start), f"{name}[]")
         elif pa.types.is_list_view(t) or pa.types.is_large_list_view(t):
@@ -348,7 +348,7 @@ class _Stream:
             return
         _, off_buf, data_buf = arr.buffers()
         offsets = np.frombuffer(off_buf, dtype=off_dtype, count=m + 1, offset=arr.offset * off_dtype.itemsize)
-        self.lengths.update(memoryview(np.diff(offsets).astype("<i8")))
+        self.lengths.update(np.diff(offsets).astype("<i8").data)
         start, stop = int(offsets[0]), int(offsets[-1])
         if stop > start:
             self.data.update(memoryview(data_buf.slice(start, stop - start)))

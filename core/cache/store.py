@@ -18,7 +18,7 @@ import time
 import uuid
 import warnings
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -159,7 +159,7 @@ class Cache:
         self._stats = {"hits": 0, "misses": 0, "writes": 0}
         self._tagged = False
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[Callable[..., Cache], tuple[Any, ...]]:
         return _restore_cache, (self.fs, self.root, self.uri, self._fsync)
 
     def __repr__(self) -> str:
@@ -209,7 +209,7 @@ class Cache:
         if self._local:
             return os.path.isfile(path)
         try:
-            return self.fs.get_file_info(path).type == pafs.FileType.File
+            return bool(self.fs.get_file_info(path).type == pafs.FileType.File)
         except (pa.ArrowException, OSError) as exc:
             raise CacheError(f"cannot check cache entry {path}: {exc}") from exc
 
@@ -278,7 +278,7 @@ class Cache:
                 with open(path, "rb") as f:
                     return f.read()
             with self.fs.open_input_stream(path) as f:
-                return f.read()
+                return cast(bytes, f.read())
         except FileNotFoundError:
             return None
         except PermissionError as exc:
@@ -337,6 +337,7 @@ class Cache:
                     for batch in reader:
                         writer.write_batch(batch)
         else:
+            assert tbl is not None  # for mypy: set whenever there is no reader
 
             def write(sink: Any) -> None:
                 with pa.ipc.new_file(sink, tbl.schema) as writer:

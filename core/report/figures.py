@@ -27,6 +27,7 @@ from .tables import _first_selector_top, _fmt, _mean_runs, _reversibility, _reve
 from .tables import _tradeoff_series
 
 if TYPE_CHECKING:  # pragma: no cover
+    from matplotlib.typing import RcKeyType
     import pandas as pd
     from matplotlib.figure import Figure
 
@@ -52,8 +53,8 @@ def _pick(items: Sequence[Any]) -> list[Any]:
 
 def _mpl(s: Any) -> str:
     """A string made safe for matplotlib text: no mathtext from '$', no legend-hiding leading '_'."""
-    s = str(s).replace("$", r"\$")
-    return " " + s if s.startswith("_") else s
+    text = str(s).replace("$", r"\$")
+    return " " + text if text.startswith("_") else text
 
 
 def _wrap(s: str, width: int = 70) -> str:
@@ -72,7 +73,7 @@ def _slug(*parts: Any) -> str:
     return s[:60] or "x"
 
 
-_RC = {
+_RC: dict[RcKeyType, Any] = {
     "font.size": 10,
     "axes.titlesize": 11,
     "axes.labelsize": 10,
@@ -125,7 +126,7 @@ def _new_figure(w: float, h: float) -> Figure:
     return fig
 
 
-def _colors(n: int, cmap: str = "tab10") -> list:
+def _colors(n: int, cmap: str = "tab10") -> list[Any]:
     import matplotlib
 
     cm = matplotlib.colormaps[cmap]
@@ -149,7 +150,7 @@ def _series(ax: Any, x: Any, y: Any, *, single: str, **kw: Any) -> Any:
     return h
 
 
-def _ref_lines_x(ax) -> None:
+def _ref_lines_x(ax: Any) -> None:
     for x, label, ha, dx in ((0.0, "clear level", "left", 0.012), (1.0, "chance", "right", -0.012)):
         ax.axvline(x, color="0.35", linestyle=":", linewidth=1.2, zorder=1)
         ax.text(x + dx, 1.085, label, ha=ha, va="center", fontsize=8, color="0.3")
@@ -181,14 +182,14 @@ def _point_labels(xs: Sequence[float], ys: Sequence[float], labels: Sequence[str
     if close is None:
         longest = max((len(str(t)) for t in labels), default=0)
         close = (max(0.12, 0.014 * longest + 0.02), 0.06)
-    pts = [(float(x), float(y)) for x, y, t in zip(xs, ys, labels) if t]
+    pts = [(float(x), float(y)) for x, y, t in zip(xs, ys, labels, strict=True) if t]
     crowded = any(abs(a[0] - b[0]) < close[0] and abs(a[1] - b[1]) < close[1]
                   for i, a in enumerate(pts) for b in pts[i + 1:])
     if not crowded:
         return list(labels), []
     numbered, key, k = [], [], 0
     at: dict[tuple[float, float], int] = {}  # coinciding points share one label "1, 2"
-    for x, y, t in zip(xs, ys, labels):
+    for x, y, t in zip(xs, ys, labels, strict=True):
         if not t:
             numbered.append("")
             continue
@@ -211,7 +212,7 @@ def _plot_tradeoff(res: _Results) -> tuple[list[Plot], list[str]]:
         return [], []
     measures = _unique(tr["measure"])
     selectors = _order(tr["selector"], res.selectors)
-    groups = []
+    groups: list[tuple[Any, Any, Any]] = []
     for measure in measures:
         for sel in selectors:
             ns = sorted(_unique(tr.loc[(tr["measure"] == measure) & (tr["selector"] == sel), "n_subjects"]),
@@ -220,9 +221,10 @@ def _plot_tradeoff(res: _Results) -> tuple[list[Plot], list[str]]:
     notes = []
     if len(groups) > MAX_TRADEOFF_FIGURES:
         notes.append(f"{len(groups)} privacy–utility curves; the first {MAX_TRADEOFF_FIGURES} are plotted "
-                     f"(per measure and selector, largest subject counts first); all AUCs are in the table.")  # fmt: skip
+                     f"(per measure and selector, largest subject counts first); "
+                     f"all AUCs are in the table.")  # fmt: skip
         groups = groups[:MAX_TRADEOFF_FIGURES]
-    color = dict(zip(res.anonymizers, _colors(len(res.anonymizers))))
+    color = dict(zip(res.anonymizers, _colors(len(res.anonymizers)), strict=False))  # at least one colour
     figs = []
     for measure, sel, n in groups:
         part = tr[(tr["measure"] == measure) & (tr["selector"] == sel) & (tr["n_subjects"] == n)]
@@ -254,7 +256,7 @@ def _plot_tradeoff(res: _Results) -> tuple[list[Plot], list[str]]:
                 point_labels, key = _point_labels(s["x"], s["y"], s["labels"])
                 if key:
                     keys.append(f"{s['anonymizer']}: " + "; ".join(key))
-                for x, y, t in zip(s["x"], s["y"], point_labels):
+                for x, y, t in zip(s["x"], s["y"], point_labels, strict=True):
                     if t:
                         ax.annotate(_mpl(t), (x, y), xytext=off, textcoords="offset points", fontsize=8, color=c,
                                     ha=ha, va=va, zorder=5)  # fmt: skip
@@ -269,9 +271,9 @@ def _plot_tradeoff(res: _Results) -> tuple[list[Plot], list[str]]:
         ax.set_ylabel(_wrap(f"utility: {_mpl(measure)}  (0 = floor, 1 = clear)", 50))
         ax.set_title(_fit(f"Privacy–utility: {_mpl(measure)} — selector {_mpl(sel)}, n = {n}", 6.4, 11))
         other = any(not s["counted"] and len(s["x"]) for s in series)
-        lines = [h for h in ax.get_lines() if not h.get_label().startswith("_")]
+        lines = [h for h in ax.get_lines() if not str(h.get_label()).startswith("_")]
         # below the axes: inside, it would hide the staircase tails and points
-        _figure_legend(fig, lines, [h.get_label() for h in lines], 2)
+        _figure_legend(fig, lines, [str(h.get_label()) for h in lines], 2)
         cap = (f"How to read: each point is one anonymizer setting, placed by its worst-case privacy (right = closer "
                f"to chance) and its utility (up = closer to clear data); further up and right is better, and a "
                f"larger area under a staircase (its AUC) is a better trade-off. Measure {measure}, selector {sel}, "
@@ -292,7 +294,7 @@ def _plot_tradeoff(res: _Results) -> tuple[list[Plot], list[str]]:
     return figs, notes
 
 
-def _setting_panels(res: _Results, df: pd.DataFrame) -> tuple[dict[str, list[tuple]], list[str]]:
+def _setting_panels(res: _Results, df: pd.DataFrame) -> tuple[dict[str, list[tuple[Any, ...]]], list[str]]:
     """Per anonymizer the (setting_index, setting) pairs to draw (first, middle, last) and notes about the cap."""
     panels, notes = {}, []
     for anon in _order(df["anonymizer"], res.anonymizers):
@@ -314,7 +316,7 @@ def _plot_subjects(res: _Results) -> tuple[list[Plot], list[str]]:
     if t1.empty:
         return [], []
     panels, notes = _setting_panels(res, t1)
-    scolor = dict(zip(res.selectors, _colors(len(res.selectors), "Dark2")))
+    scolor = dict(zip(res.selectors, _colors(len(res.selectors), "Dark2"), strict=False))
     figs = []
     for anon, picked in panels.items():
         panel_w = 4.6
@@ -322,7 +324,7 @@ def _plot_subjects(res: _Results) -> tuple[list[Plot], list[str]]:
         axes = fig.subplots(1, len(picked), sharey=True, squeeze=False)[0]
         handles: dict[str, Any] = {}
         single_n: set[int] = set()
-        for ax, (idx, setting) in zip(axes, picked):
+        for ax, (idx, setting) in zip(axes, picked, strict=True):
             d = t1[(t1["anonymizer"] == anon) & (t1["setting_index"] == idx)]
             cur = _subject_curves(res, d)
             ns = sorted(_unique(cur["n_subjects"]))
@@ -393,7 +395,7 @@ def _plot_scenarios(res: _Results) -> tuple[list[Plot], list[str]]:
     agg = _mean_runs(top, _SETTING + ["n_subjects", "recognizer", "scenario"])
     panels, notes = _setting_panels(res, agg)
     recs = _order(agg["recognizer"], res.recognizers)
-    rcolor = dict(zip(recs, _colors(len(recs), "Set2")))
+    rcolor = dict(zip(recs, _colors(len(recs), "Set2"), strict=False))
     figs = []
     for anon, picked in panels.items():
         nscen = max(len(_unique(agg.loc[agg["anonymizer"] == anon, "scenario"])), 1)
@@ -406,7 +408,7 @@ def _plot_scenarios(res: _Results) -> tuple[list[Plot], list[str]]:
             fig = _new_figure(panel_w * len(picked) + 0.4, 4.8)
             axes = fig.subplots(1, len(picked), sharey=True, squeeze=False)[0]
         handles: dict[str, Any] = {}
-        for ax, (idx, setting) in zip(axes, picked):
+        for ax, (idx, setting) in zip(axes, picked, strict=True):
             d = agg[(agg["anonymizer"] == anon) & (agg["setting_index"] == idx)]
             scen = display_order(d["scenario"])
             width = 0.8 / max(len(recs), 1)
@@ -419,7 +421,8 @@ def _plot_scenarios(res: _Results) -> tuple[list[Plot], list[str]]:
                 lo = np.nan_to_num(np.clip(val - v["ci_low"].to_numpy(float), 0, None))
                 hi = np.nan_to_num(np.clip(v["ci_high"].to_numpy(float) - val, 0, None))
                 h = ax.bar(x, np.nan_to_num(val), width * 0.92, color=rcolor[r], label=_mpl(r),
-                           yerr=np.vstack([lo, hi]), capsize=2.5, error_kw={"elinewidth": 1, "ecolor": "0.25"})  # fmt: skip
+                           yerr=np.vstack([lo, hi]), capsize=2.5,
+                           error_kw={"elinewidth": 1, "ecolor": "0.25"})  # fmt: skip
                 handles.setdefault(f"rec:{r}", h)
             chance = float(top.loc[(top["anonymizer"] == anon) & (top["setting_index"] == idx), "chance"].mean())
             n = int(d["n_subjects"].iloc[0])
@@ -456,7 +459,7 @@ def _plot_reversibility(res: _Results, rev: pd.DataFrame, t: tuple[float, float]
     if rev.empty or u.empty:
         return []
     um = u.groupby(_SETTING + ["measure"], dropna=False, sort=False)["normalized"].mean().reset_index()
-    color = dict(zip(res.anonymizers, _colors(len(res.anonymizers))))
+    color = dict(zip(res.anonymizers, _colors(len(res.anonymizers)), strict=False))
     figs = []
     for measure in _unique(um["measure"])[:MAX_REVERSIBILITY_FIGURES]:
         d = rev.merge(um[um["measure"] == measure], on=_SETTING, how="inner")
@@ -476,7 +479,7 @@ def _plot_reversibility(res: _Results, rev: pd.DataFrame, t: tuple[float, float]
             point_labels, key = _point_labels(p["normalized"], p["R"], list(p["setting"]))
             if key:
                 keys.append(f"{anon}: " + "; ".join(key))
-            for x, y, s in zip(p["normalized"], p["R"], point_labels):
+            for x, y, s in zip(p["normalized"], p["R"], point_labels, strict=True):
                 if s:
                     ax.annotate(_mpl(s), (x, y), xytext=off, textcoords="offset points", fontsize=8, color=c,
                                 ha=ha, va=va)  # fmt: skip
@@ -491,8 +494,8 @@ def _plot_reversibility(res: _Results, rev: pd.DataFrame, t: tuple[float, float]
         ax.set_xlabel(_wrap(f"utility: {_mpl(measure)}  (0 = floor, 1 = clear)", 60))
         ax.set_ylabel("reversibility R")
         ax.set_title(_fit(f"Reversibility against utility ({_mpl(measure)})", 4.8, 11))
-        lines = [h for h in ax.get_lines() if not h.get_label().startswith("_")]
-        _figure_legend(fig, lines, [h.get_label() for h in lines], 4)  # below: inside, it may hide points
+        lines = [h for h in ax.get_lines() if not str(h.get_label()).startswith("_")]
+        _figure_legend(fig, lines, [str(h.get_label()) for h in lines], 4)  # below: inside, it may hide points
         cap = (f"How to read: each point is one anonymizer setting; lower is better (a de-anonymizer recovers "
                f"less of what the anonymization removed) and further right keeps more utility, so the lower right "
                f"is best. Reversibility R against normalized utility ({measure}); dotted lines: category "
@@ -524,7 +527,7 @@ def _all_plots(res: _Results) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def plots(source: str | os.PathLike | Mapping[str, Any], kinds: Iterable[str] | None = None) -> list[Plot]:
+def plots(source: str | os.PathLike[str] | Mapping[str, Any], kinds: Iterable[str] | None = None) -> list[Plot]:
     """The report's figures as :class:`Plot` objects (a matplotlib ``figure`` with its ``caption``).
 
     ``source`` is a run directory (what :func:`render_report` reads) or the tables in memory as a mapping:

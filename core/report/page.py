@@ -62,7 +62,7 @@ def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, num_from: i
     return f'<div class="scroll"><table{c}><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
 
 
-def _figures(figs: list[dict]) -> str:
+def _figures(figs: list[dict[str, Any]]) -> str:
     """Figures with their inline SVG (already safe markup) and caption."""
     return "".join(f'<figure><div class="plot">{f["svg"]}</div><figcaption>{_esc(f["caption"])}</figcaption></figure>'
                    for f in figs)
@@ -140,7 +140,7 @@ def device_summary(record: Any) -> str:
     return "; ".join(parts) + f", asked: {record.get('requested', 'auto')}"
 
 
-def _data_sets(config: dict) -> list[tuple[str, str]]:
+def _data_sets(config: dict[str, Any]) -> list[tuple[str, str]]:
     """The header's data rows: the evaluated data set and, for a cross-database protocol, the attacker's
     (``[attacker_dataset]``: the attacker's training data and database; the evaluated set gives background and
     evaluation subjects)."""
@@ -156,7 +156,8 @@ def _data_sets(config: dict) -> list[tuple[str, str]]:
     share = att.get("subjects", 1)
     if isinstance(share, (int, float)) and share < 1:
         extra.append(f"{share:.0%} of its subjects per repeat")
-    maps = att.get("attributes") if isinstance(att.get("attributes"), dict) else {}
+    attributes = att.get("attributes")
+    maps = attributes if isinstance(attributes, dict) else {}
     for col, m in maps.items():
         to = m.get("to", col) if isinstance(m, dict) else m
         values = m.get("values") if isinstance(m, dict) else None
@@ -168,7 +169,8 @@ def _data_sets(config: dict) -> list[tuple[str, str]]:
 def _header(res: _Results) -> str:
     env = res.environment
     name = res.config.get("name") or res.run_dir.name
-    plugins = env.get("plugins") if isinstance(env.get("plugins"), dict) else {}
+    plugins_ = env.get("plugins")
+    plugins = plugins_ if isinstance(plugins_, dict) else {}
     plug = ", ".join(f"{k} {v}" for k, v in sorted(plugins.items())) or "none"
     meta = [
         ("run", name),
@@ -185,7 +187,10 @@ def _header(res: _Results) -> str:
         ("platform", env.get("platform", "–")),
         ("device", device_summary(env.get("device"))),
     ]
-    row = lambda items: "".join(f"<span><b>{_esc(k)}</b> {_esc(_scrub(v))}</span>" for k, v in items)  # noqa: E731
+
+    def row(items: Iterable[tuple[str, Any]]) -> str:
+        return "".join(f"<span><b>{_esc(k)}</b> {_esc(_scrub(v))}</span>" for k, v in items)
+
     return (
         f"<header><h1>bioanon report — {_esc(name)}</h1>"
         f'<p class="meta">{row(meta)}</p><p class="meta">{row(_data_sets(res.config))}</p>'
@@ -340,7 +345,7 @@ def _protocol_html(res: _Results) -> str:
     )
 
 
-def _reversibility_html(rev: pd.DataFrame, t: tuple[float, float], figs: list[dict], res: _Results) -> str:
+def _reversibility_html(rev: pd.DataFrame, t: tuple[float, float], figs: list[dict[str, Any]], res: _Results) -> str:
     rows = [(r.anonymizer, r.setting or "(default)", r.R, r.category, r.n_recognizers, r.n_subjects)
             for r in rev.itertuples(index=False)]  # fmt: skip
     return (
@@ -429,10 +434,10 @@ def _breakdown_html(res: _Results) -> str:
         return '<p class="note">No per-group results.</p>'
     keys = _SETTING + ["n_subjects", "recognizer", "scenario", "by", "group", "metric"]
     agg = b.groupby(keys, dropna=False, sort=False)["value"].mean().reset_index()
-    groups = sorted(_unique(zip(agg["by"], agg["group"])),
+    groups = sorted(_unique(zip(agg["by"], agg["group"], strict=True)),
                     key=lambda g: ([*_unique(agg["by"])].index(g[0]), g[1]))  # fmt: skip
     rows = []
-    for anon, idx, setting, n, rec, scen, cell in _cells(res, agg):
+    for anon, _idx, setting, n, rec, scen, cell in _cells(res, agg):
         h = cell.set_index(["by", "group", "metric"])["value"]
         cells = [f"{_fmt(h.get((by, grp, 'eer')))} / {_fmt(h.get((by, grp, 'min_cllr')))}" for by, grp in groups]
         rows.append((anon, setting or "(default)", n, rec, res.scenario(scen), *cells))
@@ -464,7 +469,7 @@ def _cv_html(res: _Results) -> str:
     keys = _SETTING + ["n_subjects", "recognizer", "scenario"]
     agg = _mean_runs(_largest_n(df, _SETTING), keys + ["metric"])
     rows = []
-    for (anon, idx, setting, n, rec, scen), g in _setting_order(res, agg).groupby(keys, dropna=False, sort=False):
+    for (anon, _idx, setting, n, rec, scen), g in _setting_order(res, agg).groupby(keys, dropna=False, sort=False):
         v = g.set_index("metric")["value"]
         rows.append((anon, setting or "(default)", n, rec, scen, *[v.get(x, float("nan")) for x in _CV_STATS]))
     return ('<p class="note">Cross-validated recognizers (<code>cv_folds</code>, SEBA): balanced accuracy on '
@@ -541,7 +546,7 @@ def _inline_svg(fig: Figure, uid: str, label: str) -> str:
     s = _SVG_REF.sub(lambda m: f"{m.group(1)}{uid}-{m.group(2)}", s)
     s = s.replace("<style type=\"text/css\">*{", f"<style type=\"text/css\">#{uid} *{{", 1)
 
-    def root(m: re.Match) -> str:
+    def root(m: re.Match[str]) -> str:
         attrs = re.sub(r'\s(width|height)="([0-9.]+)pt"',
                        lambda a: f' {a.group(1)}="{round(float(a.group(2)) * 4 / 3)}"', m.group(1))  # fmt: skip
         return f'<svg id="{uid}" class="plot" role="img" aria-label="{_esc(label)}"{attrs}>'
@@ -549,7 +554,7 @@ def _inline_svg(fig: Figure, uid: str, label: str) -> str:
     return re.sub(r"<svg\b([^>]*)>", root, s, count=1)
 
 
-def render_report(run_dir: str | os.PathLike) -> Path:
+def render_report(run_dir: str | os.PathLike[str]) -> Path:
     """Render ``RUN_DIR/report.html`` and ``RUN_DIR/plots/*.png`` from the stored results; returns the HTML path.
 
     The HTML is one self-contained file to share: the plots are inline SVG, it names no other file and no
@@ -567,7 +572,7 @@ def render_report(run_dir: str | os.PathLike) -> Path:
     written: set[str] = set()
     count = 0
 
-    def embed(figs: list[Plot]) -> list[dict]:
+    def embed(figs: list[Plot]) -> list[dict[str, Any]]:
         """Save each figure's PNG, inline its SVG, and let the figure go."""
         nonlocal count
         out = []

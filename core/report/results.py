@@ -64,14 +64,14 @@ _SETTING = ["anonymizer", "setting_index", "setting"]  # one anonymizer setting 
 @dataclass
 class _Results:
     run_dir: Path
-    config: dict
-    environment: dict
+    config: dict[str, Any]
+    environment: dict[str, Any]
     metrics: pd.DataFrame
     utility: pd.DataFrame
     tradeoff: pd.DataFrame
     auc: pd.DataFrame
     warnings: list[str]
-    failures: list[dict]
+    failures: list[dict[str, Any]]
     notes: list[str] = field(default_factory=list)  # problems with the inputs, shown in the report
     protocol: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(PROTOCOL_COLUMNS)))
     anonymizers: list[str] = field(default_factory=list)  # display order
@@ -79,7 +79,7 @@ class _Results:
     recognizers: list[str] = field(default_factory=list)
     label: str = "subject"  # the evaluation's label: "subject" (identity) or an attribute name
     breakdown: pd.DataFrame = field(default_factory=lambda: pd.DataFrame(columns=list(BREAKDOWN_COLUMNS)))
-    scenario_names: dict = field(default_factory=dict)  # scenario id → display name (VoicePrivacy data)
+    scenario_names: dict[str, Any] = field(default_factory=dict)  # scenario id → display name (VoicePrivacy data)
 
     def scenario(self, s: Any) -> str:
         """A scenario's display name: ``"ignorant (naive)"`` for VoicePrivacy data, else the id itself."""
@@ -174,7 +174,7 @@ def _order(present: Iterable[Any], preferred: Sequence[str]) -> list[Any]:
     return head + [p for p in present if p not in head]
 
 
-def _load(run_dir: str | os.PathLike) -> _Results:
+def _load(run_dir: str | os.PathLike[str]) -> _Results:
     run = Path(run_dir)
     if not run.is_dir():
         raise ResultsNotFoundError(f"{run}: run directory not found")
@@ -211,7 +211,10 @@ def _from_frames(tables: Mapping[str, Any]) -> _Results:
         raise ReportError(f"report tables: unknown table(s) {', '.join(sorted(unknown))}")
     if tables.get("metrics") is None:
         raise ReportError("report tables: 'metrics' is required")
-    frame = lambda key, cols, req=False: _frame(tables.get(key), cols, required=req, where=f"table {key!r}")  # noqa: E731
+
+    def frame(key: str, cols: Sequence[str], req: bool = False) -> pd.DataFrame:
+        return _frame(tables.get(key), cols, required=req, where=f"table {key!r}")
+
     res = _Results(
         run_dir=Path(str(tables.get("name") or "results")),
         config=dict(tables.get("config") or {}),
@@ -236,14 +239,14 @@ _ABS_PATH = re.compile(r"""(?<![\w.:/\\~-])(?:file://)?(?:/|[A-Za-z]:[\\/]|\\\\)
 def _scrub(s: Any) -> str:
     """``s`` as text with every absolute path shortened to ``…/name`` (its last part): a shared report must not
     reveal where the data and results lie on the machine that ran the evaluation."""
-    def short(m: re.Match) -> str:
+    def short(m: re.Match[str]) -> str:
         name = [p for p in re.split(r"[/\\]", m.group(0)) if p]
         return "…/" + (name[-1] if name else "")
 
-    s = str(s)
-    if re.fullmatch(r"/[^\s/]+/?", s):  # a whole value that is a one-part absolute path, e.g. "/data"
-        return "…/" + s.strip("/")
-    return _ABS_PATH.sub(short, s)
+    text = str(s)
+    if re.fullmatch(r"/[^\s/]+/?", text):  # a whole value that is a one-part absolute path, e.g. "/data"
+        return "…/" + text.strip("/")
+    return _ABS_PATH.sub(short, text)
 
 
 def _shareable(obj: Any) -> Any:
@@ -266,7 +269,8 @@ def _prepare(res: _Results) -> _Results:
                     for f in (res.failures or [])]  # fmt: skip
     res.notes = [_scrub(n) for n in res.notes]
     metrics = res.metrics
-    sel = config.get("selection") if isinstance(config.get("selection"), dict) else {}
+    selection = config.get("selection")
+    sel = selection if isinstance(selection, dict) else {}
     if "note" not in metrics.columns:  # results written before undefined metrics carried an explanation
         metrics["note"] = ""
     metrics["note"] = metrics["note"].fillna("").astype(str)
@@ -283,7 +287,7 @@ def _prepare(res: _Results) -> _Results:
     return res
 
 
-def _data_info(res: _Results) -> dict:
+def _data_info(res: _Results) -> dict[str, Any]:
     """environment.json's ``data`` block (protocol, enrolment split, breakdown columns); {} when absent."""
     info = res.environment.get("data")
     return info if isinstance(info, dict) else {}

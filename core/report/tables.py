@@ -82,7 +82,7 @@ def _cells(res: _Results, agg: pd.DataFrame) -> Iterator[tuple[Any, ...]]:
     rrank = {r: i for i, r in enumerate(res.recognizers)}
     for (anon, idx, setting, n), g in _setting_order(res, agg).groupby(_SETTING + ["n_subjects"], dropna=False,
                                                                       sort=False):  # fmt: skip
-        pairs = sorted(_unique(zip(g["recognizer"], g["scenario"])),
+        pairs = sorted(_unique(zip(g["recognizer"], g["scenario"], strict=True)),
                        key=lambda p: (rrank.get(p[0], len(rrank)), display_key(p[1])))  # fmt: skip
         for rec, scen in pairs:
             yield anon, idx, setting, n, rec, scen, g[(g["recognizer"] == rec) & (g["scenario"] == scen)]
@@ -116,7 +116,8 @@ def _headline(res: _Results) -> pd.DataFrame:
     out = out.merge(chance.reset_index(), on=keys, how="left").rename(columns={"chance_mean": "chance"})
     fallback = 1.0 / out["n_subjects"].astype(float)
     out["chance"] = out["chance"].where(out["chance"].notna(), fallback)
-    out["privacy"] = np.atleast_1d(_metrics.privacy_level(out["value"], out["clear"], out["chance"])) if len(out) else []
+    out["privacy"] = (np.atleast_1d(_metrics.privacy_level(out["value"], out["clear"], out["chance"])) if len(out)
+                      else [])
     out["metric"] = hm
     # plain top-1 accuracy of the same attack and its chance (the majority-class rate for an attribute)
     plain = _mean_runs(_first_selector_top(res, "top1"), keys + ["recognizer", "scenario"])
@@ -128,7 +129,7 @@ def _headline(res: _Results) -> pd.DataFrame:
     return out[cols].reset_index(drop=True)
 
 
-def headline(run_dir: str | os.PathLike) -> pd.DataFrame:
+def headline(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
     """The headline privacy figure per anonymizer setting.
 
     For the first selector (config order) at its largest subject count: each recognizer × attacker-scenario value
@@ -175,12 +176,13 @@ def _subject_curves(res: _Results, t1: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(keys).reset_index(drop=True)
 
 
-def _tradeoff_series(tr: pd.DataFrame, auc: pd.DataFrame, anonymizers: Sequence[str]) -> list[dict]:
+def _tradeoff_series(tr: pd.DataFrame, auc: pd.DataFrame, anonymizers: Sequence[str]) -> list[dict[str, Any]]:
     """The curves of one privacy–utility figure (one measure × selector × n_subjects).
 
     Per anonymizer and de-anonymization variant: the points, their labels, the staircase envelope
     (:func:`bioanon.metrics.tradeoff_envelope`), the stored AUC and whether the variant is the counted one
-    (``auc.parquet``'s ``counted``; without an AUC row, the variant with the lower :func:`~bioanon.metrics.tradeoff_auc`).
+    (``auc.parquet``'s ``counted``; without an AUC row, the variant with the lower
+    :func:`~bioanon.metrics.tradeoff_auc`).
     Points with undefined privacy or utility (NaN) are dropped and counted in ``dropped``.
     """
     out = []
@@ -249,7 +251,8 @@ def _reversibility(res: _Results, thresholds: tuple[float, float]) -> pd.DataFra
 
 
 def _reversibility_thresholds(res: _Results) -> tuple[float, float]:
-    rep = res.config.get("report") if isinstance(res.config.get("report"), dict) else {}
+    report = res.config.get("report")
+    rep = report if isinstance(report, dict) else {}
     t = rep.get("reversibility_thresholds")
     try:
         if t is not None and len(t) == 2:
