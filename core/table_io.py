@@ -32,13 +32,13 @@ def _write_parquet(table: pa.Table, sink: Any) -> None:
 
 
 def save(table: SampleTable, path: str | os.PathLike[str]) -> None:
-    """:meth:`SampleTable.save`."""
+    """The body of :meth:`SampleTable.save` (documented there)."""
     atomic_write(path, lambda f: _write_ipc(table.arrow, f))
 
 
 def load(cls: type[SampleTable], path: str | os.PathLike[str], *, memory_map: bool = True,
          validate: bool = False) -> SampleTable:
-    """:meth:`SampleTable.load`."""
+    """The body of :meth:`SampleTable.load` (documented there)."""
     path = os.fspath(path)
     if not os.path.isfile(path):
         raise TableError(f"cannot load sample table {path!r}: no such file")
@@ -54,7 +54,7 @@ def load(cls: type[SampleTable], path: str | os.PathLike[str], *, memory_map: bo
 
 
 def stream(cls: type[SampleTable], path: str | os.PathLike[str], batch_size: int = 65536) -> Iterator[SampleTable]:
-    """:meth:`SampleTable.stream`."""
+    """The body of :meth:`SampleTable.stream` (documented there)."""
     import mmap
 
     path = os.fspath(path)
@@ -108,12 +108,12 @@ def _checked(cls: type[SampleTable], table: pa.Table, path: str, validate: bool)
 
 
 def to_parquet(table: SampleTable, path: str | os.PathLike[str]) -> None:
-    """:meth:`SampleTable.to_parquet`."""
+    """The body of :meth:`SampleTable.to_parquet` (documented there)."""
     atomic_write(path, lambda f: _write_parquet(table.arrow, f))
 
 
 def from_parquet(cls: type[SampleTable], path: str | os.PathLike[str], *, validate: bool = True) -> SampleTable:
-    """:meth:`SampleTable.from_parquet`."""
+    """The body of :meth:`SampleTable.from_parquet` (documented there)."""
     import pyarrow.parquet as pq
 
     path = os.fspath(path)

@@ -53,7 +53,7 @@ def _check_rates(rates: Sequence[float]) -> np.ndarray:
 
 
 def take(table: SampleTable, indices: Any) -> SampleTable:
-    """:meth:`SampleTable.take`."""
+    """The body of :meth:`SampleTable.take` (documented there)."""
     if not isinstance(indices, (pa.Array, pa.ChunkedArray)):
         idx = np.asarray(indices)
         if idx.size == 0:
@@ -72,7 +72,7 @@ def take(table: SampleTable, indices: Any) -> SampleTable:
 
 
 def filter(table: SampleTable, mask: Any) -> SampleTable:
-    """:meth:`SampleTable.filter`."""
+    """The body of :meth:`SampleTable.filter` (documented there)."""
     if not isinstance(mask, (pa.Array, pa.ChunkedArray)):
         m = np.asarray(mask)
         if m.dtype != np.bool_ or m.ndim != 1:
@@ -86,7 +86,7 @@ def filter(table: SampleTable, mask: Any) -> SampleTable:
 
 
 def select_subjects(table: SampleTable, subjects: Iterable[str]) -> SampleTable:
-    """:meth:`SampleTable.select_subjects`."""
+    """The body of :meth:`SampleTable.select_subjects` (documented there)."""
     wanted = pa.array(list(dict.fromkeys(subjects)), type=pa.string())
     present = pc.is_in(wanted, value_set=pc.unique(table._column(SUBJECT)))
     missing = pc.filter(wanted, pc.invert(present)).to_pylist()
@@ -96,7 +96,7 @@ def select_subjects(table: SampleTable, subjects: Iterable[str]) -> SampleTable:
 
 
 def concat(tables: Sequence[SampleTable]) -> SampleTable:
-    """:meth:`SampleTable.concat`."""
+    """The body of :meth:`SampleTable.concat` (documented there)."""
     tables = list(tables)
     if not tables:
         raise TableError("concat() needs at least one table")
@@ -157,7 +157,7 @@ def _parts_from_row_part(table: SampleTable, row_part: np.ndarray, k: int) -> li
 
 
 def split_subjects(table: SampleTable, rates: Sequence[float], seed: int) -> list[SampleTable]:
-    """:meth:`SampleTable.split_subjects`."""
+    """The body of :meth:`SampleTable.split_subjects` (documented there)."""
     r = _check_rates(rates)
     uniq, codes = _subject_codes(table)
     s = len(uniq)
@@ -173,7 +173,7 @@ def split_subjects(table: SampleTable, rates: Sequence[float], seed: int) -> lis
 
 def split_within_subjects(table: SampleTable, rates: Sequence[float], seed: int, *,
                           min_per_part: int = 1) -> list[SampleTable]:
-    """:meth:`SampleTable.split_within_subjects`."""
+    """The body of :meth:`SampleTable.split_within_subjects` (documented there)."""
     r = _check_rates(rates)
     if min_per_part < 0:
         raise TableError(f"min_per_part must be >= 0, got {min_per_part}")
@@ -206,7 +206,7 @@ def split_within_subjects(table: SampleTable, rates: Sequence[float], seed: int,
 
 
 def iter_batches(table: SampleTable, batch_size: int = 65536) -> Iterator[SampleTable]:
-    """:meth:`SampleTable.iter_batches`."""
+    """The body of :meth:`SampleTable.iter_batches` (documented there)."""
     if int(batch_size) < 1:
         raise TableError(f"batch_size must be >= 1, got {batch_size}")
     for off in range(0, table.num_rows, int(batch_size)):
