@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import context as _context
+from ._version import __version__
 from .errors import (
     BioanonError,
     CacheError,
@@ -34,8 +36,6 @@ from .methods import (
     fitted,
     param,
 )
-
-__version__ = "0.1.0"
 
 __all__ = [
     "Anonymizer",
@@ -68,10 +68,14 @@ __all__ = [
 
 
 def get_registry():
-    """The registry of every installed method (built-in and plugins)."""
+    """The registry of every installed method (built-in and plugins). An entry point: the library itself
+    never calls it; it reaches the registry through the run's :class:`~bioanon.context.RunContext`."""
     from .plugins import get_registry as _get
 
     return _get()
+
+
+_context.set_default_registry(get_registry)  # what a context outside any run uses (bioanon.context)
 
 
 def get_method(method_id: str, /, **params: Any) -> Method:
@@ -89,6 +93,7 @@ def evaluate(config: Any, /, **kwargs: Any):
     :func:`bioanon.evaluation.run.evaluate` for the options. Returns an EvaluationResult."""
     from .evaluation.run import evaluate as _evaluate
 
+    kwargs.setdefault("context", _context.RunContext(get_registry()))
     return _evaluate(config, **kwargs)
 
 
@@ -105,12 +110,9 @@ def anonymize(table: Any, /, *methods: Any):
     recorded in the lineage. Write the result with :func:`bioanon.export.write_table` (format by extension)."""
     from .export import anonymize as _anonymize
 
-    return _anonymize(table, methods)
+    return _anonymize(table, methods, registry=get_registry())
 
 
 def load_dataset(source_id: str, path: Any = None, /, **params: Any):
     """Load a data set with a registered dataset source (``bioanon datasets`` lists them)."""
-    source = get_registry().create(source_id, kind="dataset", **params)
-    if source.needs_path and path is None:
-        raise BioanonError(f"{source_id} reads a data layout: give the path of the data set")
-    return source.load(path)
+    return _context.RunContext(get_registry()).load_dataset(source_id, path, **params)

@@ -16,7 +16,7 @@ import warnings
 from collections.abc import Sequence
 from typing import Any
 
-from . import __version__
+from ._version import __version__
 from .errors import BioanonError
 from .log import cli_logging, verbosity_level
 from .plugins import PluginLoadWarning, get_plugin_manager
@@ -372,7 +372,7 @@ def _parse_assignments(items: list[str], cls: Any, what: str) -> dict[str, Any]:
 
 def cmd_anonymize(args: argparse.Namespace) -> int:
     from .errors import BioanonError
-    from .export import anonymize, check_output, write_table
+    from .export import anonymize, as_chain, check_output, write_table
 
     registry = get_plugin_manager().registry
     source_cls = registry.get(args.source, kind="dataset")
@@ -388,9 +388,7 @@ def cmd_anonymize(args: argparse.Namespace) -> int:
         methods.append(cls(**_parse_assignments(options, cls, "-o")))
     if not methods:
         raise BioanonError("give at least one anonymizer with -m METHOD")
-    if len(methods) > 1:  # several -m: one any.chain of them, in the order given
-        chain_cls = registry.get("any.chain", kind="anonymizer")
-        methods = [chain_cls(steps=tuple({"id": m.id, "params": m.get_params()} for m in methods))]
+    methods = [as_chain(methods, registry)]  # several -m: one any.chain of them, in the order given
     if source.needs_path and not args.path:
         raise BioanonError(f"{source.id} reads a data layout: give its PATH")
     check_output(args.out)  # before any work
@@ -401,7 +399,7 @@ def cmd_anonymize(args: argparse.Namespace) -> int:
             if hasattr(m, "device"):
                 resolve_device(m.device, who=m.id)
         table = source.load(args.path if source.needs_path else None)
-        result = anonymize(table, methods)
+        result = anonymize(table, methods, registry=registry)
     written = write_table(result, args.out)
     chain = " → ".join(m.id for m in getattr(methods[0], "methods_", methods))
     print(f"anonymized {len(result)} samples of {result.num_subjects} subjects with {chain} -> {written}")

@@ -110,9 +110,10 @@ TEMPLATE_FITS = ("background", "attacker")
 
 
 def _registry() -> Any:
-    from .. import get_registry
+    """The registry ids resolve in: the current run's (:func:`bioanon.context.current_context`)."""
+    from ..context import current_context
 
-    return get_registry()
+    return current_context().registry
 
 
 @attrs.frozen
@@ -390,7 +391,8 @@ def load_config(
     ----------
     source : the path of a ``.toml`` file, or the config as a dict (e.g. ``EvalConfig.to_dict()``); an
         ``EvalConfig`` is returned as it is.
-    registry : the method registry to resolve ids in (default: :func:`bioanon.get_registry`).
+    registry : the method registry to resolve ids in (default: the current run's,
+        :func:`bioanon.context.current_context`).
     base_dir : directory a relative ``dataset.path`` is resolved against (default: the TOML file's
         directory; for a dict, the current directory). The path is stored absolute.
     check_paths : report a ``dataset.path`` that does not exist.
@@ -435,6 +437,13 @@ def _raise(problems: list[str], header: str) -> None:
     err = ConfigError(header + ":\n" + "\n".join("  " + p for p in problems))
     err.problems = list(problems)  # type: ignore[attr-defined]
     raise err
+
+
+def raise_problems(problems: list[str], header: str) -> None:
+    """Raise one ConfigError listing ``problems`` (nothing when there are none)."""
+    if problems:
+        n = len(problems)
+        _raise(problems, f"{header} ({n} problem{'s' if n > 1 else ''})")
 
 
 def _got(value: Any) -> str:
