@@ -528,7 +528,7 @@ def headline_table(metrics: Any) -> Any:
     plain = plain.groupby(keys, sort=False).agg(top1=("value", "mean"), majority=("chance", "mean"))
     out = []
     for (anon, idx, setting), g in mean.groupby(["anonymizer", "setting_index", "setting"], sort=False):
-        worst_rows = worst_case(g)  # ties: plan order
+        worst_rows = worst_case(g)  # ties: recognizers in config order, then scenarios in display order
         clear = g[g.scenario == CLEAR]
         if worst_rows.empty:
             continue
@@ -577,7 +577,7 @@ def tradeoff_tables(metrics: Any, utility: Any, has_deanon: bool) -> tuple[Any, 
         a_clear = clear.value.max() if not clear.empty else math.nan
         chance = g.chance.mean()
         for deanon in ([False, True] if has_deanon else [False]):
-            worst_rows = worst_case(g, deanon=deanon)  # ties: plan order
+            worst_rows = worst_case(g, deanon=deanon)  # ties: as in worst_case (the report's rule)
             if worst_rows.empty:
                 continue
             worst = worst_rows.iloc[0]
