@@ -50,7 +50,7 @@ def _cut(text: str, width: int) -> str:
 
 def _table(rows: list[list[str]], headers: list[str], *, flex: int = -1) -> str:
     """Left-aligned columns; the ``flex`` column is cut so every line fits the terminal width."""
-    cols = list(zip(*([headers] + rows))) if rows else [[h] for h in headers]
+    cols = list(zip(*([headers] + rows), strict=True)) if rows else [[h] for h in headers]
     widths = [max(len(str(c)) for c in col) for col in cols]
     excess = sum(widths) + 2 * (len(widths) - 1) - _width()
     if excess > 0:  # cut the flex column first, then the widest ones
@@ -63,7 +63,7 @@ def _table(rows: list[list[str]], headers: list[str], *, flex: int = -1) -> str:
             excess -= 1
     lines = []
     for r in [headers] + rows:
-        cells = [_cut(str(c), w).ljust(w) for c, w in zip(r, widths)]
+        cells = [_cut(str(c), w).ljust(w) for c, w in zip(r, widths, strict=True)]
         lines.append("  ".join(cells).rstrip())
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
@@ -220,7 +220,8 @@ def cmd_cache(args: argparse.Namespace) -> int:
     if args.action == "info":
         info = cache.info()
         if args.json:
-            _print_json({k: str(v) if k == "root" else v for k, v in vars(info).items()} if hasattr(info, "__dict__") else info)
+            _print_json({k: str(v) if k == "root" else v for k, v in vars(info).items()}
+                        if hasattr(info, "__dict__") else info)
             return 0
         print(f"cache: {cache.uri}")
         print(f"tables: {info.n_tables}   json: {info.n_json}   size: {format_bytes(info.total_bytes)}")
@@ -278,13 +279,20 @@ def _print_summary(result: Any) -> None:
         print(f"results: {result.run_dir}")
 
 
+def _run_context() -> Any:
+    """A new run context over the registry of the installed plugins (one per command)."""
+    from .context import RunContext
+
+    return RunContext(get_plugin_manager().registry)
+
+
 def _run_evaluation(config: Any, args: argparse.Namespace) -> int:
     from .evaluation.run import evaluate
 
     result = evaluate(config, out_dir=args.out, run_id=args.run_id, cache=args.cache_dir,
                       executor=args.executor, scheduler=args.scheduler,
                       keep_going=args.keep_going, progress=not args.quiet, report=not args.no_report,
-                      device=args.device, jobs=args.jobs)
+                      device=args.device, jobs=args.jobs, context=_run_context())
     _print_summary(result)
     where = f" (see {result.run_dir / 'failures.json'})" if result.run_dir is not None else ""
     if result.metrics is None or len(result.metrics) == 0:
@@ -314,7 +322,7 @@ def _config_from_args(args: argparse.Namespace) -> Any:
             raw = None  # let load_config report the problem with the file name
         if isinstance(raw, dict) and isinstance(raw.get("dataset"), dict):
             raw["dataset"].setdefault("params", {})["skip_bad_files"] = True
-            config = load_config(raw, base_dir=path.resolve().parent)
+            config = load_config(raw, registry=get_plugin_manager().registry, base_dir=path.resolve().parent)
     return config
 
 
@@ -325,7 +333,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     from .evaluation.checks import validate
 
-    cfg = validate(_config_from_args(args), out_dir=args.out, load_data=args.data)
+    with _run_context().activate():
+        cfg = validate(_config_from_args(args), out_dir=args.out, load_data=args.data)
     settings = sum(len(a.settings()) for a in cfg.anonymizers)
     checked = "config, methods, parameters, optional packages" + (", output folder" if args.out else "") + (
         ", data payloads and label" if args.data else "")
@@ -339,7 +348,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from .evaluation.demo import demo_config
 
     log.info("demo: a full strong evaluation on built-in synthetic data (trait: %s)", args.trait)
-    return _run_evaluation(demo_config(args.trait), args)
+    return _run_evaluation(demo_config(args.trait, get_plugin_manager().registry), args)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -514,12 +523,12 @@ def cmd_import_seba(args: argparse.Namespace) -> int:
     if existing and not args.force:
         raise ConfigError(f"{', '.join(existing)} exist{'s' if len(existing) == 1 else ''}; pass --force to "
                           f"overwrite")
-    for c, target in zip(result.configs, targets):
+    for c, target in zip(result.configs, targets, strict=True):
         target.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(target, c.to_toml(args.runconfig))
     print(result.table(_width()))
     print()
-    for c, target in zip(result.configs, targets):
+    for c, target in zip(result.configs, targets, strict=True):
         print(f"wrote {target} (SEBA {compact_labels(c.entries)})")
     print("check with: " + " ; ".join(f"bioanon validate {t}" for t in targets))
     return 0

@@ -148,7 +148,7 @@ def _write_files(table: SampleTable, kind: str, root: Path) -> list[str]:
     ext = ".png" if kind == "image" else ".wav"
     names = []
     seen: set[str] = set()
-    for subject, sid in zip(table.subjects, table.sample_ids):
+    for subject, sid in zip(table.subjects, table.sample_ids, strict=True):
         rel = f"{_safe(subject)}/{_safe(sid)}{ext}"
         if rel in seen:
             raise BioanonError(f"sample ids {sid!r} collide as file names after cleaning; rename them")
@@ -160,7 +160,7 @@ def _write_files(table: SampleTable, kind: str, root: Path) -> list[str]:
     if kind == "image":
         from PIL import Image
 
-        for rel, img in zip(names, x):
+        for rel, img in zip(names, x, strict=True):
             img = np.asarray(img)
             if img.dtype != np.uint8:
                 raise BioanonError(f"images must be uint8 to be written as PNG, got {img.dtype}")
@@ -171,7 +171,7 @@ def _write_files(table: SampleTable, kind: str, root: Path) -> list[str]:
         rate = table.metadata.get("sample_rate")
         if not rate:
             raise BioanonError("the audio table has no 'sample_rate' in its metadata; cannot write WAV files")
-        for rel, a in zip(names, x):
+        for rel, a in zip(names, x, strict=True):
             wavfile.write(root / rel, int(rate), np.asarray(a, dtype=np.float32))
     return names
 

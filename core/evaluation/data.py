@@ -82,7 +82,7 @@ def import_dataset(spec: Any, cache: Cache | None, what: str = "data set") -> tu
     """Import a DatasetSpec (``[dataset]`` or ``[attacker_dataset]``) through the import cache (see
     :func:`import_data`); ``what`` names it in the log."""
     key = import_key(spec) if cache is not None else None
-    if key is not None:
+    if key is not None and cache is not None:
         ref = cache.get_json(key)
         table = cache.get_table(ref["dataset"]) if isinstance(ref, Mapping) and "dataset" in ref else None
         if table is not None:
@@ -92,7 +92,7 @@ def import_dataset(spec: Any, cache: Cache | None, what: str = "data set") -> tu
 
     log.info("importing the %s %s%s", what, spec.source, f" from {spec.path}" if spec.path else "")
     table = current_context().load_dataset(spec.source, spec.path, **spec.params)
-    if key is None:
+    if key is None or cache is None:
         return table, None
     check_disk_space(ResourceEstimate(2 * int(table.arrow.nbytes), 0, 0), cache)  # room for the table itself
     dataset_key = table_fingerprint(table)
@@ -170,6 +170,7 @@ def prepare_attacker_data(cfg: Any, data: SampleTable, cache: Cache) -> tuple[Sa
         problems += attacker_data_problems(cfg, data, table)
     raise_problems(problems, f"config {cfg.name!r}: the attacker data set {dataset_name(spec)} does not suit the "
                               f"evaluated data set {dataset_name(cfg.dataset)}")
+    assert table is not None  # else map_attacker_table reported a problem, raised above
     raw_key = raw_key or table_fingerprint(raw)
     if not spec.attributes and not spec.subject_prefix:
         return raw, raw_key

@@ -57,7 +57,8 @@ class Plan:
     tasks: list[TaskSpec]
     dataset_key: str
     warnings: list[str]
-    score_tasks: list[dict[str, Any]]  # {key, anonymizer, setting, setting_index, repeat, recognizer, scenario, selections}
+    # {key, anonymizer, setting, setting_index, repeat, recognizer, scenario, selections}
+    score_tasks: list[dict[str, Any]]
     utility_tasks: list[dict[str, Any]]
     split_tasks: list[dict[str, Any]]
     n_evaluation_subjects: int
@@ -888,7 +889,8 @@ def _device_record(cfg: Any, plan: Plan) -> dict[str, Any]:
         return {"requested": asked, "resolved": None, "devices": [], "methods": {}}
     used = sorted({d for ds in methods.values() for d in ds})
     return {"requested": asked, "resolved": resolve_device(cfg.run.device or ""),
-            "devices": [describe_device(d) for d in used], "methods": {k: sorted(v) for k, v in sorted(methods.items())}}
+            "devices": [describe_device(d) for d in used],
+            "methods": {k: sorted(v) for k, v in sorted(methods.items())}}
 
 
 def _lineage(plan: Plan, cache: Cache) -> list[dict[str, Any]]:

@@ -164,11 +164,11 @@ def split(cache: Cache, *, dataset: str, rates: list[float], seed: int, key: str
     if extra is not None:
         parts[1] = SampleTable.concat([parts[1], extra])
     out = {}
-    for name, part in zip(("background", "attacker", "evaluation"), parts):
+    for name, part in zip(("background", "attacker", "evaluation"), parts, strict=True):
         k = output_key(key, name)
         cache.put_table(k, part.with_lineage_step({"step": "split:" + name, "fingerprint": k}))
         out[name] = k
-    return {"outputs": out, "subjects": {n: p.subject_names for n, p in zip(out, parts)}}
+    return {"outputs": out, "subjects": {n: p.subject_names for n, p in zip(out, parts, strict=True)}}
 
 
 def _cross_parts(table: SampleTable, attacker: SampleTable, rates: list[float], seed: int,
@@ -309,7 +309,7 @@ def _mixed(clear: SampleTable, anon: SampleTable, share: float, seed: int) -> Sa
     for name in anon.payload_names:
         x_clear, x_anon = clear.payload(name), anon.payload(name)
         if isinstance(x_clear, list):
-            pa_payloads[name] = [a if c else b for a, b, c in zip(x_anon, x_clear, chosen)]
+            pa_payloads[name] = [a if c else b for a, b, c in zip(x_anon, x_clear, chosen, strict=True)]
         else:
             pa_payloads[name] = np.where(chosen.reshape((-1,) + (1,) * (x_clear.ndim - 1)), x_anon, x_clear)
     out = clear

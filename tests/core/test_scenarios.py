@@ -191,10 +191,10 @@ def test_run_and_report_name_the_same_tied_worst_case(tmp_path):
     means = top.groupby(["recognizer", "scenario"]).value.mean()
     assert means.nunique() == 1 and len(means) == 6, means  # the tie is exact
     head = result.headline()
-    assert list(zip(head.worst_recognizer, head.worst_scenario)) == [("zeta", "naive")]
+    assert list(zip(head.worst_recognizer, head.worst_scenario, strict=True)) == [("zeta", "naive")]
     keys = ["anonymizer", "setting_index", "setting", "selector", "n_subjects"]
     agg = top.groupby(keys + ["recognizer", "scenario"], sort=False).value.mean().reset_index()
     shown = sc.worst_case(agg, keys, recognizers=["zeta", "alpha"])  # as the report calls it
-    assert set(zip(shown.recognizer, shown.scenario)) == {("zeta", "naive")}
-    assert len(result.tradeoff) and set(zip(result.tradeoff.worst_recognizer, result.tradeoff.worst_scenario)) == {
-        ("zeta", "naive")}
+    assert set(zip(shown.recognizer, shown.scenario, strict=True)) == {("zeta", "naive")}
+    named = zip(result.tradeoff.worst_recognizer, result.tradeoff.worst_scenario, strict=True)
+    assert len(result.tradeoff) and set(named) == {("zeta", "naive")}
