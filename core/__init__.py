@@ -10,7 +10,7 @@ Public API::
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import context as _context
 from ._version import __version__
@@ -36,6 +36,13 @@ from .methods import (
     fitted,
     param,
 )
+
+if TYPE_CHECKING:  # types only
+    from pathlib import Path
+
+    from .evaluation.run import EvaluationResult
+    from .registry import Registry
+    from .table import SampleTable
 
 __all__ = [
     "Anonymizer",
@@ -67,7 +74,7 @@ __all__ = [
 ]
 
 
-def get_registry():
+def get_registry() -> Registry:
     """The registry of every installed method (built-in and plugins). An entry point: the library itself
     never calls it; it reaches the registry through the run's :class:`~bioanon.context.RunContext`."""
     from .plugins import get_registry as _get
@@ -88,7 +95,7 @@ def list_methods(*patterns: str, kind: str | None = None, trait: str | None = No
     return [e.cls.id for e in get_registry().find(patterns, kind=kind, trait=trait)]
 
 
-def evaluate(config: Any, /, **kwargs: Any):
+def evaluate(config: Any, /, **kwargs: Any) -> EvaluationResult:
     """Run a strong evaluation from a TOML path, a dict or an EvalConfig; see
     :func:`bioanon.evaluation.run.evaluate` for the options. Returns an EvaluationResult."""
     from .evaluation.run import evaluate as _evaluate
@@ -97,7 +104,7 @@ def evaluate(config: Any, /, **kwargs: Any):
     return _evaluate(config, **kwargs)
 
 
-def example(name: str, /):
+def example(name: str, /) -> Path:
     """The installed path of an example config, e.g. ``bioanon.evaluate(bioanon.example("quickstart"))``
     from any directory (``bioanon init`` lists the examples and copies one to edit)."""
     from .scaffold import example as _example
@@ -105,14 +112,14 @@ def example(name: str, /):
     return _example(name)
 
 
-def anonymize(table: Any, /, *methods: Any):
-    """Apply anonymizers (instances or ids) in order, each fitted on the previous one's output; the steps are
-    recorded in the lineage. Write the result with :func:`bioanon.export.write_table` (format by extension)."""
+def anonymize(table: Any, /, *methods: Any) -> SampleTable:
+    """Apply anonymizers (instances or ids) in order, each fitted on the previous one's output; recorded in the
+    lineage as one step (an ``any.chain`` of them when there are several, as ``bioanon anonymize -m a -m b``). Write the result with :func:`bioanon.export.write_table` (format by extension)."""
     from .export import anonymize as _anonymize
 
     return _anonymize(table, methods, registry=get_registry())
 
 
-def load_dataset(source_id: str, path: Any = None, /, **params: Any):
+def load_dataset(source_id: str, path: Any = None, /, **params: Any) -> SampleTable:
     """Load a data set with a registered dataset source (``bioanon datasets`` lists them)."""
     return _context.RunContext(get_registry()).load_dataset(source_id, path, **params)

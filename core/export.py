@@ -53,7 +53,7 @@ def anonymize(table: SampleTable, methods: Iterable[Any], *, registry: Any = Non
         if getattr(m, "kind", None) != "anonymizer":
             raise BioanonError(f"anonymize: {getattr(m, 'id', m)!r} is not an anonymizer")
     m = as_chain(steps, registry)
-    out = m.fit(table).transform(table)
+    out: SampleTable = m.fit(table).transform(table)
     if not np.array_equal(out.sample_ids, table.sample_ids):
         raise BioanonError(f"{m.id} changed the sample ids or their order")
     return out.with_lineage_step({"step": m.id, "fingerprint": m.fingerprint(),

@@ -756,7 +756,7 @@ def weights_param(what: str = "a torch state dict / checkpoint file") -> Any:
     return param("", help=f"{what} to start from (fine-tuned on the training data); nothing is downloaded")
 
 
-def align(original, anonymized):
+def align(original: Any, anonymized: Any) -> Any:
     """``anonymized`` with its rows reordered to match ``original`` by sample id.
 
     Raises
