@@ -114,7 +114,8 @@ def example(name: str, /) -> Path:
 
 def anonymize(table: Any, /, *methods: Any) -> SampleTable:
     """Apply anonymizers (instances or ids) in order, each fitted on the previous one's output; recorded in the
-    lineage as one step (an ``any.chain`` of them when there are several, as ``bioanon anonymize -m a -m b``). Write the result with :func:`bioanon.export.write_table` (format by extension)."""
+    lineage as one step (an ``any.chain`` of them when there are several, as ``bioanon anonymize -m a -m b``).
+    Write the result with :func:`bioanon.export.write_table` (format by extension)."""
     from .export import anonymize as _anonymize
 
     return _anonymize(table, methods, registry=get_registry())
