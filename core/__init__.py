@@ -10,8 +10,10 @@ Public API::
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from . import context as _context
+from ._version import __version__
 from .errors import (
     BioanonError,
     CacheError,
@@ -35,7 +37,12 @@ from .methods import (
     param,
 )
 
-__version__ = "0.1.0"
+if TYPE_CHECKING:  # types only
+    from pathlib import Path
+
+    from .evaluation.run import EvaluationResult
+    from .registry import Registry
+    from .table import SampleTable
 
 __all__ = [
     "Anonymizer",
@@ -67,11 +74,15 @@ __all__ = [
 ]
 
 
-def get_registry():
-    """The registry of every installed method (built-in and plugins)."""
+def get_registry() -> Registry:
+    """The registry of every installed method (built-in and plugins). An entry point: the library itself
+    never calls it; it reaches the registry through the run's :class:`~bioanon.context.RunContext`."""
     from .plugins import get_registry as _get
 
     return _get()
+
+
+_context.set_default_registry(get_registry)  # what a context outside any run uses (bioanon.context)
 
 
 def get_method(method_id: str, /, **params: Any) -> Method:
@@ -84,15 +95,16 @@ def list_methods(*patterns: str, kind: str | None = None, trait: str | None = No
     return [e.cls.id for e in get_registry().find(patterns, kind=kind, trait=trait)]
 
 
-def evaluate(config: Any, /, **kwargs: Any):
+def evaluate(config: Any, /, **kwargs: Any) -> EvaluationResult:
     """Run a strong evaluation from a TOML path, a dict or an EvalConfig; see
     :func:`bioanon.evaluation.run.evaluate` for the options. Returns an EvaluationResult."""
     from .evaluation.run import evaluate as _evaluate
 
+    kwargs.setdefault("context", _context.RunContext(get_registry()))
     return _evaluate(config, **kwargs)
 
 
-def example(name: str, /):
+def example(name: str, /) -> Path:
     """The installed path of an example config, e.g. ``bioanon.evaluate(bioanon.example("quickstart"))``
     from any directory (``bioanon init`` lists the examples and copies one to edit)."""
     from .scaffold import example as _example
@@ -100,17 +112,15 @@ def example(name: str, /):
     return _example(name)
 
 
-def anonymize(table: Any, /, *methods: Any):
-    """Apply anonymizers (instances or ids) in order, each fitted on the previous one's output; the steps are
-    recorded in the lineage. Write the result with :func:`bioanon.export.write_table` (format by extension)."""
+def anonymize(table: Any, /, *methods: Any) -> SampleTable:
+    """Apply anonymizers (instances or ids) in order, each fitted on the previous one's output; recorded in the
+    lineage as one step (an ``any.chain`` of them when there are several, as ``bioanon anonymize -m a -m b``).
+    Write the result with :func:`bioanon.export.write_table` (format by extension)."""
     from .export import anonymize as _anonymize
 
-    return _anonymize(table, methods)
+    return _anonymize(table, methods, registry=get_registry())
 
 
-def load_dataset(source_id: str, path: Any = None, /, **params: Any):
+def load_dataset(source_id: str, path: Any = None, /, **params: Any) -> SampleTable:
     """Load a data set with a registered dataset source (``bioanon datasets`` lists them)."""
-    source = get_registry().create(source_id, kind="dataset", **params)
-    if source.needs_path and path is None:
-        raise BioanonError(f"{source_id} reads a data layout: give the path of the data set")
-    return source.load(path)
+    return _context.RunContext(get_registry()).load_dataset(source_id, path, **params)

@@ -59,8 +59,9 @@ Reusable building blocks
     :class:`NearestNeighbors`, :class:`LdaCosine` (as inner recognizers of a :class:`FeatureRecognizer`), and
     their SEBA-style options for a wrapper: the :class:`ClassifierOptions` mixin (``cv_folds``, ``keep``; pass
     ``classifier_options()`` to the inner recognizer) and :func:`scores_param` (``scores``);
-    :func:`reuse_computed` (1.1) reuses within a process an array computed from array content by a fixed
-    function (a pretrained encoder's embeddings, feature extraction).
+    :func:`reuse_computed` (1.1) reuses within the active run an array computed from array content by a fixed
+    function (a pretrained encoder's embeddings, feature extraction); :func:`current_context` (1.2) gives the
+    active run's :class:`RunContext` (its ``registry`` builds another method by id).
 
 Testing and conformance
     :func:`check_method` runs every conformance check on a method class and returns a
@@ -76,6 +77,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from . import get_method, get_registry, list_methods
+from ._version import API_VERSION as _API_VERSION
 from .errors import (
     BioanonError,
     CacheError,
@@ -110,7 +112,7 @@ from .methods import (
     param,
 )
 
-API_VERSION = "1.1"
+API_VERSION = _API_VERSION
 """The version of this API, ``"major.minor"``.
 
 The minor number grows when names are added (a plugin written for 1.0 works with 1.3); the major number grows
@@ -121,7 +123,11 @@ the plugin loader skips a plugin whose range excludes this version and lists it 
 1.1 added two-stage utility measures (``UtilityMeasure.extracts``, ``extract``, ``compare``), ``progress_bar``,
 the classifier options (``ClassifierOptions``: ``cv_folds``, ``keep``; ``scores_param``) and comparators that
 travel with a protection (``Anonymizer.comparator``), ``reuse_computed``, and ``NotFittedError`` with its check
-``require_fitted``."""
+``require_fitted``.
+
+1.2 added the run context: ``current_context`` (the active run's :class:`~bioanon.context.RunContext`, whose
+``registry`` a method uses to build another method by id) and ``RunContext``; ``reuse_computed`` reuses within
+the active run."""
 
 # name -> (module, attribute or None for the module itself), imported on first access
 _LAZY: dict[str, tuple[str, str | None]] = {
@@ -134,9 +140,9 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "DeviceError": ("bioanon.device", "DeviceError"),
     "WeightsError": ("bioanon.nettrain", "WeightsError"),
     # device and training helpers for torch methods
-    "device_param": ("bioanon.device", "device_param"),
-    "precision_param": ("bioanon.device", "precision_param"),
-    "weights_param": ("bioanon.device", "weights_param"),
+    "device_param": ("bioanon.methods", "device_param"),
+    "precision_param": ("bioanon.methods", "precision_param"),
+    "weights_param": ("bioanon.methods", "weights_param"),
     "resolve_device": ("bioanon.device", "resolve_device"),
     "import_torch": ("bioanon.torchutil", "import_torch"),
     "OPTIMIZERS": ("bioanon.nettrain", "OPTIMIZERS"),
@@ -166,7 +172,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "RandomSetMean": ("bioanon.builtin.random_set_mean", "RandomSetMean"),
     "Chain": ("bioanon.builtin.anonymizers", "Chain"),  # 1.1
     "AttributeAccuracy": ("bioanon.builtin.utility", "AttributeAccuracy"),
-    "align": ("bioanon.builtin.utility", "align"),
+    "align": ("bioanon.methods", "align"),
     "paired_payloads": ("bioanon.builtin.deanonymizers", "paired_payloads"),
     "ClassifierOptions": ("bioanon.builtin.recognizers", "ClassifierOptions"),
     "LdaCosine": ("bioanon.builtin.recognizers", "LdaCosine"),
@@ -175,8 +181,10 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "PcaSvm": ("bioanon.builtin.recognizers", "PcaSvm"),
     "RandomForest": ("bioanon.builtin.recognizers", "RandomForest"),
     "scores_param": ("bioanon.builtin.recognizers", "scores_param"),
-    # reuse within a process
-    "reuse_computed": ("bioanon.fit_memo", "reuse_computed"),
+    # the run context and reuse within a run
+    "RunContext": ("bioanon.context", "RunContext"),  # 1.2
+    "current_context": ("bioanon.context", "current_context"),  # 1.2
+    "reuse_computed": ("bioanon.context", "reuse_computed"),
     # testing and conformance (imports pytest when installed, for the fixtures)
     "testing": ("bioanon.testing", None),
     "ConformanceReport": ("bioanon.testing", "ConformanceReport"),
@@ -190,10 +198,11 @@ __all__ = [  # every name of the API (the lazy ones included)
     "ConfigError", "ConformanceReport", "DataError", "DatasetSource", "Deanonymizer", "DeviceError", "FILE_COLUMNS",
     "FeatureRecognizer", "KINDS", "LdaCosine", "LogisticRegression", "Metadata", "Method", "MissingDependencyError",
     "NearestNeighbors", "NotFittedError", "OPTIMIZERS", "ParameterError",
-    "PcaSvm", "PluginError", "RandomForest", "RandomSetMean",
+    "PcaSvm", "PluginError", "RandomForest", "RandomSetMean", "RunContext",
     "Recognizer", "Register", "RegisterFeatures", "SCHEDULERS", "SUBJECT_COLUMNS", "SampleTable", "ScoreMatrix",
     "Selector", "TableError", "UnknownMethodError", "UtilityMeasure", "WeightsError", "align", "arcface_head",
-    "check_method", "class_sums", "device_param", "feature_matrix", "file_key", "fitted", "flatten_payload",
+    "check_method", "class_sums", "current_context", "device_param", "feature_matrix", "file_key", "fitted",
+    "flatten_payload",
     "get_method", "get_registry", "hookimpl", "import_torch", "infer", "jsonable", "key_columns", "labels_of",
     "list_methods", "make_table", "method_training", "n_components_ok", "paired_payloads", "param", "parse_cell",
     "precision_param", "preflight_weights", "progress_bar", "read_csv_rows", "read_metadata_csv", "require_fitted",
@@ -235,15 +244,15 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
         RandomForest as RandomForest,
         scores_param as scores_param,
     )
-    from .builtin.utility import AttributeAccuracy as AttributeAccuracy, align as align
-    from .device import (
-        DeviceError as DeviceError,
+    from .builtin.utility import AttributeAccuracy as AttributeAccuracy
+    from .device import DeviceError as DeviceError, resolve_device as resolve_device
+    from .methods import (
+        align as align,
         device_param as device_param,
         precision_param as precision_param,
-        resolve_device as resolve_device,
         weights_param as weights_param,
     )
-    from .fit_memo import reuse_computed as reuse_computed
+    from .context import RunContext as RunContext, current_context as current_context, reuse_computed as reuse_computed
     from .log import progress_bar as progress_bar
     from .fileio import (
         jsonable as jsonable,

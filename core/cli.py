@@ -16,14 +16,12 @@ import warnings
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from . import __version__
+from ._version import __version__
 from .errors import BioanonError
 from .log import cli_logging, verbosity_level
 from .plugins import PluginLoadWarning, get_plugin_manager
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from .methods import Anonymizer, DatasetSource, Method
 
 WIDTH = 80
@@ -285,13 +283,20 @@ def _print_summary(result: Any) -> None:
         print(f"results: {result.run_dir}")
 
 
+def _run_context() -> Any:
+    """A new run context over the registry of the installed plugins (one per command)."""
+    from .context import RunContext
+
+    return RunContext(get_plugin_manager().registry)
+
+
 def _run_evaluation(config: Any, args: argparse.Namespace) -> int:
     from .evaluation.run import evaluate
 
     result = evaluate(config, out_dir=args.out, run_id=args.run_id, cache=args.cache_dir,
                       executor=args.executor, scheduler=args.scheduler,
                       keep_going=args.keep_going, progress=not args.quiet, report=not args.no_report,
-                      device=args.device, jobs=args.jobs)
+                      device=args.device, jobs=args.jobs, context=_run_context())
     _print_summary(result)
     where = f" (see {result.run_dir / 'failures.json'})" if result.run_dir is not None else ""
     if result.metrics is None or len(result.metrics) == 0:
@@ -321,7 +326,7 @@ def _config_from_args(args: argparse.Namespace) -> Any:
             raw = None  # let load_config report the problem with the file name
         if isinstance(raw, dict) and isinstance(raw.get("dataset"), dict):
             raw["dataset"].setdefault("params", {})["skip_bad_files"] = True
-            config = load_config(raw, base_dir=path.resolve().parent)
+            config = load_config(raw, registry=get_plugin_manager().registry, base_dir=path.resolve().parent)
     return config
 
 
@@ -332,7 +337,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     from .evaluation.checks import validate
 
-    cfg = validate(_config_from_args(args), out_dir=args.out, load_data=args.data)
+    with _run_context().activate():
+        cfg = validate(_config_from_args(args), out_dir=args.out, load_data=args.data)
     settings = sum(len(a.settings()) for a in cfg.anonymizers)
     checked = "config, methods, parameters, optional packages" + (", output folder" if args.out else "") + (
         ", data payloads and label" if args.data else "")
@@ -346,7 +352,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from .evaluation.demo import demo_config
 
     log.info("demo: a full strong evaluation on built-in synthetic data (trait: %s)", args.trait)
-    return _run_evaluation(demo_config(args.trait), args)
+    return _run_evaluation(demo_config(args.trait, get_plugin_manager().registry), args)
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -379,7 +385,7 @@ def _parse_assignments(items: list[str], cls: Any, what: str) -> dict[str, Any]:
 
 def cmd_anonymize(args: argparse.Namespace) -> int:
     from .errors import BioanonError
-    from .export import anonymize, check_output, write_table
+    from .export import anonymize, as_chain, check_output, write_table
 
     registry = get_plugin_manager().registry
     source_cls = cast("type[DatasetSource]", registry.get(args.source, kind="dataset"))
@@ -395,9 +401,7 @@ def cmd_anonymize(args: argparse.Namespace) -> int:
         methods.append(cls(**_parse_assignments(options, cls, "-o")))
     if not methods:
         raise BioanonError("give at least one anonymizer with -m METHOD")
-    if len(methods) > 1:  # several -m: one any.chain of them, in the order given
-        chain_cls = cast("Callable[..., Anonymizer]", registry.get("any.chain", kind="anonymizer"))
-        methods = [chain_cls(steps=tuple({"id": m.id, "params": m.get_params()} for m in methods))]
+    methods = [as_chain(methods, registry)]  # several -m: one any.chain of them, in the order given
     if source.needs_path and not args.path:
         raise BioanonError(f"{source.id} reads a data layout: give its PATH")
     check_output(args.out)  # before any work
@@ -408,7 +412,7 @@ def cmd_anonymize(args: argparse.Namespace) -> int:
             if hasattr(m, "device"):
                 resolve_device(m.device, who=m.id)
         table = source.load(args.path if source.needs_path else None)
-        result = anonymize(table, methods)
+        result = anonymize(table, methods, registry=registry)
     written = write_table(result, args.out)
     chain = " → ".join(m.id for m in getattr(methods[0], "methods_", methods))
     print(f"anonymized {len(result)} samples of {result.num_subjects} subjects with {chain} -> {written}")

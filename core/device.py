@@ -41,9 +41,8 @@ from .errors import BioanonError
 
 __all__ = [
     "DEVICE_ENV", "DEVICE_HELP", "PRECISIONS", "DeviceError", "autocast", "check_device_text", "default_device",
-    "describe_device", "device_kind", "device_param", "precision_param", "resolve_device", "resolve_precision",
-    "using_device", "method_device", "weights_param",
-]
+    "describe_device", "device_kind", "resolve_device", "resolve_precision", "using_device", "method_device",
+]  # the device_param / precision_param / weights_param helpers are in bioanon.methods (also bioanon.api)
 
 DEVICE_ENV = "BIOANON_DEVICE"
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
@@ -60,31 +59,6 @@ class DeviceError(BioanonError, ValueError):
 def check_device_text(value: Any) -> bool:
     """Whether ``value`` is a device text: ``""`` (the run's), ``auto``, ``cpu``, ``cuda``, ``cuda:N``, ``mps``."""
     return isinstance(value, str) and (value == "" or _DEVICE_RE.fullmatch(value) is not None)
-
-
-def device_param(default: str = "") -> Any:
-    """The ``device`` parameter of a torch-backed method (does not enter the parameters' fingerprint; the device
-    *kind* does, see :meth:`bioanon.methods.Method.fingerprint`)."""
-    from .methods import param
-
-    return param(default, help=DEVICE_HELP, check=check_device_text,
-                 check_text="'', auto, cpu, cuda, cuda:N or mps", affects_output=False)
-
-
-def precision_param(default: str = "auto") -> Any:
-    """The ``precision`` parameter of a torch-backed method (part of the fingerprint: it changes results)."""
-    from .methods import param
-
-    return param(default, help="arithmetic: auto (bf16 autocast on CUDA, fp32 on the CPU), fp32, bf16 or fp16 "
-                 "(autocast; weights stay fp32)", choices=PRECISIONS)
-
-
-def weights_param(what: str = "a torch state dict / checkpoint file") -> Any:
-    """The ``weights`` parameter of a trainable torch method: ``what`` to start from, fine-tuned on the training
-    data (its content digest enters the trained-weight cache key; nothing is ever downloaded)."""
-    from .methods import param
-
-    return param("", help=f"{what} to start from (fine-tuned on the training data); nothing is downloaded")
 
 
 def default_device() -> str:

@@ -5,6 +5,11 @@ keys, never data, so an executor only has to run each task once its dependencies
 runs them on this machine: with ``jobs=1`` here, one after another, with a progress bar per stage; with more
 jobs in a pool of worker processes (no server to start) that read the data memory-mapped from the cache. The
 Dask executor runs them on a cluster (or on a local one it starts).
+
+Both run every task with the run's :class:`~bioanon.context.RunContext` active. A worker process gets the context
+pickled with the task, without its registry and stores: it builds the registry from the installed entry points
+(as it always did) and starts with empty stores. A pool worker keeps the context of the run it serves for the
+following tasks of that run (its fits and computed arrays are reused), a Dask task starts from an empty one.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from typing import Any
 import attrs
 
 from .cache import Cache
+from .context import RunContext, active_context
 from .errors import BioanonError
 from .log import progress_bar
 
@@ -110,27 +116,32 @@ class LocalExecutor:
     keep_going : on a failure, record it, skip the tasks that depend on it, and finish the rest.
     progress : show progress (per stage with one job; tasks done / total across workers with more).
     jobs : worker processes (None or 0: ``$BIOANON_JOBS``, else the usable cores).
+    context : the run's context (default: the active one, else a fresh one per task).
     """
 
     make_pool = staticmethod(lambda jobs: _pool(jobs))  # (tests run the scheduler on threads)
 
-    def __init__(self, cache: Cache, *, keep_going: bool = False, progress: bool = True, jobs: int | None = 1):
+    def __init__(self, cache: Cache, *, keep_going: bool = False, progress: bool = True, jobs: int | None = 1,
+                 context: RunContext | None = None):
         self.cache, self.keep_going, self.progress = cache, keep_going, progress
         self.jobs = resolve_jobs(jobs)
+        self.context = context
 
     def run(self, tasks: Sequence[Any]) -> ExecutionReport:
         report = ExecutionReport()
         todo = [t for t in dict((t.key, t) for t in tasks).values()]
         left = [t for t in todo if not self.cache.has_json(t.key)]
         jobs = min(self.jobs, widest_level(left))
-        if jobs > 1 and len(left) >= MIN_TASKS_PER_WORKER * jobs and not _runtime_plugins():
+        context = self.context if self.context is not None else (active_context() or RunContext(cache=self.cache))
+        if (jobs > 1 and len(left) >= MIN_TASKS_PER_WORKER * jobs and not _runtime_plugins()
+                and _default_registry(context)):
             report.jobs = jobs
-            return self._run_pool(todo, report, jobs)
+            return self._run_pool(todo, report, jobs, context)
         log.info("running %d task(s) in this process", len(left))
-        return self._run_here(tasks, report)
+        return self._run_here(tasks, report, context)
 
     # -- in this process ------------------------------------------------------------------------------------
-    def _run_here(self, tasks: Sequence[Any], report: ExecutionReport) -> ExecutionReport:
+    def _run_here(self, tasks: Sequence[Any], report: ExecutionReport, context: RunContext) -> ExecutionReport:
         from .evaluation.tasks import run_task
 
         bad: set[str] = set()
@@ -155,7 +166,7 @@ class LocalExecutor:
                 else:
                     start = time.perf_counter()
                     try:
-                        record = run_task(t, self.cache)
+                        record = run_task(t, self.cache, context)
                     except Exception as exc:  # noqa: BLE001 - reported with the task's name
                         msg = f"{t.label}: {type(exc).__name__}: {exc}"
                         if not self.keep_going:
@@ -171,7 +182,8 @@ class LocalExecutor:
         return report
 
     # -- in a pool of worker processes ----------------------------------------------------------------------
-    def _run_pool(self, tasks: list[Any], report: ExecutionReport, jobs: int) -> ExecutionReport:
+    def _run_pool(self, tasks: list[Any], report: ExecutionReport, jobs: int,
+                  context: RunContext) -> ExecutionReport:
         from concurrent.futures import FIRST_COMPLETED, wait
         from concurrent.futures.process import BrokenProcessPool
 
@@ -219,7 +231,7 @@ class LocalExecutor:
                     ready.remove(t)
                     busy |= devices
                     with _main_hidden():  # a worker started here must not run the caller's script again
-                        running[pool.submit(_run_timed, t, self.cache, env)] = (t, devices)
+                        running[pool.submit(_run_timed, t, self.cache, env, context)] = (t, devices)
                 if not running:  # only accelerator tasks are ready and their devices are taken: cannot happen
                     raise BioanonError("the local executor has ready tasks it cannot start")  # pragma: no cover
                 finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
@@ -271,6 +283,14 @@ def _runtime_plugins() -> bool:
         fresh.autoload, fresh.disabled, fresh.include_builtin)
 
 
+def _default_registry(context: RunContext) -> bool:
+    """Whether ``context``'s registry is the one a worker builds from the environment (else a worker could not
+    find the run's methods: the tasks run in this process)."""
+    from .plugins import get_plugin_manager
+
+    return context.registry is get_plugin_manager().registry
+
+
 @contextlib.contextmanager
 def _main_hidden() -> Iterator[None]:
     """Inside the block, new worker processes (spawn / fork server) do not import the ``__main__`` module: a
@@ -300,8 +320,9 @@ def _plugin_switches() -> tuple[str, ...]:
                                                  "BIOANON_STRICT_PLUGINS"))
 
 
-def _run_timed(task: Any, cache: Cache, env: Mapping[str, str]) -> tuple[Any, float]:
-    """In a worker: run the task with the caller's ``BIOANON_*`` settings; its record and seconds."""
+def _run_timed(task: Any, cache: Cache, env: Mapping[str, str], context: RunContext) -> tuple[Any, float]:
+    """In a worker: run the task with the caller's ``BIOANON_*`` settings and the run's context; its record and
+    seconds. The worker keeps the run's context (:meth:`RunContext.hold`) for its next tasks of the same run."""
     from .evaluation.tasks import run_task
 
     before = _plugin_switches()
@@ -314,7 +335,7 @@ def _run_timed(task: Any, cache: Cache, env: Mapping[str, str]) -> tuple[Any, fl
 
         reset_plugin_manager(None)
     start = time.perf_counter()
-    record = run_task(task, cache)
+    record = run_task(task, cache, context.hold())
     return record, time.perf_counter() - start
 
 
@@ -377,11 +398,12 @@ def _close_pools() -> None:
     _POOLS.clear()
 
 
-def _run_on_worker(task: Any, cache: Cache, *dependencies: Any) -> Any:
-    """Executed on a Dask worker: the dependencies' records are only awaited, data comes from the cache."""
+def _run_on_worker(task: Any, cache: Cache, context: RunContext | None, *dependencies: Any) -> Any:
+    """Executed on a Dask worker: the dependencies' records are only awaited, data comes from the cache; the
+    task runs with the run's context (rebuilt on the worker, empty stores)."""
     from .evaluation.tasks import run_task
 
-    return run_task(task, cache)
+    return run_task(task, cache, context)
 
 
 class DaskExecutor:
@@ -402,13 +424,17 @@ class DaskExecutor:
     keep_going, progress : as for :class:`LocalExecutor`.
     retries : retries of a task that raised.
     jobs : workers of the local cluster (None or 0: ``$BIOANON_JOBS``, else the usable cores).
+    context : the run's context (default: the active one); its registry must be the one the workers build from
+        their installed entry points.
     """
 
     def __init__(self, cache: Cache, *, scheduler: str | None = None, client: Any = None, keep_going: bool = False,
-                 progress: bool = True, retries: int = 1, jobs: int | None = None):
+                 progress: bool = True, retries: int = 1, jobs: int | None = None,
+                 context: RunContext | None = None):
         self.cache, self.scheduler, self.client = cache, scheduler, client
         self.keep_going, self.progress, self.retries = keep_going, progress, retries
         self.jobs = jobs
+        self.context = context
 
     def run(self, tasks: Sequence[Any]) -> ExecutionReport:
         try:
@@ -416,6 +442,7 @@ class DaskExecutor:
         except ImportError as exc:  # pragma: no cover - dask is an optional extra
             raise BioanonError("the Dask executor needs `pip install 'bioanon[dask]'`") from exc
 
+        context = self.context if self.context is not None else active_context()
         cluster = None
         if self.client is not None:
             client = self.client
@@ -445,7 +472,7 @@ class DaskExecutor:
                     report.records[t.key] = self.cache.get_json(t.key)
                     continue
                 deps = [futures[d] for d in t.deps if d in futures]
-                fut = client.submit(_run_on_worker, t, self.cache, *deps, key=f"bioanon-{t.stage}-{t.key}",
+                fut = client.submit(_run_on_worker, t, self.cache, context, *deps, key=f"bioanon-{t.stage}-{t.key}",
                                     retries=self.retries, pure=False)
                 futures[t.key], labels[fut.key] = fut, t
                 pending.append(fut)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -23,33 +23,47 @@ from .fileio import atomic_write, output_problem
 from .table import SampleTable
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from .methods import Anonymizer
+    from .registry import Registry
 
 TABLE_SUFFIXES = (".arrow", ".parquet")
 FORMATS = ".arrow, .parquet, .csv (features only) or a folder (a path without suffix)"
 
 
-def anonymize(table: SampleTable, methods: Iterable[Any]) -> SampleTable:
-    """Apply anonymizers in order, each fitted on (and applied to) the previous one's output; every step is
-    recorded in the table's lineage. ``methods`` are Anonymizer instances or ids (default parameters)."""
-    from . import get_method
+def as_chain(methods: Sequence[Anonymizer], registry: Registry) -> Anonymizer:
+    """``methods`` (Anonymizer instances) as one anonymizer: the method itself when there is one, else one
+    ``any.chain`` of them in the order given, built from their ids and parameters with ``registry``."""
+    if len(methods) == 1:
+        return methods[0]
+    chain_cls = cast("Callable[..., Anonymizer]", registry.get("any.chain", kind="anonymizer"))
+    return chain_cls(steps=tuple({"id": m.id, "params": m.get_params()} for m in methods))
+
+
+def anonymize(table: SampleTable, methods: Iterable[Any], *, registry: Any = None) -> SampleTable:
+    """Apply anonymizers in order, each fitted on (and applied to) the previous one's output, and record it in
+    the table's lineage: one step, an ``any.chain`` of them when there are several (as ``bioanon anonymize -m a
+    -m b`` does). ``methods`` are Anonymizer instances or ids (default parameters) of ``registry`` (default:
+    the current run's, :func:`bioanon.context.current_context`)."""
     from .cache import table_fingerprint
+    from .context import current_context
     from .fileio import jsonable
 
-    out = table
-    steps = [get_method(m) if isinstance(m, str) else m for m in methods]
+    if registry is None:
+        registry = current_context().registry
+    steps = [registry.create(m) if isinstance(m, str) else m for m in methods]
     if not steps:
         raise BioanonError("anonymize: give at least one anonymizer")
     for m in steps:
         if getattr(m, "kind", None) != "anonymizer":
             raise BioanonError(f"anonymize: {getattr(m, 'id', m)!r} is not an anonymizer")
-        before = out
-        out = cast("Anonymizer", m).fit(before).transform(before)
-        if not np.array_equal(out.sample_ids, before.sample_ids):
-            raise BioanonError(f"{m.id} changed the sample ids or their order")
-        out = out.with_lineage_step({"step": m.id, "fingerprint": m.fingerprint(),
-                                     "input": table_fingerprint(before), "params": jsonable(m.get_params())})
-    return out
+    m = as_chain(steps, registry)
+    out: SampleTable = m.fit(table).transform(table)
+    if not np.array_equal(out.sample_ids, table.sample_ids):
+        raise BioanonError(f"{m.id} changed the sample ids or their order")
+    return out.with_lineage_step({"step": m.id, "fingerprint": m.fingerprint(),
+                                  "input": table_fingerprint(table), "params": jsonable(m.get_params())})
 
 
 WRITERS = (".arrow", ".parquet", ".csv", "")  # "": a folder of files

@@ -1,18 +1,22 @@
-"""Reuse of fitted recognizers within a process.
+"""Reuse of fitted recognizers and computed arrays within a run.
 
 In a strong evaluation the clear, naive, lazy and deanon scenarios all train their recognizer on the clear
 attacker set, which every anonymizer setting of a repeat shares, and the embedding selectors fit the same
 recognizer on the same anonymized attacker set for every subject count. Without reuse a sweep of S settings
-fits each recognizer 4·S times on identical data. :data:`FITTED` keeps the last few fits, keyed by the
+fits each recognizer 4·S times on identical data. :class:`FittedRecognizers` keeps the last few fits, keyed by the
 recognizer's spec (id and parameters, seed included), an identifier of the training data (a cache key or a
 content fingerprint) and the label. Fits are seeded, so a reused fit is what a refit would give. Callers get a
 deep copy, so enrolment never touches the stored fit.
 
 The same holds for features that a fixed function computes from a table's content (a pretrained encoder's
 embeddings, utterance statistics, spectrograms): the clear evaluation set is embedded again for every
-anonymizer setting, and the anonymized one once per attacker scenario. :data:`COMPUTED` keeps the last
+anonymizer setting, and the anonymized one once per attacker scenario. :class:`ComputedFeatures` keeps the last
 results of such computations, keyed by what was computed, its parameters and a digest of the input arrays'
 bytes, so a repeat returns a copy of the array first computed — the same values, bit for bit.
+
+Both stores belong to a run: each :class:`~bioanon.context.RunContext` has its own (``context.fitted``,
+``context.computed``); there is no process-wide store. :func:`bioanon.context.reuse_computed` (also
+``bioanon.api.reuse_computed``) reaches the active run's store.
 
 ``BIOANON_FIT_MEMO=0`` turns both reuses off (every call fits and computes anew).
 """
@@ -29,7 +33,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["COMPUTED", "FITTED", "ComputedFeatures", "FittedRecognizers", "content_digest", "reuse_computed"]
+__all__ = ["ComputedFeatures", "FittedRecognizers", "content_digest"]
 
 
 class FittedRecognizers:
@@ -47,14 +51,14 @@ class FittedRecognizers:
         return os.environ.get("BIOANON_FIT_MEMO", "1") != "0"
 
     def get(self, spec: Mapping[str, Any], train_id: Any, label: str, train: Callable[[], Any], *,
-            kind: str | None = "recognizer") -> Any:
-        """A recognizer built from ``spec`` (``{"id": ..., "params": {...}}``) and fitted on ``train()`` for
-        ``label``; ``train_id`` (JSON-able) identifies that training data. ``train`` is called only on a miss."""
-        from . import get_registry
+            create: Callable[..., Any], kind: str | None = "recognizer") -> Any:
+        """A recognizer built from ``spec`` (``{"id": ..., "params": {...}}``) by ``create(id, kind, **params)``
+        (a registry's ``create``) and fitted on ``train()`` for ``label``; ``train_id`` (JSON-able) identifies
+        that training data. ``train`` is called only on a miss."""
         from .cache import fingerprint
 
         def fit() -> Any:
-            rec = get_registry().create(spec["id"], kind, **dict(spec.get("params", {})))
+            rec = create(spec["id"], kind, **dict(spec.get("params", {})))
             rec.fit(train(), label)
             return rec
 
@@ -80,10 +84,6 @@ class FittedRecognizers:
         with self._lock:
             self._fits.clear()
             self.hits = self.misses = 0
-
-
-#: The process-wide store used by the evaluation's score tasks and the embedding selectors.
-FITTED = FittedRecognizers()
 
 
 def content_digest(arrays: Sequence[np.ndarray] | np.ndarray) -> str:
@@ -141,14 +141,3 @@ class ComputedFeatures:
             self._bytes = 0
             self.hits = self.misses = 0
 
-
-#: The process-wide store of computed features (pretrained embeddings, utterance statistics, ...).
-COMPUTED = ComputedFeatures()
-
-
-def reuse_computed(what: str, params: Mapping[str, Any], inputs: Sequence[np.ndarray] | np.ndarray,
-                   compute: Callable[[], np.ndarray]) -> np.ndarray:
-    """``compute()``, reused from :data:`COMPUTED` when the same ``what`` (e.g. the method id and step),
-    ``params`` and input arrays were computed before in this process. For a deterministic function of the
-    inputs only (a pretrained encoder, fixed feature extraction), never for fitted or seeded state."""
-    return COMPUTED.get(what, params, inputs, compute)

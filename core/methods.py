@@ -33,6 +33,7 @@ from typing import Any, ClassVar, Literal, cast
 import attrs
 import numpy as np
 
+from .device import DEVICE_HELP, PRECISIONS, check_device_text
 from .errors import DataError, ParameterError, require_fitted
 
 __all__ = [
@@ -608,7 +609,8 @@ def feature_view(table: Any, payload: str | None = None, *, candidates: Sequence
     * else the first of the table's payloads for which a plugin registered a default feature view through the
       ``register_payload_features`` hook (:mod:`bioanon.hookspecs`), e.g. the utterance MFCC statistics that
       bioanon-voice registers for ``audio``. The core knows no trait: which payloads have a view, and what it
-      is, comes from the installed plugins (``registry``: default the process-wide one).
+      is, comes from the installed plugins (``registry``: default the current run's,
+      :func:`bioanon.context.current_context`).
 
     Each table is resolved on its own, so a clear table with ``audio`` and an anonymized one with the same
     statistics as ``features`` (``voice.random_set_mean``) meet in one space.
@@ -637,9 +639,9 @@ def feature_view(table: Any, payload: str | None = None, *, candidates: Sequence
             return column, flatten_payload(table.payload(column))
         if featurizers is None:
             if registry is None:
-                from .plugins import get_registry
+                from .context import current_context
 
-                registry = get_registry()
+                registry = current_context().registry
             featurizers = getattr(registry, "featurizers", {})
         view = featurizers.get(column)
         if view is None:
@@ -720,17 +722,64 @@ def comparator_stamp(table: Any) -> dict[str, Any] | None:
 
 def table_comparator(table: Any, registry: Any = None) -> Comparator | None:
     """The :class:`Comparator` declared for ``table``'s templates: the recorded protection is created from
-    ``registry`` (default: the process-wide one) with its recorded parameters and asked for its comparator.
+    ``registry`` (default: the current run's) with its recorded parameters and asked for its comparator.
     None when the table records none."""
     stamp = comparator_stamp(table)
     if stamp is None:
         return None
     if registry is None:
-        from .plugins import get_registry
+        from .context import current_context
 
-        registry = get_registry()
+        registry = current_context().registry
     comparator = registry.create(stamp["id"], "anonymizer", **stamp.get("params", {})).comparator()
     return cast("Comparator | None", comparator)
+
+
+# --------------------------------------------------------------------------------------------------- parameters
+# (of torch-backed methods; here rather than in bioanon.device, which knows nothing of methods)
+
+
+def device_param(default: str = "") -> Any:
+    """The ``device`` parameter of a torch-backed method (does not enter the parameters' fingerprint; the device
+    *kind* does, see :meth:`Method.fingerprint`)."""
+    return param(default, help=DEVICE_HELP, check=check_device_text,
+                 check_text="'', auto, cpu, cuda, cuda:N or mps", affects_output=False)
+
+
+def precision_param(default: str = "auto") -> Any:
+    """The ``precision`` parameter of a torch-backed method (part of the fingerprint: it changes results)."""
+    return param(default, help="arithmetic: auto (bf16 autocast on CUDA, fp32 on the CPU), fp32, bf16 or fp16 "
+                 "(autocast; weights stay fp32)", choices=PRECISIONS)
+
+
+def weights_param(what: str = "a torch state dict / checkpoint file") -> Any:
+    """The ``weights`` parameter of a trainable torch method: ``what`` to start from, fine-tuned on the training
+    data (its content digest enters the trained-weight cache key; nothing is ever downloaded)."""
+    return param("", help=f"{what} to start from (fine-tuned on the training data); nothing is downloaded")
+
+
+def align(original: Any, anonymized: Any) -> Any:
+    """``anonymized`` with its rows reordered to match ``original`` by sample id.
+
+    Raises
+    ------
+    TableError
+        If the two tables do not hold the same sample ids (names some missing and extra ones).
+    """
+    from .errors import TableError
+
+    a, b = original.sample_ids, anonymized.sample_ids
+    if len(a) == len(b) and np.array_equal(a, b):
+        return anonymized
+    order = np.argsort(b)
+    pos = np.minimum(np.searchsorted(b[order], a), max(len(b) - 1, 0))
+    found = (b[order][pos] == a) if len(b) else np.zeros(len(a), bool)
+    if len(a) != len(b) or not found.all():
+        missing = a[~found][:5].tolist()
+        extra = sorted(set(b.tolist()) - set(a.tolist()))[:5]
+        raise TableError(f"original ({len(a)} samples) and anonymized ({len(b)} samples) tables do not hold the "
+                         f"same sample ids: missing from anonymized {missing}, extra in anonymized {extra}")
+    return anonymized.take(order[pos])
 
 
 # --------------------------------------------------------------------------------------------------- kinds
@@ -953,8 +1002,6 @@ class UtilityMeasure(Method):
 
     def measure(self, original: Any, anonymized: Any) -> np.ndarray:
         if self.extracts:
-            from .builtin.utility import align
-
             anonymized = align(original, anonymized)
             return self.compare(original, self.extract(original), self.extract(anonymized))
         raise NotImplementedError

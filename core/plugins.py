@@ -39,7 +39,7 @@ import attrs
 import pluggy
 
 from . import hookspecs
-from .api import API_VERSION
+from ._version import API_VERSION
 from .errors import PluginError
 from .registry import Entry, Featurizer, Registry, validate_method_class
 
@@ -219,7 +219,7 @@ class PluginManager:
     def _candidates(self) -> list[_Candidate]:
         out = []
         if self.include_builtin:
-            from . import __version__
+            from ._version import __version__
 
             def load_builtin() -> object:
                 from .builtin import plugin

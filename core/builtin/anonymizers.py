@@ -144,15 +144,15 @@ class Chain(Anonymizer):
 
     @classmethod
     def step_class(cls, method_id: str) -> type[Method]:
-        """The anonymizer class of a step id: the one place the chain reaches the registry (there is no run
-        context yet). UnknownMethodError, with suggestions, when no method has that id (a method of another
-        kind is returned: :meth:`build_steps` names its kind)."""
+        """The anonymizer class of a step id: the one place the chain reaches the registry, the current run's
+        (:func:`bioanon.context.current_context`). UnknownMethodError, with suggestions, when no method has
+        that id (a method of another kind is returned: :meth:`build_steps` names its kind)."""
         local = cls.local_step_classes()
         if method_id in local:
             return local[method_id]
-        from ..plugins import get_registry
+        from ..context import current_context
 
-        registry = get_registry()
+        registry = current_context().registry
         if method_id not in registry:
             raise UnknownMethodError(method_id, registry.suggest(method_id, "anonymizer"), kind="anonymizer")
         return registry.get(method_id)

@@ -13,7 +13,8 @@ from typing import Any, ClassVar, cast
 import attrs
 import numpy as np
 
-from ..device import device_param, precision_param, resolve_device, weights_param
+from ..device import resolve_device
+from ..methods import device_param, precision_param, weights_param
 from ..errors import DataError, require_fitted
 from ..methods import Deanonymizer, fitted, param
 from ..nettrain import infer, method_training, preflight_weights, stage, train_net

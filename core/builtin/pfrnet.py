@@ -12,7 +12,8 @@ from typing import Any, ClassVar, cast
 import attrs
 import numpy as np
 
-from ..device import device_param, precision_param, resolve_device
+from ..device import resolve_device
+from ..methods import device_param, precision_param
 from ..errors import TableError, require_fitted
 from ..methods import Anonymizer, feature_matrix, fitted, param
 from ..nettrain import infer, method_training, softmax_head, stage, train_net

@@ -8,7 +8,8 @@ import attrs
 import numpy as np
 
 from .. import random_set_mean as engine
-from ..device import device_param, resolve_device
+from ..device import resolve_device
+from ..methods import device_param
 from ..errors import ParameterError, TableError
 from ..methods import Anonymizer, fitted, labels_of, param
 from ..payloads import flatten_payload, restore_dtype

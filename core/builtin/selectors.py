@@ -93,9 +93,9 @@ def spread_greedy(points: np.ndarray, n: int, seed: int = 0) -> list[int]:
 
 
 def _recognizer(recognizer_id: str):
-    from .. import get_registry
+    from ..context import current_context
 
-    return get_registry().create(recognizer_id, kind="recognizer")
+    return current_context().create(recognizer_id, "recognizer")
 
 
 def _require_attacker(method: Selector, attacker) -> None:
@@ -272,14 +272,16 @@ class _EmbeddingSelector(Selector):
             sd = x.std(axis=0)
             return (x - x.mean(axis=0)) / np.where(sd > 1e-12, sd, 1.0)
         from ..cache import table_fingerprint
-        from ..fit_memo import FITTED
+        from ..context import current_context
 
         if not _recognizer(self.recognizer).has_embedding:
             raise TableError(f"{self.id}: recognizer {self.recognizer!r} has no embedding; use one with an "
                              f"embedding (e.g. any.lda_cosine) or '' for the payload space")
         train = attacker if attacker is not None else table
         # the same fit serves every subject count of a selection sweep (keyed by the training data's content)
-        rec = FITTED.get({"id": self.recognizer}, ["table", table_fingerprint(train)], "subject", lambda: train)
+        # (the run's store of fits: the select task activates the run's context)
+        ctx = current_context()
+        rec = ctx.fit({"id": self.recognizer}, ["table", table_fingerprint(train)], "subject", lambda: train)
         return np.asarray(rec.embed(table), dtype=np.float64)
 
 

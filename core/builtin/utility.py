@@ -14,30 +14,8 @@ import attrs
 import numpy as np
 
 from ..errors import TableError, require_fitted
-from ..methods import UtilityMeasure, feature_matrix, fitted, param
+from ..methods import UtilityMeasure, align, feature_matrix, fitted, param  # noqa: F401 -- align re-exported
 from ..payloads import flatten_payload
-
-
-def align(original: Any, anonymized: Any) -> Any:
-    """``anonymized`` with its rows reordered to match ``original`` by sample id.
-
-    Raises
-    ------
-    TableError
-        If the two tables do not hold the same sample ids (names some missing and extra ones).
-    """
-    a, b = original.sample_ids, anonymized.sample_ids
-    if len(a) == len(b) and np.array_equal(a, b):
-        return anonymized
-    order = np.argsort(b)
-    pos = np.minimum(np.searchsorted(b[order], a), max(len(b) - 1, 0))
-    found = (b[order][pos] == a) if len(b) else np.zeros(len(a), bool)
-    if len(a) != len(b) or not found.all():
-        missing = a[~found][:5].tolist()
-        extra = sorted(set(b.tolist()) - set(a.tolist()))[:5]
-        raise TableError(f"original ({len(a)} samples) and anonymized ({len(b)} samples) tables do not hold the "
-                         f"same sample ids: missing from anonymized {missing}, extra in anonymized {extra}")
-    return anonymized.take(order[pos])
 
 
 def _valid(v: np.ndarray) -> np.ndarray:

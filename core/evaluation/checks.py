@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 
 from ..fileio import output_problem
+from .config import raise_problems
 
 
 def reads_payload(cls: Any, payload_names: list[str], viewed: set[str] | frozenset[str] = frozenset()) -> bool:
@@ -72,11 +73,11 @@ def device_problems(cfg: Any, device: str | None = None) -> list[str]:
 def data_problems(cfg: Any, table: Any) -> list[str]:
     """Problems of the configured methods with the loaded data: payloads no method input matches, a label
     column that does not exist. Each line starts with the config key path."""
-    from .. import get_registry
+    from ..context import current_context
 
     problems = []
     payloads = table.payload_names
-    viewed = set(get_registry().featurizers)
+    viewed = set(current_context().registry.featurizers)
     templates = getattr(cfg, "templates", None)
     if templates is not None:  # the extractor reads the data; everything after it reads templates
         cls = templates.recognizer.method_class()
@@ -153,15 +154,6 @@ def preflight_problems(cfg: Any, table: Any) -> list[str]:
     return problems
 
 
-def raise_problems(problems: list[str], header: str) -> None:
-    """Raise one ConfigError listing ``problems`` (nothing when there are none)."""
-    from .config import _raise
-
-    if problems:
-        n = len(problems)
-        _raise(problems, f"{header} ({n} problem{'s' if n > 1 else ''})")
-
-
 def validate(config: Any, *, out_dir: str | os.PathLike[str] | None = None, data: Any = None,
              load_data: bool = False) -> Any:
     """Check a config before running it; return the validated :class:`~bioanon.evaluation.config.EvalConfig`.
@@ -191,7 +183,7 @@ def validate(config: Any, *, out_dir: str | os.PathLike[str] | None = None, data
         raise_problems(getattr(exc, "problems", [str(exc)]) + problems, f"invalid evaluation config{where}")
         raise
     if data is None and load_data:
-        from .run import load_data as _load
+        from .data import load_data as _load
 
         data = _load(cfg)
     problems += device_problems(cfg)
@@ -205,9 +197,9 @@ def validate(config: Any, *, out_dir: str | os.PathLike[str] | None = None, data
 
 def attacker_problems(cfg: Any, data: Any) -> list[str]:
     """What is wrong with the ``[attacker_dataset]`` of ``cfg`` against the evaluated data ``data`` (its
-    attribute mapping, subject, label and payload checks; see :func:`~bioanon.evaluation.run.prepare_attacker_data`),
+    attribute mapping, subject, label and payload checks; see :func:`~bioanon.evaluation.data.prepare_attacker_data`),
     after loading it without the cache."""
-    from .run import attacker_data_problems, import_dataset, map_attacker_table
+    from .data import attacker_data_problems, import_dataset, map_attacker_table
 
     problems: list[str] = []
     table = map_attacker_table(import_dataset(cfg.attacker_dataset, None, "attacker data set")[0],

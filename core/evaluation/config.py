@@ -110,9 +110,10 @@ TEMPLATE_FITS = ("background", "attacker")
 
 
 def _registry() -> Any:
-    from .. import get_registry
+    """The registry ids resolve in: the current run's (:func:`bioanon.context.current_context`)."""
+    from ..context import current_context
 
-    return get_registry()
+    return current_context().registry
 
 
 @attrs.frozen
@@ -139,7 +140,8 @@ class MethodSpec:
             return [dict(self.params)]
         keys = list(self.grid)
         return [
-            {**self.params, **dict(zip(keys, combo))} for combo in itertools.product(*(self.grid[k] for k in keys))
+            {**self.params, **dict(zip(keys, combo, strict=True))}
+            for combo in itertools.product(*(self.grid[k] for k in keys))
         ]
 
     def method_class(self) -> type[Method]:
@@ -390,7 +392,8 @@ def load_config(
     ----------
     source : the path of a ``.toml`` file, or the config as a dict (e.g. ``EvalConfig.to_dict()``); an
         ``EvalConfig`` is returned as it is.
-    registry : the method registry to resolve ids in (default: :func:`bioanon.get_registry`).
+    registry : the method registry to resolve ids in (default: the current run's,
+        :func:`bioanon.context.current_context`).
     base_dir : directory a relative ``dataset.path`` is resolved against (default: the TOML file's
         directory; for a dict, the current directory). The path is stored absolute.
     check_paths : report a ``dataset.path`` that does not exist.
@@ -435,6 +438,13 @@ def _raise(problems: list[str], header: str) -> None:
     err = ConfigError(header + ":\n" + "\n".join("  " + p for p in problems))
     err.problems = list(problems)  # type: ignore[attr-defined]
     raise err
+
+
+def raise_problems(problems: list[str], header: str) -> None:
+    """Raise one ConfigError listing ``problems`` (nothing when there are none)."""
+    if problems:
+        n = len(problems)
+        _raise(problems, f"{header} ({n} problem{'s' if n > 1 else ''})")
 
 
 def _got(value: Any) -> str:
@@ -1055,9 +1065,9 @@ class _Validator:
         coerced: dict[str, list] = {k: [_MISSING] * len(v) for k, v in sweep.items()}
         fixed: dict | None = None
         for combo in itertools.product(*(range(len(sweep[k])) for k in keys)):
-            if bad_fixed or any((k, i) in bad_values for k, i in zip(keys, combo)):
+            if bad_fixed or any((k, i) in bad_values for k, i in zip(keys, combo, strict=True)):
                 continue  # already reported value by value
-            setting = {k: sweep[k][i] for k, i in zip(keys, combo)}
+            setting = {k: sweep[k][i] for k, i in zip(keys, combo, strict=True)}
             try:
                 instance = cls(**params, **setting)
             except ParameterError as exc:
@@ -1077,7 +1087,7 @@ class _Validator:
             if fixed is None:  # (parameters a preset sets stay unset unless given: each setting's preset sets them)
                 preset_set = cls.preset_params() if "preset" in sweep else set()
                 fixed = {k: v for k, v in values.items() if k not in sweep and (k in params or k not in preset_set)}
-            for k, i in zip(keys, combo):
+            for k, i in zip(keys, combo, strict=True):
                 coerced[k][i] = values[k]
         if not ok or fixed is None:
             return None
@@ -1147,12 +1157,12 @@ def _to_toml(cfg: EvalConfig) -> str:
         a["params"] = _params_without_none(a["params"], cfg.attacker_dataset, "attacker_dataset.params")
     for section, specs in (("anonymizers", cfg.anonymizers), ("recognizers", cfg.recognizers),
                            ("utility", cfg.utility)):
-        for i, (entry, spec) in enumerate(zip(d[section], specs)):
+        for i, (entry, spec) in enumerate(zip(d[section], specs, strict=True)):
             entry["params"] = _params_without_none(entry["params"], spec, f"{section}[{i}].params")
     if cfg.deanonymizer is not None:
         d["deanonymizer"]["params"] = _params_without_none(d["deanonymizer"]["params"], cfg.deanonymizer,
                                                            "deanonymizer.params")
-    for i, (entry, spec) in enumerate(zip(d["selection"]["selectors"], cfg.selection.selectors)):
+    for i, (entry, spec) in enumerate(zip(d["selection"]["selectors"], cfg.selection.selectors, strict=True)):
         entry["params"] = _params_without_none(entry["params"], spec, f"selection.selectors[{i}].params")
     if cfg.templates is not None:
         d["templates"]["params"] = _params_without_none(d["templates"]["params"], cfg.templates.recognizer,

@@ -7,25 +7,28 @@ from typing import Any
 from ..errors import BioanonError
 
 
-def demo_config(trait: str = "any") -> dict[str, Any]:
+def demo_config(trait: str = "any", registry: Any = None) -> dict[str, Any]:
     """The demo's config: two anonymizers swept, three recognizers, naive and parrot attackers, two selectors.
 
     ``trait`` picks the installed plugin's synthetic source (``<trait>.synthetic``); the default uses the core's
-    synthetic feature vectors."""
-    from .. import get_registry
+    synthetic feature vectors. ``registry``: where to find the source (default: the current run's)."""
+    from ..context import current_context
+
+    if registry is None:
+        registry = current_context().registry
 
     if trait == "any":
         dataset = {"source": "any.synthetic",
                    "params": {"n_subjects": 60, "samples_per_subject": 12, "dim": 32, "seed": 7}}
     else:
         source = f"{trait}.synthetic"
-        if source not in get_registry():
+        if source not in registry:
             raise BioanonError(f"--trait {trait}: no dataset source {source!r} is installed; "
                                f"install bioanon-{trait} (or use --trait any)")
         dataset = {"source": source, "params": {}}
     attribute = "activity"
     if trait != "any":
-        attrs_ = get_registry().create(dataset["source"]).load().attribute_names
+        attrs_ = registry.create(dataset["source"]).load().attribute_names
         if attribute not in attrs_:
             if not attrs_:
                 raise BioanonError(f"{dataset['source']} has no attribute column for the utility measure")

@@ -26,10 +26,23 @@ import attrs
 import numpy as np
 
 from ..cache import Cache, table_fingerprint
+from ..context import RunContext
 from ..errors import BioanonError
 from ..fileio import atomic_write, atomic_write_text, jsonable
 from ..table import LOAD_WARNINGS, SampleTable, _part_sizes
 from .checks import data_problems, device_problems, raise_problems
+from .data import (  # noqa: F401 -- re-exported (the names of bioanon.evaluation.run before the split)
+    ResourceEstimate,
+    attacker_data_problems,
+    check_disk_space,
+    dataset_name,
+    import_data,
+    import_dataset,
+    import_key,
+    load_data,
+    map_attacker_table,
+    prepare_attacker_data,
+)
 from .rundir import RunFolder, RunInterrupted
 from .scenarios import ATTACK_SCENARIOS  # noqa: F401 -- re-exported (bioanon.evaluation.run.ATTACK_SCENARIOS)
 from .scenarios import CLEAR, headline_metric_of, planned_scenarios, scenario_tables, worst_case
@@ -44,7 +57,8 @@ class Plan:
     tasks: list[TaskSpec]
     dataset_key: str
     warnings: list[str]
-    score_tasks: list[dict[str, Any]]  # {key, anonymizer, setting, setting_index, repeat, recognizer, scenario, selections}
+    # {key, anonymizer, setting, setting_index, repeat, recognizer, scenario, selections}
+    score_tasks: list[dict[str, Any]]
     utility_tasks: list[dict[str, Any]]
     split_tasks: list[dict[str, Any]]
     n_evaluation_subjects: int
@@ -152,220 +166,6 @@ def _with_seed(method: dict[str, Any], seed: int) -> dict[str, Any]:
     if "seed" in method["params"]:
         return {"id": method["id"], "params": {**method["params"], "seed": int(seed)}}
     return method
-
-
-def load_data(cfg: Any, data: SampleTable | None = None, cache: Cache | None = None) -> SampleTable:
-    """The configured data set (or ``data`` when given); with a ``cache``, through the import cache
-    (:func:`import_data`)."""
-    return import_data(cfg, data, cache)[0]
-
-
-def import_data(cfg: Any, data: SampleTable | None, cache: Cache | None) -> tuple[SampleTable, str | None]:
-    """The data set and its content fingerprint when known without hashing it (else None).
-
-    With a ``cache``, an import done before is found there *before* anything is read: the key is the dataset
-    source (id, version, parameters, the code of its module) and the files under the path (names, sizes and
-    modification times, or their bytes with ``[dataset] files = "content"``); on a hit the stored table is
-    opened memory-mapped. A new import is stored under its content fingerprint, with the import key pointing
-    to it, and returned memory-mapped from there; a later run imports again when a file, a parameter or the
-    source's code changed."""
-    if data is not None:
-        return data, None
-    return import_dataset(cfg.dataset, cache)
-
-
-def import_dataset(spec: Any, cache: Cache | None, what: str = "data set") -> tuple[SampleTable, str | None]:
-    """Import a DatasetSpec (``[dataset]`` or ``[attacker_dataset]``) through the import cache (see
-    :func:`import_data`); ``what`` names it in the log."""
-    key = import_key(spec) if cache is not None else None
-    if key is not None:
-        ref = cache.get_json(key)
-        table = cache.get_table(ref["dataset"]) if isinstance(ref, Mapping) and "dataset" in ref else None
-        if table is not None:
-            log.info("%s %s: %d samples, imported before (from the cache)", what, spec.source, table.num_rows)
-            return table, ref["dataset"]
-    from .. import load_dataset
-
-    log.info("importing the %s %s%s", what, spec.source, f" from {spec.path}" if spec.path else "")
-    table = load_dataset(spec.source, spec.path, **spec.params)
-    if key is None:
-        return table, None
-    check_disk_space(ResourceEstimate(2 * int(table.arrow.nbytes), 0, 0), cache)  # room for the table itself
-    dataset_key = table_fingerprint(table)
-    cache.put_table(dataset_key, table)
-    cache.put_json(key, {"dataset": dataset_key, "source": spec.source, "path": spec.path,
-                         "rows": table.num_rows})
-    stored = cache.get_table(dataset_key)  # memory-mapped: the imported copy can be freed
-    return (stored, dataset_key) if stored is not None else (table, dataset_key)
-
-
-def import_key(spec: Any) -> str | None:
-    """The cache key of importing ``spec`` (a DatasetSpec) as it is on disk now; None when the path is not a
-    local file or folder (nothing to recognize it by: it is imported every time)."""
-    import importlib
-    import inspect
-
-    from ..cache import fingerprint
-    from ..fileio import content_digest, file_digest
-
-    source = spec.create()
-    try:
-        code = inspect.getsourcefile(type(source))
-        code_id = file_digest(code) if code else type(source).__module__
-    except TypeError:
-        code_id = type(source).__module__
-    # modules the source reads its files with (e.g. bioanon.interop for any.hf): a change to them re-imports
-    for module in getattr(type(source), "import_code", ()):
-        path = inspect.getsourcefile(importlib.import_module(module))
-        code_id = f"{code_id}+{file_digest(path) if path else module}"
-    files: list[Any] = []
-    if spec.path is not None:
-        root = Path(spec.path)
-        if not root.exists():
-            return None
-        paths = [root] if root.is_file() else sorted(
-            Path(d) / f for d, _, names in os.walk(root) for f in names)
-        for p in paths:
-            try:
-                st = p.stat()
-            except OSError:  # vanished or unreadable: the import reports it
-                continue
-            rel = p.name if p == root else p.relative_to(root).as_posix()
-            if spec.files == "content":
-                files.append([rel, st.st_size, content_digest(p)])
-            else:
-                files.append([rel, st.st_size, st.st_mtime_ns])
-    where = str(Path(spec.path).resolve()) if spec.path is not None and spec.files != "content" else None
-    return fingerprint({"import": source.fingerprint(), "code": code_id, "path": where, "files": files,
-                        "check": spec.files})
-
-
-# --------------------------------------------------------------------------------- [attacker_dataset]
-
-
-def dataset_name(spec: Any) -> str:
-    """A data set as the messages and the report name it: its source, and its path when it has one."""
-    return f"{spec.source} ({spec.path})" if spec.path else spec.source
-
-
-def prepare_attacker_data(cfg: Any, data: SampleTable, cache: Cache) -> tuple[SampleTable, str]:
-    """The ``[attacker_dataset]`` of ``cfg`` ready for the plan, and its cache key.
-
-    Imported through the import cache (:func:`import_dataset`, like ``[dataset]``), its attributes mapped onto
-    the evaluated data's names and values and its subject ids prefixed (:func:`map_attacker_table`), then
-    checked against the evaluated data ``data`` (:func:`attacker_data_problems`): one ConfigError lists every
-    problem. The mapped table is stored under a key derived from the import's and the mapping's, so a rerun
-    neither re-imports nor re-hashes it."""
-    from ..cache import fingerprint
-
-    spec = cfg.attacker_dataset
-    raw, raw_key = import_dataset(spec, cache, "attacker data set")
-    problems: list[str] = []
-    table = map_attacker_table(raw, spec, problems)
-    if table is not None:
-        problems += attacker_data_problems(cfg, data, table)
-    raise_problems(problems, f"config {cfg.name!r}: the attacker data set {dataset_name(spec)} does not suit the "
-                              f"evaluated data set {dataset_name(cfg.dataset)}")
-    raw_key = raw_key or table_fingerprint(raw)
-    if not spec.attributes and not spec.subject_prefix:
-        return raw, raw_key
-    key = fingerprint({"attacker_dataset": raw_key, "prefix": spec.subject_prefix,
-                       "attributes": {k: m.to_dict() for k, m in spec.attributes.items()}})
-    if not cache.has_table(key):
-        cache.put_table(key, table)
-    stored = cache.get_table(key)  # memory-mapped
-    return (stored if stored is not None else table), key
-
-
-def _value_text(value: Any) -> str:
-    """An attribute value as the keys of ``attributes.<column>.values`` write it (TOML keys are text)."""
-    if isinstance(value, (bool, np.bool_)):
-        return "true" if value else "false"
-    return str(value.item() if isinstance(value, np.generic) else value)
-
-
-def map_attacker_table(table: SampleTable, spec: Any, problems: list[str]) -> SampleTable | None:
-    """``table`` with the attribute mapping of ``spec`` (an AttackerDatasetSpec) applied (each column renamed,
-    values listed in ``values`` replaced, the others kept) and its subject ids prefixed with
-    ``spec.subject_prefix``; None, with ``problems`` extended, when a mapped column does not exist or mixes
-    types after mapping."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from ..errors import TableError
-
-    names = table.attribute_names
-    mapped: dict[str, tuple[str, Any]] = {}
-    for col, m in spec.attributes.items():
-        where = f"attacker_dataset.attributes.{col}"
-        if col not in names:
-            problems.append(f"{where}: the attacker data set {dataset_name(spec)} has no attribute column "
-                            f"'attr.{col}'; available: {names}")
-            continue
-        values = table.arrow.column(f"attr.{col}").to_pylist()
-        if m.values:
-            values = [v if v is None else m.values.get(_value_text(v), v) for v in values]
-        mapped[m.name] = (where, values)
-    if problems:
-        return None
-    out = SampleTable(table.arrow.drop_columns([f"attr.{c}" for c in spec.attributes]), validate=False)
-    for name, (where, values) in mapped.items():  # every column read before any is replaced (swaps work)
-        try:
-            out = out.with_attribute(name, values)
-        except (TableError, pa.ArrowException) as exc:
-            problems.append(f"{where}.values: the mapped column 'attr.{name}' mixes value types (map every value "
-                            f"to the same type): {exc}")
-            return None
-    if spec.subject_prefix:
-        arrow = out.arrow
-        i = arrow.schema.get_field_index("subject")
-        field = arrow.schema.field(i)
-        prefixed = pc.binary_join_element_wise(spec.subject_prefix, arrow.column(i), "").cast(field.type)
-        out = SampleTable(arrow.set_column(i, field, prefixed), validate=False)
-    return out
-
-
-def attacker_data_problems(cfg: Any, data: SampleTable, attacker: SampleTable) -> list[str]:
-    """What makes the (mapped) attacker data set unusable beside the evaluated data ``data``, one line each:
-    subject ids in both (the protocol needs subject-disjoint people), the evaluation's attribute label missing
-    from the attacker data or not covering the evaluated values, payloads missing or of another shape."""
-    import pyarrow.compute as pc
-
-    problems: list[str] = []
-    ours, theirs = dataset_name(cfg.dataset), dataset_name(cfg.attacker_dataset)
-    both = sorted(set(data.subject_names) & set(attacker.subject_names))
-    if both:
-        problems.append(
-            f"attacker_dataset: {len(both)} subject id(s) occur in both the data set {ours} and the attacker data "
-            f"set {theirs}: {', '.join(map(str, both[:5]))}{' …' if len(both) > 5 else ''}; a cross-database "
-            "protocol needs attacker and evaluation subjects to be different people. If the two data sets number "
-            "different people with the same ids, set attacker_dataset.subject_prefix (e.g. \"xdb:\")")
-    label = cfg.label
-    if label != "subject":
-        if label not in attacker.attribute_names:
-            problems.append(f"attacker_dataset: the attacker data set {theirs} has no attribute column "
-                            f"'attr.{label}' (the evaluation's label) after the mapping; available: "
-                            f"{attacker.attribute_names}; map one onto it with attacker_dataset.attributes = "
-                            f"{{ <column> = \"{label}\" }}")
-        elif label in data.attribute_names:
-            have = set(pc.unique(attacker.arrow.column(f"attr.{label}")).drop_null().to_pylist())
-            want = pc.unique(data.arrow.column(f"attr.{label}")).drop_null().to_pylist()
-            missing = sorted((v for v in want if v not in have), key=repr)
-            if missing:
-                problems.append(
-                    f"attacker_dataset: the attacker data set {theirs} has no sample with {label} = "
-                    f"{', '.join(map(repr, missing))}, found in the data set {ours} (the attacker's values: "
-                    f"{', '.join(map(repr, sorted(have, key=repr)))}); map values with "
-                    f"attacker_dataset.attributes.<column>.values")
-    for name in data.payload_names:
-        if name not in attacker.payload_names:
-            problems.append(f"attacker_dataset: the data set {ours} has payload {name!r}, the attacker data set "
-                            f"{theirs} has not (it has {', '.join(attacker.payload_names) or 'no payload'})")
-        elif data.payload_shape(name) != attacker.payload_shape(name):
-            problems.append(f"attacker_dataset: payload {name!r} has per-sample shape {data.payload_shape(name)} in "
-                            f"the data set {ours} but {attacker.payload_shape(name)} in the attacker data set "
-                            f"{theirs}; both must hold the same kind of samples")
-    return problems
 
 
 def _unsplittable(table: SampleTable, enrolment: float, label: str,
@@ -578,21 +378,6 @@ def data_description(cfg: Any, data: SampleTable) -> dict[str, Any]:
             "enrolment": "role" if has_roles(data) else "share", "breakdown": list(breakdown)}
 
 
-@attrs.frozen
-class ResourceEstimate:
-    """Disk the run's new cache entries need, and the peak memory of its largest task (rough upper bounds)."""
-
-    disk_bytes: int
-    memory_bytes: int
-    new_tasks: int
-
-    def __str__(self) -> str:
-        from ..cache import format_bytes
-
-        return (f"{self.new_tasks} tasks to compute; about {format_bytes(self.disk_bytes)} of new cache entries "
-                f"and {format_bytes(self.memory_bytes)} of memory at the peak")
-
-
 def estimate_resources(plan: Plan, cfg: Any, data_bytes: int, cache: Cache,
                        attacker_bytes: int = 0) -> ResourceEstimate:
     """Estimate what the tasks still to compute will write to the cache and need in memory.
@@ -613,26 +398,6 @@ def estimate_resources(plan: Plan, cfg: Any, data_bytes: int, cache: Cache,
         disk += int(share.get(t.stage, 0.0) * data_bytes) + 64 * 1024
         disk += attacker_bytes if t.stage in ("split", "anonymize") else 0
     return ResourceEstimate(disk, 3 * data_bytes + 256 * 1024 * 1024, new)
-
-
-def check_disk_space(estimate: ResourceEstimate, cache: Cache) -> None:
-    """Refuse to start when the cache volume lacks the space the run needs (local caches only)."""
-    import shutil
-
-    from ..cache import format_bytes
-
-    root = getattr(cache, "root", None)
-    if not isinstance(root, (str, os.PathLike)) or "://" in str(root):
-        return
-    path = Path(root)
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    free = shutil.disk_usage(path).free
-    if free < 1.1 * estimate.disk_bytes:
-        raise BioanonError(
-            f"not enough disk space for the cache at {root}: the run needs about "
-            f"{format_bytes(estimate.disk_bytes)} and {format_bytes(free)} are free "
-            f"(free space, point --cache-dir elsewhere, or run `bioanon cache clear`)")
 
 
 #: The tables a scenario reads (:func:`bioanon.evaluation.scenarios.scenario_tables`; the old name).
@@ -764,7 +529,7 @@ def headline_table(metrics: Any) -> Any:
     plain = plain.groupby(keys, sort=False).agg(top1=("value", "mean"), majority=("chance", "mean"))
     out = []
     for (anon, idx, setting), g in mean.groupby(["anonymizer", "setting_index", "setting"], sort=False):
-        worst_rows = worst_case(g)  # ties: plan order
+        worst_rows = worst_case(g)  # ties: recognizers in config order, then scenarios in display order
         clear = g[g.scenario == CLEAR]
         if worst_rows.empty:
             continue
@@ -813,7 +578,7 @@ def tradeoff_tables(metrics: Any, utility: Any, has_deanon: bool) -> tuple[Any, 
         a_clear = clear.value.max() if not clear.empty else math.nan
         chance = g.chance.mean()
         for deanon in ([False, True] if has_deanon else [False]):
-            worst_rows = worst_case(g, deanon=deanon)  # ties: plan order
+            worst_rows = worst_case(g, deanon=deanon)  # ties: as in worst_case (the report's rule)
             if worst_rows.empty:
                 continue
             worst = worst_rows.iloc[0]
@@ -876,7 +641,7 @@ def sanity_warnings(metrics: Any) -> list[str]:
 
 
 def _environment(seed: int) -> dict[str, Any]:
-    from .. import __version__
+    from .._version import __version__
     from ..plugins import get_plugin_manager
 
     versions = {}
@@ -925,6 +690,7 @@ def evaluate(
     report: bool = True,
     device: str | None = None,
     jobs: int | None = None,
+    context: RunContext | None = None,
 ) -> EvaluationResult:
     """Run a strong evaluation.
 
@@ -951,18 +717,34 @@ def evaluate(
     jobs : worker processes of the local executor (and of the local Dask cluster ``executor="dask"`` starts
         without a scheduler); overrides ``[run] jobs`` (default: that, else ``$BIOANON_JOBS``, else every usable
         core). Results do not depend on it.
+    context : the run's :class:`~bioanon.context.RunContext` (its registry; :func:`bioanon.evaluate` makes a
+        new one per run; default: the active one, else a new one). The run's cache and device are set on it;
+        it is active while the config is validated, the plan is made and tasks run in this process, so the
+        run's fitted recognizers and computed arrays are reused within the run only.
 
     Raises
     ------
     RunInterrupted
         (a ``KeyboardInterrupt``) on Ctrl-C, saying how many tasks are saved; the same call resumes.
     """
+    from ..context import current_context
+
+    context = context if context is not None else current_context()
+    with context.activate():
+        return _evaluate_in(context, config, data, out_dir, run_id, cache, executor, scheduler, keep_going,
+                            progress, report, device, jobs)
+
+
+def _evaluate_in(context: RunContext, config: Any, data: Any, out_dir: Any, run_id: Any, cache: Any, executor: Any,
+                 scheduler: Any, keep_going: bool, progress: bool, report: bool, device: str | None,
+                 jobs: int | None) -> EvaluationResult:
+    """:func:`evaluate` with ``context`` active."""
     from .config import EvalConfig, load_config
 
     started = time.time()
     from ..device import using_device
 
-    cfg = config if isinstance(config, EvalConfig) else load_config(config)
+    cfg = config if isinstance(config, EvalConfig) else load_config(config, registry=context.registry)
     raise_problems(device_problems(cfg, device), f"config {cfg.name!r} cannot run here")
     if device:
         cfg = attrs.evolve(cfg, run=attrs.evolve(cfg.run, device=device))
@@ -971,15 +753,16 @@ def evaluate(
             raise BioanonError(f"jobs must be a number of worker processes (0 = every core), got {jobs!r}")
         cfg = attrs.evolve(cfg, run=attrs.evolve(cfg.run, jobs=jobs))
     with using_device(cfg.run.device or None):
-        return _evaluate(cfg, data, out_dir, run_id, cache, executor, scheduler, keep_going, progress, report,
-                         started)
+        return _evaluate(context, cfg, data, out_dir, run_id, cache, executor, scheduler, keep_going, progress,
+                         report, started)
 
 
-def _evaluate(cfg: Any, data: Any, out_dir: Any, run_id: Any, cache: Any, executor: Any, scheduler: Any,
-              keep_going: bool, progress: bool, report: bool, started: float) -> EvaluationResult:
+def _evaluate(context: RunContext, cfg: Any, data: Any, out_dir: Any, run_id: Any, cache: Any, executor: Any,
+              scheduler: Any, keep_going: bool, progress: bool, report: bool, started: float) -> EvaluationResult:
     from ..executors import DaskExecutor, LocalExecutor
 
     cache = cache if isinstance(cache, Cache) else Cache(cache)
+    context.cache, context.device = cache, cfg.run.device or ""
     if out_dir is RUNS_IN_CACHE:
         out_dir = runs_folder(cache)
     # the run folder exists (and is writable) before any work; it says whether the run is going, done or not
@@ -1005,11 +788,13 @@ def _evaluate(cfg: Any, data: Any, out_dir: Any, run_id: Any, cache: Any, execut
 
             log.info("torch-backed methods run on %s", device_summary(devices))
         if executor in (None, "local"):
-            executor = LocalExecutor(cache, keep_going=keep_going, progress=progress, jobs=cfg.run.jobs or None)
+            executor = LocalExecutor(cache, keep_going=keep_going, progress=progress, jobs=cfg.run.jobs or None,
+                                     context=context)
         elif executor == "dask":
             client = scheduler if scheduler is not None and not isinstance(scheduler, str) else None
             executor = DaskExecutor(cache, scheduler=scheduler if client is None else None, client=client,
-                                    keep_going=keep_going, progress=progress, jobs=cfg.run.jobs or None)
+                                    keep_going=keep_going, progress=progress, jobs=cfg.run.jobs or None,
+                                    context=context)
         elif isinstance(executor, str):
             raise BioanonError(f"unknown executor {executor!r}; use 'local' or 'dask'")
         exe = executor.run(plan.tasks)
@@ -1104,7 +889,8 @@ def _device_record(cfg: Any, plan: Plan) -> dict[str, Any]:
         return {"requested": asked, "resolved": None, "devices": [], "methods": {}}
     used = sorted({d for ds in methods.values() for d in ds})
     return {"requested": asked, "resolved": resolve_device(cfg.run.device or ""),
-            "devices": [describe_device(d) for d in used], "methods": {k: sorted(v) for k, v in sorted(methods.items())}}
+            "devices": [describe_device(d) for d in used],
+            "methods": {k: sorted(v) for k, v in sorted(methods.items())}}
 
 
 def _lineage(plan: Plan, cache: Cache) -> list[dict[str, Any]]:

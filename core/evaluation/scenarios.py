@@ -256,21 +256,21 @@ def worst_case(rows: Any, keys: Sequence[str] = (), *, recognizers: Sequence[str
     per recognizer × scenario of a group (already the mean over repeats and draws); rows whose value is NaN
     are left out, and a group without any attack row is absent from the result.
 
-    Ties: the first of the tied rows, in the order of ``rows`` when ``recognizers`` is None (the run's tables:
-    plan order, recognizers in config order, then :func:`planned_scenarios`); with ``recognizers`` (the report)
-    the first recognizer in that order, then the first scenario in display order (:func:`display_key`);
-    recognizers not listed come last. A pandas DataFrame with the columns of ``rows``, one row per group."""
+    Ties, one rule for the run's tables and the report: the first recognizer in ``recognizers`` order (default:
+    their order of first appearance in ``rows``, which in the run's tables is the config order; recognizers not
+    listed come last), then the first scenario in display order (:func:`display_key`). The order of ``rows``
+    decides nothing else. A pandas DataFrame with the columns of ``rows``, one row per group."""
     att = attack_rows(rows, deanon=deanon)
     att = att[att["value"].notna()]
     if att.empty:
         # kept as an empty frame with the columns the callers read, whatever ``rows`` had
         return att.assign(recognizer=[], scenario=[]).iloc[:0]
-    if recognizers is not None:
-        rank = {r: i for i, r in enumerate(recognizers)}
-        att = att.assign(
-            _r=att["recognizer"].map(lambda r: rank.get(r, len(rank))),
-            _s=att["scenario"].map(display_key),
-        ).sort_values(["_r", "_s"], kind="stable").drop(columns=["_r", "_s"])
+    order = list(recognizers) if recognizers is not None else list(dict.fromkeys(att["recognizer"]))
+    rank = {r: i for i, r in enumerate(order)}
+    att = att.assign(
+        _r=att["recognizer"].map(lambda r: rank.get(r, len(rank))),
+        _s=att["scenario"].map(display_key),
+    ).sort_values(["_r", "_s"], kind="stable").drop(columns=["_r", "_s"])
     if not keys:
         return att.loc[[att["value"].idxmax()]]
     idx = att.groupby(list(keys), dropna=False, sort=False)["value"].idxmax()

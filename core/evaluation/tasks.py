@@ -16,8 +16,8 @@ import attrs
 import numpy as np
 
 from ..cache import Cache, derive_fingerprint, fingerprint
+from ..context import RunContext, current_context
 from ..errors import BioanonError
-from ..fit_memo import FITTED
 from ..fileio import jsonable
 from ..methods import with_comparator
 from ..table import SampleTable
@@ -60,29 +60,29 @@ def derived_seed(*parts: Any) -> int:
 TASK_VERSION = "2"
 
 
-def task_key(op_name: str, args: Mapping[str, Any], deps: tuple[str, ...]) -> str:
+def task_key(op_name: str, args: Mapping[str, Any], deps: tuple[str, ...], registry: Any = None) -> str:
     """The cache key of a task: its operation, arguments and inputs. A method in the arguments
     (``{"id": ..., "params": {...}}``) enters through :meth:`~bioanon.methods.Method.fingerprint` — the
     parameters that change results and, for torch-backed methods, the device kind (cpu / cuda / mps) — so the
-    thread count or the GPU index do not change the key, while a CPU and a GPU run never share results."""
-    return derive_fingerprint(method_id=f"task.{op_name}", version=TASK_VERSION, params=_key_args(dict(args)),
-                              inputs=list(deps))
+    thread count or the GPU index do not change the key, while a CPU and a GPU run never share results.
+    ``registry`` creates those methods (default: the current run's)."""
+    registry = registry if registry is not None else current_context().registry
+    return derive_fingerprint(method_id=f"task.{op_name}", version=TASK_VERSION,
+                              params=_key_args(dict(args), registry), inputs=list(deps))
 
 
-def _key_args(value: Any) -> Any:
+def _key_args(value: Any, registry: Any) -> Any:
     """``value`` with every method spec in it replaced by the method's id and fingerprint."""
     if isinstance(value, Mapping):
         if set(value) == {"id", "params"} and isinstance(value["id"], str) and isinstance(value["params"], Mapping):
-            from .. import get_registry
-
             try:
-                method = get_registry().create(value["id"], **dict(value["params"]))
+                method = registry.create(value["id"], **dict(value["params"]))
             except (BioanonError, KeyError, TypeError, ValueError):
-                return {k: _key_args(v) for k, v in value.items()}
+                return {k: _key_args(v, registry) for k, v in value.items()}
             return {"id": value["id"], "fingerprint": method.fingerprint()}
-        return {k: _key_args(v) for k, v in value.items()}
+        return {k: _key_args(v, registry) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_key_args(v) for v in value]
+        return [_key_args(v, registry) for v in value]
     return value
 
 
@@ -98,28 +98,31 @@ def method_dicts(value: Any) -> Iterator[Mapping[str, Any]]:
             yield from method_dicts(v)
 
 
-def make_task(op_name: str, args: Mapping[str, Any], deps: tuple[str, ...], *, stage: str, label: str) -> TaskSpec:
-    """A TaskSpec whose key covers the operation, all its arguments and its inputs' keys."""
-    return TaskSpec(task_key(op_name, args, deps), op_name, dict(args), tuple(deps), stage, label)
+def make_task(op_name: str, args: Mapping[str, Any], deps: tuple[str, ...], *, stage: str, label: str,
+              registry: Any = None) -> TaskSpec:
+    """A TaskSpec whose key covers the operation, all its arguments and its inputs' keys (the methods in them
+    created with ``registry``, default the current run's)."""
+    return TaskSpec(task_key(op_name, args, deps, registry), op_name, dict(args), tuple(deps), stage, label)
 
 
-def run_task(task: TaskSpec, cache: Cache) -> dict[str, Any]:
-    """Run a task unless its record exists; return the record (thread- and process-safe via the cache)."""
+def run_task(task: TaskSpec, cache: Cache, context: RunContext | None = None) -> dict[str, Any]:
+    """Run a task unless its record exists; return the record (thread- and process-safe via the cache).
+    The task runs with ``context`` active (default: the active one, else a fresh one): the operations and
+    the methods they call create methods with its registry and reuse fits and computed arrays in its stores."""
     from ..nettrain import using_weight_cache
 
     done = cache.get_json(task.key)
     if done is not None:
         return done
-    with using_weight_cache(cache):  # trained networks are kept beside the results
+    context = context if context is not None else current_context()
+    with context.activate(), using_weight_cache(cache):  # trained networks are kept beside the results
         record = OPS[task.op](cache, key=task.key, **task.args)
     cache.put_json(task.key, record)
     return record
 
 
 def _create(spec: Mapping[str, Any]):
-    from .. import get_registry
-
-    return get_registry().create(spec["id"], **spec.get("params", {}))
+    return current_context().create(spec["id"], **spec.get("params", {}))
 
 
 def _table(cache: Cache, key: str) -> SampleTable:
@@ -161,11 +164,11 @@ def split(cache: Cache, *, dataset: str, rates: list[float], seed: int, key: str
     if extra is not None:
         parts[1] = SampleTable.concat([parts[1], extra])
     out = {}
-    for name, part in zip(("background", "attacker", "evaluation"), parts):
+    for name, part in zip(("background", "attacker", "evaluation"), parts, strict=True):
         k = output_key(key, name)
         cache.put_table(k, part.with_lineage_step({"step": "split:" + name, "fingerprint": k}))
         out[name] = k
-    return {"outputs": out, "subjects": {n: p.subject_names for n, p in zip(out, parts)}}
+    return {"outputs": out, "subjects": {n: p.subject_names for n, p in zip(out, parts, strict=True)}}
 
 
 def _cross_parts(table: SampleTable, attacker: SampleTable, rates: list[float], seed: int,
@@ -306,7 +309,7 @@ def _mixed(clear: SampleTable, anon: SampleTable, share: float, seed: int) -> Sa
     for name in anon.payload_names:
         x_clear, x_anon = clear.payload(name), anon.payload(name)
         if isinstance(x_clear, list):
-            pa_payloads[name] = [a if c else b for a, b, c in zip(x_anon, x_clear, chosen)]
+            pa_payloads[name] = [a if c else b for a, b, c in zip(x_anon, x_clear, chosen, strict=True)]
         else:
             pa_payloads[name] = np.where(chosen.reshape((-1,) + (1,) * (x_clear.ndim - 1)), x_anon, x_clear)
     out = clear
@@ -365,7 +368,7 @@ def score(
         else:
             train_id = [train_kind, sets[f"{train_kind}_attacker"]]
             train = attacker[train_kind]
-        rec = FITTED.get(recognizer, train_id, label, train)
+        rec = current_context().fit(recognizer, train_id, label, train)
     rows: list[dict] = []
     groups_out: list[dict] = []
     probes_out: dict[str, str] = {}
@@ -424,7 +427,7 @@ def _fit_on_enrolment(recognizer: dict, label: str, train_kind: str, evaluation:
         def train():
             return _rows(evaluation[train_kind], ids)
     # the enrolment part is fixed by the evaluation tables, the subjects, the enrolment share and the seed
-    return FITTED.get(recognizer, [*train_id, sorted(subjects), enrolment, seed], label, train)
+    return current_context().fit(recognizer, [*train_id, sorted(subjects), enrolment, seed], label, train)
 
 
 def cv_rows(rec: Any) -> list[dict[str, Any]]:

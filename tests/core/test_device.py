@@ -368,10 +368,9 @@ def test_task_keys_ignore_threads_and_gpu_index_but_not_the_device_kind(monkeypa
         def create(self, method_id, **params):
             return _OnDevice(**params)
 
-    monkeypatch.setattr("bioanon.get_registry", lambda: Registry())
-
     def key(**params):
-        return tasks.task_key("score", {"recognizer": {"id": "test.on_device", "params": params}, "seed": 1}, ())
+        return tasks.task_key("score", {"recognizer": {"id": "test.on_device", "params": params}, "seed": 1}, (),
+                              Registry())
 
     assert key(device="cpu", threads=1) == key(device="cpu", threads=8)
     assert key(device="cuda:0") == key(device="cuda:1")

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import bioanon
-from bioanon.fit_memo import FITTED, FittedRecognizers
+from bioanon.context import RunContext
+from bioanon.fit_memo import FittedRecognizers
 
 from evalconfigs import SMALL, config
 
@@ -16,32 +17,46 @@ def _cfg():
 
 
 def test_reuse_gives_the_results_of_refitting(tmp_path, monkeypatch):
-    FITTED.clear()
-    reused = bioanon.evaluate(_cfg(), out_dir=None, cache=tmp_path / "a", progress=False, report=False)
-    hits, misses = FITTED.hits, FITTED.misses
+    ctx = RunContext(bioanon.get_registry())
+    reused = bioanon.evaluate(_cfg(), out_dir=None, cache=tmp_path / "a", progress=False, report=False, context=ctx)
+    hits, misses = ctx.fitted.hits, ctx.fitted.misses
     # 2 settings x 2 recognizers: clear, naive and lazy share one clear fit per recognizer; the centre selector
     # fits once per setting for both subject counts
     assert hits > 0 and misses < hits + misses, (hits, misses)
     assert misses == 2 + 2 * 2 + 2, (hits, misses)  # clear fits, parrot fits per setting, selector per setting
     monkeypatch.setenv("BIOANON_FIT_MEMO", "0")
-    FITTED.clear()
-    refit = bioanon.evaluate(_cfg(), out_dir=None, cache=tmp_path / "b", progress=False, report=False)
-    assert FITTED.hits == FITTED.misses == 0
+    fresh = RunContext(bioanon.get_registry())
+    refit = bioanon.evaluate(_cfg(), out_dir=None, cache=tmp_path / "b", progress=False, report=False, context=fresh)
+    assert fresh.fitted.hits == fresh.fitted.misses == 0
     assert refit.metrics.equals(reused.metrics)
+
+
+def test_each_run_has_its_own_store(tmp_path):
+    """Fits live in the run's context: a second run refits (no process-wide store), and nothing is left
+    active after a run."""
+    from bioanon.context import active_context
+
+    first = RunContext(bioanon.get_registry())
+    bioanon.evaluate(_cfg(), out_dir=None, cache=tmp_path / "a", progress=False, report=False, context=first)
+    second = RunContext(bioanon.get_registry())
+    bioanon.evaluate(_cfg(), out_dir=None, cache=tmp_path / "b", progress=False, report=False, context=second)
+    assert second.fitted.misses == first.fitted.misses > 0
+    assert active_context() is None
 
 
 def test_callers_get_independent_copies():
     memo = FittedRecognizers(size=2)
     table = bioanon.load_dataset("any.synthetic", n_subjects=6, samples_per_subject=6, dim=8)
     spec = {"id": "any.cosine_centroid"}
-    a = memo.get(spec, ["t", 1], "subject", lambda: table)
-    b = memo.get(spec, ["t", 1], "subject", lambda: (_ for _ in ()).throw(AssertionError("refitted")))
+    create = bioanon.get_registry().create
+    a = memo.get(spec, ["t", 1], "subject", lambda: table, create=create)
+    b = memo.get(spec, ["t", 1], "subject", lambda: (_ for _ in ()).throw(AssertionError("refitted")), create=create)
     assert (memo.hits, memo.misses) == (1, 1) and a is not b
     a.enroll(table, "subject")
-    c = memo.get(spec, ["t", 1], "subject", lambda: table)
+    c = memo.get(spec, ["t", 1], "subject", lambda: table, create=create)
     assert a.templates_ is not None and c.templates_ is None  # enrolment never reaches the stored fit
     for i in range(3):  # least recently used out
-        memo.get(spec, ["other", i], "subject", lambda: table)
+        memo.get(spec, ["other", i], "subject", lambda: table, create=create)
     assert len(memo._fits) == 2 and memo.misses == 4
 
 

@@ -19,15 +19,17 @@ from bioanon.table import SampleTable
 
 @pytest.fixture
 def count_imports(monkeypatch):
-    calls = []
-    real = bioanon.load_dataset
+    from bioanon.context import RunContext
 
-    def counting(*args, **kw):
+    calls = []
+    real = RunContext.load_dataset
+
+    def counting(self, *args, **kw):  # every import, whichever entry point made the run's context
         if kw.get("n_subjects") != 20:  # not _saved's own table
             calls.append(args[0])
-        return real(*args, **kw)
+        return real(self, *args, **kw)
 
-    monkeypatch.setattr(bioanon, "load_dataset", counting)
+    monkeypatch.setattr(RunContext, "load_dataset", counting)
     return calls
 
 

@@ -87,7 +87,7 @@ def test_accelerator_tasks_run_one_per_device(tmp_path, monkeypatch):
     order: list[str] = []
     lock = threading.Lock()
 
-    def fake_run(task, cache, env):
+    def fake_run(task, cache, env, context):
         dev = next(iter(task_devices(task)), "cpu")
         with lock:
             active[dev] = active.get(dev, 0) + 1
@@ -174,7 +174,7 @@ def test_a_script_without_a_main_guard_is_not_run_again_by_workers(tmp_path):
     assert out.stdout.count("script ran") == 1 and "tasks" in out.stdout
 
 
-def _die(task, cache, env):  # a worker that dies mid-task (e.g. killed by the out-of-memory killer)
+def _die(task, cache, env, context):  # a worker that dies mid-task (e.g. killed by the out-of-memory killer)
     import os
 
     os._exit(3)

@@ -157,10 +157,12 @@ def test_worst_case_ties():
     # the same value from two recognizers and two scenarios, listed in plan order (parrot before naive in config)
     df = _rows((0, "knn", "clear", 1.0), (0, "knn", "parrot", 0.5), (0, "knn", "naive", 0.5),
                (0, "cnn", "clear", 1.0), (0, "cnn", "parrot", 0.5), (0, "cnn", "naive", 0.5))
-    # the run's tables: the first tied row in the table's order
+    # one rule: the first recognizer (by default in the order of the rows: the config's), then the first scenario
+    # in display order, whatever the order of the rows
     first = sc.worst_case(df, ["setting"]).iloc[0]
-    assert (first.recognizer, first.scenario) == ("knn", "parrot")
-    # the report: first recognizer in the given display order, then the first scenario in display order
+    assert (first.recognizer, first.scenario) == ("knn", "naive")
+    shuffled = sc.worst_case(df.iloc[[0, 2, 1, 3, 5, 4]], ["setting"]).iloc[0]
+    assert (shuffled.recognizer, shuffled.scenario) == ("knn", "naive")
     shown = sc.worst_case(df, ["setting"], recognizers=["cnn", "knn"]).iloc[0]
     assert (shown.recognizer, shown.scenario) == ("cnn", "naive")
     # recognizers not listed come last
@@ -168,3 +170,31 @@ def test_worst_case_ties():
     assert (shown.recognizer, shown.scenario) == ("knn", "naive")
     # no helper column is left behind
     assert list(sc.worst_case(df, ["setting"], recognizers=["knn"]).columns) == list(df.columns)
+
+
+def test_run_and_report_name_the_same_tied_worst_case(tmp_path):
+    """An exact tie (the identity anonymizer: every attack scenario sees the clear data; two recognizers that
+    differ only by name): the run's headline and trade-off tables and the report's rule (recognizers in config
+    order, scenarios in display order) name the same recognizer and scenario, although the plan lists parrot
+    first."""
+    import bioanon
+
+    from evalconfigs import SMALL, config
+
+    cfg = config(**SMALL)
+    cfg.update(anonymizers=[{"id": "any.identity", "name": "none"}], scenarios=["parrot", "lazy", "naive"],
+               recognizers=[{"id": "any.cosine_centroid", "name": "zeta"},
+                            {"id": "any.cosine_centroid", "name": "alpha"}],
+               utility=[])
+    result = bioanon.evaluate(cfg, out_dir=None, cache=tmp_path, progress=False, report=False)
+    top = result.metrics[(result.metrics.metric == "top1") & (result.metrics.scenario != "clear")]
+    means = top.groupby(["recognizer", "scenario"]).value.mean()
+    assert means.nunique() == 1 and len(means) == 6, means  # the tie is exact
+    head = result.headline()
+    assert list(zip(head.worst_recognizer, head.worst_scenario, strict=True)) == [("zeta", "naive")]
+    keys = ["anonymizer", "setting_index", "setting", "selector", "n_subjects"]
+    agg = top.groupby(keys + ["recognizer", "scenario"], sort=False).value.mean().reset_index()
+    shown = sc.worst_case(agg, keys, recognizers=["zeta", "alpha"])  # as the report calls it
+    assert set(zip(shown.recognizer, shown.scenario, strict=True)) == {("zeta", "naive")}
+    named = zip(result.tradeoff.worst_recognizer, result.tradeoff.worst_scenario, strict=True)
+    assert len(result.tradeoff) and set(named) == {("zeta", "naive")}

@@ -19,7 +19,7 @@ from bioanon.cache import Cache
 from bioanon.errors import ConfigError, DataError, ParameterError
 from bioanon.evaluation import tasks
 from bioanon.evaluation.config import load_config
-from bioanon.fit_memo import FITTED
+from bioanon.context import RunContext
 from bioanon.table import SampleTable
 
 
@@ -194,11 +194,17 @@ def _score_cache(tmp_path):
     return cache, sets, evaluation
 
 
-def _run_score(cache, sets, fit, subjects, scenario="parrot"):
+def _run_score(cache, sets, fit, subjects, scenario="parrot", ctx=None):
     rec = {"id": "any.lda_cosine", "params": {"lda_dims": 1}}
+    with (ctx or RunContext(bioanon.get_registry())).activate():  # the run's store of fits
+        return _score_rows(cache, sets, fit, subjects, scenario, rec)
+
+
+def _score_rows(cache, sets, fit, subjects, scenario, rec):
     out = tasks.score(cache, recognizer=rec, scenario=scenario, label="subject", sets=sets,
                       selections=[{"id": "random|6|0", "subjects": subjects}], enrolment=0.5, seed=7, bootstrap=0,
-                      confidence=0.95, per_probe_scores=False, key=("a" if fit == "attacker" else "b") * 16, attacker_fit=fit)
+                      confidence=0.95, per_probe_scores=False, key=("a" if fit == "attacker" else "b") * 16,
+                      attacker_fit=fit)
     return {r["metric"]: r["value"] for r in out["rows"]}
 
 
@@ -207,9 +213,9 @@ def test_attacker_fit_enrolment_differs_and_matches_a_hand_run(tmp_path):
 
     cache, sets, evaluation = _score_cache(tmp_path)
     subjects = [f"E{i}" for i in range(6)]
-    FITTED.clear()
-    on_attacker = _run_score(cache, sets, "attacker", subjects)
-    on_enrolment = _run_score(cache, sets, "enrolment", subjects)
+    ctx = RunContext(bioanon.get_registry())
+    on_attacker = _run_score(cache, sets, "attacker", subjects, ctx=ctx)
+    on_enrolment = _run_score(cache, sets, "enrolment", subjects, ctx=ctx)
     # one LDA direction: learned on the attacker it is y, which carries no identity of E0..E5 (chance 1/6);
     # learned on the enrolment part it is x, which separates them by 10 noise widths
     assert on_enrolment["top1"] == 1.0
@@ -220,17 +226,17 @@ def test_attacker_fit_enrolment_differs_and_matches_a_hand_run(tmp_path):
     s = rec.score(test)
     assert M.top_k_accuracy(s.scores, M.label_indices(test.subjects, s.classes), 1) == on_enrolment["top1"]
     # the memo keeps both fits apart: rerun in the other order, same numbers
-    assert _run_score(cache, sets, "attacker", subjects) == on_attacker
-    FITTED.clear()
-    assert _run_score(cache, sets, "enrolment", subjects) == on_enrolment
-    assert _run_score(cache, sets, "attacker", subjects) == on_attacker
+    assert _run_score(cache, sets, "attacker", subjects, ctx=ctx) == on_attacker
+    assert ctx.fitted.hits == 1  # the attacker fit, reused
+    ctx = RunContext(bioanon.get_registry())
+    assert _run_score(cache, sets, "enrolment", subjects, ctx=ctx) == on_enrolment
+    assert _run_score(cache, sets, "attacker", subjects, ctx=ctx) == on_attacker
 
 
 def test_attacker_fit_enrolment_needs_no_attacker_set(tmp_path):
     cache, sets, _ = _score_cache(tmp_path)
     no_attacker = {k: v for k, v in sets.items() if "attacker" not in k}
     subjects = [f"E{i}" for i in range(6)]
-    FITTED.clear()
     assert _run_score(cache, no_attacker, "enrolment", subjects, "lazy")["top1"] == 1.0
     assert _run_score(cache, no_attacker, "enrolment", subjects, "parrot:0.5")["top1"] == 1.0
 

@@ -71,16 +71,17 @@ def test_fsdd_clear_speaker_identification(fsdd):
 
 
 def test_embeddings_reused_in_a_process_equal_a_fresh_computation(fsdd, monkeypatch):
-    from bioanon.fit_memo import COMPUTED
+    from bioanon.context import RunContext
     from bioanon_voice.resemblyzer_encoder import Resemblyzer
 
     part = fsdd.take(np.arange(0, len(fsdd), 23))
-    COMPUTED.clear()
-    first = Resemblyzer(device="cpu").embed(part)
-    reused = Resemblyzer(device="cpu").embed(part.take(np.arange(len(part))))  # another table, the same audio
-    assert (COMPUTED.hits, COMPUTED.misses) == (1, 1)
-    monkeypatch.setenv("BIOANON_FIT_MEMO", "0")
-    fresh = Resemblyzer(device="cpu").embed(part)
-    assert COMPUTED.hits == 1
+    ctx = RunContext(bioanon.get_registry())
+    with ctx.activate():  # reuse is within a run
+        first = Resemblyzer(device="cpu").embed(part)
+        reused = Resemblyzer(device="cpu").embed(part.take(np.arange(len(part))))  # another table, the same audio
+        assert (ctx.computed.hits, ctx.computed.misses) == (1, 1)
+        monkeypatch.setenv("BIOANON_FIT_MEMO", "0")
+        fresh = Resemblyzer(device="cpu").embed(part)
+        assert ctx.computed.hits == 1
     np.testing.assert_array_equal(first, reused)
     np.testing.assert_array_equal(first, fresh)

@@ -4,7 +4,7 @@ computing them anew (``BIOANON_FIT_MEMO=0``)."""
 from __future__ import annotations
 
 import bioanon
-from bioanon.fit_memo import COMPUTED, FITTED
+from bioanon.context import RunContext
 
 
 def _cfg():
@@ -22,12 +22,12 @@ def _cfg():
 
 
 def test_reused_utterance_statistics_give_the_results_of_recomputing(tmp_path, monkeypatch):
-    COMPUTED.clear()
-    FITTED.clear()
-    reused = bioanon.evaluate(_cfg(), out_dir=None, cache=tmp_path / "a", progress=False, report=False)
-    assert COMPUTED.hits > COMPUTED.misses > 0, (COMPUTED.hits, COMPUTED.misses)
+    ctx = RunContext(bioanon.get_registry())
+    reused = bioanon.evaluate(_cfg(), out_dir=None, cache=tmp_path / "a", progress=False, report=False, context=ctx)
+    assert ctx.computed.hits > ctx.computed.misses > 0, (ctx.computed.hits, ctx.computed.misses)
     monkeypatch.setenv("BIOANON_FIT_MEMO", "0")
-    COMPUTED.clear()
-    fresh = bioanon.evaluate(_cfg(), out_dir=None, cache=tmp_path / "b", progress=False, report=False)
-    assert COMPUTED.hits == COMPUTED.misses == 0
+    fresh_ctx = RunContext(bioanon.get_registry())
+    fresh = bioanon.evaluate(_cfg(), out_dir=None, cache=tmp_path / "b", progress=False, report=False,
+                             context=fresh_ctx)
+    assert fresh_ctx.computed.hits == fresh_ctx.computed.misses == 0
     assert len(fresh.metrics) and fresh.metrics.equals(reused.metrics)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from bioanon.api import hookimpl
 
-BIOANON_API = ">=1.1,<2"  # 1.1: two-stage utility measures (extracts), progress_bar
+BIOANON_API = ">=1.2,<2"  # 1.1: two-stage utility measures (extracts), progress_bar; 1.2: current_context
 """The range of bioanon.api versions this plugin works with (PEP 440)."""
 
 

@@ -234,9 +234,9 @@ class VoiceDistinctiveness(UtilityMeasure):
     def fit(self, clear):
         from sklearn.linear_model import LogisticRegression
 
-        from bioanon.api import ParameterError, TableError, get_registry
+        from bioanon.api import ParameterError, TableError, current_context
 
-        cls = get_registry().get(self.verifier)
+        cls = current_context().registry.get(self.verifier)  # the run's registry (a fresh default outside one)
         if getattr(cls, "kind", "") != "recognizer" or not getattr(cls, "has_embedding", False):
             raise ParameterError(self.id, "verifier", self.verifier, "a registered recognizer with an embedding")
         subjects = np.asarray(clear.subjects).astype(str)
