@@ -198,7 +198,8 @@ def _run_score(cache, sets, fit, subjects, scenario="parrot"):
     rec = {"id": "any.lda_cosine", "params": {"lda_dims": 1}}
     out = tasks.score(cache, recognizer=rec, scenario=scenario, label="subject", sets=sets,
                       selections=[{"id": "random|6|0", "subjects": subjects}], enrolment=0.5, seed=7, bootstrap=0,
-                      confidence=0.95, per_probe_scores=False, key=("a" if fit == "attacker" else "b") * 16, attacker_fit=fit)
+                      confidence=0.95, per_probe_scores=False, key=("a" if fit == "attacker" else "b") * 16,
+                      attacker_fit=fit)
     return {r["metric"]: r["value"] for r in out["rows"]}
 
 
