@@ -485,7 +485,7 @@ def show(res: dict[str, Any]) -> None:
     print(f"GPU benchmarks{' — quick: tiny sizes on the CPU, the figures say nothing' if res['quick'] else ''}")
     print(f"  machine: {m['cpu_count']} CPUs ({m['cores_available']} available, torch {m['torch_threads']} "
           f"threads), {gpu}, torch {m['torch']}")
-    for key, c in res["cases"].items():
+    for c in res["cases"].values():
         parts = []
         for dev, r in c["runs"].items():
             if "error" in r:

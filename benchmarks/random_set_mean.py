@@ -273,7 +273,8 @@ def _measure(quick, n, d, g, purity, retention, weight, repeats, naive_records, 
 
     best_engine, best_bound = min(t_engine), min(t_bound)
     result: dict[str, Any] = {
-        "quick": quick, "n": n_, "d": d_, "g": g_, "memmap": memmap_dir is not None, "purity": purity, "n_same": n_same, "retention": retention,
+        "quick": quick, "n": n_, "d": d_, "g": g_, "memmap": memmap_dir is not None, "purity": purity, "n_same": n_same,
+        "retention": retention,
         "weight": weight,
         "threads": threads, "backend": backend if backend != "auto" else ("torch" if _has_torch() else "numpy"),
         "repeats": repeats, "loadavg_1min_before": load_before,
@@ -330,8 +331,9 @@ def _method_figures(x: np.ndarray, codes: np.ndarray, purity: float, g: int, ret
     from bioanon.table import SampleTable
 
     n = len(x)
-    table = table if table is not None else SampleTable.from_arrays(subject=np.char.add("s", (np.arange(n) % 500).astype(str)),
-                                    payloads={"features": x}, attributes={"label": codes})
+    if table is None:
+        table = SampleTable.from_arrays(subject=np.char.add("s", (np.arange(n) % 500).astype(str)),
+                                        payloads={"features": x}, attributes={"label": codes})
     m = RandomSetMean(attribute="label", set_size=g, purity=purity, retention=retention, weight=weight,
                       backend=backend)
     t0 = time.perf_counter()

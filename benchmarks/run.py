@@ -67,7 +67,8 @@ def main(argv: list[str] | None = None) -> int:
     for res in results:
         res["machine"], res["quick"] = machine, a.quick
     # a run of some benchmarks replaces their entries and keeps the others' (and the "gpu" key of benchmarks.gpu)
-    kept = [r for r in read_results(out).get("results", []) if r.get("benchmark") not in {x["benchmark"] for x in results}]
+    replaced = {x["benchmark"] for x in results}
+    kept = [r for r in read_results(out).get("results", []) if r.get("benchmark") not in replaced]
     update_results(out, machine=machine, quick=a.quick, results=kept + results)
     out.with_suffix(".md").write_text(markdown(kept + results))
     print(markdown(results))

@@ -8,8 +8,9 @@ case: a 2 / 57 / 41 identity split (background / attacker / evaluation), noise i
 data. A second case removes body parts and selects identities by classification. Each run is a separate
 process (``bioanon evaluate``), so its peak resident memory (``ru_maxrss``) and its imports count, as SEBA's
 did. Cold: a fresh cache (median of 3); warm: the same command again (median of 3). The floor under both the
-cold time and the peak memory, a process that only imports the case's libraries, is recorded beside them. Memory: the cold run with
-``--jobs 1`` (one process, like SEBA); the cold time is also taken with every core. The parallel speed-up is
+cold time and the peak memory, a process that only imports the case's libraries, is recorded beside them.
+Memory: the cold run with ``--jobs 1`` (one process, like SEBA); the cold time is also taken with every core.
+The parallel speed-up is
 taken on grids of 600 and 1,200 synthetic subjects (24 × 256-D samples each); the figure is the larger one's.
 
 SEBA's figures were measured by the issue's author (SEBA v1.0 on SEBA's own synthetic gait data):
@@ -55,7 +56,8 @@ def write_seba_layout(root: Path, *, ids: int, walks: int, frames: int, seed: in
     for i in range(ids):
         offsets = rng.normal(0, 60, (MARKERS, 3)) + np.array([0, 0, 900])
         stride, sway = rng.uniform(0.8, 1.2), rng.uniform(10, 40)
-        (folder / f"id{i:03d}.yaml").write_text(yaml.safe_dump({"sex": "fm"[i % 2], "height": float(rng.normal(1.7, .1))}))
+        (folder / f"id{i:03d}.yaml").write_text(
+            yaml.safe_dump({"sex": "fm"[i % 2], "height": float(rng.normal(1.7, .1))}))
         for w in range(walks):
             phase = rng.uniform(0, 2 * np.pi)
             swing = np.sin(2 * np.pi * stride * t[:, None] + phase + np.arange(MARKERS)[None, :] / 3)

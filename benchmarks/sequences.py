@@ -23,6 +23,7 @@ method is faster); peak extra resident memory of each is reported beside the tim
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -327,7 +328,7 @@ def textbook(a: np.ndarray, b: np.ndarray, kind: str, band: int) -> float:
             if abs(i - j) > band:
                 continue
             q = pb[j - 1]
-            c = sum((u - v) * (u - v) for u, v in zip(p, q)) ** 0.5
+            c = sum((u - v) * (u - v) for u, v in zip(p, q, strict=True)) ** 0.5
             if kind == "dtw":
                 D[i][j] = min(D[i - 1][j - 1] + 2 * c, D[i - 1][j] + c, D[i][j - 1] + c)
             elif kind == "motion_dtw":
@@ -475,13 +476,13 @@ def bench_case(case: Case, table, *, python_sequences: int, repeats: int) -> tup
         m.fit(table)
         a, b = _payload(table), _payload(anon)
         ours = m.measure(table, anon)
-        run_method = lambda: m.measure(table, anon)
-        run_loop = lambda: case.loop(m, a, b)
+        run_method = functools.partial(m.measure, table, anon)
+        run_loop = functools.partial(case.loop, m, a, b)
     else:
         x = _payload(table)
         ours = _payload(m.transform(table))
-        run_method = lambda: m.transform(table)
-        run_loop = lambda: case.loop(m, table, x)
+        run_method = functools.partial(m.transform, table)
+        run_loop = functools.partial(case.loop, m, table, x)
     info: dict[str, Any] = {"method": case.method_id, "sequences": n, "shape": list(_payload(table).shape[1:])}
     info["loop_max_abs_diff"] = _check(case, "per-sequence loop", run_loop(), ours)
     times = side_by_side({"method": run_method, "loop": run_loop}, repeats)

@@ -1,8 +1,8 @@
 """Sample-table benchmarks: streaming a large memory-mapped Arrow file, and splitting a million rows.
 
-Targets (issue "Performance"): iterating a 2 GB Arrow file memory-mapped in batches (``SampleTable.stream``) with peak RSS under
-300 MB; a subject-disjoint split of 1,000,000 rows in under a second of CPU. The streaming run happens in a
-fresh subprocess so its peak RSS is its own.
+Targets (issue "Performance"): iterating a 2 GB Arrow file memory-mapped in batches (``SampleTable.stream``)
+with peak RSS under 300 MB; a subject-disjoint split of 1,000,000 rows in under a second of CPU. The streaming
+run happens in a fresh subprocess so its peak RSS is its own.
 """
 
 from __future__ import annotations
@@ -27,7 +27,8 @@ def write_big_file(path: Path, total_bytes: int, dim: int = 512, batch_rows: int
     from bioanon.table import SampleTable
 
     rows = max(batch_rows, total_bytes // (4 * dim))
-    template = SampleTable.from_arrays(subject=np.array(["s"] * 1), payloads={"features": np.zeros((1, dim), np.float32)})
+    template = SampleTable.from_arrays(subject=np.array(["s"] * 1),
+                                       payloads={"features": np.zeros((1, dim), np.float32)})
     schema = template.arrow.schema
     rng = np.random.default_rng(0)
     written = 0

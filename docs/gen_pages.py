@@ -46,7 +46,8 @@ def _method(cls: type) -> list[str]:
         lines.append("")
     if d["presets"]:
         lines.append("Presets: " + "; ".join(
-            f"`{name}` ({', '.join(f'{k}={v!r}' for k, v in values.items())})" for name, values in d["presets"].items()))
+            f"`{name}` ({', '.join(f'{k}={v!r}' for k, v in values.items())})"
+            for name, values in d["presets"].items()))
         lines.append("")
     return lines
 

@@ -13,7 +13,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.run import BENCHMARKS, markdown
+from benchmarks.run import BENCHMARKS, markdown  # noqa: E402 (importable only once ROOT is on sys.path)
 
 
 @functools.cache

@@ -88,7 +88,7 @@ def test_images_and_audio_are_written_as_a_folder_of_files(tmp_path):
     write_table(t, tmp_path / "faces")
     meta = pd.read_csv(tmp_path / "faces" / "metadata.csv", dtype=str)
     assert list(meta.columns) == ["file", "sample_id", "subject", "attr.sex"]
-    for row, img in zip(meta.itertuples(), images):
+    for row, img in zip(meta.itertuples(), images, strict=True):
         np.testing.assert_array_equal(np.asarray(Image.open(tmp_path / "faces" / row.file)), img)
     with pytest.raises(BioanonError, match="not an empty folder"):
         write_table(t, tmp_path / "faces")  # never overwritten
@@ -96,7 +96,7 @@ def test_images_and_audio_are_written_as_a_folder_of_files(tmp_path):
     v = SampleTable.from_arrays(subject=["s1", "s2"], payloads={"audio": audio}, metadata={"sample_rate": 8000})
     write_table(v, tmp_path / "voices")
     meta = pd.read_csv(tmp_path / "voices" / "metadata.csv", dtype=str)
-    for row, a in zip(meta.itertuples(), audio):
+    for row, a in zip(meta.itertuples(), audio, strict=True):
         rate, got = wavfile.read(tmp_path / "voices" / row.file)
         assert rate == 8000
         np.testing.assert_array_equal(got, a)

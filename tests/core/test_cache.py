@@ -418,7 +418,7 @@ def test_get_or_compute_second_run_recomputes_nothing(tmp_path):
     assert second.get_or_compute_json(keys[0], lambda: json_calls.append(2)) is None
     assert calls == [0, 1, 2] and json_calls == [1]
     assert second.stats == {"hits": 4, "misses": 0, "writes": 0}
-    for r, a in zip(results, again):
+    for r, a in zip(results, again, strict=True):
         assert arrow_of(r).equals(arrow_of(a), check_metadata=True)
 
 

@@ -448,8 +448,8 @@ def test_unknown_keys_with_suggestions(registry):
         "recognizers[0].scenarios: unknown key; 'scenarios' is a top-level key: in TOML, top-level keys must "
         "come before the first [table] header",
         "selection.subject_count: unknown key; did you mean 'subject_counts'?",
-        "report.xyz: unknown key; allowed: bootstrap, confidence, per_probe_scores, paper_protocol, reversibility_thresholds, "
-            "breakdown",
+        "report.xyz: unknown key; allowed: bootstrap, confidence, per_probe_scores, paper_protocol, "
+        "reversibility_thresholds, breakdown",
     ]
 
 

@@ -51,23 +51,24 @@ def test_dask_results_identical_to_local(cluster, tmp_path):
 def test_killed_worker_task_is_retried_elsewhere(cluster, tmp_path):
     lc, client = cluster
     local = bioanon.evaluate(_cfg(), out_dir=None, cache=tmp_path / "local", progress=False)
+
+    def kill_when_running(victim: int, cache: Cache, killed: threading.Event, finished: threading.Event) -> None:
+        """Kill ``victim`` once tasks are running and some results are cached; give up when ``finished``."""
+        deadline = time.time() + 60
+        while time.time() < deadline and not finished.is_set():
+            if any(client.processing().values()) and cache.info().n_json >= 3:
+                os.kill(victim, signal.SIGKILL)
+                killed.set()
+                return
+            time.sleep(0.005)
+
     for attempt in range(3):  # the kill must land while tasks are running; a run that finishes first retries
         client.wait_for_workers(2, timeout=60)
         pids = client.run(os.getpid)
         victim = sorted(pids.values())[0]
         cache = Cache(tmp_path / f"dask{attempt}")
         killed, finished = threading.Event(), threading.Event()
-
-        def kill_when_running() -> None:
-            deadline = time.time() + 60
-            while time.time() < deadline and not finished.is_set():
-                if any(client.processing().values()) and cache.info().n_json >= 3:
-                    os.kill(victim, signal.SIGKILL)
-                    killed.set()
-                    return
-                time.sleep(0.005)
-
-        killer = threading.Thread(target=kill_when_running, daemon=True)
+        killer = threading.Thread(target=kill_when_running, args=(victim, cache, killed, finished), daemon=True)
         killer.start()
         result = bioanon.evaluate(_cfg(), out_dir=None, cache=cache, progress=False, executor="dask",
                                   scheduler=client)

@@ -343,7 +343,8 @@ def test_two_runs_sharing_one_cache_at_once(tmp_path):
     script = tmp_path / "run.py"
     script.write_text(KILL_SCRIPT)
     cache_dir = tmp_path / "cache"
-    procs = [subprocess.Popen([sys.executable, str(script), json.dumps(cfg), str(cache_dir), str(tmp_path / f"{i}.json")])
+    procs = [subprocess.Popen([sys.executable, str(script), json.dumps(cfg), str(cache_dir),
+                               str(tmp_path / f"{i}.json")])
              for i in range(2)]
     assert [p.wait(timeout=300) for p in procs] == [0, 0]
     import pandas as pd

@@ -164,7 +164,7 @@ def test_from_hf_reads_image_audio_and_classlabel_columns_and_renames():
     assert t.subjects.tolist() == ["p", "q", "p", "q"]  # ClassLabel names, the column found by name
     np.testing.assert_array_equal(t.payload("image"), np.stack(imgs))
     assert t.payload_shape("grey") == (3, 2, 1) and t.payload("grey")[2, :, :, 0].tolist() == greys[2].tolist()
-    for got, want in zip(t.payload("audio"), sounds):
+    for got, want in zip(t.payload("audio"), sounds, strict=True):
         np.testing.assert_array_equal(got, want)
     assert t.metadata["sample_rate"] == 8000
     np.testing.assert_allclose(t.payload("features"), np.array(columns["emb"]), rtol=1e-6)

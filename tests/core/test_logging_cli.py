@@ -159,12 +159,15 @@ def test_every_command_has_an_example_in_its_help(capsys):
 
 
 @pytest.mark.parametrize("doc, summary", [
-    ("DP Snow (John et al. 2020): pixels replaced by grey. More text.", "DP Snow (John et al. 2020): pixels replaced by grey."),
+    ("DP Snow (John et al. 2020): pixels replaced by grey. More text.",
+     "DP Snow (John et al. 2020): pixels replaced by grey."),
     ("The gait set of Zou et al. (phone in a pocket), cut into windows. Details.",
      "The gait set of Zou et al. (phone in a pocket), cut into windows."),
     ("Round to a grid (e.g. 0.05 m = 50 mm). Then more.", "Round to a grid (e.g. 0.05 m = 50 mm)."),
-    ("A table, e.g. The output of anonymize, i.e. Arrow. Second.", "A table, e.g. The output of anonymize, i.e. Arrow."),
-    ("Faces, voices, etc. and more, cf. Fig. 2 of the paper! Second.", "Faces, voices, etc. and more, cf. Fig. 2 of the paper!"),
+    ("A table, e.g. The output of anonymize, i.e. Arrow. Second.",
+     "A table, e.g. The output of anonymize, i.e. Arrow."),
+    ("Faces, voices, etc. and more, cf. Fig. 2 of the paper! Second.",
+     "Faces, voices, etc. and more, cf. Fig. 2 of the paper!"),
     ("Blur with constant K. Then invert.", "Blur with constant K."),
     ("One sentence\n  over two lines.", "One sentence over two lines."),
     ("No full stop", "No full stop"),

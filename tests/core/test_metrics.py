@@ -66,7 +66,7 @@ def ref_min_cllr(M, N):
     """pyllr.min_cllr on the reference PAV."""
     tar, non = ref_pav_blocks(M, N)
     total = 0.0
-    for t, n in zip(tar, non):
+    for t, n in zip(tar, non, strict=True):
         p = t / (t + n)
         llr = (math.log(p / (1 - p)) if 0 < p < 1 else (math.inf if p == 1 else -math.inf)) - math.log(
             len(M) / len(N)
@@ -259,12 +259,12 @@ def test_pav_llrs_are_monotone_and_shared_by_ties():
     N = np.round(rng.normal(0, 1, 900), 1)
     lm, ln = m.pav_llrs(M, N)
     s = np.concatenate([M, N])
-    l = np.concatenate([lm, ln])
+    llr = np.concatenate([lm, ln])
     o = np.argsort(s, kind="stable")
-    assert np.all(l[o][1:] >= l[o][:-1])
-    assert np.isneginf(l).any() and np.isposinf(l).any()
+    assert np.all(llr[o][1:] >= llr[o][:-1])
+    assert np.isneginf(llr).any() and np.isposinf(llr).any()
     for v in np.unique(s):
-        assert np.unique(l[s == v]).size == 1
+        assert np.unique(llr[s == v]).size == 1
     # infinite LLRs only occur on the harmless side, so plain Cllr of the optimal LLRs is min Cllr
     assert m.cllr(lm, ln) == pytest.approx(m.min_cllr(M, N))
 

@@ -10,7 +10,7 @@ import pytest
 
 import bioanon
 from bioanon.builtin.protocol import paper_protocol
-from bioanon.errors import PluginError, TableError
+from bioanon.errors import TableError
 from bioanon.metrics import label_indices, top_k_accuracy
 from bioanon.methods import feature_matrix
 from bioanon.testing import make_table

@@ -116,7 +116,8 @@ BROKEN = {
     "bad_signature": "import bioanon\n@bioanon.hookimpl\ndef register_anonymizers(register, nonsense):\n    pass\n",
     "unknown_hook": "import bioanon\n@bioanon.hookimpl\ndef register_anonymisers(register):\n    pass\n",
     "not_a_class": "import bioanon\n@bioanon.hookimpl\ndef register_anonymizers(register):\n    register(object())\n",
-    "raises": "import bioanon\n@bioanon.hookimpl\ndef register_recognizers(register):\n    raise RuntimeError('boom')\n",
+    "raises": "import bioanon\n@bioanon.hookimpl\ndef register_recognizers(register):\n"
+              "    raise RuntimeError('boom')\n",
 }
 EXPECTED = {
     "import_error": "ModuleNotFoundError: No module named 'no_such_module_anywhere'",
@@ -147,7 +148,7 @@ def test_broken_plugin_is_reported_and_skipped(site, case):
         assert registry["any.gaussian_noise"].distribution == "bioanon"
 
     with pytest.raises(PluginError, match="BIOANON_STRICT_PLUGINS"):
-        PluginManager(strict=True).registry
+        _ = PluginManager(strict=True).registry
 
     out = run_cli(["plugins"], site)
     assert out.returncode == 0
@@ -252,7 +253,7 @@ def test_an_incompatible_plugin_is_listed_not_loaded(site, fails_to_import):
     assert pm.pluggy_manager.get_plugin("bioanon_toy") is None, "its hooks must not be registered"
     assert status in pm.failures and "BIOANON_DISABLE_PLUGINS=bioanon_toy" in status.report_line()
     with pytest.raises(PluginError, match="is incompatible: .*BIOANON_STRICT_PLUGINS"):
-        PluginManager(strict=True).registry
+        _ = PluginManager(strict=True).registry
 
     out = run_cli(["plugins"], site)
     assert out.returncode == 0 and "Traceback" not in out.stderr
@@ -274,7 +275,7 @@ def test_an_incompatible_plugin_whose_package_fails_to_import_is_read_without_ru
     (site / "bioanon_toy" / "__init__.py").write_text("from bioanon.api import NameOfApiTwo\n")
     with pytest.warns(PluginLoadWarning):
         pm = PluginManager()
-        pm.registry
+        _ = pm.registry
     assert _status(pm).status == "incompatible"
     assert _status(pm).error == f"needs bioanon API ~=2.1; this bioanon provides {API_VERSION}"
 
@@ -283,7 +284,7 @@ def test_an_import_failure_of_a_compatible_plugin_is_reported_as_before(site):
     make_dist(site, "bioanon-toy", "bioanon_toy", 'BIOANON_API = ">=1.0"\nimport no_such_module_anywhere\n')
     with pytest.warns(PluginLoadWarning):
         pm = PluginManager()
-        pm.registry
+        _ = pm.registry
     status = _status(pm)
     assert status.status == "failed" and "No module named 'no_such_module_anywhere'" in status.error
     assert status.api == ">=1.0"
@@ -301,7 +302,7 @@ def test_a_malformed_range_is_a_broken_plugin(site, declared, note):
         registry = pm.registry
     assert _status(pm).status == "failed" and note in _status(pm).error and "toy.invert" not in registry
     with pytest.raises(PluginError, match="BIOANON_STRICT_PLUGINS"):
-        PluginManager(strict=True).registry
+        _ = PluginManager(strict=True).registry
 
 
 def test_a_plugin_object_registered_in_code_is_checked_too(bioanon_plugin_manager):
@@ -314,7 +315,7 @@ def test_a_plugin_object_registered_in_code_is_checked_too(bioanon_plugin_manage
 
     with pytest.warns(PluginLoadWarning, match=f"needs bioanon API >=1.99,<2; this bioanon provides {API_VERSION}"):
         bioanon_plugin_manager.register_plugin(Plugin(), "future")
-        bioanon_plugin_manager.registry
+        _ = bioanon_plugin_manager.registry
     assert _status(bioanon_plugin_manager, "future").status == "incompatible"
 
 

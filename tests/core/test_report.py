@@ -58,7 +58,8 @@ def make_run(root: Path, *, anons=ANONS, deanon: bool = False, utility: bool = T
                                                 v = rng.uniform(0.85, 0.95)
                                             else:
                                                 v = rng.uniform(chance, max(0.8 - 0.2 * si, 0.3))
-                                            if (aname, si, rec, scen) == PLANTED[:4] and sel == "random" and n == max(counts):
+                                            is_planted = (aname, si, rec, scen) == PLANTED[:4]
+                                            if is_planted and sel == "random" and n == max(counts):
                                                 v = PLANTED[4]
                                             lo, hi, ch = max(v - 0.05, 0), min(v + 0.05, 1), chance
                                         elif metric in ("eer", "min_cllr", "linkability"):
@@ -506,7 +507,7 @@ def test_single_point_series_are_points_with_a_note(tmp_path):
     bars = {c.get_label() for ax in fig.figure.axes for c in ax.collections if len(c.get_paths())}
     assert bars == {"random: range over draws"}  # three draws: their range is a bar at n = 8
     (legend,) = fig.figure.legends
-    for h, t in zip(legend.legend_handles, legend.get_texts()):
+    for h, t in zip(legend.legend_handles, legend.get_texts(), strict=True):
         assert t.get_text() in drawn | bars, t.get_text()
         if t.get_text() in drawn:  # the key shows the marker, not a line that is not in the plot
             assert isinstance(h, Line2D) and h.get_linestyle() == "None", t.get_text()

@@ -129,17 +129,17 @@ def test_headline_metric():
 
 
 def _rows(*rows):
-    return pd.DataFrame([dict(zip(("setting", "recognizer", "scenario", "value"), r)) for r in rows])
+    return pd.DataFrame([dict(zip(("setting", "recognizer", "scenario", "value"), r, strict=True)) for r in rows])
 
 
 def test_worst_case_is_the_highest_attack_not_clear():
     df = _rows((0, "knn", "clear", 0.99), (0, "knn", "naive", 0.2), (0, "cnn", "parrot", 0.6),
                (0, "cnn", "lazy", math.nan), (1, "knn", "naive", 0.1), (1, "knn", "deanon", 0.7))
     w = sc.worst_case(df, ["setting"])
-    assert list(zip(w.setting, w.recognizer, w.scenario, w.value)) == [(0, "cnn", "parrot", 0.6),
+    assert list(zip(w.setting, w.recognizer, w.scenario, w.value, strict=True)) == [(0, "cnn", "parrot", 0.6),
                                                                         (1, "knn", "deanon", 0.7)]
     w = sc.worst_case(df, ["setting"], deanon=False)  # the trade-off curve without de-anonymization
-    assert list(zip(w.setting, w.scenario)) == [(0, "parrot"), (1, "naive")]
+    assert list(zip(w.setting, w.scenario, strict=True)) == [(0, "parrot"), (1, "naive")]
     one = sc.worst_case(df[df.setting == 0])  # no keys: the whole table is one group
     assert len(one) == 1 and one.iloc[0].scenario == "parrot"
 

@@ -503,7 +503,7 @@ def test_converted_motion_study_evaluates_on_seba_data(tmp_path):
     (data / "walkers").mkdir(parents=True)
     (data / "walkers.meta.yaml").write_text(yaml.safe_dump({"name": "walkers", "original": True,
                                                             "trait": "motion", "fps": 30}))
-    for k, (sid, subject, x) in enumerate(zip(walkers.sample_ids, walkers.subjects, walkers.payload("pose"))):
+    for k, (subject, x) in enumerate(zip(walkers.subjects, walkers.payload("pose"), strict=True)):
         frames = np.asarray(x, dtype=float).reshape(len(x), -1) * 1000.0  # marker-major x, y, z in mm
         (data / "walkers" / f"s{subject}.p{k}.mocap").write_text(json.dumps(frames.tolist()))
     path = tmp_path / "study.runconfig.yaml"

@@ -78,7 +78,7 @@ def test_from_arrays_values_roundtrip_exactly():
     t = SampleTable.from_arrays(subject=np.array([1, 1, 2, 2, 3]), payloads={"pose": pose, "audio": audio},
                                 sample_id=[f"s{i}" for i in range(5)], metadata={"sample_rate": 8000})
     np.testing.assert_array_equal(t.payload("pose"), pose)
-    for got, want in zip(t.payload("audio"), audio):
+    for got, want in zip(t.payload("audio"), audio, strict=True):
         np.testing.assert_array_equal(got, want)
     assert t.subjects.tolist() == ["1", "1", "2", "2", "3"]
     assert t.sample_ids.tolist() == ["s0", "s1", "s2", "s3", "s4"]
@@ -116,7 +116,7 @@ def test_payload_is_zero_copy_for_single_chunk():
         assert np.shares_memory(a, np.frombuffer(buf, dtype=a.dtype))
         assert not a.flags.writeable
     aud1, aud2 = t.payload("audio"), t.payload("audio")
-    assert all(np.shares_memory(x, y) for x, y in zip(aud1, aud2) if x.size)
+    assert all(np.shares_memory(x, y) for x, y in zip(aud1, aud2, strict=True) if x.size)
 
 
 def test_payload_of_slice_is_zero_copy_and_correct():
@@ -127,7 +127,7 @@ def test_payload_of_slice_is_zero_copy_and_correct():
     np.testing.assert_array_equal(sl.payload("pose"), full[2:5])
     assert np.shares_memory(sl.payload("pose"), full) and np.shares_memory(part, full)
     audio = t.payload("audio")
-    for got, want in zip(sl.payload("audio"), audio[2:5]):
+    for got, want in zip(sl.payload("audio"), audio[2:5], strict=True):
         np.testing.assert_array_equal(got, want)
 
 
@@ -403,7 +403,7 @@ def test_parquet_roundtrip(tmp_path):
     assert u.arrow.equals(t.arrow)
     assert u.metadata == t.metadata
     np.testing.assert_array_equal(u.payload("pose"), t.payload("pose"))
-    for got, want in zip(u.payload("audio"), t.payload("audio")):
+    for got, want in zip(u.payload("audio"), t.payload("audio"), strict=True):
         np.testing.assert_array_equal(got, want)
     bad = tmp_path / "bad.parquet"
     bad.write_bytes(b"PAR1 not really")

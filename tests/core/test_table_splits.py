@@ -100,7 +100,7 @@ def test_split_subjects_deterministic_and_row_order_independent(weights, counts,
     a = build(counts, order_seed)
     b = build(counts, order_seed + 1)  # same samples, other row order
     pa_, pa2, pb = a.split_subjects(rates, seed), a.split_subjects(rates, seed), b.split_subjects(rates, seed)
-    for x, y, z in zip(pa_, pa2, pb):
+    for x, y, z in zip(pa_, pa2, pb, strict=True):
         assert x.arrow.equals(y.arrow)
         assert x.subject_names == z.subject_names
         assert sorted(x.sample_ids) == sorted(z.sample_ids)
@@ -129,7 +129,7 @@ def test_split_within_subjects_properties(weights, counts, seed, order_seed):
     t = build(counts, order_seed)
     rates = rates_of(weights)
     names = [f"subj{j:03d}" for j in range(len(counts))]
-    expected = {name: hamilton(weights, c) for name, c in zip(names, counts)}
+    expected = {name: hamilton(weights, c) for name, c in zip(names, counts, strict=True)}
     parts = t.split_within_subjects(rates, seed, min_per_part=0)
     assert len(parts) == len(weights)
     # sample counts per subject per part follow the rule exactly
@@ -150,7 +150,7 @@ def test_split_within_subjects_properties(weights, counts, seed, order_seed):
             t.split_within_subjects(rates, seed)
     else:
         strict = t.split_within_subjects(rates, seed)
-        for p, q in zip(strict, parts):
+        for p, q in zip(strict, parts, strict=True):
             assert p.subject_names == names
             assert p.arrow.equals(q.arrow)
 
@@ -165,7 +165,7 @@ def test_split_within_subjects_deterministic_and_row_order_independent(weights, 
     pa_ = a.split_within_subjects(rates, seed, min_per_part=0)
     pa2 = a.split_within_subjects(rates, seed, min_per_part=0)
     pb = b.split_within_subjects(rates, seed, min_per_part=0)
-    for x, y, z in zip(pa_, pa2, pb):
+    for x, y, z in zip(pa_, pa2, pb, strict=True):
         assert x.arrow.equals(y.arrow)
         assert sorted(x.sample_ids) == sorted(z.sample_ids)
 

@@ -46,7 +46,7 @@ def test_pe_miu_shuffles_each_template_on_its_own_and_reproducibly():
     x, y = t.payload("features"), a.payload("features")
     blocks_x, blocks_y = x.reshape(len(x), 8, 8), y.reshape(len(y), 8, 8)
     perms = []
-    for bx, by in zip(blocks_x, blocks_y):  # every template's blocks are its own blocks, moved
+    for bx, by in zip(blocks_x, blocks_y, strict=True):  # every template's blocks are its own blocks, moved
         match = (np.abs(by[:, None] - bx[None]).sum(-1) < 1e-6)
         assert match.sum(1).tolist() == [1] * 8
         perms.append(tuple(match.argmax(1)))

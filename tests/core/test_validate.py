@@ -44,7 +44,8 @@ def test_cli_validate_accepts_a_good_config_and_runs_nothing(tmp_path):
 
 def test_cli_validate_lists_every_problem_at_once(tmp_path):
     toml = tmp_path / "bad.toml"
-    toml.write_text(GOOD.replace('grid = { sigma = [1.0, 2.0] }', 'params = { sigma = -1 }\ngrid = { seed = [1, "x"] }'))
+    toml.write_text(GOOD.replace('grid = { sigma = [1.0, 2.0] }',
+                                 'params = { sigma = -1 }\ngrid = { seed = [1, "x"] }'))
     blocker = tmp_path / "file"
     blocker.write_text("")
     out = _cli("validate", toml, "--out", blocker / "results")

@@ -96,7 +96,7 @@ def test_dp_sample_counts_match_the_binomial_rule():
     eps = np.array([1.0, 2.0, 0.5, 5.0, 0.1, 1.0, 0.7, 2.5, 25.0, 0.3, 100.0])
     m = 5
     got = dp_sample_counts(f, m, eps)
-    for fi, ei, gi in zip(f, eps, got):
+    for fi, ei, gi in zip(f, eps, got, strict=True):
         ok = [x for x in range(fi - m + 1) if math.comb(fi, x) / math.comb(fi - m, x) <= math.exp(ei)]
         assert gi == (max(ok) if fi > m else 0), (fi, ei)
     assert got[0] == 0 and got[1] == 0 and got[-1] == 37 - 5 and got[5] > 0

@@ -31,7 +31,7 @@ def _rotate(images: np.ndarray, degrees: np.ndarray) -> np.ndarray:
 
     h, w = images.shape[1:3]
     return np.stack([cv2.warpAffine(im, cv2.getRotationMatrix2D(((w - 1) / 2, (h - 1) / 2), -a, 1.0), (w, h),
-                                    borderMode=cv2.BORDER_REPLICATE) for im, a in zip(images, degrees)])
+                                    borderMode=cv2.BORDER_REPLICATE) for im, a in zip(images, degrees, strict=True)])
 
 
 def test_orl_faces_are_found(orl):

@@ -129,7 +129,7 @@ def test_fantomas_weights_round_trip_and_a_mismatch_names_the_layer(faces, tmp_p
     b = Fantomas(weights=str(path), **{**FANTOMAS, "epochs": 1, "lr": 1e-12})
     assert b.preflight(clear) == []
     b.fit(clear, anon)  # starts from a's weights: with a vanishing learning rate it keeps them
-    for (name, pa), pb in zip(a.model_.state_dict().items(), b.model_.state_dict().values()):
+    for (name, pa), pb in zip(a.model_.state_dict().items(), b.model_.state_dict().values(), strict=True):
         assert torch.allclose(pa, pb, atol=1e-6), name
     wrong = Fantomas(weights=str(path), **{**FANTOMAS, "features": 3})
     problems = wrong.preflight(clear)

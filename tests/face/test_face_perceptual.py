@@ -48,7 +48,7 @@ def test_decreases_monotonically_with_blur(fitted, faces):
     per_sample = np.stack([fitted.measure(ev, bioanon.get_method("face.gaussian_blur", kernel=k).transform(ev))
                            for k in kernels])
     means = per_sample.mean(axis=1)
-    print("face.perceptual_similarity vs blur kernel", dict(zip(kernels, np.round(means, 4))),
+    print("face.perceptual_similarity vs blur kernel", dict(zip(kernels, np.round(means, 4), strict=True)),
           "floor", round(fitted.floor(ev), 4))
     assert np.all(np.diff(means) < 0), means
     assert np.mean(np.diff(per_sample, axis=0) < 0) > 0.95  # nearly every image, at every step

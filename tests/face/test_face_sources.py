@@ -73,8 +73,9 @@ def test_folder_layout_with_attributes(tmp_path):
     t.validate()
     assert len(t) == 7 and t.payload("image").shape == (7, 10, 8, 3)
     assert list(t.subjects).count("bob") == 4
-    age = dict(zip(t.sample_ids, t.attribute("age")))
-    assert age["alice/0.png"] == 31 and age["bob/1.png"] == 40 and (age["alice/1.png"] is None or np.isnan(age["alice/1.png"]))
+    age = dict(zip(t.sample_ids, t.attribute("age"), strict=True))
+    assert age["alice/0.png"] == 31 and age["bob/1.png"] == 40
+    assert age["alice/1.png"] is None or np.isnan(age["alice/1.png"])
     # colour PNGs are read as RGB (OpenCV's BGR converted)
     img = np.zeros((4, 4, 3), np.uint8)
     img[..., 2] = 200  # red in BGR order
@@ -160,11 +161,12 @@ def test_folder_attribute_csv_is_joined_per_file_with_checks(tmp_path):
     csv_path.write_text("file,subject,smile\nalice/0.png,alice,yes\nalice/1.png,alice,no\nbob/0.png,bob,no\n"
                         "bob/1.png,bob,yes\n")
     t = _src("face.folder").load(tmp_path)
-    assert dict(zip(t.sample_ids, t.attribute("smile"))) == {
+    assert dict(zip(t.sample_ids, t.attribute("smile"), strict=True)) == {
         "alice/0.png": "yes", "alice/1.png": "no", "bob/0.png": "no", "bob/1.png": "yes"}
     assert t.attribute_names == ["smile"]
     csv_path.write_text("path,subject,smile\nalice/0.png,bob,yes\n")
-    with pytest.raises(DataError, match=r"attributes\.csv: column 'subject' disagrees .*'alice/0.png': 'bob' on line 2"):
+    with pytest.raises(DataError,
+                       match=r"attributes\.csv: column 'subject' disagrees .*'alice/0.png': 'bob' on line 2"):
         _src("face.folder").load(tmp_path)
     csv_path.write_text("path,smile\nalice/0.png,yes\nbob/1.png,no\nalice/0.png,no\n")
     with pytest.raises(DataError, match=r"column 'path': duplicate file keys .*'alice/0.png' \(lines 2, 4\)"):
@@ -196,7 +198,8 @@ def test_celeba_duplicate_lines_are_errors(tmp_path):
     attr = tmp_path / "list_attr_celeba.txt"
     lines = attr.read_text().splitlines()
     attr.write_text("\n".join(lines + [lines[2]]) + "\n")
-    with pytest.raises(DataError, match=rf"list_attr_celeba\.txt: .*duplicate file keys .*'{names[0]}' \(lines 3, 12\)"):
+    with pytest.raises(DataError,
+                       match=rf"list_attr_celeba\.txt: .*duplicate file keys .*'{names[0]}' \(lines 3, 12\)"):
         _src("face.celeba", size=(16, 16)).load(tmp_path)
     attr.write_text("\n".join(lines[:3] + lines[4:]) + "\n")  # the second image has no attribute line
     with pytest.warns(MetadataWarning, match=rf"1 of 9 files have no row .*'{names[1]}'"):
@@ -225,7 +228,7 @@ def _faces_and_blank(shared_data, root):
     images = {}
     for s in ("s1", "s2"):
         found = [read_image(shared_data / "att_faces" / s / f"{i}.pgm") for i in range(1, 11)]
-        found = [im for im, ok in zip(found, detect_faces(np.stack(found)).found) if ok]
+        found = [im for im, ok in zip(found, detect_faces(np.stack(found)).found, strict=True) if ok]
         for i, img in enumerate(found[:3], start=1):
             _write_png(root / s / f"{i}.png", img)
             images[f"{s}/{i}.png"] = img

@@ -15,7 +15,7 @@ def test_resample_ragged_in_blocks_equals_one_sequence_at_a_time(monkeypatch):
     seqs = [rng.normal(size=(t, 4, 3)) * 100 for t in [20] * 8 + [33] * 5 + [20, 7]]
     out = skeleton.resample_ragged(seqs, 25)
     assert out.shape == (len(seqs), 25, 4, 3) and out.dtype == np.float32
-    for s, o in zip(seqs, out):
+    for s, o in zip(seqs, out, strict=True):
         np.testing.assert_array_equal(o, skeleton.resample(s[None], 25)[0])
 
 

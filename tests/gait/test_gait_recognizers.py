@@ -89,7 +89,8 @@ def test_svm_is_the_core_recognizer_on_gait_features(walkers):
     def feats(t):
         return t.with_payload("features", extractor.transform(t.payload("pose")), drop="pose")
 
-    core = bioanon.get_method("any.pca_svm", n_components=1.0).fit(feats(train)).enroll(feats(gallery)).score(feats(probes))
+    core = (bioanon.get_method("any.pca_svm", n_components=1.0).fit(feats(train)).enroll(feats(gallery))
+            .score(feats(probes)))
     np.testing.assert_allclose(ours.scores, core.scores)
     assert list(ours.classes) == list(core.classes)
     # the feature space comes from the attacker's training set, not from the gallery

@@ -29,7 +29,7 @@ def test_ucalgary_loads_with_quirks_handled(shared_data):
     assert meta["units"] == "m" and meta["up_axis"] == 1 and meta["source_frame_rate"] == 30.0
     assert meta["frame_rate"] == pytest.approx(30.0 * 99 / 119)
     assert set(t.attribute("gait_type")) == {"N", "AR", "AL"}
-    sex = dict(zip(t.sample_ids, t.attribute("sex")))
+    sex = dict(zip(t.sample_ids, t.attribute("sex"), strict=True))
     assert sex["sub8_run1"] == sex["sub8_run3"] == "F"  # subject 8: M in runs 1-2, F in 3-6 -> majority F
     x = t.payload("pose")
     head, foot = KINECT_V2_18.index("head"), KINECT_V2_18.index("foot_left")
@@ -42,7 +42,7 @@ def test_ucalgary_options(shared_data):
     root = shared_data / "ucalgary_gait"
     t = bioanon.load_dataset("gait.ucalgary", root, include_oa=True, sex_policy="as_labelled", frames=50)
     assert len(t) == 172 and t.payload_shape("pose") == (50, 18, 3)
-    sex = dict(zip(t.sample_ids, t.attribute("sex")))
+    sex = dict(zip(t.sample_ids, t.attribute("sex"), strict=True))
     assert (sex["sub8_run1"], sex["sub8_run3"]) == ("M", "F")
     nulled = bioanon.load_dataset("gait.ucalgary", root, sex_policy="null")
     s8 = nulled.attribute("sex")[nulled.subjects == "8"]
@@ -149,7 +149,8 @@ def test_csv_manifest_key_columns_and_duplicates(tmp_path):
         bioanon.load_dataset("gait.csv", tmp_path, frames=10)
     # the same file on two lines (e.g. under two subjects) is an error naming both lines
     man.write_text("\n".join(lines + ["./walk1.csv,p1,M,99"]) + "\n")
-    with pytest.raises(TableError, match=r"manifest\.csv:6: column 'path': .*walk1\.csv' is listed twice \(lines 3 and 6\)"):
+    with pytest.raises(TableError,
+                       match=r"manifest\.csv:6: column 'path': .*walk1\.csv' is listed twice \(lines 3 and 6\)"):
         bioanon.load_dataset("gait.csv", tmp_path, frames=10)
     man.write_text("\n".join(["path,subject,sex,sex"] + [ln + ",x" for ln in lines[1:]]) + "\n")
     with pytest.raises(TableError, match=r"column\(s\) \['sex'\] appear more than once"):
@@ -262,7 +263,7 @@ def test_seba_layout_imports_with_identity_and_sample_attributes(tmp_path):
         t = bioanon.load_dataset("gait.seba", path, frames=12)
         assert len(t) == 6 and t.num_subjects == 3 and t.payload_shape("pose") == (12, 3, 3)
     assert list(t.sample_ids)[:2] == ["id0.p0", "id0.p1"]
-    for sid, x in zip(t.sample_ids, t.payload("pose")):
+    for sid, x in zip(t.sample_ids, t.payload("pose"), strict=True):
         np.testing.assert_allclose(x, truth[sid])
     assert t.metadata["joints"] == ["a", "b", "c"] and t.metadata["frame_rate"] == 120.0
     assert t.metadata["body_parts"] == {"head": ["c"], "left_leg": ["a"], "right_leg": ["b"]}
@@ -283,7 +284,8 @@ def test_seba_malformed_files_are_named(tmp_path):
         bioanon.load_dataset("gait.seba", tmp_path)
     (tmp_path / "walkers" / "id1.p0.mocap").write_text("[[1, 2, 3, 4, 5, 6, 7, 8, 9]]")
     (tmp_path / "walkers" / "id1.p0.yaml").write_text("subject: id2\nsex: M\n")  # a label against the layout
-    with pytest.raises(TableError, match=r"id1\.p0\.yaml: subject = 'id2', but the file name id1\.p0\.mocap says 'id1'"):
+    with pytest.raises(TableError,
+                       match=r"id1\.p0\.yaml: subject = 'id2', but the file name id1\.p0\.mocap says 'id1'"):
         bioanon.load_dataset("gait.seba", tmp_path)
     shutil.rmtree(tmp_path / "walkers")
     (tmp_path / "walkers.meta.yaml").write_text("trait: motion\nfps: [1, 2\n")

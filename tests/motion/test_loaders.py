@@ -26,7 +26,7 @@ def test_sliding_windows_match_a_plain_loop(length, window, stride):
     w = sliding_windows(x, window, stride)
     expected = [x[s:s + window] for s in range(0, length - window + 1, stride)]
     assert w.shape == (len(expected), window, 3)
-    for a, b in zip(w, expected):
+    for a, b in zip(w, expected, strict=True):
         np.testing.assert_array_equal(a, b)
 
 

@@ -48,7 +48,7 @@ def test_dtw_matches_the_textbook_recursion():
     rng = np.random.default_rng(1)
     a, b = rng.standard_normal((5, 12, 3)), rng.standard_normal((5, 12, 3))
     got = dtw_distance(a, b, band=1.0, normalize=False)
-    np.testing.assert_allclose(got, [_dtw_reference(x, y) for x, y in zip(a, b)], rtol=1e-10)
+    np.testing.assert_allclose(got, [_dtw_reference(x, y) for x, y in zip(a, b, strict=True)], rtol=1e-10)
     assert np.all(dtw_distance(a, a) == 0)
     # a time shift costs DTW much less than a pointwise comparison
     t = np.linspace(0, 4 * np.pi, 64)

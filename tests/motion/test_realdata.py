@@ -69,7 +69,7 @@ def test_random_set_mean_suppresses_identity_keeps_the_attribute_and_parrot_reco
     top1 = m[(m.metric == "top1")].groupby(["recognizer", "scenario"]).agg(value=("value", "mean"),
                                                                          chance=("chance", "mean")).value.unstack()
     chance = float(m[m.metric == "top1"].chance.mean())
-    print("\ntop-1 by recognizer and scenario (chance %.3f):\n%s" % (chance, top1.round(3).to_string()))
+    print(f"\ntop-1 by recognizer and scenario (chance {chance:.3f}):\n{top1.round(3).to_string()}")
     assert (top1["clear"] > 0.9).all()
     # naive (the paper's "level of mixture" protocol): at most half-way between chance and the clear level
     assert ((top1["naive"] - chance) <= 0.5 * (top1["clear"] - chance)).all()

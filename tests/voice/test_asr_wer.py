@@ -50,7 +50,8 @@ def test_normalize_words_spells_digits():
 
 def _texts(texts):
     n = len(texts)
-    return SampleTable.from_arrays(subject=[f"s{i % 2}" for i in range(n)], payloads={"features": np.zeros((n, 1), np.float32)},
+    return SampleTable.from_arrays(subject=[f"s{i % 2}" for i in range(n)],
+                                   payloads={"features": np.zeros((n, 1), np.float32)},
                                    attributes={"text": pa.array(texts, pa.string())})
 
 
@@ -84,7 +85,7 @@ def fsdd40(shared_data):
 def test_digit_grammar_recognizes_fsdd_far_above_chance(fsdd40):
     m = bioanon.get_method("voice.asr_wer", transcript="digit", vocabulary=DIGITS)
     hyps = m.extract(fsdd40)
-    correct = sum(h == DIGITS[d] for h, d in zip(hyps, fsdd40.attribute("digit")))
+    correct = sum(h == DIGITS[d] for h, d in zip(hyps, fsdd40.attribute("digit"), strict=True))
     assert correct >= 16, f"{correct} of 40 (chance 4)"  # 25-26 of 40 measured
     wer = float(np.mean(m.compare(fsdd40, hyps, hyps)))
     assert wer == pytest.approx(1 - correct / 40)  # one word per utterance, grammar: always one word out

@@ -31,7 +31,7 @@ def _write_kaldi(root: Path) -> dict:
     per = N_ENROL + N_TRIAL
     t = SyntheticVoice(n_speakers=40, utterances_per_speaker=per, duration=0.3, sample_rate=8000,
                        with_features=False, seed=1).load()
-    gender = dict(zip(t.subjects, t.attribute("gender")))
+    gender = dict(zip(t.subjects, t.attribute("gender"), strict=True))
     by_sex = {s: [spk for spk in t.subject_names if gender[spk] == g][: N_EVAL + N_TRAIN]
               for s, g in (("f", "female"), ("m", "male"))}
     assert all(len(v) == N_EVAL + N_TRAIN for v in by_sex.values())
@@ -97,11 +97,11 @@ def test_kaldi_source_reads_columns_and_lists(kaldi_dir):
     ids = list(t.sample_ids)
     assert set(ids) == set(truth["sex"])
     for col in ("sex", "subset"):
-        assert dict(zip(ids, t.attribute(col))) == truth[col]
-    role = dict(zip(ids, t.attribute("role")))
+        assert dict(zip(ids, t.attribute(col), strict=True)) == truth[col]
+    role = dict(zip(ids, t.attribute("role"), strict=True))
     assert {u: r for u, r in role.items() if r is not None} == truth["role"]
     assert sum(r is None for r in role.values()) == 2 * N_TRAIN * (N_ENROL + N_TRIAL)  # train: no list
-    text = dict(zip(ids, t.attribute("text")))
+    text = dict(zip(ids, t.attribute("text"), strict=True))
     assert text["f0-0"] == "ONE ONE" and text["m1-2"] == "THREE FOUR"
     # one data directory, chosen by name; no lists there: no role column, no protocol
     one = bioanon.load_dataset("voice.kaldi", str(data / "train"))

@@ -80,7 +80,7 @@ def test_lengths_and_rate_kept(method):
     assert out.metadata["sample_rate"] == SR
     assert [len(a) for a in out.payload("audio")] == [len(a) for a in sig]
     assert all(np.all(np.isfinite(a)) for a in out.payload("audio"))
-    assert any(not np.allclose(a, b) for a, b in zip(out.payload("audio"), sig))
+    assert any(not np.allclose(a, b) for a, b in zip(out.payload("audio"), sig, strict=True))
 
 
 def test_noise_hits_target_snr():

@@ -51,9 +51,9 @@ class TestXVectorDevice(NetworkContract):
         m = self.make(crop_frames=50)  # longer than the 0.4 s utterances: they are tiled
         m.fit(_data())
         frames = [xv._at_least(f, 50) for f in m._frames(_data())]
-        for idx, x, y in spy[0][:3]:
+        for idx, x, _y in spy[0][:3]:
             assert x.device.type == "cpu" and tuple(x.shape) == (len(idx), m.n_mels, 50)
-            for i, crop in zip(idx, x.numpy()):
+            for i, crop in zip(idx, x.numpy(), strict=True):
                 f = frames[i]
                 assert any(np.array_equal(crop, f[:, o:o + 50]) for o in range(f.shape[1] - 49)), i
 

@@ -105,8 +105,8 @@ def test_librispeech_fixture(tmp_path):
         LibriSpeech().load(sub)
     t = LibriSpeech(skip_bad_files=True).load(sub)
     assert len(t) == 4 and t.metadata["sample_rate"] == 16000
-    assert dict(zip(t.subjects, t.attribute("gender"))) == {"19": "F", "26": "M"}
-    text = dict(zip(t.sample_ids, t.attribute("text")))  # transcripts; none for speaker 26's chapter
+    assert dict(zip(t.subjects, t.attribute("gender"), strict=True)) == {"19": "F", "26": "M"}
+    text = dict(zip(t.sample_ids, t.attribute("text"), strict=True))  # transcripts; none for speaker 26's chapter
     assert [v for k, v in sorted(text.items()) if "19-100" in k] == ["HELLO WORLD", "GOOD BYE"]
     assert all(v is None for k, v in text.items() if "26-100" in k)
     assert len(LibriSpeech(skip_bad_files=True).load(root)) == 4
@@ -131,7 +131,7 @@ def test_synthetic_is_seeded_and_has_content_attribute():
     a = SyntheticVoice(n_speakers=3, utterances_per_speaker=4).load()
     b = SyntheticVoice(n_speakers=3, utterances_per_speaker=4).load()
     assert len(a) == 12 and "digit" in a.attribute_names and a.metadata["sample_rate"] == 8000
-    assert all(np.array_equal(x, y) for x, y in zip(a.payload("audio"), b.payload("audio")))
+    assert all(np.array_equal(x, y) for x, y in zip(a.payload("audio"), b.payload("audio"), strict=True))
     c = SyntheticVoice(n_speakers=3, utterances_per_speaker=4, seed=1).load()
     assert not np.array_equal(a.payload("audio")[0], c.payload("audio")[0])
 
@@ -158,7 +158,7 @@ def test_folder_per_file_metadata_with_path_and_speaker_columns(tmp_path):
     (tmp_path / "metadata.csv").write_text("path,speaker,emotion\nann/u0.wav,ann,happy\nann/u1.wav,ann,sad\n"
                                            "ben/u0.wav,ben,angry\nben/u1.wav,ben,calm\n")
     t = SpeakerFolder().load(tmp_path)
-    assert dict(zip(t.sample_ids, t.attribute("emotion"))) == {
+    assert dict(zip(t.sample_ids, t.attribute("emotion"), strict=True)) == {
         "ann/u0.wav": "happy", "ann/u1.wav": "sad", "ben/u0.wav": "angry", "ben/u1.wav": "calm"}
     assert "path" not in t.attribute_names and "speaker" not in t.attribute_names
 
@@ -196,7 +196,7 @@ def test_folder_files_without_a_row_warn_and_are_null(tmp_path):
     (tmp_path / "metadata.csv").write_text("path,emotion\nann/u0.wav,happy\nben/u1.wav,calm\n")
     with pytest.warns(MetadataWarning, match=r"2 of 4 files have no row .*'ann/u1.wav', 'ben/u0.wav'"):
         t = SpeakerFolder().load(tmp_path)
-    assert dict(zip(t.sample_ids, t.attribute("emotion"))) == {
+    assert dict(zip(t.sample_ids, t.attribute("emotion"), strict=True)) == {
         "ann/u0.wav": "happy", "ann/u1.wav": None, "ben/u0.wav": None, "ben/u1.wav": "calm"}
 
 
@@ -226,12 +226,13 @@ def test_fsdd_and_librispeech_speaker_tables_checked(fsdd_dir, tmp_path):
     from bioanon.metadata import MetadataWarning
 
     (fsdd_dir / "speakers.csv").write_text("speaker,gender,accent\nalice,female,UK\nbob,male,USA\nalice,male,UK\n")
-    with pytest.raises(DataError, match=r"speakers\.csv: column 'speaker': conflicting .*'alice' \(lines 2, 4: 'gender'"):
+    with pytest.raises(DataError,
+                       match=r"speakers\.csv: column 'speaker': conflicting .*'alice' \(lines 2, 4: 'gender'"):
         Fsdd().load(fsdd_dir)
     (fsdd_dir / "speakers.csv").write_text("speaker,gender,accent\nalice,female,UK\n")
     with pytest.warns(MetadataWarning, match="'bob'"):
         t = Fsdd().load(fsdd_dir)
-    assert set(zip(t.subjects, t.attribute("gender"))) == {("alice", "female"), ("bob", None)}
+    assert set(zip(t.subjects, t.attribute("gender"), strict=True)) == {("alice", "female"), ("bob", None)}
     (fsdd_dir / "speakers.csv").write_text("name,gender\nalice,female\n")
     with pytest.raises(DataError, match=r"speakers\.csv:1: .*no key column"):
         Fsdd().load(fsdd_dir)
@@ -256,5 +257,6 @@ def test_audiomnist_meta_duplicates_and_misplaced_files(tmp_path):
         AudioMnist().load(tmp_path)
     (data / "audioMNIST_meta.txt").write_text('{"01": {"gender": "male"}, "02": {"gender": "female"}}')
     sf.write(data / "02" / "1_01_0.wav", _tone(48000), 48000)  # speaker 01's file in speaker 02's folder
-    with pytest.raises(DatasetError, match=r"1_01_0\.wav: the file name says speaker '01', but it is in the folder '02'"):
+    with pytest.raises(DatasetError,
+                       match=r"1_01_0\.wav: the file name says speaker '01', but it is in the folder '02'"):
         AudioMnist().load(tmp_path)

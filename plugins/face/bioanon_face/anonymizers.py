@@ -145,7 +145,7 @@ def _expand_into(cells: np.ndarray, row_index: np.ndarray, col_index: np.ndarray
     np.take(wide, row_index, axis=1, out=out, mode="clip")
 
 
-_PAYLOAD = dict(help="payload column to anonymize (default: image)")
+_PAYLOAD: dict[str, Any] = dict(help="payload column to anonymize (default: image)")
 
 
 @attrs.define(kw_only=True)
@@ -826,7 +826,7 @@ class KRtio(_FaceAnonymizer):
             return None
         mixed = (self.alpha * np.arange(256, dtype=np.float64)[:, None]
                  + (1.0 - self.alpha) * (np.arange(levels, dtype=np.float64)[None, :] / self.k))
-        return restore_dtype(mixed, np.uint8).ravel()
+        return restore_dtype(mixed, np.dtype(np.uint8)).ravel()
 
     def _mix(self, x: np.ndarray, ov: np.ndarray, choice: np.ndarray, perms: np.ndarray, out: np.ndarray) -> None:
         """The k-RTIO images of the block ``x`` into ``out`` (any dtypes), in float64."""
@@ -878,7 +878,8 @@ class KRtio(_FaceAnonymizer):
             for j in range(k):
                 acc += ov[choice[:, j]]
         if lut is None:
-            out[...] = restore_dtype(self.alpha * x.astype(np.float64) + (1.0 - self.alpha) * (acc / k), np.uint8)
+            out[...] = restore_dtype(self.alpha * x.astype(np.float64) + (1.0 - self.alpha) * (acc / k),
+                                     np.dtype(np.uint8))
             return
         idx = x.astype(np.int32)
         idx *= 255 * k + 1

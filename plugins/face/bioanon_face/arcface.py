@@ -14,7 +14,7 @@ image helpers here (batch resizing with OpenCV, vectorized augmentation, the tim
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import attrs
 import numpy as np
@@ -109,8 +109,9 @@ def build_backbone(torch: Any, name: str, in_chans: int, width: int, method_id: 
 
 def _build_net(torch: Any, m: "ArcFace", in_chans: int, n_classes: int) -> Any:
     nn = torch.nn
+    module: Any = nn.Module  # torch is imported lazily: a value here, not a type mypy knows
 
-    class ArcFaceNet(nn.Module):
+    class ArcFaceNet(module):
         """timm backbone → linear embedding with batch norm; ArcFace head for training."""
 
         def __init__(self) -> None:
@@ -235,7 +236,7 @@ class ArcFace(CentroidRecognizer):
         """Problems found before any work: torch or timm missing, an unknown backbone, a ``weights`` file that
         does not fit the network built for the data's images."""
         column = self.payload or next((c for c in self.payloads if c in table.payload_names), None)
-        shape = table.payload_shape(column) if column in table.payload_names else (None,)
+        shape: tuple[Any, ...] = table.payload_shape(column) if column in table.payload_names else (None,)
         channels = shape[2] if len(shape) == 3 and shape[2] else 1
         try:
             return preflight_weights(self, lambda torch: _build_net(torch, self, channels, 2))
@@ -276,9 +277,9 @@ class ArcFace(CentroidRecognizer):
         """L2-normalized embeddings (N, embedding_dim)."""
         require_fitted(self, "model_", call="fit() or enroll()", before="embed()")
         import_torch(self.id, INSTALL)
-        x = self._images(table, self.channels_)
+        x = self._images(table, cast(int, self.channels_))  # channels_, device_: set with model_ by fit()
         mean, std = np.float32(self.mean_), np.float32(self.std_)
         e = infer(lambda t: self.model_.embed((t.float() / 255.0 - mean) / std), x,
-                  out_shape=(self.embedding_dim,), batch_size=128, threads=self.threads, device=self.device_,
-                  precision=self.precision)
+                  out_shape=(self.embedding_dim,), batch_size=128, threads=self.threads,
+                  device=cast(str, self.device_), precision=self.precision)
         return e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)

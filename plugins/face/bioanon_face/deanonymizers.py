@@ -5,14 +5,15 @@ with — re-sampling (linear/bicubic interpolation with a learned intermediate r
 Richardson–Lucy deconvolution (a learned Gaussian PSF), wavelet denoising (BayesShrink/VisuShrink), neighbour
 interpolation of DP Snow's grey pixels and the exact inversion of a learned fixed permutation. Every
 ``fit(clear, anonymized)`` pairs the attacker's images by sample id and chooses its free parameters to minimize
-the mean squared error to the clear images (the paper chooses by SSIM). Every ``transform`` is vectorized over the batch (OpenCV on stacked channels, batched FFTs,
-batched wavelet transforms). The general learned model (``face.fantomas``) lives in :mod:`.fantomas`.
+the mean squared error to the clear images (the paper chooses by SSIM). Every ``transform`` is vectorized over
+the batch (OpenCV on stacked channels, batched FFTs, batched wavelet transforms). The general learned model
+(``face.fantomas``) lives in :mod:`.fantomas`.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import attrs
 import numpy as np
@@ -85,8 +86,9 @@ def _mse(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.mean((np.asarray(a, np.float32) - b) ** 2))
 
 
-_PAYLOAD = dict(help="payload column (default: image)")
-_MAX_PAIRS = dict(help="attacker pairs (seeded subsample) used to choose the parameters (0: all)", low=0)
+_PAYLOAD: dict[str, Any] = dict(help="payload column (default: image)")
+_MAX_PAIRS: dict[str, Any] = dict(help="attacker pairs (seeded subsample) used to choose the parameters (0: all)",
+                                  low=0)
 
 
 
@@ -354,7 +356,8 @@ class RichardsonLucy(_FaceDeanonymizer):
     def _iterate(self, x01: np.ndarray, sigma: float, iterations: int, target=None):
         """Run the iterations on x01 (N×H×W×C in 0..1); with ``target``, return the error after each one
         (index 0: before any), else the final estimate (0..1)."""
-        fourier = _Fourier(*x01.shape[1:], _pad_for(sigma))
+        _, h, w, c = x01.shape
+        fourier = _Fourier(h, w, c, _pad_for(sigma))
         g = fourier.otf(sigma)
         observed = fourier.padded(x01 + np.float32(self._OFFSET))
         est = observed.copy()
@@ -461,8 +464,9 @@ class WaveletDenoise(_FaceDeanonymizer):
         import pywt
 
         new = [coeffs[0]]
-        for bands, ts in zip(coeffs[1:], thresholds):
-            new.append(tuple(np.sign(c) * np.maximum(np.abs(c) - scale * t, 0.0) for c, t in zip(bands, ts)))
+        for bands, ts in zip(coeffs[1:], thresholds, strict=True):
+            new.append(tuple(np.sign(c) * np.maximum(np.abs(c) - scale * t, 0.0)
+                             for c, t in zip(bands, ts, strict=True)))
         return pywt.waverec2(new, self.wavelet, mode="symmetric", axes=(1, 2))[:, :h, :w]
 
     def fit(self, clear, anonymized):
@@ -618,10 +622,13 @@ class NeighbourInterpolation(_FaceDeanonymizer):
 
         values = cv2.copyTo(tall.reshape(rows, wide), channels(known))  # zero where missing
         num = cv2.boxFilter(values.reshape(tall.shape), -1, (3, 3), normalize=False, borderType=cv2.BORDER_CONSTANT)
-        den = cv2.boxFilter(cv2.bitwise_and(known, 1), cv2.CV_32F, (3, 3), normalize=False,
+        # OpenCV's stubs lack the scalar overloads of bitwise_and and compare (the runtime accepts scalars)
+        den = cv2.boxFilter(cv2.bitwise_and(known, 1),  # type: ignore[call-overload]
+                            cv2.CV_32F, (3, 3), normalize=False,
                             borderType=cv2.BORDER_CONSTANT)  # a missing pixel is unknown: it adds 0 to both
         quotient = cv2.divide(num.reshape(rows, wide), channels(den))
-        fill = cv2.bitwise_and(missing.reshape(den.shape), cv2.compare(den, 0.0, cv2.CMP_GT))
+        fill = cv2.bitwise_and(missing.reshape(den.shape),
+                               cv2.compare(den, 0.0, cv2.CMP_GT))  # type: ignore[call-overload]
         dst = tall.reshape(rows, wide)
         res = cv2.copyTo(quotient, channels(fill), dst=dst)
         if not np.shares_memory(res, dst):  # pragma: no cover - OpenCV wrote elsewhere
@@ -742,7 +749,7 @@ class LearnedPermutation(_FaceDeanonymizer):
         n, h, w, c = x.shape
         flat = x.reshape(n, h * w, c)
         out = flat.copy()
-        targets, sources = self.writes_
+        targets, sources = cast(tuple[np.ndarray, np.ndarray], self.writes_)
         out[:, targets] = flat[:, sources]
         return out.reshape(x.shape)
 

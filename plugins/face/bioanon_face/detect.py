@@ -42,12 +42,12 @@ class NoFaceWarning(UserWarning):
     """Some images of a data set hold no face the detector finds."""
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def cascade(name: str) -> Any:
     """One of OpenCV's bundled Haar cascades (``cv2.data.haarcascades``), loaded once per process."""
     import cv2
 
-    path = cv2.data.haarcascades + name
+    path = cv2.data.haarcascades + name  # type: ignore[attr-defined]  # cv2.data is not in OpenCV's stubs
     c = cv2.CascadeClassifier(path)
     if c.empty():
         raise TableError(f"{path}: OpenCV could not load the Haar cascade (is opencv-contrib-python-headless "

@@ -14,7 +14,7 @@ improvement (keeping the best weights).
 from __future__ import annotations
 
 import os
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import attrs
 import numpy as np
@@ -100,8 +100,9 @@ def build_network(torch, channels: int, features: int, size: tuple[int, int], li
     nn = torch.nn
     h4, w4 = size[0] // 4, size[1] // 4
     latent = features * h4 * w4
+    module: Any = nn.Module  # torch is imported lazily: a value here, not a type mypy knows
 
-    class FantomasNet(nn.Module):
+    class FantomasNet(module):
         def __init__(self):
             super().__init__()
             self.encoder = nn.Sequential(
@@ -216,7 +217,7 @@ class Fantomas(Deanonymizer):
     # ------------------------------------------------------------------------------------------------ helpers
     def _work_size(self, h: int, w: int) -> tuple[int, int]:
         if self.resolution != (0, 0):
-            return tuple(self.resolution)
+            return cast(tuple[int, int], tuple(self.resolution))
         return (-(-h // 4) * 4, -(-w // 4) * 4)
 
     def _linear_problem(self, size: tuple[int, int]) -> str:
@@ -254,7 +255,7 @@ class Fantomas(Deanonymizer):
         if missing:
             return missing
         column = self.payload or next((c for c in self.payloads if c in table.payload_names), None)
-        shape = table.payload_shape(column) if column in table.payload_names else (None,)
+        shape: tuple[Any, ...] = table.payload_shape(column) if column in table.payload_names else (None,)
         if len(shape) != 3 or None in shape:
             return []  # the payload check reports the table
         size = self._work_size(shape[0], shape[1])
@@ -325,11 +326,12 @@ class Fantomas(Deanonymizer):
         _torch(self.id)
         n, h, w, c = x.shape
         out = np.empty(x.shape, np.float32)
-        shrink = h <= self.size_[0] and w <= self.size_[1]
+        size = cast(tuple[int, int], self.size_)  # set with model_ by fit() or a checkpoint
+        shrink = h <= size[0] and w <= size[1]
         model = self.model_
         for s in range(0, n, 4096):  # bounds the resized copies in host memory
-            y = infer(lambda t: model(t).clamp(0.0, 1.0), self._to_array(x[s:s + 4096], self.size_),
-                      out_shape=(c, *self.size_), batch_size=256, threads=self.threads, device=self.device_,
+            y = infer(lambda t: model(t).clamp(0.0, 1.0), self._to_array(x[s:s + 4096], size),
+                      out_shape=(c, *size), batch_size=256, threads=self.threads, device=cast(str, self.device_),
                       precision=self.precision)
             out[s:s + 4096] = resize_batch(y.transpose(0, 2, 3, 1) * np.float32(255.0), (h, w),
                                            "area" if shrink else "linear")
@@ -348,7 +350,7 @@ class Fantomas(Deanonymizer):
         params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.get_params().items()}
         state = {k: v.detach().cpu() for k, v in self.model_.state_dict().items()}
         torch.save({"id": self.id, "version": self.version, "params": params,
-                    "state_dict": state, "column": self.column_, "size": list(self.size_),
+                    "state_dict": state, "column": self.column_, "size": list(cast(tuple[int, int], self.size_)),
                     "channels": self.channels_, "dtype": self.dtype_, "history": self.history_,
                     "best_epoch": self.best_epoch_}, os.fspath(path))
 

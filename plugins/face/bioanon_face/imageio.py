@@ -19,7 +19,7 @@ def read_image(path: str | Path) -> np.ndarray:
 
     path = Path(path)
     data = np.fromfile(str(path), dtype=np.uint8)
-    img = cv2.imdecode(data, cv2.IMREAD_UNCHANGED) if data.size else None
+    img: np.ndarray | None = cv2.imdecode(data, cv2.IMREAD_UNCHANGED) if data.size else None
     if img is None:
         try:  # formats OpenCV lacks (e.g. GIF)
             from PIL import Image
@@ -104,7 +104,7 @@ def to_batch(images: list[np.ndarray] | np.ndarray, size: tuple[int, int], chann
     groups: dict[tuple, list[int]] = {}
     for i, im in enumerate(images):
         groups.setdefault(im.shape, []).append(i)
-    for shape, idx in groups.items():
+    for idx in groups.values():
         stack = np.stack([images[i] for i in idx])  # (n, H, W) or (n, H, W, 3)
         if stack.ndim == 3:
             r = _resize_stack(stack, (h, w))[..., None]

@@ -6,7 +6,7 @@ Both fit PCA eigenfaces on the anonymization background set (identities used now
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import attrs
 import numpy as np
@@ -63,14 +63,15 @@ class KSameEigen(_FaceAnonymizer):
     def project(self, x: np.ndarray) -> np.ndarray:
         """PCA coefficients (n, K) of images (n, H, W, C)."""
         flat = _flat(x)
-        if flat.shape[1] != self.mean_.shape[0]:
+        n_values = cast(np.ndarray, self.mean_).shape[0]
+        if flat.shape[1] != n_values:
             raise TableError(f"{self.id}: images of shape {x.shape[1:]} do not match the background's "
-                             f"({self.mean_.shape[0]} values per image)")
+                             f"({n_values} values per image)")
         return (flat - self.mean_) @ self.basis_
 
     def reconstruct(self, z: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
         """Images (float) of the given per-image ``shape`` from coefficients ``z`` (n, K)."""
-        return (self.mean_ + z @ self.basis_.T).reshape(len(z), *shape)
+        return (self.mean_ + z @ cast(np.ndarray, self.basis_).T).reshape(len(z), *shape)
 
     def transform(self, table):
         if self.mean_ is None:
@@ -122,9 +123,10 @@ class FaceRandomSetMeanEigen(RandomSetMean):
         """(column, images, the table with their PCA coefficients (n, K) float32 as payload ``features``)."""
         column, x = _images(self, table)
         flat = _flat(x)
-        if flat.shape[1] != self.mean_.shape[0]:
+        n_values = cast(np.ndarray, self.mean_).shape[0]
+        if flat.shape[1] != n_values:
             raise TableError(f"{self.id}: images of shape {x.shape[1:]} do not match the eigenfaces' "
-                             f"({self.mean_.shape[0]} values per image)")
+                             f"({n_values} values per image)")
         z = ((flat - self.mean_) @ self.basis_).astype(np.float32)
         return column, x, table.with_payload("features", z)
 

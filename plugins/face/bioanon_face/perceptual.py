@@ -10,7 +10,7 @@ encoder stage (the utility side of the privacy–utility trade-off, ``false-sens
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import attrs
 import numpy as np
@@ -31,7 +31,9 @@ def _build_net(torch: Any, channels: int, width: int) -> Any:
     def block(c_in: int, c_out: int, stride: int) -> list:
         return [nn.Conv2d(c_in, c_out, 3, stride=stride, padding=1, bias=False), nn.BatchNorm2d(c_out), nn.ReLU()]
 
-    class ConvAutoencoder(nn.Module):
+    module: Any = nn.Module  # torch is imported lazily: a value here, not a type mypy knows
+
+    class ConvAutoencoder(module):
         """Three stages of two convolutions with batch norm (strides 1, 2, 2; widths w, 2w, 4w) and a mirrored
         transposed-convolution decoder."""
 
@@ -69,7 +71,7 @@ def feature_similarity(torch: Any, a: list, b: list) -> Any:
     are unit-normalized (LPIPS) and compared as 1 − ½‖â − b̂‖² (their cosine; 1 when both are zero), averaged
     over positions, then over layers. Identical features give 1."""
     sims = []
-    for fa, fb in zip(a, b):
+    for fa, fb in zip(a, b, strict=True):
         na = fa / (fa.norm(dim=1, keepdim=True) + 1e-10)
         nb = fb / (fb.norm(dim=1, keepdim=True) + 1e-10)
         sims.append(1.0 - 0.5 * ((na - nb) ** 2).sum(dim=1).mean(dim=(1, 2)))
@@ -159,7 +161,8 @@ class PerceptualSimilarity(UtilityMeasure):
         """Per-pair similarity of two image arrays (N, H, W, C) of the same shape."""
         require_fitted(self, "model_", call="fit(clear)", before="measure()")
         torch = import_torch(self.id, INSTALL)
-        pairs = np.stack([image_batch(x, self.size, self.channels_), image_batch(y, self.size, self.channels_)],
+        channels = cast(int, self.channels_)  # channels_, device_: set with model_ by fit()
+        pairs = np.stack([image_batch(x, self.size, channels), image_batch(y, self.size, channels)],
                          axis=1)  # (N, 2, C, size, size) uint8
         mean, std = np.float32(self.mean_), np.float32(self.std_)
 
@@ -169,7 +172,7 @@ class PerceptualSimilarity(UtilityMeasure):
             return feature_similarity(torch, [f[0::2] for f in feats], [f[1::2] for f in feats])
 
         return infer(fn, pairs, out_shape=(), batch_size=64, threads=self.threads, dtype=np.float64,
-                     device=self.device_, precision=self.precision)
+                     device=cast(str, self.device_), precision=self.precision)
 
     def measure(self, original, anonymized) -> np.ndarray:
         x, y = _paired(self, original, anonymized)

@@ -6,7 +6,7 @@ import functools
 import hashlib
 import warnings
 from collections import OrderedDict
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import attrs
 import numpy as np
@@ -77,8 +77,9 @@ class Lbph(Recognizer):
             raise MissingDependencyError(self.id, self.requires, "this OpenCV has no cv2.face")
         classes, y = np.unique(labels_of(gallery, label), return_inverse=True)
         self.classes_, self.labels_ = classes, y
-        m = cv2.face.LBPHFaceRecognizer_create(radius=self.radius, neighbors=self.neighbors,
-                                               grid_x=self.grid[0], grid_y=self.grid[1])
+        # cv2.face (opencv-contrib) is missing from OpenCV's type stubs
+        m = cv2.face.LBPHFaceRecognizer_create(radius=self.radius,  # type: ignore[attr-defined]
+                                               neighbors=self.neighbors, grid_x=self.grid[0], grid_y=self.grid[1])
         m.train(self._grey(gallery), y.astype(np.int32))
         self.model_ = m
         return self
@@ -90,8 +91,8 @@ class Lbph(Recognizer):
         import cv2
 
         for img in self._grey(probes):  # one histogram per image, computed by OpenCV
-            tmp = cv2.face.LBPHFaceRecognizer_create(radius=self.radius, neighbors=self.neighbors,
-                                                     grid_x=self.grid[0], grid_y=self.grid[1])
+            tmp = cv2.face.LBPHFaceRecognizer_create(  # type: ignore[attr-defined]  # not in OpenCV's stubs
+                radius=self.radius, neighbors=self.neighbors, grid_x=self.grid[0], grid_y=self.grid[1])
             tmp.train([img], np.zeros(1, dtype=np.int32))
             probe_h.append(np.asarray(tmp.getHistograms()[0]).ravel())
         p = np.stack(probe_h).astype(np.float64)
@@ -102,10 +103,11 @@ class Lbph(Recognizer):
             with np.errstate(divide="ignore", invalid="ignore"):
                 t = np.where(a > 0, (a - gallery[None]) ** 2 / a, 0.0)
             d[s:s + 64] = t.sum(-1)
-        scores = np.full((len(p), len(self.classes_)), -np.inf)
-        for j in range(len(self.classes_)):
+        classes = cast(np.ndarray, self.classes_)  # set with model_ by enroll()
+        scores = np.full((len(p), len(classes)), -np.inf)
+        for j in range(len(classes)):
             scores[:, j] = -d[:, self.labels_ == j].min(axis=1)
-        return ScoreMatrix(scores, self.classes_, probes.sample_ids)
+        return ScoreMatrix(scores, classes, probes.sample_ids)
 
 
 DLIB_INSTALL = "pip install 'bioanon-face[dlib]'"
@@ -213,7 +215,7 @@ class DlibKnn(Recognizer):
                 d.append(predictor(im, rect))
                 shapes.append(d)
             desc = model.compute_face_descriptor(imgs, shapes)
-            for i, v in zip(idx, desc):
+            for i, v in zip(idx, desc, strict=True):
                 _DESCRIPTORS[keys[i]] = np.asarray(v[0], dtype=np.float32)
         for i, key in enumerate(keys):
             out[i] = _DESCRIPTORS[key]
@@ -232,16 +234,18 @@ class DlibKnn(Recognizer):
     def score(self, probes) -> ScoreMatrix:
         require_fitted(self, "gallery_", call="enroll()", before="score()")
         q = self.embed(probes).astype(np.float64)
-        g = self.gallery_.astype(np.float64)
+        g = cast(np.ndarray, self.gallery_).astype(np.float64)
+        classes, labels = cast(np.ndarray, self.classes_), cast(np.ndarray, self.labels_)  # set with gallery_
         d = np.sqrt(np.maximum((q * q).sum(1)[:, None] + (g * g).sum(1)[None, :] - 2.0 * (q @ g.T), 0.0))
-        n_g, n_c = len(g), len(self.classes_)
+        n_g, n_c = len(g), len(classes)
         k = min(n_g, self.k or max(1, int(round(np.sqrt(n_g)))))
         nn = np.argpartition(d, k - 1, axis=1)[:, :k]
         wts = 1.0 / np.maximum(np.take_along_axis(d, nn, axis=1), 1e-12)
-        cells = (np.arange(len(q))[:, None] * n_c + self.labels_[nn]).ravel()
-        votes = np.bincount(cells, weights=wts.ravel(), minlength=len(q) * n_c).reshape(len(q), n_c)
+        cells = (np.arange(len(q))[:, None] * n_c + labels[nn]).ravel()
+        # weighted: float64 counts (numpy's stubs type every bincount as integer)
+        votes = cast(np.ndarray, np.bincount(cells, weights=wts.ravel(), minlength=len(q) * n_c)).reshape(len(q), n_c)
         votes /= votes.sum(axis=1, keepdims=True)
-        starts = np.flatnonzero(np.r_[True, np.diff(self.labels_) != 0])
+        starts = np.flatnonzero(np.r_[True, np.diff(labels) != 0])
         nearest = np.minimum.reduceat(d, starts, axis=1)
         scores = np.where(votes > 0, votes, -nearest)
-        return ScoreMatrix(scores, self.classes_, probes.sample_ids)
+        return ScoreMatrix(scores, classes, probes.sample_ids)

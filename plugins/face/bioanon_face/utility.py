@@ -70,7 +70,8 @@ class Ssim(UtilityMeasure):
     id: ClassVar[str] = "face.ssim"
     trait: ClassVar[str] = "face"
     payloads: ClassVar[tuple[str, ...]] = ("image",)
-    reference: ClassVar[str] = "Wang et al., Image quality assessment: from error visibility to structural similarity, 2004"
+    reference: ClassVar[str] = ("Wang et al., Image quality assessment: from error visibility to structural "
+                                "similarity, 2004")
 
     sigma: float = param(1.5, help="standard deviation of the Gaussian window in pixels", low=0.0,
                          low_inclusive=False)
