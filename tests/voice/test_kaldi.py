@@ -26,7 +26,7 @@ def _write_kaldi(root: Path) -> dict:
     lists); wav.scp paths are relative to ``root`` (the recipe folder), as Kaldi recipes write them."""
     import soundfile as sf
 
-    from bioanon_voice.synth import SyntheticVoice
+    from bioanon_voice.synthetic import SyntheticVoice
 
     per = N_ENROL + N_TRIAL
     t = SyntheticVoice(n_speakers=40, utterances_per_speaker=per, duration=0.3, sample_rate=8000,

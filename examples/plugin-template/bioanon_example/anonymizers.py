@@ -1,4 +1,4 @@
-"""The plugin's methods: ordinary attrs classes deriving from bioanon's base classes."""
+"""The plugin's anonymizers: ordinary attrs classes deriving from bioanon's ``Anonymizer``."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from typing import ClassVar
 import attrs
 import numpy as np
 
-from bioanon.api import Anonymizer, Recognizer, ScoreMatrix, fitted, param, require_fitted
+from bioanon.api import Anonymizer, param
 
 
 @attrs.define(kw_only=True)
@@ -26,40 +26,3 @@ class Quantize(Anonymizer):
     def transform(self, table):
         x = table.payload("features")
         return table.with_payload("features", (np.round(x / self.step) * self.step).astype(np.float32))
-
-
-@attrs.define(kw_only=True)
-class NearestNeighbour(Recognizer):
-    """1-nearest-neighbour identification: a class's score is minus the distance to its closest enrolled
-    sample (Euclidean or cosine)."""
-
-    id: ClassVar[str] = "example.nearest_neighbour"
-    trait: ClassVar[str] = "example"
-    payloads: ClassVar[tuple[str, ...]] = ("features",)
-
-    metric: str = param("euclidean", help="distance between feature vectors", choices=("euclidean", "cosine"))
-
-    gallery_: np.ndarray | None = fitted()
-    gallery_labels_: np.ndarray | None = fitted()
-
-    def _x(self, table) -> np.ndarray:
-        x = table.payload("features").astype(np.float32)
-        if self.metric == "cosine":
-            x = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
-        return x
-
-    def enroll(self, gallery, label: str = "subject"):
-        self.gallery_ = self._x(gallery)
-        self.gallery_labels_ = gallery.subjects if label == "subject" else gallery.attribute(label)
-        return self
-
-    def score(self, probes) -> ScoreMatrix:
-        require_fitted(self, "gallery_", call="enroll()", before="score()")
-        q = self._x(probes)
-        # squared distances probes × gallery, then the best (smallest) per class
-        d = (q * q).sum(1)[:, None] - 2 * q @ self.gallery_.T + (self.gallery_ ** 2).sum(1)[None, :]
-        classes, inv = np.unique(self.gallery_labels_, return_inverse=True)
-        best = np.full((len(q), len(classes)), np.inf, dtype=np.float32)
-        for c in range(len(classes)):  # loop over classes, vectorized over probes
-            best[:, c] = d[:, inv == c].min(axis=1)
-        return ScoreMatrix(-np.sqrt(np.maximum(best, 0)), classes, probes.sample_ids)

@@ -4,7 +4,7 @@
 * ``gait.c3d`` — C3D marker files listed in a manifest (e.g. Horst et al.'s 57-subject data set);
 * ``gait.csv`` — one CSV per sequence listed in a manifest (users' own data);
 * ``gait.seba`` — a data set in SEBA's motion layout, so SEBA users can migrate;
-* ``gait.synthetic`` — seeded point-light walkers (in :mod:`bioanon_gait.walker`).
+* ``gait.synthetic`` — seeded point-light walkers (in :mod:`bioanon_gait.synthetic`).
 
 Every sequence is resampled (linearly, vectorized per distinct length) to ``frames`` frames, as in the paper
 (``false-sense-of-privacy.txt`` §5.3: 100 frames). Malformed files raise :class:`~bioanon.errors.TableError`

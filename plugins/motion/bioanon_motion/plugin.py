@@ -14,7 +14,8 @@ BIOANON_API = ">=1.1,<2"  # 1.1: require_fitted (NotFittedError)
 @hookimpl
 def register_datasets(register):
     """MotionSense, phone gait, generic CSV and synthetic sources."""
-    from .datasets import CsvRecordings, MotionSense, PhoneGait, SyntheticMotion
+    from .sources import CsvRecordings, MotionSense, PhoneGait
+    from .synthetic import SyntheticMotion
 
     for cls in (MotionSense, PhoneGait, CsvRecordings, SyntheticMotion):
         register(cls)

@@ -17,7 +17,7 @@ BIOANON_API = ">=1.1,<2"  # 1.1: two-stage utility measures (extracts), progress
 def register_datasets(register):
     """The voice data sources."""
     from .sources import AudioMnist, Fsdd, KaldiDir, LibriSpeech, SpeakerFolder
-    from .synth import SyntheticVoice
+    from .synthetic import SyntheticVoice
 
     for cls in (Fsdd, AudioMnist, LibriSpeech, KaldiDir, SpeakerFolder, SyntheticVoice):
         register(cls)

@@ -5,7 +5,7 @@ attacker's training set and ``enroll`` the classifier on the gallery, so a parro
 anonymized speech learns the feature space of anonymized speech. A table without audio whose ``features``
 payload already holds these statistics (``voice.random_set_mean``'s output) is used directly. The x-vector
 network is in :mod:`bioanon_voice.xvector`, the pretrained Resemblyzer encoder in
-:mod:`bioanon_voice.resemblyzer`."""
+:mod:`bioanon_voice.resemblyzer_encoder`."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Voice data sources: FSDD, AudioMNIST, LibriSpeech, Kaldi data directories (VoicePrivacy), a folder per
-speaker, and a seeded synthesizer.
+"""Voice data sources: FSDD, AudioMNIST, LibriSpeech, Kaldi data directories (VoicePrivacy) and a folder per
+speaker (the seeded synthesizer ``voice.synthetic`` is in :mod:`bioanon_voice.synthetic`).
 
 Every source yields an ``audio`` payload (ragged float32 in [-1, 1], mono) with ``sample_rate`` in the
 metadata. Files are read with ``soundfile``; with ``sample_rate`` > 0 every file is resampled to it
