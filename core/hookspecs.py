@@ -258,8 +258,8 @@ def register_payload_features(register: RegisterFeatures) -> None:
           fitting on the table, no randomness: the training, gallery and probe tables are featurized
           independently and must land in one space), returning a float array of shape ``(len(table), D)`` with
           D the same for every table of that payload. It runs inside methods, so import heavy libraries inside
-          it, not at module import. bioanon-voice registers the utterance MFCC statistics of ``voice.mfcc_*``
-          with their default settings.
+          it, not at module import. bioanon-voice registers the utterance MFCC statistics of its statistics
+          recognizers (``voice.svm``, ``voice.lda``, ...) with their default settings.
         * ``description``: one line shown by ``bioanon plugins``.
     :returns: ``None`` (ignored).
 

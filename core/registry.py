@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
+import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import MappingProxyType
@@ -110,8 +112,13 @@ class Registry(Mapping[str, Entry]):
             return
         self._warned.add(old)
         new = self._deprecated[old]
+        # attribute the warning to the first caller outside bioanon (the user's script or config loader call)
+        here = os.path.dirname(os.path.abspath(__file__)) + os.sep
+        frame, level = sys._getframe(1), 2
+        while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
+            frame, level = frame.f_back, level + 1
         warnings.warn(f"method id {old!r} is deprecated: use {new!r} (same method and parameters; {old!r} will "
-                      f"be removed in a future version)", DeprecationWarning, stacklevel=3)
+                      f"be removed in a future version)", DeprecationWarning, stacklevel=level)
 
     def current_id(self, method_id: str) -> str:
         """``method_id`` itself, or the id that replaces it when it is a deprecated alias (without warning);

@@ -39,8 +39,11 @@ def register_recognizers(register):
     from .cnn import ImuCnn
     from .recognizers import FeaturesKnn, FeaturesLda, FeaturesRf, FeaturesSvm
 
-    for cls in (FeaturesRf, FeaturesSvm, FeaturesLda, FeaturesKnn, ImuCnn):
-        register(cls)
+    # the old ids (motion.features_<classifier>) keep working with a deprecation warning (issue 19 naming rule)
+    for cls, old in ((FeaturesRf, "motion.features_rf"), (FeaturesSvm, "motion.features_svm"),
+                     (FeaturesLda, "motion.features_lda"), (FeaturesKnn, "motion.features_knn")):
+        register(cls, deprecated_aliases=(old,))
+    register(ImuCnn)
 
 
 @hookimpl

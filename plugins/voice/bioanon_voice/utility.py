@@ -200,8 +200,8 @@ class VoiceDistinctiveness(UtilityMeasure):
     0 dB by construction; the floor is ``floor_db`` (a convention: −10 dB = a tenfold loss of diagonal
     dominance).
 
-    The default verifier, ``voice.mfcc_svm``, embeds utterances by the standardized PCA of their MFCC
-    statistics, which works with the few training speakers of a small evaluation; ``voice.mfcc_lda`` (an LDA
+    The default verifier, ``voice.svm``, embeds utterances by the standardized PCA of their MFCC
+    statistics, which works with the few training speakers of a small evaluation; ``voice.lda`` (an LDA
     needs many training speakers: C − 1 dimensions) or the pretrained ``voice.resemblyzer`` are stronger
     verifiers where they apply."""
 
@@ -212,7 +212,7 @@ class VoiceDistinctiveness(UtilityMeasure):
     reference: ClassVar[str] = ("Noé et al., Speech pseudonymisation assessment using voice similarity "
                                 "matrices, Interspeech 2020; VoicePrivacy 2020/2022 evaluation plans")
 
-    verifier: str = param("voice.mfcc_svm", help="id of the speaker-verification recognizer (needs an "
+    verifier: str = param("voice.svm", help="id of the speaker-verification recognizer (needs an "
                           "embedding; trained on the clear data given to fit, default parameters)")
     condition: str = param("aa", help="'aa': anonymized-anonymized similarities (METRICS.md, VPC 2022); "
                            "'oa': original-anonymized (VPC 2020)", choices=("aa", "oa"))
