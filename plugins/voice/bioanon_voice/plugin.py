@@ -62,9 +62,9 @@ def register_utility_measures(register):
 def utterance_features(table):
     """The default feature view of ``audio`` for trait-agnostic methods (``any.*`` recognizers, the paper
     protocol, ...): per utterance, the mean and standard deviation of 20 MFCCs and of their deltas over the
-    non-silent frames — the statistics of ``voice.svm`` (``voice.lda``, ...) and ``voice.random_set_mean`` with their default
-    settings (:func:`bioanon_voice.recognizers.stats_table`), so clear audio and those methods' ``features``
-    outputs land in one space. Returns (N, 80) float32."""
+    non-silent frames — the statistics of ``voice.svm`` (``voice.lda``, ...) and ``voice.random_set_mean`` with
+    their default settings (:func:`bioanon_voice.recognizers.stats_table`), so clear audio and those methods'
+    ``features`` outputs land in one space. Returns (N, 80) float32."""
     import numpy as np
 
     from .dsp import audio_of, feature_stats
