@@ -73,7 +73,7 @@ class Register(Protocol):
             class, and constructible with the default parameters. Registration sets ``cls.distribution``.
         :param aliases: other ids that resolve to ``cls`` (a tuple or list of ids, not one string).
         :param deprecated_aliases: old ids of ``cls`` (after a rename) that still resolve to it; using one warns
-            once per process with a DeprecationWarning naming ``cls.id``, and results show ``cls.id`` (1.1).
+            once per process with a DeprecationWarning naming ``cls.id``, and results show ``cls.id`` (API 1.2).
         :raises PluginError: when ``cls`` is not valid for the hook or is registered twice by the plugin (the
             plugin is then reported as broken). Clashes with other plugins' ids are found after the hook returns.
         """

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, cast
 
 import attrs
 import numpy as np
@@ -37,10 +37,12 @@ class NearestNeighbour(Recognizer):
 
     def score(self, probes) -> ScoreMatrix:
         require_fitted(self, "gallery_", call="enroll()", before="score()")
+        # set by enroll (require_fitted checked it; cast tells the type checker they are no longer None)
+        gallery, labels = cast(np.ndarray, self.gallery_), cast(np.ndarray, self.gallery_labels_)
         q = self._x(probes)
         # squared distances probes × gallery, then the best (smallest) per class
-        d = (q * q).sum(1)[:, None] - 2 * q @ self.gallery_.T + (self.gallery_ ** 2).sum(1)[None, :]
-        classes, inv = np.unique(self.gallery_labels_, return_inverse=True)
+        d = (q * q).sum(1)[:, None] - 2 * q @ gallery.T + (gallery ** 2).sum(1)[None, :]
+        classes, inv = np.unique(labels, return_inverse=True)
         best = np.full((len(q), len(classes)), np.inf, dtype=np.float32)
         for c in range(len(classes)):  # loop over classes, vectorized over probes
             best[:, c] = d[:, inv == c].min(axis=1)

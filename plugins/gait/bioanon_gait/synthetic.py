@@ -142,7 +142,8 @@ class SyntheticGait(DatasetSource):
         width = len(str(S - 1))
         names = np.array([f"w{i:0{width}d}" for i in range(S)], dtype=object)
         kw = len(str(K - 1))
-        sample_ids = np.array([f"{names[s]}_{k:0{kw}d}" for s, k in zip(subj, np.tile(np.arange(K), S))], dtype=object)
+        sample_ids = np.array([f"{names[s]}_{k:0{kw}d}" for s, k in zip(subj, np.tile(np.arange(K), S), strict=True)],
+                              dtype=object)
         meta = gait_metadata(joints=KINECT_V2_18, body_parts=KINECT_V2_18_PARTS, frame_rate=self.frame_rate,
                              frames=T, units="m", up_axis=1, source=self.id, params=self.get_params())
         return SampleTable.from_arrays(

@@ -70,8 +70,8 @@ class _WindowedSource(DatasetSource):
             raise MotionDataError(f"{self.id}: no recording is at least window={self.window} samples long "
                                   f"(longest: {longest}); choose a shorter window")
         keep = counts > 0
-        x = np.concatenate([w for w, k in zip(wins, keep) if k], axis=0, dtype=np.float32)  # the one copy
-        recs = [r for r, k in zip(recordings, keep) if k]
+        x = np.concatenate([w for w, k in zip(wins, keep, strict=True) if k], axis=0, dtype=np.float32)  # the one copy
+        recs = [r for r, k in zip(recordings, keep, strict=True) if k]
         counts = counts[keep]
         index = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)  # window index per recording
         names = np.repeat(np.array([r.name for r in recs], dtype=object), counts)
@@ -389,7 +389,7 @@ class CsvRecordings(_WindowedSource):
         first_line: dict[str, int] = {}
         for i, row in enumerate(man.itertuples(index=False)):
             line = i + 2  # 1-based, after the header (blank lines are rare in manifests)
-            rec = dict(zip(man.columns, row))
+            rec = dict(zip(man.columns, row, strict=True))
             rel, subject = rec[file_col].strip(), rec[subject_col].strip()
             if not rel or not subject:
                 what = file_col if not rel else subject_col
@@ -477,8 +477,8 @@ def _manifest_column(col: Any) -> np.ndarray:
     num = pd.to_numeric(s.where(~empty), errors="coerce")
     if (num.notna() | empty).all() and num.notna().any():
         if ((num.dropna() % 1) == 0).all() and not s[~empty].str.contains(r"[.eE]").any():
-            vals = np.array([None if e else int(v) for v, e in zip(num, empty)], dtype=object)
+            vals = np.array([None if e else int(v) for v, e in zip(num, empty, strict=True)], dtype=object)
         else:
-            vals = np.array([None if e else float(v) for v, e in zip(num, empty)], dtype=object)
+            vals = np.array([None if e else float(v) for v, e in zip(num, empty, strict=True)], dtype=object)
         return vals
-    return np.array([None if e else v for v, e in zip(s, empty)], dtype=object)
+    return np.array([None if e else v for v, e in zip(s, empty, strict=True)], dtype=object)

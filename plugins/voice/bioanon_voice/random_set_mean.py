@@ -6,7 +6,7 @@ trait's payload and the paper's defaults.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
 import attrs
 
@@ -68,7 +68,7 @@ class VoiceRandomSetMean(RandomSetMean):
         ``any.random_set_mean``)."""
         if background is not None and {"audio", "features"} & set(background.payload_names):
             background = self.feature_table(background)
-        return super().fit(background)
+        return cast("VoiceRandomSetMean", super().fit(background))
 
     def transform(self, table: Any) -> Any:
         """Utterance statistics of ``table``, each replaced by the line-9 weighted mean of its random set."""
