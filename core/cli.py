@@ -14,12 +14,17 @@ import sys
 import textwrap
 import warnings
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from . import __version__
 from .errors import BioanonError
 from .log import cli_logging, verbosity_level
 from .plugins import PluginLoadWarning, get_plugin_manager
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from .methods import Anonymizer, DatasetSource, Method
 
 WIDTH = 80
 log = logging.getLogger(__name__)
@@ -50,7 +55,7 @@ def _cut(text: str, width: int) -> str:
 
 def _table(rows: list[list[str]], headers: list[str], *, flex: int = -1) -> str:
     """Left-aligned columns; the ``flex`` column is cut so every line fits the terminal width."""
-    cols = list(zip(*([headers] + rows))) if rows else [[h] for h in headers]
+    cols = list(zip(*([headers] + rows), strict=True)) if rows else [[h] for h in headers]
     widths = [max(len(str(c)) for c in col) for col in cols]
     excess = sum(widths) + 2 * (len(widths) - 1) - _width()
     if excess > 0:  # cut the flex column first, then the widest ones
@@ -63,7 +68,7 @@ def _table(rows: list[list[str]], headers: list[str], *, flex: int = -1) -> str:
             excess -= 1
     lines = []
     for r in [headers] + rows:
-        cells = [_cut(str(c), w).ljust(w) for c, w in zip(r, widths)]
+        cells = [_cut(str(c), w).ljust(w) for c, w in zip(r, widths, strict=True)]
         lines.append("  ".join(cells).rstrip())
     lines.insert(1, "  ".join("-" * w for w in widths))
     return "\n".join(lines)
@@ -131,7 +136,7 @@ def cmd_methods(args: argparse.Namespace) -> int:
 UNAVAILABLE_MARK = "[unavailable] "
 
 
-def _marked_summary(cls: Any, unavailable: dict[str, dict[str, str]]) -> str:
+def _marked_summary(cls: type[Method], unavailable: dict[str, dict[str, str]]) -> str:
     """The summary, led by a mark when the method's optional packages are not installed."""
     return (UNAVAILABLE_MARK if cls.id in unavailable else "") + cls.summary()
 
@@ -203,10 +208,11 @@ def cmd_datasets(args: argparse.Namespace) -> int:
     registry = get_plugin_manager().registry
     entries = registry.find(args.patterns, kind="dataset")
     if args.json:
-        _print_json([_brief(e) | {"needs_path": e.cls.needs_path} for e in entries])
+        _print_json([_brief(e) | {"needs_path": cast("type[DatasetSource]", e.cls).needs_path} for e in entries])
         return 0
     unavailable = registry.unavailable(entries)
-    rows = [[e.cls.id, "path" if e.cls.needs_path else "generated", _marked_summary(e.cls, unavailable)]
+    rows = [[e.cls.id, "path" if cast("type[DatasetSource]", e.cls).needs_path else "generated",
+             _marked_summary(e.cls, unavailable)]
             for e in entries]
     print(_table(rows, ["id", "input", "summary"]))
     _print_unavailable(unavailable)
@@ -220,7 +226,8 @@ def cmd_cache(args: argparse.Namespace) -> int:
     if args.action == "info":
         info = cache.info()
         if args.json:
-            _print_json({k: str(v) if k == "root" else v for k, v in vars(info).items()} if hasattr(info, "__dict__") else info)
+            _print_json({k: str(v) if k == "root" else v for k, v in vars(info).items()}
+                        if hasattr(info, "__dict__") else info)
             return 0
         print(f"cache: {cache.uri}")
         print(f"tables: {info.n_tables}   json: {info.n_json}   size: {format_bytes(info.total_bytes)}")
@@ -375,21 +382,21 @@ def cmd_anonymize(args: argparse.Namespace) -> int:
     from .export import anonymize, check_output, write_table
 
     registry = get_plugin_manager().registry
-    source_cls = registry.get(args.source, kind="dataset")
+    source_cls = cast("type[DatasetSource]", registry.get(args.source, kind="dataset"))
     source_cls.check_requirements()
     dataset_params = _parse_assignments(args.dataset_param, source_cls, "-d")
     if args.skip_bad_files:
         dataset_params["skip_bad_files"] = True  # validated: sources without it reject the parameter
     source = source_cls(**dataset_params)
-    methods = []
+    methods: list[Anonymizer] = []
     for method_id, options in args.steps or []:
-        cls = registry.get(method_id, kind="anonymizer")
+        cls = cast("type[Anonymizer]", registry.get(method_id, kind="anonymizer"))
         cls.check_requirements()
         methods.append(cls(**_parse_assignments(options, cls, "-o")))
     if not methods:
         raise BioanonError("give at least one anonymizer with -m METHOD")
     if len(methods) > 1:  # several -m: one any.chain of them, in the order given
-        chain_cls = registry.get("any.chain", kind="anonymizer")
+        chain_cls = cast("Callable[..., Anonymizer]", registry.get("any.chain", kind="anonymizer"))
         methods = [chain_cls(steps=tuple({"id": m.id, "params": m.get_params()} for m in methods))]
     if source.needs_path and not args.path:
         raise BioanonError(f"{source.id} reads a data layout: give its PATH")
@@ -516,12 +523,12 @@ def cmd_import_seba(args: argparse.Namespace) -> int:
     if existing and not args.force:
         raise ConfigError(f"{', '.join(existing)} exist{'s' if len(existing) == 1 else ''}; pass --force to "
                           f"overwrite")
-    for c, target in zip(result.configs, targets):
+    for c, target in zip(result.configs, targets, strict=True):
         target.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(target, c.to_toml(args.runconfig))
     print(result.table(_width()))
     print()
-    for c, target in zip(result.configs, targets):
+    for c, target in zip(result.configs, targets, strict=True):
         print(f"wrote {target} (SEBA {compact_labels(c.entries)})")
     print("check with: " + " ; ".join(f"bioanon validate {t}" for t in targets))
     return 0
@@ -556,8 +563,8 @@ def _add_verbosity(p: argparse.ArgumentParser, *, top: bool = False) -> None:
                    help="debug messages too (each naming the module that logs it)")
 
 
-def _command(sub: Any, name: str, summary: str, example: str, description: str | None = None,
-             **kw: Any) -> argparse.ArgumentParser:
+def _command(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str, example: str,
+             description: str | None = None, **kw: Any) -> argparse.ArgumentParser:
     """A sub-command (``summary``: its line in ``bioanon --help``) whose ``--help`` ends with examples
     (``example``: one command a line)."""
     epilog = "example" + ("s" if "\n" in example.strip() else "") + ":\n" + textwrap.indent(example.strip(), "  ")

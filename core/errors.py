@@ -7,7 +7,7 @@ builtin keeps that builtin as a second base (``DataError`` is a ``ValueError``, 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 
 class BioanonError(Exception):
@@ -39,7 +39,7 @@ class UnknownMethodError(BioanonError, LookupError):
         super().__init__(msg)
 
     def __str__(self) -> str:  # LookupError would quote the message
-        return self.args[0]
+        return cast(str, self.args[0])
 
     def __reduce__(self) -> tuple[Any, ...]:
         return type(self), (self.method_id, self.suggestions, self.kind)
@@ -100,7 +100,7 @@ class MissingDependencyError(PluginError, ImportError):
         super().__init__(msg + (f" ({detail})" if detail else ""), name=next(iter(self.missing), None))
 
     def __str__(self) -> str:
-        return self.args[0]
+        return cast(str, self.args[0])
 
     def __reduce__(self) -> tuple[Any, ...]:
         return type(self), (self.method_id, self.missing, self.detail)

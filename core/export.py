@@ -14,13 +14,16 @@ import os
 import shutil
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from .errors import BioanonError
 from .fileio import atomic_write, output_problem
 from .table import SampleTable
+
+if TYPE_CHECKING:
+    from .methods import Anonymizer
 
 TABLE_SUFFIXES = (".arrow", ".parquet")
 FORMATS = ".arrow, .parquet, .csv (features only) or a folder (a path without suffix)"
@@ -41,7 +44,7 @@ def anonymize(table: SampleTable, methods: Iterable[Any]) -> SampleTable:
         if getattr(m, "kind", None) != "anonymizer":
             raise BioanonError(f"anonymize: {getattr(m, 'id', m)!r} is not an anonymizer")
         before = out
-        out = m.fit(before).transform(before)
+        out = cast("Anonymizer", m).fit(before).transform(before)
         if not np.array_equal(out.sample_ids, before.sample_ids):
             raise BioanonError(f"{m.id} changed the sample ids or their order")
         out = out.with_lineage_step({"step": m.id, "fingerprint": m.fingerprint(),
@@ -52,7 +55,7 @@ def anonymize(table: SampleTable, methods: Iterable[Any]) -> SampleTable:
 WRITERS = (".arrow", ".parquet", ".csv", "")  # "": a folder of files
 
 
-def check_output(path: str | os.PathLike) -> None:
+def check_output(path: str | os.PathLike[str]) -> None:
     """BioanonError unless ``path`` names a known format and can be written there (an output folder must not
     exist or be empty): checked before any work, nothing is created."""
     p = Path(path)
@@ -65,7 +68,7 @@ def check_output(path: str | os.PathLike) -> None:
         raise BioanonError(f"--out: cannot write {why}")
 
 
-def write_table(table: SampleTable, path: str | os.PathLike) -> Path:
+def write_table(table: SampleTable, path: str | os.PathLike[str]) -> Path:
     """Write ``table`` in the format ``path`` names (see the module docstring); return the path written."""
     check_output(path)
     p = Path(path)
@@ -137,7 +140,7 @@ def _write_files(table: SampleTable, kind: str, root: Path) -> list[str]:
     ext = ".png" if kind == "image" else ".wav"
     names = []
     seen: set[str] = set()
-    for subject, sid in zip(table.subjects, table.sample_ids):
+    for subject, sid in zip(table.subjects, table.sample_ids, strict=True):
         rel = f"{_safe(subject)}/{_safe(sid)}{ext}"
         if rel in seen:
             raise BioanonError(f"sample ids {sid!r} collide as file names after cleaning; rename them")
@@ -149,7 +152,7 @@ def _write_files(table: SampleTable, kind: str, root: Path) -> list[str]:
     if kind == "image":
         from PIL import Image
 
-        for rel, img in zip(names, x):
+        for rel, img in zip(names, x, strict=True):
             img = np.asarray(img)
             if img.dtype != np.uint8:
                 raise BioanonError(f"images must be uint8 to be written as PNG, got {img.dtype}")
@@ -160,12 +163,12 @@ def _write_files(table: SampleTable, kind: str, root: Path) -> list[str]:
         rate = table.metadata.get("sample_rate")
         if not rate:
             raise BioanonError("the audio table has no 'sample_rate' in its metadata; cannot write WAV files")
-        for rel, a in zip(names, x):
+        for rel, a in zip(names, x, strict=True):
             wavfile.write(root / rel, int(rate), np.asarray(a, dtype=np.float32))
     return names
 
 
-def read_table(path: str | os.PathLike) -> SampleTable:
+def read_table(path: str | os.PathLike[str]) -> SampleTable:
     """A sample table written by :func:`write_table` as ``.arrow`` or ``.parquet`` (validated)."""
     p = Path(path)
     suffix = p.suffix.lower()

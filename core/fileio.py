@@ -7,12 +7,12 @@ import functools
 import hashlib
 import os
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 
-def content_digest(path: str | os.PathLike) -> str:
+def content_digest(path: str | os.PathLike[str]) -> str:
     """BLAKE2b digest (40 hex characters) of a file's bytes, read in 4 MiB blocks."""
     h = hashlib.blake2b(digest_size=20)
     with open(path, "rb") as f:
@@ -26,14 +26,15 @@ def _memo_digest(path: str, size: int, mtime_ns: int) -> str:
     return content_digest(path)
 
 
-def file_digest(path: str | os.PathLike) -> str:
+def file_digest(path: str | os.PathLike[str]) -> str:
     """:func:`content_digest` of a file, memoized in this process on its size and modification time."""
     st = os.stat(path)
     return _memo_digest(os.path.abspath(path), st.st_size, st.st_mtime_ns)
 
 
-def atomic_write(path: str | os.PathLike, write) -> None:
-    """Write via ``write(fileobj)`` to a temp file next to ``path``, fsync, then os.replace onto ``path``."""
+def atomic_write(path: str | os.PathLike[str], write: Callable[..., object]) -> None:
+    """Write via ``write(fileobj)`` (a binary file object) to a temp file next to ``path``, fsync, then os.replace
+    onto ``path``."""
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
     fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
@@ -53,7 +54,7 @@ def atomic_write(path: str | os.PathLike, write) -> None:
     fsync_dir(directory)
 
 
-def fsync_dir(path: str | os.PathLike) -> None:
+def fsync_dir(path: str | os.PathLike[str]) -> None:
     """Persist a rename (POSIX); best effort, a no-op where directories cannot be opened."""
     if os.name == "nt":
         return
@@ -75,12 +76,12 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
     """Write a text file atomically (UTF-8)."""
     atomic_write(path, lambda f: f.write(text.encode("utf-8")))
 
 
-def resolve_within(root: str | os.PathLike, relative: str | os.PathLike, *, where: str = "") -> Path:
+def resolve_within(root: str | os.PathLike[str], relative: str | os.PathLike[str], *, where: str = "") -> Path:
     """The path ``relative`` (from a manifest or listing) resolved against ``root``, refusing any that escapes
     the data root through ``..``, an absolute path or a symbolic link.
 
@@ -96,7 +97,7 @@ def resolve_within(root: str | os.PathLike, relative: str | os.PathLike, *, wher
     return candidate
 
 
-def check_data_dir(path: str | os.PathLike, *, what: str = "data set") -> Path:
+def check_data_dir(path: str | os.PathLike[str], *, what: str = "data set") -> Path:
     """A data folder that exists and is not empty, or a DataError naming it."""
     from .errors import DataError
 
@@ -146,7 +147,7 @@ def uniform_column(values: list[Any]) -> list[Any]:
     return values
 
 
-def output_problem(out_dir: str | os.PathLike) -> str | None:
+def output_problem(out_dir: str | os.PathLike[str]) -> str | None:
     """Why files or folders cannot be created in ``out_dir`` (None when they can), without creating anything."""
     p = Path(out_dir).absolute()
     probe = p

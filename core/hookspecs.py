@@ -211,7 +211,7 @@ def register_datasets(register: Register) -> None:
 
 
 @hookspec
-def register_commands(subparsers: argparse._SubParsersAction) -> None:
+def register_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add sub-commands to the ``bioanon`` command line.
 
     :param subparsers: the ``argparse`` sub-parsers of the ``bioanon`` command. Add a command with

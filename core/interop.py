@@ -1,8 +1,10 @@
 """Sample tables to and from pandas, Hugging Face ``datasets`` and PyTorch.
 
 The :class:`~bioanon.table.SampleTable` methods ``to_pandas``/``from_pandas``, ``to_hf``/``from_hf`` and
-``to_torch`` call into this module; pandas, ``datasets`` and torch are imported only when one of them is used
-(``import bioanon`` imports none of them).
+``to_torch`` call into this module; the constructors ``from_pandas``/``from_hf`` get the class to build from the
+method, so this module imports only the column layout (:mod:`bioanon.table_schema`) and the import graph stays
+one-way: ``bioanon.table`` → ``bioanon.interop`` → ``bioanon.table_schema``. pandas, ``datasets`` and torch are
+imported only when one of them is used (``import bioanon`` imports none of them).
 
 What is zero-copy, and what is not
     * ``to_pandas``: every payload cell is a numpy view of the table's Arrow memory (read-only); scalar columns
@@ -31,21 +33,20 @@ import io
 import json
 import os
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from .errors import MissingDependencyError, TableError
-from .table import (
+from .table_schema import (
     ATTR_PREFIX,
     METADATA_KEY,
     PAYLOAD_SPECS,
     SAMPLE_ID,
     SAMPLE_RATE,
     SUBJECT,
-    SampleTable,
     _as_string_array,
     _default_ids,
     _dump_meta,
@@ -54,6 +55,9 @@ from .table import (
     _ragged_array,
     _tensor_array,
 )
+
+if TYPE_CHECKING:  # annotations only: bioanon.table imports this module (on use), not the other way round
+    from .table import SampleTable
 
 __all__ = ["to_pandas", "from_pandas", "to_hf", "from_hf", "to_torch", "HF_INSTALL", "TORCH_INSTALL"]
 
@@ -121,7 +125,7 @@ def to_pandas(table: SampleTable) -> Any:
     return df
 
 
-def _stored_schema(attrs: dict) -> pa.Schema | None:
+def _stored_schema(attrs: dict[str, Any]) -> pa.Schema | None:
     raw = attrs.get(PANDAS_SCHEMA)
     if not isinstance(raw, (bytes, bytearray)):
         return None
@@ -165,9 +169,9 @@ def _cells_payload(name: str, cells: Sequence[Any], stored: pa.DataType | None) 
     return _tensor_array(x, name)
 
 
-def from_pandas(df: Any, *, subject: str | None = None, sample_id: str = SAMPLE_ID,
-                metadata: dict | None = None) -> SampleTable:
-    """A table from a :class:`pandas.DataFrame` (see :meth:`SampleTable.from_pandas`)."""
+def from_pandas(cls: type[SampleTable], df: Any, *, subject: str | None = None, sample_id: str = SAMPLE_ID,
+                metadata: dict[str, Any] | None = None) -> SampleTable:
+    """A ``cls`` table from a :class:`pandas.DataFrame` (see :meth:`SampleTable.from_pandas`)."""
     import pandas as pd
 
     if not isinstance(df, pd.DataFrame):
@@ -211,17 +215,18 @@ def from_pandas(df: Any, *, subject: str | None = None, sample_id: str = SAMPLE_
             except (pa.ArrowException, NotImplementedError):
                 pass  # the column was changed in pandas: keep its new type
         fields.append((out or ATTR_PREFIX + col, arr))
-    return _sample_table(fields, meta, "from_pandas: columns {} occur twice once 'attr.' prefixes are added")
+    return _sample_table(cls, fields, meta, "from_pandas: columns {} occur twice once 'attr.' prefixes are added")
 
 
-def _sample_table(fields: list[tuple[str, Any]], meta: dict, duplicate_message: str) -> SampleTable:
-    """The validated table of ``fields`` (name, Arrow array) with ``meta``; a name given twice is an error."""
+def _sample_table(cls: type[SampleTable], fields: list[tuple[str, Any]], meta: dict[str, Any],
+                  duplicate_message: str) -> SampleTable:
+    """The validated ``cls`` table of ``fields`` (name, Arrow array) with ``meta``; a name given twice is an error."""
     used = [f for f, _ in fields]
     dup = sorted({f for f in used if used.count(f) > 1})
     if dup:
         raise TableError(duplicate_message.format(dup))
     table = pa.table(dict(fields)).replace_schema_metadata({METADATA_KEY: _dump_meta(meta)})
-    return SampleTable(table, validate=True)
+    return cls(table, validate=True)
 
 
 def _arrow_of(series: Any, col: str) -> pa.Array:
@@ -260,7 +265,7 @@ def to_hf(table: SampleTable) -> Any:
         if _is_tensor_type(t):
             perm = t.permutation
             if perm is not None and list(perm) != list(range(len(perm))):  # not row-major: copy into row-major
-                col = pa.chunked_array([_tensor_array(table.payload(name), name)])
+                col = pa.chunked_array([_tensor_array(cast(np.ndarray, table.payload(name)), name)])
                 t = col.type
             shape = [int(s) for s in t.shape]
             if len(shape) == 1:  # the tensor's storage is the fixed-length sequence datasets uses
@@ -368,7 +373,7 @@ def _hf_array_payload(col: pa.ChunkedArray, column: str, name: str) -> pa.Array:
         raise TableError(f"from_hf: column {column!r} has arrays of different sizes (level {lvl}); payload "
                          f"{name!r} needs one shape for every sample (resize them, or name a variable-length 1-D "
                          f"payload)")
-    shape = tuple(int(s) for s in sizes)
+    shape = tuple(int(cast(int, s)) for s in sizes)  # no None left (checked above)
     if name == "image" and len(shape) == 2:
         shape = (*shape, 1)  # a grey H×W image is H×W×1
     size = int(np.prod(shape))
@@ -452,10 +457,10 @@ def _hf_dataset(dataset: Any, split: str | None, datasets: Any) -> Any:
     return dataset
 
 
-def from_hf(dataset: Any, *, split: str | None = None, subject: str | None = None, sample_id: str = SAMPLE_ID,
-            payloads: Sequence[str] | None = None, attributes: Sequence[str] | None = None,
-            sample_rate: float | None = None, metadata: dict | None = None) -> SampleTable:
-    """A table from a Hugging Face data set (see :meth:`SampleTable.from_hf`)."""
+def from_hf(cls: type[SampleTable], dataset: Any, *, split: str | None = None, subject: str | None = None,
+            sample_id: str = SAMPLE_ID, payloads: Sequence[str] | None = None, attributes: Sequence[str] | None = None,
+            sample_rate: float | None = None, metadata: dict[str, Any] | None = None) -> SampleTable:
+    """A ``cls`` table from a Hugging Face data set (see :meth:`SampleTable.from_hf`)."""
     datasets = _import_datasets("SampleTable.from_hf")
     ds = _hf_dataset(dataset, split, datasets)
     features = ds.features
@@ -477,13 +482,13 @@ def from_hf(dataset: Any, *, split: str | None = None, subject: str | None = Non
         while pa.types.is_list(inner) or pa.types.is_large_list(inner) or pa.types.is_fixed_size_list(inner):
             inner = inner.value_type
             if not (pa.types.is_list(inner) or pa.types.is_large_list(inner) or pa.types.is_fixed_size_list(inner)):
-                return pa.types.is_floating(inner) or pa.types.is_integer(inner)
+                return bool(pa.types.is_floating(inner) or pa.types.is_integer(inner))
         return False
 
     reserved = {subject, sample_id}
     if pay_map is None:
         pay_map = {c: c for c in names if c not in reserved and is_array(c) and c not in (attr_map or {})}
-    meta: dict = {}
+    meta: dict[str, Any] = {}
     info = getattr(ds, "info", None)
     desc = getattr(info, "description", "") or ""
     if desc.startswith(HF_DESCRIPTION_PREFIX):
@@ -541,7 +546,7 @@ def from_hf(dataset: Any, *, split: str | None = None, subject: str | None = Non
             else:
                 fields.append((target if target.startswith(ATTR_PREFIX) else ATTR_PREFIX + target,
                                _hf_scalar(data, feature, datasets)))
-    return _sample_table(fields, meta, "from_hf: columns {} occur twice after renaming; rename with 'column:name'")
+    return _sample_table(cls, fields, meta, "from_hf: columns {} occur twice after renaming; rename with 'column:name'")
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -558,7 +563,7 @@ def _dataset_class() -> type:
 
     torch = import_torch("SampleTable.to_torch", TORCH_INSTALL)
 
-    class SampleDataset(torch.utils.data.Dataset):
+    class SampleDataset(torch.utils.data.Dataset):  # type: ignore[misc,name-defined]  # torch: imported at run time, untyped here
         """A map-style torch Dataset over a sample table: item ``i`` is ``(x, label)`` (or ``x`` without a label).
 
         ``x`` is the payload's tensor (a tuple of tensors for several payloads); tensors of fixed-shape payloads
@@ -568,7 +573,7 @@ def _dataset_class() -> type:
         """
 
         def __init__(self, parts: list[tuple[Any, Any]], payloads: list[str], label: str | None,
-                     labels: Any, classes: list | None, transform: Callable | None, copy: bool):
+                     labels: Any, classes: list[Any] | None, transform: Callable[..., Any] | None, copy: bool):
             self.payloads, self.label, self.classes = payloads, label, classes
             self.transform, self._copy = transform, copy
             self._parts, self._labels = parts, labels
@@ -613,7 +618,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _label_values(table: SampleTable, label: str) -> tuple[np.ndarray, list | None]:
+def _label_values(table: SampleTable, label: str) -> tuple[np.ndarray, list[Any] | None]:
     """(per-row label values, class names or None): strings/booleans/dictionaries become sorted class indices."""
     if label == SUBJECT:
         col = table.arrow.column(SUBJECT)
@@ -642,7 +647,7 @@ def _label_values(table: SampleTable, label: str) -> tuple[np.ndarray, list | No
 
 
 def to_torch(table: SampleTable, payload: str | Sequence[str] | None = None, *, label: str | None = SUBJECT,
-             transform: Callable | None = None, copy: bool = False) -> Any:
+             transform: Callable[..., Any] | None = None, copy: bool = False) -> Any:
     """A map-style :class:`torch.utils.data.Dataset` (see :meth:`SampleTable.to_torch`)."""
     import warnings
 

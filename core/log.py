@@ -70,14 +70,14 @@ def progress_bar(iterable: Iterable[Any] | None = None, *, progress: bool | None
     return _tqdm_class()(iterable, disable=not show_progress(progress), **kwargs)
 
 
-class _CliHandler(logging.StreamHandler):
+class _CliHandler(logging.StreamHandler[Any]):
     """The command's handler: writes to whatever ``sys.stderr`` is when a record is emitted (so that tests
     capture it), one line per record; :meth:`set_level` sets the ``bioanon`` logger's level with it."""
 
     def __init__(self) -> None:
         super().__init__(sys.stderr)
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> Any:
         return sys.stderr
 

@@ -99,7 +99,7 @@ class Metadata:
 
     def __post_init__(self) -> None:
         self.keys = [file_key(k) if self.per == "file" else k.strip() for k in self.keys]
-        empty = [ln for k, ln in zip(self.keys, self.lines) if k in ("", ".")]
+        empty = [ln for k, ln in zip(self.keys, self.lines, strict=True) if k in ("", ".")]
         if empty:
             raise DataError(f"{self.source}: empty {self.key_column!r} on {_lines(empty[:_SHOW])}")
 
@@ -143,13 +143,13 @@ class Metadata:
                             + f"; keys are paths relative to the data root{example}")
         if self.subjects is not None and subjects is not None:
             bad = [f"{f!r}: {self.subjects[i]!r} on line {self.lines[i]}, but the layout says {s!r}"
-                   for f, s, i in zip(files, subjects, pos)
+                   for f, s, i in zip(files, subjects, pos, strict=True)
                    if i is not None and self.subjects[i] not in (None, "") and self.subjects[i] != str(s)]
             if bad:
                 raise DataError(f"{self.source}: column {self.subject_column!r} disagrees with the folder layout "
                                 "for " + _listing(bad))
         if warn:
-            missing = [f for f, i in zip(files, pos) if i is None]
+            missing = [f for f, i in zip(files, pos, strict=True) if i is None]
             if missing:
                 warnings.warn(f"{self.source}: {len(missing)} of {len(files)} files have no row (their attributes "
                               f"are null): " + _listing([repr(m) for m in missing]), MetadataWarning, stacklevel=3)
@@ -183,7 +183,7 @@ class Metadata:
                             f"{_listing([repr(k) for k in list(index)[:3]])}; the subjects are e.g. "
                             f"{_listing([repr(s) for s in sorted(set(subjects))[:3]])})")
         if warn:
-            missing = sorted({s for s, p in zip(subjects, pos) if p is None})
+            missing = sorted({s for s, p in zip(subjects, pos, strict=True) if p is None})
             if missing:
                 warnings.warn(f"{self.source}: {len(missing)} subject(s) have no row (their attributes are null): "
                               + _listing([repr(m) for m in missing]), MetadataWarning, stacklevel=3)
@@ -239,7 +239,7 @@ def read_csv_rows(path: Path, what: str = "metadata file",
     return header, rows()
 
 
-def read_metadata_csv(path: str | os.PathLike, *, per: Literal["file", "subject"] | None = None,
+def read_metadata_csv(path: str | os.PathLike[str], *, per: Literal["file", "subject"] | None = None,
                       parse: bool = True) -> Metadata:
     """A metadata CSV (header row; blank lines skipped) as :class:`Metadata`.
 
@@ -258,10 +258,11 @@ def read_metadata_csv(path: str | os.PathLike, *, per: Literal["file", "subject"
     key = file_col or subject_col
     assert key is not None
     attr_cols = [h for h in header if h and h not in (file_col, subject_col)]
+    cells: dict[str, list[Any]]
     keys, subjects, lines, cells = [], [], [], {c: [] for c in attr_cols}
     cast = parse_cell if parse else (lambda v: v.strip() or None)
     for line, row in rows:
-        rec = dict(zip(header, row))
+        rec = dict(zip(header, row, strict=True))
         keys.append(rec[key])
         subjects.append(rec[subject_col].strip() if file_col and subject_col else None)
         lines.append(line)

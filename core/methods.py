@@ -28,7 +28,7 @@ import re
 import types
 import typing
 from collections.abc import Callable, Sequence
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
 import attrs
 import numpy as np
@@ -72,7 +72,7 @@ class _Constraint:
     high: float | None = None
     low_inclusive: bool = True
     high_inclusive: bool = True
-    choices: tuple | None = None
+    choices: tuple[Any, ...] | None = None
     check: Callable[[Any], bool] | None = None
     check_text: str | None = None
 
@@ -140,7 +140,7 @@ def param(
     return attrs.field(default=default, metadata=metadata, on_setattr=_validate_on_assignment)
 
 
-def _validate_on_assignment(method: "Method", attribute: attrs.Attribute, value: Any) -> Any:
+def _validate_on_assignment(method: "Method", attribute: attrs.Attribute[Any], value: Any) -> Any:
     """``method.<param> = value`` runs the checks of construction: the value stored is the checked (coerced)
     one, and an invalid one raises :class:`~bioanon.errors.ParameterError` and leaves the old value."""
     return method._checked_param(attribute, value)
@@ -288,7 +288,7 @@ def _coerce(value: Any, tp: Any) -> tuple[bool, Any]:
             if len(args) == 2 and args[1] is Ellipsis:
                 out = [_coerce(v, args[0]) for v in value]
             elif len(args) == len(value):
-                out = [_coerce(v, a) for v, a in zip(value, args)]
+                out = [_coerce(v, a) for v, a in zip(value, args, strict=True)]
             else:
                 return False, value
             return all(o[0] for o in out), tuple(o[1] for o in out)
@@ -443,7 +443,7 @@ class Method:
 
     # -- parameters ------------------------------------------------------------------------------------
     @classmethod
-    def param_fields(cls) -> tuple[attrs.Attribute, ...]:
+    def param_fields(cls) -> tuple[attrs.Attribute[Any], ...]:
         """The init fields (parameters), in declaration order."""
         return tuple(f for f in attrs.fields(cls) if f.init)
 
@@ -464,7 +464,7 @@ class Method:
         types_ = cls.param_types()
         for f in cls.param_fields():
             c: _Constraint | None = f.metadata.get(_CONSTRAINT)
-            default = f.default
+            default: Any = f.default
             if isinstance(default, attrs.Factory):  # type: ignore[arg-type]
                 default = default.factory()
             out.append(
@@ -487,7 +487,7 @@ class Method:
             if coerced is not value:
                 object.__setattr__(self, f.name, coerced)
 
-    def _checked_param(self, f: attrs.Attribute, value: Any) -> Any:
+    def _checked_param(self, f: attrs.Attribute[Any], value: Any) -> Any:
         """``value`` for parameter ``f`` checked against its type and constraint (coerced, e.g. list → tuple,
         int → float); ParameterError naming the method, the parameter, the value and what is allowed."""
         tp = self.param_types()[f.name]
@@ -541,7 +541,8 @@ class Method:
             # CPU and GPU results differ beyond bitwise equality: they are never mixed (bioanon.device)
             from .device import device_kind
 
-            spec["device_kind"] = device_kind(getattr(self, "device") or "")
+            # (getattr: only subclasses with a device parameter have the attribute)
+            spec["device_kind"] = device_kind(getattr(self, "device") or "")  # noqa: B009
         return fingerprint(spec)
 
     def _repr_html_(self) -> str:
@@ -711,7 +712,7 @@ def with_comparator(table: Any, anonymizer: "Anonymizer") -> Any:
     return table.with_metadata(**{COMPARATOR_KEY: {"id": anonymizer.id, "params": params, "name": cmp.name}})
 
 
-def comparator_stamp(table: Any) -> dict | None:
+def comparator_stamp(table: Any) -> dict[str, Any] | None:
     """The comparator record :func:`with_comparator` left in ``table``'s metadata (None: plain templates)."""
     stamp = table.metadata.get(COMPARATOR_KEY)
     return stamp if isinstance(stamp, dict) else None
@@ -728,7 +729,8 @@ def table_comparator(table: Any, registry: Any = None) -> Comparator | None:
         from .plugins import get_registry
 
         registry = get_registry()
-    return registry.create(stamp["id"], "anonymizer", **stamp.get("params", {})).comparator()
+    comparator = registry.create(stamp["id"], "anonymizer", **stamp.get("params", {})).comparator()
+    return cast("Comparator | None", comparator)
 
 
 # --------------------------------------------------------------------------------------------------- kinds
@@ -793,7 +795,7 @@ class ScoreMatrix:
 
     def predict(self) -> np.ndarray:
         """The top-scoring class per probe."""
-        return self.classes[np.argmax(self.scores, axis=1)]
+        return cast(np.ndarray, self.classes[np.argmax(self.scores, axis=1)])
 
 
 @attrs.define(kw_only=True)
@@ -868,11 +870,11 @@ class FeatureRecognizer(Recognizer):
 
     def score(self, probes: Any) -> ScoreMatrix:
         require_fitted(self, "inner_", call="enroll()", before="score()")
-        return self.inner_.score(self.feature_table(probes))
+        return cast(ScoreMatrix, self.inner_.score(self.feature_table(probes)))
 
     def embed(self, table: Any) -> np.ndarray:
         require_fitted(self, "inner_", call="fit() or enroll()", before="embed()")
-        return self.inner_.embed(self.feature_table(table))
+        return cast(np.ndarray, self.inner_.embed(self.feature_table(table)))
 
 
 @attrs.define(kw_only=True)
@@ -926,7 +928,7 @@ def class_sums(x: np.ndarray, codes: np.ndarray, n_classes: int) -> np.ndarray:
 
 def labels_of(table: Any, label: str) -> np.ndarray:
     """The label column a recognizer trains on: ``subject`` or an attribute name."""
-    return table.subjects if label == "subject" else table.attribute(label)
+    return cast(np.ndarray, table.subjects if label == "subject" else table.attribute(label))
 
 
 @attrs.define(kw_only=True)
@@ -957,11 +959,11 @@ class UtilityMeasure(Method):
             return self.compare(original, self.extract(original), self.extract(anonymized))
         raise NotImplementedError
 
-    def extract(self, table: Any) -> list:
+    def extract(self, table: Any) -> list[Any]:
         """Per-sample values (JSON-able: str, number, list) of ``table``, in row order (two-stage measures)."""
         raise NotImplementedError
 
-    def compare(self, original: Any, original_values: list, anonymized_values: list) -> np.ndarray:
+    def compare(self, original: Any, original_values: list[Any], anonymized_values: list[Any]) -> np.ndarray:
         """One utility value per row of ``original`` from the extracted values of the clear rows and of their
         anonymized versions (same order) (two-stage measures)."""
         raise NotImplementedError

@@ -18,7 +18,7 @@ Errors on bad input are :class:`MetricError` (a :class:`~bioanon.errors.BioanonE
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -165,7 +165,8 @@ def label_indices(labels: Any, classes: Any) -> np.ndarray:
             f"{int((~ok).sum())} probe(s) have a label that is not among the {classes.size} classes, e.g. "
             f"{missing[:5].tolist()!r}" + (f" (+{missing.size - 5} more)" if missing.size > 5 else "")
         )
-    return sorter[pos].astype(np.intp)
+    indices: np.ndarray = sorter[pos].astype(np.intp)
+    return indices
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -253,7 +254,8 @@ def cmc(scores: Any, true_idx: Any, max_rank: int | None = None) -> np.ndarray:
     m = b < K
     d -= np.bincount(b[m], weights=w[m], minlength=K)
     out = np.cumsum(np.cumsum(d)) / s.shape[0]
-    return np.clip(out, 0.0, 1.0)
+    curve: np.ndarray = np.clip(out, 0.0, 1.0)
+    return curve
 
 
 def top_k_accuracy(scores: Any, true_idx: Any, k: int = 1) -> float:
@@ -360,7 +362,7 @@ def _pool_stack(t: np.ndarray, c: np.ndarray, f: np.ndarray) -> tuple[np.ndarray
     st_t: list[float] = []
     st_c: list[float] = []
     st_f: list[int] = []
-    for ti, ci, fi in zip(t.tolist(), c.tolist(), f.tolist()):
+    for ti, ci, fi in zip(t.tolist(), c.tolist(), f.tolist(), strict=True):
         while st_t and st_t[-1] * ci >= ti * st_c[-1]:
             ti += st_t.pop()
             ci += st_c.pop()
@@ -416,7 +418,8 @@ def _block_of(p: _PAV, s: np.ndarray) -> np.ndarray:
     j = np.searchsorted(p.anchor, s, side="left")
     eq = p.anchor[np.minimum(j, p.anchor.size - 1)] == s
     e = 2 * j + eq
-    return np.searchsorted(p.first, e, side="right") - 1
+    block: np.ndarray = np.searchsorted(p.first, e, side="right") - 1
+    return block
 
 
 def _mn(M: Any, N: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -427,7 +430,8 @@ def _block_llrs(p: _PAV) -> np.ndarray:
     T, Nn = p.tar.sum(), p.non.sum()
     post = p.tar / (p.tar + p.non)
     with np.errstate(divide="ignore"):
-        return np.log(post) - np.log1p(-post) - math.log(T / Nn)
+        llrs: np.ndarray = np.log(post) - np.log1p(-post) - math.log(T / Nn)
+        return llrs
 
 
 def pav_llrs(M: Any, N: Any) -> tuple[np.ndarray, np.ndarray]:
@@ -838,7 +842,7 @@ def voice_distinctiveness(S_oo: Any, S_aa: Any, S_oa: Any = None) -> dict[str, f
 # confidence intervals
 
 
-def _chunks(seed: Any, n_resamples: int, n_groups: int):
+def _chunks(seed: Any, n_resamples: int, n_groups: int) -> Iterator[np.ndarray]:
     """Subject draws of all resamples, in chunks of rows: (n_rows, n_groups) arrays of subject indices."""
     rng = np.random.default_rng(seed)
     step = max(1, min(n_resamples, 2_000_000 // max(n_groups, 1)))

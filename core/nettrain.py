@@ -135,7 +135,7 @@ def train_net(
     if keep_best is None:
         keep_best = validation is not None
     store = _WEIGHT_CACHE.get() if store_key else None
-    if store is not None:
+    if store is not None and store_key:  # (store_key is set whenever store is)
         found = _load_trained(torch, store, store_key, build, seed, dev)
         if found is not None:
             return found
@@ -150,7 +150,7 @@ def train_net(
             init(net)
         net = net.to(dev)
         frozen = _freeze(net, freeze, method_id)
-        step_loss = loss if loss is not None else (lambda model, *tensors: model.loss(*tensors))
+        step_loss: Callable[..., Any] = loss if loss is not None else (lambda model, *tensors: model.loss(*tensors))
         params = [p for p in net.parameters() if p.requires_grad]
         if optimizer == "sgd":
             opt = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
@@ -228,7 +228,7 @@ def train_net(
         if cuda:
             torch.cuda.synchronize(dev)
     trained = Trained(net=net, history=history, best_epoch=best_epoch)
-    if store is not None:
+    if store is not None and store_key:
         _store_trained(torch, store, store_key, trained)
     return trained
 
@@ -370,7 +370,7 @@ def _head_classes(torch: Any) -> tuple[type, type]:
     nn = torch.nn
     F = torch.nn.functional
 
-    class ArcFaceHead(nn.Module):
+    class ArcFaceHead(nn.Module):  # type: ignore[misc,name-defined]  # torch is imported lazily: its classes are Any here
         """Additive angular margin softmax (ArcFace, Deng et al. 2019): logits ``s·cos(θ_y + m)`` for the true
         class and ``s·cos θ_j`` for the others, θ the angle between the normalized embedding and class weight."""
 
@@ -379,7 +379,7 @@ def _head_classes(torch: Any) -> tuple[type, type]:
             self.n_classes, self.margin, self.scale = n_classes, float(margin), float(scale)
             self.weight = nn.Parameter(torch.randn(n_classes, in_dim) * 0.01)
 
-        def forward(self, emb, labels=None):
+        def forward(self, emb: Any, labels: Any = None) -> Any:
             """Scaled cosine logits; with ``labels`` the true class's logit carries the margin."""
             cos = F.normalize(emb, dim=1) @ F.normalize(self.weight, dim=1).T
             if labels is None:
@@ -389,11 +389,11 @@ def _head_classes(torch: Any) -> tuple[type, type]:
             onehot = F.one_hot(labels, self.n_classes).to(cos.dtype)
             return self.scale * (onehot * target + (1 - onehot) * cos)
 
-        def loss(self, emb, labels):
+        def loss(self, emb: Any, labels: Any) -> Any:
             """The AAM-softmax cross-entropy."""
             return F.cross_entropy(self(emb, labels), labels)
 
-    class SoftmaxHead(nn.Module):
+    class SoftmaxHead(nn.Module):  # type: ignore[misc,name-defined]  # torch is imported lazily: its classes are Any here
         """ReLU → dropout → linear classifier; cross-entropy (optionally label-smoothed) loss."""
 
         def __init__(self, in_dim: int, n_classes: int, dropout: float, label_smoothing: float) -> None:
@@ -401,11 +401,11 @@ def _head_classes(torch: Any) -> tuple[type, type]:
             self.label_smoothing = float(label_smoothing)
             self.layers = nn.Sequential(nn.ReLU(), nn.Dropout(dropout), nn.Linear(in_dim, n_classes))
 
-        def forward(self, emb, labels=None):
+        def forward(self, emb: Any, labels: Any = None) -> Any:
             """Class logits."""
             return self.layers(emb)
 
-        def loss(self, emb, labels):
+        def loss(self, emb: Any, labels: Any) -> Any:
             """The cross-entropy of the logits."""
             return F.cross_entropy(self(emb), labels, label_smoothing=self.label_smoothing)
 
@@ -444,10 +444,11 @@ def infer(fn: Callable[[Any], Any], x: np.ndarray | Sequence[np.ndarray], *, out
 
     dev = resolve_device(device, who="bioanon.nettrain.infer")
     prec = resolve_precision(precision, dev)
+    groups: list[tuple[np.ndarray, np.ndarray | None]]
     if isinstance(x, np.ndarray):
         groups = [(np.arange(len(x)), x)]
     else:
-        shapes: dict[tuple, list[int]] = {}
+        shapes: dict[tuple[int, ...], list[int]] = {}
         for i, a in enumerate(x):
             shapes.setdefault(np.shape(a), []).append(i)
         groups = [(np.array(rows), None) for rows in shapes.values()]
@@ -463,7 +464,7 @@ def infer(fn: Callable[[Any], Any], x: np.ndarray | Sequence[np.ndarray], *, out
                     out[int(part[0]):int(part[-1]) + 1] = y
                 else:
                     out[to_device(torch.from_numpy(part), dev)] = y.to(out.dtype)
-        result = out.cpu().numpy()
+        result: np.ndarray = out.cpu().numpy()
     return result.astype(dtype, copy=False)
 
 
@@ -568,7 +569,7 @@ def preflight_weights(method: Any, build: Callable[[Any], Any] | None, *, skip: 
     """A torch-backed method's ``preflight``: its missing packages, else the problems of loading its ``weights``
     file (if any) into ``build(torch)`` (:func:`check_weights`). ``build`` None: the network cannot be built for
     this data (the data checks report why), so the file is not checked."""
-    problems = method.requirement_problems()
+    problems: list[str] = method.requirement_problems()
     if problems or not getattr(method, "weights", "") or build is None:
         return problems
     torch = import_torch(method.id)

@@ -90,7 +90,7 @@ def summary(result: Any) -> Any:
     out = hl[["anonymizer", "setting", "metric", "worst_accuracy", "ci_low", "ci_high", "worst_recognizer",
               "worst_scenario", "clear_accuracy", "chance"]].copy()
     out["privacy"] = [float(privacy_level(a, c, ch)) for a, c, ch in
-                      zip(out.worst_accuracy, out.clear_accuracy, out.chance)]
+                      zip(out.worst_accuracy, out.clear_accuracy, out.chance, strict=True)]
     curves_ = curves(result)
     if len(curves_) and curves_.measure.astype(bool).any():
         plain = curves_[~curves_.deanon]
@@ -154,7 +154,7 @@ def plot(result: Any, kind: str = "tradeoff") -> Any:
             raise BioanonError("no attack results to plot")
         fig = Figure(figsize=(6.4, 3.6), layout="constrained")
         ax = fig.subplots()
-        labels = [f"{a}\n{s}" for a, s in zip(hl.anonymizer, hl.setting)]
+        labels = [f"{a}\n{s}" for a, s in zip(hl.anonymizer, hl.setting, strict=True)]
         x = range(len(hl))
         ax.errorbar(x, hl.worst_accuracy, yerr=[hl.worst_accuracy - hl.ci_low, hl.ci_high - hl.worst_accuracy],
                     fmt="o", label="worst case over attackers")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any, cast
+
 import numpy as np
 
 
@@ -11,7 +13,7 @@ def restore_dtype(values: np.ndarray, dtype: np.dtype) -> np.ndarray:
     dtype = np.dtype(dtype)
     if np.issubdtype(dtype, np.integer):
         info = np.iinfo(dtype)
-        return np.clip(np.rint(values), info.min, info.max).astype(dtype)
+        return cast(np.ndarray, np.clip(np.rint(values), info.min, info.max).astype(dtype))
     return values.astype(dtype, copy=False)
 
 
@@ -21,7 +23,7 @@ def flatten_payload(x: np.ndarray) -> np.ndarray:
     return x2 if x2.dtype == np.float32 else x2.astype(np.float32)
 
 
-def table_rng(table, seed: int) -> np.random.Generator:
+def table_rng(table: Any, seed: int) -> np.random.Generator:
     """A generator seeded by ``seed`` and the table's sample ids.
 
     Random anonymizations must not reuse one noise sequence for every table (the attacker and evaluation sets

@@ -33,7 +33,7 @@ import threading
 import types
 import warnings
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import pluggy
@@ -42,6 +42,9 @@ from . import hookspecs
 from .api import API_VERSION
 from .errors import PluginError
 from .registry import Entry, Featurizer, Registry, validate_method_class
+
+if TYPE_CHECKING:
+    from .methods import Method
 
 ENTRY_POINT_GROUP = "bioanon.plugins"
 BUILTIN_NAME = "bioanon"
@@ -135,10 +138,12 @@ class PluginManager:
         self._lock = threading.RLock()
 
     # -- public ----------------------------------------------------------------------------------------
-    def register_plugin(self, plugin: object, name: str, *, distribution: str | None = None, version: str = "0") -> None:
+    def register_plugin(self, plugin: object, name: str, *, distribution: str | None = None,
+                        version: str = "0") -> None:
         """Add a plugin object (module, class or instance with hookimpls) in code; rebuilds the registry."""
         with self._lock:
-            self._extra.append(_Candidate(name, distribution or name, version, lambda: plugin, getattr(plugin, "__name__", "")))
+            self._extra.append(_Candidate(name, distribution or name, version, lambda: plugin,
+                                          getattr(plugin, "__name__", "")))
             self._registry = None
 
     @property
@@ -168,7 +173,7 @@ class PluginManager:
         assert self._pm is not None
         return self._pm
 
-    def add_commands(self, subparsers: argparse._SubParsersAction) -> None:
+    def add_commands(self, subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         """Let plugins add CLI sub-commands, all or nothing per plugin.
 
         A plugin that raises, or adds a command name or alias already taken (by a bioanon command or a plugin
@@ -346,8 +351,8 @@ class PluginManager:
                 if impl.plugin_name != name:
                     continue
 
-                def register(cls: type, aliases: Iterable[str] = (), *, deprecated_aliases: Iterable[str] = (),
-                             _kind: str = kind) -> None:
+                def register(cls: type[Method], aliases: Iterable[str] = (), *,
+                             deprecated_aliases: Iterable[str] = (), _kind: str = kind) -> None:
                     validate_method_class(cls, _kind)
                     for what, ids in (("aliases", aliases), ("deprecated_aliases", deprecated_aliases)):
                         if isinstance(ids, str):
@@ -457,11 +462,15 @@ def source_api(target: str) -> object:
     except Exception:  # noqa: BLE001 - no source, or unparsable: nothing declared that can be read
         return None
     for node in tree.body:
-        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(
-            node, ast.AnnAssign) and node.value is not None else []
+        if isinstance(node, ast.Assign):
+            targets, value = node.targets, node.value
+        elif isinstance(node, ast.AnnAssign) and node.value is not None:
+            targets, value = [node.target], node.value
+        else:
+            continue
         if any(isinstance(t, ast.Name) and t.id == API_ATTRIBUTE for t in targets):
             try:
-                return ast.literal_eval(node.value)
+                return ast.literal_eval(value)
             except ValueError:
                 return None
     return None
@@ -470,7 +479,8 @@ def source_api(target: str) -> object:
 def _module_source(module: str) -> str | None:
     """The source of ``module``, found through the import system's finders without importing it or (unlike
     :func:`importlib.util.find_spec`) its parent packages."""
-    spec, path = None, None
+    spec: Any = None
+    path: Any = None
     parts = module.split(".")
     for i in range(len(parts)):
         name = ".".join(parts[: i + 1])

@@ -108,7 +108,10 @@ def factorize(values: Any, what: str = "attribute") -> tuple[np.ndarray, np.ndar
 # --------------------------------------------------------------------------------------------------- sets
 
 
-def _class_index(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+_ClassIndex = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]  # what _class_index returns
+
+
+def _class_index(codes: np.ndarray) -> _ClassIndex:
     """members (rows sorted by class, stable), start and count of each class, rank of each row in its class."""
     codes = np.asarray(codes, dtype=np.int64)
     n_classes = int(codes.max()) + 1 if codes.size else 0
@@ -122,7 +125,7 @@ def _class_index(codes: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
 
 
 def check_set_sizes(codes: np.ndarray, set_size: int, n_same: int | None, *, small_class: str = "error",
-                    classes: Sequence[Any] | None = None, attribute: str = "the attribute") -> None:
+                    classes: Sequence[Any] | np.ndarray | None = None, attribute: str = "the attribute") -> None:
     """Raise TableError when sets of ``set_size`` with ``n_same`` same-value members cannot be drawn.
 
     ``set_size`` larger than the number of records is always an error. A class with fewer than ``n_same``
@@ -146,7 +149,7 @@ def check_set_sizes(codes: np.ndarray, set_size: int, n_same: int | None, *, sma
         return repr(v.item() if isinstance(v, np.generic) else v)
 
     need_other = set_size - n_same
-    for c in present:
+    for c in present.tolist():
         same_pool, other_pool = counts[c] - 1, n - counts[c]
         if (n_same > 1 and same_pool == 0) or (need_other > 0 and other_pool == 0):
             what = "no other record of this value" if n_same > 1 and same_pool == 0 \
@@ -213,7 +216,7 @@ def _distinct_draws(rng: np.random.Generator, pool: np.ndarray, k: int, replace:
 
 
 def sample_sets(codes: np.ndarray, set_size: int, n_same: int | None, *, seed: int = 0, start: int = 0,
-                stop: int | None = None, small_class: str = "error", classes: Sequence[Any] | None = None,
+                stop: int | None = None, small_class: str = "error", classes: Sequence[Any] | np.ndarray | None = None,
                 attribute: str = "the attribute", threads: int = 0) -> np.ndarray:
     """The random sets G of records ``start..stop`` (Alg. 1 line 8), as row indices into the data set.
 
@@ -257,7 +260,7 @@ def sample_sets(codes: np.ndarray, set_size: int, n_same: int | None, *, seed: i
     return _sample(codes, index, set_size, n_same, seed, start, stop, threads if threads > 0 else cores())
 
 
-def _sample(codes: np.ndarray, index: tuple | None, set_size: int, n_same: int | None, seed: int, start: int,
+def _sample(codes: np.ndarray, index: _ClassIndex | None, set_size: int, n_same: int | None, seed: int, start: int,
             stop: int, threads: int = 1) -> np.ndarray:
     """sample_sets without the checks, with the class index computed once by the caller; the blocks of
     records are independent (one random stream each), so ``threads`` of them are drawn at a time."""
@@ -279,7 +282,7 @@ def _sample(codes: np.ndarray, index: tuple | None, set_size: int, n_same: int |
     return out
 
 
-def _sample_block(codes: np.ndarray, index: tuple | None, set_size: int, n_same: int | None, seed: int,
+def _sample_block(codes: np.ndarray, index: _ClassIndex | None, set_size: int, n_same: int | None, seed: int,
                   b0: int, blk: np.ndarray) -> None:
     n = codes.size
     rng = np.random.default_rng([int(seed) & 0xFFFFFFFFFFFFFFFF, b0 // SAMPLING_BLOCK])
@@ -328,7 +331,8 @@ def estimate_relevance(x: np.ndarray, labels: np.ndarray, method: str = "random_
         from sklearn.ensemble import RandomForestClassifier
 
         rf = RandomForestClassifier(n_estimators=n_trees, random_state=seed, n_jobs=jobs)
-        return rf.fit(x, codes).feature_importances_.astype(np.float64)
+        importances: np.ndarray = rf.fit(x, codes).feature_importances_.astype(np.float64)
+        return importances
     if method == "mutual_information":
         from joblib import parallel_backend
         from sklearn.feature_selection import mutual_info_classif
@@ -525,7 +529,8 @@ def weighted_set_mean(x: np.ndarray, sets: np.ndarray, selected: np.ndarray, wei
         X = _place(torch, _as_torch(torch, x), device)
         s = _torch_sums(torch, X, sets, row0, torch.from_numpy(a).to(X.device), torch.from_numpy(b).to(X.device))
         if out is None:
-            return s.cpu().numpy()
+            sums: np.ndarray = s.cpu().numpy()
+            return sums
         torch.from_numpy(out).copy_(s)
     return out
 
@@ -533,7 +538,7 @@ def weighted_set_mean(x: np.ndarray, sets: np.ndarray, selected: np.ndarray, wei
 def random_set_mean(x: np.ndarray, codes: np.ndarray, selected: np.ndarray, *, set_size: int,
                     n_same: int | None, weight: float, seed: int = 0, small_class: str = "error",
                     backend: str = "auto", threads: int = 0, check: bool = True,
-                    classes: Sequence[Any] | None = None, attribute: str = "the attribute",
+                    classes: Sequence[Any] | np.ndarray | None = None, attribute: str = "the attribute",
                     device: str = "cpu") -> np.ndarray:
     """Alg. 1 lines 6–12 on a flattened data set: draw every record's set and apply line 9.
 
@@ -576,14 +581,15 @@ def random_set_mean(x: np.ndarray, codes: np.ndarray, selected: np.ndarray, *, s
         if check and not math.isfinite(float(X.sum())):  # one parallel pass, no temporary; a non-finite sum
             check_finite(x)  # (NaN/inf, or a float32 overflow) triggers the exact row-by-row check
         if rows >= n:  # one call; its result is the output
-            return _torch_sums(torch, X, _sample(codes, index, set_size, n_same, seed, 0, n, jobs), 0, A,
-                               B).cpu().numpy()
+            result: np.ndarray = _torch_sums(torch, X, _sample(codes, index, set_size, n_same, seed, 0, n, jobs), 0,
+                                             A, B).cpu().numpy()
+            return result
         out = np.empty((n, d), dtype=np.float32)
-        O = torch.from_numpy(out)
+        out_t = torch.from_numpy(out)
         for r0 in range(0, n, rows):
             r1 = min(r0 + rows, n)
             sets = _sample(codes, index, set_size, n_same, seed, r0, r1, jobs)
-            O[r0:r1].copy_(_torch_sums(torch, X, sets, r0, A, B))
+            out_t[r0:r1].copy_(_torch_sums(torch, X, sets, r0, A, B))
         return out
 
 

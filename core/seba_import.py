@@ -60,7 +60,7 @@ import re
 import zlib
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -189,7 +189,7 @@ def read_seba(path: str | os.PathLike[str]) -> Any:
 class _Entry:
     """One SEBA run entry after ``$ROUND`` substitution for one round."""
 
-    def __init__(self, where: str, repeat: int, template: dict, round_: int):
+    def __init__(self, where: str, repeat: int, template: dict[str, Any], round_: int):
         self.where, self.repeat, self.template, self.round = where, repeat, template, round_
         self.config = _substitute(copy.deepcopy(template), str(round_))
 
@@ -214,7 +214,7 @@ def _has_round(value: Any) -> bool:
     return False
 
 
-def _run_entries(doc: Any, file: str) -> list[tuple[str, int, dict]]:
+def _run_entries(doc: Any, file: str) -> list[tuple[str, int, dict[str, Any]]]:
     """(where, repeat, config) for each entry of a run config, or of an experiment config expanded as SEBA's
     ``generate_run_configs.py`` does."""
     if isinstance(doc, Mapping) and "anonymizations" in doc:
@@ -251,7 +251,7 @@ def _run_entries(doc: Any, file: str) -> list[tuple[str, int, dict]]:
 _LIST_PARAMS = {"remove_parts": {"body_parts"}, "chain": {"anonymizations"}}
 
 
-def _expand_experiment(doc: dict, file: str) -> list[tuple[str, int, dict]]:
+def _expand_experiment(doc: dict[str, Any], file: str) -> list[tuple[str, int, dict[str, Any]]]:
     """SEBA's generate_run_configs: one entry per anonymization × sweep value, privacy arcface (unless the
     experiment config names its own privacy method) and, for ``anon``, a detection utility run (enroll 1.0)."""
     anons = doc.pop("anonymizations")
@@ -311,7 +311,7 @@ class _Ctx:
     def error(self, message: str) -> ConfigError:
         return ConfigError(f"{self.file}: {self.where}: {message}")
 
-    def number(self, params: Mapping, key: str, default: Any, *, integer: bool = False) -> Any:
+    def number(self, params: Mapping[str, Any], key: str, default: Any, *, integer: bool = False) -> Any:
         value = params.get(key, default)
         if isinstance(value, str):  # "$ROUND" substitutions arrive as text
             try:
@@ -322,11 +322,11 @@ class _Ctx:
             raise self.error(f"parameter {key!r}: expected a number, got {value!r}")
         return int(value) if integer else value
 
-    def choice(self, params: Mapping, key: str, default: str, allowed: tuple[str, ...]) -> str:
+    def choice(self, params: Mapping[str, Any], key: str, default: str, allowed: tuple[str, ...]) -> str:
         value = params.get(key, default)
         if value not in allowed:
             raise self.error(f"parameter {key!r}: expected one of {', '.join(allowed)}, got {value!r}")
-        return value
+        return cast(str, value)
 
     def face_size(self, seba: str) -> tuple[int, int]:
         if self.image_size is not None:
@@ -336,7 +336,7 @@ class _Ctx:
         return (SEBA_FACE_SIZE, SEBA_FACE_SIZE)
 
 
-Mapper = Callable[[dict, _Ctx], tuple[str, dict]]
+Mapper = Callable[[dict[str, Any], _Ctx], tuple[str, dict[str, Any]]]
 
 
 def _fixed(method_id: str, **params: Any) -> Mapper:
@@ -344,7 +344,7 @@ def _fixed(method_id: str, **params: Any) -> Mapper:
 
 
 def _dropped(why: str) -> Mapper:
-    def mapper(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+    def mapper(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
         raise _Unmappable(why)
     return mapper
 
@@ -354,7 +354,7 @@ def _dropped(why: str) -> Mapper:
 _NOISE_SD = {"normal": 1.0, "laplace": math.sqrt(2.0), "uniform": 1.0 / math.sqrt(12.0)}
 
 
-def _noise_injection(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+def _noise_injection(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     dist = ctx.choice(p, "distribution", "uniform", ("normal", "laplace", "uniform"))
     scaling = ctx.number(p, "scaling", 1.0)
     mode = ctx.choice(p, "type", "direct", ("direct", "indirect"))
@@ -378,7 +378,7 @@ def _noise_injection(p: dict, ctx: _Ctx) -> tuple[str, dict]:
     return "gait.noise", {"noise": dist, "scale": round(scaling * _NOISE_SD[dist], 12), "mode": mode, "seed": 0}
 
 
-def _coarsening(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+def _coarsening(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     kind = ctx.choice(p, "coarsening_type", "time", ("time", "precision", "precision_inverted"))
     if kind == "time":
         return "gait.coarsen_time", {"factor": ctx.number(p, "coarsening_factor", 10, integer=True),
@@ -392,7 +392,7 @@ def _coarsening(p: dict, ctx: _Ctx) -> tuple[str, dict]:
     raise _Unmappable("precision_inverted (data % decimals) has no bioanon counterpart")
 
 
-def _resampling(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+def _resampling(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     if "total_number_of_frames" in p:
         ctx.note("resampling.total_number_of_frames", "dropped",
                  "bioanon's gait sources resample every sequence to `frames` on load; resampling targets a "
@@ -400,14 +400,14 @@ def _resampling(p: dict, ctx: _Ctx) -> tuple[str, dict]:
     return "gait.resample", {"fps": float(ctx.number(p, "fps", 60))}
 
 
-def _rolling_average(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+def _rolling_average(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     ctx.note("rolling_average", "approximate", "SEBA's valid convolution shortens each sequence by window−1 "
              "frames; bioanon keeps the length (trailing window, shorter at the start)")
     return "gait.rolling_average", {"window": ctx.number(p, "window_size", 2, integer=True),
                                     "alignment": "trailing"}
 
 
-def _trajectory(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+def _trajectory(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     invert = p.get("invert", False)
     if not isinstance(invert, bool):
         raise ctx.error(f"parameter 'invert': expected true or false, got {invert!r}")
@@ -419,7 +419,7 @@ def _trajectory(p: dict, ctx: _Ctx) -> tuple[str, dict]:
 _PARTS = ("head", "torso", "left_arm", "right_arm", "hip", "left_leg", "right_leg")
 
 
-def _remove_parts(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+def _remove_parts(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     parts = p.get("body_parts")
     if not isinstance(parts, list) or not parts or any(x not in _PARTS for x in parts):
         raise ctx.error(f"parameter 'body_parts': expected a list of {', '.join(_PARTS)}, got {parts!r}")
@@ -427,7 +427,7 @@ def _remove_parts(p: dict, ctx: _Ctx) -> tuple[str, dict]:
     return ("gait.keep_parts" if invert else "gait.remove_parts"), {"parts": list(parts)}
 
 
-def _size_normalization(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+def _size_normalization(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     axis = p.get("axis")
     if axis not in (None, 1, 2, 3, "1", "2", "3"):
         raise ctx.error(f"parameter 'axis': expected 1, 2 or 3 (SEBA's 1-based axis), got {axis!r}")
@@ -436,17 +436,17 @@ def _size_normalization(p: dict, ctx: _Ctx) -> tuple[str, dict]:
                                        "axis": "all" if axis is None else "xyz"[int(axis) - 1]}
 
 
-def _average_pose(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+def _average_pose(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     ctx.note("average_pose", "approximate", "SEBA outputs one pose (1-D); bioanon repeats it in every frame")
     return "gait.average_pose", {}
 
 
-def _first_pose(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+def _first_pose(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     ctx.note("first_pose", "approximate", "SEBA outputs one pose (1-D); bioanon repeats it in every frame")
     return "gait.first_pose", {}
 
 
-def _chain(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+def _chain(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     steps = p.get("anonymizations")
     if not isinstance(steps, list) or not steps:
         raise ctx.error("parameter 'anonymizations': expected a non-empty list of {name, params}")
@@ -485,7 +485,7 @@ MOTION_ANON: dict[str, tuple[tuple[str, ...], Mapper]] = {
 # -- face anonymizations ---------------------------------------------------------------------------------
 
 
-def _eyemask(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+def _eyemask(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     h, _ = ctx.face_size("eyemask")
     center, dist = ctx.number(p, "center", 85), ctx.number(p, "dist", 70)
     top, bottom = max(0.0, (center - dist) / h), min(1.0, (center + dist) / h)
@@ -493,25 +493,25 @@ def _eyemask(p: dict, ctx: _Ctx) -> tuple[str, dict]:
                              "value": 0}
 
 
-def _gaussianblur(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+def _gaussianblur(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     _, w = ctx.face_size("gaussianblur")
     kernel = ctx.number(p, "kernel", 9)
     return "face.gaussian_blur", {"kernel": 2 * math.floor(w * kernel / 200) + 1, "sigma": 0.0}
 
 
-def _gaussnoise(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+def _gaussnoise(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     ctx.note("gaussnoise", "approximate", "SEBA draws into a uint8 buffer, so only positive (brightening) noise "
              "is added; bioanon's noise is zero-mean")
     return "face.gaussian_noise", {"sigma": float(ctx.number(p, "sigma", 10)), "seed": 0}
 
 
-def _pixelate(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+def _pixelate(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     if p.get("keepshape", True) is not True:
         ctx.note("pixelate.keepshape", "dropped", "bioanon always keeps the image size (keepshape: true)")
     return "face.pixelation", {"size": ctx.number(p, "size", 5, integer=True)}
 
 
-def _blockpermutate(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+def _blockpermutate(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     for key in ("seed", "blocksize"):
         if key not in p:
             raise ctx.error(f"blockpermutate: missing required parameter {key!r}")
@@ -519,25 +519,25 @@ def _blockpermutate(p: dict, ctx: _Ctx) -> tuple[str, dict]:
                                       "key": _int_seed(p["seed"])}
 
 
-def _pxlreloc(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+def _pxlreloc(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     ctx.note("pxlreloc", "approximate", "SEBA shifts pixels `steps` positions along a spiral; bioanon's pixel "
              "relocation runs `steps` rounds of keyed row/column shifts (same idea, other algorithm)")
     return "face.pixel_relocation", {"steps": ctx.number(p, "steps", 50, integer=True)}
 
 
-def _required(p: dict, ctx: _Ctx, name: str, keys: tuple[str, ...]) -> None:
+def _required(p: dict[str, Any], ctx: _Ctx, name: str, keys: tuple[str, ...]) -> None:
     for key in keys:
         if key not in p:
             raise ctx.error(f"{name}: missing required parameter {key!r}")
 
 
-def _dppix(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+def _dppix(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     _required(p, ctx, "dppix", ("e", "b", "m"))
     return "face.dp_pix", {"epsilon": float(ctx.number(p, "e", 0)), "b": ctx.number(p, "b", 0, integer=True),
                            "m": ctx.number(p, "m", 0, integer=True), "seed": 0}
 
 
-def _dpsamp(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+def _dpsamp(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     _required(p, ctx, "dpsamp", ("e", "k", "m", "threshold"))
     return "face.dp_samp", {"epsilon": float(ctx.number(p, "e", 0)), "k": ctx.number(p, "k", 0, integer=True),
                             "m": ctx.number(p, "m", 0, integer=True),
@@ -545,7 +545,7 @@ def _dpsamp(p: dict, ctx: _Ctx) -> tuple[str, dict]:
                             "seed": _int_seed(p.get("seed", 0) if p.get("seed") is not None else 0)}
 
 
-def _dpsnow(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+def _dpsnow(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     _required(p, ctx, "dpsnow", ("d",))
     d = float(ctx.number(p, "d", 0))
     ctx.note("dpsnow.d", "approximate", "SEBA replaces a 1−d share of the pixels, bioanon's d is the share "
@@ -555,14 +555,14 @@ def _dpsnow(p: dict, ctx: _Ctx) -> tuple[str, dict]:
 
 
 def _ksame(method_id: str) -> Mapper:
-    def mapper(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+    def mapper(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
         _required(p, ctx, method_id, ("k", "pcan"))
         return method_id, {"k": ctx.number(p, "k", 0, integer=True),
                            "n_components": ctx.number(p, "pcan", 0, integer=True)}
     return mapper
 
 
-def _krtio(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+def _krtio(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     _required(p, ctx, "krtio", ("key",))
     ctx.note("krtio.overlay", "approximate", "SEBA draws the overlays from a separate set (krtio-overlay) with "
              "an AES-keyed PRF; bioanon uses the background set and a SplitMix64-keyed PRF")
@@ -571,7 +571,7 @@ def _krtio(p: dict, ctx: _Ctx) -> tuple[str, dict]:
                            "k": ctx.number(p, "k", 3, integer=True)}
 
 
-def _blackbox(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+def _blackbox(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     return "face.eye_mask", {"top": 0.0, "bottom": 1.0, "left": 0.0, "right": 1.0, "value": 0}
 
 
@@ -606,7 +606,7 @@ _LOSSES = {"ssim": "ssim", "mse": "mse", "mae": "l1"}
 
 
 def _fantomas(method_id: str) -> Mapper:
-    def mapper(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+    def mapper(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
         _required(p, ctx, method_id, ("epochs", "learning_rate", "train_rate", "loss"))
         loss = p["loss"]
         if loss == "msssim":
@@ -627,7 +627,7 @@ def _fantomas(method_id: str) -> Mapper:
 
 
 def _resample_inv(kind: str) -> Mapper:
-    def mapper(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+    def mapper(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
         ctx.note(kind, "approximate", "SEBA's resample de-anonymizers fail at import (SsimRecognition was "
                  "renamed), so SEBA has no figures; bioanon learns the factor on the attacker pairs")
         if ctx.number(p, "resample", 0) != 0:
@@ -666,12 +666,12 @@ FACE_DEANON: dict[str, tuple[tuple[str, ...], Mapper]] = {
 
 # -- privacy (recognizers) -------------------------------------------------------------------------------
 
-_SKLEARN = {"svm": ("gait.svm", {"kernel": "rbf", "c": 1.0}),
+_SKLEARN: dict[str, tuple[str, dict[str, Any]]] = {"svm": ("gait.svm", {"kernel": "rbf", "c": 1.0}),
             "randomForest": ("gait.random_forest", {"n_estimators": 10, "seed": 0}),
             "kNeighbors": ("gait.knn", {"k": 3})}
 
 
-def _sklearn_features(p: dict, ctx: _Ctx, name: str) -> dict:
+def _sklearn_features(p: dict[str, Any], ctx: _Ctx, name: str) -> dict[str, Any]:
     rep = ctx.choice(p, "feature_rep", "simple", ("none", "flatten", "simple", "segment"))
     if rep == "segment":
         raise _Unmappable("the 'segment' features (per-window statistics of body-part means) have no gait "
@@ -683,7 +683,7 @@ def _sklearn_features(p: dict, ctx: _Ctx, name: str) -> dict:
     return {"features": "flatten" if rep in ("none", "flatten") else "simple", "centering": "none"}
 
 
-def _motion_privacy(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+def _motion_privacy(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     clf = ctx.choice(p, "classifier", "svm", ("svm", "randomForest", "decisionTree", "kNeighbors", "gNaiveBayes"))
     if clf not in _SKLEARN:
         raise _Unmappable(f"classifier {clf!r} has no gait counterpart (svm, randomForest, kNeighbors do)")
@@ -698,7 +698,7 @@ def _motion_privacy(p: dict, ctx: _Ctx) -> tuple[str, dict]:
     return method_id, out
 
 
-def _pcasvm(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+def _pcasvm(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     out: dict[str, Any] = {"standardize": True, "n_components": 1.0, "kernel": "rbf", "c": 1.0}
     for key, value in p.items():
         if key == "pca__n_components":
@@ -715,14 +715,14 @@ def _pcasvm(p: dict, ctx: _Ctx) -> tuple[str, dict]:
     return "any.pca_svm", out
 
 
-def _arcface(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+def _arcface(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     ctx.note("arcface", "approximate", "SEBA trains insightface's r50 (combined margin 0.4, 512-d, batch 128, "
              "lr 0.1, 40 epochs, fp16); face.arcface preset 'paper' is a ResNet-50 at 112×112 with an additive "
              "angular margin")
     return "face.arcface", {"preset": "paper", "epochs": 40, "batch_size": 128}
 
 
-def _learnpcasvm(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+def _learnpcasvm(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     ctx.note("learnpcasvm", "approximate", "SEBA searches PCA size, whitening, C, class weights and kernel with "
              "BayesSearchCV (64 steps); bioanon has no search: any.pca_svm with SEBA's pcasvm defaults")
     return _pcasvm({}, ctx)
@@ -753,7 +753,7 @@ _UTIL_CLASSIFIERS = {"randomForest": "random_forest", "kNeighbors": "knn"}
 
 
 def _motion_attribute_utility(name: str) -> Mapper:
-    def mapper(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+    def mapper(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
         if "attribute" not in p:
             raise ctx.error(f"{name}: missing required parameter 'attribute'")
         clf = p.get("classifier", "svm")
@@ -770,7 +770,7 @@ def _motion_attribute_utility(name: str) -> Mapper:
 _DISTANCE_KEYS = ("distance", "type", "metric", "method")
 
 
-def _time_series(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+def _time_series(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     key = next((k for k in _DISTANCE_KEYS if k in p), None)
     kind = p.get(key, "dtw") if key else "dtw"
     ids = {"dtw": "gait.dtw", "frechet": "gait.frechet", "euclidian": "gait.euclidean", "euclidean": "gait.euclidean"}
@@ -790,13 +790,13 @@ MOTION_UTILITY: dict[str, tuple[tuple[str, ...], Mapper]] = {
 }
 
 
-def _lpips(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+def _lpips(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     ctx.note("lpips", "approximate", "LPIPS needs pretrained AlexNet/VGG weights (and SEBA scales its input "
              "wrongly); face.perceptual_similarity trains its own small auto-encoder")
     return "face.perceptual_similarity", {}
 
 
-def _detection(p: dict, ctx: _Ctx) -> tuple[str, dict]:
+def _detection(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     ctx.note("detection", "approximate", "SEBA's MediaPipe detector confidence; bioanon's is OpenCV's Haar "
              "cascade confidence")
     return "face.detection_confidence", {}
@@ -816,7 +816,7 @@ FACE_UTILITY: dict[str, tuple[tuple[str, ...], Mapper]] = {
 # -- selectors -------------------------------------------------------------------------------------------
 
 
-def _map_selector(sel: Any, ctx: _Ctx) -> tuple[dict, int | None]:
+def _map_selector(sel: Any, ctx: _Ctx) -> tuple[dict[str, Any], int | None]:
     """(bioanon selector table, subject count or None = all)."""
     if not isinstance(sel, Mapping) or "name" not in sel:
         raise ctx.error("selector: expected a mapping with a name (and params)")
@@ -858,7 +858,7 @@ def _map_selector(sel: Any, ctx: _Ctx) -> tuple[dict, int | None]:
 # -- shared ----------------------------------------------------------------------------------------------
 
 
-def _check_known(name: Any, params: Any, known: tuple[str, ...] | None, table: Mapping, what: str,
+def _check_known(name: Any, params: Any, known: tuple[str, ...] | None, table: Mapping[str, Any], what: str,
                  ctx: _Ctx) -> None:
     if not isinstance(name, str) or known is None:
         close = difflib.get_close_matches(str(name), list(table), n=1, cutoff=0.6)
@@ -877,7 +877,7 @@ def _check_known(name: Any, params: Any, known: tuple[str, ...] | None, table: M
 
 
 def _map_method(table: Mapping[str, tuple[tuple[str, ...], Mapper]], what: str, spec: Any, ctx: _Ctx
-                ) -> tuple[str, dict]:
+                ) -> tuple[str, dict[str, Any]]:
     """(bioanon id, params) of a SEBA ``{name, params}``; raises _Unmappable or ConfigError."""
     if not isinstance(spec, Mapping) or "name" not in spec:
         raise ctx.error(f"expected a mapping with a name (and params) for the {what}")
@@ -910,7 +910,7 @@ _TRAIT_TABLES = {
 }
 
 
-def _names_trait(config: Mapping) -> str | None:
+def _names_trait(config: Mapping[str, Any]) -> str | None:
     """The trait the config's method names belong to (None when they fit both, e.g. noop alone)."""
     votes = set()
     for kind in ("anonymization", "privacy", "utility", "deanonymization"):
@@ -963,17 +963,17 @@ class _Mapped:
     """One SEBA entry round, mapped."""
 
     where: str
-    key: tuple  # what must agree for entries to share a config
+    key: tuple[str, ...]  # what must agree for entries to share a config
     enroll: float | None  # the privacy enrolment share (None for utility entries)
-    anonymizer: tuple[str, str, dict] | None  # (SEBA name, id, params)
-    recognizer: tuple[str, str, dict] | None
-    utility: tuple[str, str, dict] | None
+    anonymizer: tuple[str, str, dict[str, Any]] | None  # (SEBA name, id, params)
+    recognizer: tuple[str, str, dict[str, Any]] | None
+    utility: tuple[str, str, dict[str, Any]] | None
     subject_count: int | None
-    fixed: dict  # the config fields the key stands for
+    fixed: dict[str, Any]  # the config fields the key stands for
     notes: list[Note]
 
 
-def _implied_method(kind: str, spec: dict, trait: str, ctx: _Ctx) -> dict | None:
+def _implied_method(kind: str, spec: dict[str, Any], trait: str, ctx: _Ctx) -> dict[str, Any] | None:
     """The privacy (arcface) or utility (detection) method SEBA's generator adds to an experiment config: face
     methods, which SEBA cannot run on a motion set. For motion: SEBA's motion attacker (sklearn, defaults)
     instead of arcface, and no utility."""
@@ -1156,10 +1156,10 @@ def _map_entry(entry: _Entry, file: Path, data: Path, trait_arg: str | None) -> 
         "scenarios": scenarios, "background": anonbg, "attacker": attacker, "selector": selector,
         "deanonymizer": deanon,
     }
-    key = tuple(json.dumps(fixed[k], sort_keys=True) for k in sorted(fixed) if k != "label")
+    group_key = tuple(json.dumps(fixed[k], sort_keys=True) for k in sorted(fixed) if k != "label")
     if anonymizer is None or (recognizer is None and utility is None):
         return None, notes
-    return _Mapped(where, key, enroll if kind == "privacy" else None, anonymizer, recognizer, utility, count,
+    return _Mapped(where, group_key, enroll if kind == "privacy" else None, anonymizer, recognizer, utility, count,
                    fixed, notes), notes
 
 
@@ -1171,7 +1171,7 @@ def _unique(name: str, used: set[str]) -> str:
     return out
 
 
-def _methods(items: list[tuple[str, str, dict]]) -> list[dict]:
+def _methods(items: list[tuple[str, str, dict[str, Any]]]) -> list[dict[str, Any]]:
     """Distinct (SEBA name, id, params) as method tables named after SEBA (``-2``, … when repeated)."""
     used: set[str] = set()
     out, seen = [], set()
@@ -1187,16 +1187,16 @@ def _methods(items: list[tuple[str, str, dict]]) -> list[dict]:
     return out
 
 
-def _anonymizers(items: list[tuple[str, str, dict]]) -> list[dict]:
+def _anonymizers(items: list[tuple[str, str, dict[str, Any]]]) -> list[dict[str, Any]]:
     """Anonymizer tables: the distinct settings of one SEBA method that differ in exactly one bioanon
     parameter become one table with a grid; other differing settings become tables of their own."""
-    by_method: dict[tuple[str, str], list[dict]] = {}
+    by_method: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for seba, method_id, params in items:
         settings = by_method.setdefault((seba, method_id), [])
         if params not in settings:
             settings.append(params)
     used: set[str] = set()
-    out: list[dict] = []
+    out: list[dict[str, Any]] = []
     for (seba, method_id), settings in by_method.items():
         keys = {frozenset(s) for s in settings}
         varying = [k for k in settings[0] if len({json.dumps(s.get(k), sort_keys=True) for s in settings}) > 1]
@@ -1223,7 +1223,7 @@ _DEFAULT_ATTACKER = {"motion": ("sklearn", "gait.svm", {"features": "simple", "c
 
 
 def _config(cname: str, members: list[_Mapped], data: Path, out_dir: Any
-            ) -> tuple[dict | None, list[Note], list[tuple[tuple, str, Any, str]]]:
+            ) -> tuple[dict[str, Any] | None, list[Note], list[tuple[tuple[str | int, ...], str, Any, str]]]:
     """(config dict or None, notes, fidelity options) of one group of entry rounds."""
     notes: list[Note] = []
     for m in members:
@@ -1250,9 +1250,9 @@ def _config(cname: str, members: list[_Mapped], data: Path, out_dir: Any
                           "(data/<set>/<id>.<point>.jpg); face.folder reads <subject>/<image>: move each "
                           "identity's images into a folder named after it (identity attributes from <id>.yaml "
                           "into attributes.csv with a subject column)"))
-    enrolments = sorted({m.enroll for m in privacy})
+    enrolments = sorted(cast("set[float]", {m.enroll for m in privacy}))  # privacy rounds have a share
     enrolment = enrolments[0] if enrolments else 0.5
-    recognizers = [m.recognizer for m in privacy]
+    recognizers = [m.recognizer for m in privacy if m.recognizer is not None]  # (privacy holds only those)
     if not recognizers:
         recognizers = [_DEFAULT_ATTACKER[f["trait"]]]
         notes.append(Note(where, "privacy", "approximate", f"only utility entries: bioanon always attacks, so "
@@ -1267,7 +1267,7 @@ def _config(cname: str, members: list[_Mapped], data: Path, out_dir: Any
     }
     if f["deanonymizer"] is not None:
         config["deanonymizer"] = f["deanonymizer"]
-    options: list[tuple[tuple, str, Any, str]] = []
+    options: list[tuple[tuple[str | int, ...], str, Any, str]] = []
     config["recognizers"] = _methods(recognizers)
     for i, r in enumerate(config["recognizers"]):
         folds = r.get("params", {}).pop("_seba_cv", None)
@@ -1306,13 +1306,13 @@ def _config(cname: str, members: list[_Mapped], data: Path, out_dir: Any
     return config, notes, unique
 
 
-def add_fidelity_options(config: dict, options: list[tuple[tuple, str, Any, str]]) -> None:
+def add_fidelity_options(config: dict[str, Any], options: list[tuple[tuple[str | int, ...], str, Any, str]]) -> None:
     """Set the SEBA fidelity ``options`` — ``(path, key, value, why)``, ``path`` a tuple of keys and indices
     into ``config`` (``()`` = top level) — in ``config``. Kept apart from the mapping so configs can be made
     without them (``fidelity=False``) for a bioanon that lacks these options."""
     for path, key, value, _why in options:
         target: Any = config
-        for i, step in enumerate(path):
+        for step in path:
             if isinstance(target, dict) and step not in target:
                 target[step] = {}
             target = target[step]
@@ -1327,7 +1327,7 @@ def add_fidelity_options(config: dict, options: list[tuple[tuple, str, Any, str]
 
 def _build(mapped: list[_Mapped], unused: list[Note], file: Path, data: Path, fidelity: bool,
            out_dir: Any, name: str | None) -> SebaImport:
-    groups: dict[tuple, list[_Mapped]] = {}
+    groups: dict[tuple[str, ...], list[_Mapped]] = {}
     for m in mapped:
         if m.enroll is not None:
             groups.setdefault(m.key + (repr(m.enroll), m.fixed["label"]), []).append(m)
@@ -1402,7 +1402,7 @@ def compact_labels(places: list[str]) -> str:
         idx = sorted(set(idx))
         runs: list[str] = []
         start = prev = idx[0]
-        for i in idx[1:] + [None]:  # type: ignore[list-item]
+        for i in idx[1:] + [None]:
             if i is not None and i == prev + 1:
                 prev = i
                 continue

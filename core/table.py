@@ -16,6 +16,11 @@ metadata under the key ``b"bioanon"``.
 
 Tables are immutable: every ``with_*``/selection method returns a new table sharing the Arrow buffers.
 
+The class keeps the public methods; their bodies live by concern: files (Arrow IPC, Parquet) in
+:mod:`bioanon.table_io`, selections, concatenation, splits and batches in :mod:`bioanon.table_transforms`, and the
+column layout (names, payload specs, Arrow array builders) in :mod:`bioanon.table_schema`, which the other modules
+share without importing this one.
+
 Interop (:mod:`bioanon.interop`, imported on use): :meth:`SampleTable.to_pandas`/:meth:`~SampleTable.from_pandas`,
 :meth:`~SampleTable.to_hf`/:meth:`~SampleTable.from_hf` (Hugging Face ``datasets``) and
 :meth:`~SampleTable.to_torch` (a torch ``Dataset``).
@@ -26,216 +31,45 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from bioanon.errors import TableError
-from bioanon.fileio import atomic_write
+
+from . import table_io as _io
+from . import table_transforms as _transforms
+from .table_schema import (
+    _BLOCK_ELEMS,
+    _RESERVED,
+    _SHOW,
+    ATTR_PREFIX,
+    METADATA_KEY,
+    PAYLOAD_SPECS,
+    SAMPLE_ID,
+    SAMPLE_RATE,
+    SUBJECT,
+    _as_string_array,
+    _attr_col,
+    _default_ids,
+    _dump_meta,
+    _fmt_list,
+    _is_list_float_type,
+    _is_payload_field,
+    _is_string_type,
+    _is_tensor_type,
+    _np_dtype,
+    _payload_to_arrow,
+    _shape_matches,
+    _type_desc,
+)
+from .table_schema import LOAD_WARNINGS as LOAD_WARNINGS
+from .table_schema import _tensor_array as _tensor_array  # used by the tests
+from .table_transforms import _part_sizes as _part_sizes  # used by bioanon.evaluation.run
 
 __all__ = ["SampleTable", "PAYLOAD_SPECS", "METADATA_KEY", "SAMPLE_ID", "SUBJECT", "ATTR_PREFIX", "SAMPLE_RATE"]
-
-#: Schema metadata key holding the JSON metadata dict.
-METADATA_KEY = b"bioanon"
-LOAD_WARNINGS = "load_warnings"
-"""Table metadata key: problems a data source found while loading, as sentences (e.g. images without a face);
-an evaluation lists them first among its warnings."""
-SAMPLE_ID = "sample_id"
-SUBJECT = "subject"
-ATTR_PREFIX = "attr."
-#: Optional per-sample sample-rate column (for variable-length audio payloads).
-SAMPLE_RATE = "sample_rate"
-
-#: Expected layout of the well-known payload columns, checked by :meth:`SampleTable.validate`.
-#: ``name -> (kind, numpy dtype, per-sample shape)``; kind is ``"tensor"`` (fixed_shape_tensor) or ``"list"``
-#: (list<float>); ``None`` in a shape is a wildcard. Plugins may add entries for their own payloads.
-PAYLOAD_SPECS: dict[str, tuple[str, np.dtype, tuple[int | None, ...]]] = {
-    "image": ("tensor", np.dtype(np.uint8), (None, None, None)),
-    "pose": ("tensor", np.dtype(np.float32), (None, None, 3)),
-    "imu": ("tensor", np.dtype(np.float32), (None, None)),
-    "features": ("tensor", np.dtype(np.float32), (None,)),
-    "audio": ("list", np.dtype(np.float32), (None,)),
-}
-
-_RESERVED = (SAMPLE_ID, SUBJECT, SAMPLE_RATE)
-_SHOW = 5  # how many offending ids an error message names
-_BLOCK_ELEMS = 1 << 22  # elements per block in the finiteness check
-_TOL = 1e-9
-
-
-# --------------------------------------------------------------------------------------------------------------
-# helpers
-# --------------------------------------------------------------------------------------------------------------
-def _is_tensor_type(t: pa.DataType) -> bool:
-    return isinstance(t, pa.FixedShapeTensorType)
-
-
-def _is_list_float_type(t: pa.DataType) -> bool:
-    return (pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_floating(t.value_type)
-
-
-def _is_payload_field(field: pa.Field) -> bool:
-    name = field.name
-    if name in _RESERVED or name.startswith(ATTR_PREFIX):
-        return False
-    return _is_tensor_type(field.type) or _is_list_float_type(field.type)
-
-
-def _is_string_type(t: pa.DataType) -> bool:
-    return pa.types.is_string(t) or pa.types.is_large_string(t)
-
-
-def _attr_col(name: str) -> str:
-    return name if name.startswith(ATTR_PREFIX) else ATTR_PREFIX + name
-
-
-def _fmt_list(items: Sequence[Any], total: int | None = None) -> str:
-    items = list(items)
-    total = len(items) if total is None else total
-    shown = ", ".join(repr(x) for x in items[:_SHOW])
-    return f"[{shown}{', ...' if total > _SHOW else ''}]"
-
-
-def _np_dtype(t: pa.DataType) -> np.dtype:
-    return np.dtype(t.to_pandas_dtype())
-
-
-def _type_desc(t: pa.DataType) -> str:
-    if _is_tensor_type(t):
-        return f"fixed_shape_tensor<{_np_dtype(t.value_type)}>{list(t.shape)}"
-    if _is_list_float_type(t):
-        return f"list<{_np_dtype(t.value_type)}>"
-    return str(t)
-
-
-def _shape_matches(actual: Sequence[int | None], expected: Sequence[int | None]) -> bool:
-    return len(actual) == len(expected) and all(e is None or a == e for a, e in zip(actual, expected))
-
-
-def _dump_meta(meta: dict) -> bytes:
-    try:
-        return json.dumps(meta, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
-    except (TypeError, ValueError) as e:
-        raise TableError(f"metadata must be JSON-serializable (no NaN/inf): {e}") from None
-
-
-def _as_string_array(values: Any, what: str) -> pa.Array:
-    """Strings (or integers, which are formatted) as a pa.string() array; None stays null."""
-    if isinstance(values, (pa.Array, pa.ChunkedArray)):
-        if isinstance(values, pa.ChunkedArray):
-            values = values.combine_chunks()
-        if _is_string_type(values.type) or pa.types.is_integer(values.type):
-            return pc.cast(values, pa.string())
-        raise TableError(f"{what} must be strings, got Arrow type {values.type}")
-    arr = np.asarray(values)
-    if arr.ndim != 1:
-        raise TableError(f"{what} must be one-dimensional, got shape {arr.shape}")
-    if arr.dtype.kind in "iu":
-        arr = arr.astype(str)
-    try:
-        if arr.dtype.kind == "O":
-            return pa.array(arr.tolist(), type=pa.string())
-        return pa.array(arr, type=pa.string())
-    except (pa.ArrowException, TypeError, ValueError) as e:
-        raise TableError(f"{what} must be strings: {e}") from None
-
-
-def _tensor_array(arr: np.ndarray, name: str) -> pa.Array:
-    """(N, *shape) ndarray -> fixed_shape_tensor extension array (zero-copy for C-contiguous numeric input)."""
-    if arr.ndim < 2:
-        raise TableError(
-            f"payload {name!r}: an ndarray payload must have shape (N, *sample_shape) with at least 2 dims, "
-            f"got shape {arr.shape}; give scalars as attributes and 1-D samples as shape (N, D)")
-    if arr.dtype.kind not in "biuf":
-        raise TableError(f"payload {name!r}: unsupported dtype {arr.dtype}")
-    arr = np.ascontiguousarray(arr)
-    shape = tuple(int(s) for s in arr.shape[1:])
-    size = int(np.prod(shape))
-    value_type = pa.from_numpy_dtype(arr.dtype)
-    storage = pa.FixedSizeListArray.from_arrays(pa.array(arr.reshape(-1), type=value_type), size)
-    return pa.ExtensionArray.from_storage(pa.fixed_shape_tensor(value_type, shape), storage)
-
-
-def _ragged_array(items: Sequence[Any], name: str, dtype: Any = np.float32) -> pa.Array:
-    """Sequence of 1-D arrays -> list<dtype> (float32 by default; large_list when over 2**31 - 1 values)."""
-    arrs = [np.asarray(a) for a in items]
-    for i, a in enumerate(arrs):
-        if a.ndim != 1 or a.dtype.kind not in "biuf":
-            raise TableError(
-                f"payload {name!r}: item {i} must be a 1-D numeric array for a variable-length payload, "
-                f"got shape {a.shape} dtype {a.dtype}")
-    lengths = np.fromiter((a.shape[0] for a in arrs), dtype=np.int64, count=len(arrs))
-    offsets = np.zeros(len(arrs) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    values = (np.concatenate(arrs) if arrs else np.empty(0)).astype(dtype, copy=False)
-    if offsets[-1] > np.iinfo(np.int32).max:
-        return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values))
-    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(values))
-
-
-def _default_ids(n: int) -> pa.Array:
-    """The default sample ids of n rows: ``f"{i:0{width}d}"`` with ``width = len(str(n - 1))``."""
-    width = len(str(n - 1)) if n > 0 else 1
-    return pa.array(np.char.zfill(np.arange(n).astype(str), width) if n else [], type=pa.string())
-
-
-def _payload_to_arrow(name: str, value: Any) -> pa.Array | pa.ChunkedArray:
-    if isinstance(value, (pa.Array, pa.ChunkedArray)):
-        if not (_is_tensor_type(value.type) or _is_list_float_type(value.type)):
-            raise TableError(
-                f"payload {name!r}: Arrow type {value.type} is not a payload type "
-                f"(fixed_shape_tensor or list<float>)")
-        return value
-    if isinstance(value, np.ndarray) and value.dtype.kind != "O":
-        return _tensor_array(value, name)
-    if isinstance(value, (list, tuple, np.ndarray)):
-        items = list(value)
-        if items and all(np.ndim(a) > 1 for a in items):
-            shapes = {np.shape(a) for a in items}
-            if len(shapes) != 1:
-                raise TableError(f"payload {name!r}: items have different shapes {sorted(shapes)[:_SHOW]}; "
-                                 f"only 1-D items may have different lengths")
-            return _tensor_array(np.stack(items), name)
-        return _ragged_array(items, name)
-    raise TableError(f"payload {name!r}: expected an ndarray (N, *shape) or a list of 1-D arrays, "
-                     f"got {type(value).__name__}")
-
-
-def _part_sizes(count: np.ndarray, rates: np.ndarray) -> np.ndarray:
-    """Largest-remainder sizes, vectorized over ``count`` (shape (M,)) -> (M, k) int64."""
-    q = count[:, None].astype(np.float64) * rates[None, :]
-    n = np.floor(q + _TOL).astype(np.int64)
-    frac = np.round(np.maximum(q - n, 0.0), 9)
-    left = count - n.sum(axis=1)
-    order = np.argsort(-frac, axis=1, kind="stable")  # ties -> lower part index
-    rank = np.empty_like(order)
-    np.put_along_axis(rank, order, np.arange(rates.size)[None, :].repeat(len(count), axis=0), axis=1)
-    n += rank < left[:, None]
-    return n
-
-
-def _check_rates(rates: Sequence[float]) -> np.ndarray:
-    try:
-        r = np.asarray(rates, dtype=np.float64)
-    except (TypeError, ValueError):
-        raise TableError(f"rates must be a sequence of positive floats summing to 1, got {rates!r}") from None
-    if r.ndim != 1 or r.size < 1 or not np.all(np.isfinite(r)) or np.any(r <= 0) or abs(r.sum() - 1.0) > _TOL:
-        raise TableError(f"rates must be one or more positive floats summing to 1, got {list(np.atleast_1d(r))}")
-    return r
-
-
-def _write_ipc(table: pa.Table, sink) -> None:
-    with pa.ipc.new_file(sink, table.schema) as writer:
-        writer.write_table(table)
-
-
-def _write_parquet(table: pa.Table, sink) -> None:
-    import pyarrow.parquet as pq
-
-    # keep Arrow's list child name ("item") so the schema round-trips exactly
-    pq.write_table(table, sink, use_compliant_nested_type=False)
 
 
 # --------------------------------------------------------------------------------------------------------------
@@ -277,7 +111,7 @@ class SampleTable:
         payloads: dict[str, Any],
         sample_id: Any = None,
         attributes: dict[str, Any] | None = None,
-        metadata: dict | None = None,
+        metadata: dict[str, Any] | None = None,
     ) -> SampleTable:
         """Build a validated table from numpy data.
 
@@ -381,11 +215,11 @@ class SampleTable:
     @property
     def num_rows(self) -> int:
         """int: number of samples."""
-        return self._table.num_rows
+        return cast(int, self._table.num_rows)
 
     def __len__(self) -> int:
         """Number of samples."""
-        return self._table.num_rows
+        return cast(int, self._table.num_rows)
 
     def __repr__(self) -> str:
         """Short summary: rows, subjects, payloads with shapes, attributes."""
@@ -415,18 +249,18 @@ class SampleTable:
     @property
     def sample_ids(self) -> np.ndarray:
         """numpy.ndarray of str (object dtype): the sample ids in row order."""
-        return self._column(SAMPLE_ID).to_numpy()
+        return cast(np.ndarray, self._column(SAMPLE_ID).to_numpy())
 
     @property
     def subjects(self) -> np.ndarray:
         """numpy.ndarray of str (object dtype): the subject of each row."""
-        return self._column(SUBJECT).to_numpy()
+        return cast(np.ndarray, self._column(SUBJECT).to_numpy())
 
     @property
     def subject_names(self) -> list[str]:
         """list of str: the distinct subjects, sorted."""
         uniq = pc.unique(self._column(SUBJECT))
-        return pc.take(uniq, pc.sort_indices(uniq)).to_pylist()
+        return cast(list[str], pc.take(uniq, pc.sort_indices(uniq)).to_pylist())
 
     @property
     def num_subjects(self) -> int:
@@ -503,7 +337,7 @@ class SampleTable:
         t = chunk.type
         perm = t.permutation
         if perm is not None and list(perm) != list(range(len(perm))):
-            return chunk.to_numpy_ndarray()
+            return cast(np.ndarray, chunk.to_numpy_ndarray())
         flat, _ = self._flat_values(name, chunk)
         return flat.reshape((len(chunk), *t.shape))
 
@@ -547,11 +381,11 @@ class SampleTable:
         col = _attr_col(name)
         if col not in self._table.schema.names:
             raise TableError(f"no attribute column {col!r}; available: {self.attribute_names}")
-        return self._column(col).to_numpy()
+        return cast(np.ndarray, self._column(col).to_numpy())
 
     # -------------------------------------------------------------------------------------------------- metadata
     @property
-    def metadata(self) -> dict:
+    def metadata(self) -> dict[str, Any]:
         """dict: a copy of the JSON metadata (``{}`` when absent)."""
         raw = (self._table.schema.metadata or {}).get(METADATA_KEY)
         if raw is None:
@@ -564,7 +398,7 @@ class SampleTable:
             raise TableError(f"schema metadata {METADATA_KEY!r} must be a JSON object, got {type(meta).__name__}")
         return meta
 
-    def _with_meta(self, meta: dict) -> SampleTable:
+    def _with_meta(self, meta: dict[str, Any]) -> SampleTable:
         schema_meta = dict(self._table.schema.metadata or {})
         schema_meta[METADATA_KEY] = _dump_meta(meta)
         return SampleTable(self._table.replace_schema_metadata(schema_meta), validate=False)
@@ -583,11 +417,11 @@ class SampleTable:
         return self._with_meta(meta)
 
     @property
-    def lineage(self) -> list[dict]:
+    def lineage(self) -> list[dict[str, Any]]:
         """list of dict: the processing steps applied so far (``[]`` when none)."""
         return list(self.metadata.get("lineage", []))
 
-    def with_lineage_step(self, step: dict) -> SampleTable:
+    def with_lineage_step(self, step: dict[str, Any]) -> SampleTable:
         """A table with ``step`` appended to the lineage.
 
         Parameters
@@ -659,9 +493,9 @@ class SampleTable:
         return SampleTable(table, validate=False)
 
     # ------------------------------------------------------------------------------------------------ validation
-    def _rows_to_ids(self, rows: np.ndarray) -> list:
+    def _rows_to_ids(self, rows: np.ndarray) -> list[Any]:
         rows = np.asarray(rows)[:_SHOW]
-        return pc.take(self._column(SAMPLE_ID), pa.array(rows, type=pa.int64())).to_pylist()
+        return cast(list[Any], pc.take(self._column(SAMPLE_ID), pa.array(rows, type=pa.int64())).to_pylist())
 
     def _ids_desc(self, rows: np.ndarray) -> str:
         return _fmt_list(self._rows_to_ids(rows), len(rows))
@@ -847,21 +681,7 @@ class SampleTable:
         -------
         SampleTable
         """
-        if not isinstance(indices, (pa.Array, pa.ChunkedArray)):
-            idx = np.asarray(indices)
-            if idx.size == 0:
-                idx = idx.astype(np.int64)
-            if idx.dtype.kind == "b":
-                raise TableError("take() needs integer indices; use filter() for a boolean mask")
-            if idx.ndim != 1 or idx.dtype.kind not in "iu":
-                raise TableError(f"take() needs a 1-D integer array, got dtype {idx.dtype} shape {idx.shape}")
-            if idx.size and (idx.min() < 0 or idx.max() >= self.num_rows):
-                raise TableError(f"take() indices out of range [0, {self.num_rows})")
-            indices = pa.array(idx)
-        try:
-            return SampleTable(self._table.take(indices), validate=False)
-        except (pa.ArrowException, IndexError) as e:
-            raise TableError(f"take() failed: {e}") from None
+        return _transforms.take(self, indices)
 
     def filter(self, mask: Any) -> SampleTable:
         """Rows where ``mask`` is true (order kept; null mask entries drop the row), metadata kept.
@@ -874,16 +694,7 @@ class SampleTable:
         -------
         SampleTable
         """
-        if not isinstance(mask, (pa.Array, pa.ChunkedArray)):
-            m = np.asarray(mask)
-            if m.dtype != np.bool_ or m.ndim != 1:
-                raise TableError(f"filter() needs a 1-D boolean mask, got dtype {m.dtype} shape {m.shape}")
-            mask = pa.array(m)
-        elif not pa.types.is_boolean(mask.type):
-            raise TableError(f"filter() needs a boolean mask, got Arrow type {mask.type}")
-        if len(mask) != self.num_rows:
-            raise TableError(f"filter() mask has length {len(mask)}, table has {self.num_rows} rows")
-        return SampleTable(self._table.filter(mask), validate=False)
+        return _transforms.filter(self, mask)
 
     def select_subjects(self, subjects: Iterable[str]) -> SampleTable:
         """Rows of the given subjects (row order kept).
@@ -897,12 +708,7 @@ class SampleTable:
         -------
         SampleTable
         """
-        wanted = pa.array(list(dict.fromkeys(subjects)), type=pa.string())
-        present = pc.is_in(wanted, value_set=pc.unique(self._column(SUBJECT)))
-        missing = pc.filter(wanted, pc.invert(present)).to_pylist()
-        if missing:
-            raise TableError(f"select_subjects: unknown subjects {_fmt_list(missing)}")
-        return SampleTable(self._table.filter(pc.is_in(self._column(SUBJECT), value_set=wanted)), validate=False)
+        return _transforms.select_subjects(self, subjects)
 
     @staticmethod
     def concat(tables: Sequence[SampleTable]) -> SampleTable:
@@ -921,62 +727,10 @@ class SampleTable:
         -------
         SampleTable
         """
-        tables = list(tables)
-        if not tables:
-            raise TableError("concat() needs at least one table")
-        first = tables[0]
-        ref = first.schema
-        arrows = []
-        for i, tab in enumerate(tables):
-            s = tab.schema
-            missing = [n for n in ref.names if n not in s.names]
-            extra = [n for n in s.names if n not in ref.names]
-            if missing or extra:
-                col = (missing or extra)[0]
-                raise TableError(f"concat: table {i} {'lacks' if missing else 'has extra'} column {col!r}")
-            for f in ref:
-                if s.field(f.name).type != f.type:
-                    raise TableError(f"concat: column {f.name!r} has type {_type_desc(s.field(f.name).type)} in "
-                                     f"table {i} but {_type_desc(f.type)} in table 0")
-            arrows.append(tab.arrow.select(ref.names).replace_schema_metadata(ref.metadata))
-        meta0 = first.metadata
-        lineages = [t.lineage for t in tables]
-        base0 = {k: v for k, v in meta0.items() if k != "lineage"}
-        for i, tab in enumerate(tables[1:], 1):
-            base = {k: v for k, v in tab.metadata.items() if k != "lineage"}
-            if base != base0:
-                key = sorted(k for k in set(base) | set(base0) if base.get(k) != base0.get(k))[0]
-                raise TableError(f"concat: metadata {key!r} differs between table 0 and table {i}")
-        out = SampleTable(pa.concat_tables(arrows), validate=False)
-        sid = out._column(SAMPLE_ID)
-        counts = pc.value_counts(sid)
-        dup = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
-        if len(dup):
-            raise TableError(f"concat: {len(dup)} sample ids occur in more than one table: "
-                             f"{_fmt_list(dup.slice(0, _SHOW).to_pylist(), len(dup))}")
-        if any(lin != lineages[0] for lin in lineages[1:]):
-            import hashlib
-
-            fp = hashlib.sha256(_dump_meta({"inputs": lineages})).hexdigest()
-            meta0["lineage"] = lineages[0] + [{"step": "concat", "fingerprint": fp, "inputs": lineages}]
-            out = out._with_meta(meta0)
-        return out
+        return _transforms.concat(tables)
 
     # ---------------------------------------------------------------------------------------------------- splits
-    def _subject_codes(self) -> tuple[pa.Array, np.ndarray]:
-        """(sorted unique subjects, code of each row into them)."""
-        subj = self._column(SUBJECT)
-        if subj.null_count:
-            raise TableError(f"column {SUBJECT!r} has null values; cannot split")
-        uniq = pc.unique(subj)
-        uniq = pc.take(uniq, pc.sort_indices(uniq))
-        codes = pc.index_in(subj, value_set=uniq)
-        codes = np.concatenate([c.to_numpy(zero_copy_only=False) for c in codes.chunks]) if codes.num_chunks \
-            else np.empty(0, dtype=np.int32)
-        return uniq, codes.astype(np.int64, copy=False)
 
-    def _parts_from_row_part(self, row_part: np.ndarray, k: int) -> list[SampleTable]:
-        return [SampleTable(self._table.filter(pa.array(row_part == i)), validate=False) for i in range(k)]
 
     def split_subjects(self, rates: Sequence[float], seed: int) -> list[SampleTable]:
         """Split into subject-disjoint parts.
@@ -1006,17 +760,7 @@ class SampleTable:
         TableError
             For invalid rates, or if a part would get no subject.
         """
-        r = _check_rates(rates)
-        uniq, codes = self._subject_codes()
-        s = len(uniq)
-        sizes = _part_sizes(np.array([s]), r)[0]
-        empty = np.flatnonzero(sizes == 0)
-        if empty.size:
-            raise TableError(f"split rates {r.tolist()} over {s} subjects leave part {int(empty[0])} empty")
-        perm = np.random.default_rng(seed).permutation(s)
-        part_of_subject = np.empty(s, dtype=np.int64)
-        part_of_subject[perm] = np.repeat(np.arange(r.size), sizes)
-        return self._parts_from_row_part(part_of_subject[codes], r.size)
+        return _transforms.split_subjects(self, rates, seed)
 
     def split_within_subjects(self, rates: Sequence[float], seed: int, *,
                               min_per_part: int = 1) -> list[SampleTable]:
@@ -1046,35 +790,7 @@ class SampleTable:
             For invalid rates, or naming the subjects (and their sample counts) that would get fewer than
             ``min_per_part`` samples in some part.
         """
-        r = _check_rates(rates)
-        if min_per_part < 0:
-            raise TableError(f"min_per_part must be >= 0, got {min_per_part}")
-        uniq, codes = self._subject_codes()
-        n = len(codes)
-        counts = np.bincount(codes, minlength=len(uniq))
-        sizes = _part_sizes(counts, r)  # (S, k)
-        short = np.flatnonzero((sizes < min_per_part).any(axis=1))
-        if short.size:
-            names = pc.take(uniq, pa.array(short[:_SHOW])).to_pylist()
-            desc = ", ".join(f"{nm!r} ({int(counts[i])} samples)" for nm, i in zip(names, short[:_SHOW]))
-            raise TableError(f"split rates {r.tolist()} with min_per_part={min_per_part}: {short.size} subjects "
-                             f"have too few samples: {desc}{', ...' if short.size > _SHOW else ''}")
-        # canonical order (by sample_id) -> one random key per sample, independent of the row order
-        canon = pc.sort_indices(self._column(SAMPLE_ID)).to_numpy()
-        row_key = np.empty(n, dtype=np.int64)
-        row_key[canon] = np.random.default_rng(seed).permutation(n)
-        shuffled = np.argsort(codes * n + row_key)  # by subject, then random key (all keys distinct)
-        sub = codes[shuffled]
-        starts = np.zeros(len(uniq), dtype=np.int64)
-        np.cumsum(counts[:-1], out=starts[1:])
-        rank = np.arange(n, dtype=np.int64) - starts[sub]
-        cuts = np.cumsum(sizes, axis=1)  # (S, k): end of each part
-        part = np.zeros(n, dtype=np.int64)
-        for i in range(r.size - 1):  # loop over parts (few), not subjects
-            part += rank >= cuts[sub, i]
-        row_part = np.empty(n, dtype=np.int64)
-        row_part[shuffled] = part
-        return self._parts_from_row_part(row_part, r.size)
+        return _transforms.split_within_subjects(self, rates, seed, min_per_part=min_per_part)
 
     # -------------------------------------------------------------------------------------------------- batches
     def iter_batches(self, batch_size: int = 65536) -> Iterator[SampleTable]:
@@ -1088,23 +804,20 @@ class SampleTable:
         ------
         SampleTable
         """
-        if int(batch_size) < 1:
-            raise TableError(f"batch_size must be >= 1, got {batch_size}")
-        for off in range(0, self.num_rows, int(batch_size)):
-            yield SampleTable(self._table.slice(off, int(batch_size)), validate=False)
+        return _transforms.iter_batches(self, batch_size)
 
     # ------------------------------------------------------------------------------------------------------- I/O
-    def save(self, path: str | os.PathLike) -> None:
+    def save(self, path: str | os.PathLike[str]) -> None:
         """Write an Arrow IPC file atomically (temp file in the same directory, fsync, os.replace).
 
         Parameters
         ----------
         path : str or path-like
         """
-        atomic_write(path, lambda f: _write_ipc(self._table, f))
+        _io.save(self, path)
 
     @classmethod
-    def load(cls, path: str | os.PathLike, *, memory_map: bool = True, validate: bool = False) -> SampleTable:
+    def load(cls, path: str | os.PathLike[str], *, memory_map: bool = True, validate: bool = False) -> SampleTable:
         """Read a table written by :meth:`save`.
 
         Parameters
@@ -1124,21 +837,10 @@ class SampleTable:
         TableError
             Naming the path, if it is missing, not an Arrow IPC file, truncated, or not a sample table.
         """
-        path = os.fspath(path)
-        if not os.path.isfile(path):
-            raise TableError(f"cannot load sample table {path!r}: no such file")
-        try:
-            with pa.memory_map(path, "r") if memory_map else pa.OSFile(path, "rb") as source:
-                with pa.ipc.open_file(source) as reader:
-                    table = reader.read_all()
-            table.validate()
-        except (pa.ArrowException, OSError) as e:
-            raise TableError(f"cannot load sample table {path!r}: not a valid Arrow IPC file "
-                             f"(truncated or corrupt?): {e}") from None
-        return cls._checked(table, path, validate)
+        return _io.load(cls, path, memory_map=memory_map, validate=validate)
 
     @classmethod
-    def stream(cls, path: str | os.PathLike, batch_size: int = 65536) -> Iterator[SampleTable]:
+    def stream(cls, path: str | os.PathLike[str], batch_size: int = 65536) -> Iterator[SampleTable]:
         """Iterate a saved table in batches with bounded resident memory, however large the file.
 
         The file is memory-mapped and every batch is a zero-copy view of it (batches follow the file's record
@@ -1161,68 +863,20 @@ class SampleTable:
         TableError
             Naming the path, if it is missing, not an Arrow IPC file, truncated, or not a sample table.
         """
-        import mmap
+        return _io.stream(cls, path, batch_size)
 
-        path = os.fspath(path)
-        if int(batch_size) < 1:
-            raise TableError(f"batch_size must be >= 1, got {batch_size}")
-        if not os.path.isfile(path):
-            raise TableError(f"cannot stream sample table {path!r}: no such file")
-        try:
-            with open(path, "rb") as f:
-                mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            buf = pa.py_buffer(mm)
-            reader = pa.ipc.open_file(pa.BufferReader(buf))
-        except (pa.ArrowException, OSError, ValueError) as e:
-            raise TableError(f"cannot stream sample table {path!r}: not a valid Arrow IPC file "
-                             f"(truncated or corrupt?): {e}") from None
-        base, page = buf.address, mmap.PAGESIZE
-        released = 0  # bytes from the file start whose pages were released
 
-        def release(upto: int) -> None:
-            nonlocal released
-            upto -= upto % page
-            if upto > released and hasattr(mm, "madvise"):
-                mm.madvise(mmap.MADV_DONTNEED, released, upto - released)
-                released = upto
-
-        for i in range(reader.num_record_batches):
-            try:
-                batch = reader.get_batch(i)
-                batch.validate()
-            except pa.ArrowException as e:
-                raise TableError(f"cannot stream sample table {path!r}: record batch {i} is corrupt: {e}") from None
-            table = pa.Table.from_batches([batch], schema=reader.schema)
-            if i == 0:
-                cls._checked(table.slice(0, 0), path, False)
-            ends = [b.address + b.size - base for col in batch.columns for b in col.buffers()
-                    if b is not None and base <= b.address < base + buf.size]
-            for off in range(0, batch.num_rows, int(batch_size)):
-                yield cls(table.slice(off, int(batch_size)), validate=False)
-            del table, batch
-            if ends:
-                release(max(ends))
-
-    @classmethod
-    def _checked(cls, table: pa.Table, path: str, validate: bool) -> SampleTable:
-        out = cls(table, validate=False)
-        try:
-            out.validate() if validate else out._check_structure()
-        except TableError as e:
-            raise TableError(f"{path!r}: {e}") from None
-        return out
-
-    def to_parquet(self, path: str | os.PathLike) -> None:
+    def to_parquet(self, path: str | os.PathLike[str]) -> None:
         """Write a Parquet file atomically (extension types and metadata are kept via the Arrow schema).
 
         Parameters
         ----------
         path : str or path-like
         """
-        atomic_write(path, lambda f: _write_parquet(self._table, f))
+        _io.to_parquet(self, path)
 
     @classmethod
-    def from_parquet(cls, path: str | os.PathLike, *, validate: bool = True) -> SampleTable:
+    def from_parquet(cls, path: str | os.PathLike[str], *, validate: bool = True) -> SampleTable:
         """Read a Parquet file written by :meth:`to_parquet` (or any Parquet file with the sample-table layout).
 
         Parameters
@@ -1235,16 +889,7 @@ class SampleTable:
         -------
         SampleTable
         """
-        import pyarrow.parquet as pq
-
-        path = os.fspath(path)
-        if not os.path.isfile(path):
-            raise TableError(f"cannot read Parquet sample table {path!r}: no such file")
-        try:
-            table = pq.read_table(path)
-        except (pa.ArrowException, OSError) as e:
-            raise TableError(f"cannot read Parquet sample table {path!r}: {e}") from None
-        return cls._checked(table, path, validate)
+        return _io.from_parquet(cls, path, validate=validate)
 
     # ----------------------------------------------------------------------------------------------- interop
     def to_pandas(self) -> Any:
@@ -1266,7 +911,7 @@ class SampleTable:
 
     @classmethod
     def from_pandas(cls, df: Any, *, subject: str | None = None, sample_id: str = SAMPLE_ID,
-                    metadata: dict | None = None) -> SampleTable:
+                    metadata: dict[str, Any] | None = None) -> SampleTable:
         """A validated table from a :class:`pandas.DataFrame` (copies the data).
 
         Columns: the subject (``subject=``; by default the column ``subject``, else the one named ``speaker``,
@@ -1293,7 +938,7 @@ class SampleTable:
         """
         from .interop import from_pandas
 
-        return from_pandas(df, subject=subject, sample_id=sample_id, metadata=metadata)
+        return from_pandas(cls, df, subject=subject, sample_id=sample_id, metadata=metadata)
 
     def to_hf(self) -> Any:
         """The table as a Hugging Face :class:`datasets.Dataset` (needs ``pip install 'bioanon[hf]'``).
@@ -1320,7 +965,7 @@ class SampleTable:
     def from_hf(cls, dataset: Any, *, split: str | None = None, subject: str | None = None,
                 sample_id: str = SAMPLE_ID, payloads: Sequence[str] | None = None,
                 attributes: Sequence[str] | None = None, sample_rate: float | None = None,
-                metadata: dict | None = None) -> SampleTable:
+                metadata: dict[str, Any] | None = None) -> SampleTable:
         """A validated table from a Hugging Face data set (needs ``pip install 'bioanon[hf]'``).
 
         ``List``/``Sequence``/``Array2D``..``Array5D`` columns of numbers are read zero-copy (of a data set
@@ -1357,7 +1002,7 @@ class SampleTable:
         """
         from .interop import from_hf
 
-        return from_hf(dataset, split=split, subject=subject, sample_id=sample_id, payloads=payloads,
+        return from_hf(cls, dataset, split=split, subject=subject, sample_id=sample_id, payloads=payloads,
                        attributes=attributes, sample_rate=sample_rate, metadata=metadata)
 
     def to_torch(self, payload: str | Sequence[str] | None = None, *, label: str | None = SUBJECT,

@@ -31,16 +31,22 @@ import math
 import types
 import typing
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import attrs
 import numpy as np
 
 from .errors import ParameterError
-from .methods import KIND_CLASSES, KINDS, Method, ScoreMatrix
+from .methods import (KIND_CLASSES, KINDS, Anonymizer, DatasetSource, Deanonymizer, Method, Recognizer, ScoreMatrix,
+                      Selector, UtilityMeasure)
 from .registry import ID_PATTERN
 
+if TYPE_CHECKING:
+    from .table import SampleTable
+
 __all__ = ["ConformanceReport", "check_method", "make_table"]
+
+_M = TypeVar("_M", bound=Method)
 
 _SESSION_TOTALS = {"methods": 0, "checks": 0, "found": 0, "failed": 0, "expected": 0}
 
@@ -54,7 +60,7 @@ def make_table(
     *,
     payload: str = "features",
     seed: int = 0,
-):
+) -> SampleTable:
     """A tiny synthetic :class:`~bioanon.table.SampleTable` where subjects are separable.
 
     ``payload`` is one of ``features`` (float32 16), ``image`` (uint8 16×16×3), ``imu`` (float32 32×6),
@@ -73,7 +79,7 @@ def make_table(
         t = [np.arange(k) / 8000.0 for k in lengths]
         values: Any = [
             (np.sin(2 * np.pi * f * tt) + 0.05 * rng.standard_normal(len(tt))).astype(np.float32)
-            for f, tt in zip(freqs, t)
+            for f, tt in zip(freqs, t, strict=True)
         ]
         metadata["sample_rate"] = 8000
     elif payload in shapes:
@@ -254,7 +260,8 @@ def check_method(
     params = dict(getattr(cls, "example_params", {}) if params is None else params)
 
     def id_and_kind() -> None:
-        assert attrs.has(cls), "not an attrs class"
+        is_attrs = attrs.has(cls)  # (not asserted directly: that would narrow cls to an attrs instance type)
+        assert is_attrs, "not an attrs class"
         assert isinstance(cls.id, str) and ID_PATTERN.match(cls.id), f"invalid id {cls.id!r}"
         assert cls.kind in KINDS, f"kind {cls.kind!r} not in {KINDS}"
         assert issubclass(cls, KIND_CLASSES[cls.kind]), f"not a subclass of {KIND_CLASSES[cls.kind].__name__}"
@@ -356,14 +363,15 @@ def _behaviour_checks(cls: type[Method], c: _Checker, table: Any, label: str, pa
         return
     kind = cls.kind
     if kind == "dataset":
-        if cls.needs_path:
+        source = cast("type[DatasetSource]", cls)
+        if source.needs_path:
             c.report.skipped.append(("loads_deterministically", "the source reads files; test it on a fixture"))
             return
 
         def loads() -> None:
             from .cache import table_fingerprint
 
-            a, b = cls(**params).load(), cls(**params).load()
+            a, b = source(**params).load(), source(**params).load()
             a.validate()
             assert len(a) > 0, "empty table"
             assert table_fingerprint(a) == table_fingerprint(b), "same seed gave different data"
@@ -378,13 +386,15 @@ def _behaviour_checks(cls: type[Method], c: _Checker, table: Any, label: str, pa
             return
         table = make_table(payload=payload)
 
-    def instance() -> Method:
-        return cls(**params)
+    def instance(kind_class: type[_M]) -> _M:
+        """A new instance with ``params``, typed as ``kind_class`` (the kind's base class, checked by
+        ``id_and_kind``)."""
+        return cast(_M, cls(**params))
 
     if kind == "anonymizer":
 
         def keeps_ids_and_order() -> None:
-            m = instance()
+            m = instance(Anonymizer)
             m.fit(table)
             out = m.transform(table)
             assert len(out) == len(table), f"{len(out)} rows out for {len(table)} in"
@@ -392,8 +402,8 @@ def _behaviour_checks(cls: type[Method], c: _Checker, table: Any, label: str, pa
             assert np.array_equal(out.subjects, table.subjects), "subjects changed"
 
         def deterministic() -> None:
-            a = instance().fit_transform(table)
-            b = instance().fit_transform(table)
+            a = instance(Anonymizer).fit_transform(table)
+            b = instance(Anonymizer).fit_transform(table)
             _assert_tables_equal(a, b)
 
         c.run("transform_keeps_sample_ids_and_order", keeps_ids_and_order)
@@ -401,7 +411,7 @@ def _behaviour_checks(cls: type[Method], c: _Checker, table: Any, label: str, pa
     elif kind == "deanonymizer":
 
         def round_trip() -> None:
-            m = instance().fit(table, table)
+            m = instance(Deanonymizer).fit(table, table)
             out = m.transform(table)
             assert np.array_equal(out.sample_ids, table.sample_ids), "sample ids or their order changed"
 
@@ -409,7 +419,7 @@ def _behaviour_checks(cls: type[Method], c: _Checker, table: Any, label: str, pa
     elif kind == "recognizer":
 
         def scores() -> ScoreMatrix:
-            m = instance().fit(table, label)
+            m = instance(Recognizer).fit(table, label)
             m.enroll(table, label)
             return m.score(table)
 
@@ -428,7 +438,7 @@ def _behaviour_checks(cls: type[Method], c: _Checker, table: Any, label: str, pa
     elif kind == "utility":
 
         def per_sample() -> None:
-            m = instance().fit(table)
+            m = instance(UtilityMeasure).fit(table)
             v = np.asarray(m.measure(table, table))
             assert v.shape == (len(table),), f"measure() returned shape {v.shape}, expected ({len(table)},)"
             assert np.all(np.isfinite(v)), "non-finite utility values"
@@ -438,8 +448,8 @@ def _behaviour_checks(cls: type[Method], c: _Checker, table: Any, label: str, pa
     elif kind == "selector":
 
         def selects() -> None:
-            a = instance().select(table, 2, attacker=table)
-            b = instance().select(table, 2, attacker=table)
+            a = instance(Selector).select(table, 2, attacker=table)
+            b = instance(Selector).select(table, 2, attacker=table)
             assert len(a) == 2 and len(set(a)) == 2, f"selected {a}"
             assert set(a) <= set(table.subjects), "selected subjects not in the table"
             assert list(a) == list(b), "two seeded runs selected differently"

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import attrs
 import numpy as np
 
 from ..errors import BioanonError, ParameterError, UnknownMethodError
-from ..methods import Anonymizer, param
+from ..methods import Anonymizer, Comparator, Method, param
 from ..payloads import restore_dtype, table_rng
 
 
@@ -19,7 +19,7 @@ class Identity(Anonymizer):
     id: ClassVar[str] = "any.identity"
     payloads: ClassVar[tuple[str, ...]] = ("*",)
 
-    def transform(self, table):
+    def transform(self, table: Any) -> Any:
         return table
 
 
@@ -39,7 +39,7 @@ class GaussianNoise(Anonymizer):
     payload: str = param("", help="payload column to anonymize (default: the first supported one present)")
     seed: int = param(0, help="random seed")
 
-    def transform(self, table):
+    def transform(self, table: Any) -> Any:
         column = self.payload_column(table, self.payload or None)
         x = table.payload(column)
         scale = self.sigma * (float(np.std(x, dtype=np.float64)) if self.relative else 1.0)
@@ -77,7 +77,7 @@ class BlockPermutation(Anonymizer):
         idx = (blocks[:, None] * self.block_size + inner[None, :]).ravel()
         return np.concatenate([idx, np.arange(n_blocks * self.block_size, n_values)])
 
-    def transform(self, table):
+    def transform(self, table: Any) -> Any:
         column = self.payload_column(table, self.payload or None)
         x = table.payload(column)
         flat = x.reshape(len(x), -1)
@@ -85,7 +85,7 @@ class BlockPermutation(Anonymizer):
         return table.with_payload(column, out)
 
 
-def _steps_shape_ok(steps: tuple) -> bool:
+def _steps_shape_ok(steps: tuple[Any, ...]) -> bool:
     """Validator of ``any.chain``'s ``steps``: a non-empty list of ``{id = "...", params = {...}}`` tables (the
     ids and parameters are checked when the chain is built, with errors naming ``steps[i]``)."""
     return len(steps) > 0 and all(
@@ -116,12 +116,12 @@ class Chain(Anonymizer):
         "steps": ({"id": "any.gaussian_noise", "params": {"sigma": 0.2, "seed": 1}},
                   {"id": "any.block_permutation", "params": {"key": 1}})}
 
-    steps: tuple[dict, ...] = param(({"id": "any.identity", "params": {}},),
+    steps: tuple[dict[str, Any], ...] = param(({"id": "any.identity", "params": {}},),
                                     help="the anonymizers in order, each {id = \"...\", params = {...}}",
                                     check=_steps_shape_ok,
                                     check_text="a non-empty list of {id = \"...\", params = {...}} tables")
 
-    methods_: list = attrs.field(init=False, repr=False, eq=False, factory=list)
+    methods_: list[Anonymizer] = attrs.field(init=False, repr=False, eq=False, factory=list)
     built_for_: Any = attrs.field(init=False, repr=False, eq=False, default=None)
 
     def __attrs_post_init__(self) -> None:
@@ -137,13 +137,13 @@ class Chain(Anonymizer):
         return self.methods_
 
     @classmethod
-    def local_step_classes(cls) -> dict[str, type]:
+    def local_step_classes(cls) -> dict[str, type[Any]]:
         """Anonymizers found without the registry (which is still being built while plugins register and the
         default chains are constructed): the core's own here; a subclass may add its plugin's."""
         return {c.id: c for c in (Identity, GaussianNoise, BlockPermutation)}
 
     @classmethod
-    def step_class(cls, method_id: str) -> type:
+    def step_class(cls, method_id: str) -> type[Method]:
         """The anonymizer class of a step id: the one place the chain reaches the registry (there is no run
         context yet). UnknownMethodError, with suggestions, when no method has that id (a method of another
         kind is returned: :meth:`build_steps` names its kind)."""
@@ -163,7 +163,7 @@ class Chain(Anonymizer):
 
     def build_steps(self) -> list[Anonymizer]:
         """Construct the steps (validated; ParameterError naming ``steps[i]``)."""
-        out = []
+        out: list[Anonymizer] = []
         payloads: set[str] | None = None
         for i, (method_id, params) in enumerate(self.step_specs()):
             where = f"steps[{i}]"
@@ -193,7 +193,7 @@ class Chain(Anonymizer):
                 if not payloads:
                     raise ParameterError(self.id, where, method_id, f"{method_id} reads {list(cls.payloads)}, "
                                          "which no step before it can read: steps must share a payload")
-            out.append(m)
+            out.append(cast(Anonymizer, m))  # (its kind was checked above)
         if len({m.trait for m in out} - {"any"}) > 1:
             raise ParameterError(self.id, "steps", [m.id for m in out], "steps of one trait (and any.* steps)")
         return out
@@ -203,7 +203,7 @@ class Chain(Anonymizer):
         traits = {m.trait for m in self.current_steps()} - {"any"}
         return traits.pop() if traits else "any"
 
-    def fit(self, background):
+    def fit(self, background: Any) -> Chain:
         data = background
         steps = self.current_steps()
         for i, m in enumerate(steps):
@@ -213,7 +213,7 @@ class Chain(Anonymizer):
                 m.fit(data)
         return self
 
-    def transform(self, table):
+    def transform(self, table: Any) -> Any:
         for m in self.current_steps():
             table = m.transform(table)
         return table
@@ -225,7 +225,7 @@ class Chain(Anonymizer):
         steps = [m.fingerprint() for m in self.current_steps()]
         return fingerprint({"id": self.id, "version": self.version, "steps": steps})
 
-    def comparator(self):
+    def comparator(self) -> Comparator | None:
         """The comparator of the last step that declares one (None when none does)."""
         for m in reversed(self.current_steps()):
             cmp = m.comparator()

@@ -19,13 +19,13 @@ training data).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import attrs
 import numpy as np
 
 from ..errors import ParameterError, TableError, require_fitted
-from ..methods import Recognizer, ScoreMatrix, feature_view, fitted, labels_of, param
+from ..methods import Comparator, Recognizer, ScoreMatrix, feature_view, fitted, labels_of, param
 from ..metrics import similarity_attack_scores
 from ..methods import n_components_ok
 from .recognizers import (_N_COMPONENTS_HELP, DECLARED_COMPARATOR_HELP, _l2_normalize, _SpaceRecognizer,
@@ -54,7 +54,7 @@ def align_columns(scores: np.ndarray, have: np.ndarray, want: np.ndarray) -> np.
     return out
 
 
-def _labelled(table, label: str) -> tuple[np.ndarray, np.ndarray]:
+def _labelled(table: Any, label: str) -> tuple[np.ndarray, np.ndarray]:
     """(labels, mask of non-null labels) of the label column."""
     y = labels_of(table, label)
     return y, _valid(y)
@@ -88,7 +88,8 @@ class SimilarityAttributeAttack(UsesDeclaredComparator, Recognizer):
     ``score(probes)`` compares each probe with the database (``similarity``: cosine, or negated Euclidean
     distance; when the database's templates come from a protection that declares a comparator, e.g.
     ``any.pe_miu``, that comparator on the unstandardized templates: the paper's black-box attacker runs the
-    protection comparator included; ``declared_comparator = false`` turns this off) and returns :func:`bioanon.metrics.similarity_attack_scores` of the ``n`` best scores
+    protection comparator included; ``declared_comparator = false`` turns this off) and returns
+    :func:`bioanon.metrics.similarity_attack_scores` of the ``n`` best scores
     (``strategy``: ``vote`` = count of each value among the n best overall, ``average`` / ``linear`` /
     ``log`` = (weighted) mean of the n best per value). ``n`` is capped at the database size (``vote``) or at
     the smallest number of database samples of a value (the others); the value used is ``n_used_``. An enrolled
@@ -115,12 +116,12 @@ class SimilarityAttributeAttack(UsesDeclaredComparator, Recognizer):
     database_: np.ndarray | None = fitted()
     db_labels_: np.ndarray | None = fitted()
     label_: str | None = fitted()
-    shape_: tuple | None = fitted()
+    shape_: tuple[int, ...] | None = fitted()
     classes_: np.ndarray | None = fitted()
     n_used_: int | None = fitted()
-    comparator_: object = fitted()
+    comparator_: Comparator | None = fitted()
 
-    def _raw_shape(self, table) -> tuple[np.ndarray, tuple]:
+    def _raw_shape(self, table: Any) -> tuple[np.ndarray, tuple[int, ...]]:
         """Templates as vectors (a fixed-shape payload flattened, else a trait plugin's default feature view of
         the payload, e.g. ``audio``: :func:`bioanon.methods.feature_view`) and their per-sample shape."""
         column, x = feature_view(table, self.payload or None, candidates=self.payloads, who=self.id)
@@ -131,7 +132,7 @@ class SimilarityAttributeAttack(UsesDeclaredComparator, Recognizer):
                              f"database has {self.shape_}: templates must come from the same anonymizer")
         return x, shape
 
-    def _raw(self, table) -> np.ndarray:
+    def _raw(self, table: Any) -> np.ndarray:
         return self._raw_shape(table)[0]
 
     def _prepare(self, x: np.ndarray) -> np.ndarray:
@@ -144,7 +145,7 @@ class SimilarityAttributeAttack(UsesDeclaredComparator, Recognizer):
             z /= self.scale_
         return _l2_normalize(z).astype(np.float32) if self.similarity == "cosine" else z
 
-    def fit(self, train, label: str = "subject"):
+    def fit(self, train: Any, label: str = "subject") -> SimilarityAttributeAttack:
         y, ok = _labelled(train, label)
         if not ok.any():
             raise TableError(f"{self.id}: the attacker database has no sample with a {label!r} value")
@@ -166,7 +167,7 @@ class SimilarityAttributeAttack(UsesDeclaredComparator, Recognizer):
         self.classes_ = None
         return self
 
-    def enroll(self, gallery, label: str = "subject"):
+    def enroll(self, gallery: Any, label: str = "subject") -> SimilarityAttributeAttack:
         if self.database_ is None:
             self.fit(gallery, label)
         elif label != self.label_:
@@ -174,38 +175,42 @@ class SimilarityAttributeAttack(UsesDeclaredComparator, Recognizer):
         elif self.add_gallery:
             y, ok = _labelled(gallery, label)
             self.database_ = np.concatenate([self.database_, self._prepare(self._raw(gallery)[ok])])
-            self.db_labels_ = np.concatenate([self.db_labels_, y[ok]])
+            self.db_labels_ = np.concatenate([cast(np.ndarray, self.db_labels_), y[ok]])
         y, ok = _labelled(gallery, label)
         self.classes_ = _sorted_classes(y[ok])
         return self
 
-    def similarities(self, probes) -> np.ndarray:
+    def similarities(self, probes: Any) -> np.ndarray:
         """Probe × database similarity matrix (higher = more alike)."""
         require_fitted(self, "database_", call="fit() on the attacker database", before="score()")
         q = self._prepare(self._raw(probes))
-        db = self.database_
+        db = cast(np.ndarray, self.database_)
         if self.comparator_ is not None:
             return self.comparator_(q, db)
         if self.similarity == "cosine":
-            return q @ db.T
+            s: np.ndarray = q @ db.T
+            return s
         q, db = q.astype(np.float64), db.astype(np.float64)  # the expansion cancels badly in float32
         d2 = (q * q).sum(1)[:, None] + (db * db).sum(1)[None, :] - 2.0 * (q @ db.T)
-        return -np.sqrt(np.maximum(d2, 0.0))
+        minus_distance: np.ndarray = -np.sqrt(np.maximum(d2, 0.0))
+        return minus_distance
 
     def _n(self) -> int:
         if self.strategy == "vote":
-            return max(1, min(self.n, len(self.db_labels_)))
-        _, counts = np.unique(self.db_labels_, return_counts=True)
+            return max(1, min(self.n, len(cast(np.ndarray, self.db_labels_))))
+        _, counts = np.unique(cast(np.ndarray, self.db_labels_), return_counts=True)
         return max(1, min(self.n, int(counts.min())))
 
-    def score(self, probes) -> ScoreMatrix:
+    def score(self, probes: Any) -> ScoreMatrix:
         require_fitted(self, "database_", call="fit() on the attacker database", before="score()")
         n = self.n_used_ = self._n()
-        block = max(1, _BLOCK_ELEMENTS // max(len(self.database_), 1))
-        parts, db_classes = [], _sorted_classes(self.db_labels_)
+        block = max(1, _BLOCK_ELEMENTS // max(len(cast(np.ndarray, self.database_)), 1))
+        parts: list[np.ndarray] = []
+        db_classes = _sorted_classes(cast(np.ndarray, self.db_labels_))
         for start in range(0, len(probes), block):  # memory-bounded; one block for small tables
             sub = probes if len(probes) <= block else probes.take(np.arange(start, min(start + block, len(probes))))
-            conf, db_classes = similarity_attack_scores(self.similarities(sub), self.db_labels_, n, self.strategy)
+            conf, db_classes = similarity_attack_scores(self.similarities(sub), cast(np.ndarray, self.db_labels_), n,
+                                                        self.strategy)
             parts.append(conf)
         conf = np.concatenate(parts) if parts else np.zeros((0, len(db_classes)))
         classes = db_classes if self.classes_ is None else self.classes_
@@ -232,7 +237,7 @@ class _AttributeClassifier(_SpaceRecognizer):
     label_: str | None = fitted()
     model_classes_: np.ndarray | None = fitted()
 
-    def fit(self, train, label: str = "subject"):
+    def fit(self, train: Any, label: str = "subject") -> _AttributeClassifier:
         y, ok = _labelled(train, label)
         if not ok.any():
             raise TableError(f"{self.id}: the training set has no sample with a {label!r} value")
@@ -245,7 +250,7 @@ class _AttributeClassifier(_SpaceRecognizer):
         self.classes_ = None
         return self
 
-    def enroll(self, gallery, label: str = "subject"):
+    def enroll(self, gallery: Any, label: str = "subject") -> _AttributeClassifier:
         if self.space_ is None or self.model_classes_ is None:
             self.fit(gallery, label)
         elif label != self.label_:
@@ -254,12 +259,13 @@ class _AttributeClassifier(_SpaceRecognizer):
         self.classes_ = _sorted_classes(y[ok])
         return self
 
-    def score(self, probes) -> ScoreMatrix:
+    def score(self, probes: Any) -> ScoreMatrix:
         require_fitted(self, "model_classes_", call="fit()", before="score()")
+        model_classes = cast(np.ndarray, self.model_classes_)
         z = self.embed(probes)
         s = self._scores(z) if self.model_ is not None else np.zeros((len(z), 1))
-        classes = self.model_classes_ if self.classes_ is None else self.classes_
-        return ScoreMatrix(align_columns(s, self.model_classes_, classes), classes, probes.sample_ids)
+        classes = model_classes if self.classes_ is None else self.classes_
+        return ScoreMatrix(align_columns(s, model_classes, classes), classes, probes.sample_ids)
 
 
 @attrs.define(kw_only=True)
@@ -276,7 +282,7 @@ class AttributeKnn(_AttributeClassifier):
     metric: str = param("euclidean", help="distance", choices=("euclidean", "cosine"))
     scores: str = scores_param("proba")
 
-    def _train(self, z, y):
+    def _train(self, z: np.ndarray, y: np.ndarray) -> Any:
         from sklearn.neighbors import KNeighborsClassifier
 
         return KNeighborsClassifier(n_neighbors=min(self.k, len(z)), metric=self.metric).fit(z, y)
@@ -300,6 +306,6 @@ class AttributeSvm(_AttributeClassifier):
     seed: int = param(0, help="random seed (randomized PCA on very large data; Platt scaling with scores = proba)")
     scores: str = scores_param()
 
-    def _train(self, z, y):
+    def _train(self, z: np.ndarray, y: np.ndarray) -> Any:
         return svc(z, y, proba=self.scores == "proba", seed=self.seed, kernel=self.kernel, C=self.c,
                    degree=self.degree)

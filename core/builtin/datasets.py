@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 import numpy as np
 
 from ..methods import DatasetSource, param
+
+if TYPE_CHECKING:
+    from ..table import SampleTable
 
 
 @attrs.define(kw_only=True)
@@ -34,7 +37,7 @@ class SyntheticFeatures(DatasetSource):
     n_activities: int = param(3, help="number of values of attr.activity", low=2)
     seed: int = param(0, help="random seed")
 
-    def load(self, path=None):
+    def load(self, path: Any = None) -> SampleTable:
         from ..table import SampleTable
 
         rng = np.random.default_rng(self.seed)

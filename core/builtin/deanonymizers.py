@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar, cast
 
 import attrs
 import numpy as np
@@ -12,7 +12,7 @@ from ..methods import Deanonymizer, fitted, param
 from ..payloads import flatten_payload, restore_dtype
 
 
-def paired_payloads(clear, anonymized, column: str) -> tuple[np.ndarray, np.ndarray]:
+def paired_payloads(clear: Any, anonymized: Any, column: str) -> tuple[np.ndarray, np.ndarray]:
     """Flattened payloads of the samples present in both tables, matched by sample id."""
     ids_c, ids_a = clear.sample_ids, anonymized.sample_ids
     if len(ids_c) == len(ids_a) and np.array_equal(ids_c, ids_a):
@@ -41,7 +41,7 @@ class RidgeInversion(Deanonymizer):
     weights_: np.ndarray | None = fitted()
     column_: str | None = fitted()
 
-    def fit(self, clear, anonymized):
+    def fit(self, clear: Any, anonymized: Any) -> RidgeInversion:
         column = self.payload_column(anonymized, self.payload or None)
         y, x = paired_payloads(clear, anonymized, column)
         x64, y64 = x.astype(np.float64), y.astype(np.float64)
@@ -54,9 +54,10 @@ class RidgeInversion(Deanonymizer):
         self.column_ = column
         return self
 
-    def transform(self, table):
+    def transform(self, table: Any) -> Any:
         require_fitted(self, "weights_", call="fit()", before="transform()")
+        weights = cast(np.ndarray, self.weights_)
         x = table.payload(self.column_)
         flat = flatten_payload(x)
-        out = flat @ self.weights_[:-1] + self.weights_[-1]
+        out = flat @ weights[:-1] + weights[-1]
         return table.with_payload(self.column_, restore_dtype(out.reshape(x.shape), x.dtype))

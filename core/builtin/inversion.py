@@ -8,7 +8,7 @@ also undoes smooth non-linear ones (saturations, warps) given enough attacker pa
 from __future__ import annotations
 
 import os
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import attrs
 import numpy as np
@@ -24,7 +24,7 @@ from .deanonymizers import paired_payloads
 __all__ = ["MlpInversion"]
 
 
-def _torch():
+def _torch() -> Any:
     return import_torch("any.mlp_inversion", "pip install 'bioanon[torch]'")
 
 
@@ -35,13 +35,13 @@ def _standardize_stats(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean.astype(np.float32), scale.astype(np.float32)
 
 
-def _build(torch, d_in: int, d_out: int, hidden: tuple[int, ...], activation: str, skip: bool,
-           generator: Any = None):
+def _build(torch: Any, d_in: int, d_out: int, hidden: tuple[int, ...], activation: str, skip: bool,
+           generator: Any = None) -> Any:
     """The network; initialized from ``generator`` (PyTorch's default init, without the global RNG)."""
     nn = torch.nn
     act = {"relu": nn.ReLU, "gelu": nn.GELU}[activation]
 
-    def linear(i: int, o: int, bias: bool = True):
+    def linear(i: int, o: int, bias: bool = True) -> Any:
         layer = torch.nn.utils.skip_init(nn.Linear, i, o, bias=bias)
         if generator is not None:  # nn.Linear.reset_parameters, with our generator
             nn.init.kaiming_uniform_(layer.weight, a=5 ** 0.5, generator=generator)
@@ -50,8 +50,8 @@ def _build(torch, d_in: int, d_out: int, hidden: tuple[int, ...], activation: st
                 nn.init.uniform_(layer.bias, -bound, bound, generator=generator)
         return layer
 
-    class Net(nn.Module):
-        def __init__(self):
+    class Net(nn.Module):  # type: ignore[misc,name-defined]  # torch is imported lazily: its classes are Any here
+        def __init__(self) -> None:
             super().__init__()
             layers: list[Any] = []
             width = d_in
@@ -64,7 +64,7 @@ def _build(torch, d_in: int, d_out: int, hidden: tuple[int, ...], activation: st
             if self.skip is not None and generator is not None:
                 nn.init.zeros_(self.skip.weight)  # start as the plain MLP; the skip learns the linear part
 
-        def forward(self, x):
+        def forward(self, x: Any) -> Any:
             y = self.mlp(x)
             return y if self.skip is None else y + self.skip(x)
 
@@ -85,11 +85,12 @@ class MlpInversion(Deanonymizer):
     validation split and batch order through seeded numpy generators (the loop is
     :func:`bioanon.nettrain.train_net`, which leaves torch's global RNG as it found it) —, so two fits with the
     same parameters and data give the same weights on the same machine and device. ``device``/``precision``:
-where and in what arithmetic it trains and infers (:mod:`bioanon.device`); the training pairs stay on the
-device. ``weights``: a state dict of this network (e.g. a :meth:`save_checkpoint` file) to fine-tune from;
-:meth:`preflight` checks it fits before a run starts. ``threads`` sets torch's intra-op threads during fit/transform (0 = all
-    available cores) and is restored afterwards. ``transform`` runs under ``torch.inference_mode()`` and
-    returns the clear payload's shape and dtype (integers rounded and clipped). Checkpoints:
+    where and in what arithmetic it trains and infers (:mod:`bioanon.device`); the training pairs stay on the
+    device. ``weights``: a state dict of this network (e.g. a :meth:`save_checkpoint` file) to fine-tune from;
+    :meth:`preflight` checks it fits before a run starts. ``threads`` sets torch's intra-op threads during
+    fit/transform (0 = all available cores) and is restored afterwards. ``transform`` runs under
+    ``torch.inference_mode()`` and returns the clear payload's shape and dtype (integers rounded and clipped).
+    Checkpoints:
     :meth:`save_checkpoint` / :meth:`load_checkpoint` (``torch.save`` / ``torch.load(weights_only=True)``)."""
 
     id: ClassVar[str] = "any.mlp_inversion"
@@ -122,9 +123,9 @@ device. ``weights``: a state dict of this network (e.g. a :meth:`save_checkpoint
     y_mean_: np.ndarray | None = fitted()
     y_scale_: np.ndarray | None = fitted()
     column_: str | None = fitted()
-    shape_: tuple | None = fitted()
+    shape_: tuple[int, ...] | None = fitted()
     dtype_: str | None = fitted()
-    history_: list | None = fitted()
+    history_: list[dict[str, float]] | None = fitted()
     best_epoch_: int | None = fitted()
     device_: str | None = fitted()
 
@@ -135,7 +136,7 @@ device. ``weights``: a state dict of this network (e.g. a :meth:`save_checkpoint
         gen = torch.Generator().manual_seed(seed) if seed is not None else None
         return _build(torch, d_in, d_out, self.hidden, self.activation, self.skip, gen)
 
-    def preflight(self, table) -> list[str]:
+    def preflight(self, table: Any) -> list[str]:
         """Problems found before any work: torch missing, or a ``weights`` file that does not fit the network
         for ``table``'s payload (input and output sizes are the payload's)."""
         column = self.payload_column(table, self.payload or None)
@@ -144,7 +145,7 @@ device. ``weights``: a state dict of this network (e.g. a :meth:`save_checkpoint
         return preflight_weights(self, (lambda torch: self._net(torch, d, d)) if d else None, skip=())
 
     # ------------------------------------------------------------------------------------------------- fit
-    def fit(self, clear, anonymized):
+    def fit(self, clear: Any, anonymized: Any) -> MlpInversion:
         torch = _torch()
         column = self.payload_column(anonymized, self.payload or None)
         y, x = paired_payloads(clear, anonymized, column)
@@ -163,7 +164,7 @@ device. ``weights``: a state dict of this network (e.g. a :meth:`save_checkpoint
         x_va, y_va = (torch.from_numpy(np.ascontiguousarray(a[val])).to(dev) for a in (xs, ys))
         loss_fn = torch.nn.MSELoss()
 
-        def batch(idx: np.ndarray, rng: np.random.Generator):
+        def batch(idx: np.ndarray, rng: np.random.Generator) -> tuple[Any, Any]:
             rows = torch.from_numpy(idx)
             if x_tr.device.type != "cpu":
                 rows = rows.to(x_tr.device, non_blocking=True)
@@ -184,11 +185,15 @@ device. ``weights``: a state dict of this network (e.g. a :meth:`save_checkpoint
         """Clear-domain estimates (float32, flattened) of flattened anonymized payloads ``x`` (N, D)."""
         require_fitted(self, "model_", call="fit()", before="transform()")
         _torch()
-        xs = ((np.asarray(x, dtype=np.float32) - self.x_mean_) / self.x_scale_).astype(np.float32)
+        # the four statistics are set by fit() with model_ (or by load_checkpoint)
+        x_mean, x_scale = cast(np.ndarray, self.x_mean_), cast(np.ndarray, self.x_scale_)
+        y_mean, y_scale = cast(np.ndarray, self.y_mean_), cast(np.ndarray, self.y_scale_)
+        xs = ((np.asarray(x, dtype=np.float32) - x_mean) / x_scale).astype(np.float32)
         dev = self._run_device()
-        out = infer(self.model_, xs, out_shape=(len(self.y_mean_),), batch_size=4096, threads=self._threads(),
+        out = infer(self.model_, xs, out_shape=(len(y_mean),), batch_size=4096, threads=self._threads(),
                     device=dev, precision=self.precision)
-        return out * self.y_scale_ + self.y_mean_
+        estimate: np.ndarray = out * y_scale + y_mean
+        return estimate
 
     def _run_device(self) -> str:
         """The fitted network's device (moved there once when a loaded model sits elsewhere)."""
@@ -197,14 +202,14 @@ device. ``weights``: a state dict of this network (e.g. a :meth:`save_checkpoint
             self.model_.to(self.device_)
         return self.device_
 
-    def transform(self, table):
+    def transform(self, table: Any) -> Any:
         require_fitted(self, "model_", call="fit()", before="transform()")
         x = table.payload(self.column_)
-        out = self.predict(x.reshape(len(x), -1)).reshape((len(x), *self.shape_))
+        out = self.predict(x.reshape(len(x), -1)).reshape((len(x), *cast(tuple[int, ...], self.shape_)))
         return table.with_payload(self.column_, restore_dtype(out, np.dtype(self.dtype_)))
 
     # ----------------------------------------------------------------------------------------- checkpoints
-    def save_checkpoint(self, path: str | os.PathLike) -> None:
+    def save_checkpoint(self, path: str | os.PathLike[str]) -> None:
         """Save the fitted network, the standardization and the parameters (``torch.save``)."""
         require_fitted(self, "model_", call="fit()", before="save_checkpoint()")
         torch = _torch()
@@ -214,12 +219,12 @@ device. ``weights``: a state dict of this network (e.g. a :meth:`save_checkpoint
             "state_dict": {k: v.cpu() for k, v in self.model_.state_dict().items()},
             "stats": {k: torch.from_numpy(getattr(self, k).copy())
                       for k in ("x_mean_", "x_scale_", "y_mean_", "y_scale_")},
-            "column": self.column_, "shape": list(self.shape_), "dtype": self.dtype_,
+            "column": self.column_, "shape": list(cast(tuple[int, ...], self.shape_)), "dtype": self.dtype_,
             "history": self.history_, "best_epoch": self.best_epoch_,
         }, os.fspath(path))
 
     @classmethod
-    def load_checkpoint(cls, path: str | os.PathLike) -> "MlpInversion":
+    def load_checkpoint(cls, path: str | os.PathLike[str]) -> "MlpInversion":
         """A fitted instance from :meth:`save_checkpoint`'s file (``torch.load(weights_only=True)``)."""
         torch = _torch()
         ck = torch.load(os.fspath(path), weights_only=True, map_location="cpu")
@@ -228,7 +233,7 @@ device. ``weights``: a state dict of this network (e.g. a :meth:`save_checkpoint
         m = cls(**ck["params"])
         for k, v in ck["stats"].items():
             setattr(m, k, v.numpy())
-        model = m._net(torch, len(m.x_mean_), len(m.y_mean_))
+        model = m._net(torch, len(cast(np.ndarray, m.x_mean_)), len(cast(np.ndarray, m.y_mean_)))
         model.load_state_dict(ck["state_dict"])
         model.eval()
         m.model_, m.column_, m.shape_, m.dtype_ = model, ck["column"], tuple(ck["shape"]), ck["dtype"]

@@ -7,7 +7,7 @@ through feature disentanglement", FG 2020 — one of the two protections attacke
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import attrs
 import numpy as np
@@ -24,7 +24,7 @@ _INSTALL = "pip install 'bioanon[torch]'"
 _CHECK = 8192  # fitting samples the loss terms are reported on after training
 
 
-def _torch():
+def _torch() -> Any:
     return import_torch("any.pfrnet", _INSTALL)
 
 
@@ -32,7 +32,7 @@ def _build(torch: Any, d: int, hidden: int, id_dim: int, attr_dim: int, n_subjec
     """The network: encoder (template → identity code ‖ attribute code), decoder, identity and attribute heads."""
     nn = torch.nn
 
-    class Net(nn.Module):
+    class Net(nn.Module):  # type: ignore[misc,name-defined]  # torch is imported lazily: its classes are Any here
         def __init__(self) -> None:
             super().__init__()
             self.id_dim = id_dim
@@ -41,14 +41,14 @@ def _build(torch: Any, d: int, hidden: int, id_dim: int, attr_dim: int, n_subjec
             self.identity_head = softmax_head(id_dim, n_subjects)
             self.attribute_head = softmax_head(attr_dim, n_values)
 
-        def forward(self, x):
+        def forward(self, x: Any) -> Any:
             """The identity code (the protected template)."""
             return self.encoder(x)[:, :self.id_dim]
 
     return Net()
 
 
-def adversary_logits(torch: Any, z, value):
+def adversary_logits(torch: Any, z: Any, value: Any) -> Any:
     """The attribute log-likelihoods ``(N, V)`` of the codes ``z`` under the adversary fitted to them in closed
     form — a Gaussian naive-Bayes classifier: per attribute value, the mean and the variance of every
     coordinate of ``z`` over the samples with that value (equal priors) — for the ``V`` values present in
@@ -65,7 +65,7 @@ def adversary_logits(torch: Any, z, value):
         return -0.5 * (((z[:, None, :] - mean[None]) ** 2) / var[None] + torch.log(var)[None]).sum(-1)
 
 
-def _losses(torch: Any, net: Any, x, subject, value, known) -> dict[str, Any]:
+def _losses(torch: Any, net: Any, x: Any, subject: Any, value: Any, known: Any) -> dict[str, Any]:
     """The four loss terms of one batch (standardized templates ``x``, subject indices, attribute indices and
     the mask of samples whose attribute is known)."""
     F = torch.nn.functional
@@ -174,13 +174,13 @@ class Pfrnet(Anonymizer):
     model_: Any = fitted()
     mean_: np.ndarray | None = fitted()
     scale_: np.ndarray | None = fitted()
-    values_: list | None = fitted()
-    history_: list | None = fitted()
-    losses_: dict | None = fitted()
+    values_: list[Any] | None = fitted()
+    history_: list[dict[str, float]] | None = fitted()
+    losses_: dict[str, float] | None = fitted()
     adversary_accuracy_: float | None = fitted()
     device_: str | None = fitted()
 
-    def fit(self, background):
+    def fit(self, background: Any) -> Pfrnet:
         from ..metrics import balanced_accuracy
         from .templates import attribute_fitting_data
 
@@ -203,16 +203,18 @@ class Pfrnet(Anonymizer):
                 (xs, subject_idx.astype(np.int64), value_idx, np.asarray(known, dtype=bool))]
         w = {"reconstruction": self.reconstruction_weight, "identity": self.identity_weight,
              "attribute": self.attribute_weight, "confusion": self.adversarial_weight}
-        build = (lambda: _build(torch, x.shape[1], self.hidden, self.identity_dim, self.attribute_dim,
-                                len(subjects), len(values)))
 
-        def batch(idx: np.ndarray, rng: np.random.Generator):
+        def build() -> Any:
+            return _build(torch, x.shape[1], self.hidden, self.identity_dim, self.attribute_dim, len(subjects),
+                          len(values))
+
+        def batch(idx: np.ndarray, rng: np.random.Generator) -> list[Any]:
             rows = torch.from_numpy(idx)
             if data[0].device.type != "cpu":
                 rows = rows.to(data[0].device, non_blocking=True)
             return [a[rows] for a in data]
 
-        def loss(net, *tensors):
+        def loss(net: Any, *tensors: Any) -> Any:
             terms = _losses(torch, net, *tensors)
             return sum(w[k] * v for k, v in terms.items())
 
@@ -232,14 +234,15 @@ class Pfrnet(Anonymizer):
         self.model_, self.values_, self.history_, self.device_ = net, values, trained.history, dev
         return self
 
-    def transform(self, table):
+    def transform(self, table: Any) -> Any:
         require_fitted(self, "model_", call="fit()", before="transform()")
         _torch()
+        mean = cast(np.ndarray, self.mean_)  # set by fit() with model_, scale_ and device_
         column = self.payload_column(table, self.payload or None)
         x = feature_matrix(table, column, who=self.id)
-        if x.shape[1] != len(self.mean_):
-            raise TableError(f"{self.id}: templates have {x.shape[1]} values, fitted on {len(self.mean_)}")
-        xs = ((x - self.mean_) / self.scale_).astype(np.float32)
+        if x.shape[1] != len(mean):
+            raise TableError(f"{self.id}: templates have {x.shape[1]} values, fitted on {len(mean)}")
+        xs = ((x - mean) / self.scale_).astype(np.float32)
         out = infer(self.model_, xs, out_shape=(self.identity_dim,), batch_size=4096, threads=self.threads,
-                    device=self.device_, precision=self.precision)
+                    device=cast(str, self.device_), precision=self.precision)
         return table.with_payload(column, np.ascontiguousarray(out, dtype=np.float32))

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from ..hookspecs import hookimpl
+from ..hookspecs import Register, hookimpl
 
 
 @hookimpl
-def register_anonymizers(register):
+def register_anonymizers(register: Register) -> None:
     from .anonymizers import BlockPermutation, Chain, GaussianNoise, Identity
     from .random_set_mean import RandomSetMean
 
@@ -27,7 +27,7 @@ def register_anonymizers(register):
 
 
 @hookimpl
-def register_recognizers(register):
+def register_recognizers(register: Register) -> None:
     from .recognizers import (
         CosineNearestCentroid,
         LdaCosine,
@@ -42,12 +42,12 @@ def register_recognizers(register):
 
     from .attacks import AttributeKnn, AttributeSvm, SimilarityAttributeAttack
 
-    for cls in (SimilarityAttributeAttack, AttributeKnn, AttributeSvm):
-        register(cls)
+    for attack in (SimilarityAttributeAttack, AttributeKnn, AttributeSvm):
+        register(attack)
 
 
 @hookimpl
-def register_selectors(register):
+def register_selectors(register: Register) -> None:
     from .selectors import (
         CenterSelection,
         ClassificationSelection,
@@ -64,7 +64,7 @@ def register_selectors(register):
 
 
 @hookimpl
-def register_utility_measures(register):
+def register_utility_measures(register: Register) -> None:
     from .utility import AttributeAccuracy, CosineSimilarity, Snr
 
     register(AttributeAccuracy)
@@ -77,7 +77,7 @@ def register_utility_measures(register):
 
 
 @hookimpl
-def register_datasets(register):
+def register_datasets(register: Register) -> None:
     from .datasets import SyntheticFeatures
     from .table_source import HfDataset, SavedTable
 
@@ -87,7 +87,7 @@ def register_datasets(register):
 
 
 @hookimpl
-def register_deanonymizers(register):
+def register_deanonymizers(register: Register) -> None:
     from .deanonymizers import RidgeInversion
 
     register(RidgeInversion)

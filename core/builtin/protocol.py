@@ -49,7 +49,7 @@ IDENTITY_CLASSIFIERS = ("random_forest", "mlp", "logistic_regression", "knn")
 _BLOCK_ELEMENTS = 1 << 24
 
 
-def _x(table, payload: str | None, what: str = "", dim: int | None = None) -> np.ndarray:
+def _x(table: Any, payload: str | None, what: str = "", dim: int | None = None) -> np.ndarray:
     """Samples as vectors: the first fixed-shape payload (``features``, ``imu``, ``pose``, ``image``) flattened,
     else a trait plugin's default feature view of the table's payload (e.g. ``audio``; see
     :func:`bioanon.methods.feature_matrix`). ``dim``: the length the classifier was trained on (checked)."""
@@ -61,7 +61,7 @@ def _x(table, payload: str | None, what: str = "", dim: int | None = None) -> np
     return x
 
 
-def _identity_classifier(name: str, seed: int, n_jobs: int):
+def _identity_classifier(name: str, seed: int, n_jobs: int) -> Any:
     from sklearn.ensemble import RandomForestClassifier
     from sklearn.linear_model import LogisticRegression
     from sklearn.neighbors import KNeighborsClassifier
@@ -82,20 +82,20 @@ def _identity_classifier(name: str, seed: int, n_jobs: int):
     return make_pipeline(StandardScaler(), clf)
 
 
-def _rows_with_ids(table, ids: np.ndarray):
+def _rows_with_ids(table: Any, ids: np.ndarray) -> Any:
     keep = np.isin(table.sample_ids, ids)
     return table.filter(keep)
 
 
 def paper_protocol(
-    original,
-    anonymized,
+    original: Any,
+    anonymized: Any,
     attribute: str | None,
     *,
     sensitive: str = "subject",
     k: Sequence[int] = (1, 5),
     holdout: float = 0.5,
-    train=None,
+    train: Any = None,
     attribute_classifier: str = "random_forest",
     identity_classifier: str = "random_forest",
     payload: str = "",
@@ -197,7 +197,7 @@ def paper_protocol(
     return out
 
 
-def nearest_original_reid(original, anonymized, k: int = 5, *, payload: str = "",
+def nearest_original_reid(original: Any, anonymized: Any, k: int = 5, *, payload: str = "",
                           center: bool = False) -> tuple[float, float]:
     """Re-identification of each anonymized record as its nearest original (FER-2013 protocol, §5.1.3).
 

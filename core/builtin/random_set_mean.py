@@ -110,8 +110,8 @@ class RandomSetMean(Anonymizer):
     device: str = device_param()
 
     selected_: np.ndarray | None = fitted()
-    relevance_scores_: dict | None = fitted()
-    background_unscored_: dict | None = fitted()
+    relevance_scores_: dict[str, np.ndarray] | None = fitted()
+    background_unscored_: dict[str, list[Any]] | None = fitted()
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
@@ -137,7 +137,7 @@ class RandomSetMean(Anonymizer):
         out = []
         if 0.0 < self.retention < 1.0:
             out.append(("attribute", self.attribute, self.retention))
-        for name, ratio in zip(self.additional_attributes, self.additional_retention):
+        for name, ratio in zip(self.additional_attributes, self.additional_retention, strict=True):
             if 0.0 < ratio < 1.0:
                 out.append(("additional_attributes", name, ratio))
         if self.sensitive_attribute and 0.0 < self.sensitive_exclusion < 1.0:
@@ -161,8 +161,8 @@ class RandomSetMean(Anonymizer):
     _RATIO_OF = {"attribute": "retention", "additional_attributes": "additional_retention",
                  "sensitive_attribute": "sensitive_exclusion"}
 
-    def _relevance(self, table: Any, flat: np.ndarray, *, where: str, known: dict | None = None,
-                   strict: bool = True) -> tuple[dict[str, np.ndarray], dict[str, list]]:
+    def _relevance(self, table: Any, flat: np.ndarray, *, where: str, known: dict[str, np.ndarray] | None = None,
+                   strict: bool = True) -> tuple[dict[str, np.ndarray], dict[str, list[Any]]]:
         """Relevance scores (on a subsample of ``table``) of every needed attribute not in ``known``.
 
         An attribute with fewer than two distinct values among the sampled records cannot be scored: with
@@ -173,7 +173,7 @@ class RandomSetMean(Anonymizer):
         n = flat.shape[0]
         needs = [(p, name) for p, name, _ in self._needs() if name not in (known or {})]
         scores: dict[str, np.ndarray] = {}
-        missing: dict[str, list] = {}
+        missing: dict[str, list[Any]] = {}
         if not needs:
             return scores, missing
         labels = {name: (p, self._labels(table, name, p)) for p, name in needs}
@@ -210,10 +210,10 @@ class RandomSetMean(Anonymizer):
         """The selected-feature mask X_I from the relevance scores."""
         return engine.select_features(
             d, scores.get(self.attribute), self.retention,
-            [(scores.get(q), r) for q, r in zip(self.additional_attributes, self.additional_retention)],
+            [(scores.get(q), r) for q, r in zip(self.additional_attributes, self.additional_retention, strict=True)],
             (scores.get(self.sensitive_attribute), self.sensitive_exclusion) if self.sensitive_attribute else None)
 
-    def _select(self, table: Any, flat: np.ndarray) -> tuple[np.ndarray, dict]:
+    def _select(self, table: Any, flat: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Relevance scores (on a subsample) and the selected-feature mask for ``table``."""
         scores, _ = self._relevance(table, flat, where="the table being transformed")
         return self._mask(flat.shape[1], scores), scores

@@ -27,21 +27,21 @@ with bioanon-voice). The fitted space checks that later tables give vectors of t
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol, cast
 
 import attrs
 import numpy as np
 
 from ..errors import ParameterError, TableError, require_fitted
-from ..methods import (CentroidRecognizer, Recognizer, ScoreMatrix, class_sums, feature_matrix, fitted, labels_of,
-                       n_components_ok, param, table_comparator)
+from ..methods import (CentroidRecognizer, Comparator, Recognizer, ScoreMatrix, class_sums, feature_matrix, fitted,
+                       labels_of, n_components_ok, param, table_comparator)
 
 DECLARED_COMPARATOR_HELP = ("compare templates with the comparator their protection declares, when the reference "
                             "templates (training database or gallery) come from one (the black-box attacker; "
                             "bioanon.methods.Comparator); false: always this method's own comparison")
 
 
-def declared_comparator(method, table):
+def declared_comparator(method: Any, table: Any) -> Comparator | None:
     """The :class:`~bioanon.methods.Comparator` the templates of ``table`` (the reference side: an attacker
     database or a gallery) declare, when ``method.declared_comparator`` is on; else None."""
     return table_comparator(table) if getattr(method, "declared_comparator", False) else None
@@ -61,6 +61,15 @@ def class_top_mean(s: np.ndarray, codes: np.ndarray, n_classes: int, k: int | No
     return out
 
 
+class _ComparatorHost(Protocol):
+    """What :class:`UsesDeclaredComparator` needs of the class it is mixed into."""
+
+    comparator_: Comparator | None
+    classes_: Any
+
+    def _x(self, table: Any) -> np.ndarray: ...
+
+
 class UsesDeclaredComparator:
     """For methods that compare templates: when the reference templates (a gallery, an attacker database) come
     from a protection that declares a comparator, use it (the black-box attacker; ``declared_comparator``
@@ -72,7 +81,8 @@ class UsesDeclaredComparator:
         c = getattr(self, "comparator_", None)
         return c.name if c is not None else ""
 
-    def _comparator_enrolment(self, gallery: Any, label: str) -> tuple[np.ndarray, tuple] | None:
+    def _comparator_enrolment(self: _ComparatorHost, gallery: Any,
+                              label: str) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]] | None:
         """Sets ``comparator_`` from ``gallery``; with one, the classes and the enrolled ``(templates, class
         codes)`` kept as they are (standardization, PCA or mean templates are meaningless when, e.g., blocks are
         shuffled per template); None without one."""
@@ -82,15 +92,16 @@ class UsesDeclaredComparator:
         classes, codes = np.unique(labels_of(gallery, label), return_inverse=True)
         return classes, (self._x(gallery), codes)
 
-    def _comparator_scores(self, enrolled: tuple, probes: Any, k: int | None) -> ScoreMatrix:
+    def _comparator_scores(self: _ComparatorHost, enrolled: tuple[np.ndarray, np.ndarray], probes: Any,
+                           k: int | None) -> ScoreMatrix:
         """Per class, the mean of the probe's ``k`` highest comparator similarities to its enrolled templates
         (``k = None``: all of them)."""
         x, codes = enrolled
-        s = self.comparator_(self._x(probes), x)
+        s = cast(Comparator, self.comparator_)(self._x(probes), x)  # set by _comparator_enrolment
         return ScoreMatrix(class_top_mean(s, codes, len(self.classes_), k), self.classes_, probes.sample_ids)
 
 
-def _check_dim(method, x: np.ndarray, fitted_dim: int) -> None:
+def _check_dim(method: Any, x: np.ndarray, fitted_dim: int) -> None:
     """TableError when samples have another number of values than the data the method was fitted on."""
     if x.shape[1] != fitted_dim:
         raise TableError(f"{method.id}: samples have {x.shape[1]} values each, but the recognizer was fitted on "
@@ -100,7 +111,8 @@ def _check_dim(method, x: np.ndarray, fitted_dim: int) -> None:
 
 def _l2_normalize(x: np.ndarray) -> np.ndarray:
     n = np.linalg.norm(x, axis=1, keepdims=True)
-    return x / np.maximum(n, 1e-12)
+    out: np.ndarray = x / np.maximum(n, 1e-12)
+    return out
 
 
 @attrs.define(kw_only=True)
@@ -119,17 +131,17 @@ class CosineNearestCentroid(UsesDeclaredComparator, CentroidRecognizer):
     declared_comparator: bool = param(True, help=DECLARED_COMPARATOR_HELP)
 
     mean_: np.ndarray | None = fitted()
-    comparator_: object = fitted()
-    gallery_: tuple | None = fitted()
+    comparator_: Comparator | None = fitted()
+    gallery_: tuple[np.ndarray, np.ndarray] | None = fitted()
 
-    def _x(self, table) -> np.ndarray:
+    def _x(self, table: Any) -> np.ndarray:
         return feature_matrix(table, self.payload or None, candidates=self.payloads, who=self.id)
 
-    def fit(self, train, label: str = "subject"):
+    def fit(self, train: Any, label: str = "subject") -> CosineNearestCentroid:
         self.mean_ = self._x(train).mean(axis=0) if self.center else None
         return self
 
-    def embed(self, table) -> np.ndarray:
+    def embed(self, table: Any) -> np.ndarray:
         x = self._x(table)
         if self.center and self.mean_ is not None:
             _check_dim(self, x, self.mean_.size)
@@ -140,7 +152,7 @@ class CosineNearestCentroid(UsesDeclaredComparator, CentroidRecognizer):
     def is_fitted(self) -> bool:
         return not self.center or self.mean_ is not None
 
-    def enroll(self, gallery, label: str = "subject"):
+    def enroll(self, gallery: Any, label: str = "subject") -> CentroidRecognizer:
         """Class templates as in :class:`CentroidRecognizer`; when the gallery's templates declare a comparator
         (a protection such as ``any.pe_miu``), the enrolled templates are kept as they are instead and a class
         scores the mean comparator similarity of the probe to its templates (a mean template is meaningless
@@ -152,10 +164,10 @@ class CosineNearestCentroid(UsesDeclaredComparator, CentroidRecognizer):
         self.classes_, self.gallery_ = enrolled
         return self
 
-    def score(self, probes) -> ScoreMatrix:
+    def score(self, probes: Any) -> ScoreMatrix:
         if self.comparator_ is None:
             return super().score(probes)
-        return self._comparator_scores(self.gallery_, probes, None)
+        return self._comparator_scores(cast(tuple[np.ndarray, np.ndarray], self.gallery_), probes, None)
 
 
 
@@ -183,7 +195,7 @@ class FeatureSpace:
         for a in (self.mean, self.scale, self.projection, self.scaled_projection):
             a.setflags(write=False)
 
-    def __deepcopy__(self, memo: dict) -> "FeatureSpace":
+    def __deepcopy__(self, memo: dict[int, Any]) -> "FeatureSpace":
         """Itself: a space is immutable (read-only arrays), so the copies of a fitted recognizer handed out by
         :data:`bioanon.fit_memo.FITTED` share it instead of copying its (D, K) projections."""
         return self
@@ -233,7 +245,8 @@ class FeatureSpace:
     def transform(self, x: np.ndarray) -> np.ndarray:
         """``((x - mean) / scale) @ projection``, computed as ``(x - mean) @ (projection / scale)``: one
         temporary instead of two (centring first keeps float32 precise when the mean dwarfs the spread)."""
-        return (x - self.mean) @ self.scaled_projection
+        z: np.ndarray = (x - self.mean) @ self.scaled_projection
+        return z
 
 
 def _gram_svd(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -266,7 +279,7 @@ def _two_columns(d: np.ndarray) -> np.ndarray:
 # ------------------------------------------------------------------------------------- SEBA-style classifier options
 
 
-def _cv_folds_ok(value) -> bool:
+def _cv_folds_ok(value: Any) -> bool:
     return isinstance(value, int) and not isinstance(value, bool) and (value == 0 or value >= 2)
 
 
@@ -277,7 +290,7 @@ _SCORES_HELP = {
 }
 
 
-def scores_param(default: str = "decision") -> object:
+def scores_param(default: str = "decision") -> Any:
     """The ``scores`` parameter of a classifier with ``predict_proba``: ``"decision"`` | ``"proba"``; a
     classifier with probabilities only (random forest, k-NN vote shares) declares ``scores_param("proba")``,
     whose only allowed value is ``"proba"`` (so a config that asks every classifier for probabilities loads)."""
@@ -285,7 +298,7 @@ def scores_param(default: str = "decision") -> object:
     return param(default, help=_SCORES_HELP[default], choices=choices)
 
 
-def svc(z: np.ndarray, y: np.ndarray, *, proba: bool, seed: int, **params) -> object:
+def svc(z: np.ndarray, y: np.ndarray, *, proba: bool, seed: int, **params: Any) -> Any:
     """A fitted one-vs-rest ``SVC(**params)``; with ``proba`` Platt-scaled probabilities seeded with ``seed``
     (``SVC(probability=True)`` as SEBA, or scikit-learn's replacement ``CalibratedClassifierCV(SVC(),
     ensemble=False)`` where that parameter is gone, scikit-learn >= 1.11)."""
@@ -344,17 +357,18 @@ class ClassifierOptions:
 class FoldModels:
     """The estimators kept by cross-validation, each with the (sorted) class indices it was trained on."""
 
-    models: tuple[object, ...]
+    models: tuple[Any, ...]  # fitted scikit-learn estimators (untyped)
     classes: tuple[np.ndarray, ...]
     n_classes: int
     n_samples: int  # the samples cross-validated
 
 
-def cv_summary(recognizer) -> dict[str, float] | None:
+def cv_summary(recognizer: Any) -> dict[str, Any] | None:
     """Mean, (population) std, min and max of the per-fold balanced accuracies of a cross-validated recognizer
     (also one wrapped by a :class:`~bioanon.methods.FeatureRecognizer`), with the number of folds, classes and
     samples cross-validated and ``keep``; None without cross-validation."""
-    rec = recognizer if getattr(recognizer, "cv_scores_", None) is not None else getattr(recognizer, "inner_", None)
+    rec: Any = (recognizer if getattr(recognizer, "cv_scores_", None) is not None
+                else getattr(recognizer, "inner_", None))
     cv = getattr(rec, "cv_scores_", None)
     model = getattr(rec, "model_", None)
     if cv is None or not isinstance(model, FoldModels):
@@ -387,24 +401,25 @@ class _SpaceRecognizer(Recognizer, ClassifierOptions):
 
     space_: FeatureSpace | None = fitted()
     classes_: np.ndarray | None = fitted()
-    model_: object = fitted()
+    model_: Any = fitted()  # a fitted scikit-learn estimator (untyped), FoldModels, or a subclass's own model
     cv_scores_: np.ndarray | None = fitted()  # per-fold balanced accuracies of the last cross-validated training
 
-    def _x(self, table) -> np.ndarray:
+    def _x(self, table: Any) -> np.ndarray:
         return feature_matrix(table, self.payload or None, candidates=self.payloads, who=self.id)
 
-    def fit(self, train, label: str = "subject"):
+    def fit(self, train: Any, label: str = "subject") -> _SpaceRecognizer:
         self.space_ = FeatureSpace.pca(self._x(train), self.n_components, standardize=self.standardize,
                                        seed=getattr(self, "seed", 0))
         return self
 
-    def embed(self, table) -> np.ndarray:
+    def embed(self, table: Any) -> np.ndarray:
         require_fitted(self, "space_", call="fit() or enroll()", before="embed()")
+        space = cast(FeatureSpace, self.space_)
         x = self._x(table)
-        _check_dim(self, x, self.space_.mean.size)
-        return self.space_.transform(x)
+        _check_dim(self, x, space.mean.size)
+        return space.transform(x)
 
-    def enroll(self, gallery, label: str = "subject"):
+    def enroll(self, gallery: Any, label: str = "subject") -> _SpaceRecognizer:
         if self.space_ is None:
             self.fit(gallery, label)
         classes, y = np.unique(labels_of(gallery, label), return_inverse=True)
@@ -412,19 +427,20 @@ class _SpaceRecognizer(Recognizer, ClassifierOptions):
         self.model_ = self._fit_model(self.embed(gallery), y, len(classes))
         return self
 
-    def score(self, probes) -> ScoreMatrix:
+    def score(self, probes: Any) -> ScoreMatrix:
         require_fitted(self, "classes_", call="enroll()", before="score()")
         z = self.embed(probes)
         s = self._scores(z) if self.model_ is not None else np.zeros((len(z), 1))
-        return ScoreMatrix(np.asarray(s, dtype=np.float64), self.classes_, probes.sample_ids)
+        return ScoreMatrix(np.asarray(s, dtype=np.float64), cast(np.ndarray, self.classes_), probes.sample_ids)
 
-    def _train(self, z: np.ndarray, y: np.ndarray) -> object:
+    def _train(self, z: np.ndarray, y: np.ndarray) -> Any:
         raise NotImplementedError
 
-    def _model_scores(self, model: object, z: np.ndarray) -> np.ndarray:
+    def _model_scores(self, model: Any, z: np.ndarray) -> np.ndarray:
         """Scores (probes × the classes ``model`` was trained on) of one trained model."""
         if getattr(self, "scores", "decision") == "proba":
-            return model.predict_proba(z)
+            proba: np.ndarray = model.predict_proba(z)
+            return proba
         return _two_columns(model.decision_function(z))
 
     def _scores(self, z: np.ndarray) -> np.ndarray:
@@ -435,10 +451,12 @@ class _SpaceRecognizer(Recognizer, ClassifierOptions):
             return self._fold_scores(f.models[0], f.classes[0], f.n_classes, z)
         # keep = all: each class's score is the mean over the fold estimators trained on it (a class with a
         # single sample is missing from one fold's training part)
-        s = np.stack([self._fold_scores(m, c, f.n_classes, z, missing=np.nan) for m, c in zip(f.models, f.classes)])
-        return np.nanmean(s, axis=0)
+        s = np.stack([self._fold_scores(m, c, f.n_classes, z, missing=np.nan)
+                      for m, c in zip(f.models, f.classes, strict=True)])
+        mean: np.ndarray = np.nanmean(s, axis=0)
+        return mean
 
-    def _fold_scores(self, model: object, classes: np.ndarray, n_classes: int, z: np.ndarray, *,
+    def _fold_scores(self, model: Any, classes: np.ndarray, n_classes: int, z: np.ndarray, *,
                      missing: float | None = None) -> np.ndarray:
         """A fold estimator's scores in all ``n_classes`` columns; a class it was not trained on gets
         ``missing``, or (None) each row's minimum minus one (never the prediction)."""
@@ -450,7 +468,7 @@ class _SpaceRecognizer(Recognizer, ClassifierOptions):
         out[:, classes] = s
         return out
 
-    def _fit_model(self, z: np.ndarray, y: np.ndarray, n_classes: int) -> object:
+    def _fit_model(self, z: np.ndarray, y: np.ndarray, n_classes: int) -> Any:
         """The classifier of ``n_classes`` classes (``y`` in 0..n_classes-1): ``_train(z, y)``, or with
         ``cv_folds`` the cross-validated :class:`FoldModels` (``cv_scores_`` set); None for a single class."""
         self.cv_scores_ = None
@@ -472,7 +490,9 @@ class _SpaceRecognizer(Recognizer, ClassifierOptions):
         with warnings.catch_warnings():  # "the least populated class has only n members": documented above
             warnings.simplefilter("ignore", UserWarning)
             folds = list(StratifiedKFold(n_splits=k).split(z, y))
-        models, present, accuracy = [], [], []
+        models: list[Any] = []
+        present: list[np.ndarray] = []
+        accuracy: list[float] = []
         for i, (tr, te) in enumerate(folds):
             classes, yi = np.unique(y[tr], return_inverse=True)
             if len(classes) < 2:
@@ -507,7 +527,7 @@ class PcaSvm(_SpaceRecognizer):
     seed: int = param(0, help="random seed (randomized PCA on very large data; Platt scaling with scores = proba)")
     scores: str = scores_param()
 
-    def _train(self, z, y):
+    def _train(self, z: np.ndarray, y: np.ndarray) -> Any:
         return svc(z, y, proba=self.scores == "proba", seed=self.seed, kernel=self.kernel, C=self.c)
 
 
@@ -526,7 +546,7 @@ class RandomForest(_SpaceRecognizer):
     n_jobs: int = param(1, help="parallel jobs (-1 = all cores)", affects_output=False)
     scores: str = scores_param("proba")
 
-    def _train(self, z, y):
+    def _train(self, z: np.ndarray, y: np.ndarray) -> Any:
         from sklearn.ensemble import RandomForestClassifier
 
         mf = None if self.max_features == "all" else self.max_features
@@ -548,7 +568,7 @@ class LogisticRegression(_SpaceRecognizer):
     max_iter: int = param(2000, help="maximum solver iterations", low=1)
     scores: str = scores_param()
 
-    def _train(self, z, y):
+    def _train(self, z: np.ndarray, y: np.ndarray) -> Any:
         from sklearn.linear_model import LogisticRegression as LR
 
         return LR(C=self.c, max_iter=self.max_iter).fit(z, y)
@@ -569,9 +589,9 @@ class NearestNeighbors(UsesDeclaredComparator, _SpaceRecognizer):
     metric: str = param("euclidean", help="distance", choices=("euclidean", "cosine"))
     declared_comparator: bool = param(True, help=DECLARED_COMPARATOR_HELP)
 
-    comparator_: object = fitted()
+    comparator_: Comparator | None = fitted()
 
-    def enroll(self, gallery, label: str = "subject"):
+    def enroll(self, gallery: Any, label: str = "subject") -> _SpaceRecognizer:
         """As :class:`_SpaceRecognizer`; when the gallery's templates declare a comparator (a protection such as
         ``any.pe_miu``), the raw gallery templates are kept and a class scores the mean of the probe's ``k``
         highest comparator similarities to its templates (no standardization or PCA: they are meaningless
@@ -582,21 +602,21 @@ class NearestNeighbors(UsesDeclaredComparator, _SpaceRecognizer):
         self.classes_, self.model_ = enrolled
         return self
 
-    def score(self, probes) -> ScoreMatrix:
+    def score(self, probes: Any) -> ScoreMatrix:
         if self.comparator_ is None:
             return super().score(probes)
         require_fitted(self, "classes_", call="enroll()", before="score()")
         return self._comparator_scores(self.model_, probes, self.k)
 
-    def _prep(self, z):
+    def _prep(self, z: np.ndarray) -> np.ndarray:
         return _l2_normalize(z) if self.metric == "cosine" else z
 
-    def _train(self, z, y):
+    def _train(self, z: np.ndarray, y: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         order = np.argsort(y, kind="stable")
         starts = np.flatnonzero(np.r_[True, np.diff(y[order]) != 0])
         return self._prep(z[order]), starts
 
-    def _model_scores(self, model, z):
+    def _model_scores(self, model: tuple[np.ndarray, np.ndarray], z: np.ndarray) -> np.ndarray:
         g, starts = model
         q = self._prep(z)
         d = q @ g.T  # one (probes, gallery) matrix, then in-place passes
@@ -614,7 +634,7 @@ class NearestNeighbors(UsesDeclaredComparator, _SpaceRecognizer):
             return -np.minimum.reduceat(d, starts, axis=1)
         ends = np.r_[starts[1:], d.shape[1]]
         out = np.empty((len(d), len(starts)))
-        for c, (a, b) in enumerate(zip(starts, ends)):  # loop over classes, vectorized over probes
+        for c, (a, b) in enumerate(zip(starts, ends, strict=True)):  # loop over classes, vectorized over probes
             kk = min(self.k, b - a)
             out[:, c] = np.partition(d[:, a:b], kk - 1, axis=1)[:, :kk].mean(axis=1)
         return -out
@@ -639,7 +659,7 @@ class LdaCosine(_SpaceRecognizer):
     shrinkage: float = param(0.05, help="shrink the within-class scatter towards a scaled identity", low=0.0,
                              high=1.0)
 
-    def fit(self, train, label: str = "subject"):
+    def fit(self, train: Any, label: str = "subject") -> LdaCosine:
         x = self._x(train)
         classes, y = np.unique(labels_of(train, label), return_inverse=True)
         n_classes = len(classes)
@@ -667,17 +687,16 @@ class LdaCosine(_SpaceRecognizer):
         self.space_ = space.then(vecs[:, ::-1][:, :k])
         return self
 
-    def embed(self, table) -> np.ndarray:
+    def embed(self, table: Any) -> np.ndarray:
         z = super().embed(table)
         return _l2_normalize(z) if z.shape[1] > 1 else z
 
-    def _train(self, z, y):
+    def _train(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
         sums = class_sums(z, y, int(y.max()) + 1)
         means = sums / np.bincount(y)[:, None]
         return (_l2_normalize(means) if z.shape[1] > 1 else means).astype(np.float32)
 
-    def _model_scores(self, model, z):
+    def _model_scores(self, model: np.ndarray, z: np.ndarray) -> np.ndarray:
         t = model
-        if z.shape[1] > 1:
-            return z @ t.T
-        return -np.abs(z - t.T)
+        s: np.ndarray = z @ t.T if z.shape[1] > 1 else -np.abs(z - t.T)
+        return s

@@ -3,11 +3,14 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
 from ..methods import DatasetSource, param
+
+if TYPE_CHECKING:
+    from ..table import SampleTable
 
 
 @attrs.define(kw_only=True)
@@ -21,7 +24,7 @@ class SavedTable(DatasetSource):
     import_code: ClassVar[tuple[str, ...]] = ("bioanon.export",)  # part of the import's cache key
     needs_path: ClassVar[bool] = True
 
-    def load(self, path: Any = None):
+    def load(self, path: Any = None) -> SampleTable:
         from ..export import read_table
 
         return read_table(path)
@@ -56,7 +59,7 @@ class HfDataset(DatasetSource):
         (), help="attribute columns, 'column' or 'column:name' (empty = every other scalar column)")
     sample_rate: float = param(0.0, help="sample rate of audio stored as float lists (0 = from the data)", low=0.0)
 
-    def load(self, path: Any = None):
+    def load(self, path: Any = None) -> SampleTable:
         from ..table import SampleTable
 
         return SampleTable.from_hf(path, split=self.split or None, subject=self.subject_column or None,

@@ -34,12 +34,14 @@ _BLOCK_ELEMENTS = 1 << 22  # probe × reference × block × block similarities c
 
 
 def _l2(x: np.ndarray) -> np.ndarray:
-    return x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    out: np.ndarray = x / np.maximum(np.linalg.norm(x, axis=1, keepdims=True), 1e-12)
+    return out
 
 
 def cosine_scores(probes: np.ndarray, references: np.ndarray) -> np.ndarray:
     """``(P, R)`` cosine similarities."""
-    return (_l2(np.asarray(probes, np.float64)) @ _l2(np.asarray(references, np.float64)).T)
+    s: np.ndarray = _l2(np.asarray(probes, np.float64)) @ _l2(np.asarray(references, np.float64)).T
+    return s
 
 
 def _splitmix64(x: np.ndarray) -> np.ndarray:
@@ -47,7 +49,8 @@ def _splitmix64(x: np.ndarray) -> np.ndarray:
     x = x + np.uint64(0x9E3779B97F4A7C15)
     x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
     x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
+    hashed: np.ndarray = x ^ (x >> np.uint64(31))
+    return hashed
 
 
 def _sample_keys(sample_ids: np.ndarray, seed: int) -> np.ndarray:
@@ -114,7 +117,7 @@ def block_alignment_scores(probes: np.ndarray, references: np.ndarray, block_siz
     d = p.shape[1]
     nb = d // block_size
     cut = nb * block_size
-    out = p[:, cut:] @ r[:, cut:].T  # the trailing partial block (zero when D divides)
+    out: np.ndarray = p[:, cut:] @ r[:, cut:].T  # the trailing partial block (zero when D divides)
     if nb == 0:
         return out
     pb = p[:, :cut].reshape(len(p), nb, block_size)
@@ -160,7 +163,7 @@ class PeMiu(Anonymizer):
     seed: int = param(0, help="random seed of the per-template permutations")
     payload: str = param("", help="template payload column (default: features)")
 
-    def transform(self, table):
+    def transform(self, table: Any) -> Any:
         column = self.payload_column(table, self.payload or None)
         x = np.asarray(table.payload(column))
         flat = x.reshape(len(x), -1)
@@ -239,7 +242,7 @@ class Ive(Anonymizer):
     keep_: np.ndarray | None = fitted()
     dim_: int | None = fitted()
 
-    def fit(self, background):
+    def fit(self, background: Any) -> Ive:
         from sklearn.ensemble import RandomForestClassifier
 
         x, y, ok = attribute_fitting_data(self, background)
@@ -257,7 +260,7 @@ class Ive(Anonymizer):
         self.keep_, self.dim_ = np.sort(keep), d
         return self
 
-    def transform(self, table):
+    def transform(self, table: Any) -> Any:
         require_fitted(self, "keep_", call="fit()", before="transform()")
         column = self.payload_column(table, self.payload or None)
         x = feature_matrix(table, column, who=self.id)
@@ -315,7 +318,7 @@ class VerificationError(UtilityMeasure):
     payload: str = param("", help="template payload column (default: the first supported one present)")
     declared_comparator: bool = param(True, help="compare with the comparator the protection declares (else cosine)")
 
-    def measure(self, original, anonymized) -> np.ndarray:
+    def measure(self, original: Any, anonymized: Any) -> np.ndarray:
         cmp = None if self.declared_comparator else Comparator("cosine", cosine_scores)
         s, _ = _pair_scores(anonymized, cmp, self.payload or None, None, self.id)
         subjects = np.asarray(anonymized.subjects)
@@ -335,5 +338,5 @@ class VerificationError(UtilityMeasure):
             fm = ((s >= thr) & other).sum(1) / np.maximum(other.sum(1), 1)
         return np.where(same.any(1), 0.5 * (fn + fm), np.nan)
 
-    def floor(self, table) -> float:
+    def floor(self, table: Any) -> float:
         return 0.5

@@ -8,7 +8,7 @@ the original's row order.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
@@ -18,7 +18,7 @@ from ..methods import UtilityMeasure, feature_matrix, fitted, param
 from ..payloads import flatten_payload
 
 
-def align(original, anonymized):
+def align(original: Any, anonymized: Any) -> Any:
     """``anonymized`` with its rows reordered to match ``original`` by sample id.
 
     Raises
@@ -43,7 +43,8 @@ def align(original, anonymized):
 def _valid(v: np.ndarray) -> np.ndarray:
     """True where an attribute value is not null (None/NaN)."""
     if v.dtype.kind == "f":
-        return ~np.isnan(v)
+        known: np.ndarray = ~np.isnan(v)
+        return known
     if v.dtype.kind == "O":
         return np.fromiter((x is not None and x == x for x in v), bool, count=len(v))
     return np.ones(len(v), bool)
@@ -59,13 +60,13 @@ class _Paired(UtilityMeasure):
 
     payload: str = param("", help="payload column (default: the first supported one present)")
 
-    def measure(self, original, anonymized) -> np.ndarray:
+    def measure(self, original: Any, anonymized: Any) -> np.ndarray:
         anonymized = align(original, anonymized)
         col = self.payload_column(original, self.payload or None)
         x, y = original.payload(col), anonymized.payload(col)
         if isinstance(x, list):
             return np.array([self._compare(a[None, : min(len(a), len(b))], b[None, : min(len(a), len(b))])[0]
-                             for a, b in zip(x, y)], dtype=np.float64)
+                             for a, b in zip(x, y, strict=True)], dtype=np.float64)
         return self._compare(flatten_payload(x), flatten_payload(y))
 
     def _compare(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -80,7 +81,7 @@ class CosineSimilarity(_Paired):
 
     id: ClassVar[str] = "any.cosine_similarity"
 
-    def _compare(self, x, y):
+    def _compare(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         x, y = x.astype(np.float64), y.astype(np.float64)
         nx, ny = np.linalg.norm(x, axis=1), np.linalg.norm(y, axis=1)
         den = nx * ny
@@ -99,7 +100,7 @@ class Snr(_Paired):
 
     max_db: float = param(100.0, help="cap of the SNR in dB (identical samples)", low=0.0, low_inclusive=False)
 
-    def _compare(self, x, y):
+    def _compare(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         x, y = x.astype(np.float64), y.astype(np.float64)
         sig, noise = np.square(x).sum(axis=1), np.square(x - y).sum(axis=1)
         with np.errstate(divide="ignore", invalid="ignore"):
@@ -122,7 +123,7 @@ class AttributeAccuracy(UtilityMeasure):
     id: ClassVar[str] = "any.attribute_accuracy"
     payloads: ClassVar[tuple[str, ...]] = ("features", "imu", "pose", "image")
     paired: ClassVar[bool] = False
-    example_params: ClassVar[dict] = {"attribute": "group"}
+    example_params: ClassVar[dict[str, Any]] = {"attribute": "group"}
 
     attribute: str = param("", help="attribute to predict (required: one of the table's attributes)")
     classifier: str = param("random_forest", help="the attribute classifier", choices=_CLASSIFIERS)
@@ -130,18 +131,19 @@ class AttributeAccuracy(UtilityMeasure):
     seed: int = param(0, help="random seed (random forest)")
     n_jobs: int = param(1, help="parallel jobs of the random forest (-1 = all cores)", affects_output=False)
 
-    model_: object = fitted()
+    model_: Any = fitted()  # a fitted scikit-learn pipeline (untyped)
 
-    def _labels(self, table) -> np.ndarray:
+    def _labels(self, table: Any) -> np.ndarray:
         if not self.attribute:
             raise TableError(f"{self.id}: set the parameter 'attribute' to one of the table's attributes: "
                              f"{table.attribute_names}")
-        return table.attribute(self.attribute)
+        labels: np.ndarray = table.attribute(self.attribute)
+        return labels
 
-    def _x(self, table) -> np.ndarray:
+    def _x(self, table: Any) -> np.ndarray:
         return feature_matrix(table, self.payload or None, candidates=self.payloads, who=self.id)
 
-    def fit(self, clear):
+    def fit(self, clear: Any) -> AttributeAccuracy:
         from sklearn.ensemble import RandomForestClassifier
         from sklearn.linear_model import LogisticRegression
         from sklearn.neighbors import KNeighborsClassifier
@@ -161,7 +163,7 @@ class AttributeAccuracy(UtilityMeasure):
         self.model_ = make_pipeline(StandardScaler(), clf).fit(self._x(clear)[ok], y[ok])
         return self
 
-    def measure(self, original, anonymized) -> np.ndarray:
+    def measure(self, original: Any, anonymized: Any) -> np.ndarray:
         require_fitted(self, "model_", call="fit(clear)", before="measure()")
         anonymized = align(original, anonymized)
         true = self._labels(original)
@@ -174,7 +176,7 @@ class AttributeAccuracy(UtilityMeasure):
         pred = self.model_.predict(x)
         return np.where(_valid(true), (pred == true).astype(np.float64), np.nan)
 
-    def floor(self, table) -> float:
+    def floor(self, table: Any) -> float:
         from ..metrics import majority_chance
 
         y = self._labels(table)

@@ -18,7 +18,7 @@ import attrs
 from ..fileio import output_problem
 
 
-def reads_payload(cls: Any, payload_names: list[str], viewed: set[str] = frozenset()) -> bool:
+def reads_payload(cls: Any, payload_names: list[str], viewed: set[str] | frozenset[str] = frozenset()) -> bool:
     """Whether method class ``cls`` reads one of the table's payloads (``*`` or no declaration: any). A
     trait-agnostic method of flattened payloads also reads the payloads in ``viewed``: those a plugin gives a
     feature view (``register_payload_features``, e.g. ``audio``)."""
@@ -162,7 +162,7 @@ def raise_problems(problems: list[str], header: str) -> None:
         _raise(problems, f"{header} ({n} problem{'s' if n > 1 else ''})")
 
 
-def validate(config: Any, *, out_dir: str | os.PathLike | None = None, data: Any = None,
+def validate(config: Any, *, out_dir: str | os.PathLike[str] | None = None, data: Any = None,
              load_data: bool = False) -> Any:
     """Check a config before running it; return the validated :class:`~bioanon.evaluation.config.EvalConfig`.
 

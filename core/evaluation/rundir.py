@@ -41,7 +41,7 @@ def _now() -> str:
 def _owner_alive(lock: Path) -> dict[str, Any] | None:
     """The lock's owner if it is (or may be) alive; None when the lock is stale or unreadable."""
     try:
-        owner = json.loads(lock.read_text(encoding="utf-8"))
+        owner: dict[str, Any] = json.loads(lock.read_text(encoding="utf-8"))
         pid, host = int(owner["pid"]), str(owner["host"])
     except (OSError, ValueError, KeyError, TypeError):
         return None  # half-written or foreign: treated as stale
@@ -63,7 +63,7 @@ class RunFolder:
         self.path, self.started = path, started
 
     @classmethod
-    def open(cls, out_dir: str | os.PathLike, run_id: str | None, default_id: str) -> RunFolder:
+    def open(cls, out_dir: str | os.PathLike[str], run_id: str | None, default_id: str) -> RunFolder:
         """Create (or take over) the run folder and mark it running. Raises BioanonError naming the folder when
         it cannot be created or written, or when a live run owns the explicitly named folder."""
         root = Path(out_dir)
@@ -123,9 +123,10 @@ class RunFolder:
             (self.path / LOCK_FILE).unlink(missing_ok=True)
 
 
-def read_status(run_dir: str | os.PathLike) -> dict[str, Any] | None:
+def read_status(run_dir: str | os.PathLike[str]) -> dict[str, Any] | None:
     """A run folder's status marker (None for folders written before markers existed)."""
     try:
-        return json.loads((Path(run_dir) / STATUS_FILE).read_text(encoding="utf-8"))
+        status: dict[str, Any] = json.loads((Path(run_dir) / STATUS_FILE).read_text(encoding="utf-8"))
+        return status
     except (OSError, ValueError):
         return None

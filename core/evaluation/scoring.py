@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -88,7 +89,7 @@ def score_metrics(
     if np.all(S >= 0) and np.allclose(S.sum(axis=1), 1.0, atol=1e-6):
         add("kl_uniform", M.kl_from_uniform(S), chance=0.0, note="")
     if c1 < 1:
-        cna = lambda a: (a - c1) / (1 - c1)  # noqa: E731 - monotone map of the top-1 CI
+        cna: Callable[[float], float] = lambda a: (a - c1) / (1 - c1)  # noqa: E731 - monotone map of the top-1 CI
         add("cna1", cna(hits1.mean()), cna(lo), cna(hi), 0.0)
     else:
         add("cna1", math.nan, chance=0.0,

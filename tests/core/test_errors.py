@@ -33,7 +33,7 @@ ALLOWED: dict[tuple[str, str, str], str] = {
         "a plugin author's mutable default in a class definition, raised at import of the plugin",
     ("core/methods.py", "Comparator.__call__", "ValueError"):
         "a comparator function returned a matrix of the wrong shape: a bug in the method that declares it",
-    ("core/cache.py", "_json_default", "TypeError"):
+    ("core/cache/store.py", "_json_default", "TypeError"):
         "json.dumps' default= hook must raise TypeError for values it cannot convert (callers catch TypeError)",
 }
 

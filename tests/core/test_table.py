@@ -10,6 +10,7 @@ import pyarrow as pa
 import pytest
 
 import bioanon.table as table_mod
+import bioanon.table_io as table_io
 from bioanon.errors import TableError
 from bioanon.table import SampleTable
 
@@ -379,7 +380,7 @@ def test_save_is_atomic(tmp_path, monkeypatch):
         sink.write(b"half-written garbage")
         raise RuntimeError("disk on fire")
 
-    monkeypatch.setattr(table_mod, "_write_ipc", broken_write)
+    monkeypatch.setattr(table_io, "_write_ipc", broken_write)  # looked up there by SampleTable.save
     with pytest.raises(RuntimeError, match="disk on fire"):
         make_table().take([0]).save(path)
     assert path.read_bytes() == old_bytes

@@ -1,0 +1,183 @@
+"""The sample table's column layout, shared by :mod:`bioanon.table`, its I/O (:mod:`bioanon.table_io`), its
+transforms (:mod:`bioanon.table_transforms`) and :mod:`bioanon.interop`: the reserved column names, the metadata
+key, the payload specs, and the builders of Arrow arrays for ids, strings and payloads.
+
+This module knows no :class:`~bioanon.table.SampleTable`, so every module above can import it one way.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, cast
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from bioanon.errors import TableError
+
+#: Schema metadata key holding the JSON metadata dict.
+METADATA_KEY = b"bioanon"
+LOAD_WARNINGS = "load_warnings"
+"""Table metadata key: problems a data source found while loading, as sentences (e.g. images without a face);
+an evaluation lists them first among its warnings."""
+SAMPLE_ID = "sample_id"
+SUBJECT = "subject"
+ATTR_PREFIX = "attr."
+#: Optional per-sample sample-rate column (for variable-length audio payloads).
+SAMPLE_RATE = "sample_rate"
+
+#: Expected layout of the well-known payload columns, checked by :meth:`SampleTable.validate`.
+#: ``name -> (kind, numpy dtype, per-sample shape)``; kind is ``"tensor"`` (fixed_shape_tensor) or ``"list"``
+#: (list<float>); ``None`` in a shape is a wildcard. Plugins may add entries for their own payloads.
+PAYLOAD_SPECS: dict[str, tuple[str, np.dtype, tuple[int | None, ...]]] = {
+    "image": ("tensor", np.dtype(np.uint8), (None, None, None)),
+    "pose": ("tensor", np.dtype(np.float32), (None, None, 3)),
+    "imu": ("tensor", np.dtype(np.float32), (None, None)),
+    "features": ("tensor", np.dtype(np.float32), (None,)),
+    "audio": ("list", np.dtype(np.float32), (None,)),
+}
+
+_RESERVED = (SAMPLE_ID, SUBJECT, SAMPLE_RATE)
+_SHOW = 5  # how many offending ids an error message names
+_BLOCK_ELEMS = 1 << 22  # elements per block in the finiteness check
+_TOL = 1e-9
+
+
+# --------------------------------------------------------------------------------------------------------------
+# helpers
+# --------------------------------------------------------------------------------------------------------------
+def _is_tensor_type(t: pa.DataType) -> bool:
+    return isinstance(t, pa.FixedShapeTensorType)
+
+
+def _is_list_float_type(t: pa.DataType) -> bool:
+    return bool((pa.types.is_list(t) or pa.types.is_large_list(t)) and pa.types.is_floating(t.value_type))
+
+
+def _is_payload_field(field: pa.Field) -> bool:
+    name = field.name
+    if name in _RESERVED or name.startswith(ATTR_PREFIX):
+        return False
+    return _is_tensor_type(field.type) or _is_list_float_type(field.type)
+
+
+def _is_string_type(t: pa.DataType) -> bool:
+    return bool(pa.types.is_string(t) or pa.types.is_large_string(t))
+
+
+def _attr_col(name: str) -> str:
+    return name if name.startswith(ATTR_PREFIX) else ATTR_PREFIX + name
+
+
+def _fmt_list(items: Sequence[Any], total: int | None = None) -> str:
+    items = list(items)
+    total = len(items) if total is None else total
+    shown = ", ".join(repr(x) for x in items[:_SHOW])
+    return f"[{shown}{', ...' if total > _SHOW else ''}]"
+
+
+def _np_dtype(t: pa.DataType) -> np.dtype:
+    return cast("np.dtype[Any]", np.dtype(t.to_pandas_dtype()))
+
+
+def _type_desc(t: pa.DataType) -> str:
+    if _is_tensor_type(t):
+        return f"fixed_shape_tensor<{_np_dtype(t.value_type)}>{list(t.shape)}"
+    if _is_list_float_type(t):
+        return f"list<{_np_dtype(t.value_type)}>"
+    return str(t)
+
+
+def _shape_matches(actual: Sequence[int | None], expected: Sequence[int | None]) -> bool:
+    return len(actual) == len(expected) and all(e is None or a == e for a, e in zip(actual, expected, strict=True))
+
+
+def _dump_meta(meta: dict[str, Any]) -> bytes:
+    try:
+        return json.dumps(meta, sort_keys=True, separators=(",", ":"), allow_nan=False).encode()
+    except (TypeError, ValueError) as e:
+        raise TableError(f"metadata must be JSON-serializable (no NaN/inf): {e}") from None
+
+
+def _as_string_array(values: Any, what: str) -> pa.Array:
+    """Strings (or integers, which are formatted) as a pa.string() array; None stays null."""
+    if isinstance(values, (pa.Array, pa.ChunkedArray)):
+        if isinstance(values, pa.ChunkedArray):
+            values = values.combine_chunks()
+        if _is_string_type(values.type) or pa.types.is_integer(values.type):
+            return pc.cast(values, pa.string())
+        raise TableError(f"{what} must be strings, got Arrow type {values.type}")
+    arr = np.asarray(values)
+    if arr.ndim != 1:
+        raise TableError(f"{what} must be one-dimensional, got shape {arr.shape}")
+    if arr.dtype.kind in "iu":
+        arr = arr.astype(str)
+    try:
+        if arr.dtype.kind == "O":
+            return pa.array(arr.tolist(), type=pa.string())
+        return pa.array(arr, type=pa.string())
+    except (pa.ArrowException, TypeError, ValueError) as e:
+        raise TableError(f"{what} must be strings: {e}") from None
+
+
+def _tensor_array(arr: np.ndarray, name: str) -> pa.Array:
+    """(N, *shape) ndarray -> fixed_shape_tensor extension array (zero-copy for C-contiguous numeric input)."""
+    if arr.ndim < 2:
+        raise TableError(
+            f"payload {name!r}: an ndarray payload must have shape (N, *sample_shape) with at least 2 dims, "
+            f"got shape {arr.shape}; give scalars as attributes and 1-D samples as shape (N, D)")
+    if arr.dtype.kind not in "biuf":
+        raise TableError(f"payload {name!r}: unsupported dtype {arr.dtype}")
+    arr = np.ascontiguousarray(arr)
+    shape = tuple(int(s) for s in arr.shape[1:])
+    size = int(np.prod(shape))
+    value_type = pa.from_numpy_dtype(arr.dtype)
+    storage = pa.FixedSizeListArray.from_arrays(pa.array(arr.reshape(-1), type=value_type), size)
+    return pa.ExtensionArray.from_storage(pa.fixed_shape_tensor(value_type, shape), storage)
+
+
+def _ragged_array(items: Sequence[Any], name: str, dtype: Any = np.float32) -> pa.Array:
+    """Sequence of 1-D arrays -> list<dtype> (float32 by default; large_list when over 2**31 - 1 values)."""
+    arrs = [np.asarray(a) for a in items]
+    for i, a in enumerate(arrs):
+        if a.ndim != 1 or a.dtype.kind not in "biuf":
+            raise TableError(
+                f"payload {name!r}: item {i} must be a 1-D numeric array for a variable-length payload, "
+                f"got shape {a.shape} dtype {a.dtype}")
+    lengths = np.fromiter((a.shape[0] for a in arrs), dtype=np.int64, count=len(arrs))
+    offsets = np.zeros(len(arrs) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    values = (np.concatenate(arrs) if arrs else np.empty(0)).astype(dtype, copy=False)
+    if offsets[-1] > np.iinfo(np.int32).max:
+        return pa.LargeListArray.from_arrays(pa.array(offsets), pa.array(values))
+    return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), pa.array(values))
+
+
+def _default_ids(n: int) -> pa.Array:
+    """The default sample ids of n rows: ``f"{i:0{width}d}"`` with ``width = len(str(n - 1))``."""
+    width = len(str(n - 1)) if n > 0 else 1
+    return pa.array(np.char.zfill(np.arange(n).astype(str), width) if n else [], type=pa.string())
+
+
+def _payload_to_arrow(name: str, value: Any) -> pa.Array | pa.ChunkedArray:
+    if isinstance(value, (pa.Array, pa.ChunkedArray)):
+        if not (_is_tensor_type(value.type) or _is_list_float_type(value.type)):
+            raise TableError(
+                f"payload {name!r}: Arrow type {value.type} is not a payload type "
+                f"(fixed_shape_tensor or list<float>)")
+        return value
+    if isinstance(value, np.ndarray) and value.dtype.kind != "O":
+        return _tensor_array(value, name)
+    if isinstance(value, (list, tuple, np.ndarray)):
+        items = list(value)
+        if items and all(np.ndim(a) > 1 for a in items):
+            shapes = {np.shape(a) for a in items}
+            if len(shapes) != 1:
+                raise TableError(f"payload {name!r}: items have different shapes {sorted(shapes)[:_SHOW]}; "
+                                 f"only 1-D items may have different lengths")
+            return _tensor_array(np.stack(items), name)
+        return _ragged_array(items, name)
+    raise TableError(f"payload {name!r}: expected an ndarray (N, *shape) or a list of 1-D arrays, "
+                     f"got {type(value).__name__}")

@@ -1,0 +1,213 @@
+"""Transforms of a :class:`~bioanon.table.SampleTable`: row selection (take, filter, subjects), concatenation,
+subject-disjoint and within-subject splits, and batches; the table's methods of the same names call these.
+
+Every transform returns new tables sharing the input's Arrow buffers (tables are immutable).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Sequence
+from typing import TYPE_CHECKING, Any, cast
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from bioanon.errors import TableError
+
+from .table_schema import (
+    _SHOW,
+    _TOL,
+    SAMPLE_ID,
+    SUBJECT,
+    _dump_meta,
+    _fmt_list,
+    _type_desc,
+)
+
+if TYPE_CHECKING:  # annotations only: table.py imports this module, not the other way round
+    from .table import SampleTable
+
+
+def _part_sizes(count: np.ndarray, rates: np.ndarray) -> np.ndarray:
+    """Largest-remainder sizes, vectorized over ``count`` (shape (M,)) -> (M, k) int64."""
+    q = count[:, None].astype(np.float64) * rates[None, :]
+    n = np.floor(q + _TOL).astype(np.int64)
+    frac = np.round(np.maximum(q - n, 0.0), 9)
+    left = count - n.sum(axis=1)
+    order = np.argsort(-frac, axis=1, kind="stable")  # ties -> lower part index
+    rank = np.empty_like(order)
+    np.put_along_axis(rank, order, np.arange(rates.size)[None, :].repeat(len(count), axis=0), axis=1)
+    n += rank < left[:, None]
+    return cast(np.ndarray, n)
+
+
+def _check_rates(rates: Sequence[float]) -> np.ndarray:
+    try:
+        r = np.asarray(rates, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise TableError(f"rates must be a sequence of positive floats summing to 1, got {rates!r}") from None
+    if r.ndim != 1 or r.size < 1 or not np.all(np.isfinite(r)) or np.any(r <= 0) or abs(r.sum() - 1.0) > _TOL:
+        raise TableError(f"rates must be one or more positive floats summing to 1, got {list(np.atleast_1d(r))}")
+    return r
+
+
+def take(table: SampleTable, indices: Any) -> SampleTable:
+    """The body of :meth:`SampleTable.take` (documented there)."""
+    if not isinstance(indices, (pa.Array, pa.ChunkedArray)):
+        idx = np.asarray(indices)
+        if idx.size == 0:
+            idx = idx.astype(np.int64)
+        if idx.dtype.kind == "b":
+            raise TableError("take() needs integer indices; use filter() for a boolean mask")
+        if idx.ndim != 1 or idx.dtype.kind not in "iu":
+            raise TableError(f"take() needs a 1-D integer array, got dtype {idx.dtype} shape {idx.shape}")
+        if idx.size and (idx.min() < 0 or idx.max() >= table.num_rows):
+            raise TableError(f"take() indices out of range [0, {table.num_rows})")
+        indices = pa.array(idx)
+    try:
+        return type(table)(table.arrow.take(indices), validate=False)
+    except (pa.ArrowException, IndexError) as e:
+        raise TableError(f"take() failed: {e}") from None
+
+
+def filter(table: SampleTable, mask: Any) -> SampleTable:
+    """The body of :meth:`SampleTable.filter` (documented there)."""
+    if not isinstance(mask, (pa.Array, pa.ChunkedArray)):
+        m = np.asarray(mask)
+        if m.dtype != np.bool_ or m.ndim != 1:
+            raise TableError(f"filter() needs a 1-D boolean mask, got dtype {m.dtype} shape {m.shape}")
+        mask = pa.array(m)
+    elif not pa.types.is_boolean(mask.type):
+        raise TableError(f"filter() needs a boolean mask, got Arrow type {mask.type}")
+    if len(mask) != table.num_rows:
+        raise TableError(f"filter() mask has length {len(mask)}, table has {table.num_rows} rows")
+    return type(table)(table.arrow.filter(mask), validate=False)
+
+
+def select_subjects(table: SampleTable, subjects: Iterable[str]) -> SampleTable:
+    """The body of :meth:`SampleTable.select_subjects` (documented there)."""
+    wanted = pa.array(list(dict.fromkeys(subjects)), type=pa.string())
+    present = pc.is_in(wanted, value_set=pc.unique(table._column(SUBJECT)))
+    missing = pc.filter(wanted, pc.invert(present)).to_pylist()
+    if missing:
+        raise TableError(f"select_subjects: unknown subjects {_fmt_list(missing)}")
+    return type(table)(table.arrow.filter(pc.is_in(table._column(SUBJECT), value_set=wanted)), validate=False)
+
+
+def concat(tables: Sequence[SampleTable]) -> SampleTable:
+    """The body of :meth:`SampleTable.concat` (documented there)."""
+    tables = list(tables)
+    if not tables:
+        raise TableError("concat() needs at least one table")
+    first = tables[0]
+    ref = first.schema
+    arrows = []
+    for i, tab in enumerate(tables):
+        s = tab.schema
+        missing = [n for n in ref.names if n not in s.names]
+        extra = [n for n in s.names if n not in ref.names]
+        if missing or extra:
+            col = (missing or extra)[0]
+            raise TableError(f"concat: table {i} {'lacks' if missing else 'has extra'} column {col!r}")
+        for f in ref:
+            if s.field(f.name).type != f.type:
+                raise TableError(f"concat: column {f.name!r} has type {_type_desc(s.field(f.name).type)} in "
+                                 f"table {i} but {_type_desc(f.type)} in table 0")
+        arrows.append(tab.arrow.select(ref.names).replace_schema_metadata(ref.metadata))
+    meta0 = first.metadata
+    lineages = [t.lineage for t in tables]
+    base0 = {k: v for k, v in meta0.items() if k != "lineage"}
+    for i, tab in enumerate(tables[1:], 1):
+        base = {k: v for k, v in tab.metadata.items() if k != "lineage"}
+        if base != base0:
+            key = sorted(k for k in set(base) | set(base0) if base.get(k) != base0.get(k))[0]
+            raise TableError(f"concat: metadata {key!r} differs between table 0 and table {i}")
+    out = type(tables[0])(pa.concat_tables(arrows), validate=False)
+    sid = out._column(SAMPLE_ID)
+    counts = pc.value_counts(sid)
+    dup = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
+    if len(dup):
+        raise TableError(f"concat: {len(dup)} sample ids occur in more than one table: "
+                         f"{_fmt_list(dup.slice(0, _SHOW).to_pylist(), len(dup))}")
+    if any(lin != lineages[0] for lin in lineages[1:]):
+        import hashlib
+
+        fp = hashlib.sha256(_dump_meta({"inputs": lineages})).hexdigest()
+        meta0["lineage"] = lineages[0] + [{"step": "concat", "fingerprint": fp, "inputs": lineages}]
+        out = out._with_meta(meta0)
+    return out
+
+
+def _subject_codes(table: SampleTable) -> tuple[pa.Array, np.ndarray]:
+    """(sorted unique subjects, code of each row into them)."""
+    subj = table._column(SUBJECT)
+    if subj.null_count:
+        raise TableError(f"column {SUBJECT!r} has null values; cannot split")
+    uniq = pc.unique(subj)
+    uniq = pc.take(uniq, pc.sort_indices(uniq))
+    codes = pc.index_in(subj, value_set=uniq)
+    codes = np.concatenate([c.to_numpy(zero_copy_only=False) for c in codes.chunks]) if codes.num_chunks \
+        else np.empty(0, dtype=np.int32)
+    return uniq, codes.astype(np.int64, copy=False)
+
+
+def _parts_from_row_part(table: SampleTable, row_part: np.ndarray, k: int) -> list[SampleTable]:
+    return [type(table)(table.arrow.filter(pa.array(row_part == i)), validate=False) for i in range(k)]
+
+
+def split_subjects(table: SampleTable, rates: Sequence[float], seed: int) -> list[SampleTable]:
+    """The body of :meth:`SampleTable.split_subjects` (documented there)."""
+    r = _check_rates(rates)
+    uniq, codes = _subject_codes(table)
+    s = len(uniq)
+    sizes = _part_sizes(np.array([s]), r)[0]
+    empty = np.flatnonzero(sizes == 0)
+    if empty.size:
+        raise TableError(f"split rates {r.tolist()} over {s} subjects leave part {int(empty[0])} empty")
+    perm = np.random.default_rng(seed).permutation(s)
+    part_of_subject = np.empty(s, dtype=np.int64)
+    part_of_subject[perm] = np.repeat(np.arange(r.size), sizes)
+    return _parts_from_row_part(table, part_of_subject[codes], r.size)
+
+
+def split_within_subjects(table: SampleTable, rates: Sequence[float], seed: int, *,
+                          min_per_part: int = 1) -> list[SampleTable]:
+    """The body of :meth:`SampleTable.split_within_subjects` (documented there)."""
+    r = _check_rates(rates)
+    if min_per_part < 0:
+        raise TableError(f"min_per_part must be >= 0, got {min_per_part}")
+    uniq, codes = _subject_codes(table)
+    n = len(codes)
+    counts = np.bincount(codes, minlength=len(uniq))
+    sizes = _part_sizes(counts, r)  # (S, k)
+    short = np.flatnonzero((sizes < min_per_part).any(axis=1))
+    if short.size:
+        names = pc.take(uniq, pa.array(short[:_SHOW])).to_pylist()
+        desc = ", ".join(f"{nm!r} ({int(counts[i])} samples)" for nm, i in zip(names, short[:_SHOW], strict=True))
+        raise TableError(f"split rates {r.tolist()} with min_per_part={min_per_part}: {short.size} subjects "
+                         f"have too few samples: {desc}{', ...' if short.size > _SHOW else ''}")
+    # canonical order (by sample_id) -> one random key per sample, independent of the row order
+    canon = pc.sort_indices(table._column(SAMPLE_ID)).to_numpy()
+    row_key = np.empty(n, dtype=np.int64)
+    row_key[canon] = np.random.default_rng(seed).permutation(n)
+    shuffled = np.argsort(codes * n + row_key)  # by subject, then random key (all keys distinct)
+    sub = codes[shuffled]
+    starts = np.zeros(len(uniq), dtype=np.int64)
+    np.cumsum(counts[:-1], out=starts[1:])
+    rank = np.arange(n, dtype=np.int64) - starts[sub]
+    cuts = np.cumsum(sizes, axis=1)  # (S, k): end of each part
+    part = np.zeros(n, dtype=np.int64)
+    for i in range(r.size - 1):  # loop over parts (few), not subjects
+        part += rank >= cuts[sub, i]
+    row_part = np.empty(n, dtype=np.int64)
+    row_part[shuffled] = part
+    return _parts_from_row_part(table, row_part, r.size)
+
+
+def iter_batches(table: SampleTable, batch_size: int = 65536) -> Iterator[SampleTable]:
+    """The body of :meth:`SampleTable.iter_batches` (documented there)."""
+    if int(batch_size) < 1:
+        raise TableError(f"batch_size must be >= 1, got {batch_size}")
+    for off in range(0, table.num_rows, int(batch_size)):
+        yield type(table)(table.arrow.slice(off, int(batch_size)), validate=False)
