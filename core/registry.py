@@ -9,7 +9,7 @@ import sys
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -48,24 +48,25 @@ def validate_method_class(cls: object, kind: str) -> None:
         raise PluginError(f"{cls.__qualname__} registered as {kind} but is not a subclass of {base.__name__}")
     if not attrs.has(cls):
         raise PluginError(f"{cls.__qualname__} is not an attrs class (decorate it with @attrs.define(kw_only=True))")
-    if not isinstance(cls.id, str) or not ID_PATTERN.match(cls.id):
+    method = cast("type[Method]", cls)  # a Method subclass (checked above; attrs.has() narrowed cls to attrs')
+    if not isinstance(method.id, str) or not ID_PATTERN.match(method.id):
         raise PluginError(
-            f"{cls.__qualname__} has invalid id {cls.id!r}: use '<trait>.<name>' in lower case, e.g. 'face.blur'"
+            f"{method.__qualname__} has invalid id {method.id!r}: use '<trait>.<name>' in lower case, e.g. 'face.blur'"
         )
     reserved = {n for n in dir(base) if not n.startswith("_")}
-    clashes = [f.name for f in cls.param_fields() if f.name in reserved]
+    clashes = [f.name for f in method.param_fields() if f.name in reserved]
     if clashes:
         raise PluginError(
-            f"{cls.id}: parameter names {clashes} clash with attributes of {base.__name__} "
+            f"{method.id}: parameter names {clashes} clash with attributes of {base.__name__} "
             f"(e.g. id, kind, trait, distribution, payloads); rename them"
         )
-    missing = [f.name for f in cls.param_fields() if f.default is attrs.NOTHING]
+    missing = [f.name for f in method.param_fields() if f.default is attrs.NOTHING]
     if missing:
-        raise PluginError(f"{cls.id}: parameters without default: {missing}")
+        raise PluginError(f"{method.id}: parameters without default: {missing}")
     try:
-        cls()
+        method()
     except Exception as exc:  # noqa: BLE001 - report any construction failure
-        raise PluginError(f"{cls.id}: constructing with default parameters failed: {exc}") from exc
+        raise PluginError(f"{method.id}: constructing with default parameters failed: {exc}") from exc
 
 
 @attrs.frozen

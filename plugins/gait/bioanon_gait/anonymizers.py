@@ -23,7 +23,7 @@ import hashlib
 import json
 import warnings
 from collections.abc import Sequence
-from typing import Any, ClassVar, Literal, cast
+from typing import Any, ClassVar, Literal
 
 import attrs
 import numpy as np
@@ -656,7 +656,7 @@ def chain_steps(steps: Sequence[str], seed: int = 0) -> tuple[dict[str, Any], ..
         method_id, params = parse_step(text)
         cls: type[Method] | None
         try:
-            cls = cast("type[Method]", GaitChain.step_class(method_id))
+            cls = GaitChain.step_class(method_id)
         except Exception:  # noqa: BLE001 - an unknown id is reported by any.chain, naming steps[i]
             cls = None
         if cls is not None and "seed" in {f.name for f in cls.param_fields()} and "seed" not in params:
