@@ -1,8 +1,10 @@
 """Deprecated aliases of renamed method ids (issue 19 item 7): the old id creates the new class, warns once with
-the new id, and results are labelled with the new id."""
+the new id, and results are labelled with the new id; moved plugin modules still import, with a warning."""
 
 from __future__ import annotations
 
+import importlib
+import sys
 import warnings
 from typing import ClassVar
 
@@ -135,3 +137,19 @@ def test_results_are_labelled_with_the_new_id(tmp_path):
     assert [(r.id, r.name) for r in cfg.recognizers] == [("motion.knn", "motion.knn"), ("motion.svm", "mine")]
     assert not result.failures, result.failures
     assert set(np.unique(result.metrics.recognizer)) == {"motion.knn", "mine"}
+
+
+@pytest.mark.parametrize(("old", "new", "names"), [
+    ("bioanon_gait.walker", "bioanon_gait.synthetic", ["SyntheticGait", "PACES"]),
+    ("bioanon_voice.synth", "bioanon_voice.synthetic", ["SyntheticVoice", "synth_vowels", "resonator"]),
+    ("bioanon_motion.datasets", "bioanon_motion.sources", ["CsvRecordings", "MotionSense", "PhoneGait"]),
+    ("bioanon_motion.datasets", "bioanon_motion.synthetic", ["SyntheticMotion"]),
+])
+def test_moved_modules_still_import_with_a_warning(old, new, names, monkeypatch):
+    pytest.importorskip(old.split(".")[0])
+    target = importlib.import_module(new)
+    monkeypatch.delitem(sys.modules, old, raising=False)  # import it afresh (and forget it afterwards)
+    with pytest.warns(DeprecationWarning, match=f"{old} is deprecated: import from .*{new}"):
+        module = importlib.import_module(old)
+    for name in names:
+        assert getattr(module, name) is getattr(target, name)
