@@ -4,7 +4,7 @@ of each stage and the gain of reusing within a process what a fixed function com
 The issue reports "a 10-speaker voice evaluation with the strong attackers took 702 s on 2 cores" without its
 config; this is the case rebuilt from that description: 10 speakers of ``voice.synthetic`` (20 utterances of
 0.4 s each at 8 kHz), McAdams at three α, VTLN warping and additive noise at two SNRs (6 settings); the
-attackers ``voice.mfcc_svm``, ``voice.mfcc_lda``, ``voice.xvector`` (trained from scratch, the fast preset)
+attackers ``voice.svm``, ``voice.lda``, ``voice.xvector`` (trained from scratch, the fast preset)
 and the pretrained ``voice.resemblyzer`` when installed; naive, lazy and parrot scenarios; 2 repeats; digit
 accuracy as utility. Each run is a fresh ``bioanon evaluate`` process with a fresh cache: with every core,
 with one, and with one and the in-process reuse turned off (``BIOANON_FIT_MEMO=0``: every recognizer refitted
@@ -29,7 +29,7 @@ from benchmarks.common import figure, main
 def voice_config(quick: bool, resemblyzer: bool) -> dict[str, Any]:
     """The voice case's config (``quick``: 6 speakers, short training, no Resemblyzer: a smoke run)."""
     xvector = {"id": "voice.xvector", "params": {"epochs": 2} if quick else {}}
-    recognizers = [{"id": "voice.mfcc_svm"}, {"id": "voice.mfcc_lda"}, xvector]
+    recognizers = [{"id": "voice.svm"}, {"id": "voice.lda"}, xvector]
     if resemblyzer and not quick:  # (loading the encoder alone takes seconds)
         recognizers.append({"id": "voice.resemblyzer"})
     return {

@@ -62,7 +62,8 @@ hookimpl = pluggy.HookimplMarker("bioanon")
 class Register(Protocol):
     """The ``register`` callback of the ``register_*`` hooks (one per hook, bound to its kind of method)."""
 
-    def __call__(self, cls: type[Method], aliases: Sequence[str] = ()) -> None:
+    def __call__(self, cls: type[Method], aliases: Sequence[str] = (), *,
+                 deprecated_aliases: Sequence[str] = ()) -> None:
         """Register the method class ``cls`` under ``cls.id`` and the extra ids ``aliases``.
 
         :param cls: a method **class** (never an instance, so listing methods builds no model): an attrs class
@@ -71,6 +72,8 @@ class Register(Protocol):
             :func:`~bioanon.methods.param` with a default, no parameter named like an attribute of the base
             class, and constructible with the default parameters. Registration sets ``cls.distribution``.
         :param aliases: other ids that resolve to ``cls`` (a tuple or list of ids, not one string).
+        :param deprecated_aliases: old ids of ``cls`` (after a rename) that still resolve to it; using one warns
+            once per process with a DeprecationWarning naming ``cls.id``, and results show ``cls.id`` (API 1.2).
         :raises PluginError: when ``cls`` is not valid for the hook or is registered twice by the plugin (the
             plugin is then reported as broken). Clashes with other plugins' ids are found after the hook returns.
         """
@@ -255,8 +258,8 @@ def register_payload_features(register: RegisterFeatures) -> None:
           fitting on the table, no randomness: the training, gallery and probe tables are featurized
           independently and must land in one space), returning a float array of shape ``(len(table), D)`` with
           D the same for every table of that payload. It runs inside methods, so import heavy libraries inside
-          it, not at module import. bioanon-voice registers the utterance MFCC statistics of ``voice.mfcc_*``
-          with their default settings.
+          it, not at module import. bioanon-voice registers the utterance MFCC statistics of its statistics
+          recognizers (``voice.svm``, ``voice.lda``, ...) with their default settings.
         * ``description``: one line shown by ``bioanon plugins``.
     :returns: ``None`` (ignored).
 

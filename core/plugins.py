@@ -351,15 +351,18 @@ class PluginManager:
                 if impl.plugin_name != name:
                     continue
 
-                def register(cls: type[Method], aliases: Iterable[str] = (), *, _kind: str = kind) -> None:
+                def register(cls: type[Method], aliases: Iterable[str] = (), *,
+                             deprecated_aliases: Iterable[str] = (), _kind: str = kind) -> None:
                     validate_method_class(cls, _kind)
-                    if isinstance(aliases, str):
-                        raise PluginError(f"{cls.id}: aliases must be a tuple of ids such as ({aliases!r},), "
-                                          f"not the string {aliases!r}")
+                    for what, ids in (("aliases", aliases), ("deprecated_aliases", deprecated_aliases)):
+                        if isinstance(ids, str):
+                            raise PluginError(f"{cls.id}: {what} must be a tuple of ids such as ({ids!r},), "
+                                              f"not the string {ids!r}")
                     if cls.id in new:
                         raise PluginError(f"{distribution} registers {cls.id!r} twice")
                     cls.distribution = distribution
-                    new[cls.id] = Entry(cls, distribution, tuple(aliases))
+                    old = tuple(deprecated_aliases)
+                    new[cls.id] = Entry(cls, distribution, tuple(aliases) + old, old)
 
                 kwargs = {"register": register}
                 impl.function(**{a: kwargs[a] for a in impl.argnames})

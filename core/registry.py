@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
+import sys
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import Any, cast
 
 import attrs
 
@@ -18,11 +21,22 @@ ID_PATTERN = re.compile(r"^[a-z][a-z0-9_]*\.[a-z0-9][a-z0-9_:\-]*$")
 
 @attrs.frozen
 class Entry:
-    """A registered method class and where it came from."""
+    """A registered method class and where it came from.
+
+    ``aliases`` are the other ids that resolve to ``cls``; ``deprecated_aliases``, a subset of them, are old ids
+    kept so that existing configs and scripts keep working: resolving one warns (once per registry, i.e. once
+    per process for the process-wide registry) with a DeprecationWarning naming ``cls.id``."""
 
     cls: type[Method]
     distribution: str
     aliases: tuple[str, ...] = ()
+    deprecated_aliases: tuple[str, ...] = attrs.field(default=())
+
+    @deprecated_aliases.validator
+    def _check_deprecated(self, attribute: object, value: tuple[str, ...]) -> None:
+        stray = [a for a in value if a not in self.aliases]
+        if stray:
+            raise PluginError(f"{self.cls.id}: deprecated aliases {stray} are not among its aliases {self.aliases}")
 
 
 def validate_method_class(cls: object, kind: str) -> None:
@@ -34,24 +48,25 @@ def validate_method_class(cls: object, kind: str) -> None:
         raise PluginError(f"{cls.__qualname__} registered as {kind} but is not a subclass of {base.__name__}")
     if not attrs.has(cls):
         raise PluginError(f"{cls.__qualname__} is not an attrs class (decorate it with @attrs.define(kw_only=True))")
-    if not isinstance(cls.id, str) or not ID_PATTERN.match(cls.id):
+    method = cast("type[Method]", cls)  # a Method subclass (checked above; attrs.has() narrowed cls to attrs')
+    if not isinstance(method.id, str) or not ID_PATTERN.match(method.id):
         raise PluginError(
-            f"{cls.__qualname__} has invalid id {cls.id!r}: use '<trait>.<name>' in lower case, e.g. 'face.blur'"
+            f"{method.__qualname__} has invalid id {method.id!r}: use '<trait>.<name>' in lower case, e.g. 'face.blur'"
         )
     reserved = {n for n in dir(base) if not n.startswith("_")}
-    clashes = [f.name for f in cls.param_fields() if f.name in reserved]
+    clashes = [f.name for f in method.param_fields() if f.name in reserved]
     if clashes:
         raise PluginError(
-            f"{cls.id}: parameter names {clashes} clash with attributes of {base.__name__} "
+            f"{method.id}: parameter names {clashes} clash with attributes of {base.__name__} "
             f"(e.g. id, kind, trait, distribution, payloads); rename them"
         )
-    missing = [f.name for f in cls.param_fields() if f.default is attrs.NOTHING]
+    missing = [f.name for f in method.param_fields() if f.default is attrs.NOTHING]
     if missing:
-        raise PluginError(f"{cls.id}: parameters without default: {missing}")
+        raise PluginError(f"{method.id}: parameters without default: {missing}")
     try:
-        cls()
+        method()
     except Exception as exc:  # noqa: BLE001 - report any construction failure
-        raise PluginError(f"{cls.id}: constructing with default parameters failed: {exc}") from exc
+        raise PluginError(f"{method.id}: constructing with default parameters failed: {exc}") from exc
 
 
 @attrs.frozen
@@ -67,19 +82,49 @@ class Featurizer:
 
 class Registry(Mapping[str, Entry]):
     """Immutable mapping ``method id → Entry``; aliases resolve too. ``featurizers`` maps payload column names
-    to their :class:`Featurizer` (the default feature view of a payload that cannot be flattened)."""
+    to their :class:`Featurizer` (the default feature view of a payload that cannot be flattened).
+
+    Looking up a deprecated alias (``registry[old]``, :meth:`get`, :meth:`create`) emits a DeprecationWarning
+    naming the new id the first time only; ``in`` and :meth:`find` do not warn."""
 
     def __init__(self, entries: Mapping[str, Entry], featurizers: Mapping[str, Featurizer] | None = None):
         self._entries = MappingProxyType(dict(sorted(entries.items())))
         self.featurizers: Mapping[str, Featurizer] = MappingProxyType(dict(featurizers or {}))
         aliases = {}
+        deprecated = {}
         for mid, e in self._entries.items():
             for a in e.aliases:
                 aliases[a] = mid
+            for a in e.deprecated_aliases:
+                deprecated[a] = mid
         self._aliases = MappingProxyType(aliases)
+        self._deprecated = MappingProxyType(deprecated)
+        # the deprecated aliases already warned about: not part of the mapping, which stays immutable
+        self._warned: set[str] = set()
 
     def __getitem__(self, method_id: str) -> Entry:
+        if method_id in self._deprecated:
+            self._warn_deprecated(method_id)
         return self._entries[self._aliases.get(method_id, method_id)]
+
+    def _warn_deprecated(self, old: str) -> None:
+        """The DeprecationWarning of the deprecated alias ``old``, once."""
+        if old in self._warned:
+            return
+        self._warned.add(old)
+        new = self._deprecated[old]
+        # attribute the warning to the first caller outside bioanon (the user's script or config loader call)
+        here = os.path.dirname(os.path.abspath(__file__)) + os.sep
+        frame, level = sys._getframe(1), 2
+        while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
+            frame, level = frame.f_back, level + 1
+        warnings.warn(f"method id {old!r} is deprecated: use {new!r} (same method and parameters; {old!r} will "
+                      f"be removed in a future version)", DeprecationWarning, stacklevel=level)
+
+    def current_id(self, method_id: str) -> str:
+        """``method_id`` itself, or the id that replaces it when it is a deprecated alias (without warning);
+        what results should show for a method written with an old id."""
+        return self._deprecated.get(method_id, method_id)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._entries)
@@ -95,7 +140,8 @@ class Registry(Mapping[str, Entry]):
         import difflib
 
         pool = [m for m, e in self._entries.items() if kind is None or e.cls.kind == kind]
-        pool += [a for a, m in self._aliases.items() if kind is None or self._entries[m].cls.kind == kind]
+        pool += [a for a, m in self._aliases.items()  # old ids are not suggested
+                 if a not in self._deprecated and (kind is None or self._entries[m].cls.kind == kind)]
         close = difflib.get_close_matches(method_id, pool, n=n, cutoff=0.75)
         # also match on the part after the dot: "gaussian_blur" -> "face.gaussian_blur"
         tail = [m for m in pool if m.split(".", 1)[-1] == method_id.split(".", 1)[-1] and m not in close]

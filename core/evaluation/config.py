@@ -1040,6 +1040,7 @@ class _Validator:
             return None
         fixed, swept = resolved
         written = raw_any.get("id") if isinstance(raw_any.get("id"), str) else cls.id
+        written = self.registry.current_id(written)  # a deprecated id is shown as the id that replaces it
         return MethodSpec(cls.id, fixed, swept, name or written, cls=cls)  # default name: the id as written
 
     def construct(

@@ -38,7 +38,7 @@ enrolment = 0.5
 id = "motion.gaussian_noise"
 grid = { sigma = [0.5] }
 [[recognizers]]
-id = "motion.features_lda"
+id = "motion.lda"
 [report]
 bootstrap = 0
 """

@@ -108,9 +108,10 @@ def test_new_plugin_methods_pass_the_conformance_suite(tmp_path, monkeypatch):
     scaffold.new_plugin("acme", tmp_path / "bioanon-acme")
     monkeypatch.syspath_prepend(str(tmp_path / "bioanon-acme"))
     try:
-        methods = importlib.import_module("bioanon_acme.methods")
-        assert methods.Quantize.id == "acme.quantize" and methods.Quantize.trait == "acme"
-        for cls in (methods.Quantize, methods.NearestNeighbour):
+        anonymizers = importlib.import_module("bioanon_acme.anonymizers")
+        recognizers = importlib.import_module("bioanon_acme.recognizers")
+        assert anonymizers.Quantize.id == "acme.quantize" and anonymizers.Quantize.trait == "acme"
+        for cls in (anonymizers.Quantize, recognizers.NearestNeighbour):
             check_method(cls).raise_for_failures()
     finally:
         for name in [m for m in sys.modules if m.startswith("bioanon_acme")]:

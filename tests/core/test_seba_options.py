@@ -142,10 +142,10 @@ def test_defaults_keep_todays_scores():
 def test_plugin_wrappers_pass_the_options_through():
     reg = bioanon.get_registry()
     for rid, inner, scores in (("gait.svm", PcaSvm, "proba"), ("gait.random_forest", RandomForest, "proba"),
-                               ("gait.knn", NearestNeighbors, None), ("motion.features_svm", PcaSvm, "proba"),
-                               ("motion.features_rf", RandomForest, "proba"), ("motion.features_lda", LdaCosine, None),
-                               ("motion.features_knn", NearestNeighbors, None), ("voice.mfcc_svm", PcaSvm, "proba"),
-                               ("voice.mfcc_logreg", LogisticRegression, "proba"), ("voice.mfcc_lda", LdaCosine, None)):
+                               ("gait.knn", NearestNeighbors, None), ("motion.svm", PcaSvm, "proba"),
+                               ("motion.random_forest", RandomForest, "proba"), ("motion.lda", LdaCosine, None),
+                               ("motion.knn", NearestNeighbors, None), ("voice.svm", PcaSvm, "proba"),
+                               ("voice.logistic_regression", LogisticRegression, "proba"), ("voice.lda", LdaCosine, None)):
         params = {"cv_folds": 3, "keep": "all"} | ({"scores": scores} if scores else {})
         m = reg.create(rid, **params)
         got = m.inner_recognizer()

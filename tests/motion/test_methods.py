@@ -240,11 +240,11 @@ def _identification(mid: str, table, **params) -> float:
     return float((s.predict() == probes.subjects).mean())
 
 
-@pytest.mark.parametrize("mid", ["motion.features_rf", "motion.features_svm", "motion.features_knn",
-                                 "motion.features_lda"])
+@pytest.mark.parametrize("mid", ["motion.random_forest", "motion.svm", "motion.knn",
+                                 "motion.lda"])
 def test_feature_recognizers_identify_synthetic_subjects(mid):
     t = bioanon.load_dataset("motion.synthetic", n_subjects=30, windows_per_subject=12)
-    params = {"n_estimators": 100} if mid == "motion.features_rf" else {}
+    params = {"n_estimators": 100} if mid == "motion.random_forest" else {}
     assert _identification(mid, t, **params) > 0.6  # chance 1/15
 
 
@@ -292,7 +292,7 @@ def test_the_plugin_registers_what_the_issue_asks_for():
     assert {"motion.motionsense", "motion.phone_gait", "motion.csv", "motion.synthetic"} <= ids
     assert {"motion.gaussian_noise", "motion.laplace_noise", "motion.lowpass", "motion.resample", "motion.quantize",
             "motion.channel_removal", "motion.normalize"} <= ids
-    assert {"motion.features_rf", "motion.features_svm", "motion.cnn"} <= ids
+    assert {"motion.random_forest", "motion.svm", "motion.cnn"} <= ids
     assert {"motion.attribute_accuracy", "motion.correlation", "motion.dtw"} <= ids
     cls = bioanon.get_registry().get("motion.random_set_mean")
     m = cls()

@@ -22,9 +22,9 @@ def _clear_identification(table, mid: str, **params) -> tuple[float, float]:
 
 
 @pytest.mark.parametrize("mid,params", [
-    ("motion.features_rf", {"n_estimators": 100, "n_jobs": 2}),
-    ("motion.features_svm", {}),
-    ("motion.features_knn", {}),
+    ("motion.random_forest", {"n_estimators": 100, "n_jobs": 2}),
+    ("motion.svm", {}),
+    ("motion.knn", {}),
 ])
 def test_clear_identification_well_above_chance(phone_gait, mid, params):
     acc, chance = _clear_identification(phone_gait, mid, **params)
@@ -47,7 +47,7 @@ def _rsm_config(attribute: str, path) -> dict:
         "anonymizers": [{"id": "motion.random_set_mean", "name": "rsm",  # the paper's MotionSense setting
                          "params": {"attribute": attribute, "set_size": 32, "purity": 0.9, "retention": 0.1,
                                     "weight": 100.0}}],
-        "recognizers": [{"id": "motion.features_svm"}, {"id": "motion.features_knn"}],
+        "recognizers": [{"id": "motion.svm"}, {"id": "motion.knn"}],
         "scenarios": ["naive", "parrot"],
         "selection": {"selectors": ["random"], "subject_counts": [], "random_draws": 1},
         "utility": [{"id": "motion.attribute_accuracy", "params": {"attribute": attribute, "n_jobs": 2}}],

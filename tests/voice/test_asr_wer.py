@@ -105,7 +105,7 @@ def test_each_table_transcribed_once_in_an_evaluation(tmp_path):
         "dataset": {"source": "voice.synthetic", "params": {"n_speakers": 6, "utterances_per_speaker": 4}},
         "rates": {"background": 0.0, "attacker": 0.5, "evaluation": 0.5, "enrolment": 0.5},
         "anonymizers": [{"id": "voice.noise", "name": "noise", "grid": {"snr_db": [20.0, 0.0]}}],
-        "recognizers": [{"id": "voice.mfcc_svm", "name": "svm"}],
+        "recognizers": [{"id": "voice.svm", "name": "svm"}],
         "utility": [{"id": "voice.asr_wer", "name": "wer",
                      "params": {"transcript": "digit", "vocabulary": list(DIGITS)}}],
         "selection": {"selectors": ["random"]},

@@ -26,7 +26,7 @@ def _write_kaldi(root: Path) -> dict:
     lists); wav.scp paths are relative to ``root`` (the recipe folder), as Kaldi recipes write them."""
     import soundfile as sf
 
-    from bioanon_voice.synth import SyntheticVoice
+    from bioanon_voice.synthetic import SyntheticVoice
 
     per = N_ENROL + N_TRIAL
     t = SyntheticVoice(n_speakers=40, utterances_per_speaker=per, duration=0.3, sample_rate=8000,
@@ -220,7 +220,7 @@ def _config(data: Path) -> dict:
         "dataset": {"source": "voice.kaldi", "path": str(data)},
         "rates": {"background": 0.0, "attacker": 0.25, "evaluation": 0.75, "enrolment": 0.5},
         "anonymizers": [{"id": "voice.pitch_shift", "name": "pitch", "params": {"semitones": 4.0}}],
-        "recognizers": [{"id": "voice.mfcc_lda"}],
+        "recognizers": [{"id": "voice.lda"}],
         "scenarios": ["naive", "lazy", "parrot"],
         "selection": {"selectors": ["random"], "random_draws": 1},
         "report": {"bootstrap": 0},

@@ -9,7 +9,7 @@ from bioanon.table import SampleTable
 from bioanon_voice.anonymizers import (AdditiveNoise, FrequencyWarp, McAdams, PitchShift, SpeedChange,
                                        mcadams)
 from bioanon_voice.dsp import frames, lpc, poly_roots
-from bioanon_voice.synth import synth_vowels
+from bioanon_voice.synthetic import synth_vowels
 
 SR = 8000
 

@@ -13,14 +13,14 @@ _IDS = [m if isinstance(m, str) else m.id for m in bioanon.list_methods("voice.*
 _PARAMS = {
     "voice.synthetic": {"n_speakers": 3, "utterances_per_speaker": 3, "duration": 0.15},
     "voice.pitch_correlation": {"hop_ms": 40.0},
-    "voice.mfcc_lda": {},
+    "voice.lda": {},
 }
 
 
 def test_every_issue_method_is_registered():
     expected = {"voice.fsdd", "voice.audiomnist", "voice.librispeech", "voice.folder", "voice.synthetic",
                 "voice.mcadams", "voice.pitch_shift", "voice.frequency_warp", "voice.speed", "voice.noise",
-                "voice.mfcc_svm", "voice.mfcc_logreg", "voice.mfcc_lda", "voice.xvector", "voice.content_accuracy",
+                "voice.svm", "voice.logistic_regression", "voice.lda", "voice.xvector", "voice.content_accuracy",
                 "voice.pitch_correlation", "voice.sdr", "voice.random_set_mean", "voice.voice_distinctiveness"}
     assert expected <= set(_IDS)
 

@@ -59,7 +59,7 @@ def _config(root) -> dict:
         "dataset": {"source": "voice.fsdd", "path": str(root), "params": {"max_per_speaker": 40}},
         "rates": {"background": 0.16, "attacker": 0.34, "evaluation": 0.5, "enrolment": 0.5},
         "anonymizers": [{"id": "voice.mcadams", "name": "mcadams", "params": {"alpha": 0.7}}],
-        "recognizers": [{"id": "voice.mfcc_svm", "name": "svm"}, {"id": "voice.mfcc_lda", "name": "lda"}],
+        "recognizers": [{"id": "voice.svm", "name": "svm"}, {"id": "voice.lda", "name": "lda"}],
         "selection": {"selectors": ["random"]},
         "report": {"bootstrap": 0},
     }

@@ -16,7 +16,7 @@ def _config() -> dict:
                                "with_features": False}},
         "rates": {"background": 0.2, "attacker": 0.4, "evaluation": 0.4, "enrolment": 0.5},
         "anonymizers": [{"id": "voice.mcadams", "name": "mcadams", "params": {"alpha": 0.7}}],
-        "recognizers": [{"id": "voice.mfcc_svm", "name": "svm"}],
+        "recognizers": [{"id": "voice.svm", "name": "svm"}],
         "selection": {"selectors": ["random"]},
         "utility": [{"id": "voice.voice_distinctiveness", "name": "g_vd"}],
         "report": {"bootstrap": 0},

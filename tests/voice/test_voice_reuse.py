@@ -15,7 +15,7 @@ def _cfg():
                                "with_features": False}},
         "rates": {"background": 0.0, "attacker": 0.5, "evaluation": 0.5, "enrolment": 0.5},
         "anonymizers": [{"id": "voice.noise", "name": "noise", "grid": {"snr_db": [20.0, 5.0]}}],
-        "recognizers": [{"id": "voice.mfcc_svm"}, {"id": "voice.mfcc_lda"}],
+        "recognizers": [{"id": "voice.svm"}, {"id": "voice.lda"}],
         "selection": {"selectors": ["random"], "subject_counts": [3], "random_draws": 1},
         "utility": [], "report": {"bootstrap": 20},
     }

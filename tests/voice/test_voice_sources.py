@@ -9,7 +9,7 @@ import pytest
 import soundfile as sf
 
 from bioanon_voice.sources import AudioMnist, DatasetError, Fsdd, LibriSpeech, SpeakerFolder
-from bioanon_voice.synth import SyntheticVoice
+from bioanon_voice.synthetic import SyntheticVoice
 
 
 def _tone(sr, f=200.0, n=None):

@@ -12,13 +12,13 @@ incompatible."""
 
 @hookimpl
 def register_anonymizers(register):
-    from .methods import Quantize
+    from .anonymizers import Quantize
 
     register(Quantize)
 
 
 @hookimpl
 def register_recognizers(register):
-    from .methods import NearestNeighbour
+    from .recognizers import NearestNeighbour
 
     register(NearestNeighbour)

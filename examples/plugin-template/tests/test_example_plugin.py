@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from bioanon.api import ParameterError, check_method, get_registry, list_methods
-from bioanon_example.methods import NearestNeighbour, Quantize
+from bioanon_example.anonymizers import Quantize
+from bioanon_example.recognizers import NearestNeighbour
 
 
 @pytest.mark.parametrize("cls", [Quantize, NearestNeighbour])

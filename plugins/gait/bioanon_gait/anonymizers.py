@@ -28,7 +28,7 @@ from typing import Any, ClassVar, Literal
 import attrs
 import numpy as np
 
-from bioanon.api import Anonymizer, Chain, ParameterError, RandomSetMean, TableError, param
+from bioanon.api import Anonymizer, Chain, Method, ParameterError, RandomSetMean, TableError, param
 
 from .skeleton import (
     BODY_PARTS,
@@ -488,6 +488,7 @@ class SizeNormalization(_PoseAnonymizer):
                 raise TableError(f"{self.id}: attribute {self.height_attribute!r} is missing or not positive for "
                                  f"samples {list(table.sample_ids[bad][:5])}")
             return h * unit_scale(table)
+        assert x is not None, "by='skeleton' measures the poses x"
         vertical = x[..., up_axis(table)]  # (N, T, J)
         return np.median(vertical.max(axis=2) - vertical.min(axis=2), axis=1)
 
@@ -565,7 +566,9 @@ class FirstPose(_PoseAnonymizer):
 
 def _split_top_level(text: str, sep: str) -> list[str]:
     """Split on ``sep`` outside brackets, braces and quotes."""
-    out, depth, quote, cur = [], 0, None, []
+    out: list[str] = []
+    cur: list[str] = []
+    depth, quote = 0, None
     for ch in text:
         if quote:
             cur.append(ch)
@@ -651,6 +654,7 @@ def chain_steps(steps: Sequence[str], seed: int = 0) -> tuple[dict[str, Any], ..
     out = []
     for i, text in enumerate(steps):
         method_id, params = parse_step(text)
+        cls: type[Method] | None
         try:
             cls = GaitChain.step_class(method_id)
         except Exception:  # noqa: BLE001 - an unknown id is reported by any.chain, naming steps[i]

@@ -13,7 +13,7 @@ training tensors are staged there once, crops and jitter are made there) with ``
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import attrs
 import numpy as np
@@ -33,8 +33,9 @@ _INSTALL = "pip install 'bioanon-gait[torch]'"
 def _build_net(torch: Any, c_in: int, channels: int, emb: int, n_classes: int, dropout: float) -> Any:
     """The network (built inside a function so torch is imported only when the method runs)."""
     nn = torch.nn
+    module: Any = nn.Module  # torch is imported lazily: a value here, not a type mypy knows
 
-    class TemporalNet(nn.Module):
+    class TemporalNet(module):
         """Dilated 1-D convolutions over time (``backbone``), mean+max pooling, a linear embedding, a
         classification head."""
 
@@ -162,5 +163,5 @@ class TemporalCnn(CentroidRecognizer):
         require_fitted(self, "model_", call="fit() or enroll()", before="embed()")
         import_torch(self.id, _INSTALL)
         e = infer(self.model_.embed, self._inputs(table), out_shape=(self.embedding_dim,), threads=self.threads,
-                  device=self.device_, precision=self.precision)
+                  device=cast(str, self.device_), precision=self.precision)
         return e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)

@@ -16,7 +16,7 @@ BIOANON_API = ">=1.1,<2"  # 1.1: require_fitted (NotFittedError)
 def register_datasets(register):
     """The gait data sources."""
     from .sources import C3dGait, CsvGait, SebaGait, UCalgaryGait
-    from .walker import SyntheticGait
+    from .synthetic import SyntheticGait
 
     for cls in (UCalgaryGait, C3dGait, CsvGait, SebaGait, SyntheticGait):
         register(cls)

@@ -4,7 +4,7 @@
 * ``gait.c3d`` — C3D marker files listed in a manifest (e.g. Horst et al.'s 57-subject data set);
 * ``gait.csv`` — one CSV per sequence listed in a manifest (users' own data);
 * ``gait.seba`` — a data set in SEBA's motion layout, so SEBA users can migrate;
-* ``gait.synthetic`` — seeded point-light walkers (in :mod:`bioanon_gait.walker`).
+* ``gait.synthetic`` — seeded point-light walkers (in :mod:`bioanon_gait.synthetic`).
 
 Every sequence is resampled (linearly, vectorized per distinct length) to ``frames`` frames, as in the paper
 (``false-sense-of-privacy.txt`` §5.3: 100 frames). Malformed files raise :class:`~bioanon.errors.TableError`
@@ -75,7 +75,7 @@ def read_manifest(path: str | Path) -> tuple[Path, list[dict[str, Any]]]:
     rows = []
     first_line: dict[str, int] = {}
     for line, cells in lines:
-        row = dict(zip(header, (c.strip() for c in cells)))
+        row: dict[str, Any] = dict(zip(header, (c.strip() for c in cells), strict=True))
         if not row["path"] or not row["subject"]:
             raise TableError(f"{p}:{line}: empty {file_col!r} or {subject_col!r}")
         try:
@@ -108,7 +108,7 @@ def _sample_ids(rows: list[dict[str, Any]], manifest: Path) -> list[str]:
         ids = [str(Path(r["path"]).relative_to(manifest.parent.resolve()).with_suffix("")) if
                Path(r["path"]).is_relative_to(manifest.parent.resolve()) else Path(r["path"]).stem for r in rows]
     seen: dict[str, int] = {}
-    for r, sid in zip(rows, ids):
+    for r, sid in zip(rows, ids, strict=True):
         if sid in seen:
             raise TableError(f"{manifest}:{r['_line']}: sample id {sid!r} repeats line {seen[sid]}")
         seen[sid] = r["_line"]
@@ -266,12 +266,12 @@ class UCalgaryGait(DatasetSource):
                     raise TableError(f"{meta}:{r['_line']}: malformed row ({e})") from None
                 _check_ucalgary_row(meta, out[-1])
             seen: dict[tuple[str, int], int] = {}
-            for e in out:
-                key = (e["subject"], e["run"])
+            for entry in out:
+                key = (entry["subject"], entry["run"])
                 if key in seen:
                     raise TableError(f"{meta}: subject {key[0]} run {key[1]} is listed twice (lines {seen[key]} "
-                                     f"and {e['line']})")
-                seen[key] = e["line"]
+                                     f"and {entry['line']})")
+                seen[key] = entry["line"]
             return out
         files = sorted(root.glob("sub*/Run*/*GeometricPositions*.csv"))
         if not files:
@@ -317,7 +317,7 @@ class UCalgaryGait(DatasetSource):
         subjects = [e["subject"] for e in entries]
         if self.sex_policy != "as_labelled":
             by_subject: dict[str, list[str]] = {}
-            for s, x in zip(subjects, sex):
+            for s, x in zip(subjects, sex, strict=True):
                 by_subject.setdefault(s, []).append(x)
             resolved = {}
             for s, xs in by_subject.items():
@@ -632,7 +632,7 @@ class SebaGait(DatasetSource):
             attrs_rows.append({**identity_attrs[identity], **own_attrs})
         widths = {s.shape[1] for s in sequences}
         if len(widths) != 1:
-            first = next(f for f, s in zip(files, sequences) if s.shape[1] != sequences[0].shape[1])
+            first = next(f for f, s in zip(files, sequences, strict=True) if s.shape[1] != sequences[0].shape[1])
             raise TableError(f"{first}: {sequences[0].shape[1] // 1} markers in {files[0].name} but a different "
                              f"number here")
         n_markers = sequences[0].shape[1]

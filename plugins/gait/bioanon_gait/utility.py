@@ -22,7 +22,7 @@ anonymization that keeps nothing individual. Rows are matched by sample id.
 
 from __future__ import annotations
 
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, cast
 
 import attrs
 import numpy as np
@@ -214,7 +214,8 @@ class GaitAttributeAccuracy(UtilityMeasure):
     def measure(self, original, anonymized) -> np.ndarray:
         require_fitted(self, "inner_", call="fit(clear)", before="measure()")
         anonymized = align(original, anonymized)
-        return self.inner_.measure(self._features(original), self._features(anonymized))
+        inner = cast(AttributeAccuracy, self.inner_)
+        return inner.measure(self._features(original), self._features(anonymized))
 
     def floor(self, table) -> float:
         return AttributeAccuracy(attribute=self.attribute).floor(table)

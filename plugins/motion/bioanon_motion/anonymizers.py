@@ -13,7 +13,7 @@ from the anonymization background set; without ``fit`` they are taken from the t
 from __future__ import annotations
 
 import fnmatch
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import attrs
 import numpy as np
@@ -72,7 +72,7 @@ class _ChannelStats(_ImuAnonymizer):
     def _stats(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The fitted statistics, or those of ``x`` when unfitted (or fitted on another channel count)."""
         if self.std_ is not None and len(self.std_) == x.shape[2]:
-            return self.mean_, self.std_
+            return cast(np.ndarray, self.mean_), self.std_  # fitted together
         return _channel_stats(x)
 
 
@@ -312,7 +312,7 @@ class ChannelRemoval(_ChannelStats):
                 raise BioanonError(f"{self.id}: mode='drop' would remove every channel")
             out = self._put(table, column, x[:, :, ~mask])
             if table.metadata.get("channels") is not None:
-                out = out.with_metadata(channels=[n for n, m in zip(names, mask) if not m])
+                out = out.with_metadata(channels=[n for n, m in zip(names, mask, strict=True) if not m])
             return out
         y = np.array(x, dtype=np.float32, copy=True)
         y[:, :, mask] = 0.0 if self.mode == "zero" else self._stats(x)[0][mask]

@@ -14,7 +14,7 @@ run's by default; the training windows are staged there once) with ``precision``
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import attrs
 import numpy as np
@@ -40,8 +40,9 @@ def _build_model(n_channels: int, n_classes: int, width: int, embedding_dim: int
     average and max pooling; a linear embedding layer; a linear classification head."""
     torch = _torch()
     nn = torch.nn
+    module: Any = nn.Module  # torch is imported lazily: a value here, not a type mypy knows
 
-    class Net(nn.Module):
+    class Net(module):
         """The network: convolutional trunk, embedding layer, classification head."""
         def __init__(self) -> None:
             """Build the layers."""
@@ -55,16 +56,16 @@ def _build_model(n_channels: int, n_classes: int, width: int, embedding_dim: int
             self.embedding = nn.Linear(4 * w, embedding_dim)
             self.head = softmax_head(embedding_dim, n_classes, dropout=0.2)
 
-        def embed(self, x: "torch.Tensor") -> "torch.Tensor":
+        def embed(self, x: Any) -> Any:
             """The embedding (before the head)."""
             h = self.backbone(x)
             return self.embedding(torch.cat([h.mean(dim=2), h.amax(dim=2)], dim=1))
 
-        def forward(self, x: "torch.Tensor") -> "torch.Tensor":
+        def forward(self, x: Any) -> Any:
             """Class logits (training only)."""
             return self.head(self.embed(x))
 
-        def loss(self, x: "torch.Tensor", y: "torch.Tensor") -> "torch.Tensor":
+        def loss(self, x: Any, y: Any) -> Any:
             """Cross-entropy of the class logits."""
             return self.head.loss(self.embed(x), y)
 
@@ -165,7 +166,7 @@ class ImuCnn(CentroidRecognizer):
         require_fitted(self, "model_", call="fit() or enroll()", before="embed()")
         _torch()
         e = infer(self.model_.embed, self._input(self._x(table)), out_shape=(self.embedding_dim,),
-                  batch_size=1024, threads=self.threads, dtype=np.float64, device=self.device_,
+                  batch_size=1024, threads=self.threads, dtype=np.float64, device=cast(str, self.device_),
                   precision=self.precision)
         return e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
 

@@ -28,7 +28,7 @@ class MotionDataNotFound(MotionDataError, FileNotFoundError):
     """A data path does not exist."""
 
 
-def require_path(path: object, what: str, *, directory: bool | None = None) -> Path:
+def require_path(path: str | os.PathLike[str] | None, what: str, *, directory: bool | None = None) -> Path:
     """``path`` as a Path, or a :class:`MotionDataNotFound` naming it (``directory``: must be a dir / a file)."""
     if path is None:
         raise MotionDataNotFound(f"{what}: no path given")

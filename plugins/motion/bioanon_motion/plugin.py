@@ -14,7 +14,8 @@ BIOANON_API = ">=1.1,<2"  # 1.1: require_fitted (NotFittedError)
 @hookimpl
 def register_datasets(register):
     """MotionSense, phone gait, generic CSV and synthetic sources."""
-    from .datasets import CsvRecordings, MotionSense, PhoneGait, SyntheticMotion
+    from .sources import CsvRecordings, MotionSense, PhoneGait
+    from .synthetic import SyntheticMotion
 
     for cls in (MotionSense, PhoneGait, CsvRecordings, SyntheticMotion):
         register(cls)
@@ -38,8 +39,11 @@ def register_recognizers(register):
     from .cnn import ImuCnn
     from .recognizers import FeaturesKnn, FeaturesLda, FeaturesRf, FeaturesSvm
 
-    for cls in (FeaturesRf, FeaturesSvm, FeaturesLda, FeaturesKnn, ImuCnn):
-        register(cls)
+    # the old ids (motion.features_<classifier>) keep working with a deprecation warning (issue 19 naming rule)
+    for cls, old in ((FeaturesRf, "motion.features_rf"), (FeaturesSvm, "motion.features_svm"),
+                     (FeaturesLda, "motion.features_lda"), (FeaturesKnn, "motion.features_knn")):
+        register(cls, deprecated_aliases=(old,))
+    register(ImuCnn)
 
 
 @hookimpl

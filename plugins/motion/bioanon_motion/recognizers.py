@@ -6,10 +6,10 @@ The feature recognizers compose a core recognizer: every table they get is turne
 periodicity, cross-channel correlation — same sample ids, subjects and attributes), which is handed to the core
 method through its public ``fit`` / ``enroll`` / ``score`` contract:
 
-* ``motion.features_rf`` → ``any.random_forest`` (the paper's identity and attribute model for MotionSense);
-* ``motion.features_svm`` → ``any.pca_svm``;
-* ``motion.features_lda`` → ``any.lda_cosine`` (a learned embedding: the strongest parrot attacker);
-* ``motion.features_knn`` → ``any.knn``.
+* ``motion.random_forest`` → ``any.random_forest`` (the paper's identity and attribute model for MotionSense);
+* ``motion.svm`` → ``any.pca_svm``;
+* ``motion.lda`` → ``any.lda_cosine`` (a learned embedding: the strongest parrot attacker);
+* ``motion.knn`` → ``any.knn``.
 
 SEBA's options (``cv_folds``, ``keep``, and ``scores`` where the classifier has probabilities) are passed to the
 core recognizer (:class:`bioanon.api.ClassifierOptions`).
@@ -66,7 +66,7 @@ class FeaturesRf(_FeatureRecognizer):
     set; ``n_components=1.0`` keeps them all), then ``enroll`` trains the forest on the gallery; scores are
     class vote shares. Wraps ``any.random_forest``."""
 
-    id: ClassVar[str] = "motion.features_rf"
+    id: ClassVar[str] = "motion.random_forest"
     reference: ClassVar[str] = "utility-preserving-anonymization.txt §5.1.3 (random forest on MotionSense)"
 
     n_estimators: int = param(300, help="number of trees", low=1)
@@ -89,7 +89,7 @@ class FeaturesSvm(_FeatureRecognizer):
     """Support vector machine on window features (standardization + PCA learned in ``fit``, the SVM trained on
     the gallery in ``enroll``; scores: one-vs-rest decision function). Wraps ``any.pca_svm``."""
 
-    id: ClassVar[str] = "motion.features_svm"
+    id: ClassVar[str] = "motion.svm"
 
     kernel: str = param("rbf", help="SVM kernel", choices=("linear", "rbf"))
     c: float = param(10.0, help="SVM regularization C", low=0.0, low_inclusive=False)
@@ -110,7 +110,7 @@ class FeaturesLda(_FeatureRecognizer):
     class centroids (a learned feature space: trained on anonymized windows it finds the identity they still
     carry — the parrot attacker). Wraps ``any.lda_cosine``."""
 
-    id: ClassVar[str] = "motion.features_lda"
+    id: ClassVar[str] = "motion.lda"
 
     n_components: int | float = param(0.99, help=_N_COMPONENTS_HELP, check=n_components_ok,
                                       check_text="a float in (0, 1] or an int >= 1")
@@ -129,7 +129,7 @@ class FeaturesKnn(_FeatureRecognizer):
     """k-nearest-neighbour matching of window features (standardization + PCA learned in ``fit``; the score of
     a class is minus the mean distance to its k nearest enrolled windows). Wraps ``any.knn``."""
 
-    id: ClassVar[str] = "motion.features_knn"
+    id: ClassVar[str] = "motion.knn"
 
     k: int = param(1, help="nearest enrolled windows per class averaged into its score", low=1)
     metric: str = param("euclidean", help="distance", choices=("euclidean", "cosine"))

@@ -96,7 +96,7 @@ def feature_names(channels: list[str], n_bands: int) -> list[str]:
     """Names of the columns :func:`window_features` returns, in order."""
     per = list(_STATS) + [f"band{b}" for b in range(n_bands)] + list(_SPECTRAL)
     names = [f"{c}:{p}" for p in per for c in channels]
-    names += [f"corr:{channels[i]}:{channels[j]}" for i, j in zip(*np.triu_indices(len(channels), 1))]
+    names += [f"corr:{channels[i]}:{channels[j]}" for i, j in zip(*np.triu_indices(len(channels), 1), strict=True)]
     return names
 
 

@@ -26,7 +26,7 @@ class _VoiceAnonymizer(Anonymizer):
     def transform(self, table):
         audio, sr = audio_of(table)
         subjects, ids = table.subjects, table.sample_ids
-        out = [self._one(x, sr, str(s), str(i)) for x, s, i in zip(audio, subjects, ids)]
+        out = [self._one(x, sr, str(s), str(i)) for x, s, i in zip(audio, subjects, ids, strict=True)]
         return with_audio(table, out)
 
     def _one(self, x: np.ndarray, sr: int, subject: str, sample_id: str) -> np.ndarray:

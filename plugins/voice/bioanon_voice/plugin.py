@@ -17,7 +17,7 @@ BIOANON_API = ">=1.2,<2"  # 1.1: two-stage utility measures (extracts), progress
 def register_datasets(register):
     """The voice data sources."""
     from .sources import AudioMnist, Fsdd, KaldiDir, LibriSpeech, SpeakerFolder
-    from .synth import SyntheticVoice
+    from .synthetic import SyntheticVoice
 
     for cls in (Fsdd, AudioMnist, LibriSpeech, KaldiDir, SpeakerFolder, SyntheticVoice):
         register(cls)
@@ -42,8 +42,10 @@ def register_recognizers(register):
 
     from .resemblyzer_encoder import Resemblyzer, resemblyzer_available
 
-    for cls in (MfccSvm, MfccLogReg, MfccLda, XVector):
-        register(cls)
+    # the old ids (voice.mfcc_<classifier>) keep working with a deprecation warning: the features are a parameter
+    for cls, old in ((MfccSvm, "voice.mfcc_svm"), (MfccLogReg, "voice.mfcc_logreg"), (MfccLda, "voice.mfcc_lda")):
+        register(cls, deprecated_aliases=(old,))
+    register(XVector)
     if resemblyzer_available():
         register(Resemblyzer)
 
@@ -60,9 +62,9 @@ def register_utility_measures(register):
 def utterance_features(table):
     """The default feature view of ``audio`` for trait-agnostic methods (``any.*`` recognizers, the paper
     protocol, ...): per utterance, the mean and standard deviation of 20 MFCCs and of their deltas over the
-    non-silent frames — the statistics of ``voice.mfcc_*`` and ``voice.random_set_mean`` with their default
-    settings (:func:`bioanon_voice.recognizers.stats_table`), so clear audio and those methods' ``features``
-    outputs land in one space. Returns (N, 80) float32."""
+    non-silent frames — the statistics of ``voice.svm`` (``voice.lda``, ...) and ``voice.random_set_mean`` with
+    their default settings (:func:`bioanon_voice.recognizers.stats_table`), so clear audio and those methods'
+    ``features`` outputs land in one space. Returns (N, 80) float32."""
     import numpy as np
 
     from .dsp import audio_of, feature_stats

@@ -6,7 +6,7 @@ trait's payload and the paper's defaults.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, cast
 
 import attrs
 
@@ -25,16 +25,17 @@ class VoiceRandomSetMean(RandomSetMean):
     Each utterance is first summarized by fixed-length statistics over time, as the paper averaged its
     HuBERT token embeddings over time (§5.1.2): the mean and standard deviation of its MFCCs (or log mel
     energies) and of their deltas, silent frames dropped (:func:`bioanon_voice.dsp.feature_stats`, the same
-    statistics as ``voice.mfcc_*``). Then every utterance becomes the weighted mean of a random set of
-    ``set_size`` utterances of the table, ``purity`` of them sharing its value of ``attribute`` (the spoken
-    digit); on the ``retention`` share of statistics most relevant to that attribute the utterance itself
-    weighs ``weight``. Defaults are the paper's AudioMNIST setting: t = 0.8, g = 128, r_p = 1 %, w = 10,
-    attribute ``digit`` (§5.1.5). ``any.random_set_mean`` documents every other parameter.
+    statistics as ``voice.svm``, ``voice.logistic_regression`` and ``voice.lda``). Then every utterance
+    becomes the weighted mean of a random set of ``set_size`` utterances of the table, ``purity`` of them
+    sharing its value of ``attribute`` (the spoken digit); on the ``retention`` share of statistics most
+    relevant to that attribute the utterance itself weighs ``weight``. Defaults are the paper's AudioMNIST
+    setting: t = 0.8, g = 128, r_p = 1 %, w = 10, attribute ``digit`` (§5.1.5). ``any.random_set_mean``
+    documents every other parameter.
 
     The output has a ``features`` payload (float32, its settings in the metadata ``voice_features``) and no
-    ``audio``: the mean of utterance statistics is not a signal. The ``voice.mfcc_*`` recognizers,
-    ``voice.content_accuracy`` (``segments = 0``) and ``voice.voice_distinctiveness`` score such tables
-    directly when their statistics settings match; audio-only methods (``voice.xvector``,
+    ``audio``: the mean of utterance statistics is not a signal. The statistics recognizers (``voice.svm``,
+    ``voice.lda``, ...), ``voice.content_accuracy`` (``segments = 0``) and ``voice.voice_distinctiveness``
+    score such tables directly when their statistics settings match; audio-only methods (``voice.xvector``,
     ``voice.resemblyzer``, ρF0, SDR) cannot. A table that already has no audio but ``features`` is
     anonymized as it is."""
 
@@ -67,7 +68,7 @@ class VoiceRandomSetMean(RandomSetMean):
         ``any.random_set_mean``)."""
         if background is not None and {"audio", "features"} & set(background.payload_names):
             background = self.feature_table(background)
-        return super().fit(background)
+        return cast("VoiceRandomSetMean", super().fit(background))
 
     def transform(self, table: Any) -> Any:
         """Utterance statistics of ``table``, each replaced by the line-9 weighted mean of its random set."""

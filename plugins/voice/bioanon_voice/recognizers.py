@@ -5,7 +5,7 @@ attacker's training set and ``enroll`` the classifier on the gallery, so a parro
 anonymized speech learns the feature space of anonymized speech. A table without audio whose ``features``
 payload already holds these statistics (``voice.random_set_mean``'s output) is used directly. The x-vector
 network is in :mod:`bioanon_voice.xvector`, the pretrained Resemblyzer encoder in
-:mod:`bioanon_voice.resemblyzer`."""
+:mod:`bioanon_voice.resemblyzer_encoder`."""
 
 from __future__ import annotations
 
@@ -99,7 +99,7 @@ class _StatsRecognizer(FeatureRecognizer, ClassifierOptions):
 class MfccSvm(_StatsRecognizer):
     """MFCC (or filter-bank) statistics, standardization + PCA, then a linear/RBF SVM (core ``any.pca_svm``)."""
 
-    id: ClassVar[str] = "voice.mfcc_svm"
+    id: ClassVar[str] = "voice.svm"
 
     kernel: str = param("linear", help="SVM kernel", choices=("linear", "rbf"))
     c: float = param(1.0, help="SVM regularization C", low=0.0, low_inclusive=False)
@@ -114,7 +114,7 @@ class MfccLogReg(_StatsRecognizer):
     """MFCC (or filter-bank) statistics, standardization + PCA, then multinomial logistic regression (core
     ``any.logistic_regression``)."""
 
-    id: ClassVar[str] = "voice.mfcc_logreg"
+    id: ClassVar[str] = "voice.logistic_regression"
 
     c: float = param(1.0, help="inverse L2 regularization strength C", low=0.0, low_inclusive=False)
     scores: str = scores_param()
@@ -129,7 +129,7 @@ class MfccLda(_StatsRecognizer):
     enrolled speakers' mean embeddings (core ``any.lda_cosine``; the classic i-vector/x-vector back-end without
     PLDA). ``fit`` needs at least two training speakers."""
 
-    id: ClassVar[str] = "voice.mfcc_lda"
+    id: ClassVar[str] = "voice.lda"
 
     shrinkage: float = param(0.05, help="shrink the within-class scatter towards a scaled identity", low=0.0,
                              high=1.0)

@@ -1,5 +1,5 @@
-"""Voice data sources: FSDD, AudioMNIST, LibriSpeech, Kaldi data directories (VoicePrivacy), a folder per
-speaker, and a seeded synthesizer.
+"""Voice data sources: FSDD, AudioMNIST, LibriSpeech, Kaldi data directories (VoicePrivacy) and a folder per
+speaker (the seeded synthesizer ``voice.synthetic`` is in :mod:`bioanon_voice.synthetic`).
 
 Every source yields an ``audio`` payload (ragged float32 in [-1, 1], mono) with ``sample_rate`` in the
 metadata. Files are read with ``soundfile``; with ``sample_rate`` > 0 every file is resampled to it
@@ -187,8 +187,6 @@ class AudioMnist(_FileSource):
         return (rec[2]["index"], rec[2]["digit"])
 
     def _records(self, root):
-        import json
-
         data = root / "data" if (root / "data").is_dir() else root
         meta = None
         meta_file = data / "audioMNIST_meta.txt"
@@ -512,7 +510,7 @@ class KaldiDir(_FileSource):
         scp, u2s = d / "wav.scp", d / "utt2spk"
         if not u2s.is_file():
             raise KaldiDataError(f"{d}: no utt2spk file (a Kaldi data directory needs wav.scp and utt2spk)")
-        wavs = {}
+        wavs: dict[str, tuple[int, Path]] = {}
         for no, fields in _kaldi_lines(scp, 2, "'<utterance> <wav path>'"):
             utt = fields[0]
             where = f"{scp}, line {no}"

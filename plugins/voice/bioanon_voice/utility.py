@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import attrs
 import numpy as np
@@ -113,7 +113,7 @@ class PitchCorrelation(UtilityMeasure):
         (xa, sr), (xb, sr_b) = audio_of(original), audio_of(anonymized)
         return np.array([pitch_correlation(f0_track(a, sr, self.hop_ms, self.fmin, self.fmax),
                                            f0_track(b, sr_b, self.hop_ms, self.fmin, self.fmax), self.max_lag)
-                         for a, b in zip(xa, xb)], dtype=np.float64)
+                         for a, b in zip(xa, xb, strict=True)], dtype=np.float64)
 
 
 @attrs.define(kw_only=True)
@@ -133,7 +133,7 @@ class SignalToDistortion(UtilityMeasure):
         anonymized = align(original, anonymized)
         (xa, _), (xb, _) = audio_of(original), audio_of(anonymized)
         out = np.empty(len(xa))
-        for i, (a, b) in enumerate(zip(xa, xb)):
+        for i, (a, b) in enumerate(zip(xa, xb, strict=True)):
             n = min(len(a), len(b))
             a, b = a[:n].astype(np.float64), b[:n].astype(np.float64)
             if self.scale_invariant:
@@ -200,8 +200,8 @@ class VoiceDistinctiveness(UtilityMeasure):
     0 dB by construction; the floor is ``floor_db`` (a convention: −10 dB = a tenfold loss of diagonal
     dominance).
 
-    The default verifier, ``voice.mfcc_svm``, embeds utterances by the standardized PCA of their MFCC
-    statistics, which works with the few training speakers of a small evaluation; ``voice.mfcc_lda`` (an LDA
+    The default verifier, ``voice.svm``, embeds utterances by the standardized PCA of their MFCC
+    statistics, which works with the few training speakers of a small evaluation; ``voice.lda`` (an LDA
     needs many training speakers: C − 1 dimensions) or the pretrained ``voice.resemblyzer`` are stronger
     verifiers where they apply."""
 
@@ -212,7 +212,7 @@ class VoiceDistinctiveness(UtilityMeasure):
     reference: ClassVar[str] = ("Noé et al., Speech pseudonymisation assessment using voice similarity "
                                 "matrices, Interspeech 2020; VoicePrivacy 2020/2022 evaluation plans")
 
-    verifier: str = param("voice.mfcc_svm", help="id of the speaker-verification recognizer (needs an "
+    verifier: str = param("voice.svm", help="id of the speaker-verification recognizer (needs an "
                           "embedding; trained on the clear data given to fit, default parameters)")
     condition: str = param("aa", help="'aa': anonymized-anonymized similarities (METRICS.md, VPC 2022); "
                            "'oa': original-anonymized (VPC 2020)", choices=("aa", "oa"))
@@ -279,9 +279,10 @@ class VoiceDistinctiveness(UtilityMeasure):
         k = int(codes.max()) + 1
         eo = self._embed(original)[keep]
         ea = self._embed(anonymized)[keep]
-        s_oo = similarity_matrix(eo, eo, codes, k, self.slope_, self.intercept_)
+        slope, intercept = cast(float, self.slope_), cast(float, self.intercept_)  # fitted with verifier_
+        s_oo = similarity_matrix(eo, eo, codes, k, slope, intercept)
         other = (ea, ea) if self.condition == "aa" else (eo, ea)
-        return s_oo, similarity_matrix(*other, codes, k, self.slope_, self.intercept_)
+        return s_oo, similarity_matrix(*other, codes, k, slope, intercept)
 
     def gain(self, original, anonymized) -> float:
         """G_VD in dB of ``anonymized`` against ``original``."""
@@ -341,7 +342,8 @@ class AsrWordErrorRate(UtilityMeasure):
         from .asr import Recognizer
 
         if self.grammar and self.vocabulary:
-            raise ParameterError(self.id, "grammar", self.grammar, "empty when a vocabulary is given (one or the other)")
+            raise ParameterError(self.id, "grammar", self.grammar,
+                                 "empty when a vocabulary is given (one or the other)")
         asr = Recognizer(self.vocabulary, self.words, self.grammar)
         audio, sr = audio_of(table)
         return [asr.transcribe(a, sr) for a in progress_bar(audio, desc=f"{self.id}: transcribing", unit="utt",
@@ -353,7 +355,7 @@ class AsrWordErrorRate(UtilityMeasure):
         refs = [normalize_words(r, self.spell_digits) if r is not None and r == r else None
                 for r in original.attribute(self.transcript)]
         errors = np.array([np.nan if r is None else word_errors(r, normalize_words(h, self.spell_digits))
-                           for r, h in zip(refs, anonymized_values)], dtype=np.float64)
+                           for r, h in zip(refs, anonymized_values, strict=True)], dtype=np.float64)
         n_ref = np.array([np.nan if r is None else len(r) for r in refs], dtype=np.float64)
         known = np.isfinite(n_ref) & (n_ref > 0)
         out = np.full(len(refs), np.nan)

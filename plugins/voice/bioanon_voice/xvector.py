@@ -13,7 +13,7 @@ default; the training frames are staged there once and cropped there) with ``pre
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 import attrs
 import numpy as np
@@ -39,8 +39,9 @@ def _build(torch: Any, n_mels: int, channels: int, pool: int, frame_layers: int,
            loss: str, margin: float, scale: float):
     nn = torch.nn
     F = torch.nn.functional
+    module: Any = nn.Module  # torch is imported lazily: a value here, not a type mypy knows
 
-    class Segment7Softmax(nn.Module):
+    class Segment7Softmax(module):
         """Snyder et al.'s training head: ReLU, BN, segment7 (emb → emb), ReLU, BN, a softmax over speakers."""
 
         def __init__(self) -> None:
@@ -54,7 +55,7 @@ def _build(torch: Any, n_mels: int, channels: int, pool: int, frame_layers: int,
         def loss(self, e, y):
             return F.cross_entropy(self.layers(e), y)
 
-    class XVectorNet(nn.Module):
+    class XVectorNet(module):
         """TDNN frame layers (``backbone``) → mean+std pooling → embedding (segment6); a training head."""
 
         def __init__(self) -> None:
@@ -97,10 +98,11 @@ class XVector(CentroidRecognizer):
     """An x-vector speaker embedding network (TDNN + statistics pooling) trained from scratch on the attacker's
     training speakers; cosine to enrolled centroids.
 
-    Needs PyTorch (``pip install 'bioanon-voice[torch]'``), which a plain install of bioanon-voice does not pull. ``preset = "fast"`` (the
-    defaults) is tiny: four frame layers of 64 channels, 64-d embeddings, 0.6 s crops, an AAM-softmax loss, 30
-    epochs, one torch thread — seconds to a minute on a few hundred utterances. ``preset = "paper"`` is the x-vector
-    network of Snyder et al., "X-vectors: robust DNN embeddings for speaker recognition", ICASSP 2018, Table 1:
+    Needs PyTorch (``pip install 'bioanon-voice[torch]'``), which a plain install of bioanon-voice does not
+    pull. ``preset = "fast"`` (the defaults) is tiny: four frame layers of 64 channels, 64-d embeddings, 0.6 s
+    crops, an AAM-softmax loss, 30 epochs, one torch thread — seconds to a minute on a few hundred utterances.
+    ``preset = "paper"`` is the x-vector network of Snyder et al., "X-vectors: robust DNN embeddings for speaker
+    recognition", ICASSP 2018, Table 1:
     24 filter-bank channels (frame1's input is 5 × 24), frame1–frame3 with contexts [t-2, t+2], {t-2, t, t+2} and
     {t-3, t, t+3} and frame4 ({t}) of 512 channels, frame5 ({t}) of 1500 channels into statistics pooling (3000
     values), segment6 (3000 → 512, the x-vector, taken before its ReLU), and for training only segment7 (512 →
@@ -214,5 +216,5 @@ class XVector(CentroidRecognizer):
         # utterances of one length form one batch (no padding, which would change the statistics pooling)
         frames = [_at_least(f, 8) for f in self._frames(table)]
         e = infer(self.model_.embed, frames, out_shape=(self.embedding_dim,), batch_size=64, threads=self.threads,
-                  device=self.device_, precision=self.precision)
+                  device=cast(str, self.device_), precision=self.precision)
         return e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)

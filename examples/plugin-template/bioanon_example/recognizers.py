@@ -1,31 +1,13 @@
-"""The plugin's methods: ordinary attrs classes deriving from bioanon's base classes."""
+"""The plugin's recognizers (attackers): ordinary attrs classes deriving from bioanon's ``Recognizer``."""
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import ClassVar, cast
 
 import attrs
 import numpy as np
 
-from bioanon.api import Anonymizer, Recognizer, ScoreMatrix, fitted, param, require_fitted
-
-
-@attrs.define(kw_only=True)
-class Quantize(Anonymizer):
-    """Round every feature to a grid of width ``step`` (coarsening).
-
-    A small step keeps the data almost unchanged; a step larger than the spread of the data maps every sample
-    to the same point and removes all information."""
-
-    id: ClassVar[str] = "example.quantize"
-    trait: ClassVar[str] = "example"
-    payloads: ClassVar[tuple[str, ...]] = ("features",)
-
-    step: float = param(0.5, help="grid width in feature units", low=0.0, low_inclusive=False)
-
-    def transform(self, table):
-        x = table.payload("features")
-        return table.with_payload("features", (np.round(x / self.step) * self.step).astype(np.float32))
+from bioanon.api import Recognizer, ScoreMatrix, fitted, param, require_fitted
 
 
 @attrs.define(kw_only=True)
@@ -55,10 +37,12 @@ class NearestNeighbour(Recognizer):
 
     def score(self, probes) -> ScoreMatrix:
         require_fitted(self, "gallery_", call="enroll()", before="score()")
+        # set by enroll (require_fitted checked it; cast tells the type checker they are no longer None)
+        gallery, labels = cast(np.ndarray, self.gallery_), cast(np.ndarray, self.gallery_labels_)
         q = self._x(probes)
         # squared distances probes × gallery, then the best (smallest) per class
-        d = (q * q).sum(1)[:, None] - 2 * q @ self.gallery_.T + (self.gallery_ ** 2).sum(1)[None, :]
-        classes, inv = np.unique(self.gallery_labels_, return_inverse=True)
+        d = (q * q).sum(1)[:, None] - 2 * q @ gallery.T + (gallery ** 2).sum(1)[None, :]
+        classes, inv = np.unique(labels, return_inverse=True)
         best = np.full((len(q), len(classes)), np.inf, dtype=np.float32)
         for c in range(len(classes)):  # loop over classes, vectorized over probes
             best[:, c] = d[:, inv == c].min(axis=1)
