@@ -54,6 +54,10 @@ if TYPE_CHECKING:
     from .methods import Method
     from .table import SampleTable
 
+    Subparsers = argparse._SubParsersAction[argparse.ArgumentParser]
+else:  # not subscriptable at run time (typing.get_type_hints reads the hooks' annotations)
+    Subparsers = argparse._SubParsersAction
+
 hookspec = pluggy.HookspecMarker("bioanon")
 hookimpl = pluggy.HookimplMarker("bioanon")
 """Marks a function of a plugin as the implementation of the bioanon hook of the same name."""
@@ -211,7 +215,7 @@ def register_datasets(register: Register) -> None:
 
 
 @hookspec
-def register_commands(subparsers: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def register_commands(subparsers: Subparsers) -> None:
     """Add sub-commands to the ``bioanon`` command line.
 
     :param subparsers: the ``argparse`` sub-parsers of the ``bioanon`` command. Add a command with
