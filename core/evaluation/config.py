@@ -36,14 +36,17 @@ import re
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, TypedDict, TypeGuard, cast
 
 import attrs
 
 from ..fileio import jsonable
 from ..errors import ConfigError, ParameterError
-from ..methods import Method
+from ..methods import DatasetSource, Method, Recognizer
 from .scenarios import ALWAYS_SCENARIOS, DEANON, SCENARIOS, default_scenarios, parse_scenario
+
+if TYPE_CHECKING:  # types only
+    from ..registry import Registry
 
 __all__ = [
     "ALWAYS_SCENARIOS",
@@ -68,7 +71,15 @@ DEFAULT_RANDOM_DRAWS = 5
 DEFAULT_RATES = {"background": 0.2, "attacker": 0.4, "evaluation": 0.4, "enrolment": 0.5}
 # with [attacker_dataset]: the attacker's share comes from that data set; the evaluated one gives the rest
 DEFAULT_CROSS_RATES = {"background": 0.2, "attacker": 0.0, "evaluation": 0.8, "enrolment": 0.5}
-DEFAULT_REPORT = {"bootstrap": 1000, "confidence": 0.95, "per_probe_scores": False}
+
+
+class _ReportDefaults(TypedDict):
+    bootstrap: int
+    confidence: float
+    per_probe_scores: bool
+
+
+DEFAULT_REPORT: _ReportDefaults = {"bootstrap": 1000, "confidence": 0.95, "per_probe_scores": False}
 
 _KIND_NOUN = {
     "anonymizer": "anonymizer",
@@ -109,7 +120,7 @@ TEMPLATE_FITS = ("background", "attacker")
 # --------------------------------------------------------------------------------------------------- specs
 
 
-def _registry() -> Any:
+def _registry() -> Registry:
     """The registry ids resolve in: the current run's (:func:`bioanon.context.current_context`)."""
     from ..context import current_context
 
@@ -123,7 +134,7 @@ class MethodSpec:
 
     id: str
     params: dict[str, Any] = attrs.field(factory=dict)
-    grid: dict[str, tuple] = attrs.field(factory=dict)
+    grid: dict[str, tuple[Any, ...]] = attrs.field(factory=dict)
     name: str = ""
     cls: type[Method] | None = attrs.field(default=None, eq=False, repr=False, kw_only=True)
     """The method class found at validation (not compared); looked up in the registry when ``None``."""
@@ -183,9 +194,9 @@ class DatasetSpec:
     files: str = "stat"
     cls: type[Method] | None = attrs.field(default=None, eq=False, repr=False, kw_only=True)
 
-    def create(self) -> Method:
+    def create(self) -> DatasetSource:
         cls = self.cls if self.cls is not None else _registry().get(self.source, "dataset")
-        return cls(**self.params)
+        return cast(DatasetSource, cls(**self.params))  # a source of kind "dataset"
 
     def load(self) -> Any:
         """Load the table (``source.load(path)``)."""
@@ -382,7 +393,7 @@ class EvalConfig:
 def load_config(
     source: str | os.PathLike[str] | Mapping[str, Any] | EvalConfig,
     *,
-    registry: Any = None,
+    registry: Registry | None = None,
     base_dir: str | os.PathLike[str] | None = None,
     check_paths: bool = True,
 ) -> EvalConfig:
@@ -451,7 +462,7 @@ def _got(value: Any) -> str:
     return f"got {value!r} ({type(value).__name__})"
 
 
-def _is_int(x: Any) -> bool:
+def _is_int(x: Any) -> TypeGuard[int]:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
@@ -472,7 +483,7 @@ def _did_you_mean(word: str, options: Iterable[str]) -> str:
 
 
 class _Validator:
-    def __init__(self, registry: Any, base_dir: Any, check_paths: bool):
+    def __init__(self, registry: Registry, base_dir: str | os.PathLike[str] | None, check_paths: bool) -> None:
         self.registry = registry
         self.base_dir = Path(base_dir) if base_dir is not None else None
         self.check_paths = check_paths
@@ -485,12 +496,14 @@ class _Validator:
             self.problems.append(line)
 
     # -- generic checks --------------------------------------------------------------------------------
-    def table(self, raw: Any, path: str, keys: tuple[str, ...], *, method: type[Method] | None = None) -> dict:
+    def table(
+        self, raw: Any, path: str, keys: tuple[str, ...], *, method: type[Method] | None = None
+    ) -> dict[str, Any]:
         """A table (dict) with only ``keys``; unknown keys are reported (the table is returned without them)."""
         if not isinstance(raw, Mapping):
             self.add(path, f"expected a table, {_got(raw)}")
             return {}
-        out = {}
+        out: dict[str, Any] = {}
         for k, value in raw.items():
             if k in keys:
                 out[k] = value
@@ -509,35 +522,35 @@ class _Validator:
                 self.add(key_path, f"unknown key; {_did_you_mean(str(k), keys)}")
         return out
 
-    def integer(self, raw: dict, key: str, path: str, default: int, low: int) -> int:
+    def integer(self, raw: dict[str, Any], key: str, path: str, default: int, low: int) -> int:
         value = raw.get(key, default)
         if not _is_int(value) or value < low:
             self.add(path, f"expected an integer ≥ {low}, {_got(value)}")
             return default
         return value
 
-    def number(self, raw: dict, key: str, path: str, default: float, low: float, high: float) -> float:
+    def number(self, raw: dict[str, Any], key: str, path: str, default: float, low: float, high: float) -> float:
         value = raw.get(key, default)
         if not _is_number(value) or not low < value < high:
             self.add(path, f"expected a number in ({low:g}, {high:g}), {_got(value)}")
             return default
         return float(value)
 
-    def string(self, raw: dict, key: str, path: str, default: str | None) -> str | None:
+    def string(self, raw: dict[str, Any], key: str, path: str, default: str | None) -> str | None:
         value = raw.get(key, default)
         if not isinstance(value, str) or not value.strip():
             self.add(path, f"expected a non-empty string, {_got(value)}")
             return default
         return value
 
-    def boolean(self, raw: dict, key: str, path: str, default: bool) -> bool:
+    def boolean(self, raw: dict[str, Any], key: str, path: str, default: bool) -> bool:
         value = raw.get(key, default)
         if not isinstance(value, bool):
             self.add(path, f"expected true or false, {_got(value)}")
             return default
         return value
 
-    def table_list(self, raw: Any, path: str, required: bool) -> list:
+    def table_list(self, raw: Any, path: str, required: bool) -> list[Any]:
         if raw is None:
             if required:
                 self.add(path, f"missing required key (at least one [[{path}]] table)")
@@ -634,7 +647,7 @@ class _Validator:
                            bare=True)
         if spec is None:
             return None
-        if not spec.method_class().has_embedding:
+        if not cast("type[Recognizer]", spec.method_class()).has_embedding:  # kind "recognizer"
             self.add("templates.recognizer", f"{spec.id} has no embedding (has_embedding is false) and cannot "
                                              "extract templates; use a recognizer that embeds")
             return None
@@ -849,7 +862,7 @@ class _Validator:
                               f"{values['background']:g} + {values['evaluation']:g} = {total:g}")
         return Rates(**values)
 
-    def scenarios(self, raw: dict, has_deanonymizer: bool) -> tuple[str, ...]:
+    def scenarios(self, raw: dict[str, Any], has_deanonymizer: bool) -> tuple[str, ...]:
         """The config's attack scenarios, each parsed by :func:`~bioanon.evaluation.scenarios.parse_scenario`."""
         if "scenarios" not in raw:
             return default_scenarios(has_deanonymizer)
@@ -932,7 +945,7 @@ class _Validator:
             breakdown=self.breakdown(raw),
         )
 
-    def breakdown(self, raw: dict) -> str | tuple[str, ...]:
+    def breakdown(self, raw: dict[str, Any]) -> str | tuple[str, ...]:
         value = raw.get("breakdown", "auto")
         if value == "auto":
             return "auto"
@@ -942,7 +955,7 @@ class _Validator:
             return "auto"
         return tuple(dict.fromkeys(v.strip().removeprefix("attr.") for v in value))
 
-    def thresholds(self, raw: dict) -> tuple[float, float]:
+    def thresholds(self, raw: dict[str, Any]) -> tuple[float, float]:
         value = raw.get("reversibility_thresholds", list(DEFAULT_REVERSIBILITY))
         ok = (isinstance(value, (list, tuple)) and len(value) == 2 and all(_is_number(v) for v in value)
               and 0 < value[0] < value[1] < 1)
@@ -954,7 +967,7 @@ class _Validator:
         return (float(value[0]), float(value[1]))
 
     # -- methods ---------------------------------------------------------------------------------------
-    def methods(self, raw: Any, path: str, kind: str, *, required: bool, grid: bool = False) -> list:
+    def methods(self, raw: Any, path: str, kind: str, *, required: bool, grid: bool = False) -> list[MethodSpec | None]:
         items = self.table_list(raw, path, required)
         return [self.method(item, f"{path}[{i}]", kind, grid=grid) for i, item in enumerate(items)]
 
@@ -992,7 +1005,7 @@ class _Validator:
         self.add(path, f"unknown {noun} {method_id!r}; {hint}")
         return None
 
-    def params_table(self, raw: Any, path: str) -> dict:
+    def params_table(self, raw: Any, path: str) -> dict[str, Any]:
         if not isinstance(raw, Mapping):
             self.add(path, f"expected a table of parameters, {_got(raw)}")
             return {}
@@ -1020,7 +1033,7 @@ class _Validator:
         if "name" in raw:
             name = self.string(raw, "name", f"{path}.name", None)
         params = self.params_table(raw.get("params", {}), f"{path}.params")
-        sweep: dict[str, list] = {}
+        sweep: dict[str, list[Any]] = {}
         if grid and "grid" in raw:
             g = raw["grid"]
             if not isinstance(g, Mapping):
@@ -1044,8 +1057,8 @@ class _Validator:
         return MethodSpec(cls.id, fixed, swept, name or written, cls=cls)  # default name: the id as written
 
     def construct(
-        self, cls: type[Method], params: dict, sweep: dict[str, list], path: str
-    ) -> tuple[dict, dict[str, tuple]] | None:
+        self, cls: type[Method], params: dict[str, Any], sweep: dict[str, list[Any]], path: str
+    ) -> tuple[dict[str, Any], dict[str, tuple[Any, ...]]] | None:
         """Construct ``cls`` for every grid setting; return (completed fixed params, coerced grid)."""
         names = [f.name for f in cls.param_fields()]
         ok = True
@@ -1063,8 +1076,8 @@ class _Validator:
                       if not self._construct_one(cls, {k: v}, f"{path}.grid.{k}[{i}]")}
         ok &= not bad_fixed and not bad_values
         keys = list(sweep)
-        coerced: dict[str, list] = {k: [_MISSING] * len(v) for k, v in sweep.items()}
-        fixed: dict | None = None
+        coerced: dict[str, list[Any]] = {k: [_MISSING] * len(v) for k, v in sweep.items()}
+        fixed: dict[str, Any] | None = None
         for combo in itertools.product(*(range(len(sweep[k])) for k in keys)):
             if bad_fixed or any((k, i) in bad_values for k, i in zip(keys, combo, strict=True)):
                 continue  # already reported value by value
@@ -1094,7 +1107,7 @@ class _Validator:
             return None
         return fixed, {k: tuple(v) for k, v in coerced.items()}
 
-    def _construct_one(self, cls: type[Method], params: dict, where: str) -> bool:
+    def _construct_one(self, cls: type[Method], params: dict[str, Any], where: str) -> bool:
         """Construct ``cls`` with one parameter (the others default); report a ParameterError at ``where``."""
         try:
             cls(**params)
