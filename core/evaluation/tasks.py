@@ -9,17 +9,18 @@ half-read.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, cast
 
 import attrs
 import numpy as np
+from numpy.typing import NDArray
 
 from ..cache import Cache, derive_fingerprint, fingerprint
 from ..context import RunContext, current_context
 from ..errors import BioanonError
 from ..fileio import jsonable
-from ..methods import with_comparator
+from ..methods import Anonymizer, Deanonymizer, Method, Recognizer, Selector, UtilityMeasure, with_comparator
 from ..table import SampleTable
 from .scenarios import SCENARIOS_BASE  # noqa: F401 -- re-exported (bioanon.evaluation.tasks.SCENARIOS_BASE)
 from .scenarios import scenario_sets
@@ -111,7 +112,7 @@ def run_task(task: TaskSpec, cache: Cache, context: RunContext | None = None) ->
     the methods they call create methods with its registry and reuse fits and computed arrays in its stores."""
     from ..nettrain import using_weight_cache
 
-    done = cache.get_json(task.key)
+    done: dict[str, Any] | None = cache.get_json(task.key)
     if done is not None:
         return done
     context = context if context is not None else current_context()
@@ -121,12 +122,12 @@ def run_task(task: TaskSpec, cache: Cache, context: RunContext | None = None) ->
     return record
 
 
-def _create(spec: Mapping[str, Any]):
+def _create(spec: Mapping[str, Any]) -> Method:
     return current_context().create(spec["id"], **spec.get("params", {}))
 
 
 def _table(cache: Cache, key: str) -> SampleTable:
-    t = cache.get_table(key)
+    t: SampleTable | None = cache.get_table(key)
     if t is None:
         raise BioanonError(f"cache entry {key} is missing: was the cache cleared during the run?")
     return t
@@ -137,7 +138,7 @@ def _table(cache: Cache, key: str) -> SampleTable:
 
 @op
 def split(cache: Cache, *, dataset: str, rates: list[float], seed: int, key: str,
-          training_only: list[str] = (), attacker_dataset: str | None = None,
+          training_only: Sequence[str] = (), attacker_dataset: str | None = None,
           attacker_subjects: float = 1.0) -> dict[str, Any]:
     """Subject-disjoint split into background / attacker / evaluation. A background rate of 0 gives an empty
     background part (the attacker and evaluation shares then sum to 1 on their own). The ``training_only``
@@ -189,14 +190,14 @@ def _cross_parts(table: SampleTable, attacker: SampleTable, rates: list[float], 
 
 
 @op
-def templates(cache: Cache, *, method: dict, fit: str, label: str, background: str, attacker: str, evaluation: str,
-              key: str) -> dict:
+def templates(cache: Cache, *, method: dict[str, Any], fit: str, label: str, background: str, attacker: str,
+              evaluation: str, key: str) -> dict[str, Any]:
     """The ``[templates]`` stage: fit the template extractor (a recognizer that embeds) on the ``fit`` part
     (``background`` or ``attacker``) for ``label``, then replace every part's payloads by its templates (payload
     ``features``; subjects, sample ids, attributes and metadata kept)."""
     from ..errors import ConfigError
 
-    m = _create(method)
+    m = cast(Recognizer, _create(method))  # a recognizer that embeds (checked next)
     if not getattr(m, "has_embedding", False):
         raise ConfigError(f"[templates] recognizer {m.id} has no embedding (has_embedding is false)")
     parts = {"background": background, "attacker": attacker, "evaluation": evaluation}
@@ -204,7 +205,8 @@ def templates(cache: Cache, *, method: dict, fit: str, label: str, background: s
     if not len(train):
         raise ConfigError(f"[templates] fit = {fit!r}: the {fit} part is empty (rates.{fit} = 0?)")
     m.fit(train, label)
-    out, dim = {}, None
+    out: dict[str, str] = {}
+    dim: int | None = None
     for name in ("attacker", "evaluation", "background"):  # the empty background last: its width is known then
         table = _table(cache, parts[name])
         if len(table):
@@ -222,7 +224,7 @@ def templates(cache: Cache, *, method: dict, fit: str, label: str, background: s
     return {"outputs": out, "dim": int(dim or 0)}
 
 
-def template_table(table: SampleTable, templates: np.ndarray) -> SampleTable:
+def template_table(table: SampleTable, templates: NDArray[Any]) -> SampleTable:
     """``table`` with its payloads replaced by ``templates`` as the ``features`` payload."""
     out = table.with_payload("features", templates)
     others = [p for p in out.payload_names if p != "features"]
@@ -230,18 +232,19 @@ def template_table(table: SampleTable, templates: np.ndarray) -> SampleTable:
 
 
 @op
-def anonymize(cache: Cache, *, method: dict, background: str, attacker: str, evaluation: str, key: str) -> dict:
+def anonymize(cache: Cache, *, method: dict[str, Any], background: str, attacker: str, evaluation: str,
+              key: str) -> dict[str, Any]:
     """Fit the anonymizer on the background set; anonymize the attacker and evaluation sets. With an empty
     background (``rates.background = 0``) the anonymizer is fitted on each set it anonymizes."""
-    m = _create(method)
+    m = cast(Anonymizer, _create(method))
     back = _table(cache, background)
     if len(back):
         m.fit(back)
-    out = {}
+    out: dict[str, str] = {}
     for name, k_in in (("attacker", attacker), ("evaluation", evaluation)):
         clear = _table(cache, k_in)
         if not len(back):
-            m = _create(method).fit(clear)
+            m = cast(Anonymizer, _create(method)).fit(clear)
         anon = m.transform(clear)
         if not np.array_equal(anon.sample_ids, clear.sample_ids):
             raise BioanonError(f"{m.id} changed the sample ids or their order")
@@ -253,10 +256,10 @@ def anonymize(cache: Cache, *, method: dict, background: str, attacker: str, eva
 
 
 @op
-def deanonymize(cache: Cache, *, method: dict, clear_attacker: str, anon_attacker: str, anon_evaluation: str,
-                key: str) -> dict:
+def deanonymize(cache: Cache, *, method: dict[str, Any], clear_attacker: str, anon_attacker: str,
+                anon_evaluation: str, key: str) -> dict[str, Any]:
     """Train the de-anonymizer on (clear, anonymized) attacker pairs; apply it to the anonymized evaluation set."""
-    m = _create(method)
+    m = cast(Deanonymizer, _create(method))
     m.fit(_table(cache, clear_attacker), _table(cache, anon_attacker))
     anon = _table(cache, anon_evaluation)
     out = m.transform(anon)
@@ -266,9 +269,10 @@ def deanonymize(cache: Cache, *, method: dict, clear_attacker: str, anon_attacke
 
 
 @op
-def select(cache: Cache, *, method: dict, n: int, evaluation: str, attacker: str, key: str) -> dict:
+def select(cache: Cache, *, method: dict[str, Any], n: int, evaluation: str, attacker: str,
+           key: str) -> dict[str, Any]:
     """Select n subjects of the anonymized evaluation set (the selector may train on the anonymized attacker set)."""
-    m = _create(method)
+    m = cast(Selector, _create(method))
     subjects = m.select(_table(cache, evaluation), n, attacker=_table(cache, attacker))
     return {"subjects": [str(s) for s in subjects]}
 
@@ -305,7 +309,7 @@ def _mixed(clear: SampleTable, anon: SampleTable, share: float, seed: int) -> Sa
     n = len(clear)
     chosen = np.zeros(n, bool)
     chosen[rng.permutation(n)[: int(round(share * n))]] = True
-    pa_payloads = {}
+    pa_payloads: dict[str, list[Any] | NDArray[Any]] = {}
     for name in anon.payload_names:
         x_clear, x_anon = clear.payload(name), anon.payload(name)
         if isinstance(x_clear, list):
@@ -322,11 +326,11 @@ def _mixed(clear: SampleTable, anon: SampleTable, share: float, seed: int) -> Sa
 def score(
     cache: Cache,
     *,
-    recognizer: dict,
+    recognizer: dict[str, Any],
     scenario: str,
     label: str,
-    sets: dict,
-    selections: list[dict],
+    sets: dict[str, str],
+    selections: list[dict[str, Any]],
     enrolment: float,
     seed: int,
     bootstrap: int,
@@ -336,7 +340,7 @@ def score(
     enrol_by: str = "",
     breakdown: tuple[str, ...] = (),
     attacker_fit: str = "attacker",
-) -> dict:
+) -> dict[str, Any]:
     """Fit a recognizer once on the scenario's training data, then enrol and probe every subject selection.
 
     ``sets`` maps 'clear_attacker', 'anon_attacker', 'clear_evaluation', 'anon_evaluation' and optionally
@@ -363,14 +367,14 @@ def score(
         if train_kind.startswith("mix:"):
             train_id = ["mix", sets["clear_attacker"], sets["anon_attacker"], train_kind, mix_seed]
 
-            def train():
+            def train() -> SampleTable:
                 return _mixed(attacker["clear"](), attacker["anon"](), float(train_kind[4:]), mix_seed)
         else:
             train_id = [train_kind, sets[f"{train_kind}_attacker"]]
             train = attacker[train_kind]
         rec = current_context().fit(recognizer, train_id, label, train)
-    rows: list[dict] = []
-    groups_out: list[dict] = []
+    rows: list[dict[str, Any]] = []
+    groups_out: list[dict[str, Any]] = []
     probes_out: dict[str, str] = {}
     clear_eval = evaluation["clear"]
     for sel in selections:
@@ -404,27 +408,28 @@ def score(
             cache.put_table(k, _scores_table(scores, true, probes))
             probes_out[sel["id"]] = k
     used = getattr(rec, "comparator_used", lambda: "")()  # a protection's declared comparator, if one was used
-    out = {"rows": rows, "scores": probes_out, "comparator": used}
+    out: dict[str, Any] = {"rows": rows, "scores": probes_out, "comparator": used}
     if breakdown:
         out["breakdown"] = groups_out
     return out
 
 
-def _fit_on_enrolment(recognizer: dict, label: str, train_kind: str, evaluation: dict, sets: dict,
-                      ids: np.ndarray, subjects: list[str], enrolment: float, seed: int, mix_seed: int) -> Any:
+def _fit_on_enrolment(recognizer: dict[str, Any], label: str, train_kind: str, evaluation: dict[str, SampleTable],
+                      sets: dict[str, str], ids: NDArray[Any], subjects: list[str], enrolment: float, seed: int,
+                      mix_seed: int) -> Any:
     """The recognizer fitted on the enrolment samples ``ids`` of the selected subjects in the scenario's
     training kind (``attacker_fit = "enrolment"``). Memoized under an identifier that starts with "enrolment",
     so it never meets a fit on an attacker set."""
     if train_kind.startswith("mix:"):
         train_id = ["enrolment", train_kind, mix_seed, sets["clear_evaluation"], sets["anon_evaluation"]]
 
-        def train():
+        def train() -> SampleTable:
             return _mixed(_rows(evaluation["clear"], ids), _rows(evaluation["anon"], ids), float(train_kind[4:]),
                           mix_seed)
     else:
         train_id = ["enrolment", train_kind, sets[f"{train_kind}_evaluation"]]
 
-        def train():
+        def train() -> SampleTable:
             return _rows(evaluation[train_kind], ids)
     # the enrolment part is fixed by the evaluation tables, the subjects, the enrolment share and the seed
     return current_context().fit(recognizer, [*train_id, sorted(subjects), enrolment, seed], label, train)
@@ -447,7 +452,7 @@ def cv_rows(rec: Any) -> list[dict[str, Any]]:
             for stat, suffix in (("mean", ""), ("std", "_std"), ("min", "_min"), ("max", "_max"))]
 
 
-def _rows(table: SampleTable, ids: np.ndarray) -> SampleTable:
+def _rows(table: SampleTable, ids: NDArray[Any]) -> SampleTable:
     """The rows whose sample id is in ``ids`` (vectorized), in table order."""
     import pyarrow as pa
     import pyarrow.compute as pc
@@ -455,7 +460,7 @@ def _rows(table: SampleTable, ids: np.ndarray) -> SampleTable:
     return table.filter(pc.is_in(table.arrow.column("sample_id"), value_set=pa.array(ids, pa.string())))
 
 
-def _scores_table(scores: Any, true: np.ndarray, probes: SampleTable) -> SampleTable:
+def _scores_table(scores: Any, true: NDArray[Any], probes: SampleTable) -> SampleTable:
     """The per-probe score matrix as a table: payload ``scores`` (float64, exactly the matrix the metrics were
     computed from: float32 rounding flipped top-1 decisions between near-tied classes), the true label, and the
     column classes in the metadata."""
@@ -469,10 +474,10 @@ def _scores_table(scores: Any, true: np.ndarray, probes: SampleTable) -> SampleT
 
 
 @op
-def extract(cache: Cache, *, measure: dict, table: str, key: str) -> dict:
+def extract(cache: Cache, *, measure: dict[str, Any], table: str, key: str) -> dict[str, Any]:
     """The slow first stage of a two-stage utility measure (``UtilityMeasure.extracts``, e.g. speech
     recognition) on one table, as its own cached task: ``{"sample_ids": [...], "values": [...]}``."""
-    m = _create(measure)
+    m = cast(UtilityMeasure, _create(measure))
     t = _table(cache, table)
     values = list(m.extract(t))
     if len(values) != len(t):
@@ -480,7 +485,7 @@ def extract(cache: Cache, *, measure: dict, table: str, key: str) -> dict:
     return {"sample_ids": t.sample_ids.tolist(), "values": values}
 
 
-def _extracted(cache: Cache, task_key: str, table: SampleTable) -> list:
+def _extracted(cache: Cache, task_key: str, table: SampleTable) -> list[Any]:
     """An extract task's values in the row order of ``table``."""
     record = cache.get_json(task_key)
     if record is None:
@@ -493,14 +498,15 @@ def _extracted(cache: Cache, task_key: str, table: SampleTable) -> list:
 
 
 @op
-def utility(cache: Cache, *, measure: dict, clear_attacker: str, clear_evaluation: str, anon_evaluation: str,
-            bootstrap: int, confidence: float, seed: int, key: str, extracted: dict | None = None) -> dict:
+def utility(cache: Cache, *, measure: dict[str, Any], clear_attacker: str, clear_evaluation: str,
+            anon_evaluation: str, bootstrap: int, confidence: float, seed: int, key: str,
+            extracted: dict[str, str] | None = None) -> dict[str, Any]:
     """A utility measure: fitted on the clear attacker set, measured on the anonymized evaluation set, beside
     its clear level (the same measure on clear data) and its floor. ``extracted`` ('clear', 'anon': extract
     task keys) holds the first stage of a two-stage measure."""
     from ..metrics import bootstrap_ci
 
-    m = _create(measure)
+    m = cast(UtilityMeasure, _create(measure))
     m.fit(_table(cache, clear_attacker))
     clear = _table(cache, clear_evaluation)
     anon = _table(cache, anon_evaluation)
@@ -533,7 +539,7 @@ def utility(cache: Cache, *, measure: dict, clear_attacker: str, clear_evaluatio
 
 @op
 def protocol(cache: Cache, *, attribute: str, clear_evaluation: str, anon_evaluation: str, seed: int,
-             key: str) -> dict:
+             key: str) -> dict[str, Any]:
     """The paper's own evaluation protocol (``utility-preserving-anonymization.txt`` §5.1.3) on the evaluation
     set: attribute-of-interest accuracy of a random forest trained on original data, mixture, top-k mixture and
     KL from random guess of an identity classifier trained on original data. Payloads that cannot be flattened
