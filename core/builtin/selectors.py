@@ -12,18 +12,22 @@ is indexed by its position in ``table.subject_names`` (sorted), so results do no
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar, cast
 
 import attrs
 import numpy as np
+from numpy.typing import NDArray
 
 from ..errors import DataError, TableError
-from ..methods import Selector, feature_matrix, param
+from ..methods import Recognizer, Selector, feature_matrix, param
+
+if TYPE_CHECKING:  # types only
+    from ..table import SampleTable
 
 _CHUNK_ELEMS = 1 << 22  # distance-matrix elements computed at once
 
 
-def _check_n(method: Selector, table, n: int) -> list[str]:
+def _check_n(method: Selector, table: SampleTable, n: int) -> list[str]:
     """The table's sorted subject names, after checking 1 <= n <= their number."""
     names = table.subject_names
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
@@ -33,7 +37,7 @@ def _check_n(method: Selector, table, n: int) -> list[str]:
     return names
 
 
-def _subject_codes(table, names: list[str]) -> np.ndarray:
+def _subject_codes(table: SampleTable, names: list[str]) -> np.ndarray:
     return np.searchsorted(np.asarray(names, dtype=object), table.subjects).astype(np.intp)
 
 
@@ -47,7 +51,7 @@ def _group_means(x: np.ndarray, codes: np.ndarray, n_groups: int) -> np.ndarray:
 
 
 def _pair_dist(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    d2 = (a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * (a @ b.T)
+    d2: NDArray[np.float64] = (a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * (a @ b.T)
     return np.sqrt(np.maximum(d2, 0.0))
 
 
@@ -92,13 +96,13 @@ def spread_greedy(points: np.ndarray, n: int, seed: int = 0) -> list[int]:
     return [int(perm[c]) for c in chosen]
 
 
-def _recognizer(recognizer_id: str):
+def _recognizer(recognizer_id: str) -> Recognizer:
     from ..context import current_context
 
-    return current_context().create(recognizer_id, "recognizer")
+    return cast(Recognizer, current_context().create(recognizer_id, "recognizer"))  # of kind "recognizer"
 
 
-def _require_attacker(method: Selector, attacker) -> None:
+def _require_attacker(method: Selector, attacker: SampleTable | None) -> None:
     if attacker is None:
         raise TableError(
             f"{method.id} trains its recognizer on the anonymized attacker set: pass select(..., attacker=table)"
@@ -117,7 +121,7 @@ class RandomSelection(Selector):
 
     seed: int = param(0, help="random seed")
 
-    def select(self, table, n, *, attacker=None):
+    def select(self, table: SampleTable, n: int, *, attacker: SampleTable | None = None) -> list[str]:
         names = _check_n(self, table, n)
         return [names[i] for i in np.random.default_rng(self.seed).permutation(len(names))[:n]]
 
@@ -150,7 +154,7 @@ class ClassificationSelection(Selector):
     order: str = param("descending", help="with by: 'descending' keeps the subjects with the highest values "
                                           "(SEBA), 'ascending' the lowest", choices=("descending", "ascending"))
 
-    def subject_values(self, table) -> np.ndarray:
+    def subject_values(self, table: SampleTable) -> np.ndarray:
         """The ``by`` column's value per subject, in ``table.subject_names`` order (DataError when the column
         is missing, not numeric, missing for a subject or not constant within a subject)."""
         names = table.subject_names
@@ -180,7 +184,7 @@ class ClassificationSelection(Selector):
                             f"subjects in all): rank by a per-subject attribute")
         return lo
 
-    def select(self, table, n, *, attacker=None):
+    def select(self, table: SampleTable, n: int, *, attacker: SampleTable | None = None) -> list[str]:
         from ..metrics import label_indices, per_subject_accuracy
 
         names = _check_n(self, table, n)
@@ -221,7 +225,7 @@ class MetadataSelection(Selector):
     attributes: tuple[str, ...] = param((), help="attribute names to use (empty = all)")
     seed: int = param(0, help="random seed breaking ties between subjects with equal metadata")
 
-    def metadata_matrix(self, table) -> np.ndarray:
+    def metadata_matrix(self, table: SampleTable) -> np.ndarray:
         """(subjects × features) normalized metadata, rows in ``table.subject_names`` order."""
         names = table.subject_names
         attrs_ = list(self.attributes) or table.attribute_names
@@ -249,7 +253,7 @@ class MetadataSelection(Selector):
                 cols.append(onehot / counts[:, None])
         return np.hstack(cols)
 
-    def select(self, table, n, *, attacker=None):
+    def select(self, table: SampleTable, n: int, *, attacker: SampleTable | None = None) -> list[str]:
         names = _check_n(self, table, n)
         return [names[i] for i in spread_greedy(self.metadata_matrix(table), n, self.seed)]
 
@@ -262,7 +266,7 @@ class _EmbeddingSelector(Selector):
                             help="id of a recognizer with an embedding ('' = the standardized payload)")
     payload: str = param("", help="payload column when recognizer is '' (default: the first one present)")
 
-    def embedding(self, table, attacker) -> np.ndarray:
+    def embedding(self, table: SampleTable, attacker: SampleTable | None) -> np.ndarray:
         """The evaluation samples in the recognizer's feature space, fitted on ``attacker`` (else on
         ``table``), or the payload standardized over ``table`` when no recognizer is set."""
         if not self.recognizer:
@@ -270,7 +274,8 @@ class _EmbeddingSelector(Selector):
             x = feature_matrix(table, self.payload or None, candidates=table.payload_names,
                                who=self.id).astype(np.float64)
             sd = x.std(axis=0)
-            return (x - x.mean(axis=0)) / np.where(sd > 1e-12, sd, 1.0)
+            standardized: NDArray[np.float64] = (x - x.mean(axis=0)) / np.where(sd > 1e-12, sd, 1.0)
+            return standardized
         from ..cache import table_fingerprint
         from ..context import current_context
 
@@ -296,7 +301,7 @@ class DistinctiveSelection(_EmbeddingSelector):
 
     id: ClassVar[str] = "any.select_distinctive"
 
-    def scores(self, table, attacker) -> tuple[np.ndarray, np.ndarray]:
+    def scores(self, table: SampleTable, attacker: SampleTable | None) -> tuple[np.ndarray, np.ndarray]:
         """(genuine, imposter) per subject in ``table.subject_names`` order. ``attacker`` is required when a
         recognizer is set (its embedding is fitted there)."""
         if self.recognizer:
@@ -314,7 +319,7 @@ class DistinctiveSelection(_EmbeddingSelector):
             imposter[lo : lo + step] = np.where(own, np.inf, d).min(axis=1)
         return genuine, imposter
 
-    def select(self, table, n, *, attacker=None):
+    def select(self, table: SampleTable, n: int, *, attacker: SampleTable | None = None) -> list[str]:
         names = _check_n(self, table, n)
         genuine, imposter = self.scores(table, attacker)
         if len(names) == 1:
@@ -335,7 +340,7 @@ class CenterSelection(_EmbeddingSelector):
 
     seed: int = param(0, help="random seed breaking ties between equidistant subjects")
 
-    def select(self, table, n, *, attacker=None):
+    def select(self, table: SampleTable, n: int, *, attacker: SampleTable | None = None) -> list[str]:
         names = _check_n(self, table, n)
         means = _group_means(self.embedding(table, attacker), _subject_codes(table, names), len(names))
         return [names[i] for i in spread_greedy(means, n, self.seed)]
