@@ -22,7 +22,7 @@ import sys
 import time
 import traceback
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -30,6 +30,9 @@ from .cache import Cache
 from .context import RunContext, active_context
 from .errors import BioanonError
 from .log import progress_bar
+
+if TYPE_CHECKING:  # types only
+    from concurrent.futures import ProcessPoolExecutor
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +46,7 @@ class ExecutionReport:
     failed: dict[str, str] = attrs.field(factory=dict)  # task key -> error
     skipped: dict[str, str] = attrs.field(factory=dict)  # task key -> failed dependency
     records: dict[str, Any] = attrs.field(factory=dict)
-    by_stage: dict[str, dict[str, int]] = attrs.field(factory=dict)
+    by_stage: dict[str, dict[str, float]] = attrs.field(factory=dict)  # counts and "seconds"
     jobs: int = 1  # tasks that could run at once (worker processes; 1: in the calling process)
 
     def count(self, stage: str, what: str, seconds: float = 0.0) -> None:
@@ -297,7 +300,8 @@ def _main_hidden() -> Iterator[None]:
     user's script that calls ``bioanon.evaluate`` without an ``if __name__ == "__main__"`` guard would otherwise
     run again in every worker. Workers only need bioanon's own modules."""
     main = sys.modules.get("__main__")
-    saved = {k: main.__dict__[k] for k in ("__spec__", "__file__") if main is not None and k in main.__dict__}
+    saved: dict[str, Any] = {k: main.__dict__[k] for k in ("__spec__", "__file__")
+                             if main is not None and k in main.__dict__}
     try:
         if main is not None:
             main.__dict__.pop("__file__", None)
@@ -339,7 +343,7 @@ def _run_timed(task: Any, cache: Cache, env: Mapping[str, str], context: RunCont
     return record, time.perf_counter() - start
 
 
-_POOLS: dict[tuple, Any] = {}
+_POOLS: dict[tuple[int, int], ProcessPoolExecutor] = {}
 
 
 def _worker_settings(jobs: int) -> tuple[int, int]:
@@ -367,7 +371,7 @@ def _init_worker(threads: int) -> None:
 _LIMITS: Any = None
 
 
-def _pool(jobs: int) -> Any:
+def _pool(jobs: int) -> ProcessPoolExecutor:
     """A process pool of ``jobs`` workers, kept for the next run with the same settings (its workers have the
     packages imported already). Workers start from a fork server with the core imported (no copy of this
     process's memory, no threads inherited)."""
@@ -447,14 +451,14 @@ class DaskExecutor:
         if self.client is not None:
             client = self.client
         elif self.scheduler is not None:
-            client = Client(self.scheduler)
+            client = Client(self.scheduler)  # type: ignore[no-untyped-call]  # distributed has no annotations
         else:  # a local cluster for this run
             from distributed import LocalCluster
 
             n = resolve_jobs(self.jobs)
-            cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0",
-                                   silence_logs=40)
-            client = Client(cluster)
+            cluster = LocalCluster(  # type: ignore[no-untyped-call]  # distributed has no annotations
+                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=40)
+            client = Client(cluster)  # type: ignore[no-untyped-call]
         report = ExecutionReport(jobs=sum(w.get("nthreads", 1) for w in
                                           client.scheduler_info().get("workers", {}).values()) or 1)
         try:
@@ -478,7 +482,7 @@ class DaskExecutor:
                 pending.append(fut)
             log.info("running %d task(s) on a Dask cluster of %d worker thread(s)", len(pending), report.jobs)
             bar = progress_bar(total=len(pending), progress=self.progress, desc="   tasks", unit="task")
-            for fut in as_completed(pending):
+            for fut in as_completed(pending):  # type: ignore[no-untyped-call]  # distributed has no annotations
                 t = labels[fut.key]
                 bar.update(1)
                 # a future can be yielded in a transient state when its worker died (its task is then
@@ -486,7 +490,7 @@ class DaskExecutor:
                 try:
                     record = fut.result()
                 except Exception as error:  # noqa: BLE001 - reported with the task's label
-                    exc = error
+                    failure = error
                 else:
                     report.records[t.key] = record
                     report.executed += 1
@@ -495,8 +499,8 @@ class DaskExecutor:
                 if not self.keep_going:
                     for f in pending:
                         f.cancel()
-                    raise TaskFailed(f"{t.label}: {type(exc).__name__}: {exc}") from exc
-                erred[t.key] = f"{t.label}: {type(exc).__name__}: {exc}"
+                    raise TaskFailed(f"{t.label}: {type(failure).__name__}: {failure}") from failure
+                erred[t.key] = f"{t.label}: {type(failure).__name__}: {failure}"
             # a task whose dependency failed errs with the dependency's exception: report it as skipped
             for key, msg in erred.items():
                 task = by_key[key]
