@@ -20,17 +20,19 @@ import sys
 import time
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import attrs
 import numpy as np
+from numpy.typing import NDArray
 
 from ..cache import Cache, table_fingerprint
 from ..context import RunContext
 from ..errors import BioanonError
 from ..fileio import atomic_write, atomic_write_text, jsonable
 from ..table import LOAD_WARNINGS, SampleTable, _part_sizes
-from .checks import data_problems, device_problems, raise_problems
+from .checks import data_problems, device_problems
+from .config import raise_problems
 from .data import (  # noqa: F401 -- re-exported (the names of bioanon.evaluation.run before the split)
     ResourceEstimate,
     attacker_data_problems,
@@ -186,7 +188,7 @@ def _unsplittable(table: SampleTable, enrolment: float, label: str,
     else:
         subjects, counts = np.unique(table.subjects, return_counts=True)
         sizes = _part_sizes(counts.astype(np.int64), np.array([enrolment, 1.0 - enrolment]))
-        ok = (sizes >= 1).all(axis=1)
+        ok = cast("NDArray[np.bool_]", (sizes >= 1).all(axis=1))  # one flag per subject
         why = (f"have too few samples for an enrolment share of {enrolment} (need ≥ 1 enrolment and ≥ 1 test "
                "sample)")
     warnings = []
@@ -288,7 +290,7 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | Non
                 anon = {n: output_key(t_anon.key, n) for n in ("attacker", "evaluation")}
                 sets = {"clear_attacker": clear["attacker"], "anon_attacker": anon["attacker"],
                         "clear_evaluation": clear["evaluation"], "anon_evaluation": anon["evaluation"]}
-                deps_anon = (t_split.key, t_anon.key)
+                deps_anon: tuple[str, ...] = (t_split.key, t_anon.key)
                 if cfg.deanonymizer is not None:
                     t_de = add(make_task(
                         "deanonymize",
@@ -333,7 +335,7 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | Non
                               "clear_evaluation": clear["evaluation"], "anon_evaluation": anon["evaluation"],
                               "bootstrap": rep.bootstrap, "confidence": rep.confidence,
                               "seed": derived_seed(seed_r, "utility")}
-                    u_deps = (t_split.key, t_anon.key)
+                    u_deps: tuple[str, ...] = (t_split.key, t_anon.key)
                     if u_spec.method_class().extracts:  # the slow first stage: one cached task per table
                         ex = {k: add(make_task("extract", {"measure": u_args["measure"], "table": tbl}, dep,
                                                stage="extract", label=f"extract {u_spec.name} {k} {where}")).key
@@ -622,7 +624,7 @@ def tradeoff_tables(metrics: Any, utility: Any, has_deanon: bool) -> tuple[Any, 
 def sanity_warnings(metrics: Any) -> list[str]:
     """The attacker-too-weak guard: a recognizer whose clear-level CI of the headline metric (top-1 for identity,
     balanced accuracy for an attribute) contains chance."""
-    out = []
+    out: list[str] = []
     hm = headline_metric(metrics)
     name = {"top1": "top-1", "balanced_accuracy": "balanced accuracy"}[hm]
     clear = metrics[(metrics.metric == hm) & (metrics.scenario == CLEAR)]
@@ -680,9 +682,9 @@ def evaluate(
     config: Any,
     *,
     data: SampleTable | None = None,
-    out_dir: str | os.PathLike | None = RUNS_IN_CACHE,
+    out_dir: str | os.PathLike[str] | None = RUNS_IN_CACHE,
     run_id: str | None = None,
-    cache: Cache | str | os.PathLike | None = None,
+    cache: Cache | str | os.PathLike[str] | None = None,
     executor: Any = "local",
     scheduler: Any = None,
     keep_going: bool = False,
