@@ -28,7 +28,7 @@ import contextlib
 import contextvars
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from numpy.typing import NDArray
 
@@ -37,8 +37,9 @@ from .fit_memo import ComputedFeatures, FittedRecognizers
 
 if TYPE_CHECKING:  # types only: a registry module import would close a cycle through the plugin loader
     from .cache import Cache
-    from .methods import Method
+    from .methods import DatasetSource, Method
     from .registry import Registry
+    from .table import SampleTable
 
 __all__ = ["RunContext", "active_context", "current_context", "reuse_computed", "set_default_registry"]
 
@@ -94,13 +95,14 @@ class RunContext:
         """A method of this run's registry by id, with validated parameters."""
         return self.registry.create(method_id, kind, **params)
 
-    def load_dataset(self, source_id: str, path: Any = None, /, **params: Any) -> Any:
+    def load_dataset(self, source_id: str, path: Any = None, /, **params: Any) -> SampleTable:
         """Load a data set with a dataset source of this run's registry (BioanonError naming the source when
         it reads a data layout and no ``path`` is given)."""
-        source = self.create(source_id, "dataset", **params)
+        source = cast("DatasetSource", self.create(source_id, "dataset", **params))  # of kind "dataset"
         if getattr(source, "needs_path", False) and path is None:
             raise BioanonError(f"{source_id} reads a data layout: give the path of the data set")
-        return source.load(path)  # type: ignore[attr-defined]  # a DatasetSource (kind "dataset")
+        table: SampleTable = source.load(path)
+        return table
 
     # -- reuse ---------------------------------------------------------------------------------------------
     def fit(self, spec: Mapping[str, Any], train_id: Any, label: str, train: Callable[[], Any], *,

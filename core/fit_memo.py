@@ -93,7 +93,7 @@ def content_digest(arrays: Sequence[np.ndarray] | np.ndarray) -> str:
     for a in ([arrays] if isinstance(arrays, np.ndarray) else arrays):
         a = np.ascontiguousarray(a)
         h.update(f"{a.dtype.str}{a.shape};".encode())
-        h.update(memoryview(a).cast("B"))
+        h.update(memoryview(a).cast("B"))  # type: ignore[arg-type]  # numpy types the buffer protocol for 3.12+ only
     return h.hexdigest()
 
 

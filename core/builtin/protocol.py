@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ParameterError, TableError
-from ..methods import feature_matrix, labels_of
+from ..methods import align, feature_matrix, labels_of
 from ..metrics import (
     chance_level,
     kl_from_uniform,
@@ -41,7 +41,7 @@ from ..metrics import (
     top_k_hits,
     top_k_mixture,
 )
-from .utility import AttributeAccuracy, _valid, align
+from .utility import AttributeAccuracy, _valid
 
 __all__ = ["IDENTITY_CLASSIFIERS", "nearest_original_reid", "paper_protocol"]
 

@@ -5,12 +5,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # types only: the package imports its modules on first use
+    from .run import EvaluationResult
 
 __all__ = ["evaluate"]
 
 
-def evaluate(config: Any, **kwargs: Any):
+def evaluate(config: Any, **kwargs: Any) -> EvaluationResult:
     """Run a strong evaluation (see :func:`bioanon.evaluation.run.evaluate`)."""
     from .run import evaluate as _evaluate
 

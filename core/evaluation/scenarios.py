@@ -189,7 +189,7 @@ def scenario_tables(scenario: str, sets: Mapping[str, str], attacker_fit: str = 
 # -------------------------------------------------------------------------------------- display order and names
 
 
-def display_key(scenario: Any) -> tuple:
+def display_key(scenario: Any) -> tuple[int, str, int, float, str]:
     """Sort key of a scenario id in the report's display order: clear, naive, lazy, parrot, parrot:<share> (by
     share), unknown ids, deanon."""
     base, _, share = str(scenario).partition(":")
