@@ -101,8 +101,12 @@ def main(run: Callable[..., dict[str, Any]], doc: str | None) -> None:
         Path(a.json).write_text(json.dumps(res, indent=2))
 
 
-def run_cases(label: str, cases: list[Any], bench: Callable[[Any], tuple[list[dict[str, Any]], dict[str, Any]]],
-              only: list[str] | None = None) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
+def run_cases(
+    label: str,
+    cases: list[Any],
+    bench: Callable[[Any], tuple[list[dict[str, Any]], dict[str, Any]]],
+    only: list[str] | None = None,
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[str]]:
     """Run ``bench(case)`` for every case whose ``method_id`` is installed (and in ``only``, when given).
 
     Returns (figures, per-case details, notes); a method that is not installed is skipped with a note."""
@@ -130,10 +134,13 @@ def print_figures(header: str, figures: list[dict[str, Any]], quick: bool, width
     """Print a loop benchmark's figures: ratio, target, verdict and the absolute times behind the ratio."""
     print(header + (" — quick: tiny sizes, the ratios say nothing about the targets" if quick else ""))
     for f in figures:
-        times = f"method {f['method_s']:.3f} s, " + (f"loop {f['loop_s']:.3f} s" if "loop_s" in f
-                                                     else f"python {f['python_s_extrapolated']:.1f} s (extrap.)")
-        print(f"  {f['name']:<{width}} {f['value']:9.1f}×  target {f['target']:<9} "
-              f"{'PASS' if f['passed'] else 'FAIL'}  ({times})")
+        times = f"method {f['method_s']:.3f} s, " + (
+            f"loop {f['loop_s']:.3f} s" if "loop_s" in f else f"python {f['python_s_extrapolated']:.1f} s (extrap.)"
+        )
+        print(
+            f"  {f['name']:<{width}} {f['value']:9.1f}×  target {f['target']:<9} "
+            f"{'PASS' if f['passed'] else 'FAIL'}  ({times})"
+        )
 
 
 def read_results(path: str | Path) -> dict[str, Any]:

@@ -63,27 +63,65 @@ UTIL_TARGET = 60.0  # % GPU utilization during training
 SIZES: dict[str, dict[str, dict[str, Any]]] = {
     "full": {
         "gait_eval": {"subjects": 200, "sequences": 8, "frames": 60, "recognizer": {}, "bootstrap": 200},
-        "arcface": {"subjects": 200, "images": 10, "size": 112, "warmup": 64,
-                    "params": {"size": 112, "backbone": "resnet18", "width": 0, "batch_size": 64, "epochs": 2}},
-        "fantomas": {"subjects": 40, "images": 10, "size": 224, "warmup": 32,
-                     # features=4: the widest linear layer face.fantomas allows at 224 px (157 M weights)
-                     "params": {"resolution": (224, 224), "features": 4, "batch_size": 64, "epochs": 5,
-                                "patience": 0}},
-        "xvector": {"speakers": 100, "utterances": 20, "duration": 3.0, "warmup": 64,
-                    "params": {"channels": 512, "embedding_dim": 256, "crop_frames": 200, "batch_size": 64,
-                               "epochs": 2}},
+        "arcface": {
+            "subjects": 200,
+            "images": 10,
+            "size": 112,
+            "warmup": 64,
+            "params": {"size": 112, "backbone": "resnet18", "width": 0, "batch_size": 64, "epochs": 2},
+        },
+        "fantomas": {
+            "subjects": 40,
+            "images": 10,
+            "size": 224,
+            "warmup": 32,
+            # features=4: the widest linear layer face.fantomas allows at 224 px (157 M weights)
+            "params": {"resolution": (224, 224), "features": 4, "batch_size": 64, "epochs": 5, "patience": 0},
+        },
+        "xvector": {
+            "speakers": 100,
+            "utterances": 20,
+            "duration": 3.0,
+            "warmup": 64,
+            "params": {"channels": 512, "embedding_dim": 256, "crop_frames": 200, "batch_size": 64, "epochs": 2},
+        },
     },
     "quick": {
-        "gait_eval": {"subjects": 8, "sequences": 4, "frames": 16, "bootstrap": 10,
-                      "recognizer": {"epochs": 1, "channels": 4, "embedding_dim": 4}},
-        "arcface": {"subjects": 4, "images": 3, "size": 32, "warmup": 6,
-                    "params": {"size": 32, "width": 4, "embedding_dim": 8, "batch_size": 4, "epochs": 1}},
-        "fantomas": {"subjects": 4, "images": 3, "size": 16, "warmup": 6,
-                     "params": {"resolution": (16, 16), "features": 2, "batch_size": 4, "epochs": 1,
-                                "patience": 0, "validation": 0.0}},
-        "xvector": {"speakers": 3, "utterances": 3, "duration": 0.3, "warmup": 6,
-                    "params": {"channels": 4, "embedding_dim": 4, "crop_frames": 10, "batch_size": 4,
-                               "epochs": 1}},
+        "gait_eval": {
+            "subjects": 8,
+            "sequences": 4,
+            "frames": 16,
+            "bootstrap": 10,
+            "recognizer": {"epochs": 1, "channels": 4, "embedding_dim": 4},
+        },
+        "arcface": {
+            "subjects": 4,
+            "images": 3,
+            "size": 32,
+            "warmup": 6,
+            "params": {"size": 32, "width": 4, "embedding_dim": 8, "batch_size": 4, "epochs": 1},
+        },
+        "fantomas": {
+            "subjects": 4,
+            "images": 3,
+            "size": 16,
+            "warmup": 6,
+            "params": {
+                "resolution": (16, 16),
+                "features": 2,
+                "batch_size": 4,
+                "epochs": 1,
+                "patience": 0,
+                "validation": 0.0,
+            },
+        },
+        "xvector": {
+            "speakers": 3,
+            "utterances": 3,
+            "duration": 0.3,
+            "warmup": 6,
+            "params": {"channels": 4, "embedding_dim": 4, "crop_frames": 10, "batch_size": 4, "epochs": 1},
+        },
     },
 }
 
@@ -97,8 +135,13 @@ class GpuSampler:
 
     def __init__(self, index: int, interval: float = 0.2) -> None:
         self.interval, self.samples, self.error = interval, [], None
-        self.cmd = [shutil.which("nvidia-smi") or "nvidia-smi", "--query-gpu=utilization.gpu,memory.used",
-                    "--format=csv,noheader,nounits", "-i", _smi_id(index)]
+        self.cmd = [
+            shutil.which("nvidia-smi") or "nvidia-smi",
+            "--query-gpu=utilization.gpu,memory.used",
+            "--format=csv,noheader,nounits",
+            "-i",
+            _smi_id(index),
+        ]
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="gpu-sampler", daemon=True)
 
@@ -114,7 +157,7 @@ class GpuSampler:
                 return
             self._stop.wait(max(0.0, self.interval - (time.perf_counter() - t)))
 
-    def __enter__(self) -> "GpuSampler":
+    def __enter__(self) -> GpuSampler:
         if shutil.which(self.cmd[0]) is None:
             self.error = "nvidia-smi not found: no utilization figures"
         else:
@@ -130,11 +173,20 @@ class GpuSampler:
         """Mean and max utilization and the most memory in use over the samples inside ``spans``."""
         inside = [(u, m) for t, u, m in self.samples if any(a <= t <= b for a, b in spans)]
         if not inside:
-            return {"gpu_util_mean": None, "gpu_util_max": None, "gpu_mem_used_max_mib": None,
-                    "util_samples": 0, **({"util_error": self.error} if self.error else {})}
+            return {
+                "gpu_util_mean": None,
+                "gpu_util_max": None,
+                "gpu_mem_used_max_mib": None,
+                "util_samples": 0,
+                **({"util_error": self.error} if self.error else {}),
+            }
         util = [u for u, _ in inside]
-        return {"gpu_util_mean": round(sum(util) / len(util), 1), "gpu_util_max": max(util),
-                "gpu_mem_used_max_mib": max(m for _, m in inside), "util_samples": len(inside)}
+        return {
+            "gpu_util_mean": round(sum(util) / len(util), 1),
+            "gpu_util_max": max(util),
+            "gpu_mem_used_max_mib": max(m for _, m in inside),
+            "util_samples": len(inside),
+        }
 
 
 def _smi_id(index: int) -> str:
@@ -203,9 +255,14 @@ class Case:
 
 def _gait_config(s: dict[str, Any], subjects: int) -> dict[str, Any]:
     return {
-        "name": "bench-gpu-gait", "seed": 0, "repeats": 1, "scenarios": ["naive", "parrot"],
-        "dataset": {"source": "gait.synthetic", "params": {"n_subjects": subjects, "sequences_per_subject":
-                                                           s["sequences"], "frames": s["frames"]}},
+        "name": "bench-gpu-gait",
+        "seed": 0,
+        "repeats": 1,
+        "scenarios": ["naive", "parrot"],
+        "dataset": {
+            "source": "gait.synthetic",
+            "params": {"n_subjects": subjects, "sequences_per_subject": s["sequences"], "frames": s["frames"]},
+        },
         "anonymizers": [{"id": "gait.noise", "name": "noise", "params": {"scale": 3.0}}],
         "recognizers": [{"id": "gait.cnn", "name": "cnn", "params": dict(s["recognizer"])}],
         "selection": {"selectors": ["random"], "subject_counts": []},
@@ -224,18 +281,22 @@ def gait_eval_job(_data: Any, s: dict[str, Any], device: str, threads: int, warm
     if threads and "threads" in names:
         cfg["recognizers"][0]["params"]["threads"] = threads
     with tempfile.TemporaryDirectory() as tmp, training_spans(cnn) as spans:  # a fresh cache: nothing reused
-        r = bioanon.evaluate(cfg, out_dir=None, cache=Path(tmp) / "cache", progress=False, report=False,
-                             device=device)
-    return {"train_spans": list(spans), "tasks": r.executed, "config": cfg,
-            "stage_seconds": {k: round(v["seconds"], 3) for k, v in r.stages.items()},
-            "method_device_param": "device" in names}
+        r = bioanon.evaluate(cfg, out_dir=None, cache=Path(tmp) / "cache", progress=False, report=False, device=device)
+    return {
+        "train_spans": list(spans),
+        "tasks": r.executed,
+        "config": cfg,
+        "stage_seconds": {k: round(v["seconds"], 3) for k, v in r.stages.items()},
+        "method_device_param": "device" in names,
+    }
 
 
 def arcface_data(s: dict[str, Any]) -> Any:
     import bioanon
 
-    return bioanon.load_dataset("face.synthetic", n_subjects=s["subjects"], samples_per_subject=s["images"],
-                                size=(s["size"], s["size"]), seed=0)
+    return bioanon.load_dataset(
+        "face.synthetic", n_subjects=s["subjects"], samples_per_subject=s["images"], size=(s["size"], s["size"]), seed=0
+    )
 
 
 def fantomas_data(s: dict[str, Any]) -> Any:
@@ -248,8 +309,14 @@ def fantomas_data(s: dict[str, Any]) -> Any:
 def xvector_data(s: dict[str, Any]) -> Any:
     import bioanon
 
-    return bioanon.load_dataset("voice.synthetic", n_speakers=s["speakers"], utterances_per_speaker=s["utterances"],
-                                duration=s["duration"], with_features=False, seed=0)
+    return bioanon.load_dataset(
+        "voice.synthetic",
+        n_speakers=s["speakers"],
+        utterances_per_speaker=s["utterances"],
+        duration=s["duration"],
+        with_features=False,
+        seed=0,
+    )
 
 
 def _fit_job(method_id: str, module: str, fit: Callable[[Any, Any, int | None], Any]):
@@ -263,9 +330,13 @@ def _fit_job(method_id: str, module: str, fit: Callable[[Any, Any, int | None], 
         with training_spans(importlib.import_module(module)) as spans:
             fit(method, data, s["warmup"] if warmup else None)
         history = getattr(method, "history_", None)
-        return {"train_spans": list(spans), "ran_on": ran_on(method), "dropped_params": dropped,
-                "epochs_run": len(history) if history else params.get("epochs"),
-                "params": {k: list(v) if isinstance(v, tuple) else v for k, v in method.get_params().items()}}
+        return {
+            "train_spans": list(spans),
+            "ran_on": ran_on(method),
+            "dropped_params": dropped,
+            "epochs_run": len(history) if history else params.get("epochs"),
+            "params": {k: list(v) if isinstance(v, tuple) else v for k, v in method.get_params().items()},
+        }
 
     return job
 
@@ -275,25 +346,47 @@ def _head(table: Any, n: int | None) -> Any:
 
 
 CASES = [
-    Case("gait_eval", "gait.cnn evaluation end to end, {subjects} synthetic subjects",
-         ("gait.cnn", "gait.synthetic", "gait.noise"), False, lambda s: None, gait_eval_job),
-    Case("arcface", "face.arcface training at {size} px, {epochs} epochs, {n} synthetic faces",
-         ("face.arcface", "face.synthetic"), True, arcface_data,
-         _fit_job("face.arcface", "bioanon_face.arcface", lambda m, t, n: m.fit(_head(t, n)))),
-    Case("fantomas", "face.fantomas training at {size} px, {epochs} epochs, {n} block-permuted faces",
-         ("face.fantomas", "face.synthetic", "face.block_permutation"), True, fantomas_data,
-         _fit_job("face.fantomas", "bioanon_face.fantomas", lambda m, d, n: m.fit(_head(d[0], n), _head(d[1], n)))),
-    Case("xvector", "voice.xvector training, {epochs} epochs, {n} synthetic utterances",
-         ("voice.xvector", "voice.synthetic"), True, xvector_data,
-         _fit_job("voice.xvector", "bioanon_voice.xvector", lambda m, t, n: m.fit(_head(t, n)))),
+    Case(
+        "gait_eval",
+        "gait.cnn evaluation end to end, {subjects} synthetic subjects",
+        ("gait.cnn", "gait.synthetic", "gait.noise"),
+        False,
+        lambda s: None,
+        gait_eval_job,
+    ),
+    Case(
+        "arcface",
+        "face.arcface training at {size} px, {epochs} epochs, {n} synthetic faces",
+        ("face.arcface", "face.synthetic"),
+        True,
+        arcface_data,
+        _fit_job("face.arcface", "bioanon_face.arcface", lambda m, t, n: m.fit(_head(t, n))),
+    ),
+    Case(
+        "fantomas",
+        "face.fantomas training at {size} px, {epochs} epochs, {n} block-permuted faces",
+        ("face.fantomas", "face.synthetic", "face.block_permutation"),
+        True,
+        fantomas_data,
+        _fit_job("face.fantomas", "bioanon_face.fantomas", lambda m, d, n: m.fit(_head(d[0], n), _head(d[1], n))),
+    ),
+    Case(
+        "xvector",
+        "voice.xvector training, {epochs} epochs, {n} synthetic utterances",
+        ("voice.xvector", "voice.synthetic"),
+        True,
+        xvector_data,
+        _fit_job("voice.xvector", "bioanon_voice.xvector", lambda m, t, n: m.fit(_head(t, n))),
+    ),
 ]
 CASE_KEYS = [c.key for c in CASES]
 
 
 def _title(case: Case, s: dict[str, Any]) -> str:
     n = s.get("subjects", s.get("speakers", 0)) * s.get("images", s.get("utterances", 1))
-    return case.title.format(n=n, epochs=s.get("params", {}).get("epochs"), **{k: v for k, v in s.items()
-                                                                             if k not in ("params",)})
+    return case.title.format(
+        n=n, epochs=s.get("params", {}).get("epochs"), **{k: v for k, v in s.items() if k not in ("params",)}
+    )
 
 
 # ----------------------------------------------------------------------------------------------- measuring
@@ -354,10 +447,15 @@ def machine(devices: list[str]) -> dict[str, Any]:
     from bioanon.device import describe_device
     from bioanon.torchutil import cores
 
-    out: dict[str, Any] = {"python": sys.version.split()[0], "platform": platform.platform(),
-                           "cpu_count": os.cpu_count(), "cores_available": cores(),
-                           "torch_threads": torch.get_num_threads(), "torch": torch.__version__,
-                           "cpu": platform.processor() or platform.machine()}
+    out: dict[str, Any] = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "cores_available": cores(),
+        "torch_threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "cpu": platform.processor() or platform.machine(),
+    }
     gpu = next((d for d in devices if d != "cpu"), None)
     if gpu is not None:
         desc = describe_device(gpu)
@@ -372,28 +470,56 @@ def _case_figures(case: Case, title: str, runs: dict[str, dict[str, Any]]) -> li
         return []
     speedup = cpu["seconds"] / max(gpu["seconds"], 1e-9)
     on_gpu = gpu.get("method_device_param", (gpu.get("ran_on") or "").startswith("cuda"))
-    context = {"cpu_s": cpu["seconds"], "gpu_s": gpu["seconds"], "cpu_threads": cpu["cpu_threads"],
-               "gpu_util_mean": gpu.get("gpu_util_mean"), "gpu_util_max": gpu.get("gpu_util_max"),
-               "gpu_peak_allocated_mib": gpu.get("peak_allocated_mib"), "method_on_gpu": on_gpu}
+    context = {
+        "cpu_s": cpu["seconds"],
+        "gpu_s": gpu["seconds"],
+        "cpu_threads": cpu["cpu_threads"],
+        "gpu_util_mean": gpu.get("gpu_util_mean"),
+        "gpu_util_max": gpu.get("gpu_util_max"),
+        "gpu_peak_allocated_mib": gpu.get("peak_allocated_mib"),
+        "method_on_gpu": on_gpu,
+    }
     if "seconds_per_epoch" in cpu and "seconds_per_epoch" in gpu:
         context |= {"cpu_s_per_epoch": cpu["seconds_per_epoch"], "gpu_s_per_epoch": gpu["seconds_per_epoch"]}
     figs = []
     if case.key == "gait_eval":
-        figs.append(figure(f"gpu: {title}, CPU / GPU wall time", value=speedup, target=f">= {SPEEDUP_TARGET:g}",
-                           passed=on_gpu and speedup >= SPEEDUP_TARGET, **context))
+        figs.append(
+            figure(
+                f"gpu: {title}, CPU / GPU wall time",
+                value=speedup,
+                target=f">= {SPEEDUP_TARGET:g}",
+                passed=on_gpu and speedup >= SPEEDUP_TARGET,
+                **context,
+            )
+        )
     else:
-        figs.append(figure(f"gpu: {title}, CPU / GPU training time", value=speedup, target="(context)",
-                           passed=True, **context))
+        figs.append(
+            figure(f"gpu: {title}, CPU / GPU training time", value=speedup, target="(context)", passed=True, **context)
+        )
         util = gpu.get("gpu_util_mean")
-        figs.append(figure(f"gpu: {title}, GPU utilization during training", value=util if util is not None
-                           else float("nan"), unit="%", target=f">= {UTIL_TARGET:g} %",
-                           passed=util is not None and util >= UTIL_TARGET, gpu_util_max=gpu.get("gpu_util_max"),
-                           util_samples=gpu.get("util_samples"), method_on_gpu=on_gpu))
+        figs.append(
+            figure(
+                f"gpu: {title}, GPU utilization during training",
+                value=util if util is not None else float("nan"),
+                unit="%",
+                target=f">= {UTIL_TARGET:g} %",
+                passed=util is not None and util >= UTIL_TARGET,
+                gpu_util_max=gpu.get("gpu_util_max"),
+                util_samples=gpu.get("util_samples"),
+                method_on_gpu=on_gpu,
+            )
+        )
     return figs
 
 
-def run(quick: bool = False, device: str = "cuda", cases: list[str] | None = None, threads: int = 0,
-        devices: list[str] | None = None, warm: bool | None = None) -> dict[str, Any]:
+def run(
+    quick: bool = False,
+    device: str = "cuda",
+    cases: list[str] | None = None,
+    threads: int = 0,
+    devices: list[str] | None = None,
+    warm: bool | None = None,
+) -> dict[str, Any]:
     """Time the cases on ``devices`` (default: the CPU and ``device``; ``quick``: the CPU only, tiny sizes);
     ``warm``: run each job once on a few samples before timing it (default: unless ``quick``)."""
     import bioanon
@@ -402,10 +528,17 @@ def run(quick: bool = False, device: str = "cuda", cases: list[str] | None = Non
     sizes = SIZES["quick" if quick else "full"]
     registry = bioanon.get_registry()
     started = time.perf_counter()
-    res: dict[str, Any] = {"benchmark": "gpu", "quick": quick, "date": _dt.datetime.now().isoformat(timespec="seconds"),
-                           "devices": devices, "machine": machine(devices), "cases": {}, "figures": [],
-                           "notes": [], "targets": {"gait_eval_speedup": f">= {SPEEDUP_TARGET:g}",
-                                                    "gpu_util_training": f">= {UTIL_TARGET:g} %"}}
+    res: dict[str, Any] = {
+        "benchmark": "gpu",
+        "quick": quick,
+        "date": _dt.datetime.now().isoformat(timespec="seconds"),
+        "devices": devices,
+        "machine": machine(devices),
+        "cases": {},
+        "figures": [],
+        "notes": [],
+        "targets": {"gait_eval_speedup": f">= {SPEEDUP_TARGET:g}", "gpu_util_training": f">= {UTIL_TARGET:g} %"},
+    }
     if any(d.startswith("cuda") for d in devices):
         import torch
 
@@ -434,11 +567,15 @@ def run(quick: bool = False, device: str = "cuda", cases: list[str] | None = Non
             entry["speedup"] = round(runs[devices[0]]["seconds"] / max(runs[devices[1]]["seconds"], 1e-9), 2)
         for r in (r for d, r in runs.items() if d != "cpu"):
             if r.get("dropped_params") and "device" in r["dropped_params"]:
-                res["notes"].append(f"{case.methods[0]} has no device parameter on this checkout: it trained on "
-                                    f"{r.get('ran_on')} in the {r['device']} run")
+                res["notes"].append(
+                    f"{case.methods[0]} has no device parameter on this checkout: it trained on "
+                    f"{r.get('ran_on')} in the {r['device']} run"
+                )
             if r.get("method_device_param") is False:
-                res["notes"].append(f"{case.methods[0]} has no device parameter on this checkout: its "
-                                    f"{r['device']} evaluation trained on the CPU")
+                res["notes"].append(
+                    f"{case.methods[0]} has no device parameter on this checkout: its "
+                    f"{r['device']} evaluation trained on the CPU"
+                )
         res["cases"][case.key] = entry
         res["figures"] += _case_figures(case, title, runs)
     res["notes"] = sorted(set(res["notes"]))
@@ -472,8 +609,10 @@ def write(res: dict[str, Any], path: Path) -> bool:
     """Put ``res`` under ``"gpu"`` in ``path`` (other keys kept); a quick run never replaces full figures."""
     old = read_results(path).get("gpu")
     if res["quick"] and isinstance(old, dict) and old.get("quick") is False:
-        print(f"gpu benchmark: {path} holds full GPU figures ({old.get('date')}); a quick run does not replace "
-              "them", file=sys.stderr)
+        print(
+            f"gpu benchmark: {path} holds full GPU figures ({old.get('date')}); a quick run does not replace them",
+            file=sys.stderr,
+        )
         return False
     update_results(path, gpu=res)
     return True
@@ -483,8 +622,10 @@ def show(res: dict[str, Any]) -> None:
     m = res["machine"]
     gpu = m.get("gpu", {}).get("name", "no GPU")
     print(f"GPU benchmarks{' — quick: tiny sizes on the CPU, the figures say nothing' if res['quick'] else ''}")
-    print(f"  machine: {m['cpu_count']} CPUs ({m['cores_available']} available, torch {m['torch_threads']} "
-          f"threads), {gpu}, torch {m['torch']}")
+    print(
+        f"  machine: {m['cpu_count']} CPUs ({m['cores_available']} available, torch {m['torch_threads']} "
+        f"threads), {gpu}, torch {m['torch']}"
+    )
     for c in res["cases"].values():
         parts = []
         for dev, r in c["runs"].items():
@@ -498,17 +639,23 @@ def show(res: dict[str, Any]) -> None:
         speed = f"  {c['speedup']:.1f}×" if "speedup" in c else ""
         print(f"  {c['title']}: {', '.join(parts)}{speed}")
     for f in res["figures"]:
-        print(f"  {f['name']:<86} {f['value']:7.1f}{f['unit']}  target {f['target']:<8} "
-              f"{'PASS' if f['passed'] else 'FAIL'}")
+        print(
+            f"  {f['name']:<86} {f['value']:7.1f}{f['unit']}  target {f['target']:<8} "
+            f"{'PASS' if f['passed'] else 'FAIL'}"
+        )
     for note in res["notes"]:
         print(f"  note: {note}")
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m benchmarks.gpu", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--quick", action="store_true", help="tiny sizes on the CPU only (a smoke run); with "
-                    "--device also on that device")
+    ap = argparse.ArgumentParser(
+        prog="python -m benchmarks.gpu", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    ap.add_argument(
+        "--quick",
+        action="store_true",
+        help="tiny sizes on the CPU only (a smoke run); with --device also on that device",
+    )
     ap.add_argument("--device", default=None, help="the GPU to compare with the CPU (default: cuda)")
     ap.add_argument("--cases", nargs="+", choices=CASE_KEYS, default=None, help="only these cases (default: all)")
     ap.add_argument("--threads", type=int, default=0, help="CPU threads of the methods (default 0: every core)")
@@ -528,7 +675,7 @@ def main(argv: list[str] | None = None) -> int:
     res = run(quick=a.quick, cases=a.cases, threads=a.threads, devices=devices)
     show(res)
     if write(res, Path(a.results)):
-        print(f"gpu benchmark: written under \"gpu\" in {a.results}")
+        print(f'gpu benchmark: written under "gpu" in {a.results}')
     return 0
 
 

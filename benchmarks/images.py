@@ -293,7 +293,7 @@ def _k_rtio_plans(m, table, x):
     nh, nw = _block_grid(h, w, b)
     ov = m.overlays_
     ids = table.sample_ids
-    plans = ((i, img, *m.plan(ids[i:i + 1], len(ov), nh * nw)) for i, img in enumerate(x))
+    plans = ((i, img, *m.plan(ids[i : i + 1], len(ov), nh * nw)) for i, img in enumerate(x))
     return (h, w, c, b, nh, nw, ov), plans
 
 
@@ -308,8 +308,9 @@ def k_rtio_loop(m, table, x):
             o = ov[choice[0, j]].astype(np.float64)
             if nh * nw > 1:
                 blocks = o[: nh * b, : nw * b].reshape(nh, b, nw, b, c).swapaxes(1, 2).reshape(nh * nw, b, b, c)
-                o[: nh * b, : nw * b] = blocks[perms[0, j]].reshape(nh, nw, b, b, c).swapaxes(1, 2).reshape(
-                    nh * b, nw * b, c)
+                o[: nh * b, : nw * b] = (
+                    blocks[perms[0, j]].reshape(nh, nw, b, b, c).swapaxes(1, 2).reshape(nh * b, nw * b, c)
+                )
             acc += o
         out[i] = _u8(m.alpha * img.astype(np.float64) + (1.0 - m.alpha) * (acc / m.k))
     return out
@@ -348,33 +349,68 @@ def k_rtio_python(m, table, x):
 
 def k_rtio_case() -> Case:
     """k-RTIO with ``false-sense-of-privacy.txt`` §5.6.1's parameters (α 0.4, block size 18, k 3)."""
-    return Case("face.k_rtio", k_rtio_loop, "per image: keyed plan, numpy block permutation of its k overlays, "
-                                            "α-mix", python=k_rtio_python,
-                python_how="per pixel: its source pixel in each of the k permuted overlays, sum and α-mix in Python",
-                params={"alpha": 0.4, "block_size": 18, "k": 3}, tolerance=1, prepare=overlays_fit)
+    return Case(
+        "face.k_rtio",
+        k_rtio_loop,
+        "per image: keyed plan, numpy block permutation of its k overlays, α-mix",
+        python=k_rtio_python,
+        python_how="per pixel: its source pixel in each of the k permuted overlays, sum and α-mix in Python",
+        params={"alpha": 0.4, "block_size": 18, "k": 3},
+        tolerance=1,
+        prepare=overlays_fit,
+    )
 
 
 CASES = [
-    Case("face.gaussian_blur", blur_loop, "cv2.GaussianBlur per image (same kernel, σ, reflect-101 border)",
-         tolerance=0),
-    Case("face.pixelation", pixelation_loop, "cv2.resize INTER_AREA to size×size, INTER_NEAREST back, per image",
-         tolerance=1),
-    Case("face.gaussian_noise", noise_loop, "numpy per image: float32 normal draws from the same generator, "
-                                            "rint, clip", tolerance=0),
-    Case("face.block_permutation", block_permutation_loop, "numpy per image: reshape into blocks, permute, back",
-         tolerance=0),
-    Case("face.pixel_relocation", relocation_loop, "the key's map once, then a numpy gather per image",
-         python=relocation_python, python_how="map by per-pixel cyclic shifts in Python lists (once per batch), "
-                                              "then a per-pixel gather per image", tolerance=0,
-         python_once=lambda m, h, w: {"flat_map": relocation_map_python(h, w, m.steps, m.max_shift, m.key)}),
-    Case("face.dp_pix", dp_pix_loop, "numpy per image: reduceat block means, Laplace draws, repeat",
-         python=dp_pix_python, python_how="per block and channel: Python sum over its pixels, noisy mean written "
-                                          "back pixel by pixel", tolerance=1),
+    Case(
+        "face.gaussian_blur", blur_loop, "cv2.GaussianBlur per image (same kernel, σ, reflect-101 border)", tolerance=0
+    ),
+    Case(
+        "face.pixelation",
+        pixelation_loop,
+        "cv2.resize INTER_AREA to size×size, INTER_NEAREST back, per image",
+        tolerance=1,
+    ),
+    Case(
+        "face.gaussian_noise",
+        noise_loop,
+        "numpy per image: float32 normal draws from the same generator, rint, clip",
+        tolerance=0,
+    ),
+    Case(
+        "face.block_permutation",
+        block_permutation_loop,
+        "numpy per image: reshape into blocks, permute, back",
+        tolerance=0,
+    ),
+    Case(
+        "face.pixel_relocation",
+        relocation_loop,
+        "the key's map once, then a numpy gather per image",
+        python=relocation_python,
+        python_how="map by per-pixel cyclic shifts in Python lists (once per batch), then a per-pixel gather per image",
+        tolerance=0,
+        python_once=lambda m, h, w: {"flat_map": relocation_map_python(h, w, m.steps, m.max_shift, m.key)},
+    ),
+    Case(
+        "face.dp_pix",
+        dp_pix_loop,
+        "numpy per image: reduceat block means, Laplace draws, repeat",
+        python=dp_pix_python,
+        python_how="per block and channel: Python sum over its pixels, noisy mean written back pixel by pixel",
+        tolerance=1,
+    ),
     Case("face.dp_snow", dp_snow_loop, "numpy per image: uniform keys, argpartition, assign grey", tolerance=0),
     k_rtio_case(),
-    Case("face.neighbour_interpolation", neighbour_loop, "cv2.filter2D 3×3 neighbour sums per image, in rounds",
-         python=neighbour_python, python_how="per snow pixel: mean of its known 8 neighbours in Python, in rounds",
-         tolerance=1, prepare=lambda m, table: snow_and_fit(m, table)),
+    Case(
+        "face.neighbour_interpolation",
+        neighbour_loop,
+        "cv2.filter2D 3×3 neighbour sums per image, in rounds",
+        python=neighbour_python,
+        python_how="per snow pixel: mean of its known 8 neighbours in Python, in rounds",
+        tolerance=1,
+        prepare=lambda m, table: snow_and_fit(m, table),
+    ),
 ]
 
 
@@ -387,8 +423,9 @@ def make_images(n: int, size: int, seed: int = 0):
 
     per = 10 if n >= 20 else 2
     subjects = max(2, -(-n // per))
-    table = bioanon.load_dataset("face.synthetic", n_subjects=subjects, samples_per_subject=per, size=(size, size),
-                                 seed=seed)
+    table = bioanon.load_dataset(
+        "face.synthetic", n_subjects=subjects, samples_per_subject=per, size=(size, size), seed=seed
+    )
     return table.take(np.arange(n)) if table.num_rows > n else table
 
 
@@ -399,8 +436,10 @@ def _max_diff(a: np.ndarray, b: np.ndarray) -> int:
 def _check(case: Case, which: str, got: np.ndarray, want: np.ndarray) -> int:
     diff = _max_diff(got, want)
     if got.shape != want.shape or diff > case.tolerance:
-        raise AssertionError(f"{case.method_id}: the {which} reference differs from the method by {diff} grey "
-                             f"levels (allowed {case.tolerance}); the ratio would not compare like with like")
+        raise AssertionError(
+            f"{case.method_id}: the {which} reference differs from the method by {diff} grey "
+            f"levels (allowed {case.tolerance}); the ratio would not compare like with like"
+        )
     return diff
 
 
@@ -418,14 +457,31 @@ def bench_case(case: Case, table, *, python_images: int, repeats: int) -> tuple[
     info["loop_max_diff"] = _check(case, "per-image loop", case.loop(m, table, x), ours)
     times = side_by_side({"method": lambda: m.transform(table), "loop": lambda: case.loop(m, table, x)}, repeats)
     t_m, t_l = times["method"]["seconds"], times["loop"]["seconds"]
-    figs = [figure(f"images: {case.method_id} vs per-image loop", value=t_l / t_m, unit="×",
-                   target=f">= {TARGET_LOOP:g}", passed=t_l / t_m >= TARGET_LOOP, images=n,
-                   method_s=round(t_m, 4), loop_s=round(t_l, 4), method_peak_mib=times["method"]["peak_mib"],
-                   loop_peak_mib=times["loop"]["peak_mib"], reference=case.loop_how,
-                   max_diff=info["loop_max_diff"])]
-    info.update(method_seconds=t_m, method_seconds_all=times["method"]["all"], loop_seconds=t_l,
-                loop_seconds_all=times["loop"]["all"], method_peak_mib=times["method"]["peak_mib"],
-                loop_peak_mib=times["loop"]["peak_mib"], loop_reference=case.loop_how)
+    figs = [
+        figure(
+            f"images: {case.method_id} vs per-image loop",
+            value=t_l / t_m,
+            unit="×",
+            target=f">= {TARGET_LOOP:g}",
+            passed=t_l / t_m >= TARGET_LOOP,
+            images=n,
+            method_s=round(t_m, 4),
+            loop_s=round(t_l, 4),
+            method_peak_mib=times["method"]["peak_mib"],
+            loop_peak_mib=times["loop"]["peak_mib"],
+            reference=case.loop_how,
+            max_diff=info["loop_max_diff"],
+        )
+    ]
+    info.update(
+        method_seconds=t_m,
+        method_seconds_all=times["method"]["all"],
+        loop_seconds=t_l,
+        loop_seconds_all=times["loop"]["all"],
+        method_peak_mib=times["method"]["peak_mib"],
+        loop_peak_mib=times["loop"]["peak_mib"],
+        loop_reference=case.loop_how,
+    )
     if case.python is not None:
         k = max(1, min(python_images, n))
         sub = x[:k]
@@ -437,36 +493,78 @@ def bench_case(case: Case, table, *, python_images: int, repeats: int) -> tuple[
         t_sub = time.perf_counter() - t0
         info["python_max_diff"] = _check(case, "pure-Python", py, ours[:k])
         t_py = t_once + t_sub * n / k
-        figs.append(figure(f"images: {case.method_id} vs pure-Python per-pixel loop", value=t_py / t_m, unit="×",
-                           target=f">= {TARGET_PYTHON:g}", passed=t_py / t_m >= TARGET_PYTHON, images=n,
-                           method_s=round(t_m, 4), python_s_extrapolated=round(t_py, 2),
-                           python_images_timed=k, python_s_subsample=round(t_sub, 3), python_once_s=round(t_once, 3),
-                           reference=case.python_how + f"; timed on {k} image(s), extrapolated to {n}",
-                           max_diff=info["python_max_diff"]))
-        info.update(python_seconds_extrapolated=t_py, python_images_timed=k, python_seconds_subsample=t_sub,
-                    python_once_seconds=t_once, python_reference=case.python_how)
+        figs.append(
+            figure(
+                f"images: {case.method_id} vs pure-Python per-pixel loop",
+                value=t_py / t_m,
+                unit="×",
+                target=f">= {TARGET_PYTHON:g}",
+                passed=t_py / t_m >= TARGET_PYTHON,
+                images=n,
+                method_s=round(t_m, 4),
+                python_s_extrapolated=round(t_py, 2),
+                python_images_timed=k,
+                python_s_subsample=round(t_sub, 3),
+                python_once_s=round(t_once, 3),
+                reference=case.python_how + f"; timed on {k} image(s), extrapolated to {n}",
+                max_diff=info["python_max_diff"],
+            )
+        )
+        info.update(
+            python_seconds_extrapolated=t_py,
+            python_images_timed=k,
+            python_seconds_subsample=t_sub,
+            python_once_seconds=t_once,
+            python_reference=case.python_how,
+        )
     return figs, info
 
 
-def run(quick: bool = False, *, images: int | None = None, size: int | None = None,
-        python_images: int | None = None, repeats: int | None = None, only: list[str] | None = None) -> dict[str, Any]:
+def run(
+    quick: bool = False,
+    *,
+    images: int | None = None,
+    size: int | None = None,
+    python_images: int | None = None,
+    repeats: int | None = None,
+    only: list[str] | None = None,
+) -> dict[str, Any]:
     """Every case on ``images`` synthetic faces (``quick``: tiny sizes, for the smoke test)."""
     cfg = dict(QUICK if quick else FULL)
-    cfg.update({k: v for k, v in (("images", images), ("size", size), ("python_images", python_images),
-                                  ("repeats", repeats)) if v is not None})
+    cfg.update(
+        {
+            k: v
+            for k, v in (("images", images), ("size", size), ("python_images", python_images), ("repeats", repeats))
+            if v is not None
+        }
+    )
     t0 = time.perf_counter()
     table = make_images(cfg["images"], cfg["size"])
     t_data = time.perf_counter() - t0
     figures, details, notes = run_cases(
-        "images", CASES, lambda case: bench_case(case, table, python_images=cfg["python_images"],
-                                                 repeats=cfg["repeats"]), only)
-    return {"benchmark": "images", "quick": quick, **cfg, "data_seconds": round(t_data, 2), "notes": notes,
-            "cases": details, "figures": figures, "targets_met": all(f["passed"] for f in figures)}
+        "images",
+        CASES,
+        lambda case: bench_case(case, table, python_images=cfg["python_images"], repeats=cfg["repeats"]),
+        only,
+    )
+    return {
+        "benchmark": "images",
+        "quick": quick,
+        **cfg,
+        "data_seconds": round(t_data, 2),
+        "notes": notes,
+        "cases": details,
+        "figures": figures,
+        "targets_met": all(f["passed"] for f in figures),
+    }
 
 
 def _print(res: dict[str, Any]) -> None:
-    print_figures(f"images benchmark: {res['images']} images of {res['size']}×{res['size']}×3, best of "
-                  f"{res['repeats']}", res["figures"], res["quick"])
+    print_figures(
+        f"images benchmark: {res['images']} images of {res['size']}×{res['size']}×3, best of {res['repeats']}",
+        res["figures"],
+        res["quick"],
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

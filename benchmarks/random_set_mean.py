@@ -49,8 +49,9 @@ def make_data(n: int, d: int, n_classes: int = 4, seed: int = 0) -> tuple[np.nda
     return rng.standard_normal((n, d), dtype=np.float32), rng.integers(0, n_classes, size=n).astype(np.int64)
 
 
-def memory_mapped_data(n: int, d: int, directory: str, n_classes: int = 4,
-                       seed: int = 0) -> tuple[np.ndarray, np.ndarray, Any]:
+def memory_mapped_data(
+    n: int, d: int, directory: str, n_classes: int = 4, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, Any]:
     """The same data saved as one Arrow record batch and loaded back memory-mapped as a SampleTable.
 
     Returns (the payload: a zero-copy view into the mapped file, whose pages are read on demand; codes; the
@@ -59,8 +60,11 @@ def memory_mapped_data(n: int, d: int, directory: str, n_classes: int = 4,
 
     x, codes = make_data(n, d, n_classes, seed)
     path = os.path.join(directory, "rsm.arrow")
-    SampleTable.from_arrays(subject=np.char.add("s", (np.arange(n) % 500).astype(str)), payloads={"features": x},
-                            attributes={"label": codes}).save(path)
+    SampleTable.from_arrays(
+        subject=np.char.add("s", (np.arange(n) % 500).astype(str)),
+        payloads={"features": x},
+        attributes={"label": codes},
+    ).save(path)
     del x
     table = SampleTable.load(path, memory_map=True)
     return table.payload("features"), codes, table
@@ -70,12 +74,22 @@ def selection(d: int, retention: float, seed: int = 0) -> np.ndarray:
     from bioanon.random_set_mean import feature_count
 
     mask = np.zeros(d, dtype=bool)
-    mask[np.random.default_rng(seed).permutation(d)[:feature_count(retention, d)]] = True
+    mask[np.random.default_rng(seed).permutation(d)[: feature_count(retention, d)]] = True
     return mask
 
 
-def naive_algorithm1(x: np.ndarray, codes: np.ndarray, selected: np.ndarray, *, set_size: int, n_same: int,
-                     weight: float, rows: np.ndarray, seed: int = 0, pools: str = "precomputed") -> np.ndarray:
+def naive_algorithm1(
+    x: np.ndarray,
+    codes: np.ndarray,
+    selected: np.ndarray,
+    *,
+    set_size: int,
+    n_same: int,
+    weight: float,
+    rows: np.ndarray,
+    seed: int = 0,
+    pools: str = "precomputed",
+) -> np.ndarray:
     """Algorithm 1 record by record, as one would write it directly: for every record, its pools without itself,
     ``Generator.choice`` without replacement, the sum over G (d included) and line 9.
 
@@ -96,8 +110,9 @@ def naive_algorithm1(x: np.ndarray, codes: np.ndarray, selected: np.ndarray, *, 
         else:
             same = everyone[(codes == codes[i]) & (everyone != i)]
             other = everyone[codes != codes[i]]
-        members = np.concatenate([[i], rng.choice(same, n_same - 1, replace=False),
-                                  rng.choice(other, set_size - n_same, replace=False)])
+        members = np.concatenate(
+            [[i], rng.choice(same, n_same - 1, replace=False), rng.choice(other, set_size - n_same, replace=False)]
+        )
         total = x[members].sum(axis=0)
         out[k] = ((weight - 1) * d + total) / ((weight - 1) + set_size) * xi + total / set_size * (1 - xi)
     return out
@@ -175,8 +190,12 @@ print(json.dumps({"before": before, "peak": status("VmHWM"), "reset": reset, "ou
 
 def measure_memory(n: int, d: int, g: int, n_same: int, backend: str) -> dict[str, Any]:
     """Peak extra resident memory of the transform, in a fresh process."""
-    proc = subprocess.run([sys.executable, "-c", _MEMORY_SNIPPET, str(n), str(d), str(g), str(n_same), backend],
-                          capture_output=True, text=True, check=False)
+    proc = subprocess.run(
+        [sys.executable, "-c", _MEMORY_SNIPPET, str(n), str(d), str(g), str(n_same), backend],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if proc.returncode != 0:
         return {"error": proc.stderr.strip()[-2000:]}
     res = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -196,28 +215,46 @@ def run(quick: bool = False, **one: Any) -> dict[str, Any]:
         tag = f"N={res['n']:,} D={res['d']}" + (" memory-mapped" if res.get("memmap") else "")
         figures += [{**f, "name": f"{tag}: {f['name']}"} for f in res["figures"]]
         configs.append({k: v for k, v in res.items() if k != "figures"})
-    return {"benchmark": "random_set_mean", "quick": quick, "configs": configs, "figures": figures,
-            "targets_met": all(f["passed"] for f in figures)}
+    return {
+        "benchmark": "random_set_mean",
+        "quick": quick,
+        "configs": configs,
+        "figures": figures,
+        "targets_met": all(f["passed"] for f in figures),
+    }
 
 
-def measure(quick: bool = False, *, n: int | None = None, d: int | None = None, g: int | None = None,
-            purity: float = 0.9, retention: float = 0.1, weight: float = 100.0, repeats: int | None = None,
-            naive_records: int | None = None, backend: str = "auto", memory: bool | None = None,
-            method: bool | None = None, memmap: bool = False) -> dict[str, Any]:
+def measure(
+    quick: bool = False,
+    *,
+    n: int | None = None,
+    d: int | None = None,
+    g: int | None = None,
+    purity: float = 0.9,
+    retention: float = 0.1,
+    weight: float = 100.0,
+    repeats: int | None = None,
+    naive_records: int | None = None,
+    backend: str = "auto",
+    memory: bool | None = None,
+    method: bool | None = None,
+    memmap: bool = False,
+) -> dict[str, Any]:
     """Measure one configuration; return a JSON-able dict (``speedup_vs_naive``, ``ratio_to_bandwidth_bound``,
     ... ``figures``). ``memmap``: the records are read from a memory-mapped Arrow table (written first)."""
     import tempfile
 
     if memmap:
         with tempfile.TemporaryDirectory(prefix="bioanon-rsm-bench-") as tmp:
-            return _measure(quick, n, d, g, purity, retention, weight, repeats, naive_records, backend, memory,
-                            method, tmp)
-    return _measure(quick, n, d, g, purity, retention, weight, repeats, naive_records, backend, memory, method,
-                    None)
+            return _measure(
+                quick, n, d, g, purity, retention, weight, repeats, naive_records, backend, memory, method, tmp
+            )
+    return _measure(quick, n, d, g, purity, retention, weight, repeats, naive_records, backend, memory, method, None)
 
 
-def _measure(quick, n, d, g, purity, retention, weight, repeats, naive_records, backend, memory, method,
-             memmap_dir) -> dict[str, Any]:
+def _measure(
+    quick, n, d, g, purity, retention, weight, repeats, naive_records, backend, memory, method, memmap_dir
+) -> dict[str, Any]:
     from bioanon import random_set_mean as E
 
     size = dict(QUICK if quick else FULL)
@@ -241,8 +278,9 @@ def _measure(quick, n, d, g, purity, retention, weight, repeats, naive_records, 
     n_same = E.purity_count(purity, g_)
 
     def engine() -> np.ndarray:
-        return E.random_set_mean(x, codes, sel, set_size=g_, n_same=n_same, weight=weight, backend=backend,
-                                 threads=threads)
+        return E.random_set_mean(
+            x, codes, sel, set_size=g_, n_same=n_same, weight=weight, backend=backend, threads=threads
+        )
 
     total_bytes = n_ * g_ * d_ * 4
     read, bound_how = bandwidth_reader(total_bytes, threads, min_buffer=(16 << 20) if quick else (256 << 20))
@@ -273,16 +311,29 @@ def _measure(quick, n, d, g, purity, retention, weight, repeats, naive_records, 
 
     best_engine, best_bound = min(t_engine), min(t_bound)
     result: dict[str, Any] = {
-        "quick": quick, "n": n_, "d": d_, "g": g_, "memmap": memmap_dir is not None, "purity": purity, "n_same": n_same,
+        "quick": quick,
+        "n": n_,
+        "d": d_,
+        "g": g_,
+        "memmap": memmap_dir is not None,
+        "purity": purity,
+        "n_same": n_same,
         "retention": retention,
         "weight": weight,
-        "threads": threads, "backend": backend if backend != "auto" else ("torch" if _has_torch() else "numpy"),
-        "repeats": repeats, "loadavg_1min_before": load_before,
-        "engine_seconds": best_engine, "engine_seconds_all": t_engine,
+        "threads": threads,
+        "backend": backend if backend != "auto" else ("torch" if _has_torch() else "numpy"),
+        "repeats": repeats,
+        "loadavg_1min_before": load_before,
+        "engine_seconds": best_engine,
+        "engine_seconds_all": t_engine,
         "sampling_seconds": t_sample,
-        "bound_seconds": best_bound, "bound_seconds_all": t_bound, "bound_method": bound_how,
-        "bound_bytes": total_bytes, "bound_gbps": total_bytes / best_bound / 1e9,
-        "naive": naive, "naive_seconds_extrapolated": t_naive,
+        "bound_seconds": best_bound,
+        "bound_seconds_all": t_bound,
+        "bound_method": bound_how,
+        "bound_bytes": total_bytes,
+        "bound_gbps": total_bytes / best_bound / 1e9,
+        "naive": naive,
+        "naive_seconds_extrapolated": t_naive,
         "speedup_vs_naive": t_naive / best_engine,
         "speedup_vs_naive_per_record_pools": naive["per_record"]["seconds_extrapolated"] / best_engine,
         "ratio_to_bandwidth_bound": best_engine / best_bound,
@@ -297,15 +348,29 @@ def _measure(quick, n, d, g, purity, retention, weight, repeats, naive_records, 
             result["peak_extra_bytes"] = mem["extra"]
             result["memory_budget_extra_bytes"] = budget
     figures = [
-        _figure("speedup_vs_naive", result["speedup_vs_naive"], f">= {TARGET_SPEEDUP:g}",
-                result["speedup_vs_naive"] >= TARGET_SPEEDUP),
-        _figure("ratio_to_bandwidth_bound", result["ratio_to_bandwidth_bound"], f"<= {TARGET_BANDWIDTH_RATIO:g}",
-                result["ratio_to_bandwidth_bound"] <= TARGET_BANDWIDTH_RATIO),
+        _figure(
+            "speedup_vs_naive",
+            result["speedup_vs_naive"],
+            f">= {TARGET_SPEEDUP:g}",
+            result["speedup_vs_naive"] >= TARGET_SPEEDUP,
+        ),
+        _figure(
+            "ratio_to_bandwidth_bound",
+            result["ratio_to_bandwidth_bound"],
+            f"<= {TARGET_BANDWIDTH_RATIO:g}",
+            result["ratio_to_bandwidth_bound"] <= TARGET_BANDWIDTH_RATIO,
+        ),
     ]
     if "peak_extra_bytes" in result:
-        figures.append(_figure("peak_extra_memory_mib", result["peak_extra_bytes"] / 2**20,
-                               f"<= output + 512 = {result['memory_budget_extra_bytes'] / 2**20:.0f}",
-                               result["peak_extra_bytes"] <= result["memory_budget_extra_bytes"], unit="MiB"))
+        figures.append(
+            _figure(
+                "peak_extra_memory_mib",
+                result["peak_extra_bytes"] / 2**20,
+                f"<= output + 512 = {result['memory_budget_extra_bytes'] / 2**20:.0f}",
+                result["peak_extra_bytes"] <= result["memory_budget_extra_bytes"],
+                unit="MiB",
+            )
+        )
     result["figures"] = figures
     result["targets_met"] = all(f["passed"] for f in figures)
     return result
@@ -323,8 +388,16 @@ def _figure(name: str, value: float, target: str, passed: bool, unit: str = "×"
     return {"name": name, "value": float(value), "unit": unit, "target": target, "passed": bool(passed)}
 
 
-def _method_figures(x: np.ndarray, codes: np.ndarray, purity: float, g: int, retention: float,
-                    weight: float, backend: str, table: Any = None) -> dict[str, Any]:
+def _method_figures(
+    x: np.ndarray,
+    codes: np.ndarray,
+    purity: float,
+    g: int,
+    retention: float,
+    weight: float,
+    backend: str,
+    table: Any = None,
+) -> dict[str, Any]:
     """Method level: relevance fit on its subsample, and transform of a table (payload in, payload out) —
     ``table`` when given (the memory-mapped one), else one built from ``x``."""
     from bioanon.builtin.random_set_mean import RandomSetMean
@@ -332,18 +405,23 @@ def _method_figures(x: np.ndarray, codes: np.ndarray, purity: float, g: int, ret
 
     n = len(x)
     if table is None:
-        table = SampleTable.from_arrays(subject=np.char.add("s", (np.arange(n) % 500).astype(str)),
-                                        payloads={"features": x}, attributes={"label": codes})
-    m = RandomSetMean(attribute="label", set_size=g, purity=purity, retention=retention, weight=weight,
-                      backend=backend)
+        table = SampleTable.from_arrays(
+            subject=np.char.add("s", (np.arange(n) % 500).astype(str)),
+            payloads={"features": x},
+            attributes={"label": codes},
+        )
+    m = RandomSetMean(attribute="label", set_size=g, purity=purity, retention=retention, weight=weight, backend=backend)
     t0 = time.perf_counter()
     m.fit(table)
     t_fit = time.perf_counter() - t0
     t0 = time.perf_counter()
     m.transform(table)
     t_transform = time.perf_counter() - t0
-    return {"method_fit_seconds": t_fit, "method_fit_samples": m.relevance_samples,
-            "method_transform_seconds": t_transform}
+    return {
+        "method_fit_seconds": t_fit,
+        "method_fit_samples": m.relevance_samples,
+        "method_transform_seconds": t_transform,
+    }
 
 
 def _naive_text(t: dict[str, float], note: str) -> str:
@@ -352,39 +430,69 @@ def _naive_text(t: dict[str, float], note: str) -> str:
 
 def _print(result: dict[str, Any]) -> None:
     r = result
-    print(f"random_set_mean benchmark: N={r['n']} D={r['d']} g={r['g']} (n_same={r['n_same']}), "
-          f"{r['threads']} threads, backend {r['backend']}, best of {r['repeats']}, "
-          f"load average {r['loadavg_1min_before']:.1f} before"
-          + (" — quick: tiny sizes, the ratios say nothing about the targets" if r.get("quick") else ""))
+    print(
+        f"random_set_mean benchmark: N={r['n']} D={r['d']} g={r['g']} (n_same={r['n_same']}), "
+        f"{r['threads']} threads, backend {r['backend']}, best of {r['repeats']}, "
+        f"load average {r['loadavg_1min_before']:.1f} before"
+        + (" — quick: tiny sizes, the ratios say nothing about the targets" if r.get("quick") else "")
+    )
     rows = [
-        ("engine transform (sampling + line 9)", f"{r['engine_seconds']:.3f} s",
-         "runs: " + " ".join(f"{t:.3f}" for t in r["engine_seconds_all"])),
+        (
+            "engine transform (sampling + line 9)",
+            f"{r['engine_seconds']:.3f} s",
+            "runs: " + " ".join(f"{t:.3f}" for t in r["engine_seconds_all"]),
+        ),
         ("  set sampling alone (same threads)", f"{r['sampling_seconds']:.3f} s", ""),
-        ("bandwidth bound (read N·g·D·4 B)", f"{r['bound_seconds']:.3f} s",
-         f"{r['bound_bytes'] / 2**30:.2f} GiB at {r['bound_gbps']:.1f} GB/s, {r['bound_method']}"),
-        ("naive per-record numpy (extrapolated)", f"{r['naive_seconds_extrapolated']:.1f} s",
-         _naive_text(r["naive"]["precomputed"], "class pools computed once; the speed-up target's baseline")),
-        ("  same, pools filtered per record", f"{r['naive']['per_record']['seconds_extrapolated']:.1f} s",
-         _naive_text(r["naive"]["per_record"], f"speed-up {r['speedup_vs_naive_per_record_pools']:.0f}×")),
+        (
+            "bandwidth bound (read N·g·D·4 B)",
+            f"{r['bound_seconds']:.3f} s",
+            f"{r['bound_bytes'] / 2**30:.2f} GiB at {r['bound_gbps']:.1f} GB/s, {r['bound_method']}",
+        ),
+        (
+            "naive per-record numpy (extrapolated)",
+            f"{r['naive_seconds_extrapolated']:.1f} s",
+            _naive_text(r["naive"]["precomputed"], "class pools computed once; the speed-up target's baseline"),
+        ),
+        (
+            "  same, pools filtered per record",
+            f"{r['naive']['per_record']['seconds_extrapolated']:.1f} s",
+            _naive_text(r["naive"]["per_record"], f"speed-up {r['speedup_vs_naive_per_record_pools']:.0f}×"),
+        ),
     ]
     if "method_transform_seconds" in r:
-        rows.append(("method transform (table → table)", f"{r['method_transform_seconds']:.3f} s",
-                     "incl. payload checks and Arrow output"))
-        rows.append(("method fit (relevance, RF)", f"{r['method_fit_seconds']:.3f} s",
-                     f"on a {r['method_fit_samples']}-record subsample"))
+        rows.append(
+            (
+                "method transform (table → table)",
+                f"{r['method_transform_seconds']:.3f} s",
+                "incl. payload checks and Arrow output",
+            )
+        )
+        rows.append(
+            (
+                "method fit (relevance, RF)",
+                f"{r['method_fit_seconds']:.3f} s",
+                f"on a {r['method_fit_samples']}-record subsample",
+            )
+        )
     if "memory" in r:
         mem = r["memory"]
-        rows.append(("peak extra resident memory",
-                     f"{mem['extra'] / 2**20:.0f} MiB" if "extra" in mem else "n/a",
-                     f"output {mem.get('out_bytes', 0) / 2**20:.0f} MiB" + ("" if mem.get("reset", True)
-                                                                              else "; VmHWM not reset")))
+        rows.append(
+            (
+                "peak extra resident memory",
+                f"{mem['extra'] / 2**20:.0f} MiB" if "extra" in mem else "n/a",
+                f"output {mem.get('out_bytes', 0) / 2**20:.0f} MiB"
+                + ("" if mem.get("reset", True) else "; VmHWM not reset"),
+            )
+        )
     w = max(len(a) for a, _, _ in rows)
     for a, b, c in rows:
         print(f"  {a:<{w}}  {b:>10}  {c}")
     print()
     for f in r["figures"]:
-        print(f"  {f['name']:<26} {f['value']:8.2f} {f['unit']:<3}  target {f['target']:<16} "
-              f"{'PASS' if f['passed'] else 'FAIL'}")
+        print(
+            f"  {f['name']:<26} {f['value']:8.2f} {f['unit']:<3}  target {f['target']:<16} "
+            f"{'PASS' if f['passed'] else 'FAIL'}"
+        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -396,15 +504,29 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--retention", type=float, default=0.1)
     ap.add_argument("--weight", type=float, default=100.0)
     ap.add_argument("--repeats", type=int, help="timed runs of engine and bound (default 5; quick 1)")
-    ap.add_argument("--naive-records", type=int,
-                    help="records the naive loop is timed on (default 2000; a fifth for the per-record-pools loop)")
+    ap.add_argument(
+        "--naive-records",
+        type=int,
+        help="records the naive loop is timed on (default 2000; a fifth for the per-record-pools loop)",
+    )
     ap.add_argument("--backend", choices=("auto", "torch", "numpy"), default="auto")
     ap.add_argument("--memmap", action="store_true", help="read the records from a memory-mapped Arrow table")
     ap.add_argument("--quick", action="store_true", help="tiny sizes, no memory subprocess")
     ap.add_argument("--json", help="write the result as JSON to this path")
     a = ap.parse_args(argv)
-    result = measure(a.quick, n=a.n, d=a.d, g=a.g, purity=a.purity, retention=a.retention, weight=a.weight,
-                 repeats=a.repeats, naive_records=a.naive_records, backend=a.backend, memmap=a.memmap)
+    result = measure(
+        a.quick,
+        n=a.n,
+        d=a.d,
+        g=a.g,
+        purity=a.purity,
+        retention=a.retention,
+        weight=a.weight,
+        repeats=a.repeats,
+        naive_records=a.naive_records,
+        backend=a.backend,
+        memmap=a.memmap,
+    )
     _print(result)
     if a.json:
         with open(a.json, "w") as f:

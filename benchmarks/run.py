@@ -33,10 +33,15 @@ def markdown(results: list[dict[str, Any]]) -> str:
             lines.append(f"| {res['benchmark']} | (failed) | – | – | ✗ | {res['error']} |")
             continue
         for f in res["figures"]:
-            ctx = ", ".join(f"{k}={v}" for k, v in f.items()
-                            if k not in ("name", "value", "unit", "target", "passed") and not isinstance(v, dict))
-            lines.append(f"| {res['benchmark']} | {f['name']} | {f['value']:.3g} {f['unit']} | {f['target']} | "
-                         f"{'✓' if f['passed'] else '✗'} | {ctx} |")
+            ctx = ", ".join(
+                f"{k}={v}"
+                for k, v in f.items()
+                if k not in ("name", "value", "unit", "target", "passed") and not isinstance(v, dict)
+            )
+            lines.append(
+                f"| {res['benchmark']} | {f['name']} | {f['value']:.3g} {f['unit']} | {f['target']} | "
+                f"{'✓' if f['passed'] else '✗'} | {ctx} |"
+            )
         for note in res.get("notes", []):  # e.g. a method skipped because it is not installed
             lines.append(f"| {res['benchmark']} | (note) | – | – | – | {note} |")
     return "\n".join(lines) + "\n"
@@ -62,8 +67,12 @@ def main(argv: list[str] | None = None) -> int:
         res["seconds"] = round(time.perf_counter() - t0, 2)
         results.append(res)
     out = Path(a.out)
-    machine = {"python": sys.version.split()[0], "platform": platform.platform(), "cpus": __import__("os").cpu_count(),
-               "date": time.strftime("%Y-%m-%d")}
+    machine = {
+        "python": sys.version.split()[0],
+        "platform": platform.platform(),
+        "cpus": __import__("os").cpu_count(),
+        "date": time.strftime("%Y-%m-%d"),
+    }
     for res in results:
         res["machine"], res["quick"] = machine, a.quick
     # a run of some benchmarks replaces their entries and keeps the others' (and the "gpu" key of benchmarks.gpu)

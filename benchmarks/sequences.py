@@ -54,8 +54,12 @@ def gait_noise(m, table, x):
 
     assert m.noise == "normal" and m.mode == "direct"
     ids = table.sample_ids
-    return _per_sequence(x, lambda s, i: s + m.scale * s.std(axis=0) * np.random.default_rng(
-        sample_seed(m.seed, ids[i])).standard_normal(s.shape))
+    return _per_sequence(
+        x,
+        lambda s, i: (
+            s + m.scale * s.std(axis=0) * np.random.default_rng(sample_seed(m.seed, ids[i])).standard_normal(s.shape)
+        ),
+    )
 
 
 def _coarsen_index(T: int, f: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -129,7 +133,7 @@ def gait_trajectory_features(m, table, x):
 
     def one(s, i):
         out = np.zeros_like(s)
-        out[w: T - w] = s[t] - _window_mean(s, t - w, t + w + 1)
+        out[w : T - w] = s[t] - _window_mean(s, t - w, t + w + 1)
         return out
 
     return _per_sequence(x, one)
@@ -220,14 +224,16 @@ def motion_noise(m, table, x):
     rng = table_rng(m.seed, table)
     scale = np.float32(m.sigma) * _channel_std(x)
     if m.id == "motion.laplace_noise":
-        return _per_window(x, lambda w: w + rng.laplace(0.0, 1.0 / np.sqrt(2.0), size=w.shape).astype(np.float32)
-                           * scale)
+        return _per_window(
+            x, lambda w: w + rng.laplace(0.0, 1.0 / np.sqrt(2.0), size=w.shape).astype(np.float32) * scale
+        )
     return _per_window(x, lambda w: w + rng.standard_normal(w.shape, dtype=np.float32) * scale)
 
 
 def motion_lowpass(m, table, x):
-    from bioanon_motion.signals import sample_rate_of
     from scipy.signal import butter, sosfiltfilt
+
+    from bioanon_motion.signals import sample_rate_of
 
     fs = sample_rate_of(table, m.sample_rate)
     sos = butter(m.order, m.cutoff_hz, btype="low", fs=fs, output="sos")
@@ -349,15 +355,17 @@ def gait_distance_loop(m, a, b):
     kind, band = _gait_pairs(m, a, b)
     out = np.empty(len(a))
     for i in range(len(a)):
-        out[i] = wavefront(a[i].transpose(1, 0, 2).astype(np.float64), b[i].transpose(1, 0, 2).astype(np.float64),
-                           kind, band).mean()
+        out[i] = wavefront(
+            a[i].transpose(1, 0, 2).astype(np.float64), b[i].transpose(1, 0, 2).astype(np.float64), kind, band
+        ).mean()
     return out
 
 
 def gait_distance_python(m, a, b):
     kind, band = _gait_pairs(m, a, b)
-    return np.array([np.mean([textbook(a[i, :, j], b[i, :, j], kind, band) for j in range(a.shape[2])])
-                     for i in range(len(a))])
+    return np.array(
+        [np.mean([textbook(a[i, :, j], b[i, :, j], kind, band) for j in range(a.shape[2])]) for i in range(len(a))]
+    )
 
 
 def _motion_std(m, a):
@@ -409,30 +417,66 @@ CASES = [
     Case("gait.keep_parts", "gait", gait_parts, _PER_SEQ + ": joint mask (once) times the poses"),
     Case("gait.remove_parts", "gait", gait_parts, _PER_SEQ + ": joint mask (once) times the poses"),
     Case("gait.sum_of_parts", "gait", gait_sum_of_parts, _PER_SEQ + ": per-joint offsets (once) added"),
-    Case("gait.size_normalization", "gait", gait_size_normalization, _PER_SEQ + ": median height, scale about "
-                                                                                "the centre"),
+    Case(
+        "gait.size_normalization", "gait", gait_size_normalization, _PER_SEQ + ": median height, scale about the centre"
+    ),
     Case("gait.normalize", "gait", gait_normalize, _PER_SEQ + ": per-axis min-max"),
     Case("gait.average_pose", "gait", gait_average_pose, _PER_SEQ + ": mean pose repeated"),
     Case("gait.first_pose", "gait", gait_first_pose, _PER_SEQ + ": first pose repeated"),
     Case("gait.chain", "gait", gait_chain, _PER_SEQ + ": coarsen in time, then noise"),
-    Case("motion.gaussian_noise", "motion", motion_noise, "numpy per window: channel σ once, float32 normal draws "
-                                                          "from the same generator"),
-    Case("motion.laplace_noise", "motion", motion_noise, "numpy per window: channel σ once, Laplace draws from the "
-                                                         "same generator"),
+    Case(
+        "motion.gaussian_noise",
+        "motion",
+        motion_noise,
+        "numpy per window: channel σ once, float32 normal draws from the same generator",
+    ),
+    Case(
+        "motion.laplace_noise",
+        "motion",
+        motion_noise,
+        "numpy per window: channel σ once, Laplace draws from the same generator",
+    ),
     Case("motion.lowpass", "motion", motion_lowpass, "scipy.signal.sosfiltfilt per window (coefficients once)"),
     Case("motion.resample", "motion", motion_resample, "scipy.signal.resample_poly per window, linear back up"),
     Case("motion.quantize", "motion", motion_quantize, "numpy per window: channel σ once, round"),
     Case("motion.channel_removal", "motion", motion_channel_removal, "numpy per window: zero the matched channels"),
     Case("motion.normalize", "motion", motion_normalize, "numpy per window: z-score"),
-    Case("gait.dtw", "gait", gait_distance_loop, "numpy per sequence: anti-diagonal DTW over its 18 joints",
-         python=gait_distance_python, python_how="textbook double loop in pure Python per joint trajectory",
-         measure=True, anonymization="gait.noise", rtol=1e-9, atol=1e-12),
-    Case("gait.frechet", "gait", gait_distance_loop, "numpy per sequence: anti-diagonal Fréchet over its 18 joints",
-         python=gait_distance_python, python_how="textbook double loop in pure Python per joint trajectory",
-         measure=True, anonymization="gait.noise", rtol=1e-9, atol=1e-12),
-    Case("motion.dtw", "motion", motion_dtw_loop, "numpy per window: cost matrix, anti-diagonal DTW in the band",
-         python=motion_dtw_python, python_how="textbook double loop in pure Python per window", measure=True,
-         anonymization="motion.gaussian_noise", rtol=1e-9, atol=1e-12),
+    Case(
+        "gait.dtw",
+        "gait",
+        gait_distance_loop,
+        "numpy per sequence: anti-diagonal DTW over its 18 joints",
+        python=gait_distance_python,
+        python_how="textbook double loop in pure Python per joint trajectory",
+        measure=True,
+        anonymization="gait.noise",
+        rtol=1e-9,
+        atol=1e-12,
+    ),
+    Case(
+        "gait.frechet",
+        "gait",
+        gait_distance_loop,
+        "numpy per sequence: anti-diagonal Fréchet over its 18 joints",
+        python=gait_distance_python,
+        python_how="textbook double loop in pure Python per joint trajectory",
+        measure=True,
+        anonymization="gait.noise",
+        rtol=1e-9,
+        atol=1e-12,
+    ),
+    Case(
+        "motion.dtw",
+        "motion",
+        motion_dtw_loop,
+        "numpy per window: cost matrix, anti-diagonal DTW in the band",
+        python=motion_dtw_python,
+        python_how="textbook double loop in pure Python per window",
+        measure=True,
+        anonymization="motion.gaussian_noise",
+        rtol=1e-9,
+        atol=1e-12,
+    ),
 ]
 
 
@@ -447,8 +491,10 @@ def make_tables(n: int, frames: int, window: int) -> dict[str, Any]:
     subjects = max(2, -(-n // per))
     gait = bioanon.load_dataset("gait.synthetic", n_subjects=subjects, sequences_per_subject=per, frames=frames)
     motion = bioanon.load_dataset("motion.synthetic", n_subjects=subjects, windows_per_subject=per, window=window)
-    return {"gait": gait.take(np.arange(n)) if gait.num_rows > n else gait,
-            "motion": motion.take(np.arange(n)) if motion.num_rows > n else motion}
+    return {
+        "gait": gait.take(np.arange(n)) if gait.num_rows > n else gait,
+        "motion": motion.take(np.arange(n)) if motion.num_rows > n else motion,
+    }
 
 
 def _payload(table) -> np.ndarray:
@@ -461,8 +507,10 @@ def _check(case: Case, which: str, got: np.ndarray, want: np.ndarray) -> float:
     want64, got64 = want.astype(np.float64), got.astype(np.float64)
     if not np.allclose(got64, want64, rtol=case.rtol, atol=case.atol):
         bad = float(np.max(np.abs(got64 - want64)))
-        raise AssertionError(f"{case.method_id}: the {which} reference differs from the method by up to {bad:.3g}; "
-                             "the ratio would not compare like with like")
+        raise AssertionError(
+            f"{case.method_id}: the {which} reference differs from the method by up to {bad:.3g}; "
+            "the ratio would not compare like with like"
+        )
     return float(np.max(np.abs(got64 - want64))) if got.size else 0.0
 
 
@@ -488,13 +536,31 @@ def bench_case(case: Case, table, *, python_sequences: int, repeats: int) -> tup
     times = side_by_side({"method": run_method, "loop": run_loop}, repeats)
     t_m, t_l = times["method"]["seconds"], times["loop"]["seconds"]
     what = "measure" if case.measure else "transform"
-    figs = [figure(f"sequences: {case.method_id} vs per-sequence loop", value=t_l / t_m, unit="×",
-                   target=f">= {TARGET_LOOP:g}", passed=t_l / t_m >= TARGET_LOOP, sequences=n,
-                   method_s=round(t_m, 4), loop_s=round(t_l, 4), method_peak_mib=times["method"]["peak_mib"],
-                   loop_peak_mib=times["loop"]["peak_mib"], reference=case.loop_how, timed=what)]
-    info.update(method_seconds=t_m, method_seconds_all=times["method"]["all"], loop_seconds=t_l,
-                loop_seconds_all=times["loop"]["all"], method_peak_mib=times["method"]["peak_mib"],
-                loop_peak_mib=times["loop"]["peak_mib"], loop_reference=case.loop_how)
+    figs = [
+        figure(
+            f"sequences: {case.method_id} vs per-sequence loop",
+            value=t_l / t_m,
+            unit="×",
+            target=f">= {TARGET_LOOP:g}",
+            passed=t_l / t_m >= TARGET_LOOP,
+            sequences=n,
+            method_s=round(t_m, 4),
+            loop_s=round(t_l, 4),
+            method_peak_mib=times["method"]["peak_mib"],
+            loop_peak_mib=times["loop"]["peak_mib"],
+            reference=case.loop_how,
+            timed=what,
+        )
+    ]
+    info.update(
+        method_seconds=t_m,
+        method_seconds_all=times["method"]["all"],
+        loop_seconds=t_l,
+        loop_seconds_all=times["loop"]["all"],
+        method_peak_mib=times["method"]["peak_mib"],
+        loop_peak_mib=times["loop"]["peak_mib"],
+        loop_reference=case.loop_how,
+    )
     if case.python is not None:
         k = max(1, min(python_sequences, n))
         t0 = time.perf_counter()
@@ -502,35 +568,80 @@ def bench_case(case: Case, table, *, python_sequences: int, repeats: int) -> tup
         t_sub = time.perf_counter() - t0
         info["python_max_abs_diff"] = _check(case, "pure-Python", py, ours[:k])
         t_py = t_sub * n / k
-        figs.append(figure(f"sequences: {case.method_id} vs pure-Python loop", value=t_py / t_m, unit="×",
-                           target="(context)", passed=True, sequences=n, method_s=round(t_m, 4),
-                           python_s_extrapolated=round(t_py, 2), python_sequences_timed=k,
-                           reference=case.python_how + f"; timed on {k} sequence(s), extrapolated to {n}"))
+        figs.append(
+            figure(
+                f"sequences: {case.method_id} vs pure-Python loop",
+                value=t_py / t_m,
+                unit="×",
+                target="(context)",
+                passed=True,
+                sequences=n,
+                method_s=round(t_m, 4),
+                python_s_extrapolated=round(t_py, 2),
+                python_sequences_timed=k,
+                reference=case.python_how + f"; timed on {k} sequence(s), extrapolated to {n}",
+            )
+        )
         info.update(python_seconds_extrapolated=t_py, python_sequences_timed=k, python_reference=case.python_how)
     return figs, info
 
 
-def run(quick: bool = False, *, sequences: int | None = None, frames: int | None = None, window: int | None = None,
-        python_sequences: int | None = None, repeats: int | None = None,
-        only: list[str] | None = None) -> dict[str, Any]:
+def run(
+    quick: bool = False,
+    *,
+    sequences: int | None = None,
+    frames: int | None = None,
+    window: int | None = None,
+    python_sequences: int | None = None,
+    repeats: int | None = None,
+    only: list[str] | None = None,
+) -> dict[str, Any]:
     """Every case on ``sequences`` synthetic walks / IMU windows (``quick``: tiny sizes, for the smoke test)."""
     cfg = dict(QUICK if quick else FULL)
-    cfg.update({k: v for k, v in (("sequences", sequences), ("frames", frames), ("window", window),
-                                  ("python_sequences", python_sequences), ("repeats", repeats)) if v is not None})
+    cfg.update(
+        {
+            k: v
+            for k, v in (
+                ("sequences", sequences),
+                ("frames", frames),
+                ("window", window),
+                ("python_sequences", python_sequences),
+                ("repeats", repeats),
+            )
+            if v is not None
+        }
+    )
     t0 = time.perf_counter()
     tables = make_tables(cfg["sequences"], cfg["frames"], cfg["window"])
     t_data = time.perf_counter() - t0
     figures, details, notes = run_cases(
-        "sequences", CASES, lambda case: bench_case(case, tables[case.trait],
-                                                    python_sequences=cfg["python_sequences"],
-                                                    repeats=cfg["repeats"]), only)
-    return {"benchmark": "sequences", "quick": quick, **cfg, "data_seconds": round(t_data, 2), "notes": notes,
-            "cases": details, "figures": figures, "targets_met": all(f["passed"] for f in figures)}
+        "sequences",
+        CASES,
+        lambda case: bench_case(
+            case, tables[case.trait], python_sequences=cfg["python_sequences"], repeats=cfg["repeats"]
+        ),
+        only,
+    )
+    return {
+        "benchmark": "sequences",
+        "quick": quick,
+        **cfg,
+        "data_seconds": round(t_data, 2),
+        "notes": notes,
+        "cases": details,
+        "figures": figures,
+        "targets_met": all(f["passed"] for f in figures),
+    }
 
 
 def _print(res: dict[str, Any]) -> None:
-    print_figures(f"sequences benchmark: {res['sequences']} walks of {res['frames']} frames × 18 joints and IMU "
-                  f"windows of {res['window']} × 6, best of {res['repeats']}", res["figures"], res["quick"], 58)
+    print_figures(
+        f"sequences benchmark: {res['sequences']} walks of {res['frames']} frames × 18 joints and IMU "
+        f"windows of {res['window']} × 6, best of {res['repeats']}",
+        res["figures"],
+        res["quick"],
+        58,
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -544,8 +655,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="tiny sizes (a smoke run)")
     ap.add_argument("--json", help="also write the result here")
     a = ap.parse_args(argv)
-    res = run(a.quick, sequences=a.sequences, frames=a.frames, window=a.window, python_sequences=a.python_sequences,
-              repeats=a.repeats, only=a.only)
+    res = run(
+        a.quick,
+        sequences=a.sequences,
+        frames=a.frames,
+        window=a.window,
+        python_sequences=a.python_sequences,
+        repeats=a.repeats,
+        only=a.only,
+    )
     return emit(res, _print, a.json)
 
 

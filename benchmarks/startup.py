@@ -35,14 +35,39 @@ TARGET_S = 0.3
 # what the ``bioanon`` console script runs (main() reads sys.argv)
 PLUGINS = "import sys; sys.argv = ['bioanon', 'plugins']; from bioanon.cli import main; sys.exit(main())"
 # optional or heavy libraries a method may import when it runs; registering must import none of them
-HEAVY = ("dlib", "face_recognition_models", "pkg_resources", "torch", "timm", "sklearn", "scipy", "cv2", "pywt",
-         "librosa", "soundfile", "pandas", "matplotlib", "pyarrow", "PIL", "resemblyzer", "webrtcvad")
+HEAVY = (
+    "dlib",
+    "face_recognition_models",
+    "pkg_resources",
+    "torch",
+    "timm",
+    "sklearn",
+    "scipy",
+    "cv2",
+    "pywt",
+    "librosa",
+    "soundfile",
+    "pandas",
+    "matplotlib",
+    "pyarrow",
+    "PIL",
+    "resemblyzer",
+    "webrtcvad",
+)
 
 
 def _env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items()
-           if k not in ("PYTHONDONTWRITEBYTECODE", "BIOANON_DISABLE_PLUGINS", "BIOANON_DISABLE_PLUGIN_AUTOLOAD",
-                        "BIOANON_STRICT_PLUGINS")}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "PYTHONDONTWRITEBYTECODE",
+            "BIOANON_DISABLE_PLUGINS",
+            "BIOANON_DISABLE_PLUGIN_AUTOLOAD",
+            "BIOANON_STRICT_PLUGINS",
+        )
+    }
     return env | extra
 
 
@@ -68,9 +93,11 @@ def _timed_run(code: str, env: dict[str, str]) -> tuple[float, float]:
 
 def _registration_facts(env: dict[str, str]) -> dict[str, Any]:
     """Methods, plugins and the heavy libraries in ``sys.modules`` after ``bioanon.get_registry()``."""
-    code = ("import json, sys, bioanon; from bioanon.plugins import get_plugin_manager; r = bioanon.get_registry(); "
-            f"print(json.dumps({{'methods': len(r), 'plugins': [s.distribution for s in get_plugin_manager().statuses "
-            f"if s.status == 'loaded'], 'heavy_imported': [m for m in {HEAVY!r} if m in sys.modules]}}))")
+    code = (
+        "import json, sys, bioanon; from bioanon.plugins import get_plugin_manager; r = bioanon.get_registry(); "
+        f"print(json.dumps({{'methods': len(r), 'plugins': [s.distribution for s in get_plugin_manager().statuses "
+        f"if s.status == 'loaded'], 'heavy_imported': [m for m in {HEAVY!r} if m in sys.modules]}}))"
+    )
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
 
@@ -99,15 +126,28 @@ def run(quick: bool = False, runs: int | None = None) -> dict[str, Any]:
     facts = {name: _registration_facts(configs[name][1]) for name in ("all_plugins", "core_only")}
     figures = []
     for name, label in (("all_plugins", "every installed plugin"), ("core_only", "the core alone")):
-        figures.append(figure(
-            f"start-up: `bioanon plugins` with {label} (median wall)", value=med(name), unit="s",
-            target=f"≤ {TARGET_S} s", passed=med(name) <= TARGET_S, runs=runs,
-            cpu_s=round(med(name, 1), 4), all_s=[round(t[0], 4) for t in times[name]],
-            min_s=round(min(t[0] for t in times[name]), 4), python_s=round(med("python"), 4),
-            import_bioanon_s=round(med("import_bioanon"), 4), load_average=load, methods=facts[name]["methods"],
-            plugins=facts[name]["plugins"], heavy_imported=facts[name]["heavy_imported"]))
-    notes = [f"{len(facts['all_plugins']['plugins'])} distributions loaded: "
-             + ", ".join(facts["all_plugins"]["plugins"])]
+        figures.append(
+            figure(
+                f"start-up: `bioanon plugins` with {label} (median wall)",
+                value=med(name),
+                unit="s",
+                target=f"≤ {TARGET_S} s",
+                passed=med(name) <= TARGET_S,
+                runs=runs,
+                cpu_s=round(med(name, 1), 4),
+                all_s=[round(t[0], 4) for t in times[name]],
+                min_s=round(min(t[0] for t in times[name]), 4),
+                python_s=round(med("python"), 4),
+                import_bioanon_s=round(med("import_bioanon"), 4),
+                load_average=load,
+                methods=facts[name]["methods"],
+                plugins=facts[name]["plugins"],
+                heavy_imported=facts[name]["heavy_imported"],
+            )
+        )
+    notes = [
+        f"{len(facts['all_plugins']['plugins'])} distributions loaded: " + ", ".join(facts["all_plugins"]["plugins"])
+    ]
     if facts["all_plugins"]["heavy_imported"]:
         notes.append("registering the plugins imported " + ", ".join(facts["all_plugins"]["heavy_imported"]))
     return {"benchmark": "startup", "quick": quick, "figures": figures, "notes": notes}

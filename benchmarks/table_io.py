@@ -27,8 +27,9 @@ def write_big_file(path: Path, total_bytes: int, dim: int = 512, batch_rows: int
     from bioanon.table import SampleTable
 
     rows = max(batch_rows, total_bytes // (4 * dim))
-    template = SampleTable.from_arrays(subject=np.array(["s"] * 1),
-                                       payloads={"features": np.zeros((1, dim), np.float32)})
+    template = SampleTable.from_arrays(
+        subject=np.array(["s"] * 1), payloads={"features": np.zeros((1, dim), np.float32)}
+    )
     schema = template.arrow.schema
     rng = np.random.default_rng(0)
     written = 0
@@ -72,23 +73,55 @@ def run(quick: bool = False, workdir: str | None = None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(dir=workdir) as tmp:
         path = Path(tmp) / "big.arrow"
         t_write, rows = timed(lambda: write_big_file(path, size))
-        out = subprocess.run([sys.executable, "-c", STREAM, str(path)], capture_output=True, text=True, check=True,
-                             env={**os.environ, "BIOANON_DISABLE_PLUGIN_AUTOLOAD": "1"})
+        out = subprocess.run(
+            [sys.executable, "-c", STREAM, str(path)],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={**os.environ, "BIOANON_DISABLE_PLUGIN_AUTOLOAD": "1"},
+        )
         rss, seconds, n = out.stdout.split()
         rss_mb = int(rss) / MB
-        figures.append(figure("table: stream a memory-mapped Arrow file, peak RSS", value=rss_mb, unit="MB",
-                              target="< 300 MB", passed=rss_mb < 300, file_mb=round(path.stat().st_size / MB),
-                              rows=int(n), seconds=round(float(seconds), 3), write_seconds=round(t_write, 3)))
+        figures.append(
+            figure(
+                "table: stream a memory-mapped Arrow file, peak RSS",
+                value=rss_mb,
+                unit="MB",
+                target="< 300 MB",
+                passed=rss_mb < 300,
+                file_mb=round(path.stat().st_size / MB),
+                rows=int(n),
+                seconds=round(float(seconds), 3),
+                write_seconds=round(t_write, 3),
+            )
+        )
     n_rows = 20_000 if quick else 1_000_000
     subjects = np.repeat(np.arange(n_rows // 100), 100)
-    table = SampleTable.from_arrays(subject=subjects.astype(str),
-                                    payloads={"features": np.zeros((n_rows, 1), np.float32)})
+    table = SampleTable.from_arrays(
+        subject=subjects.astype(str), payloads={"features": np.zeros((n_rows, 1), np.float32)}
+    )
     cpu, _ = cpu_timed(lambda: table.split_subjects([0.2, 0.4, 0.4], seed=0))
-    figures.append(figure(f"table: subject-disjoint split of {n_rows:,} rows, CPU time", value=cpu, unit="s",
-                          target="< 1 s", passed=cpu < 1.0, rows=n_rows, subjects=n_rows // 100))
+    figures.append(
+        figure(
+            f"table: subject-disjoint split of {n_rows:,} rows, CPU time",
+            value=cpu,
+            unit="s",
+            target="< 1 s",
+            passed=cpu < 1.0,
+            rows=n_rows,
+            subjects=n_rows // 100,
+        )
+    )
     cpu_w, _ = cpu_timed(lambda: table.split_within_subjects([0.5, 0.5], seed=0))
-    figures.append(figure(f"table: within-subject split of {n_rows:,} rows, CPU time", value=cpu_w, unit="s",
-                          target="(context)", passed=True))
+    figures.append(
+        figure(
+            f"table: within-subject split of {n_rows:,} rows, CPU time",
+            value=cpu_w,
+            unit="s",
+            target="(context)",
+            passed=True,
+        )
+    )
     return {"benchmark": "table_io", "quick": quick, "figures": figures}
 
 

@@ -33,13 +33,24 @@ def voice_config(quick: bool, resemblyzer: bool) -> dict[str, Any]:
     if resemblyzer and not quick:  # (loading the encoder alone takes seconds)
         recognizers.append({"id": "voice.resemblyzer"})
     return {
-        "name": "voice-case", "seed": 0, "repeats": 1 if quick else 2,
+        "name": "voice-case",
+        "seed": 0,
+        "repeats": 1 if quick else 2,
         "scenarios": ["naive", "lazy", "parrot"],
-        "dataset": {"source": "voice.synthetic",
-                    "params": {"n_speakers": 6 if quick else 10, "utterances_per_speaker": 4 if quick else 20,
-                               "with_features": False}},
-        "rates": {"background": 0.0 if quick else 0.2, "attacker": 0.5 if quick else 0.4,
-                  "evaluation": 0.5 if quick else 0.4, "enrolment": 0.5},
+        "dataset": {
+            "source": "voice.synthetic",
+            "params": {
+                "n_speakers": 6 if quick else 10,
+                "utterances_per_speaker": 4 if quick else 20,
+                "with_features": False,
+            },
+        },
+        "rates": {
+            "background": 0.0 if quick else 0.2,
+            "attacker": 0.5 if quick else 0.4,
+            "evaluation": 0.5 if quick else 0.4,
+            "enrolment": 0.5,
+        },
         "anonymizers": [
             {"id": "voice.mcadams", "name": "mcadams", "grid": {"alpha": [0.7] if quick else [0.5, 0.7, 0.9]}},
             {"id": "voice.frequency_warp", "name": "vtln"},
@@ -57,9 +68,21 @@ def _run(config: Path, out: Path, cache: Path, jobs: int, reuse: bool = True) ->
     ``bioanon evaluate``."""
     import pyarrow.parquet as pq
 
-    cmd = [sys.executable, "-c", "import sys; from bioanon.cli import main; sys.exit(main(sys.argv[1:]))",
-           "evaluate", str(config), "--out", str(out), "--cache-dir", str(cache), "--jobs", str(jobs), "--quiet",
-           "--no-report"]
+    cmd = [
+        sys.executable,
+        "-c",
+        "import sys; from bioanon.cli import main; sys.exit(main(sys.argv[1:]))",
+        "evaluate",
+        str(config),
+        "--out",
+        str(out),
+        "--cache-dir",
+        str(cache),
+        "--jobs",
+        str(jobs),
+        "--quiet",
+        "--no-report",
+    ]
     env = {k: v for k, v in os.environ.items() if k not in ("BIOANON_JOBS", "BIOANON_FIT_MEMO")}
     if not reuse:
         env["BIOANON_FIT_MEMO"] = "0"
@@ -72,10 +95,13 @@ def _run(config: Path, out: Path, cache: Path, jobs: int, reuse: bool = True) ->
         raise RuntimeError(f"bioanon evaluate failed: {err[-1500:]}")
     (run_dir,) = [p for p in out.iterdir() if p.is_dir()]
     stages = json.loads((run_dir / "environment.json").read_text())["tasks"]["by_stage"]
-    return {"seconds": round(seconds, 2), "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
-            "peak_mb": round(usage.ru_maxrss / 1024, 1),
-            "stage_s": {k: round(v["seconds"], 2) for k, v in stages.items()},
-            "metrics": pq.read_table(run_dir / "metrics.parquet")}
+    return {
+        "seconds": round(seconds, 2),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+        "peak_mb": round(usage.ru_maxrss / 1024, 1),
+        "stage_s": {k: round(v["seconds"], 2) for k, v in stages.items()},
+        "metrics": pq.read_table(run_dir / "metrics.parquet"),
+    }
 
 
 def run(quick: bool = False) -> dict[str, Any]:
@@ -86,8 +112,14 @@ def run(quick: bool = False) -> dict[str, Any]:
 
     n = cores()
     resemblyzer = resemblyzer_available()
-    notes = [] if resemblyzer else ["voice.resemblyzer left out: resemblyzer is not installed "
-                                    "(pip install --no-deps resemblyzer webrtcvad-wheels)"]
+    notes = (
+        []
+        if resemblyzer
+        else [
+            "voice.resemblyzer left out: resemblyzer is not installed "
+            "(pip install --no-deps resemblyzer webrtcvad-wheels)"
+        ]
+    )
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
         config = tmp / "voice.toml"
@@ -102,15 +134,29 @@ def run(quick: bool = False) -> dict[str, Any]:
     # minutes apart meet different loads, their CPU times far less
     ratio = runs["one_core"]["cpu_s"] / runs["one_core_no_reuse"]["cpu_s"]
     figures = [
-        figure(f"voice case: cold run on every core ({n}), 10 speakers, strong attackers", unit="s",
-               value=runs["all_cores"]["seconds"], target="(recorded; the issue's own config took 702 s)",
-               passed=True, cores=n, **ctx["all_cores"]),
-        figure("voice case: CPU time with in-process reuse / without (--jobs 1; results identical)", value=ratio,
-               target="< 1 and identical results", passed=ratio < 1 and identical, identical=identical,
-               one_core=ctx["one_core"], one_core_no_reuse=ctx["one_core_no_reuse"]),
+        figure(
+            f"voice case: cold run on every core ({n}), 10 speakers, strong attackers",
+            unit="s",
+            value=runs["all_cores"]["seconds"],
+            target="(recorded; the issue's own config took 702 s)",
+            passed=True,
+            cores=n,
+            **ctx["all_cores"],
+        ),
+        figure(
+            "voice case: CPU time with in-process reuse / without (--jobs 1; results identical)",
+            value=ratio,
+            target="< 1 and identical results",
+            passed=ratio < 1 and identical,
+            identical=identical,
+            one_core=ctx["one_core"],
+            one_core_no_reuse=ctx["one_core_no_reuse"],
+        ),
     ]
-    notes.append("the issue does not give the config of its 702 s run; this case is rebuilt from its description "
-                 "(see benchmarks/voice_case.py)")
+    notes.append(
+        "the issue does not give the config of its 702 s run; this case is rebuilt from its description "
+        "(see benchmarks/voice_case.py)"
+    )
     return {"benchmark": "voice_case", "quick": quick, "figures": figures, "notes": notes}
 
 

@@ -193,23 +193,93 @@ _LAZY: dict[str, tuple[str, str | None]] = {
 }
 
 __all__ = [  # every name of the API (the lazy ones included)
-    "API_VERSION", "Anonymizer", "AttributeAccuracy", "BioanonError", "CacheError", "CentroidRecognizer",
-    "Chain", "ClassifierOptions",
-    "ConfigError", "ConformanceReport", "DataError", "DatasetSource", "Deanonymizer", "DeviceError", "FILE_COLUMNS",
-    "FeatureRecognizer", "KINDS", "LdaCosine", "LogisticRegression", "Metadata", "Method", "MissingDependencyError",
-    "NearestNeighbors", "NotFittedError", "OPTIMIZERS", "ParameterError",
-    "PcaSvm", "PluginError", "RandomForest", "RandomSetMean", "RunContext",
-    "Recognizer", "Register", "RegisterFeatures", "SCHEDULERS", "SUBJECT_COLUMNS", "SampleTable", "ScoreMatrix",
-    "Selector", "TableError", "UnknownMethodError", "UtilityMeasure", "WeightsError", "align", "arcface_head",
-    "check_method", "class_sums", "current_context", "device_param", "feature_matrix", "file_key", "fitted",
+    "API_VERSION",
+    "Anonymizer",
+    "AttributeAccuracy",
+    "BioanonError",
+    "CacheError",
+    "CentroidRecognizer",
+    "Chain",
+    "ClassifierOptions",
+    "ConfigError",
+    "ConformanceReport",
+    "DataError",
+    "DatasetSource",
+    "Deanonymizer",
+    "DeviceError",
+    "FILE_COLUMNS",
+    "FeatureRecognizer",
+    "KINDS",
+    "LdaCosine",
+    "LogisticRegression",
+    "Metadata",
+    "Method",
+    "MissingDependencyError",
+    "NearestNeighbors",
+    "NotFittedError",
+    "OPTIMIZERS",
+    "ParameterError",
+    "PcaSvm",
+    "PluginError",
+    "RandomForest",
+    "RandomSetMean",
+    "RunContext",
+    "Recognizer",
+    "Register",
+    "RegisterFeatures",
+    "SCHEDULERS",
+    "SUBJECT_COLUMNS",
+    "SampleTable",
+    "ScoreMatrix",
+    "Selector",
+    "TableError",
+    "UnknownMethodError",
+    "UtilityMeasure",
+    "WeightsError",
+    "align",
+    "arcface_head",
+    "check_method",
+    "class_sums",
+    "current_context",
+    "device_param",
+    "feature_matrix",
+    "file_key",
+    "fitted",
     "flatten_payload",
-    "get_method", "get_registry", "hookimpl", "import_torch", "infer", "jsonable", "key_columns", "labels_of",
-    "list_methods", "make_table", "method_training", "n_components_ok", "paired_payloads", "param", "parse_cell",
-    "precision_param", "preflight_weights", "progress_bar", "read_csv_rows", "read_metadata_csv", "require_fitted",
+    "get_method",
+    "get_registry",
+    "hookimpl",
+    "import_torch",
+    "infer",
+    "jsonable",
+    "key_columns",
+    "labels_of",
+    "list_methods",
+    "make_table",
+    "method_training",
+    "n_components_ok",
+    "paired_payloads",
+    "param",
+    "parse_cell",
+    "precision_param",
+    "preflight_weights",
+    "progress_bar",
+    "read_csv_rows",
+    "read_metadata_csv",
+    "require_fitted",
     "resolve_device",
-    "resolve_within", "restore_dtype", "reuse_computed", "scores_param", "softmax_head", "stage", "table_rng",
-    "testing", "to_device", "train_net",
-    "uniform_column", "weights_param",
+    "resolve_within",
+    "restore_dtype",
+    "reuse_computed",
+    "scores_param",
+    "softmax_head",
+    "stage",
+    "table_rng",
+    "testing",
+    "to_device",
+    "train_net",
+    "uniform_column",
+    "weights_param",
 ]
 
 
@@ -232,57 +302,120 @@ def __dir__() -> list[str]:
 
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
     from . import testing as testing
-    from .builtin.deanonymizers import paired_payloads as paired_payloads
     from .builtin.anonymizers import Chain as Chain
+    from .builtin.deanonymizers import paired_payloads as paired_payloads
     from .builtin.random_set_mean import RandomSetMean as RandomSetMean
     from .builtin.recognizers import (
         ClassifierOptions as ClassifierOptions,
+    )
+    from .builtin.recognizers import (
         LdaCosine as LdaCosine,
+    )
+    from .builtin.recognizers import (
         LogisticRegression as LogisticRegression,
+    )
+    from .builtin.recognizers import (
         NearestNeighbors as NearestNeighbors,
+    )
+    from .builtin.recognizers import (
         PcaSvm as PcaSvm,
+    )
+    from .builtin.recognizers import (
         RandomForest as RandomForest,
+    )
+    from .builtin.recognizers import (
         scores_param as scores_param,
     )
     from .builtin.utility import AttributeAccuracy as AttributeAccuracy
-    from .device import DeviceError as DeviceError, resolve_device as resolve_device
-    from .methods import (
-        align as align,
-        device_param as device_param,
-        precision_param as precision_param,
-        weights_param as weights_param,
-    )
-    from .context import RunContext as RunContext, current_context as current_context, reuse_computed as reuse_computed
-    from .log import progress_bar as progress_bar
+    from .context import RunContext as RunContext
+    from .context import current_context as current_context
+    from .context import reuse_computed as reuse_computed
+    from .device import DeviceError as DeviceError
+    from .device import resolve_device as resolve_device
     from .fileio import (
         jsonable as jsonable,
+    )
+    from .fileio import (
         parse_cell as parse_cell,
+    )
+    from .fileio import (
         resolve_within as resolve_within,
+    )
+    from .fileio import (
         uniform_column as uniform_column,
     )
+    from .log import progress_bar as progress_bar
     from .metadata import (
         FILE_COLUMNS as FILE_COLUMNS,
+    )
+    from .metadata import (
         SUBJECT_COLUMNS as SUBJECT_COLUMNS,
+    )
+    from .metadata import (
         Metadata as Metadata,
+    )
+    from .metadata import (
         file_key as file_key,
+    )
+    from .metadata import (
         key_columns as key_columns,
+    )
+    from .metadata import (
         read_csv_rows as read_csv_rows,
+    )
+    from .metadata import (
         read_metadata_csv as read_metadata_csv,
+    )
+    from .methods import (
+        align as align,
+    )
+    from .methods import (
+        device_param as device_param,
+    )
+    from .methods import (
+        precision_param as precision_param,
+    )
+    from .methods import (
+        weights_param as weights_param,
     )
     from .nettrain import (
         OPTIMIZERS as OPTIMIZERS,
+    )
+    from .nettrain import (
         SCHEDULERS as SCHEDULERS,
+    )
+    from .nettrain import (
         WeightsError as WeightsError,
+    )
+    from .nettrain import (
         arcface_head as arcface_head,
+    )
+    from .nettrain import (
         infer as infer,
+    )
+    from .nettrain import (
         method_training as method_training,
+    )
+    from .nettrain import (
         preflight_weights as preflight_weights,
+    )
+    from .nettrain import (
         softmax_head as softmax_head,
+    )
+    from .nettrain import (
         stage as stage,
+    )
+    from .nettrain import (
         to_device as to_device,
+    )
+    from .nettrain import (
         train_net as train_net,
     )
-    from .payloads import flatten_payload as flatten_payload, restore_dtype as restore_dtype, table_rng as table_rng
+    from .payloads import flatten_payload as flatten_payload
+    from .payloads import restore_dtype as restore_dtype
+    from .payloads import table_rng as table_rng
     from .table import SampleTable as SampleTable
-    from .testing import ConformanceReport as ConformanceReport, check_method as check_method, make_table as make_table
+    from .testing import ConformanceReport as ConformanceReport
+    from .testing import check_method as check_method
+    from .testing import make_table as make_table
     from .torchutil import import_torch as import_torch

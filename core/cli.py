@@ -148,14 +148,28 @@ def _print_unavailable(unavailable: dict[str, dict[str, str]], *, header: bool =
     if header:
         print(f"\n{UNAVAILABLE_MARK.strip()} methods cannot run here until their optional packages are installed:")
     for method_id, missing in unavailable.items():
-        print(textwrap.fill(missing_text(method_id, missing), _width(), initial_indent="  ",
-                            subsequent_indent="      ", break_on_hyphens=False, break_long_words=False))
+        print(
+            textwrap.fill(
+                missing_text(method_id, missing),
+                _width(),
+                initial_indent="  ",
+                subsequent_indent="      ",
+                break_on_hyphens=False,
+                break_long_words=False,
+            )
+        )
 
 
 def _brief(entry: Any) -> dict[str, Any]:
     cls = entry.cls
-    return {"id": cls.id, "kind": cls.kind, "trait": cls.trait, "distribution": entry.distribution,
-            "summary": cls.summary(), "missing": cls.missing_requirements()}
+    return {
+        "id": cls.id,
+        "kind": cls.kind,
+        "trait": cls.trait,
+        "distribution": entry.distribution,
+        "summary": cls.summary(),
+        "missing": cls.missing_requirements(),
+    }
 
 
 def _print_params(specs: list[dict[str, Any]], indent: str = "") -> None:
@@ -182,8 +196,15 @@ def cmd_describe(args: argparse.Namespace) -> int:
     print(f"{d['id']}  —  {d['kind']}, trait {d['trait']}, version {d['version']}")
     print(f"from {d['distribution']} ({d['class']})")
     if d["missing"]:
-        print(textwrap.fill("unavailable: " + missing_text(d["id"], d["missing"]), _width(),
-                            subsequent_indent="  ", break_on_hyphens=False, break_long_words=False))
+        print(
+            textwrap.fill(
+                "unavailable: " + missing_text(d["id"], d["missing"]),
+                _width(),
+                subsequent_indent="  ",
+                break_on_hyphens=False,
+                break_long_words=False,
+            )
+        )
     if d["payloads"]:
         print("payloads: " + ", ".join(d["payloads"]))
     if d["reference"]:
@@ -209,9 +230,14 @@ def cmd_datasets(args: argparse.Namespace) -> int:
         _print_json([_brief(e) | {"needs_path": cast("type[DatasetSource]", e.cls).needs_path} for e in entries])
         return 0
     unavailable = registry.unavailable(entries)
-    rows = [[e.cls.id, "path" if cast("type[DatasetSource]", e.cls).needs_path else "generated",
-             _marked_summary(e.cls, unavailable)]
-            for e in entries]
+    rows = [
+        [
+            e.cls.id,
+            "path" if cast("type[DatasetSource]", e.cls).needs_path else "generated",
+            _marked_summary(e.cls, unavailable),
+        ]
+        for e in entries
+    ]
     print(_table(rows, ["id", "input", "summary"]))
     _print_unavailable(unavailable)
     return 0
@@ -224,8 +250,9 @@ def cmd_cache(args: argparse.Namespace) -> int:
     if args.action == "info":
         info = cache.info()
         if args.json:
-            _print_json({k: str(v) if k == "root" else v for k, v in vars(info).items()}
-                        if hasattr(info, "__dict__") else info)
+            _print_json(
+                {k: str(v) if k == "root" else v for k, v in vars(info).items()} if hasattr(info, "__dict__") else info
+            )
             return 0
         print(f"cache: {cache.uri}")
         print(f"tables: {info.n_tables}   json: {info.n_json}   size: {format_bytes(info.total_bytes)}")
@@ -250,26 +277,53 @@ def _print_summary(result: Any) -> None:
     if not head.empty:
         sel, n = head.selector.iloc[0], head.n_subjects.iloc[0]
         if head.metric.iloc[0] == "balanced_accuracy":
-            print(f"\nworst-case balanced accuracy of the attribute attack ({sel} selection, {n} subjects; clear "
-                  f"level and its uniform chance beside it, then the same attack's plain accuracy and ITS chance, "
-                  f"the majority-class rate):")
-            rows = [[r.anonymizer, r.setting or "-", _fmt(r.worst_accuracy),
-                     f"{r.worst_recognizer} / {r.worst_scenario}", _fmt(r.clear_accuracy), _fmt(r.chance),
-                     _fmt(r.top1), _fmt(r.majority_rate)] for r in head.itertuples()]
-            print(_table(rows, ["anonymizer", "setting", "bal. acc.", "achieved by", "clear", "chance",
-                                "accuracy", "majority"], flex=3))
+            print(
+                f"\nworst-case balanced accuracy of the attribute attack ({sel} selection, {n} subjects; clear "
+                f"level and its uniform chance beside it, then the same attack's plain accuracy and ITS chance, "
+                f"the majority-class rate):"
+            )
+            rows = [
+                [
+                    r.anonymizer,
+                    r.setting or "-",
+                    _fmt(r.worst_accuracy),
+                    f"{r.worst_recognizer} / {r.worst_scenario}",
+                    _fmt(r.clear_accuracy),
+                    _fmt(r.chance),
+                    _fmt(r.top1),
+                    _fmt(r.majority_rate),
+                ]
+                for r in head.itertuples()
+            ]
+            print(
+                _table(
+                    rows,
+                    ["anonymizer", "setting", "bal. acc.", "achieved by", "clear", "chance", "accuracy", "majority"],
+                    flex=3,
+                )
+            )
         else:
             print(f"\nworst-case top-1 accuracy ({sel} selection, {n} subjects; clear level and chance beside it):")
-            rows = [[r.anonymizer, r.setting or "-", _fmt(r.worst_accuracy),
-                     f"{r.worst_recognizer} / {r.worst_scenario}", _fmt(r.clear_accuracy), _fmt(r.chance)]
-                    for r in head.itertuples()]
+            rows = [
+                [
+                    r.anonymizer,
+                    r.setting or "-",
+                    _fmt(r.worst_accuracy),
+                    f"{r.worst_recognizer} / {r.worst_scenario}",
+                    _fmt(r.clear_accuracy),
+                    _fmt(r.chance),
+                ]
+                for r in head.itertuples()
+            ]
             print(_table(rows, ["anonymizer", "setting", "worst", "achieved by", "clear", "chance"], flex=3))
     if result.auc is not None and not result.auc.empty:
         counted = result.auc[result.auc.counted]
         largest = counted.groupby("selector").n_subjects.transform("max")
         counted = counted[counted.n_subjects == largest]
-        print("\nprivacy–utility AUC (1 = ideal; the lower of with/without de-anonymization; all subject counts "
-              "in the report):")
+        print(
+            "\nprivacy–utility AUC (1 = ideal; the lower of with/without de-anonymization; all subject counts "
+            "in the report):"
+        )
         rows = [[r.anonymizer, r.measure, f"{r.selector} n={r.n_subjects}", _fmt(r.auc)] for r in counted.itertuples()]
         print(_table(rows, ["anonymizer", "utility measure", "selection", "AUC"], flex=1))
     for w in result.warnings:
@@ -293,15 +347,28 @@ def _run_context() -> Any:
 def _run_evaluation(config: Any, args: argparse.Namespace) -> int:
     from .evaluation.run import evaluate
 
-    result = evaluate(config, out_dir=args.out, run_id=args.run_id, cache=args.cache_dir,
-                      executor=args.executor, scheduler=args.scheduler,
-                      keep_going=args.keep_going, progress=not args.quiet, report=not args.no_report,
-                      device=args.device, jobs=args.jobs, context=_run_context())
+    result = evaluate(
+        config,
+        out_dir=args.out,
+        run_id=args.run_id,
+        cache=args.cache_dir,
+        executor=args.executor,
+        scheduler=args.scheduler,
+        keep_going=args.keep_going,
+        progress=not args.quiet,
+        report=not args.no_report,
+        device=args.device,
+        jobs=args.jobs,
+        context=_run_context(),
+    )
     _print_summary(result)
     where = f" (see {result.run_dir / 'failures.json'})" if result.run_dir is not None else ""
     if result.metrics is None or len(result.metrics) == 0:
-        why = (f"{len(result.failures)} task(s) failed or were skipped{where}" if result.failures
-               else "no metric was computed (check the config's recognizers, scenarios and selection)")
+        why = (
+            f"{len(result.failures)} task(s) failed or were skipped{where}"
+            if result.failures
+            else "no metric was computed (check the config's recognizers, scenarios and selection)"
+        )
         log.error("the evaluation produced no results: %s", why)
         return EXIT_NO_RESULTS
     if result.failures:
@@ -340,11 +407,16 @@ def cmd_validate(args: argparse.Namespace) -> int:
     with _run_context().activate():
         cfg = validate(_config_from_args(args), out_dir=args.out, load_data=args.data)
     settings = sum(len(a.settings()) for a in cfg.anonymizers)
-    checked = "config, methods, parameters, optional packages" + (", output folder" if args.out else "") + (
-        ", data payloads and label" if args.data else "")
-    print(f"{args.config}: valid ({checked}): {settings} anonymizer setting(s), {len(cfg.recognizers)} "
-          f"recognizer(s) × {len(cfg.scenarios) + 1} scenario(s) with clear, {len(cfg.utility)} utility measure(s), "
-          f"{cfg.repeats} repeat(s)")
+    checked = (
+        "config, methods, parameters, optional packages"
+        + (", output folder" if args.out else "")
+        + (", data payloads and label" if args.data else "")
+    )
+    print(
+        f"{args.config}: valid ({checked}): {settings} anonymizer setting(s), {len(cfg.recognizers)} "
+        f"recognizer(s) × {len(cfg.scenarios) + 1} scenario(s) with clear, {len(cfg.utility)} utility measure(s), "
+        f"{cfg.repeats} repeat(s)"
+    )
     return 0
 
 
@@ -377,8 +449,12 @@ def _parse_assignments(items: list[str], cls: Any, what: str) -> dict[str, Any]:
             import difflib
 
             close = difflib.get_close_matches(name, list(types), n=1)
-            raise ParameterError(cls.id, name, text, f"no such parameter; did you mean {close[0]!r}?" if close
-                                 else "known: " + ", ".join(types))
+            raise ParameterError(
+                cls.id,
+                name,
+                text,
+                f"no such parameter; did you mean {close[0]!r}?" if close else "known: " + ", ".join(types),
+            )
         out[name] = parse_param_text(text, types[name])
     return out
 
@@ -422,16 +498,18 @@ def cmd_anonymize(args: argparse.Namespace) -> int:
 class _StepAction(argparse.Action):
     """``-m METHOD``: start a new step of the anonymization chain."""
 
-    def __call__(self, parser: argparse.ArgumentParser, ns: argparse.Namespace, value: Any,
-                 option_string: str | None = None) -> None:
+    def __call__(
+        self, parser: argparse.ArgumentParser, ns: argparse.Namespace, value: Any, option_string: str | None = None
+    ) -> None:
         ns.steps = [*(ns.steps or []), (value, [])]
 
 
 class _StepOptionAction(argparse.Action):
     """``-o NAME=VALUE``: a parameter of the anonymizer named by the ``-m`` before it."""
 
-    def __call__(self, parser: argparse.ArgumentParser, ns: argparse.Namespace, value: Any,
-                 option_string: str | None = None) -> None:
+    def __call__(
+        self, parser: argparse.ArgumentParser, ns: argparse.Namespace, value: Any, option_string: str | None = None
+    ) -> None:
         if not ns.steps:
             parser.error(f"{option_string} {value}: give it after the -m METHOD it sets")
         ns.steps[-1][1].append(value)
@@ -442,14 +520,27 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--run-id", default=None, help="name of the run folder (default: name-time-fingerprint)")
     p.add_argument("--cache-dir", default=None, help="cache location (default: $BIOANON_CACHE or the user cache)")
     p.add_argument("--keep-going", action="store_true", help="finish what does not depend on a failure")
-    p.add_argument("--executor", choices=["local", "dask"], default="local",
-                   help="run the task graph on this machine (local) or on a Dask cluster")
-    p.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                   help="Dask scheduler address, e.g. tcp://10.0.0.1:8786 (with --executor dask; without it a "
-                        "local Dask cluster of --jobs workers is started)")
-    p.add_argument("--jobs", type=_jobs_count, default=None, metavar="N",
-                   help="worker processes running evaluation cells at once (default: [run] jobs of the config, "
-                        "else $BIOANON_JOBS, else every usable core; 1: all in this process)")
+    p.add_argument(
+        "--executor",
+        choices=["local", "dask"],
+        default="local",
+        help="run the task graph on this machine (local) or on a Dask cluster",
+    )
+    p.add_argument(
+        "--scheduler",
+        default=None,
+        metavar="ADDRESS",
+        help="Dask scheduler address, e.g. tcp://10.0.0.1:8786 (with --executor dask; without it a "
+        "local Dask cluster of --jobs workers is started)",
+    )
+    p.add_argument(
+        "--jobs",
+        type=_jobs_count,
+        default=None,
+        metavar="N",
+        help="worker processes running evaluation cells at once (default: [run] jobs of the config, "
+        "else $BIOANON_JOBS, else every usable core; 1: all in this process)",
+    )
     p.add_argument("--no-report", action="store_true", help="write the tables but not report.html")
     _add_device_option(p)  # (--quiet / -q: the global option)
 
@@ -461,9 +552,13 @@ def _jobs_count(text: str) -> int:
 
 
 def _add_device_option(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--device", default=None, metavar="DEVICE",
-                   help="torch device of the network methods: auto (CUDA, else mps, else CPU), cpu, cuda, cuda:N "
-                        "or mps (default: [run] device of the config, else $BIOANON_DEVICE, else auto)")
+    p.add_argument(
+        "--device",
+        default=None,
+        metavar="DEVICE",
+        help="torch device of the network methods: auto (CUDA, else mps, else CPU), cpu, cuda, cuda:N "
+        "or mps (default: [run] device of the config, else $BIOANON_DEVICE, else auto)",
+    )
 
 
 # --------------------------------------------------------------------------------------------------- parser
@@ -483,8 +578,12 @@ def cmd_init(args: argparse.Namespace) -> int:
     if args.example is None:
         found = examples()
         if args.json:
-            _print_json([{"name": e.name, "summary": e.summary, "source": e.source, "plugin": e.plugin,
-                          "data": e.data_path} for e in found])
+            _print_json(
+                [
+                    {"name": e.name, "summary": e.summary, "source": e.source, "plugin": e.plugin, "data": e.data_path}
+                    for e in found
+                ]
+            )
             return 0
         for e in found:
             data = f"recorded data ({e.source})" if e.data_path else "built-in data"
@@ -510,23 +609,30 @@ def cmd_import_seba(args: argparse.Namespace) -> int:
     to_stdout = args.output == "-"
     output = Path(args.output) if args.output and not to_stdout else Path(Path(args.runconfig).name)
     stem = output.name.removesuffix(".toml").removesuffix(".yaml").removesuffix(".runconfig").removesuffix(".config")
-    result = import_seba(args.runconfig, data_dir=args.data, trait=args.trait, fidelity=not args.no_fidelity,
-                         out_dir=Path.cwd() if to_stdout else output.parent.absolute(), name=stem)
+    result = import_seba(
+        args.runconfig,
+        data_dir=args.data,
+        trait=args.trait,
+        fidelity=not args.no_fidelity,
+        out_dir=Path.cwd() if to_stdout else output.parent.absolute(),
+        name=stem,
+    )
     if not result.configs:
         print(result.table(_width()))
         raise ConfigError(f"{args.runconfig}: no entry could be mapped to a bioanon config (see the table)")
     if to_stdout:
         if len(result.configs) > 1:
-            raise ConfigError(f"{args.runconfig} gives {len(result.configs)} configs; write them with -o FILE.toml "
-                              f"(FILE-1.toml, FILE-2.toml, …)")
+            raise ConfigError(
+                f"{args.runconfig} gives {len(result.configs)} configs; write them with -o FILE.toml "
+                f"(FILE-1.toml, FILE-2.toml, …)"
+            )
         print(result.configs[0].to_toml(args.runconfig), end="")
         print(result.table(_width()), file=sys.stderr)
         return 0
     targets = [output.parent / f"{c.name}.toml" for c in result.configs]
     existing = [str(t) for t in targets if t.exists()]
     if existing and not args.force:
-        raise ConfigError(f"{', '.join(existing)} exist{'s' if len(existing) == 1 else ''}; pass --force to "
-                          f"overwrite")
+        raise ConfigError(f"{', '.join(existing)} exist{'s' if len(existing) == 1 else ''}; pass --force to overwrite")
     for c, target in zip(result.configs, targets, strict=True):
         target.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(target, c.to_toml(args.runconfig))
@@ -542,8 +648,10 @@ def cmd_new_plugin(args: argparse.Namespace) -> int:
     from .scaffold import new_plugin
 
     target = new_plugin(args.name, args.dir)
-    print(f"created {target}: the plugin bioanon-{args.name.replace('_', '-')} with methods "
-          f"{args.name}.quantize and {args.name}.nearest_neighbour")
+    print(
+        f"created {target}: the plugin bioanon-{args.name.replace('_', '-')} with methods "
+        f"{args.name}.quantize and {args.name}.nearest_neighbour"
+    )
     print(f"next: pip install -e {target} && bioanon methods '{args.name}.*' && pytest {target}/tests")
     return 0
 
@@ -561,19 +669,41 @@ def _add_verbosity(p: argparse.ArgumentParser, *, top: bool = False) -> None:
     """``-q`` / ``-v``: on the top-level parser with defaults, on each sub-command without (so they can be
     given before or after the command and the sub-command does not reset what was given before it)."""
     default: Any = {} if top else {"default": argparse.SUPPRESS}
-    p.add_argument("-q", "--quiet", action="store_true", **({"default": False} if top else default),
-                   help="warnings and errors only, no progress bars")
-    p.add_argument("-v", "--verbose", action="count", **({"default": 0} if top else default),
-                   help="debug messages too (each naming the module that logs it)")
+    p.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        **({"default": False} if top else default),
+        help="warnings and errors only, no progress bars",
+    )
+    p.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        **({"default": 0} if top else default),
+        help="debug messages too (each naming the module that logs it)",
+    )
 
 
-def _command(sub: argparse._SubParsersAction[argparse.ArgumentParser], name: str, summary: str, example: str,
-             description: str | None = None, **kw: Any) -> argparse.ArgumentParser:
+def _command(
+    sub: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    summary: str,
+    example: str,
+    description: str | None = None,
+    **kw: Any,
+) -> argparse.ArgumentParser:
     """A sub-command (``summary``: its line in ``bioanon --help``) whose ``--help`` ends with examples
     (``example``: one command a line)."""
     epilog = "example" + ("s" if "\n" in example.strip() else "") + ":\n" + textwrap.indent(example.strip(), "  ")
-    p = sub.add_parser(name, help=summary, description=description or summary[:1].upper() + summary[1:] + ".",
-                       epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter, **kw)
+    p = sub.add_parser(
+        name,
+        help=summary,
+        description=description or summary[:1].upper() + summary[1:] + ".",
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        **kw,
+    )
     _add_verbosity(p)
     return p
 
@@ -584,23 +714,31 @@ def build_parser() -> argparse.ArgumentParser:
         description="Anonymize biometric data and evaluate anonymizations against strong attackers.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="examples:\n  bioanon demo\n  bioanon methods 'face.*'\n  bioanon -q evaluate config.toml\n"
-               "  bioanon COMMAND --help\n\n"
-               "Messages go to stderr (-q: warnings and errors only; -v: debug), results to stdout; progress bars\n"
-               "are drawn only on a terminal.\n\n" + EXIT_CODES,
+        "  bioanon COMMAND --help\n\n"
+        "Messages go to stderr (-q: warnings and errors only; -v: debug), results to stdout; progress bars\n"
+        "are drawn only on a terminal.\n\n" + EXIT_CODES,
     )
     parser.add_argument("--version", action=_VersionAction)
     _add_verbosity(parser, top=True)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    p = _command(sub, "plugins", "installed plugins, versions, load status, method counts",
-                 "bioanon plugins\nbioanon plugins --all --json")
+    p = _command(
+        sub,
+        "plugins",
+        "installed plugins, versions, load status, method counts",
+        "bioanon plugins\nbioanon plugins --all --json",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument("--all", action="store_true", help="include disabled plugins and counts per kind")
     p.set_defaults(func=cmd_plugins)
 
-    p = _command(sub, "methods", "list methods (wildcards allowed: 'face.*')",
-                 "bioanon methods 'face.*' --kind anonymizer\nbioanon methods --trait voice --params\n"
-                 "bioanon methods any.gaussian_noise --json")
+    p = _command(
+        sub,
+        "methods",
+        "list methods (wildcards allowed: 'face.*')",
+        "bioanon methods 'face.*' --kind anonymizer\nbioanon methods --trait voice --params\n"
+        "bioanon methods any.gaussian_noise --json",
+    )
     p.add_argument("patterns", nargs="*", metavar="PATTERN")
     p.add_argument("--kind", choices=["anonymizer", "deanonymizer", "recognizer", "utility", "selector", "dataset"])
     p.add_argument("--trait", help="face, gait, voice, motion or any")
@@ -608,128 +746,223 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_methods)
 
-    p = _command(sub, "describe", "one method: documentation, parameters, reference",
-                 "bioanon describe any.gaussian_noise\nbioanon describe face.gaussian_blur --json")
+    p = _command(
+        sub,
+        "describe",
+        "one method: documentation, parameters, reference",
+        "bioanon describe any.gaussian_noise\nbioanon describe face.gaussian_blur --json",
+    )
     p.add_argument("id")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_describe)
 
-    p = _command(sub, "datasets", "dataset sources (real layouts and synthetic generators)",
-                 "bioanon datasets\nbioanon datasets 'face.*' --json")
+    p = _command(
+        sub,
+        "datasets",
+        "dataset sources (real layouts and synthetic generators)",
+        "bioanon datasets\nbioanon datasets 'face.*' --json",
+    )
     p.add_argument("patterns", nargs="*", metavar="PATTERN")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_datasets)
 
-    p = _command(sub, "cache", "show or clear the cache of derived tables",
-                 "bioanon cache info\nbioanon cache clear --older-than 30")
+    p = _command(
+        sub,
+        "cache",
+        "show or clear the cache of derived tables",
+        "bioanon cache info\nbioanon cache clear --older-than 30",
+    )
     p.add_argument("action", choices=["info", "clear"])
     p.add_argument("--cache-dir", default=None, help="cache location (default: $BIOANON_CACHE or the user cache)")
     p.add_argument("--older-than", type=float, default=None, metavar="DAYS", help="clear only older entries")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=cmd_cache)
 
-    p = _command(sub, "evaluate", "run a strong evaluation from a TOML config",
-                 "bioanon init quickstart && bioanon evaluate quickstart.toml\n"
-                 "bioanon evaluate config.toml --out runs --jobs 4 --keep-going\n"
-                 "bioanon -q evaluate config.toml 2> errors.log",
-                 description="Run a strong evaluation from a TOML config: one line per phase on stderr, the "
-                             "worst cases and AUCs on stdout, tables and report.html in OUT/RUN-ID. Exit code 1 "
-                             "when tasks failed or nothing was computed.")
+    p = _command(
+        sub,
+        "evaluate",
+        "run a strong evaluation from a TOML config",
+        "bioanon init quickstart && bioanon evaluate quickstart.toml\n"
+        "bioanon evaluate config.toml --out runs --jobs 4 --keep-going\n"
+        "bioanon -q evaluate config.toml 2> errors.log",
+        description="Run a strong evaluation from a TOML config: one line per phase on stderr, the "
+        "worst cases and AUCs on stdout, tables and report.html in OUT/RUN-ID. Exit code 1 "
+        "when tasks failed or nothing was computed.",
+    )
     p.add_argument("config", help="the evaluation config (TOML)")
-    p.add_argument("--skip-bad-files", action="store_true",
-                   help="skip unreadable data files and list them (sources with a skip_bad_files parameter)")
+    p.add_argument(
+        "--skip-bad-files",
+        action="store_true",
+        help="skip unreadable data files and list them (sources with a skip_bad_files parameter)",
+    )
     _add_run_options(p)
     p.set_defaults(func=cmd_evaluate)
 
-    p = _command(sub, "validate", "check a config without running it (exit 2 listing every problem)",
-                 "bioanon validate config.toml\nbioanon validate config.toml --data --out runs")
+    p = _command(
+        sub,
+        "validate",
+        "check a config without running it (exit 2 listing every problem)",
+        "bioanon validate config.toml\nbioanon validate config.toml --data --out runs",
+    )
     p.add_argument("config", help="the evaluation config (TOML)")
     p.add_argument("--out", default=None, help="also check that a run folder can be created in this folder")
-    p.add_argument("--data", action="store_true",
-                   help="also load the data set and check every method's payload and the label column")
+    p.add_argument(
+        "--data",
+        action="store_true",
+        help="also load the data set and check every method's payload and the label column",
+    )
     p.add_argument("--skip-bad-files", action="store_true", help="as for evaluate")
     p.set_defaults(func=cmd_validate)
 
-    p = _command(sub, "demo", "a full evaluation on built-in synthetic data (about a minute)",
-                 "bioanon demo\nbioanon demo --trait face --out /tmp/demo")
+    p = _command(
+        sub,
+        "demo",
+        "a full evaluation on built-in synthetic data (about a minute)",
+        "bioanon demo\nbioanon demo --trait face --out /tmp/demo",
+    )
     p.add_argument("--trait", default="any", help="use this trait plugin's synthetic data (default: any)")
     _add_run_options(p)
     p.set_defaults(func=cmd_demo)
 
-    p = _command(sub, "anonymize", "anonymize a data set with one or more anonymizers and write it",
-                 "bioanon anonymize any.synthetic -d n_subjects=20 -m any.gaussian_noise -o sigma=2 "
-                 "--out noisy.arrow\n"
-                 "bioanon anonymize face.orl ~/data/att_faces -m face.gaussian_blur -o kernel=29 --out blurred/",
-                 description="Anonymize a data set. Several -m build one any.chain, applied in the order "
-                             "given (each step fitted on the previous one's output); each -o sets a "
-                             "parameter of the -m before it. "
-                             "The output format follows --out: .arrow, .parquet, .csv (features only) or "
-                             "a folder (no suffix) of PNG/WAV files with metadata.csv. Evaluate an "
-                             ".arrow/.parquet output with [dataset] source = \"any.table\".")
+    p = _command(
+        sub,
+        "anonymize",
+        "anonymize a data set with one or more anonymizers and write it",
+        "bioanon anonymize any.synthetic -d n_subjects=20 -m any.gaussian_noise -o sigma=2 "
+        "--out noisy.arrow\n"
+        "bioanon anonymize face.orl ~/data/att_faces -m face.gaussian_blur -o kernel=29 --out blurred/",
+        description="Anonymize a data set. Several -m build one any.chain, applied in the order "
+        "given (each step fitted on the previous one's output); each -o sets a "
+        "parameter of the -m before it. "
+        "The output format follows --out: .arrow, .parquet, .csv (features only) or "
+        "a folder (no suffix) of PNG/WAV files with metadata.csv. Evaluate an "
+        '.arrow/.parquet output with [dataset] source = "any.table".',
+    )
     p.add_argument("source", help="dataset source id (see `bioanon datasets`)")
     p.add_argument("path", nargs="?", default=None, help="data folder, for sources that read files")
-    p.add_argument("-m", "--method", action=_StepAction, dest="steps", required=True, metavar="METHOD",
-                   help="anonymizer id (repeatable: a chain, applied in order)")
-    p.add_argument("-o", "--option", action=_StepOptionAction, dest="steps", metavar="NAME=VALUE",
-                   help="parameter of the anonymizer given by the -m before it (repeatable)")
-    p.add_argument("-d", "--dataset-param", action="append", default=[], metavar="NAME=VALUE",
-                   help="dataset source parameter (repeatable)")
-    p.add_argument("--out", required=True,
-                   help="output: .arrow, .parquet, .csv (features only), or a new folder for images/audio")
+    p.add_argument(
+        "-m",
+        "--method",
+        action=_StepAction,
+        dest="steps",
+        required=True,
+        metavar="METHOD",
+        help="anonymizer id (repeatable: a chain, applied in order)",
+    )
+    p.add_argument(
+        "-o",
+        "--option",
+        action=_StepOptionAction,
+        dest="steps",
+        metavar="NAME=VALUE",
+        help="parameter of the anonymizer given by the -m before it (repeatable)",
+    )
+    p.add_argument(
+        "-d",
+        "--dataset-param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="dataset source parameter (repeatable)",
+    )
+    p.add_argument(
+        "--out", required=True, help="output: .arrow, .parquet, .csv (features only), or a new folder for images/audio"
+    )
     p.add_argument("--skip-bad-files", action="store_true", help="skip unreadable data files and list them")
     _add_device_option(p)
     p.set_defaults(func=cmd_anonymize)
 
-    p = _command(sub, "init", "list the example configs, or copy one into a folder to run or edit",
-                 "bioanon init\nbioanon init quickstart\nbioanon evaluate quickstart.toml\n"
-                 "bioanon init face-orl runs/ --data ~/data/att_faces",
-                 description="Without EXAMPLE: list the examples. With EXAMPLE: write DIR/EXAMPLE.toml.")
+    p = _command(
+        sub,
+        "init",
+        "list the example configs, or copy one into a folder to run or edit",
+        "bioanon init\nbioanon init quickstart\nbioanon evaluate quickstart.toml\n"
+        "bioanon init face-orl runs/ --data ~/data/att_faces",
+        description="Without EXAMPLE: list the examples. With EXAMPLE: write DIR/EXAMPLE.toml.",
+    )
     p.add_argument("example", nargs="?", help="the example's name (see the list)")
     p.add_argument("dir", nargs="?", default=".", help="where to write it (default: here)")
-    p.add_argument("--data", default=None, metavar="DIR",
-                   help="for examples on recorded data: the folder of your copy of that data set")
+    p.add_argument(
+        "--data",
+        default=None,
+        metavar="DIR",
+        help="for examples on recorded data: the folder of your copy of that data set",
+    )
     p.add_argument("--force", action="store_true", help="overwrite an existing file")
     p.add_argument("--json", action="store_true", help="machine-readable list")
     p.set_defaults(func=cmd_init)
 
-    p = _command(sub, "new-plugin", "create a new, separately installable plugin project",
-                 "bioanon new-plugin ecg\npip install -e bioanon-ecg\nbioanon methods 'ecg.*'\n"
-                 "pytest bioanon-ecg/tests",
-                 description="Create bioanon-NAME from the plugin template: one anonymizer, one "
-                             "recognizer, tests that run bioanon's conformance suite, and a README.")
+    p = _command(
+        sub,
+        "new-plugin",
+        "create a new, separately installable plugin project",
+        "bioanon new-plugin ecg\npip install -e bioanon-ecg\nbioanon methods 'ecg.*'\npytest bioanon-ecg/tests",
+        description="Create bioanon-NAME from the plugin template: one anonymizer, one "
+        "recognizer, tests that run bioanon's conformance suite, and a README.",
+    )
     p.add_argument("name", help="method prefix and trait: lower case letters, digits, '_' (e.g. ecg)")
     p.add_argument("dir", nargs="?", default=None, help="project folder (default: ./bioanon-NAME)")
     p.set_defaults(func=cmd_new_plugin)
 
-    p = _command(sub, "import", "turn another tool's config into bioanon configs (SEBA)",
-                 "bioanon import seba sample.runconfig.yaml -o study.toml\nbioanon validate study.toml",
-                 description="Turn another tool's config into bioanon evaluation configs.")
+    p = _command(
+        sub,
+        "import",
+        "turn another tool's config into bioanon configs (SEBA)",
+        "bioanon import seba sample.runconfig.yaml -o study.toml\nbioanon validate study.toml",
+        description="Turn another tool's config into bioanon evaluation configs.",
+    )
     imports = p.add_subparsers(dest="format", metavar="FORMAT", required=True)
-    q = _command(imports, "seba", "a SEBA run config or experiment config (YAML) as bioanon configs",
-                 "bioanon import seba sample.runconfig.yaml -o study.toml\n"
-                 "bioanon import seba sweep.config.yaml --data ~/seba/data -o sweep.toml\n"
-                 "bioanon import seba run.yaml -o - > run.toml",
-                 description=textwrap.fill(
-                     "Turn a SEBA run config (a YAML list of {repeat, config} entries) or experiment config (an "
-                     "'anonymizations' list with sweeps) into bioanon configs: entries that differ only in "
-                     "anonymization, privacy or utility method share one config; others get FILE-1.toml, "
-                     "FILE-2.toml, …. Prints what could not be mapped, or maps only approximately, and writes it "
-                     "as comments into each config.", 79))
+    q = _command(
+        imports,
+        "seba",
+        "a SEBA run config or experiment config (YAML) as bioanon configs",
+        "bioanon import seba sample.runconfig.yaml -o study.toml\n"
+        "bioanon import seba sweep.config.yaml --data ~/seba/data -o sweep.toml\n"
+        "bioanon import seba run.yaml -o - > run.toml",
+        description=textwrap.fill(
+            "Turn a SEBA run config (a YAML list of {repeat, config} entries) or experiment config (an "
+            "'anonymizations' list with sweeps) into bioanon configs: entries that differ only in "
+            "anonymization, privacy or utility method share one config; others get FILE-1.toml, "
+            "FILE-2.toml, …. Prints what could not be mapped, or maps only approximately, and writes it "
+            "as comments into each config.",
+            79,
+        ),
+    )
     q.add_argument("runconfig", help="the SEBA YAML file")
-    q.add_argument("-o", "--output", default=None, metavar="FILE.toml",
-                   help="where to write (default: ./NAME.toml after the YAML file; '-': stdout, one config only)")
-    q.add_argument("--data", default=None, metavar="DIR",
-                   help="SEBA's data folder (default: data/ beside the YAML file): sets' traits and image sizes")
-    q.add_argument("--trait", choices=["motion", "face"], default=None,
-                   help="the sets' trait when their meta files are not at hand and the method names fit both")
-    q.add_argument("--no-fidelity", action="store_true",
-                   help="leave out the options that reproduce SEBA's attacker and selector (cv_folds, keep, "
-                        "scores, attacker_fit, by, order): bioanon's own attacker")
+    q.add_argument(
+        "-o",
+        "--output",
+        default=None,
+        metavar="FILE.toml",
+        help="where to write (default: ./NAME.toml after the YAML file; '-': stdout, one config only)",
+    )
+    q.add_argument(
+        "--data",
+        default=None,
+        metavar="DIR",
+        help="SEBA's data folder (default: data/ beside the YAML file): sets' traits and image sizes",
+    )
+    q.add_argument(
+        "--trait",
+        choices=["motion", "face"],
+        default=None,
+        help="the sets' trait when their meta files are not at hand and the method names fit both",
+    )
+    q.add_argument(
+        "--no-fidelity",
+        action="store_true",
+        help="leave out the options that reproduce SEBA's attacker and selector (cv_folds, keep, "
+        "scores, attacker_fit, by, order): bioanon's own attacker",
+    )
     q.add_argument("--force", action="store_true", help="overwrite existing files")
     q.set_defaults(func=cmd_import_seba)
 
-    p = _command(sub, "report", "re-render report.html and plots of a results folder",
-                 "bioanon report results/quickstart-20260101-120000-abc123")
+    p = _command(
+        sub,
+        "report",
+        "re-render report.html and plots of a results folder",
+        "bioanon report results/quickstart-20260101-120000-abc123",
+    )
     p.add_argument("run_dir")
     p.set_defaults(func=cmd_report)
 
@@ -758,8 +991,9 @@ def _build_parser_at_startup() -> argparse.ArgumentParser:
             gc.enable()
 
 
-def _show_warning(message: Any, category: type[Warning], filename: str, lineno: int, file: Any = None,
-                  line: str | None = None) -> None:
+def _show_warning(
+    message: Any, category: type[Warning], filename: str, lineno: int, file: Any = None, line: str | None = None
+) -> None:
     """``warnings.warn`` inside the command: one ``bioanon: warning:`` line through the logger (where it was
     raised only with ``-v``)."""
     name = "" if category is UserWarning or category.__module__.startswith("bioanon") else f"{category.__name__}: "

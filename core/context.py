@@ -71,8 +71,15 @@ class RunContext:
     computed : the store of content-derived arrays (default: a new one).
     """
 
-    def __init__(self, registry: Registry | None = None, *, cache: Cache | None = None, device: str = "",
-                 fitted: FittedRecognizers | None = None, computed: ComputedFeatures | None = None) -> None:
+    def __init__(
+        self,
+        registry: Registry | None = None,
+        *,
+        cache: Cache | None = None,
+        device: str = "",
+        fitted: FittedRecognizers | None = None,
+        computed: ComputedFeatures | None = None,
+    ) -> None:
         self._registry = registry  # None: the default registry, looked up on first use
         self.cache = cache
         self.device = device
@@ -105,8 +112,15 @@ class RunContext:
         return table
 
     # -- reuse ---------------------------------------------------------------------------------------------
-    def fit(self, spec: Mapping[str, Any], train_id: Any, label: str, train: Callable[[], Any], *,
-            kind: str | None = "recognizer") -> Any:
+    def fit(
+        self,
+        spec: Mapping[str, Any],
+        train_id: Any,
+        label: str,
+        train: Callable[[], Any],
+        *,
+        kind: str | None = "recognizer",
+    ) -> Any:
         """A recognizer built from ``spec`` (``{"id": ..., "params": {...}}``) with this run's registry and
         fitted on ``train()`` for ``label``, reused from :attr:`fitted` (see
         :meth:`~bioanon.fit_memo.FittedRecognizers.get`)."""
@@ -155,8 +169,12 @@ def current_context() -> RunContext:
     return ctx if ctx is not None else RunContext()
 
 
-def reuse_computed(what: str, params: Mapping[str, Any], inputs: Sequence[NDArray[Any]] | NDArray[Any],
-                   compute: Callable[[], NDArray[Any]]) -> NDArray[Any]:
+def reuse_computed(
+    what: str,
+    params: Mapping[str, Any],
+    inputs: Sequence[NDArray[Any]] | NDArray[Any],
+    compute: Callable[[], NDArray[Any]],
+) -> NDArray[Any]:
     """``compute()``, reused from the active run's store of computed arrays when the same ``what`` (e.g. the
     method id and step), ``params`` and input arrays were computed before in this run. For a deterministic
     function of the inputs only (a pretrained encoder, fixed feature extraction), never for fitted or seeded

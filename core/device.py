@@ -40,14 +40,27 @@ from typing import Any
 from .errors import BioanonError
 
 __all__ = [
-    "DEVICE_ENV", "DEVICE_HELP", "PRECISIONS", "DeviceError", "autocast", "check_device_text", "default_device",
-    "describe_device", "device_kind", "resolve_device", "resolve_precision", "using_device", "method_device",
+    "DEVICE_ENV",
+    "DEVICE_HELP",
+    "PRECISIONS",
+    "DeviceError",
+    "autocast",
+    "check_device_text",
+    "default_device",
+    "describe_device",
+    "device_kind",
+    "resolve_device",
+    "resolve_precision",
+    "using_device",
+    "method_device",
 ]  # the device_param / precision_param / weights_param helpers are in bioanon.methods (also bioanon.api)
 
 DEVICE_ENV = "BIOANON_DEVICE"
 PRECISIONS = ("auto", "fp32", "bf16", "fp16")
-DEVICE_HELP = ("torch device: '' = the run's device (--device, [run] device, BIOANON_DEVICE, else auto); "
-               "auto, cpu, cuda, cuda:N or mps")
+DEVICE_HELP = (
+    "torch device: '' = the run's device (--device, [run] device, BIOANON_DEVICE, else auto); "
+    "auto, cpu, cuda, cuda:N or mps"
+)
 _DEVICE_RE = re.compile(r"(auto|cpu|mps|cuda(:\d+)?)")
 _RUN_DEVICE: contextvars.ContextVar[str | None] = contextvars.ContextVar("bioanon_run_device", default=None)
 
@@ -100,8 +113,7 @@ def resolve_device(device: str = "", *, who: str = "", name: str = "device") -> 
     or ``mps`` device that is not there is a :class:`DeviceError` naming ``who`` (a method id) and the
     parameter ``name``."""
     if not check_device_text(device):
-        raise DeviceError(f"{who + ': ' if who else ''}{name} {device!r} is not one of auto, cpu, cuda, cuda:N, "
-                          "mps")
+        raise DeviceError(f"{who + ': ' if who else ''}{name} {device!r} is not one of auto, cpu, cuda, cuda:N, mps")
     spec = device or default_device()
     prefix = f"{who}: " if who else ""
     if spec == "cpu":
@@ -110,26 +122,30 @@ def resolve_device(device: str = "", *, who: str = "", name: str = "device") -> 
     if spec == "auto":
         if torch is not None and torch.cuda.is_available():
             return f"cuda:{torch.cuda.current_device()}"
-        if torch is not None and getattr(torch.backends, "mps", None) is not None \
-                and torch.backends.mps.is_available():
+        if torch is not None and getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
             return "mps"
         return "cpu"
     if torch is None:
         raise DeviceError(f"{prefix}{name} {spec!r} needs PyTorch, which is not installed")
     if spec == "mps":
         if getattr(torch.backends, "mps", None) is None or not torch.backends.mps.is_available():
-            raise DeviceError(f"{prefix}{name} 'mps' is not available on this machine (no Apple GPU); use "
-                              "device='cpu' or 'auto'")
+            raise DeviceError(
+                f"{prefix}{name} 'mps' is not available on this machine (no Apple GPU); use device='cpu' or 'auto'"
+            )
         return "mps"
     if not torch.cuda.is_available():
-        raise DeviceError(f"{prefix}{name} {spec!r}: CUDA is not available on this machine "
-                          f"(torch {torch.__version__}, torch.cuda.is_available() is False); use device='cpu' or "
-                          "'auto'")
+        raise DeviceError(
+            f"{prefix}{name} {spec!r}: CUDA is not available on this machine "
+            f"(torch {torch.__version__}, torch.cuda.is_available() is False); use device='cpu' or "
+            "'auto'"
+        )
     index = int(spec.split(":")[1]) if ":" in spec else torch.cuda.current_device()
     count = torch.cuda.device_count()
     if index >= count:
-        raise DeviceError(f"{prefix}{name} {spec!r}: this machine has {count} CUDA device"
-                          f"{'s' if count != 1 else ''} (cuda:0 to cuda:{count - 1})")
+        raise DeviceError(
+            f"{prefix}{name} {spec!r}: this machine has {count} CUDA device"
+            f"{'s' if count != 1 else ''} (cuda:0 to cuda:{count - 1})"
+        )
     return f"cuda:{index}"
 
 
@@ -174,9 +190,13 @@ def describe_device(device: str) -> dict[str, Any]:
     torch = _torch_or_none() if device != "cpu" or "torch" in sys.modules else None
     if device.startswith("cuda") and torch is not None:
         props = torch.cuda.get_device_properties(int(device.split(":")[1]) if ":" in device else 0)
-        out.update(name=props.name, memory_gb=round(props.total_memory / 2 ** 30, 1),
-                   capability=f"{props.major}.{props.minor}", cuda=torch.version.cuda,
-                   cudnn=torch.backends.cudnn.version())
+        out.update(
+            name=props.name,
+            memory_gb=round(props.total_memory / 2**30, 1),
+            capability=f"{props.major}.{props.minor}",
+            cuda=torch.version.cuda,
+            cudnn=torch.backends.cudnn.version(),
+        )
     elif device == "mps":
         out["name"] = "Apple GPU (mps)"
     else:

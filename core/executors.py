@@ -124,8 +124,15 @@ class LocalExecutor:
 
     make_pool = staticmethod(lambda jobs: _pool(jobs))  # (tests run the scheduler on threads)
 
-    def __init__(self, cache: Cache, *, keep_going: bool = False, progress: bool = True, jobs: int | None = 1,
-                 context: RunContext | None = None):
+    def __init__(
+        self,
+        cache: Cache,
+        *,
+        keep_going: bool = False,
+        progress: bool = True,
+        jobs: int | None = 1,
+        context: RunContext | None = None,
+    ):
         self.cache, self.keep_going, self.progress = cache, keep_going, progress
         self.jobs = resolve_jobs(jobs)
         self.context = context
@@ -136,8 +143,12 @@ class LocalExecutor:
         left = [t for t in todo if not self.cache.has_json(t.key)]
         jobs = min(self.jobs, widest_level(left))
         context = self.context if self.context is not None else (active_context() or RunContext(cache=self.cache))
-        if (jobs > 1 and len(left) >= MIN_TASKS_PER_WORKER * jobs and not _runtime_plugins()
-                and _default_registry(context)):
+        if (
+            jobs > 1
+            and len(left) >= MIN_TASKS_PER_WORKER * jobs
+            and not _runtime_plugins()
+            and _default_registry(context)
+        ):
             report.jobs = jobs
             return self._run_pool(todo, report, jobs, context)
         log.info("running %d task(s) in this process", len(left))
@@ -185,8 +196,7 @@ class LocalExecutor:
         return report
 
     # -- in a pool of worker processes ----------------------------------------------------------------------
-    def _run_pool(self, tasks: list[Any], report: ExecutionReport, jobs: int,
-                  context: RunContext) -> ExecutionReport:
+    def _run_pool(self, tasks: list[Any], report: ExecutionReport, jobs: int, context: RunContext) -> ExecutionReport:
         from concurrent.futures import FIRST_COMPLETED, wait
         from concurrent.futures.process import BrokenProcessPool
 
@@ -249,7 +259,8 @@ class LocalExecutor:
                         raise TaskFailed(
                             f"{t.label}: a worker process died while running it (out of memory, or killed); the "
                             f"tasks done so far are cached and the same command resumes — with fewer --jobs if "
-                            f"memory ran out") from exc
+                            f"memory ran out"
+                        ) from exc
                     except Exception as exc:  # noqa: BLE001 - reported with the task's name
                         msg = f"{t.label}: {type(exc).__name__}: {exc}"
                         if not self.keep_going:
@@ -283,7 +294,10 @@ def _runtime_plugins() -> bool:
 
     pm, fresh = get_plugin_manager(), PluginManager()
     return bool(pm._extra) or (pm.autoload, pm.disabled, pm.include_builtin) != (
-        fresh.autoload, fresh.disabled, fresh.include_builtin)
+        fresh.autoload,
+        fresh.disabled,
+        fresh.include_builtin,
+    )
 
 
 def _default_registry(context: RunContext) -> bool:
@@ -300,8 +314,9 @@ def _main_hidden() -> Iterator[None]:
     user's script that calls ``bioanon.evaluate`` without an ``if __name__ == "__main__"`` guard would otherwise
     run again in every worker. Workers only need bioanon's own modules."""
     main = sys.modules.get("__main__")
-    saved: dict[str, Any] = {k: main.__dict__[k] for k in ("__spec__", "__file__")
-                             if main is not None and k in main.__dict__}
+    saved: dict[str, Any] = {
+        k: main.__dict__[k] for k in ("__spec__", "__file__") if main is not None and k in main.__dict__
+    }
     try:
         if main is not None:
             main.__dict__.pop("__file__", None)
@@ -320,8 +335,10 @@ def _bioanon_env() -> dict[str, str]:
 
 
 def _plugin_switches() -> tuple[str, ...]:
-    return tuple(os.environ.get(k, "") for k in ("BIOANON_DISABLE_PLUGINS", "BIOANON_DISABLE_PLUGIN_AUTOLOAD",
-                                                 "BIOANON_STRICT_PLUGINS"))
+    return tuple(
+        os.environ.get(k, "")
+        for k in ("BIOANON_DISABLE_PLUGINS", "BIOANON_DISABLE_PLUGIN_AUTOLOAD", "BIOANON_STRICT_PLUGINS")
+    )
 
 
 def _run_timed(task: Any, cache: Cache, env: Mapping[str, str], context: RunContext) -> tuple[Any, float]:
@@ -389,8 +406,7 @@ def _pool(jobs: int) -> ProcessPoolExecutor:
     ctx = multiprocessing.get_context(method)
     if method == "forkserver":
         ctx.set_forkserver_preload(["bioanon.evaluation.tasks"])
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker,
-                               initargs=settings[1:])
+    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker, initargs=settings[1:])
     _POOLS[settings] = pool
     return pool
 
@@ -432,9 +448,18 @@ class DaskExecutor:
         their installed entry points.
     """
 
-    def __init__(self, cache: Cache, *, scheduler: str | None = None, client: Any = None, keep_going: bool = False,
-                 progress: bool = True, retries: int = 1, jobs: int | None = None,
-                 context: RunContext | None = None):
+    def __init__(
+        self,
+        cache: Cache,
+        *,
+        scheduler: str | None = None,
+        client: Any = None,
+        keep_going: bool = False,
+        progress: bool = True,
+        retries: int = 1,
+        jobs: int | None = None,
+        context: RunContext | None = None,
+    ):
         self.cache, self.scheduler, self.client = cache, scheduler, client
         self.keep_going, self.progress, self.retries = keep_going, progress, retries
         self.jobs = jobs
@@ -457,10 +482,12 @@ class DaskExecutor:
 
             n = resolve_jobs(self.jobs)
             cluster = LocalCluster(  # type: ignore[no-untyped-call]  # distributed has no annotations
-                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=40)
+                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=40
+            )
             client = Client(cluster)  # type: ignore[no-untyped-call]
-        report = ExecutionReport(jobs=sum(w.get("nthreads", 1) for w in
-                                          client.scheduler_info().get("workers", {}).values()) or 1)
+        report = ExecutionReport(
+            jobs=sum(w.get("nthreads", 1) for w in client.scheduler_info().get("workers", {}).values()) or 1
+        )
         try:
             futures: dict[str, Any] = {}
             labels: dict[str, Any] = {}
@@ -476,8 +503,16 @@ class DaskExecutor:
                     report.records[t.key] = self.cache.get_json(t.key)
                     continue
                 deps = [futures[d] for d in t.deps if d in futures]
-                fut = client.submit(_run_on_worker, t, self.cache, context, *deps, key=f"bioanon-{t.stage}-{t.key}",
-                                    retries=self.retries, pure=False)
+                fut = client.submit(
+                    _run_on_worker,
+                    t,
+                    self.cache,
+                    context,
+                    *deps,
+                    key=f"bioanon-{t.stage}-{t.key}",
+                    retries=self.retries,
+                    pure=False,
+                )
                 futures[t.key], labels[fut.key] = fut, t
                 pending.append(fut)
             log.info("running %d task(s) on a Dask cluster of %d worker thread(s)", len(pending), report.jobs)

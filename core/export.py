@@ -62,8 +62,14 @@ def anonymize(table: SampleTable, methods: Iterable[Any], *, registry: Any = Non
     out: SampleTable = m.fit(table).transform(table)
     if not np.array_equal(out.sample_ids, table.sample_ids):
         raise BioanonError(f"{m.id} changed the sample ids or their order")
-    return out.with_lineage_step({"step": m.id, "fingerprint": m.fingerprint(),
-                                  "input": table_fingerprint(table), "params": jsonable(m.get_params())})
+    return out.with_lineage_step(
+        {
+            "step": m.id,
+            "fingerprint": m.fingerprint(),
+            "input": table_fingerprint(table),
+            "params": jsonable(m.get_params()),
+        }
+    )
 
 
 WRITERS = (".arrow", ".parquet", ".csv", "")  # "": a folder of files
@@ -109,8 +115,10 @@ def _write_csv(table: SampleTable, path: Path) -> None:
     import pandas as pd
 
     if table.payload_names != ["features"]:
-        raise BioanonError(f"{path}: a CSV holds tabular features only, but the table has the payload(s) "
-                           f"{table.payload_names}; write .arrow or .parquet, or a folder for images/audio")
+        raise BioanonError(
+            f"{path}: a CSV holds tabular features only, but the table has the payload(s) "
+            f"{table.payload_names}; write .arrow or .parquet, or a folder for images/audio"
+        )
     x = np.asarray(table.payload("features"))
     if x.ndim != 2:
         raise BioanonError(f"{path}: a CSV holds one feature vector per sample; 'features' has shape {x.shape[1:]}")
@@ -130,8 +138,10 @@ def _write_folder(table: SampleTable, path: Path) -> None:
 
     kinds = [n for n in table.payload_names if n in ("image", "audio")]
     if len(kinds) != 1:
-        raise BioanonError(f"{path}: a folder of files holds images or audio; the table has {table.payload_names}; "
-                           "write .arrow or .parquet instead")
+        raise BioanonError(
+            f"{path}: a folder of files holds images or audio; the table has {table.payload_names}; "
+            "write .arrow or .parquet instead"
+        )
     kind = kinds[0]
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -187,8 +197,10 @@ def read_table(path: str | os.PathLike[str]) -> SampleTable:
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix not in TABLE_SUFFIXES:
-        raise BioanonError(f"{p}: any.table reads sample tables saved as {' or '.join(TABLE_SUFFIXES)}; "
-                           f"got {suffix or 'no suffix'} (a folder of files is read by the trait's folder source)")
+        raise BioanonError(
+            f"{p}: any.table reads sample tables saved as {' or '.join(TABLE_SUFFIXES)}; "
+            f"got {suffix or 'no suffix'} (a folder of files is read by the trait's folder source)"
+        )
     if not p.is_file():
         raise BioanonError(f"{p}: no such file")
     return SampleTable.load(p, validate=True) if suffix == ".arrow" else SampleTable.from_parquet(p, validate=True)

@@ -92,8 +92,10 @@ def resolve_within(root: str | os.PathLike[str], relative: str | os.PathLike[str
     candidate = (base / Path(relative).expanduser()).resolve()
     if not candidate.is_relative_to(base):
         prefix = f"{where}: " if where else ""
-        raise DataError(f"{prefix}{str(relative)!r} resolves to {candidate}, outside the data root {base} "
-                        "(through '..', an absolute path or a symbolic link); refusing to read it")
+        raise DataError(
+            f"{prefix}{str(relative)!r} resolves to {candidate}, outside the data root {base} "
+            "(through '..', an absolute path or a symbolic link); refusing to read it"
+        )
     return candidate
 
 

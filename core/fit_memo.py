@@ -50,8 +50,16 @@ class FittedRecognizers:
     def enabled() -> bool:
         return os.environ.get("BIOANON_FIT_MEMO", "1") != "0"
 
-    def get(self, spec: Mapping[str, Any], train_id: Any, label: str, train: Callable[[], Any], *,
-            create: Callable[..., Any], kind: str | None = "recognizer") -> Any:
+    def get(
+        self,
+        spec: Mapping[str, Any],
+        train_id: Any,
+        label: str,
+        train: Callable[[], Any],
+        *,
+        create: Callable[..., Any],
+        kind: str | None = "recognizer",
+    ) -> Any:
         """A recognizer built from ``spec`` (``{"id": ..., "params": {...}}``) by ``create(id, kind, **params)``
         (a registry's ``create``) and fitted on ``train()`` for ``label``; ``train_id`` (JSON-able) identifies
         that training data. ``train`` is called only on a miss."""
@@ -64,8 +72,13 @@ class FittedRecognizers:
 
         if self.size <= 0 or not self.enabled():
             return fit()
-        key = fingerprint({"recognizer": {"id": spec["id"], "params": dict(spec.get("params", {}))},
-                           "train": train_id, "label": label})
+        key = fingerprint(
+            {
+                "recognizer": {"id": spec["id"], "params": dict(spec.get("params", {}))},
+                "train": train_id,
+                "label": label,
+            }
+        )
         with self._lock:
             fitted = self._fits.get(key)
             if fitted is not None:
@@ -90,7 +103,7 @@ def content_digest(arrays: Sequence[np.ndarray] | np.ndarray) -> str:
     """A digest of the dtype, shape and bytes of every array of ``arrays`` (one array or a sequence, e.g. a
     ragged payload), in order."""
     h = hashlib.blake2b(digest_size=20)
-    for a in ([arrays] if isinstance(arrays, np.ndarray) else arrays):
+    for a in [arrays] if isinstance(arrays, np.ndarray) else arrays:
         a = np.ascontiguousarray(a)
         h.update(f"{a.dtype.str}{a.shape};".encode())
         h.update(memoryview(a).cast("B"))  # type: ignore[arg-type]  # numpy types the buffer protocol for 3.12+ only
@@ -110,8 +123,13 @@ class ComputedFeatures:
         self.hits = 0
         self.misses = 0
 
-    def get(self, what: str, params: Mapping[str, Any], inputs: Sequence[np.ndarray] | np.ndarray,
-            compute: Callable[[], np.ndarray]) -> np.ndarray:
+    def get(
+        self,
+        what: str,
+        params: Mapping[str, Any],
+        inputs: Sequence[np.ndarray] | np.ndarray,
+        compute: Callable[[], np.ndarray],
+    ) -> np.ndarray:
         """``compute()`` (an array), or a copy of what it returned for the same ``what`` (e.g. the method id),
         JSON-able ``params`` and input arrays; ``compute`` is called only on a miss."""
         if self.max_bytes <= 0 or not FittedRecognizers.enabled():
@@ -140,4 +158,3 @@ class ComputedFeatures:
             self._items.clear()
             self._bytes = 0
             self.hits = self.misses = 0
-

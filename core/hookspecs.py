@@ -66,8 +66,9 @@ hookimpl = pluggy.HookimplMarker("bioanon")
 class Register(Protocol):
     """The ``register`` callback of the ``register_*`` hooks (one per hook, bound to its kind of method)."""
 
-    def __call__(self, cls: type[Method], aliases: Sequence[str] = (), *,
-                 deprecated_aliases: Sequence[str] = ()) -> None:
+    def __call__(
+        self, cls: type[Method], aliases: Sequence[str] = (), *, deprecated_aliases: Sequence[str] = ()
+    ) -> None:
         """Register the method class ``cls`` under ``cls.id`` and the extra ids ``aliases``.
 
         :param cls: a method **class** (never an instance, so listing methods builds no model): an attrs class
@@ -86,8 +87,7 @@ class Register(Protocol):
 class RegisterFeatures(Protocol):
     """The ``register`` callback of :func:`register_payload_features`."""
 
-    def __call__(self, payload: str, featurize: Callable[[SampleTable], np.ndarray], *,
-                 description: str = "") -> None:
+    def __call__(self, payload: str, featurize: Callable[[SampleTable], np.ndarray], *, description: str = "") -> None:
         """Register ``featurize`` as the default feature view of the payload column ``payload``.
 
         :param payload: the payload column name, lower case (e.g. ``"audio"``).

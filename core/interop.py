@@ -85,8 +85,9 @@ def _subject_column(names: Sequence[str], subject: str | None, where: str) -> st
     found = [c for c in names if c.strip().lower() in SUBJECT_COLUMNS]
     if len(found) != 1:
         why = f"columns {found} all name the subject" if found else "no column names the subject"
-        raise TableError(f"{where}: {why} (looked for {list(SUBJECT_COLUMNS)}); columns: {list(names)}; "
-                         f"pass subject=<column>")
+        raise TableError(
+            f"{where}: {why} (looked for {list(SUBJECT_COLUMNS)}); columns: {list(names)}; pass subject=<column>"
+        )
     return found[0]
 
 
@@ -159,8 +160,10 @@ def _cells_payload(name: str, cells: Sequence[Any], stored: pa.DataType | None) 
         return out
     shapes = {a.shape for a in arrs}
     if len(shapes) > 1:
-        raise TableError(f"from_pandas: payload {name!r} has cells of different shapes {sorted(shapes)[:5]}; a "
-                         f"fixed-shape payload needs one shape")
+        raise TableError(
+            f"from_pandas: payload {name!r} has cells of different shapes {sorted(shapes)[:5]}; a "
+            f"fixed-shape payload needs one shape"
+        )
     x = np.stack(arrs) if arrs else np.empty((0, *(stored.shape if stored is not None else (0,))), dtype or float)
     if dtype is not None and x.dtype != dtype and x.dtype.kind == dtype.kind == "f":
         x = x.astype(dtype)
@@ -169,8 +172,14 @@ def _cells_payload(name: str, cells: Sequence[Any], stored: pa.DataType | None) 
     return _tensor_array(x, name)
 
 
-def from_pandas(cls: type[SampleTable], df: Any, *, subject: str | None = None, sample_id: str = SAMPLE_ID,
-                metadata: dict[str, Any] | None = None) -> SampleTable:
+def from_pandas(
+    cls: type[SampleTable],
+    df: Any,
+    *,
+    subject: str | None = None,
+    sample_id: str = SAMPLE_ID,
+    metadata: dict[str, Any] | None = None,
+) -> SampleTable:
     """A ``cls`` table from a :class:`pandas.DataFrame` (see :meth:`SampleTable.from_pandas`)."""
     import pandas as pd
 
@@ -204,8 +213,9 @@ def from_pandas(cls: type[SampleTable], df: Any, *, subject: str | None = None, 
         arrays = sum(_is_array_cell(c) for c in cells)
         if payload_type or arrays:
             if arrays != n:
-                raise TableError(f"from_pandas: payload column {col!r} has {n - arrays} cells that are not arrays "
-                                 f"(missing?)")
+                raise TableError(
+                    f"from_pandas: payload column {col!r} has {n - arrays} cells that are not arrays (missing?)"
+                )
             fields.append((col, _cells_payload(col, cells, want if payload_type else None)))
             continue
         arr = _arrow_of(series, col)
@@ -218,8 +228,9 @@ def from_pandas(cls: type[SampleTable], df: Any, *, subject: str | None = None, 
     return _sample_table(cls, fields, meta, "from_pandas: columns {} occur twice once 'attr.' prefixes are added")
 
 
-def _sample_table(cls: type[SampleTable], fields: list[tuple[str, Any]], meta: dict[str, Any],
-                  duplicate_message: str) -> SampleTable:
+def _sample_table(
+    cls: type[SampleTable], fields: list[tuple[str, Any]], meta: dict[str, Any], duplicate_message: str
+) -> SampleTable:
     """The validated ``cls`` table of ``fields`` (name, Arrow array) with ``meta``; a name given twice is an error."""
     used = [f for f, _ in fields]
     dup = sorted({f for f in used if used.count(f) > 1})
@@ -272,14 +283,18 @@ def to_hf(table: SampleTable) -> Any:
                 columns[name] = pa.chunked_array([c.storage for c in _single_chunks(col)])
                 continue
             if len(shape) > 5:
-                raise TableError(f"to_hf: payload {name!r} has {len(shape)} dimensions; datasets arrays have at "
-                                 f"most 5 (Array5D)")
+                raise TableError(
+                    f"to_hf: payload {name!r} has {len(shape)} dimensions; datasets arrays have at most 5 (Array5D)"
+                )
             dtype = datasets.Value(str(np.dtype(t.value_type.to_pandas_dtype()))).dtype
             hf_type = getattr(datasets, f"Array{len(shape)}D")(shape=tuple(shape), dtype=dtype)()
             size = max(int(np.prod(shape)), 1)
             step = max(1, _INT32_MAX // size)  # int32 offsets: split rows into chunks that fit
-            chunks = [_hf_tensor(c.slice(o, step), hf_type)
-                      for c in _single_chunks(col) for o in range(0, max(len(c), 1), step)]
+            chunks = [
+                _hf_tensor(c.slice(o, step), hf_type)
+                for c in _single_chunks(col)
+                for o in range(0, max(len(c), 1), step)
+            ]
             columns[name] = pa.chunked_array(chunks, type=hf_type)
         elif pa.types.is_dictionary(t):
             columns[name] = col.cast(t.value_type)  # datasets has no dictionary type
@@ -290,8 +305,9 @@ def to_hf(table: SampleTable) -> Any:
         features = datasets.Features.from_arrow_schema(hf_table.schema)
     except (ValueError, TypeError, NotImplementedError) as e:
         raise TableError(f"to_hf: a column type has no datasets feature: {e}") from None
-    info = datasets.DatasetInfo(description=HF_DESCRIPTION_PREFIX + _dump_meta(table.metadata).decode(),
-                                features=features)
+    info = datasets.DatasetInfo(
+        description=HF_DESCRIPTION_PREFIX + _dump_meta(table.metadata).decode(), features=features
+    )
     return datasets.Dataset(hf_table, info=info)
 
 
@@ -326,8 +342,9 @@ def _level_sizes(arr: pa.Array) -> tuple[pa.Array, list[int | None]]:
         if pa.types.is_list(t) or pa.types.is_large_list(t):
             offsets = arr.offsets.to_numpy()
             lengths = np.diff(offsets)
-            sizes.append(int(lengths[0]) if len(lengths) and (lengths == lengths[0]).all() else
-                         (0 if not len(lengths) else None))
+            sizes.append(
+                int(lengths[0]) if len(lengths) and (lengths == lengths[0]).all() else (0 if not len(lengths) else None)
+            )
             arr = arr.values.slice(int(offsets[0]), int(offsets[-1] - offsets[0])) if len(offsets) else arr.values
             continue
         return arr, sizes
@@ -355,8 +372,10 @@ def _hf_array_payload(col: pa.ChunkedArray, column: str, name: str) -> pa.Array:
     depth = len(sizes)
     if kind == "list" or (kind is None and depth == 1 and sizes[0] is None):
         if depth != 1:
-            raise TableError(f"from_hf: column {column!r} has {depth} nested levels; payload {name!r} is a "
-                             f"variable-length 1-D payload")
+            raise TableError(
+                f"from_hf: column {column!r} has {depth} nested levels; payload {name!r} is a "
+                f"variable-length 1-D payload"
+            )
         base = chunk.storage if isinstance(chunk.type, pa.ExtensionType) else chunk
         if not pa.types.is_floating(flat.type):
             flat = flat.cast(pa.float32())
@@ -370,15 +389,20 @@ def _hf_array_payload(col: pa.ChunkedArray, column: str, name: str) -> pa.Array:
         return pa.ListArray.from_arrays(pa.array(offsets.astype(np.int32)), flat)  # the values stay shared
     if any(s is None for s in sizes):
         lvl = sizes.index(None)
-        raise TableError(f"from_hf: column {column!r} has arrays of different sizes (level {lvl}); payload "
-                         f"{name!r} needs one shape for every sample (resize them, or name a variable-length 1-D "
-                         f"payload)")
+        raise TableError(
+            f"from_hf: column {column!r} has arrays of different sizes (level {lvl}); payload "
+            f"{name!r} needs one shape for every sample (resize them, or name a variable-length 1-D "
+            f"payload)"
+        )
     shape = tuple(int(cast(int, s)) for s in sizes)  # no None left (checked above)
     if name == "image" and len(shape) == 2:
         shape = (*shape, 1)  # a grey H×W image is H×W×1
     size = int(np.prod(shape))
-    storage = pa.FixedSizeListArray.from_arrays(flat, size) if size else \
-        pa.FixedSizeListArray.from_arrays(pa.array([], type=flat.type), 0)
+    storage = (
+        pa.FixedSizeListArray.from_arrays(flat, size)
+        if size
+        else pa.FixedSizeListArray.from_arrays(pa.array([], type=flat.type), 0)
+    )
     return pa.ExtensionArray.from_storage(pa.fixed_shape_tensor(flat.type, shape), storage)
 
 
@@ -394,8 +418,9 @@ def _decode_files(col: pa.ChunkedArray, column: str, decode: Callable[[Any], Any
         try:
             out.append(decode(io.BytesIO(data) if data is not None else path))
         except Exception as e:  # a corrupt file: name it
-            raise TableError(f"from_hf: column {column!r} row {i} ({path or 'embedded bytes'}) cannot be decoded: "
-                             f"{e}") from None
+            raise TableError(
+                f"from_hf: column {column!r} row {i} ({path or 'embedded bytes'}) cannot be decoded: {e}"
+            ) from None
     return out
 
 
@@ -450,16 +475,26 @@ def _hf_dataset(dataset: Any, split: str | None, datasets: Any) -> Any:
             raise TableError(f"from_hf: the data set has the splits {splits}; choose one with split=")
         return dataset[splits[0]]
     if not isinstance(dataset, datasets.Dataset):
-        raise TableError(f"from_hf needs a datasets.Dataset, a DatasetDict or a save_to_disk folder, got "
-                         f"{type(dataset).__name__}")
+        raise TableError(
+            f"from_hf needs a datasets.Dataset, a DatasetDict or a save_to_disk folder, got {type(dataset).__name__}"
+        )
     if split:
         raise TableError(f"from_hf: split={split!r} given, but the data set is a single Dataset, not a DatasetDict")
     return dataset
 
 
-def from_hf(cls: type[SampleTable], dataset: Any, *, split: str | None = None, subject: str | None = None,
-            sample_id: str = SAMPLE_ID, payloads: Sequence[str] | None = None, attributes: Sequence[str] | None = None,
-            sample_rate: float | None = None, metadata: dict[str, Any] | None = None) -> SampleTable:
+def from_hf(
+    cls: type[SampleTable],
+    dataset: Any,
+    *,
+    split: str | None = None,
+    subject: str | None = None,
+    sample_id: str = SAMPLE_ID,
+    payloads: Sequence[str] | None = None,
+    attributes: Sequence[str] | None = None,
+    sample_rate: float | None = None,
+    metadata: dict[str, Any] | None = None,
+) -> SampleTable:
     """A ``cls`` table from a Hugging Face data set (see :meth:`SampleTable.from_hf`)."""
     datasets = _import_datasets("SampleTable.from_hf")
     ds = _hf_dataset(dataset, split, datasets)
@@ -493,7 +528,7 @@ def from_hf(cls: type[SampleTable], dataset: Any, *, split: str | None = None, s
     desc = getattr(info, "description", "") or ""
     if desc.startswith(HF_DESCRIPTION_PREFIX):
         try:
-            meta = json.loads(desc[len(HF_DESCRIPTION_PREFIX):])
+            meta = json.loads(desc[len(HF_DESCRIPTION_PREFIX) :])
         except ValueError:
             meta = {}
     if metadata is not None:
@@ -516,10 +551,11 @@ def from_hf(cls: type[SampleTable], dataset: Any, *, split: str | None = None, s
                 imgs = _decode_files(data, col, _decode_image)
                 shapes = {x.shape for x in imgs}
                 if len(shapes) > 1:
-                    raise TableError(f"from_hf: image column {col!r} has images of different sizes "
-                                     f"{sorted(shapes)[:5]}; resize them to one size first")
-                fields.append((name, _tensor_array(np.stack(imgs) if imgs else np.zeros((0, 1, 1, 1), np.uint8),
-                                                   name)))
+                    raise TableError(
+                        f"from_hf: image column {col!r} has images of different sizes "
+                        f"{sorted(shapes)[:5]}; resize them to one size first"
+                    )
+                fields.append((name, _tensor_array(np.stack(imgs) if imgs else np.zeros((0, 1, 1, 1), np.uint8), name)))
             elif isinstance(feature, datasets.Audio):
                 decoded = _decode_files(data, col, _decode_audio)
                 rates = {r for _, r in decoded}
@@ -530,22 +566,27 @@ def from_hf(cls: type[SampleTable], dataset: Any, *, split: str | None = None, s
                 fields.append((name, _ragged_array([x for x, _ in decoded], name)))
             else:
                 if not is_array(col):
-                    raise TableError(f"from_hf: column {col!r} ({feature}) is not an array of numbers, an Image or "
-                                     f"an Audio column; it cannot be a payload")
+                    raise TableError(
+                        f"from_hf: column {col!r} ({feature}) is not an array of numbers, an Image or "
+                        f"an Audio column; it cannot be a payload"
+                    )
                 fields.append((name, _hf_array_payload(data, col, name)))
         elif attr_map is None or col in attr_map:
             t = data.type
             if pa.types.is_nested(t) or isinstance(t, pa.ExtensionType):
                 if attr_map is not None:
-                    raise TableError(f"from_hf: column {col!r} ({feature}) is not a scalar; it cannot be an "
-                                     f"attribute")
+                    raise TableError(f"from_hf: column {col!r} ({feature}) is not a scalar; it cannot be an attribute")
                 continue  # by default, columns that are neither payloads nor scalars are left out
             target = (attr_map or {}).get(col, col)
             if target == SAMPLE_RATE and (pa.types.is_integer(t) or pa.types.is_floating(t)):
                 fields.append((SAMPLE_RATE, data))
             else:
-                fields.append((target if target.startswith(ATTR_PREFIX) else ATTR_PREFIX + target,
-                               _hf_scalar(data, feature, datasets)))
+                fields.append(
+                    (
+                        target if target.startswith(ATTR_PREFIX) else ATTR_PREFIX + target,
+                        _hf_scalar(data, feature, datasets),
+                    )
+                )
     return _sample_table(cls, fields, meta, "from_hf: columns {} occur twice after renaming; rename with 'column:name'")
 
 
@@ -572,8 +613,16 @@ def _dataset_class() -> type:
         ``label``, ``classes`` (the label's class names, index = label value; ``None`` for a numeric label).
         """
 
-        def __init__(self, parts: list[tuple[Any, Any]], payloads: list[str], label: str | None,
-                     labels: Any, classes: list[Any] | None, transform: Callable[..., Any] | None, copy: bool):
+        def __init__(
+            self,
+            parts: list[tuple[Any, Any]],
+            payloads: list[str],
+            label: str | None,
+            labels: Any,
+            classes: list[Any] | None,
+            transform: Callable[..., Any] | None,
+            copy: bool,
+        ):
             self.payloads, self.label, self.classes = payloads, label, classes
             self.transform, self._copy = transform, copy
             self._parts, self._labels = parts, labels
@@ -588,7 +637,7 @@ def _dataset_class() -> type:
 
         def _item(self, k: int, i: int) -> Any:
             flat, offsets = self._parts[k]
-            x = flat[i] if offsets is None else flat[int(offsets[i]):int(offsets[i + 1])]
+            x = flat[i] if offsets is None else flat[int(offsets[i]) : int(offsets[i + 1])]
             return x.clone() if self._copy else x
 
         def __getitem__(self, i: int) -> Any:
@@ -602,8 +651,10 @@ def _dataset_class() -> type:
             return x if self._labels is None else (x, self._labels[i])
 
         def __repr__(self) -> str:
-            return (f"SampleDataset({self._n} samples, payloads {self.payloads}, label {self.label!r}"
-                    f"{f', {len(self.classes)} classes' if self.classes is not None else ''})")
+            return (
+                f"SampleDataset({self._n} samples, payloads {self.payloads}, label {self.label!r}"
+                f"{f', {len(self.classes)} classes' if self.classes is not None else ''})"
+            )
 
     SampleDataset.__module__ = __name__
     SampleDataset.__qualname__ = "SampleDataset"
@@ -627,8 +678,10 @@ def _label_values(table: SampleTable, label: str) -> tuple[np.ndarray, list[Any]
     else:
         name = label if label.startswith(ATTR_PREFIX) else ATTR_PREFIX + label
         if name not in table.arrow.schema.names:
-            raise TableError(f"to_torch: no label column {label!r}; use 'subject', None or one of the attributes "
-                             f"{table.attribute_names}")
+            raise TableError(
+                f"to_torch: no label column {label!r}; use 'subject', None or one of the attributes "
+                f"{table.attribute_names}"
+            )
         col = table.arrow.column(name)
     if col.null_count:
         raise TableError(f"to_torch: label {label!r} has {col.null_count} missing values; filter those samples out")
@@ -641,13 +694,22 @@ def _label_values(table: SampleTable, label: str) -> tuple[np.ndarray, list[Any]
     uniq = pc.unique(col)
     uniq = pc.take(uniq, pc.sort_indices(uniq))
     codes = pc.index_in(col, value_set=uniq)
-    codes = np.concatenate([c.to_numpy(zero_copy_only=False) for c in codes.chunks]) if codes.num_chunks \
+    codes = (
+        np.concatenate([c.to_numpy(zero_copy_only=False) for c in codes.chunks])
+        if codes.num_chunks
         else np.empty(0, np.int64)
+    )
     return codes.astype(np.int64), uniq.to_pylist()
 
 
-def to_torch(table: SampleTable, payload: str | Sequence[str] | None = None, *, label: str | None = SUBJECT,
-             transform: Callable[..., Any] | None = None, copy: bool = False) -> Any:
+def to_torch(
+    table: SampleTable,
+    payload: str | Sequence[str] | None = None,
+    *,
+    label: str | None = SUBJECT,
+    transform: Callable[..., Any] | None = None,
+    copy: bool = False,
+) -> Any:
     """A map-style :class:`torch.utils.data.Dataset` (see :meth:`SampleTable.to_torch`)."""
     import warnings
 

@@ -37,8 +37,15 @@ from typing import Any, Literal
 from .errors import DataError
 from .fileio import parse_cell, uniform_column
 
-__all__ = ["FILE_COLUMNS", "SUBJECT_COLUMNS", "Metadata", "MetadataWarning", "file_key", "key_columns",
-           "read_metadata_csv"]
+__all__ = [
+    "FILE_COLUMNS",
+    "SUBJECT_COLUMNS",
+    "Metadata",
+    "MetadataWarning",
+    "file_key",
+    "key_columns",
+    "read_metadata_csv",
+]
 
 FILE_COLUMNS = ("file", "path", "filename", "file_name", "filepath", "file_path")
 SUBJECT_COLUMNS = ("subject", "speaker", "subject_id", "speaker_id", "identity", "person", "participant", "user")
@@ -120,12 +127,20 @@ class Metadata:
             else:
                 index[k] = i
         if dups:
-            raise DataError(f"{self._where()}: duplicate file keys (each file may have one row): "
-                            + _listing([f"{k!r} ({_lines(v)})" for k, v in dups.items()]))
+            raise DataError(
+                f"{self._where()}: duplicate file keys (each file may have one row): "
+                + _listing([f"{k!r} ({_lines(v)})" for k, v in dups.items()])
+            )
         return index
 
-    def match_files(self, files: Sequence[str], subjects: Sequence[str] | None = None, *,
-                    other_files: Iterable[str] = (), warn: bool = True) -> list[int | None]:
+    def match_files(
+        self,
+        files: Sequence[str],
+        subjects: Sequence[str] | None = None,
+        *,
+        other_files: Iterable[str] = (),
+        warn: bool = True,
+    ) -> list[int | None]:
         """The row of each of ``files`` (keys relative to the data root; None: no row), after the checks.
 
         ``subjects`` are the files' subjects in the layout, checked against a subject column; rows naming one
@@ -138,21 +153,31 @@ class Metadata:
         unmatched = [i for i in range(len(self.keys)) if i not in used]
         if unmatched:
             example = f" such as {files[0]!r}" if files else ""
-            raise DataError(f"{self._where()}: {len(unmatched)} row(s) name no file of the data set: "
-                            + _listing([f"{self.keys[i]!r} (line {self.lines[i]})" for i in unmatched])
-                            + f"; keys are paths relative to the data root{example}")
+            raise DataError(
+                f"{self._where()}: {len(unmatched)} row(s) name no file of the data set: "
+                + _listing([f"{self.keys[i]!r} (line {self.lines[i]})" for i in unmatched])
+                + f"; keys are paths relative to the data root{example}"
+            )
         if self.subjects is not None and subjects is not None:
-            bad = [f"{f!r}: {self.subjects[i]!r} on line {self.lines[i]}, but the layout says {s!r}"
-                   for f, s, i in zip(files, subjects, pos, strict=True)
-                   if i is not None and self.subjects[i] not in (None, "") and self.subjects[i] != str(s)]
+            bad = [
+                f"{f!r}: {self.subjects[i]!r} on line {self.lines[i]}, but the layout says {s!r}"
+                for f, s, i in zip(files, subjects, pos, strict=True)
+                if i is not None and self.subjects[i] not in (None, "") and self.subjects[i] != str(s)
+            ]
             if bad:
-                raise DataError(f"{self.source}: column {self.subject_column!r} disagrees with the folder layout "
-                                "for " + _listing(bad))
+                raise DataError(
+                    f"{self.source}: column {self.subject_column!r} disagrees with the folder layout "
+                    "for " + _listing(bad)
+                )
         if warn:
             missing = [f for f, i in zip(files, pos, strict=True) if i is None]
             if missing:
-                warnings.warn(f"{self.source}: {len(missing)} of {len(files)} files have no row (their attributes "
-                              f"are null): " + _listing([repr(m) for m in missing]), MetadataWarning, stacklevel=3)
+                warnings.warn(
+                    f"{self.source}: {len(missing)} of {len(files)} files have no row (their attributes "
+                    f"are null): " + _listing([repr(m) for m in missing]),
+                    MetadataWarning,
+                    stacklevel=3,
+                )
         return pos
 
     # ------------------------------------------------------------------------------------------ per subject
@@ -166,11 +191,12 @@ class Metadata:
                 continue
             cols = [c for c, v in self.columns.items() if any(not _same(v[rows[0]], v[r]) for r in rows[1:])]
             if cols:
-                conflicts.append(f"{k!r} ({_lines(self.lines[r] for r in rows)}: {', '.join(map(repr, cols))} "
-                                 "differ)")
+                conflicts.append(f"{k!r} ({_lines(self.lines[r] for r in rows)}: {', '.join(map(repr, cols))} differ)")
         if conflicts:
-            raise DataError(f"{self._where()}: conflicting rows for a subject (a per-subject file needs one value "
-                            "per subject; add a file column for per-file values): " + _listing(conflicts))
+            raise DataError(
+                f"{self._where()}: conflicting rows for a subject (a per-subject file needs one value "
+                "per subject; add a file column for per-file values): " + _listing(conflicts)
+            )
         return {k: rows[0] for k, rows in groups.items()}
 
     def match_subjects(self, subjects: Sequence[str], *, warn: bool = True) -> list[int | None]:
@@ -179,14 +205,20 @@ class Metadata:
         subjects = [str(s) for s in subjects]
         pos = [index.get(s) for s in subjects]
         if index and subjects and all(p is None for p in pos):
-            raise DataError(f"{self._where()}: no row names a subject of the data set (rows name e.g. "
-                            f"{_listing([repr(k) for k in list(index)[:3]])}; the subjects are e.g. "
-                            f"{_listing([repr(s) for s in sorted(set(subjects))[:3]])})")
+            raise DataError(
+                f"{self._where()}: no row names a subject of the data set (rows name e.g. "
+                f"{_listing([repr(k) for k in list(index)[:3]])}; the subjects are e.g. "
+                f"{_listing([repr(s) for s in sorted(set(subjects))[:3]])})"
+            )
         if warn:
             missing = sorted({s for s, p in zip(subjects, pos, strict=True) if p is None})
             if missing:
-                warnings.warn(f"{self.source}: {len(missing)} subject(s) have no row (their attributes are null): "
-                              + _listing([repr(m) for m in missing]), MetadataWarning, stacklevel=3)
+                warnings.warn(
+                    f"{self.source}: {len(missing)} subject(s) have no row (their attributes are null): "
+                    + _listing([repr(m) for m in missing]),
+                    MetadataWarning,
+                    stacklevel=3,
+                )
         return pos
 
     # ------------------------------------------------------------------------------------------ joining
@@ -205,8 +237,9 @@ class Metadata:
         return self.take(self.match(files, subjects, **kw))
 
 
-def read_csv_rows(path: Path, what: str = "metadata file",
-                  error: type[Exception] = DataError) -> tuple[list[str], Iterator[tuple[int, list[str]]]]:
+def read_csv_rows(
+    path: Path, what: str = "metadata file", error: type[Exception] = DataError
+) -> tuple[list[str], Iterator[tuple[int, list[str]]]]:
     """A CSV's header (stripped, no repeated names) and an iterator of its non-blank rows with their line numbers,
     every row as long as the header (checked as they are read, so header problems come first); ``error`` naming
     the file and line for anything else."""
@@ -239,8 +272,9 @@ def read_csv_rows(path: Path, what: str = "metadata file",
     return header, rows()
 
 
-def read_metadata_csv(path: str | os.PathLike[str], *, per: Literal["file", "subject"] | None = None,
-                      parse: bool = True) -> Metadata:
+def read_metadata_csv(
+    path: str | os.PathLike[str], *, per: Literal["file", "subject"] | None = None, parse: bool = True
+) -> Metadata:
     """A metadata CSV (header row; blank lines skipped) as :class:`Metadata`.
 
     ``per`` forces the kind (its key column must exist); by default a file column makes it per file, else a
@@ -250,11 +284,15 @@ def read_metadata_csv(path: str | os.PathLike[str], *, per: Literal["file", "sub
     file_col, subject_col = key_columns(header, str(p))
     if per == "subject":
         file_col = None
-    if (per == "file" and file_col is None) or (per == "subject" and subject_col is None) or \
-            (file_col is None and subject_col is None):
+    if (
+        (per == "file" and file_col is None)
+        or (per == "subject" and subject_col is None)
+        or (file_col is None and subject_col is None)
+    ):
         need = {"file": FILE_COLUMNS, "subject": SUBJECT_COLUMNS}.get(per or "", FILE_COLUMNS + SUBJECT_COLUMNS)
-        raise DataError(f"{p}:1: the metadata file has no key column (one of {', '.join(need)}); its header is "
-                        f"{header}")
+        raise DataError(
+            f"{p}:1: the metadata file has no key column (one of {', '.join(need)}); its header is {header}"
+        )
     key = file_col or subject_col
     assert key is not None
     attr_cols = [h for h in header if h and h not in (file_col, subject_col)]
@@ -269,6 +307,14 @@ def read_metadata_csv(path: str | os.PathLike[str], *, per: Literal["file", "sub
         for c in attr_cols:
             cells[c].append(cast(rec[c]))
     if file_col:
-        return Metadata(str(p), "file", file_col, keys, lines, cells, subject_col if subject_col else None,
-                        subjects if subject_col else None)
+        return Metadata(
+            str(p),
+            "file",
+            file_col,
+            keys,
+            lines,
+            cells,
+            subject_col if subject_col else None,
+            subjects if subject_col else None,
+        )
     return Metadata(str(p), "subject", key, keys, lines, cells)

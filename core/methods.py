@@ -61,8 +61,9 @@ __all__ = [
 ]
 
 _HELP = "bioanon_help"
-_GIVEN_PARAMS: contextvars.ContextVar[frozenset[str] | None] = contextvars.ContextVar("bioanon_given_params",
-                                                                                     default=None)
+_GIVEN_PARAMS: contextvars.ContextVar[frozenset[str] | None] = contextvars.ContextVar(
+    "bioanon_given_params", default=None
+)
 _AFFECTS = "bioanon_affects_output"
 _CONSTRAINT = "bioanon_constraint"
 
@@ -141,7 +142,7 @@ def param(
     return attrs.field(default=default, metadata=metadata, on_setattr=_validate_on_assignment)
 
 
-def _validate_on_assignment(method: "Method", attribute: attrs.Attribute[Any], value: Any) -> Any:
+def _validate_on_assignment(method: Method, attribute: attrs.Attribute[Any], value: Any) -> Any:
     """``method.<param> = value`` runs the checks of construction: the value stored is the checked (coerced)
     one, and an invalid one raises :class:`~bioanon.errors.ParameterError` and leaves the old value."""
     return method._checked_param(attribute, value)
@@ -343,8 +344,30 @@ KINDS = ("anonymizer", "deanonymizer", "recognizer", "utility", "selector", "dat
 
 
 # words whose full stop does not end a sentence ("Zou et al. (2018)", "e.g. Gaussian", "cf. Fig. 2")
-ABBREVIATIONS = frozenset({"al", "e.g", "i.e", "cf", "vs", "fig", "figs", "eq", "eqs", "sec", "ch", "no", "nos",
-                           "ref", "refs", "approx", "resp", "ca", "vol", "pp"})
+ABBREVIATIONS = frozenset(
+    {
+        "al",
+        "e.g",
+        "i.e",
+        "cf",
+        "vs",
+        "fig",
+        "figs",
+        "eq",
+        "eqs",
+        "sec",
+        "ch",
+        "no",
+        "nos",
+        "ref",
+        "refs",
+        "approx",
+        "resp",
+        "ca",
+        "vol",
+        "pp",
+    }
+)
 
 
 def first_sentence(text: str) -> str:
@@ -354,7 +377,7 @@ def first_sentence(text: str) -> str:
     text = " ".join(text.split())
     for m in re.finditer(r"[.!?](?= )", text):
         i = m.start()
-        if text[i + 2: i + 3].islower():  # "etc. and", "approx. equal": the sentence goes on
+        if text[i + 2 : i + 3].islower():  # "etc. and", "approx. equal": the sentence goes on
             continue
         word = text[:i].rsplit(" ", 1)[-1].lstrip("([{\"'`").lower()
         if text[i] == "." and word in ABBREVIATIONS:
@@ -393,8 +416,10 @@ class Method:
 
     def requirement_problems(self) -> list[str]:
         """One line per declared optional package that cannot be imported here (for ``preflight``)."""
-        return [f"{self.id} needs {name}, which is not installed: {how}"
-                for name, how in self.missing_requirements().items()]
+        return [
+            f"{self.id} needs {name}, which is not installed: {how}"
+            for name, how in self.missing_requirements().items()
+        ]
 
     @classmethod
     def check_requirements(cls) -> None:
@@ -411,7 +436,7 @@ class Method:
     # parameters left at their declared defaults (see _apply_preset)
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
 
-    def __new__(cls, *args: Any, **given: Any) -> "Method":
+    def __new__(cls, *args: Any, **given: Any) -> Method:
         _GIVEN_PARAMS.set(frozenset(given))  # the parameters the caller set (a preset fills the others)
         return super().__new__(cls)
 
@@ -429,12 +454,12 @@ class Method:
             return
         values = self.presets.get(chosen)
         if values is None:
-            raise ParameterError(self.id or type(self).__name__, "preset", chosen,
-                                 " | ".join(repr(p) for p in self.presets))
+            raise ParameterError(
+                self.id or type(self).__name__, "preset", chosen, " | ".join(repr(p) for p in self.presets)
+            )
         defaults = {f.name: f.default for f in self.param_fields()}
         for name, value in values.items():
-            if name in defaults and (name not in given if given is not None
-                                     else getattr(self, name) == defaults[name]):
+            if name in defaults and (name not in given if given is not None else getattr(self, name) == defaults[name]):
                 object.__setattr__(self, name, value)
 
     @classmethod
@@ -507,7 +532,7 @@ class Method:
         """The parameters as a dict (tuples stay tuples)."""
         return {f.name: getattr(self, f.name) for f in self.param_fields()}
 
-    def with_params(self, **changes: Any) -> "Method":
+    def with_params(self, **changes: Any) -> Method:
         """An unfitted copy with some parameters changed (validated again)."""
         unknown = set(changes) - {f.name for f in self.param_fields()}
         if unknown:
@@ -534,9 +559,7 @@ class Method:
         ``device`` parameter also the kind of device it runs on (cpu, cuda, mps; see :mod:`bioanon.device`)."""
         from .cache import fingerprint
 
-        affecting = {
-            f.name: getattr(self, f.name) for f in self.param_fields() if f.metadata.get(_AFFECTS, True)
-        }
+        affecting = {f.name: getattr(self, f.name) for f in self.param_fields() if f.metadata.get(_AFFECTS, True)}
         spec: dict[str, Any] = {"id": self.id, "version": self.version, "params": affecting}
         if "device" in attrs.fields_dict(type(self)):
             # CPU and GPU results differ beyond bitwise equality: they are never mixed (bioanon.device)
@@ -598,8 +621,14 @@ def _require_payload(method: Method, table: Any, name: str | None = None) -> str
 FLAT_PAYLOADS: tuple[str, ...] = ("features", "imu", "pose", "image")
 
 
-def feature_view(table: Any, payload: str | None = None, *, candidates: Sequence[str] = FLAT_PAYLOADS,
-                 who: str = "", registry: Any = None) -> tuple[str, np.ndarray]:
+def feature_view(
+    table: Any,
+    payload: str | None = None,
+    *,
+    candidates: Sequence[str] = FLAT_PAYLOADS,
+    who: str = "",
+    registry: Any = None,
+) -> tuple[str, np.ndarray]:
     """The payload column a trait-agnostic method reads and its samples as vectors: ``(column, (N, D) float32)``.
 
     * ``payload`` given: that column — flattened when it is fixed-shape, else through its registered feature
@@ -648,21 +677,33 @@ def feature_view(table: Any, payload: str | None = None, *, candidates: Sequence
             continue
         y = np.asarray(view.function(table))
         if y.ndim != 2 or y.shape[0] != len(table) or y.dtype.kind not in "biuf":
-            raise TableError(f"{prefix}the feature view of payload {column!r} (registered by {view.distribution}) "
-                             f"returned an array of shape {y.shape} and dtype {y.dtype}; expected numbers of shape "
-                             f"({len(table)}, D)")
+            raise TableError(
+                f"{prefix}the feature view of payload {column!r} (registered by {view.distribution}) "
+                f"returned an array of shape {y.shape} and dtype {y.dtype}; expected numbers of shape "
+                f"({len(table)}, D)"
+            )
         return column, y.astype(np.float32, copy=False)
     if payload:
-        raise TableError(f"{prefix}payload {payload!r} has variable-length samples and no installed plugin provides "
-                         f"a feature view of it (hook register_payload_features); choose a fixed-shape payload of "
-                         f"{names}")
-    raise TableError(f"{prefix}the table has none of the fixed-shape payload columns {list(candidates)} and no "
-                     f"installed plugin provides a feature view of its payloads {names} (a trait plugin provides one "
-                     f"through the hook register_payload_features, e.g. bioanon-voice for 'audio')")
+        raise TableError(
+            f"{prefix}payload {payload!r} has variable-length samples and no installed plugin provides "
+            f"a feature view of it (hook register_payload_features); choose a fixed-shape payload of "
+            f"{names}"
+        )
+    raise TableError(
+        f"{prefix}the table has none of the fixed-shape payload columns {list(candidates)} and no "
+        f"installed plugin provides a feature view of its payloads {names} (a trait plugin provides one "
+        f"through the hook register_payload_features, e.g. bioanon-voice for 'audio')"
+    )
 
 
-def feature_matrix(table: Any, payload: str | None = None, *, candidates: Sequence[str] = FLAT_PAYLOADS,
-                   who: str = "", registry: Any = None) -> np.ndarray:
+def feature_matrix(
+    table: Any,
+    payload: str | None = None,
+    *,
+    candidates: Sequence[str] = FLAT_PAYLOADS,
+    who: str = "",
+    registry: Any = None,
+) -> np.ndarray:
     """The ``(N, D)`` float32 vectors of :func:`feature_view` (without the column name)."""
     return feature_view(table, payload, candidates=candidates, who=who, registry=registry)[1]
 
@@ -693,15 +734,16 @@ class Comparator:
         p = np.asarray(probes, dtype=np.float32)
         r = np.asarray(references, dtype=np.float32)
         if p.ndim != 2 or r.ndim != 2 or p.shape[1] != r.shape[1]:
-            raise DataError(f"comparator {self.name!r}: expected (P, D) probes and (R, D) references, got "
-                             f"{p.shape} and {r.shape}")
+            raise DataError(
+                f"comparator {self.name!r}: expected (P, D) probes and (R, D) references, got {p.shape} and {r.shape}"
+            )
         s = np.asarray(self.function(p, r), dtype=np.float64)
         if s.shape != (len(p), len(r)):
             raise ValueError(f"comparator {self.name!r} returned shape {s.shape}, expected {(len(p), len(r))}")
         return s
 
 
-def with_comparator(table: Any, anonymizer: "Anonymizer") -> Any:
+def with_comparator(table: Any, anonymizer: Anonymizer) -> Any:
     """``table`` with the comparator that ``anonymizer`` declares recorded in its metadata (the protection's
     id and parameters, and the comparator's name); ``table`` unchanged when it declares none. The anonymize
     stage of an evaluation calls it on every anonymized table; a protection may call it in ``transform`` too."""
@@ -742,14 +784,23 @@ def table_comparator(table: Any, registry: Any = None) -> Comparator | None:
 def device_param(default: str = "") -> Any:
     """The ``device`` parameter of a torch-backed method (does not enter the parameters' fingerprint; the device
     *kind* does, see :meth:`Method.fingerprint`)."""
-    return param(default, help=DEVICE_HELP, check=check_device_text,
-                 check_text="'', auto, cpu, cuda, cuda:N or mps", affects_output=False)
+    return param(
+        default,
+        help=DEVICE_HELP,
+        check=check_device_text,
+        check_text="'', auto, cpu, cuda, cuda:N or mps",
+        affects_output=False,
+    )
 
 
 def precision_param(default: str = "auto") -> Any:
     """The ``precision`` parameter of a torch-backed method (part of the fingerprint: it changes results)."""
-    return param(default, help="arithmetic: auto (bf16 autocast on CUDA, fp32 on the CPU), fp32, bf16 or fp16 "
-                 "(autocast; weights stay fp32)", choices=PRECISIONS)
+    return param(
+        default,
+        help="arithmetic: auto (bf16 autocast on CUDA, fp32 on the CPU), fp32, bf16 or fp16 "
+        "(autocast; weights stay fp32)",
+        choices=PRECISIONS,
+    )
 
 
 def weights_param(what: str = "a torch state dict / checkpoint file") -> Any:
@@ -777,8 +828,10 @@ def align(original: Any, anonymized: Any) -> Any:
     if len(a) != len(b) or not found.all():
         missing = a[~found][:5].tolist()
         extra = sorted(set(b.tolist()) - set(a.tolist()))[:5]
-        raise TableError(f"original ({len(a)} samples) and anonymized ({len(b)} samples) tables do not hold the "
-                         f"same sample ids: missing from anonymized {missing}, extra in anonymized {extra}")
+        raise TableError(
+            f"original ({len(a)} samples) and anonymized ({len(b)} samples) tables do not hold the "
+            f"same sample ids: missing from anonymized {missing}, extra in anonymized {extra}"
+        )
     return anonymized.take(order[pos])
 
 
@@ -793,7 +846,7 @@ class Anonymizer(Method):
     kind: ClassVar[str] = "anonymizer"
     needs_fit: ClassVar[bool] = False
 
-    def fit(self, background: Any) -> "Anonymizer":
+    def fit(self, background: Any) -> Anonymizer:
         return self
 
     def transform(self, table: Any) -> Any:
@@ -802,7 +855,7 @@ class Anonymizer(Method):
     def fit_transform(self, table: Any, background: Any = None) -> Any:
         return self.fit(background if background is not None else table).transform(table)
 
-    def comparator(self) -> "Comparator | None":
+    def comparator(self) -> Comparator | None:
         """The comparator the anonymized templates must be compared with (a :class:`Comparator`), or None
         (default) when plain cosine or Euclidean comparison is meaningful. Template protections that change how
         templates are compared (e.g. ``any.pe_miu``, whose blocks are shuffled per template and aligned by the
@@ -819,7 +872,7 @@ class Deanonymizer(Method):
 
     kind: ClassVar[str] = "deanonymizer"
 
-    def fit(self, clear: Any, anonymized: Any) -> "Deanonymizer":
+    def fit(self, clear: Any, anonymized: Any) -> Deanonymizer:
         raise NotImplementedError
 
     def transform(self, table: Any) -> Any:
@@ -838,9 +891,7 @@ class ScoreMatrix:
 
     def __attrs_post_init__(self) -> None:
         if self.scores.ndim != 2 or self.scores.shape[1] != len(self.classes):
-            raise DataError(
-                f"score matrix of shape {self.scores.shape} does not match {len(self.classes)} classes"
-            )
+            raise DataError(f"score matrix of shape {self.scores.shape} does not match {len(self.classes)} classes")
 
     def predict(self) -> np.ndarray:
         """The top-scoring class per probe."""
@@ -858,10 +909,10 @@ class Recognizer(Method):
     kind: ClassVar[str] = "recognizer"
     has_embedding: ClassVar[bool] = False
 
-    def fit(self, train: Any, label: str = "subject") -> "Recognizer":
+    def fit(self, train: Any, label: str = "subject") -> Recognizer:
         return self
 
-    def enroll(self, gallery: Any, label: str = "subject") -> "Recognizer":
+    def enroll(self, gallery: Any, label: str = "subject") -> Recognizer:
         raise NotImplementedError
 
     def score(self, probes: Any) -> ScoreMatrix:
@@ -881,7 +932,8 @@ class Recognizer(Method):
 def n_components_ok(value: Any) -> bool:
     """Validator for PCA sizes: a share of variance in (0, 1] or a component count ≥ 1."""
     return (isinstance(value, int) and not isinstance(value, bool) and value >= 1) or (
-        isinstance(value, float) and 0.0 < value <= 1.0)
+        isinstance(value, float) and 0.0 < value <= 1.0
+    )
 
 
 @attrs.define(kw_only=True)
@@ -897,7 +949,7 @@ class FeatureRecognizer(Recognizer):
 
     inner_: Any = attrs.field(default=None, init=False, repr=False, eq=False)
 
-    def inner_recognizer(self) -> "Recognizer":
+    def inner_recognizer(self) -> Recognizer:
         raise NotImplementedError
 
     def fit_features(self, train: Any) -> None:
@@ -906,12 +958,12 @@ class FeatureRecognizer(Recognizer):
     def feature_table(self, table: Any) -> Any:
         raise NotImplementedError
 
-    def fit(self, train: Any, label: str = "subject") -> "FeatureRecognizer":
+    def fit(self, train: Any, label: str = "subject") -> FeatureRecognizer:
         self.fit_features(train)
         self.inner_ = self.inner_recognizer().fit(self.feature_table(train), label)
         return self
 
-    def enroll(self, gallery: Any, label: str = "subject") -> "FeatureRecognizer":
+    def enroll(self, gallery: Any, label: str = "subject") -> FeatureRecognizer:
         if self.inner_ is None:
             self.fit(gallery, label)
         self.inner_.enroll(self.feature_table(gallery), label)
@@ -942,7 +994,7 @@ class CentroidRecognizer(Recognizer):
     def is_fitted(self) -> bool:
         return True
 
-    def enroll(self, gallery: Any, label: str = "subject") -> "CentroidRecognizer":
+    def enroll(self, gallery: Any, label: str = "subject") -> CentroidRecognizer:
         if not self.is_fitted():
             self.fit(gallery, label)
         self.classes_, self.templates_ = centroid_templates(self.embed(gallery), labels_of(gallery, label))
@@ -970,8 +1022,9 @@ def class_sums(x: np.ndarray, codes: np.ndarray, n_classes: int) -> np.ndarray:
     x = np.asarray(x)
     x = x.reshape(len(x), int(np.prod(x.shape[1:])))
     codes = np.asarray(codes, dtype=np.int64)
-    onehot = scipy.sparse.csr_matrix((np.ones(len(codes)), (codes, np.arange(len(codes)))),
-                                     shape=(n_classes, len(codes)))
+    onehot = scipy.sparse.csr_matrix(
+        (np.ones(len(codes)), (codes, np.arange(len(codes)))), shape=(n_classes, len(codes))
+    )
     return np.asarray(onehot @ x.astype(np.float64, copy=False))
 
 
@@ -997,7 +1050,7 @@ class UtilityMeasure(Method):
     extraction as its own cached task, once per table (the clear evaluation set is extracted once for all
     anonymizers), and ``measure`` is ``compare`` of the two extractions."""
 
-    def fit(self, clear: Any) -> "UtilityMeasure":
+    def fit(self, clear: Any) -> UtilityMeasure:
         return self
 
     def measure(self, original: Any, anonymized: Any) -> np.ndarray:

@@ -664,9 +664,7 @@ def kl_from_uniform(posteriors: Any, base: float | None = None) -> float:
 _STRATEGIES = ("vote", "average", "linear", "log")
 
 
-def similarity_attack_scores(
-    sim: Any, db_labels: Any, n: int, strategy: str = "vote"
-) -> tuple[np.ndarray, np.ndarray]:
+def similarity_attack_scores(sim: Any, db_labels: Any, n: int, strategy: str = "vote") -> tuple[np.ndarray, np.ndarray]:
     """Per-attribute confidences of the similarity attack (soft-biometric-attack.txt §III-B).
 
     METRICS.md: for each probe and the attacker's labelled database scores s_i,
@@ -868,8 +866,9 @@ def _groups(groups: Any, n_resamples: Any) -> tuple[np.ndarray, int, np.ndarray]
     return inv, G, np.bincount(inv, minlength=G)
 
 
-def _ratio_parts(v: Any, inv: np.ndarray, G: int, size: np.ndarray, statistic: str,
-                 classes: Any) -> tuple[np.ndarray, np.ndarray]:
+def _ratio_parts(
+    v: Any, inv: np.ndarray, G: int, size: np.ndarray, statistic: str, classes: Any
+) -> tuple[np.ndarray, np.ndarray]:
     """Per-subject numerators A and denominators D, (G, C), of a statistic θ = mean_c (Σ_g A[g,c])/(Σ_g D[g,c])
     (classes whose denominator is 0 left out); a resample weighting subject g by W[g] gives mean_c (W·A)/(W·D)."""
     v = np.asarray(v, dtype=float)
@@ -968,8 +967,9 @@ def bootstrap_distribution(
     return out
 
 
-def _estimate_and_jackknife(metric: Any, inv: np.ndarray, G: int, size: np.ndarray, statistic: str,
-                            classes: Any) -> tuple[float, np.ndarray]:
+def _estimate_and_jackknife(
+    metric: Any, inv: np.ndarray, G: int, size: np.ndarray, statistic: str, classes: Any
+) -> tuple[float, np.ndarray]:
     """The metric on all subjects and its leave-one-subject-out (jackknife) values."""
     if callable(metric):
         idx = np.arange(inv.size)
@@ -983,8 +983,9 @@ def _estimate_and_jackknife(metric: Any, inv: np.ndarray, G: int, size: np.ndarr
     return theta, jack
 
 
-def expanded_bca_interval(theta: float, replicates: Any, jackknife: Any, n_groups: int,
-                          alpha: float = 0.05) -> tuple[float, float]:
+def expanded_bca_interval(
+    theta: float, replicates: Any, jackknife: Any, n_groups: int, alpha: float = 0.05
+) -> tuple[float, float]:
     """Expanded BCa interval from bootstrap replicates and jackknife values over ``n_groups`` subjects.
 
     The bias-corrected and accelerated (BCa) interval of Efron (1987, "Better bootstrap confidence intervals",
@@ -1054,8 +1055,9 @@ def bootstrap_ci(
         raise MetricError(f"alpha must be in (0, 1), got {alpha!r}")
     if method not in ("bca", "percentile"):
         raise MetricError(f"method must be 'bca' or 'percentile', got {method!r}")
-    reps = bootstrap_distribution(metric, groups, n_resamples=n_resamples, seed=seed, statistic=statistic,
-                                  classes=classes)
+    reps = bootstrap_distribution(
+        metric, groups, n_resamples=n_resamples, seed=seed, statistic=statistic, classes=classes
+    )
     if method == "percentile":
         if np.isnan(reps).all():
             return math.nan, math.nan

@@ -31,9 +31,27 @@ from .errors import BioanonError, ParameterError
 from .fileio import file_digest
 from .torchutil import import_torch, torch_threads
 
-__all__ = ["Trained", "train_net", "arcface_head", "softmax_head", "infer", "has_batch_norm", "SCHEDULERS",
-           "OPTIMIZERS", "WeightsError", "check_weights", "load_weights", "read_state_dict", "to_device",
-           "training_key", "using_weight_cache", "file_digest", "stage", "preflight_weights", "method_training"]
+__all__ = [
+    "Trained",
+    "train_net",
+    "arcface_head",
+    "softmax_head",
+    "infer",
+    "has_batch_norm",
+    "SCHEDULERS",
+    "OPTIMIZERS",
+    "WeightsError",
+    "check_weights",
+    "load_weights",
+    "read_state_dict",
+    "to_device",
+    "training_key",
+    "using_weight_cache",
+    "file_digest",
+    "stage",
+    "preflight_weights",
+    "method_training",
+]
 
 SCHEDULERS = ("cosine", "plateau", "multistep", "none")
 OPTIMIZERS = ("adam", "adamw", "sgd")
@@ -160,8 +178,9 @@ def train_net(
         if scheduler == "cosine":
             sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)
         elif scheduler == "plateau":
-            sched = torch.optim.lr_scheduler.ReduceLROnPlateau(opt, mode="min", factor=plateau_factor,
-                                                               patience=plateau_patience)
+            sched = torch.optim.lr_scheduler.ReduceLROnPlateau(
+                opt, mode="min", factor=plateau_factor, patience=plateau_patience
+            )
         elif scheduler == "multistep":
             steps = sorted({max(1, int(round(f * epochs))) for f in milestones})
             sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=steps, gamma=0.1)
@@ -179,7 +198,7 @@ def train_net(
             seen = 0
             lr_now = float(opt.param_groups[0]["lr"])
             for start in range(0, n, batch_size):
-                idx = order[start:start + batch_size]
+                idx = order[start : start + batch_size]
                 if len(idx) < min_batch:  # batch norm needs two samples
                     continue
                 tensors = [to_device(t, dev) for t in batch(idx, rng)]
@@ -316,8 +335,14 @@ def training_key(method: Any, *data: Any, label: str = "") -> str:
         else:
             parts.append(d)
     weights = getattr(method, "weights", "")
-    return fingerprint({"method": method.fingerprint(), "data": parts, "label": label,
-                        "weights": file_digest(weights) if weights else ""})
+    return fingerprint(
+        {
+            "method": method.fingerprint(),
+            "data": parts,
+            "label": label,
+            "weights": file_digest(weights) if weights else "",
+        }
+    )
 
 
 def _array_digest(a: np.ndarray) -> str:
@@ -335,8 +360,15 @@ def _store_trained(torch: Any, cache: Any, key: str, trained: Trained) -> None:
 
     buf = io.BytesIO()
     state = {k: v.detach().cpu() for k, v in trained.net.state_dict().items()}
-    torch.save({"format": "bioanon.trained/1", "state_dict": state, "history": trained.history,
-                "best_epoch": trained.best_epoch}, buf)
+    torch.save(
+        {
+            "format": "bioanon.trained/1",
+            "state_dict": state,
+            "history": trained.history,
+            "best_epoch": trained.best_epoch,
+        },
+        buf,
+    )
     try:
         cache.put_blob(key, buf.getvalue())
     except Exception as exc:  # noqa: BLE001 - keeping weights is an optimization; the result stands
@@ -363,6 +395,7 @@ def _load_trained(torch: Any, cache: Any, key: str, build: Callable[[], Any], se
 
 
 # ------------------------------------------------------------------------------------------------------ heads
+
 
 @functools.cache
 def _head_classes(torch: Any) -> tuple[type, type]:
@@ -428,9 +461,18 @@ def softmax_head(in_dim: int, n_classes: int, *, dropout: float = 0.0, label_smo
 
 # -------------------------------------------------------------------------------------------------- inference
 
-def infer(fn: Callable[[Any], Any], x: np.ndarray | Sequence[np.ndarray], *, out_shape: tuple[int, ...],
-          batch_size: int = 256, threads: int = 0, dtype: Any = np.float32, device: str = "cpu",
-          precision: str = "fp32") -> np.ndarray:
+
+def infer(
+    fn: Callable[[Any], Any],
+    x: np.ndarray | Sequence[np.ndarray],
+    *,
+    out_shape: tuple[int, ...],
+    batch_size: int = 256,
+    threads: int = 0,
+    dtype: Any = np.float32,
+    device: str = "cpu",
+    precision: str = "fp32",
+) -> np.ndarray:
     """``fn`` applied to ``x`` in batches of ``batch_size`` under ``torch.inference_mode()`` with ``threads``
     torch threads, on ``device`` (batches are pinned and copied without blocking; the outputs stay on the
     device until the end, then come back in one copy) with ``precision`` autocast; the outputs as one numpy
@@ -453,15 +495,16 @@ def infer(fn: Callable[[Any], Any], x: np.ndarray | Sequence[np.ndarray], *, out
             shapes.setdefault(np.shape(a), []).append(i)
         groups = [(np.array(rows), None) for rows in shapes.values()]
     with torch_threads(threads), torch.inference_mode(), autocast(torch, dev, prec):
-        out = torch.empty((len(x), *out_shape), dtype=torch.float64 if np.dtype(dtype) == np.float64
-                          else torch.float32, device=dev)
+        out = torch.empty(
+            (len(x), *out_shape), dtype=torch.float64 if np.dtype(dtype) == np.float64 else torch.float32, device=dev
+        )
         for rows, arr in groups:
             for start in range(0, len(rows), batch_size):
-                part = rows[start:start + batch_size]
-                chunk = arr[start:start + batch_size] if arr is not None else np.stack([x[i] for i in part])
+                part = rows[start : start + batch_size]
+                chunk = arr[start : start + batch_size] if arr is not None else np.stack([x[i] for i in part])
                 y = fn(to_device(torch.from_numpy(np.ascontiguousarray(chunk)), dev))
                 if len(part) == part[-1] - part[0] + 1:  # consecutive rows: a slice, no index tensor
-                    out[int(part[0]):int(part[-1]) + 1] = y
+                    out[int(part[0]) : int(part[-1]) + 1] = y
                 else:
                     out[to_device(torch.from_numpy(part), dev)] = y.to(out.dtype)
         result: np.ndarray = out.cpu().numpy()
@@ -492,8 +535,10 @@ def read_state_dict(path: str, *, who: str = "", param: str = "weights") -> dict
     try:
         obj = torch.load(path, weights_only=True, map_location="cpu")
     except Exception as exc:  # noqa: BLE001 - pickles with code, truncated files, other formats
-        raise WeightsError(f"{prefix}: not a torch weights file that loads with weights_only=True "
-                           f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})") from None
+        raise WeightsError(
+            f"{prefix}: not a torch weights file that loads with weights_only=True "
+            f"({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})"
+        ) from None
     for key in ("state_dict", "model", "state_dict_ema", "net"):
         if isinstance(obj, dict) and isinstance(obj.get(key), dict):
             obj = obj[key]
@@ -503,8 +548,15 @@ def read_state_dict(path: str, *, who: str = "", param: str = "weights") -> dict
     return {(k[7:] if k.startswith("module.") else k): v for k, v in obj.items()}
 
 
-def load_weights(net: Any, path: str, *, who: str = "", param: str = "weights", skip: Sequence[str] = ("head.",),
-                 dry_run: bool = False) -> list[str]:
+def load_weights(
+    net: Any,
+    path: str,
+    *,
+    who: str = "",
+    param: str = "weights",
+    skip: Sequence[str] = ("head.",),
+    dry_run: bool = False,
+) -> list[str]:
     """Load a weights file into ``net`` (or, with ``dry_run``, only check that it fits); returns the names of
     the network's parameters and buffers it set.
 
@@ -529,10 +581,15 @@ def load_weights(net: Any, path: str, *, who: str = "", param: str = "weights", 
     scope = [k for k in own if k.startswith(best) and not any(k.startswith(s) for s in skip)]
     matched = [k for k in scope if k in mapped]
     if not matched:
-        raise WeightsError(f"{prefix}: none of its {len(state)} tensors (e.g. {next(iter(state))!r}) matches a "
-                           f"layer of the network (e.g. {next(iter(own))!r}); is it for another architecture?")
-    bad = [f"{k}: {tuple(mapped[k].shape)} in the file, {tuple(own[k].shape)} in the network"
-           for k in matched if tuple(mapped[k].shape) != tuple(own[k].shape)]
+        raise WeightsError(
+            f"{prefix}: none of its {len(state)} tensors (e.g. {next(iter(state))!r}) matches a "
+            f"layer of the network (e.g. {next(iter(own))!r}); is it for another architecture?"
+        )
+    bad = [
+        f"{k}: {tuple(mapped[k].shape)} in the file, {tuple(own[k].shape)} in the network"
+        for k in matched
+        if tuple(mapped[k].shape) != tuple(own[k].shape)
+    ]
     if bad:
         more = f" (and {len(bad) - 3} more)" if len(bad) > 3 else ""
         raise WeightsError(f"{prefix} does not fit the network: layer " + "; layer ".join(bad[:3]) + more)
@@ -540,12 +597,19 @@ def load_weights(net: Any, path: str, *, who: str = "", param: str = "weights", 
     if missing:
         more = f" (and {len(missing) - 3} more)" if len(missing) > 3 else ""
         raise WeightsError(f"{prefix} does not fit the network: it has no layer " + ", ".join(missing[:3]) + more)
-    extra = [k for k in state if best + k not in own and not any(k.startswith(c) for c in _CLASSIFIER_KEYS)
-             and not any((best + k).startswith(s) for s in skip)]
+    extra = [
+        k
+        for k in state
+        if best + k not in own
+        and not any(k.startswith(c) for c in _CLASSIFIER_KEYS)
+        and not any((best + k).startswith(s) for s in skip)
+    ]
     if extra:
-        raise WeightsError(f"{prefix} does not fit the network: the network has no layer "
-                           + ", ".join(repr(k) for k in extra[:3]) + (f" (and {len(extra) - 3} more)"
-                                                                      if len(extra) > 3 else ""))
+        raise WeightsError(
+            f"{prefix} does not fit the network: the network has no layer "
+            + ", ".join(repr(k) for k in extra[:3])
+            + (f" (and {len(extra) - 3} more)" if len(extra) > 3 else "")
+        )
     if not dry_run:
         net.load_state_dict({k: mapped[k] for k in matched}, strict=False)
     return matched
@@ -557,15 +621,21 @@ def method_training(method: Any, *data: Any, label: str = "", device: str) -> di
     ``freeze`` of its ``backbone``, the trained-weight cache key of ``method`` on ``data`` for ``label``, and its
     id for messages."""
     weights = getattr(method, "weights", "")
-    return {"seed": method.seed, "threads": method.threads, "device": device,
-            "precision": getattr(method, "precision", "fp32"),
-            "init": (lambda net: load_weights(net, weights, who=method.id)) if weights else None,
-            "freeze": "backbone" if getattr(method, "freeze", False) else None,
-            "store_key": training_key(method, *data, label=label), "method_id": method.id}
+    return {
+        "seed": method.seed,
+        "threads": method.threads,
+        "device": device,
+        "precision": getattr(method, "precision", "fp32"),
+        "init": (lambda net: load_weights(net, weights, who=method.id)) if weights else None,
+        "freeze": "backbone" if getattr(method, "freeze", False) else None,
+        "store_key": training_key(method, *data, label=label),
+        "method_id": method.id,
+    }
 
 
-def preflight_weights(method: Any, build: Callable[[Any], Any] | None, *, skip: Sequence[str] = ("head.",)
-                      ) -> list[str]:
+def preflight_weights(
+    method: Any, build: Callable[[Any], Any] | None, *, skip: Sequence[str] = ("head.",)
+) -> list[str]:
     """A torch-backed method's ``preflight``: its missing packages, else the problems of loading its ``weights``
     file (if any) into ``build(torch)`` (:func:`check_weights`). ``build`` None: the network cannot be built for
     this data (the data checks report why), so the file is not checked."""
@@ -576,8 +646,9 @@ def preflight_weights(method: Any, build: Callable[[Any], Any] | None, *, skip: 
     return check_weights(lambda: build(torch), method.weights, who=method.id, skip=skip)
 
 
-def check_weights(build: Callable[[], Any], path: str, *, who: str = "", param: str = "weights",
-                  skip: Sequence[str] = ("head.",)) -> list[str]:
+def check_weights(
+    build: Callable[[], Any], path: str, *, who: str = "", param: str = "weights", skip: Sequence[str] = ("head.",)
+) -> list[str]:
     """Problems (one line each; empty when it fits) of loading ``path`` into ``build()``: the network is built on
     torch's ``meta`` device, so nothing is allocated or computed."""
     torch = import_torch(who or "bioanon.nettrain")

@@ -13,9 +13,11 @@ import html
 import math
 from typing import Any
 
-_STYLE = ("<style>.bioanon-repr table{border-collapse:collapse;font-size:12px}"
-          ".bioanon-repr td,.bioanon-repr th{padding:2px 8px;text-align:left;border-bottom:1px solid #ddd}"
-          ".bioanon-repr .muted{color:#666}</style>")
+_STYLE = (
+    "<style>.bioanon-repr table{border-collapse:collapse;font-size:12px}"
+    ".bioanon-repr td,.bioanon-repr th{padding:2px 8px;text-align:left;border-bottom:1px solid #ddd}"
+    ".bioanon-repr .muted{color:#666}</style>"
+)
 
 
 def _esc(value: Any) -> str:
@@ -36,6 +38,7 @@ def _fmt(v: Any) -> str:
 
 # ------------------------------------------------------------------------------------------------- tables
 
+
 def table_html(table: Any, preview: int = 5) -> str:
     """A sample table: counts, payloads with their shapes, attributes, lineage and the first rows."""
     import numpy as np
@@ -51,15 +54,18 @@ def table_html(table: Any, preview: int = 5) -> str:
     rows = [[_fmt(head.column(c)[i].as_py()) for c in cols] for i in range(n)]
     steps = [s.get("step", "?") for s in table.lineage]
     subjects = len(np.unique(table.subjects)) if len(table) else 0
-    return (f'{_STYLE}<div class="bioanon-repr"><b>SampleTable</b>: {len(table)} samples, {subjects} subjects'
-            f"<br>payloads: {_esc(', '.join(pays) or '–')}"
-            f"<br>attributes: {_esc(', '.join(table.attribute_names) or '–')}"
-            f"<br>lineage: {_esc(' → '.join(map(str, steps)) or 'as loaded')}"
-            f"{_rows(cols, rows)}"
-            f'<span class="muted">first {n} of {len(table)} rows</span></div>')
+    return (
+        f'{_STYLE}<div class="bioanon-repr"><b>SampleTable</b>: {len(table)} samples, {subjects} subjects'
+        f"<br>payloads: {_esc(', '.join(pays) or '–')}"
+        f"<br>attributes: {_esc(', '.join(table.attribute_names) or '–')}"
+        f"<br>lineage: {_esc(' → '.join(map(str, steps)) or 'as loaded')}"
+        f"{_rows(cols, rows)}"
+        f'<span class="muted">first {n} of {len(table)} rows</span></div>'
+    )
 
 
 # ------------------------------------------------------------------------------------------------ methods
+
 
 def method_html(method: Any) -> str:
     """A method instance: id, kind, summary and every parameter with its value, default and help."""
@@ -68,13 +74,16 @@ def method_html(method: Any) -> str:
         value = getattr(method, spec["name"])
         mark = "" if value == spec["default"] else " (set)"
         rows.append([spec["name"], f"{value!r}{mark}", spec["type"], spec["help"]])
-    return (f'{_STYLE}<div class="bioanon-repr"><b>{_esc(method.id)}</b> '
-            f'<span class="muted">{_esc(method.kind)} · {_esc(method.trait)} · '
-            f"{_esc(method.distribution or 'bioanon')}</span><br>{_esc(method.summary())}"
-            f"{_rows(['parameter', 'value', 'type', 'help'], rows)}</div>")
+    return (
+        f'{_STYLE}<div class="bioanon-repr"><b>{_esc(method.id)}</b> '
+        f'<span class="muted">{_esc(method.kind)} · {_esc(method.trait)} · '
+        f"{_esc(method.distribution or 'bioanon')}</span><br>{_esc(method.summary())}"
+        f"{_rows(['parameter', 'value', 'type', 'help'], rows)}</div>"
+    )
 
 
 # ------------------------------------------------------------------------------------------------ results
+
 
 def summary(result: Any) -> Any:
     """One row per anonymizer setting: the worst case over recognizers and scenarios (headline metric, CI,
@@ -87,15 +96,28 @@ def summary(result: Any) -> Any:
     hl = result.headline()
     if hl is None or len(hl) == 0:
         return pd.DataFrame()
-    out = hl[["anonymizer", "setting", "metric", "worst_accuracy", "ci_low", "ci_high", "worst_recognizer",
-              "worst_scenario", "clear_accuracy", "chance"]].copy()
-    out["privacy"] = [float(privacy_level(a, c, ch)) for a, c, ch in
-                      zip(out.worst_accuracy, out.clear_accuracy, out.chance, strict=True)]
+    out = hl[
+        [
+            "anonymizer",
+            "setting",
+            "metric",
+            "worst_accuracy",
+            "ci_low",
+            "ci_high",
+            "worst_recognizer",
+            "worst_scenario",
+            "clear_accuracy",
+            "chance",
+        ]
+    ].copy()
+    out["privacy"] = [
+        float(privacy_level(a, c, ch))
+        for a, c, ch in zip(out.worst_accuracy, out.clear_accuracy, out.chance, strict=True)
+    ]
     curves_ = curves(result)
     if len(curves_) and curves_.measure.astype(bool).any():
         plain = curves_[~curves_.deanon]
-        util = plain.pivot_table(index=["anonymizer", "setting"], columns="measure", values="utility",
-                                 sort=False)
+        util = plain.pivot_table(index=["anonymizer", "setting"], columns="measure", values="utility", sort=False)
         util.columns = [f"utility[{m}]" for m in util.columns]
         out = out.merge(util.reset_index(), on=["anonymizer", "setting"], how="left")
     return out.reset_index(drop=True)
@@ -110,10 +132,25 @@ def curves(result: Any) -> Any:
     sel = tr.selector.iloc[0]
     t = tr[tr.selector == sel]
     t = t[t.n_subjects == t.n_subjects.max()]
-    cols = ["anonymizer", "setting", "setting_index", "measure", "deanon", "privacy", "utility", "accuracy",
-            "clear_accuracy", "chance", "worst_recognizer", "worst_scenario", "selector", "n_subjects"]
-    return t.sort_values(["anonymizer", "measure", "deanon", "setting_index"], kind="stable")[cols] \
-        .reset_index(drop=True)
+    cols = [
+        "anonymizer",
+        "setting",
+        "setting_index",
+        "measure",
+        "deanon",
+        "privacy",
+        "utility",
+        "accuracy",
+        "clear_accuracy",
+        "chance",
+        "worst_recognizer",
+        "worst_scenario",
+        "selector",
+        "n_subjects",
+    ]
+    return t.sort_values(["anonymizer", "measure", "deanon", "setting_index"], kind="stable")[cols].reset_index(
+        drop=True
+    )
 
 
 def frames(result: Any) -> dict[str, Any]:
@@ -144,8 +181,11 @@ def plot(result: Any, kind: str = "tradeoff") -> Any:
     if kind in PLOT_KINDS:
         found = plots(result, [kind])
         if not found:
-            hint = " (the evaluation has no utility measure; plot('headline') shows the attacks alone)" \
-                if kind == "tradeoff" else ""
+            hint = (
+                " (the evaluation has no utility measure; plot('headline') shows the attacks alone)"
+                if kind == "tradeoff"
+                else ""
+            )
             raise BioanonError(f"no {kind} plot for this result{hint}")
         return found[0].figure
     if kind == "headline":
@@ -156,8 +196,13 @@ def plot(result: Any, kind: str = "tradeoff") -> Any:
         ax = fig.subplots()
         labels = [f"{a}\n{s}" for a, s in zip(hl.anonymizer, hl.setting, strict=True)]
         x = range(len(hl))
-        ax.errorbar(x, hl.worst_accuracy, yerr=[hl.worst_accuracy - hl.ci_low, hl.ci_high - hl.worst_accuracy],
-                    fmt="o", label="worst case over attackers")
+        ax.errorbar(
+            x,
+            hl.worst_accuracy,
+            yerr=[hl.worst_accuracy - hl.ci_low, hl.ci_high - hl.worst_accuracy],
+            fmt="o",
+            label="worst case over attackers",
+        )
         ax.plot(x, hl.clear_accuracy, "_", markersize=18, color="black", label="clear level")
         ax.plot(x, hl.chance, "_", markersize=18, color="grey", label="chance")
         ax.set_xticks(list(x), labels, fontsize="small")
@@ -173,10 +218,15 @@ def result_html(result: Any) -> str:
     s = summary(result)
     table = s.to_html(index=False, float_format=lambda v: f"{v:.3f}", border=0) if len(s) else "<i>no results</i>"
     where = _esc(result.run_dir) if result.run_dir is not None else "not written"
-    report = (f'<br>report: <a href="{_esc(result.report_path.as_uri())}">{_esc(result.report_path.name)}</a>'
-              if result.report_path is not None else "")
+    report = (
+        f'<br>report: <a href="{_esc(result.report_path.as_uri())}">{_esc(result.report_path.name)}</a>'
+        if result.report_path is not None
+        else ""
+    )
     warn = "".join(f"<li>{_esc(w)}</li>" for w in result.warnings[:10])
     fails = f"<br><b>{len(result.failures)} failed tasks</b>" if result.failures else ""
-    return (f'{_STYLE}<div class="bioanon-repr"><b>EvaluationResult</b> · {result.executed} tasks computed, '
-            f"{result.cached} reused from the cache{fails}<br>results: {where}{report}"
-            f"{table}{'<ul>' + warn + '</ul>' if warn else ''}</div>")
+    return (
+        f'{_STYLE}<div class="bioanon-repr"><b>EvaluationResult</b> · {result.executed} tasks computed, '
+        f"{result.cached} reused from the cache{fails}<br>results: {where}{report}"
+        f"{table}{'<ul>' + warn + '</ul>' if warn else ''}</div>"
+    )

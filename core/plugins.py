@@ -87,7 +87,8 @@ class PluginStatus:
     def report_line(self) -> str:
         """The one-line problem report (distribution, version, error, how to disable it)."""
         what = {"incompatible": "is incompatible", "loaded": "could not add its commands"}.get(
-            self.status, "failed to load")
+            self.status, "failed to load"
+        )
         return (
             f"bioanon: plugin {self.distribution} {self.version} ({self.name}) {what}: {self.error} "
             f"-- disable it with BIOANON_DISABLE_PLUGINS={self.name}"
@@ -138,12 +139,14 @@ class PluginManager:
         self._lock = threading.RLock()
 
     # -- public ----------------------------------------------------------------------------------------
-    def register_plugin(self, plugin: object, name: str, *, distribution: str | None = None,
-                        version: str = "0") -> None:
+    def register_plugin(
+        self, plugin: object, name: str, *, distribution: str | None = None, version: str = "0"
+    ) -> None:
         """Add a plugin object (module, class or instance with hookimpls) in code; rebuilds the registry."""
         with self._lock:
-            self._extra.append(_Candidate(name, distribution or name, version, lambda: plugin,
-                                          getattr(plugin, "__name__", "")))
+            self._extra.append(
+                _Candidate(name, distribution or name, version, lambda: plugin, getattr(plugin, "__name__", ""))
+            )
             self._registry = None
 
     @property
@@ -164,8 +167,9 @@ class PluginManager:
     @property
     def failures(self) -> list[PluginStatus]:
         """Plugins with a problem to report: failed, incompatible, or loaded but without their commands."""
-        return [s for s in self.statuses
-                if s.status in ("failed", "incompatible") or (s.status == "loaded" and s.error)]
+        return [
+            s for s in self.statuses if s.status in ("failed", "incompatible") or (s.status == "loaded" and s.error)
+        ]
 
     @property
     def pluggy_manager(self) -> pluggy.PluginManager:
@@ -305,7 +309,8 @@ class PluginManager:
                     if payload in featurizers:
                         raise PluginError(
                             f"duplicate feature view of payload {payload!r}: registered by both "
-                            f"{featurizers[payload].distribution} and {cand.distribution}")
+                            f"{featurizers[payload].distribution} and {cand.distribution}"
+                        )
                 for mid, entry in new.items():
                     if mid in entries or mid in aliases_taken:
                         other = entries[mid].distribution if mid in entries else aliases_taken[mid]
@@ -351,13 +356,19 @@ class PluginManager:
                 if impl.plugin_name != name:
                     continue
 
-                def register(cls: type[Method], aliases: Iterable[str] = (), *,
-                             deprecated_aliases: Iterable[str] = (), _kind: str = kind) -> None:
+                def register(
+                    cls: type[Method],
+                    aliases: Iterable[str] = (),
+                    *,
+                    deprecated_aliases: Iterable[str] = (),
+                    _kind: str = kind,
+                ) -> None:
                     validate_method_class(cls, _kind)
                     for what, ids in (("aliases", aliases), ("deprecated_aliases", deprecated_aliases)):
                         if isinstance(ids, str):
-                            raise PluginError(f"{cls.id}: {what} must be a tuple of ids such as ({ids!r},), "
-                                              f"not the string {ids!r}")
+                            raise PluginError(
+                                f"{cls.id}: {what} must be a tuple of ids such as ({ids!r},), not the string {ids!r}"
+                            )
                     if cls.id in new:
                         raise PluginError(f"{distribution} registers {cls.id!r} twice")
                     cls.distribution = distribution
@@ -367,7 +378,6 @@ class PluginManager:
                 kwargs = {"register": register}
                 impl.function(**{a: kwargs[a] for a in impl.argnames})
         return new
-
 
     @staticmethod
     def _collect_featurizers(pm: pluggy.PluginManager, name: str, distribution: str) -> dict[str, Featurizer]:
@@ -379,11 +389,15 @@ class PluginManager:
 
             def register(payload: str, featurize: Callable[..., Any], *, description: str = "") -> None:
                 if not isinstance(payload, str) or not re.fullmatch(r"[a-z][a-z0-9_]*", payload):
-                    raise PluginError(f"{distribution}: register_payload_features: payload must be a column name "
-                                      f"in lower case (e.g. 'audio'), got {payload!r}")
+                    raise PluginError(
+                        f"{distribution}: register_payload_features: payload must be a column name "
+                        f"in lower case (e.g. 'audio'), got {payload!r}"
+                    )
                 if not callable(featurize):
-                    raise PluginError(f"{distribution}: register_payload_features: the featurizer of payload "
-                                      f"{payload!r} must be callable(table) -> array, got {featurize!r}")
+                    raise PluginError(
+                        f"{distribution}: register_payload_features: the featurizer of payload "
+                        f"{payload!r} must be callable(table) -> array, got {featurize!r}"
+                    )
                 if payload in new:
                     raise PluginError(f"{distribution} registers a feature view of payload {payload!r} twice")
                 new[payload] = Featurizer(payload, featurize, distribution, str(description))
@@ -424,6 +438,7 @@ def _plain_range_contains(declared: str, version: str) -> bool | None:
     with a release number (``>=1.0,<2``), as packaging's ``SpecifierSet.contains`` answers: PEP 440 compares
     release numbers padded with zeros, and without pre-, post- or local parts on either side ``<``/``>`` are plain
     comparisons. None for any other range (wildcards, ``~=``, ``===``, pre-releases, malformed)."""
+
     def key(text: str) -> tuple[int, ...]:
         parts = [int(p) for p in text.split(".")]
         while len(parts) > 1 and parts[-1] == 0:
@@ -439,8 +454,14 @@ def _plain_range_contains(declared: str, version: str) -> bool | None:
         if m is None:
             return None
         op, bound = m.group(1), key(m.group(2))
-        contains &= {">=": v >= bound, "<=": v <= bound, ">": v > bound, "<": v < bound, "==": v == bound,
-                     "!=": v != bound}[op]
+        contains &= {
+            ">=": v >= bound,
+            "<=": v <= bound,
+            ">": v > bound,
+            "<": v < bound,
+            "==": v == bound,
+            "!=": v != bound,
+        }[op]
     return contains
 
 
@@ -487,8 +508,14 @@ def _module_source(module: str) -> str | None:
         loaded = sys.modules.get(name)
         spec = getattr(loaded, "__spec__", None) if loaded is not None else None
         if spec is None:
-            spec = next((found for finder in sys.meta_path if hasattr(finder, "find_spec")
-                         and (found := finder.find_spec(name, path)) is not None), None)
+            spec = next(
+                (
+                    found
+                    for finder in sys.meta_path
+                    if hasattr(finder, "find_spec") and (found := finder.find_spec(name, path)) is not None
+                ),
+                None,
+            )
         if spec is None:
             return None
         path = spec.submodule_search_locations

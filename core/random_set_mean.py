@@ -100,8 +100,10 @@ def factorize(values: Any, what: str = "attribute") -> tuple[np.ndarray, np.ndar
     codes, uniques = pd.factorize(np.asarray(values), sort=True, use_na_sentinel=True)
     missing = np.flatnonzero(codes < 0)
     if missing.size:
-        raise TableError(f"{what} has {missing.size} missing values (rows {missing[:5].tolist()}"
-                         f"{', ...' if missing.size > 5 else ''})")
+        raise TableError(
+            f"{what} has {missing.size} missing values (rows {missing[:5].tolist()}"
+            f"{', ...' if missing.size > 5 else ''})"
+        )
     return codes.astype(np.int64, copy=False), np.asarray(uniques)
 
 
@@ -124,8 +126,15 @@ def _class_index(codes: np.ndarray) -> _ClassIndex:
     return members, start, counts, rank
 
 
-def check_set_sizes(codes: np.ndarray, set_size: int, n_same: int | None, *, small_class: str = "error",
-                    classes: Sequence[Any] | np.ndarray | None = None, attribute: str = "the attribute") -> None:
+def check_set_sizes(
+    codes: np.ndarray,
+    set_size: int,
+    n_same: int | None,
+    *,
+    small_class: str = "error",
+    classes: Sequence[Any] | np.ndarray | None = None,
+    attribute: str = "the attribute",
+) -> None:
     """Raise TableError when sets of ``set_size`` with ``n_same`` same-value members cannot be drawn.
 
     ``set_size`` larger than the number of records is always an error. A class with fewer than ``n_same``
@@ -136,12 +145,15 @@ def check_set_sizes(codes: np.ndarray, set_size: int, n_same: int | None, *, sma
     codes = np.asarray(codes, dtype=np.int64)
     n = codes.size
     if set_size > n:
-        raise TableError(f"set_size g={set_size} exceeds the {n} records of the table: a random set holds g "
-                         f"distinct records of the data set")
+        raise TableError(
+            f"set_size g={set_size} exceeds the {n} records of the table: a random set holds g "
+            f"distinct records of the data set"
+        )
     if n_same is None or n == 0:
         return
     counts = np.bincount(codes)
     present = np.flatnonzero(counts)
+
     def name(c: int) -> str:
         if classes is None:
             return f"code {c}"
@@ -152,20 +164,27 @@ def check_set_sizes(codes: np.ndarray, set_size: int, n_same: int | None, *, sma
     for c in present.tolist():
         same_pool, other_pool = counts[c] - 1, n - counts[c]
         if (n_same > 1 and same_pool == 0) or (need_other > 0 and other_pool == 0):
-            what = "no other record of this value" if n_same > 1 and same_pool == 0 \
-                else "no record of another value"
-            raise TableError(f"{attribute} = {name(c)} has {counts[c]} records and there is {what}: sets of "
-                             f"g={set_size} with {n_same} sharing the value cannot be drawn even with replacement "
-                             f"(lower purity/set_size or drop the class)")
+            what = "no other record of this value" if n_same > 1 and same_pool == 0 else "no record of another value"
+            raise TableError(
+                f"{attribute} = {name(c)} has {counts[c]} records and there is {what}: sets of "
+                f"g={set_size} with {n_same} sharing the value cannot be drawn even with replacement "
+                f"(lower purity/set_size or drop the class)"
+            )
         if small_class == "error" and (same_pool < n_same - 1 or other_pool < need_other):
             if same_pool < n_same - 1:
-                detail = (f"{attribute} = {name(c)} has {counts[c]} records; a set of g={set_size} needs "
-                          f"{n_same} records of that value (the record itself included)")
+                detail = (
+                    f"{attribute} = {name(c)} has {counts[c]} records; a set of g={set_size} needs "
+                    f"{n_same} records of that value (the record itself included)"
+                )
             else:
-                detail = (f"only {other_pool} records have a value other than {attribute} = {name(c)}; a set of "
-                          f"g={set_size} needs {need_other} of them")
-            raise TableError(f"{detail}. Lower set_size or purity, or set small_class='with_replacement' to "
-                             f"draw that part with replacement")
+                detail = (
+                    f"only {other_pool} records have a value other than {attribute} = {name(c)}; a set of "
+                    f"g={set_size} needs {need_other} of them"
+                )
+            raise TableError(
+                f"{detail}. Lower set_size or purity, or set small_class='with_replacement' to "
+                f"draw that part with replacement"
+            )
 
 
 def _distinct_draws(rng: np.random.Generator, pool: np.ndarray, k: int, replace: np.ndarray) -> np.ndarray:
@@ -189,7 +208,7 @@ def _distinct_draws(rng: np.random.Generator, pool: np.ndarray, k: int, replace:
         todo = np.arange(b) if check.all() else np.flatnonzero(check)
         flat = np.sort(draws if todo.size == b else draws[todo], axis=1).reshape(-1)  # rows with a repeat:
         eq = flat[1:] == flat[:-1]  # neighbours equal in sorted order (1-D: cheaper than per-row slices)
-        eq[k - 1::k] = False  # pairs across two rows
+        eq[k - 1 :: k] = False  # pairs across two rows
         todo = todo[np.unique(np.flatnonzero(eq) // k)]
         while todo.size:  # redraw every occurrence after the first, until no row repeats
             sub = draws[todo]
@@ -207,7 +226,7 @@ def _distinct_draws(rng: np.random.Generator, pool: np.ndarray, k: int, replace:
         width = int(pool[rows].max())
         step = max(1, _DENSE_ELEMS // width)
         for s in range(0, rows.size, step):
-            r = rows[s:s + step]
+            r = rows[s : s + step]
             keys = rng.random((r.size, width))
             keys[np.arange(width)[None, :] >= pool[r][:, None]] = 2.0
             pick = np.argpartition(keys, k - 1, axis=1)[:, :k] if k < width else np.argsort(keys, axis=1)[:, :k]
@@ -215,9 +234,19 @@ def _distinct_draws(rng: np.random.Generator, pool: np.ndarray, k: int, replace:
     return draws
 
 
-def sample_sets(codes: np.ndarray, set_size: int, n_same: int | None, *, seed: int = 0, start: int = 0,
-                stop: int | None = None, small_class: str = "error", classes: Sequence[Any] | np.ndarray | None = None,
-                attribute: str = "the attribute", threads: int = 0) -> np.ndarray:
+def sample_sets(
+    codes: np.ndarray,
+    set_size: int,
+    n_same: int | None,
+    *,
+    seed: int = 0,
+    start: int = 0,
+    stop: int | None = None,
+    small_class: str = "error",
+    classes: Sequence[Any] | np.ndarray | None = None,
+    attribute: str = "the attribute",
+    threads: int = 0,
+) -> np.ndarray:
     """The random sets G of records ``start..stop`` (Alg. 1 line 8), as row indices into the data set.
 
     Parameters
@@ -260,8 +289,16 @@ def sample_sets(codes: np.ndarray, set_size: int, n_same: int | None, *, seed: i
     return _sample(codes, index, set_size, n_same, seed, start, stop, threads if threads > 0 else cores())
 
 
-def _sample(codes: np.ndarray, index: _ClassIndex | None, set_size: int, n_same: int | None, seed: int, start: int,
-            stop: int, threads: int = 1) -> np.ndarray:
+def _sample(
+    codes: np.ndarray,
+    index: _ClassIndex | None,
+    set_size: int,
+    n_same: int | None,
+    seed: int,
+    start: int,
+    stop: int,
+    threads: int = 1,
+) -> np.ndarray:
     """sample_sets without the checks, with the class index computed once by the caller; the blocks of
     records are independent (one random stream each), so ``threads`` of them are drawn at a time."""
     out = np.empty((max(0, stop - start), set_size), dtype=np.int64)
@@ -269,7 +306,7 @@ def _sample(codes: np.ndarray, index: _ClassIndex | None, set_size: int, n_same:
 
     def one(b0: int) -> None:
         b1 = min(b0 + SAMPLING_BLOCK, stop)
-        _sample_block(codes, index, set_size, n_same, seed, b0, out[b0 - start:b1 - start])
+        _sample_block(codes, index, set_size, n_same, seed, b0, out[b0 - start : b1 - start])
 
     if threads > 1 and len(blocks) > 1:
         from concurrent.futures import ThreadPoolExecutor  # here: ~5 ms of start-up otherwise
@@ -282,8 +319,9 @@ def _sample(codes: np.ndarray, index: _ClassIndex | None, set_size: int, n_same:
     return out
 
 
-def _sample_block(codes: np.ndarray, index: _ClassIndex | None, set_size: int, n_same: int | None, seed: int,
-                  b0: int, blk: np.ndarray) -> None:
+def _sample_block(
+    codes: np.ndarray, index: _ClassIndex | None, set_size: int, n_same: int | None, seed: int, b0: int, blk: np.ndarray
+) -> None:
     n = codes.size
     rng = np.random.default_rng([int(seed) & 0xFFFFFFFFFFFFFFFF, b0 // SAMPLING_BLOCK])
     rows = np.arange(b0, b0 + len(blk), dtype=np.int64)
@@ -314,8 +352,15 @@ def _sample_block(codes: np.ndarray, index: _ClassIndex | None, set_size: int, n
 # --------------------------------------------------------------------------------------------------- relevance
 
 
-def estimate_relevance(x: np.ndarray, labels: np.ndarray, method: str = "random_forest", *, seed: int = 0,
-                       n_trees: int = 50, threads: int = 0) -> np.ndarray:
+def estimate_relevance(
+    x: np.ndarray,
+    labels: np.ndarray,
+    method: str = "random_forest",
+    *,
+    seed: int = 0,
+    n_trees: int = 50,
+    threads: int = 0,
+) -> np.ndarray:
     """Relevance of each feature (column of ``x``) to ``labels`` (Alg. 1 lines 1–3).
 
     ``"random_forest"``: Gini importances (``feature_importances_``) of a scikit-learn RandomForestClassifier
@@ -348,9 +393,13 @@ def _top(relevance: np.ndarray, ratio: float) -> np.ndarray:
     return np.argsort(-np.asarray(relevance, dtype=np.float64), kind="stable")[:k]
 
 
-def select_features(n_features: int, relevance: np.ndarray | None, retention: float,
-                    additional: Sequence[tuple[np.ndarray | None, float]] = (),
-                    sensitive: tuple[np.ndarray | None, float] | None = None) -> np.ndarray:
+def select_features(
+    n_features: int,
+    relevance: np.ndarray | None,
+    retention: float,
+    additional: Sequence[tuple[np.ndarray | None, float]] = (),
+    sensitive: tuple[np.ndarray | None, float] | None = None,
+) -> np.ndarray:
     """The indicator X_I of Alg. 1 line 5 as a bool mask (§5.1.4, §5.2.7).
 
     ``I = ({c_p} ∪ {c_q1} ∪ … ∪ {c_qn}) \\ {c_s}``, where ``{c_a}`` is the ``ceil(r_a·D)`` features of highest
@@ -363,8 +412,10 @@ def select_features(n_features: int, relevance: np.ndarray | None, retention: fl
         if ratio <= 0.0:
             return np.empty(0, dtype=np.int64)
         if rel is None or len(rel) != n_features:
-            raise DataError(f"select_features: ratio {ratio} needs a relevance of length {n_features}, got "
-                            f"{'none' if rel is None else len(rel)}")
+            raise DataError(
+                f"select_features: ratio {ratio} needs a relevance of length {n_features}, got "
+                f"{'none' if rel is None else len(rel)}"
+            )
         return _top(rel, ratio)
 
     mask = np.zeros(n_features, dtype=bool)
@@ -424,12 +475,13 @@ def _torch_sums(torch: Any, X: Any, sets: np.ndarray, row0: int, A: Any, B: Any)
         index, offsets = index.to(X.device, non_blocking=True), offsets.to(X.device, non_blocking=True)
     s = torch.nn.functional.embedding_bag(index, X, offsets, mode="sum")
     s.mul_(A)
-    s.addcmul_(X[row0:row0 + len(sets)], B)
+    s.addcmul_(X[row0 : row0 + len(sets)], B)
     return s
 
 
-def _numpy_chunk(x: np.ndarray, sets: np.ndarray, row0: int, a: np.ndarray, b: np.ndarray, out: np.ndarray,
-                 threads: int) -> None:
+def _numpy_chunk(
+    x: np.ndarray, sets: np.ndarray, row0: int, a: np.ndarray, b: np.ndarray, out: np.ndarray, threads: int
+) -> None:
     """The same with numpy: per block of rows, the g gathered rows are added in set order (bounded memory)."""
     rows, g = sets.shape
     d = x.shape[1]
@@ -442,7 +494,7 @@ def _numpy_chunk(x: np.ndarray, sets: np.ndarray, row0: int, a: np.ndarray, b: n
             np.take(x, sets[r0:r1, j], axis=0, out=buf)
             acc += buf
         acc *= a
-        np.multiply(x[row0 + r0:row0 + r1], b, out=buf)
+        np.multiply(x[row0 + r0 : row0 + r1], b, out=buf)
         acc += buf
         out[r0:r1] = acc
 
@@ -475,14 +527,24 @@ def _resolve_backend(backend: str) -> Any:
         raise ParameterError("random_set_mean", "backend", backend, "'auto', 'torch' or 'numpy'")
     torch = None if backend == "numpy" else _torch()
     if backend == "torch" and torch is None:
-        raise MissingDependencyError("random_set_mean backend='torch'", {"torch": "pip install torch"},
-                                     "or use backend='numpy'")
+        raise MissingDependencyError(
+            "random_set_mean backend='torch'", {"torch": "pip install torch"}, "or use backend='numpy'"
+        )
     return torch
 
 
-def weighted_set_mean(x: np.ndarray, sets: np.ndarray, selected: np.ndarray, weight: float, *,
-                      row0: int = 0, out: np.ndarray | None = None, backend: str = "auto",
-                      threads: int = 0, device: str = "cpu") -> np.ndarray:
+def weighted_set_mean(
+    x: np.ndarray,
+    sets: np.ndarray,
+    selected: np.ndarray,
+    weight: float,
+    *,
+    row0: int = 0,
+    out: np.ndarray | None = None,
+    backend: str = "auto",
+    threads: int = 0,
+    device: str = "cpu",
+) -> np.ndarray:
     """Line 9 of Alg. 1 for given sets: ``d' = ((w-1)·d + Σ_G) / ((w-1)+g) ⊙ X_I + Σ_G / g ⊙ (1 - X_I)``.
 
     Parameters
@@ -535,11 +597,23 @@ def weighted_set_mean(x: np.ndarray, sets: np.ndarray, selected: np.ndarray, wei
     return out
 
 
-def random_set_mean(x: np.ndarray, codes: np.ndarray, selected: np.ndarray, *, set_size: int,
-                    n_same: int | None, weight: float, seed: int = 0, small_class: str = "error",
-                    backend: str = "auto", threads: int = 0, check: bool = True,
-                    classes: Sequence[Any] | np.ndarray | None = None, attribute: str = "the attribute",
-                    device: str = "cpu") -> np.ndarray:
+def random_set_mean(
+    x: np.ndarray,
+    codes: np.ndarray,
+    selected: np.ndarray,
+    *,
+    set_size: int,
+    n_same: int | None,
+    weight: float,
+    seed: int = 0,
+    small_class: str = "error",
+    backend: str = "auto",
+    threads: int = 0,
+    check: bool = True,
+    classes: Sequence[Any] | np.ndarray | None = None,
+    attribute: str = "the attribute",
+    device: str = "cpu",
+) -> np.ndarray:
     """Alg. 1 lines 6–12 on a flattened data set: draw every record's set and apply line 9.
 
     Equal to ``weighted_set_mean(x, sample_sets(codes, set_size, n_same, seed=seed), selected, weight)``.
@@ -572,8 +646,7 @@ def random_set_mean(x: np.ndarray, codes: np.ndarray, selected: np.ndarray, *, s
         out = np.empty((n, d), dtype=np.float32)
         for r0 in range(0, n, rows):
             r1 = min(r0 + rows, n)
-            _numpy_chunk(x, _sample(codes, index, set_size, n_same, seed, r0, r1, jobs), r0, a, b, out[r0:r1],
-                         threads)
+            _numpy_chunk(x, _sample(codes, index, set_size, n_same, seed, r0, r1, jobs), r0, a, b, out[r0:r1], threads)
         return out
     with torch_threads(threads):
         X = _place(torch, _as_torch(torch, x), device)
@@ -581,8 +654,9 @@ def random_set_mean(x: np.ndarray, codes: np.ndarray, selected: np.ndarray, *, s
         if check and not math.isfinite(float(X.sum())):  # one parallel pass, no temporary; a non-finite sum
             check_finite(x)  # (NaN/inf, or a float32 overflow) triggers the exact row-by-row check
         if rows >= n:  # one call; its result is the output
-            result: np.ndarray = _torch_sums(torch, X, _sample(codes, index, set_size, n_same, seed, 0, n, jobs), 0,
-                                             A, B).cpu().numpy()
+            result: np.ndarray = (
+                _torch_sums(torch, X, _sample(codes, index, set_size, n_same, seed, 0, n, jobs), 0, A, B).cpu().numpy()
+            )
             return result
         out = np.empty((n, d), dtype=np.float32)
         out_t = torch.from_numpy(out)
@@ -598,11 +672,13 @@ def check_finite(x: np.ndarray, what: str = "the payload") -> None:
     step = max(1, (1 << 22) // max(x.shape[1], 1))
     bad: list[np.ndarray] = []
     for r0 in range(0, x.shape[0], step):
-        ok = np.isfinite(x[r0:r0 + step]).all(axis=1)
+        ok = np.isfinite(x[r0 : r0 + step]).all(axis=1)
         if not ok.all():
             bad.append(r0 + np.flatnonzero(~ok))
     if bad:
         rows = np.concatenate(bad)
-        raise TableError(f"{what} has NaN/inf values in {rows.size} records (rows {rows[:5].tolist()}"
-                         f"{', ...' if rows.size > 5 else ''}); a non-finite value would spread into every "
-                         f"set it is drawn into — clean or drop those records first")
+        raise TableError(
+            f"{what} has NaN/inf values in {rows.size} records (rows {rows[:5].tolist()}"
+            f"{', ...' if rows.size > 5 else ''}); a non-finite value would spread into every "
+            f"set it is drawn into — clean or drop those records first"
+        )

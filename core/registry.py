@@ -118,8 +118,12 @@ class Registry(Mapping[str, Entry]):
         frame, level = sys._getframe(1), 2
         while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
             frame, level = frame.f_back, level + 1
-        warnings.warn(f"method id {old!r} is deprecated: use {new!r} (same method and parameters; {old!r} will "
-                      f"be removed in a future version)", DeprecationWarning, stacklevel=level)
+        warnings.warn(
+            f"method id {old!r} is deprecated: use {new!r} (same method and parameters; {old!r} will "
+            f"be removed in a future version)",
+            DeprecationWarning,
+            stacklevel=level,
+        )
 
     def current_id(self, method_id: str) -> str:
         """``method_id`` itself, or the id that replaces it when it is a deprecated alias (without warning);
@@ -140,8 +144,11 @@ class Registry(Mapping[str, Entry]):
         import difflib
 
         pool = [m for m, e in self._entries.items() if kind is None or e.cls.kind == kind]
-        pool += [a for a, m in self._aliases.items()  # old ids are not suggested
-                 if a not in self._deprecated and (kind is None or self._entries[m].cls.kind == kind)]
+        pool += [
+            a
+            for a, m in self._aliases.items()  # old ids are not suggested
+            if a not in self._deprecated and (kind is None or self._entries[m].cls.kind == kind)
+        ]
         close = difflib.get_close_matches(method_id, pool, n=n, cutoff=0.75)
         # also match on the part after the dot: "gaussian_blur" -> "face.gaussian_blur"
         tail = [m for m in pool if m.split(".", 1)[-1] == method_id.split(".", 1)[-1] and m not in close]

@@ -16,9 +16,9 @@ from importlib import resources
 from pathlib import Path
 
 from .errors import BioanonError, ConfigError
-from .tomlio import string as toml_string
 from .fileio import atomic_write_text
 from .methods import first_sentence
+from .tomlio import string as toml_string
 
 TEMPLATE = "plugin-template"
 _SKIP = ("__pycache__", ".pytest_cache", "build", "dist", ".egg-info")  # build output of a local install
@@ -35,8 +35,8 @@ class Example:
 
     name: str
     path: Path
-    summary: str      # the first sentence of its opening comment
-    source: str       # the dataset source id, e.g. "face.orl"
+    summary: str  # the first sentence of its opening comment
+    source: str  # the dataset source id, e.g. "face.orl"
     data_path: str | None  # the dataset folder it reads ([dataset] path), None for built-in/synthetic data
 
     @property
@@ -62,8 +62,7 @@ def examples() -> list[Example]:
     for path in sorted(examples_dir().glob("*.toml")):
         text = path.read_text(encoding="utf-8")
         dataset = tomllib.loads(text).get("dataset", {})
-        found.append(Example(path.stem, path, _summary(text), str(dataset.get("source", "")),
-                             dataset.get("path")))
+        found.append(Example(path.stem, path, _summary(text), str(dataset.get("source", "")), dataset.get("path")))
     return found
 
 
@@ -84,8 +83,9 @@ def example(name: str) -> Path:
 _PATH_LINE = re.compile(r'^(\s*path\s*=\s*)("[^"]*"|\'[^\']*\')(.*)$')
 
 
-def write_example(name: str, directory: str | Path = ".", *, data: str | Path | None = None,
-                  force: bool = False) -> tuple[Path, str | None]:
+def write_example(
+    name: str, directory: str | Path = ".", *, data: str | Path | None = None, force: bool = False
+) -> tuple[Path, str | None]:
     """Copy the example config ``name`` into ``directory`` (created if needed) as ``NAME.toml``.
 
     The dataset folder of examples that read recorded data is rewritten for the new location: to ``data`` when
@@ -109,8 +109,10 @@ def write_example(name: str, directory: str | Path = ".", *, data: str | Path | 
         else:
             new = (src.parent / info.data_path).resolve()
         if data is None and not new.is_dir():
-            hint = (f"{target}: set [dataset] path to your copy of the data ({info.source}; "
-                    f"now {info.data_path!r}), or rerun with --data DIR")
+            hint = (
+                f"{target}: set [dataset] path to your copy of the data ({info.source}; "
+                f"now {info.data_path!r}), or rerun with --data DIR"
+            )
         else:
             text = _replace_dataset_path(text, str(new), target)
     directory.mkdir(parents=True, exist_ok=True)
@@ -154,8 +156,10 @@ def new_plugin(name: str, directory: str | Path | None = None) -> Path:
     ``./bioanon-NAME`` and must not exist or be empty. Returns the project folder.
     """
     if not _PLUGIN_NAME.match(name or ""):
-        raise ConfigError(f"plugin name {name!r}: use lower case letters, digits and '_', starting with a "
-                          "letter (at most 40 characters), e.g. 'ecg' or 'hand_geometry'")
+        raise ConfigError(
+            f"plugin name {name!r}: use lower case letters, digits and '_', starting with a "
+            "letter (at most 40 characters), e.g. 'ecg' or 'hand_geometry'"
+        )
     if name in ("any", "bioanon", "example"):
         raise ConfigError(f"plugin name {name!r} is reserved; choose another")
     dist = f"bioanon-{name.replace('_', '-')}"
@@ -165,11 +169,18 @@ def new_plugin(name: str, directory: str | Path | None = None) -> Path:
     source = template_dir()
     if not (source / "pyproject.toml").is_file():
         raise BioanonError(f"the plugin template is missing from this installation ({source})")
-    replacements = [("bioanon_example", f"bioanon_{name}"), ("bioanon-example", dist),
-                    ('"example.', f'"{name}.'), ("'example.", f"'{name}."), ('"example"', f'"{name}"'),
-                    ("`example.", f"`{name}."), ("Example plugin", f"{name} plugin")]
-    with tempfile.TemporaryDirectory(prefix=".bioanon-new-plugin-", dir=target.parent if
-                                     target.parent.is_dir() else None) as tmp:
+    replacements = [
+        ("bioanon_example", f"bioanon_{name}"),
+        ("bioanon-example", dist),
+        ('"example.', f'"{name}.'),
+        ("'example.", f"'{name}."),
+        ('"example"', f'"{name}"'),
+        ("`example.", f"`{name}."),
+        ("Example plugin", f"{name} plugin"),
+    ]
+    with tempfile.TemporaryDirectory(
+        prefix=".bioanon-new-plugin-", dir=target.parent if target.parent.is_dir() else None
+    ) as tmp:
         staged = Path(tmp) / "project"
         for path in sorted(source.rglob("*")):
             rel = path.relative_to(source)

@@ -66,8 +66,16 @@ import attrs
 
 from .errors import ConfigError, MissingDependencyError
 
-__all__ = ["ImportedConfig", "Note", "SebaImport", "add_fidelity_options", "compact_labels", "import_seba", "read_seba",
-           "to_toml"]
+__all__ = [
+    "ImportedConfig",
+    "Note",
+    "SebaImport",
+    "add_fidelity_options",
+    "compact_labels",
+    "import_seba",
+    "read_seba",
+    "to_toml",
+]
 
 ROUND = "$ROUND"
 SEBA_FACE_SIZE = 224  # SEBA's face pipeline works at 224×224 (convlinae only runs there); used for pixel params
@@ -103,10 +111,14 @@ class ImportedConfig:
 
     def to_toml(self, source: str = "") -> str:
         """The config as TOML, led by comments naming the SEBA entries and every note."""
-        head = [f"# bioanon evaluation config made by `bioanon import seba` from {source or 'a SEBA config'}",
-                f"# SEBA entries: {compact_labels(self.entries)}"]
-        for title, notes in (("What could not be mapped, or maps only approximately:", self.notes),
-                             ("Entries of the SEBA file that gave no config:", self.unused)):
+        head = [
+            f"# bioanon evaluation config made by `bioanon import seba` from {source or 'a SEBA config'}",
+            f"# SEBA entries: {compact_labels(self.entries)}",
+        ]
+        for title, notes in (
+            ("What could not be mapped, or maps only approximately:", self.notes),
+            ("Entries of the SEBA file that gave no config:", self.unused),
+        ):
             if notes:
                 head.append("# " + title)
                 head += [f"#   [{n.status}] {n.where}: {n.seba}: {n.why}" for n in notes]
@@ -132,8 +144,10 @@ class SebaImport:
         if not notes:
             return "everything was mapped"
         several = len(self.configs) > 1 or any(c == "-" for c, _ in notes)
-        lines = [f"{len(notes)} thing(s) could not be mapped or map only approximately (also written as comments "
-                 f"into the config):"]
+        lines = [
+            f"{len(notes)} thing(s) could not be mapped or map only approximately (also written as comments "
+            f"into the config):"
+        ]
         for c, n in notes:
             lines.append(f"[{n.status}] " + (f"{c}: " if several else "") + f"{n.where}: {n.seba}")
             lines += ["    " + w for w in _wrap(n.why, max(40, width - 4))]
@@ -164,8 +178,9 @@ def _yaml() -> Any:
     try:
         import yaml
     except ImportError:
-        raise MissingDependencyError("bioanon import seba", {"yaml": "pip install 'bioanon[seba]'"},
-                                     "SEBA configs are YAML") from None
+        raise MissingDependencyError(
+            "bioanon import seba", {"yaml": "pip install 'bioanon[seba]'"}, "SEBA configs are YAML"
+        ) from None
     return yaml
 
 
@@ -182,8 +197,7 @@ def read_seba(path: str | os.PathLike[str]) -> Any:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{file}:{mark.line + 1}" if mark is not None else str(file)
-        raise ConfigError(f"{where}: invalid YAML in the SEBA config: {getattr(exc, 'problem', None) or exc}") \
-            from None
+        raise ConfigError(f"{where}: invalid YAML in the SEBA config: {getattr(exc, 'problem', None) or exc}") from None
 
 
 class _Entry:
@@ -220,18 +234,23 @@ def _run_entries(doc: Any, file: str) -> list[tuple[str, int, dict[str, Any]]]:
     if isinstance(doc, Mapping) and "anonymizations" in doc:
         return _expand_experiment(dict(doc), file)
     if isinstance(doc, Mapping):
-        raise ConfigError(f"{file}: a SEBA run config is a YAML list of {{repeat, config}} entries, and an "
-                          f"experiment config a mapping with an 'anonymizations' list; got a mapping with "
-                          f"keys {sorted(map(str, doc))}")
+        raise ConfigError(
+            f"{file}: a SEBA run config is a YAML list of {{repeat, config}} entries, and an "
+            f"experiment config a mapping with an 'anonymizations' list; got a mapping with "
+            f"keys {sorted(map(str, doc))}"
+        )
     if not isinstance(doc, list) or not doc:
-        raise ConfigError(f"{file}: expected a SEBA run config (a YAML list of {{repeat, config}} entries), got "
-                          f"{type(doc).__name__ if doc is not None else 'an empty file'}")
+        raise ConfigError(
+            f"{file}: expected a SEBA run config (a YAML list of {{repeat, config}} entries), got "
+            f"{type(doc).__name__ if doc is not None else 'an empty file'}"
+        )
     out = []
     for i, item in enumerate(doc):
         where = f"entries[{i}]"
         if not isinstance(item, Mapping):
-            raise ConfigError(f"{file}: {where}: expected a mapping with keys repeat and config, got "
-                              f"{type(item).__name__}")
+            raise ConfigError(
+                f"{file}: {where}: expected a mapping with keys repeat and config, got {type(item).__name__}"
+            )
         extra = set(map(str, item)) - {"repeat", "config"}
         if extra:
             raise ConfigError(f"{file}: {where}: unknown keys {sorted(extra)}; an entry has repeat and config")
@@ -262,8 +281,9 @@ def _expand_experiment(doc: dict[str, Any], file: str) -> list[tuple[str, int, d
         raise ConfigError(f"{file}: repeat: expected an integer ≥ 0, got {repeat!r}")
     # (``_implied``: added by SEBA's generator, not by the user; see _implied_method)
     privacy = doc.pop("privacy", {"name": "arcface", "params": {"opt": {"num_gpus": 1}}, "_implied": True})
-    utility = doc.pop("utility", {"name": "detection", "params": {}, "_implied": True}
-                      if doc.get("exp") == "anon" else None)
+    utility = doc.pop(
+        "utility", {"name": "detection", "params": {}, "_implied": True} if doc.get("exp") == "anon" else None
+    )
     out = []
     for j, anon in enumerate(anons):
         where = f"anonymizations[{j}]"
@@ -274,8 +294,10 @@ def _expand_experiment(doc: dict[str, Any], file: str) -> list[tuple[str, int, d
             raise ConfigError(f"{file}: {where}.params: expected a mapping, got {type(params).__name__}")
         lists = [k for k, v in params.items() if isinstance(v, list) and k not in _LIST_PARAMS.get(anon["name"], ())]
         if len(lists) > 1:
-            raise ConfigError(f"{file}: {where} ({anon['name']}): SEBA sweeps one list-valued parameter, got "
-                              f"lists in {', '.join(map(str, lists))}")
+            raise ConfigError(
+                f"{file}: {where} ({anon['name']}): SEBA sweeps one list-valued parameter, got "
+                f"lists in {', '.join(map(str, lists))}"
+            )
         values = params[lists[0]] if lists else [None]
         for v in values:
             setting = dict(params)
@@ -286,9 +308,13 @@ def _expand_experiment(doc: dict[str, Any], file: str) -> list[tuple[str, int, d
             rates = dict(base.get("rates") or {})
             out.append((label, repeat, {**base, "privacy": copy.deepcopy(privacy)}))
             if utility is not None:
-                out.append((label, repeat,
-                            {**copy.deepcopy(base), "utility": copy.deepcopy(utility),
-                             "rates": {**rates, "enroll": 1.0}}))
+                out.append(
+                    (
+                        label,
+                        repeat,
+                        {**copy.deepcopy(base), "utility": copy.deepcopy(utility), "rates": {**rates, "enroll": 1.0}},
+                    )
+                )
     return out
 
 
@@ -331,8 +357,12 @@ class _Ctx:
     def face_size(self, seba: str) -> tuple[int, int]:
         if self.image_size is not None:
             return self.image_size
-        self.note(seba, "approximate", f"pixel sizes converted for {SEBA_FACE_SIZE}×{SEBA_FACE_SIZE} images "
-                                       f"(SEBA's face size; no image of the set was found to measure)")
+        self.note(
+            seba,
+            "approximate",
+            f"pixel sizes converted for {SEBA_FACE_SIZE}×{SEBA_FACE_SIZE} images "
+            f"(SEBA's face size; no image of the set was found to measure)",
+        )
         return (SEBA_FACE_SIZE, SEBA_FACE_SIZE)
 
 
@@ -346,6 +376,7 @@ def _fixed(method_id: str, **params: Any) -> Mapper:
 def _dropped(why: str) -> Mapper:
     def mapper(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
         raise _Unmappable(why)
+
     return mapper
 
 
@@ -359,21 +390,33 @@ def _noise_injection(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]
     scaling = ctx.number(p, "scaling", 1.0)
     mode = ctx.choice(p, "type", "direct", ("direct", "indirect"))
     if "distribution" not in p:
-        ctx.note("noise_injection.distribution", "approximate",
-                 "SEBA's default is uniform; its cache also matched an omitted distribution to any cached "
-                 "noise set (false cache hit), so check which noise SEBA's numbers came from")
+        ctx.note(
+            "noise_injection.distribution",
+            "approximate",
+            "SEBA's default is uniform; its cache also matched an omitted distribution to any cached "
+            "noise set (false cache hit), so check which noise SEBA's numbers came from",
+        )
     if dist == "uniform":
-        ctx.note("noise_injection.distribution", "approximate",
-                 "SEBA's uniform noise is U(0,1): mean 0.5 (a bias of 0.5·σ·scaling per coordinate, which "
-                 "bioanon does not add) and SD 1/√12; bioanon's is zero-mean unit-variance, so scale = "
-                 "scaling/√12 matches the random part")
+        ctx.note(
+            "noise_injection.distribution",
+            "approximate",
+            "SEBA's uniform noise is U(0,1): mean 0.5 (a bias of 0.5·σ·scaling per coordinate, which "
+            "bioanon does not add) and SD 1/√12; bioanon's is zero-mean unit-variance, so scale = "
+            "scaling/√12 matches the random part",
+        )
     elif dist == "laplace":
-        ctx.note("noise_injection.distribution", "approximate",
-                 "SEBA's Laplace(0,1) has SD √2; bioanon's unit-variance Laplace needs scale = scaling·√2")
+        ctx.note(
+            "noise_injection.distribution",
+            "approximate",
+            "SEBA's Laplace(0,1) has SD √2; bioanon's unit-variance Laplace needs scale = scaling·√2",
+        )
     if mode == "indirect":
-        ctx.note("noise_injection.type", "approximate",
-                 "SEBA's indirect mode adds no noise (bug: it returns data[1:]), so SEBA's figures are those of "
-                 "no anonymization; bioanon adds the noise to the frame differences")
+        ctx.note(
+            "noise_injection.type",
+            "approximate",
+            "SEBA's indirect mode adds no noise (bug: it returns data[1:]), so SEBA's figures are those of "
+            "no anonymization; bioanon adds the noise to the frame differences",
+        )
     ctx.note("noise_injection", "approximate", "SEBA's noise is unseeded; bioanon's is seeded (seed = 0)")
     return "gait.noise", {"noise": dist, "scale": round(scaling * _NOISE_SD[dist], 12), "mode": mode, "seed": 0}
 
@@ -381,39 +424,51 @@ def _noise_injection(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]
 def _coarsening(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     kind = ctx.choice(p, "coarsening_type", "time", ("time", "precision", "precision_inverted"))
     if kind == "time":
-        return "gait.coarsen_time", {"factor": ctx.number(p, "coarsening_factor", 10, integer=True),
-                                     "interpolation": "linear"}
+        return "gait.coarsen_time", {
+            "factor": ctx.number(p, "coarsening_factor", 10, integer=True),
+            "interpolation": "linear",
+        }
     if kind == "precision":
         decimals = ctx.number(p, "coarsening_decimals", 0, integer=True)
-        ctx.note("coarsening.coarsening_decimals", "approximate",
-                 "SEBA rounds the raw millimetres to `decimals` places; bioanon's step is in metres "
-                 "(10^-decimals mm, assuming the set is in mm as gait.seba reads it)")
+        ctx.note(
+            "coarsening.coarsening_decimals",
+            "approximate",
+            "SEBA rounds the raw millimetres to `decimals` places; bioanon's step is in metres "
+            "(10^-decimals mm, assuming the set is in mm as gait.seba reads it)",
+        )
         return "gait.coarsen_precision", {"step": 10.0 ** (-decimals) / 1000.0}
     raise _Unmappable("precision_inverted (data % decimals) has no bioanon counterpart")
 
 
 def _resampling(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     if "total_number_of_frames" in p:
-        ctx.note("resampling.total_number_of_frames", "dropped",
-                 "bioanon's gait sources resample every sequence to `frames` on load; resampling targets a "
-                 "frame rate only")
+        ctx.note(
+            "resampling.total_number_of_frames",
+            "dropped",
+            "bioanon's gait sources resample every sequence to `frames` on load; resampling targets a frame rate only",
+        )
     return "gait.resample", {"fps": float(ctx.number(p, "fps", 60))}
 
 
 def _rolling_average(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
-    ctx.note("rolling_average", "approximate", "SEBA's valid convolution shortens each sequence by window−1 "
-             "frames; bioanon keeps the length (trailing window, shorter at the start)")
-    return "gait.rolling_average", {"window": ctx.number(p, "window_size", 2, integer=True),
-                                    "alignment": "trailing"}
+    ctx.note(
+        "rolling_average",
+        "approximate",
+        "SEBA's valid convolution shortens each sequence by window−1 "
+        "frames; bioanon keeps the length (trailing window, shorter at the start)",
+    )
+    return "gait.rolling_average", {"window": ctx.number(p, "window_size", 2, integer=True), "alignment": "trailing"}
 
 
 def _trajectory(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     invert = p.get("invert", False)
     if not isinstance(invert, bool):
         raise ctx.error(f"parameter 'invert': expected true or false, got {invert!r}")
-    return "gait.trajectory_features", {"window": ctx.number(p, "window_size", 1, integer=True),
-                                        "baseline": ctx.choice(p, "type", "all", ("all", "edges")),
-                                        "output": "residual" if invert else "average"}
+    return "gait.trajectory_features", {
+        "window": ctx.number(p, "window_size", 1, integer=True),
+        "baseline": ctx.choice(p, "type", "all", ("all", "edges")),
+        "output": "residual" if invert else "average",
+    }
 
 
 _PARTS = ("head", "torso", "left_arm", "right_arm", "hip", "left_leg", "right_leg")
@@ -431,9 +486,12 @@ def _size_normalization(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, An
     axis = p.get("axis")
     if axis not in (None, 1, 2, 3, "1", "2", "3"):
         raise ctx.error(f"parameter 'axis': expected 1, 2 or 3 (SEBA's 1-based axis), got {axis!r}")
-    return "gait.size_normalization", {"by": "height", "target": float(ctx.number(p, "normalized_height", 1.8)),
-                                       "height_attribute": "height",
-                                       "axis": "all" if axis is None else "xyz"[int(axis) - 1]}
+    return "gait.size_normalization", {
+        "by": "height",
+        "target": float(ctx.number(p, "normalized_height", 1.8)),
+        "height_attribute": "height",
+        "axis": "all" if axis is None else "xyz"[int(axis) - 1],
+    }
 
 
 def _average_pose(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
@@ -450,8 +508,12 @@ def _chain(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     steps = p.get("anonymizations")
     if not isinstance(steps, list) or not steps:
         raise ctx.error("parameter 'anonymizations': expected a non-empty list of {name, params}")
-    ctx.note("chain", "approximate", "SEBA's chain never ran (it loads its steps with trait 'gait': "
-             "ModuleNotFoundError), so SEBA has no figures to compare with")
+    ctx.note(
+        "chain",
+        "approximate",
+        "SEBA's chain never ran (it loads its steps with trait 'gait': "
+        "ModuleNotFoundError), so SEBA has no figures to compare with",
+    )
     out = []
     for k, step in enumerate(steps):
         if not isinstance(step, Mapping) or "name" not in step:
@@ -469,8 +531,10 @@ MOTION_ANON: dict[str, tuple[tuple[str, ...], Mapper]] = {
     "coarsening": (("coarsening_type", "coarsening_factor", "coarsening_decimals"), _coarsening),
     "resampling": (("fps", "total_number_of_frames"), _resampling),
     "rolling_average": (("window_size",), _rolling_average),
-    "motion_extraction": (("difference",), lambda p, ctx: (
-        "gait.motion_extraction", {"lag": ctx.number(p, "difference", 1, integer=True)})),
+    "motion_extraction": (
+        ("difference",),
+        lambda p, ctx: ("gait.motion_extraction", {"lag": ctx.number(p, "difference", 1, integer=True)}),
+    ),
     "trajectory_feature_extraction": (("type", "window_size", "invert"), _trajectory),
     "remove_parts": (("body_parts", "invert"), _remove_parts),
     "sum_of_parts": ((), _fixed("gait.sum_of_parts", distance=0.5)),
@@ -489,8 +553,7 @@ def _eyemask(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     h, _ = ctx.face_size("eyemask")
     center, dist = ctx.number(p, "center", 85), ctx.number(p, "dist", 70)
     top, bottom = max(0.0, (center - dist) / h), min(1.0, (center + dist) / h)
-    return "face.eye_mask", {"top": round(top, 6), "bottom": round(bottom, 6), "left": 0.0, "right": 1.0,
-                             "value": 0}
+    return "face.eye_mask", {"top": round(top, 6), "bottom": round(bottom, 6), "left": 0.0, "right": 1.0, "value": 0}
 
 
 def _gaussianblur(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
@@ -500,8 +563,11 @@ def _gaussianblur(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
 
 
 def _gaussnoise(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
-    ctx.note("gaussnoise", "approximate", "SEBA draws into a uint8 buffer, so only positive (brightening) noise "
-             "is added; bioanon's noise is zero-mean")
+    ctx.note(
+        "gaussnoise",
+        "approximate",
+        "SEBA draws into a uint8 buffer, so only positive (brightening) noise is added; bioanon's noise is zero-mean",
+    )
     return "face.gaussian_noise", {"sigma": float(ctx.number(p, "sigma", 10)), "seed": 0}
 
 
@@ -515,13 +581,19 @@ def _blockpermutate(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     for key in ("seed", "blocksize"):
         if key not in p:
             raise ctx.error(f"blockpermutate: missing required parameter {key!r}")
-    return "face.block_permutation", {"block_size": ctx.number(p, "blocksize", 0, integer=True),
-                                      "key": _int_seed(p["seed"])}
+    return "face.block_permutation", {
+        "block_size": ctx.number(p, "blocksize", 0, integer=True),
+        "key": _int_seed(p["seed"]),
+    }
 
 
 def _pxlreloc(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
-    ctx.note("pxlreloc", "approximate", "SEBA shifts pixels `steps` positions along a spiral; bioanon's pixel "
-             "relocation runs `steps` rounds of keyed row/column shifts (same idea, other algorithm)")
+    ctx.note(
+        "pxlreloc",
+        "approximate",
+        "SEBA shifts pixels `steps` positions along a spiral; bioanon's pixel "
+        "relocation runs `steps` rounds of keyed row/column shifts (same idea, other algorithm)",
+    )
     return "face.pixel_relocation", {"steps": ctx.number(p, "steps", 50, integer=True)}
 
 
@@ -533,42 +605,65 @@ def _required(p: dict[str, Any], ctx: _Ctx, name: str, keys: tuple[str, ...]) ->
 
 def _dppix(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     _required(p, ctx, "dppix", ("e", "b", "m"))
-    return "face.dp_pix", {"epsilon": float(ctx.number(p, "e", 0)), "b": ctx.number(p, "b", 0, integer=True),
-                           "m": ctx.number(p, "m", 0, integer=True), "seed": 0}
+    return "face.dp_pix", {
+        "epsilon": float(ctx.number(p, "e", 0)),
+        "b": ctx.number(p, "b", 0, integer=True),
+        "m": ctx.number(p, "m", 0, integer=True),
+        "seed": 0,
+    }
 
 
 def _dpsamp(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     _required(p, ctx, "dpsamp", ("e", "k", "m", "threshold"))
-    return "face.dp_samp", {"epsilon": float(ctx.number(p, "e", 0)), "k": ctx.number(p, "k", 0, integer=True),
-                            "m": ctx.number(p, "m", 0, integer=True),
-                            "threshold": float(ctx.number(p, "threshold", 0)),
-                            "seed": _int_seed(p.get("seed", 0) if p.get("seed") is not None else 0)}
+    return "face.dp_samp", {
+        "epsilon": float(ctx.number(p, "e", 0)),
+        "k": ctx.number(p, "k", 0, integer=True),
+        "m": ctx.number(p, "m", 0, integer=True),
+        "threshold": float(ctx.number(p, "threshold", 0)),
+        "seed": _int_seed(p.get("seed", 0) if p.get("seed") is not None else 0),
+    }
 
 
 def _dpsnow(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     _required(p, ctx, "dpsnow", ("d",))
     d = float(ctx.number(p, "d", 0))
-    ctx.note("dpsnow.d", "approximate", "SEBA replaces a 1−d share of the pixels, bioanon's d is the share "
-             "replaced: d = 1 − SEBA's d")
-    return "face.dp_snow", {"d": round(1.0 - d, 12), "grey": 127,
-                            "seed": _int_seed(p.get("seed", 0) if p.get("seed") is not None else 0)}
+    ctx.note(
+        "dpsnow.d",
+        "approximate",
+        "SEBA replaces a 1−d share of the pixels, bioanon's d is the share replaced: d = 1 − SEBA's d",
+    )
+    return "face.dp_snow", {
+        "d": round(1.0 - d, 12),
+        "grey": 127,
+        "seed": _int_seed(p.get("seed", 0) if p.get("seed") is not None else 0),
+    }
 
 
 def _ksame(method_id: str) -> Mapper:
     def mapper(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
         _required(p, ctx, method_id, ("k", "pcan"))
-        return method_id, {"k": ctx.number(p, "k", 0, integer=True),
-                           "n_components": ctx.number(p, "pcan", 0, integer=True)}
+        return method_id, {
+            "k": ctx.number(p, "k", 0, integer=True),
+            "n_components": ctx.number(p, "pcan", 0, integer=True),
+        }
+
     return mapper
 
 
 def _krtio(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
     _required(p, ctx, "krtio", ("key",))
-    ctx.note("krtio.overlay", "approximate", "SEBA draws the overlays from a separate set (krtio-overlay) with "
-             "an AES-keyed PRF; bioanon uses the background set and a SplitMix64-keyed PRF")
-    return "face.k_rtio", {"key": _int_seed(p["key"]), "alpha": float(ctx.number(p, "alpha", 0.5)),
-                           "block_size": ctx.number(p, "blocksize", 60, integer=True),
-                           "k": ctx.number(p, "k", 3, integer=True)}
+    ctx.note(
+        "krtio.overlay",
+        "approximate",
+        "SEBA draws the overlays from a separate set (krtio-overlay) with "
+        "an AES-keyed PRF; bioanon uses the background set and a SplitMix64-keyed PRF",
+    )
+    return "face.k_rtio", {
+        "key": _int_seed(p["key"]),
+        "alpha": float(ctx.number(p, "alpha", 0.5)),
+        "block_size": ctx.number(p, "blocksize", 60, integer=True),
+        "k": ctx.number(p, "k", 3, integer=True),
+    }
 
 
 def _blackbox(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
@@ -590,10 +685,14 @@ FACE_ANON: dict[str, tuple[tuple[str, ...], Mapper]] = {
     "ksamepixel": (("k", "pcan"), _ksame("face.k_same_pixel")),
     "ksameeigen": (("k", "pcan"), _ksame("face.k_same_eigen")),
     "krtio": (("key", "overlay", "alpha", "blocksize", "k"), _krtio),
-    "arpoison": (("coefficients", "offset"), _dropped(
-        "autoregressive-process poisoning needs SEBA's external bin/arps; no bioanon counterpart")),
-    "pick": (("dataset", "hardlink"), _dropped(
-        "imports images anonymized elsewhere; in bioanon, evaluate such images as their own data set")),
+    "arpoison": (
+        ("coefficients", "offset"),
+        _dropped("autoregressive-process poisoning needs SEBA's external bin/arps; no bioanon counterpart"),
+    ),
+    "pick": (
+        ("dataset", "hardlink"),
+        _dropped("imports images anonymized elsewhere; in bioanon, evaluate such images as their own data set"),
+    ),
     "deepprivacy": (("model",), _dropped("DeepPrivacy (external GAN, pretrained weights): no bioanon counterpart")),
     "ciagan": ((), _dropped("CIAGAN (external GAN, pretrained weights): no bioanon counterpart")),
     "fawkes": (("mode", "no_align"), _dropped("Fawkes (external cloaking tool): no bioanon counterpart")),
@@ -614,37 +713,62 @@ def _fantomas(method_id: str) -> Mapper:
             loss = "ssim"
         if loss not in _LOSSES:
             raise ctx.error(f"{method_id}: parameter 'loss': expected ssim, msssim, mse or mae, got {loss!r}")
-        out = {"resolution": [SEBA_FACE_SIZE, SEBA_FACE_SIZE], "features": ctx.number(p, "features", 9, integer=True),
-               "loss": _LOSSES[loss], "epochs": ctx.number(p, "epochs", 0, integer=True),
-               "lr": float(ctx.number(p, "learning_rate", 0)),
-               "validation": round(1.0 - float(ctx.number(p, "train_rate", 0)), 12),
-               "batch_size": ctx.number(p, "train_batch_size", 64, integer=True),
-               "patience": ctx.number(p, "early_stop", 20, integer=True)}
+        out = {
+            "resolution": [SEBA_FACE_SIZE, SEBA_FACE_SIZE],
+            "features": ctx.number(p, "features", 9, integer=True),
+            "loss": _LOSSES[loss],
+            "epochs": ctx.number(p, "epochs", 0, integer=True),
+            "lr": float(ctx.number(p, "learning_rate", 0)),
+            "validation": round(1.0 - float(ctx.number(p, "train_rate", 0)), 12),
+            "batch_size": ctx.number(p, "train_batch_size", 64, integer=True),
+            "patience": ctx.number(p, "early_stop", 20, integer=True),
+        }
         if p.get("reduce_lr", True) is False:
             out["lr_factor"] = 1.0
         return ("face.fantomas" if method_id == "convlinae" else "face.fantomas_conv"), out
+
     return mapper
 
 
 def _resample_inv(kind: str) -> Mapper:
     def mapper(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
-        ctx.note(kind, "approximate", "SEBA's resample de-anonymizers fail at import (SsimRecognition was "
-                 "renamed), so SEBA has no figures; bioanon learns the factor on the attacker pairs")
+        ctx.note(
+            kind,
+            "approximate",
+            "SEBA's resample de-anonymizers fail at import (SsimRecognition was "
+            "renamed), so SEBA has no figures; bioanon learns the factor on the attacker pairs",
+        )
         if ctx.number(p, "resample", 0) != 0:
             ctx.note(f"{kind}.resample", "dropped", "a fixed factor: bioanon always learns it")
         return "face.resample_inversion", {"interpolations": ["linear" if kind == "linear" else "cubic"]}
+
     return mapper
 
 
-_TORCH_PARAMS = ("epochs", "learning_rate", "train_rate", "loss", "features", "train_batch_size",
-                 "validation_batch_size", "reduce_lr", "early_stop")
+_TORCH_PARAMS = (
+    "epochs",
+    "learning_rate",
+    "train_rate",
+    "loss",
+    "features",
+    "train_batch_size",
+    "validation_batch_size",
+    "reduce_lr",
+    "early_stop",
+)
 FACE_DEANON: dict[str, tuple[tuple[str, ...], Mapper]] = {
     "convlinae": (_TORCH_PARAMS, _fantomas("convlinae")),
     "convae": (_TORCH_PARAMS, _fantomas("convae")),
-    "feedforward": (_TORCH_PARAMS, _dropped(
-        "SEBA's feedforward crashes (math.prod of an int); the closest bioanon method is any.mlp_inversion")),
-    "applymodel": (("model",), _dropped("applies a pickled torch model; bioanon loads state dicts through a "
-                                        "de-anonymizer's weights parameter")),
+    "feedforward": (
+        _TORCH_PARAMS,
+        _dropped("SEBA's feedforward crashes (math.prod of an int); the closest bioanon method is any.mlp_inversion"),
+    ),
+    "applymodel": (
+        ("model",),
+        _dropped(
+            "applies a pickled torch model; bioanon loads state dicts through a de-anonymizer's weights parameter"
+        ),
+    ),
     "linear": (("resample", "final_res"), _resample_inv("linear")),
     "bicubic": (("resample", "final_res"), _resample_inv("bicubic")),
     "resample": (("resample", "final_res"), _resample_inv("linear")),
@@ -653,8 +777,10 @@ FACE_DEANON: dict[str, tuple[tuple[str, ...], Mapper]] = {
     "blindwiener": ((), _fixed("face.wiener")),
     "rldeconv": ((), _fixed("face.richardson_lucy")),
     "wavelet": ((), _fixed("face.wavelet_denoise")),
-    "interpolate_empty": (("min_confidence", "threshold", "empty"), lambda p, ctx: (
-        "face.neighbour_interpolation", {"value": ctx.number(p, "empty", 0, integer=True)})),
+    "interpolate_empty": (
+        ("min_confidence", "threshold", "empty"),
+        lambda p, ctx: ("face.neighbour_interpolation", {"value": ctx.number(p, "empty", 0, integer=True)}),
+    ),
     "learn_permutation": (("max_img_b", "max_img_c"), _fixed("face.learned_permutation")),
     "mprnet": ((), _dropped("MPRNet (external repository and weights): no bioanon counterpart")),
     "stripformer": ((), _dropped("Stripformer (external repository and weights): no bioanon counterpart")),
@@ -666,20 +792,25 @@ FACE_DEANON: dict[str, tuple[tuple[str, ...], Mapper]] = {
 
 # -- privacy (recognizers) -------------------------------------------------------------------------------
 
-_SKLEARN: dict[str, tuple[str, dict[str, Any]]] = {"svm": ("gait.svm", {"kernel": "rbf", "c": 1.0}),
-            "randomForest": ("gait.random_forest", {"n_estimators": 10, "seed": 0}),
-            "kNeighbors": ("gait.knn", {"k": 3})}
+_SKLEARN: dict[str, tuple[str, dict[str, Any]]] = {
+    "svm": ("gait.svm", {"kernel": "rbf", "c": 1.0}),
+    "randomForest": ("gait.random_forest", {"n_estimators": 10, "seed": 0}),
+    "kNeighbors": ("gait.knn", {"k": 3}),
+}
 
 
 def _sklearn_features(p: dict[str, Any], ctx: _Ctx, name: str) -> dict[str, Any]:
     rep = ctx.choice(p, "feature_rep", "simple", ("none", "flatten", "simple", "segment"))
     if rep == "segment":
-        raise _Unmappable("the 'segment' features (per-window statistics of body-part means) have no gait "
-                          "counterpart")
+        raise _Unmappable("the 'segment' features (per-window statistics of body-part means) have no gait counterpart")
     if rep == "none":
         ctx.note(f"{name}.feature_rep", "approximate", "'none' (raw 1-D poses) is read as flatten")
-    ctx.note(f"{name}.feature_rep", "approximate", "SEBA's features are not translation-invariant: centering = "
-             "'none' reproduces them; bioanon's default 'frame' gives a stronger attacker")
+    ctx.note(
+        f"{name}.feature_rep",
+        "approximate",
+        "SEBA's features are not translation-invariant: centering = "
+        "'none' reproduces them; bioanon's default 'frame' gives a stronger attacker",
+    )
     return {"features": "flatten" if rep in ("none", "flatten") else "simple", "centering": "none"}
 
 
@@ -689,8 +820,11 @@ def _motion_privacy(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
         raise _Unmappable(f"classifier {clf!r} has no gait counterpart (svm, randomForest, kNeighbors do)")
     method_id, params = _SKLEARN[clf]
     if clf == "kNeighbors":
-        ctx.note("sklearn.classifier", "approximate", "SEBA's KNN(3) votes; gait.knn averages the k nearest "
-                 "enrolled samples per class")
+        ctx.note(
+            "sklearn.classifier",
+            "approximate",
+            "SEBA's KNN(3) votes; gait.knn averages the k nearest enrolled samples per class",
+        )
     if "attribute_conversion" in p:
         ctx.note("sklearn.attribute_conversion", "ignored", "bioanon encodes the label's values itself")
     out = {**_sklearn_features(p, ctx, "sklearn"), **params}
@@ -716,21 +850,31 @@ def _pcasvm(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
 
 
 def _arcface(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
-    ctx.note("arcface", "approximate", "SEBA trains insightface's r50 (combined margin 0.4, 512-d, batch 128, "
-             "lr 0.1, 40 epochs, fp16); face.arcface preset 'paper' is a ResNet-50 at 112×112 with an additive "
-             "angular margin")
+    ctx.note(
+        "arcface",
+        "approximate",
+        "SEBA trains insightface's r50 (combined margin 0.4, 512-d, batch 128, "
+        "lr 0.1, 40 epochs, fp16); face.arcface preset 'paper' is a ResNet-50 at 112×112 with an additive "
+        "angular margin",
+    )
     return "face.arcface", {"preset": "paper", "epochs": 40, "batch_size": 128}
 
 
 def _learnpcasvm(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
-    ctx.note("learnpcasvm", "approximate", "SEBA searches PCA size, whitening, C, class weights and kernel with "
-             "BayesSearchCV (64 steps); bioanon has no search: any.pca_svm with SEBA's pcasvm defaults")
+    ctx.note(
+        "learnpcasvm",
+        "approximate",
+        "SEBA searches PCA size, whitening, C, class weights and kernel with "
+        "BayesSearchCV (64 steps); bioanon has no search: any.pca_svm with SEBA's pcasvm defaults",
+    )
     return _pcasvm({}, ctx)
 
 
 MOTION_PRIVACY: dict[str, tuple[tuple[str, ...], Mapper]] = {
-    "sklearn": (("feature_rep", "classifier", "number_of_splits", "attribute", "attribute_conversion"),
-                _motion_privacy),
+    "sklearn": (
+        ("feature_rep", "classifier", "number_of_splits", "attribute", "attribute_conversion"),
+        _motion_privacy,
+    ),
 }
 FACE_PRIVACY: dict[str, tuple[tuple[str, ...], Mapper]] = {
     "pcasvm": ((), _pcasvm),  # any sklearn Pipeline parameter (step__param)
@@ -739,9 +883,13 @@ FACE_PRIVACY: dict[str, tuple[tuple[str, ...], Mapper]] = {
     "frknn": ((), _fixed("face.dlib_knn", k=0)),
     "landmarks": ((), _dropped("MediaPipe landmarks: no bioanon counterpart")),
     "learnlandmarks": ((), _dropped("MediaPipe landmarks: no bioanon counterpart")),
-    "deepface": (("model", "detector", "distance"), _dropped(
-        "deepface's pretrained VGG-Face (patched deepface 0.0.65): no bioanon counterpart; face.arcface or "
-        "face.dlib_knn are strong attackers")),
+    "deepface": (
+        ("model", "detector", "distance"),
+        _dropped(
+            "deepface's pretrained VGG-Face (patched deepface 0.0.65): no bioanon counterpart; face.arcface or "
+            "face.dlib_knn are strong attackers"
+        ),
+    ),
     "rekognition": ((), _dropped("AWS Rekognition (a cloud account): no bioanon counterpart")),
     "ssim": ((), _dropped("SEBA's ssim recognizer can never be right (it returns point names, not identities)")),
 }
@@ -758,12 +906,20 @@ def _motion_attribute_utility(name: str) -> Mapper:
             raise ctx.error(f"{name}: missing required parameter 'attribute'")
         clf = p.get("classifier", "svm")
         if clf not in _UTIL_CLASSIFIERS:
-            ctx.note(f"{name}.classifier", "approximate", f"classifier {clf!r}: gait.attribute_accuracy has "
-                     f"random_forest, logistic_regression and knn; random_forest is used")
+            ctx.note(
+                f"{name}.classifier",
+                "approximate",
+                f"classifier {clf!r}: gait.attribute_accuracy has "
+                f"random_forest, logistic_regression and knn; random_forest is used",
+            )
         feats = _sklearn_features(p, ctx, name)
-        return "gait.attribute_accuracy", {"attribute": str(p["attribute"]), "features": feats["features"],
-                                           "centering": "none",
-                                           "classifier": _UTIL_CLASSIFIERS.get(clf, "random_forest")}
+        return "gait.attribute_accuracy", {
+            "attribute": str(p["attribute"]),
+            "features": feats["features"],
+            "centering": "none",
+            "classifier": _UTIL_CLASSIFIERS.get(clf, "random_forest"),
+        }
+
     return mapper
 
 
@@ -782,23 +938,34 @@ def _time_series(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
 
 
 MOTION_UTILITY: dict[str, tuple[tuple[str, ...], Mapper]] = {
-    "sklearn": (("attribute", "attribute_conversion", "classifier", "feature_rep", "number_of_splits"),
-                _motion_attribute_utility("sklearn")),
-    "datapoint_classification": (("attribute", "classifier", "feature_rep", "number_of_splits"),
-                                 _motion_attribute_utility("datapoint_classification")),
+    "sklearn": (
+        ("attribute", "attribute_conversion", "classifier", "feature_rep", "number_of_splits"),
+        _motion_attribute_utility("sklearn"),
+    ),
+    "datapoint_classification": (
+        ("attribute", "classifier", "feature_rep", "number_of_splits"),
+        _motion_attribute_utility("datapoint_classification"),
+    ),
     "time_series_distance": (_DISTANCE_KEYS + ("step",), _time_series),
 }
 
 
 def _lpips(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
-    ctx.note("lpips", "approximate", "LPIPS needs pretrained AlexNet/VGG weights (and SEBA scales its input "
-             "wrongly); face.perceptual_similarity trains its own small auto-encoder")
+    ctx.note(
+        "lpips",
+        "approximate",
+        "LPIPS needs pretrained AlexNet/VGG weights (and SEBA scales its input "
+        "wrongly); face.perceptual_similarity trains its own small auto-encoder",
+    )
     return "face.perceptual_similarity", {}
 
 
 def _detection(p: dict[str, Any], ctx: _Ctx) -> tuple[str, dict[str, Any]]:
-    ctx.note("detection", "approximate", "SEBA's MediaPipe detector confidence; bioanon's is OpenCV's Haar "
-             "cascade confidence")
+    ctx.note(
+        "detection",
+        "approximate",
+        "SEBA's MediaPipe detector confidence; bioanon's is OpenCV's Haar cascade confidence",
+    )
     return "face.detection_confidence", {}
 
 
@@ -806,8 +973,13 @@ FACE_UTILITY: dict[str, tuple[tuple[str, ...], Mapper]] = {
     "ssim": ((), _fixed("face.ssim")),
     "lpips": (("net",), _lpips),
     "detection": ((), _detection),
-    "attributes": ((), _dropped("deepface's emotion, race, sex and age models: no bioanon counterpart; "
-                                "face.attribute_accuracy measures one stored attribute")),
+    "attributes": (
+        (),
+        _dropped(
+            "deepface's emotion, race, sex and age models: no bioanon counterpart; "
+            "face.attribute_accuracy measures one stored attribute"
+        ),
+    ),
     "landmarks_mediapipe": ((), _dropped("MediaPipe landmarks: no bioanon counterpart")),
     "landmarks_retinaface": ((), _dropped("RetinaFace landmarks: no bioanon counterpart")),
 }
@@ -821,16 +993,26 @@ def _map_selector(sel: Any, ctx: _Ctx) -> tuple[dict[str, Any], int | None]:
     if not isinstance(sel, Mapping) or "name" not in sel:
         raise ctx.error("selector: expected a mapping with a name (and params)")
     name, p = sel["name"], sel.get("params") or {}
-    known = {"random": ("ids", "min_imgs_per_id", "max_imgs_per_id"), "classification": ("ids", "key"),
-             "center": ("ids", "attributes", "encoding"), "greedy": ("ids", "attributes", "encoding"),
-             "distinctive": ("ids", "min_imgs_per_id"), "mostpoints": ("ids", "offset"),
-             "datapoint_type": ("selected_types",), "full": ()}
+    known = {
+        "random": ("ids", "min_imgs_per_id", "max_imgs_per_id"),
+        "classification": ("ids", "key"),
+        "center": ("ids", "attributes", "encoding"),
+        "greedy": ("ids", "attributes", "encoding"),
+        "distinctive": ("ids", "min_imgs_per_id"),
+        "mostpoints": ("ids", "offset"),
+        "datapoint_type": ("selected_types",),
+        "full": (),
+    }
     _check_known(name, p, known.get(name), known, "selector", ctx)
     ids = ctx.number(p, "ids", 0, integer=True) if "ids" in p else None
     for key in ("min_imgs_per_id", "max_imgs_per_id"):
         if p.get(key) is not None:
-            ctx.note(f"{name}.{key}", "dropped", "bioanon selects whole subjects; subjects with too few samples "
-                     "to enrol and test are kept out automatically")
+            ctx.note(
+                f"{name}.{key}",
+                "dropped",
+                "bioanon selects whole subjects; subjects with too few samples "
+                "to enrol and test are kept out automatically",
+            )
     if name == "random":
         return {"id": "any.select_random"}, ids
     if name == "classification":
@@ -839,27 +1021,42 @@ def _map_selector(sel: Any, ctx: _Ctx) -> tuple[dict[str, Any], int | None]:
         if "encoding" in p:
             ctx.note(f"{name}.encoding", "ignored", "bioanon one-hot encodes categorical attributes itself")
         if name == "greedy":
-            ctx.note("greedy", "approximate", "SEBA's greedy is max-min farthest-point; bioanon's metadata "
-                     "selector adds the subject farthest from the chosen ones' mean (SEBA's center)")
+            ctx.note(
+                "greedy",
+                "approximate",
+                "SEBA's greedy is max-min farthest-point; bioanon's metadata "
+                "selector adds the subject farthest from the chosen ones' mean (SEBA's center)",
+            )
         attributes = p.get("attributes") or []
         return {"id": "any.select_metadata", "params": {"attributes": [str(a) for a in attributes]}}, ids
     if name == "distinctive":
-        ctx.note("distinctive", "approximate", "SEBA scores subjects with ArcFace embeddings; bioanon's "
-                 "distinctive selector uses its own recognizer (any.lda_cosine)")
+        ctx.note(
+            "distinctive",
+            "approximate",
+            "SEBA scores subjects with ArcFace embeddings; bioanon's "
+            "distinctive selector uses its own recognizer (any.lda_cosine)",
+        )
         return {"id": "any.select_distinctive"}, ids
     if name == "full":
         return {"id": "any.select_random"}, None
-    ctx.note(name, "dropped", {"mostpoints": "no selector ranks subjects by their number of samples",
-                               "datapoint_type": "selects samples by type, not subjects: filter the data set "
-                                                 "instead"}[name] + "; random selection is used")
+    ctx.note(
+        name,
+        "dropped",
+        {
+            "mostpoints": "no selector ranks subjects by their number of samples",
+            "datapoint_type": "selects samples by type, not subjects: filter the data set instead",
+        }[name]
+        + "; random selection is used",
+    )
     return {"id": "any.select_random"}, ids
 
 
 # -- shared ----------------------------------------------------------------------------------------------
 
 
-def _check_known(name: Any, params: Any, known: tuple[str, ...] | None, table: Mapping[str, Any], what: str,
-                 ctx: _Ctx) -> None:
+def _check_known(
+    name: Any, params: Any, known: tuple[str, ...] | None, table: Mapping[str, Any], what: str, ctx: _Ctx
+) -> None:
     if not isinstance(name, str) or known is None:
         close = difflib.get_close_matches(str(name), list(table), n=1, cutoff=0.6)
         hint = f"did you mean {close[0]!r}?" if close else f"known: {', '.join(sorted(table))}"
@@ -876,8 +1073,9 @@ def _check_known(name: Any, params: Any, known: tuple[str, ...] | None, table: M
         raise ctx.error(f"unknown parameter {key!r} of SEBA {what} {name!r}; {hint}")
 
 
-def _map_method(table: Mapping[str, tuple[tuple[str, ...], Mapper]], what: str, spec: Any, ctx: _Ctx
-                ) -> tuple[str, dict[str, Any]]:
+def _map_method(
+    table: Mapping[str, tuple[tuple[str, ...], Mapper]], what: str, spec: Any, ctx: _Ctx
+) -> tuple[str, dict[str, Any]]:
     """(bioanon id, params) of a SEBA ``{name, params}``; raises _Unmappable or ConfigError."""
     if not isinstance(spec, Mapping) or "name" not in spec:
         raise ctx.error(f"expected a mapping with a name (and params) for the {what}")
@@ -903,10 +1101,18 @@ def _int_seed(value: Any) -> int:
 # --------------------------------------------------------------------------------------------------- traits
 
 _TRAIT_TABLES = {
-    "motion": {"anonymization": MOTION_ANON, "privacy": MOTION_PRIVACY, "utility": MOTION_UTILITY,
-               "deanonymization": {}},
-    "face": {"anonymization": FACE_ANON, "privacy": FACE_PRIVACY, "utility": FACE_UTILITY,
-             "deanonymization": FACE_DEANON},
+    "motion": {
+        "anonymization": MOTION_ANON,
+        "privacy": MOTION_PRIVACY,
+        "utility": MOTION_UTILITY,
+        "deanonymization": {},
+    },
+    "face": {
+        "anonymization": FACE_ANON,
+        "privacy": FACE_PRIVACY,
+        "utility": FACE_UTILITY,
+        "deanonymization": FACE_DEANON,
+    },
 }
 
 
@@ -980,20 +1186,33 @@ def _implied_method(kind: str, spec: dict[str, Any], trait: str, ctx: _Ctx) -> d
     if spec["name"] in _TRAIT_TABLES[trait][kind]:
         return spec
     if kind == "privacy":
-        ctx.note(spec["name"], "approximate", "SEBA's generate_run_configs adds arcface, a face method (SEBA "
-                 "fails on a motion set); SEBA's motion attacker sklearn with its defaults is used")
+        ctx.note(
+            spec["name"],
+            "approximate",
+            "SEBA's generate_run_configs adds arcface, a face method (SEBA "
+            "fails on a motion set); SEBA's motion attacker sklearn with its defaults is used",
+        )
         return {"name": "sklearn", "params": {}}
-    ctx.note(spec["name"], "dropped", "SEBA's generate_run_configs adds the face detection utility, which "
-             "SEBA cannot run on a motion set")
+    ctx.note(
+        spec["name"],
+        "dropped",
+        "SEBA's generate_run_configs adds the face detection utility, which SEBA cannot run on a motion set",
+    )
     return None
 
 
 _REQUIRED = ("exp", "dataset", "seed", "selector", "anonymization", "rates")
 
 
-def import_seba(path: str | os.PathLike[str], *, data_dir: str | os.PathLike[str] | None = None,
-                trait: str | None = None, fidelity: bool = True, out_dir: str | os.PathLike[str] | None = None,
-                name: str | None = None) -> SebaImport:
+def import_seba(
+    path: str | os.PathLike[str],
+    *,
+    data_dir: str | os.PathLike[str] | None = None,
+    trait: str | None = None,
+    fidelity: bool = True,
+    out_dir: str | os.PathLike[str] | None = None,
+    name: str | None = None,
+) -> SebaImport:
     """Convert a SEBA run config (or experiment config) into bioanon configs.
 
     Parameters
@@ -1038,8 +1257,10 @@ def _map_entry(entry: _Entry, file: Path, data: Path, trait_arg: str | None) -> 
             raise ctx.error(f"missing required key config.{key}")
     unknown = set(map(str, c)) - set(_REQUIRED) - {"privacy", "utility", "deanonymization", "cleanup"}
     if unknown:
-        raise ctx.error(f"unknown keys {sorted(unknown)} in config (SEBA reads exp, dataset, seed, selector, "
-                        f"anonymization, deanonymization, privacy, utility, rates, cleanup)")
+        raise ctx.error(
+            f"unknown keys {sorted(unknown)} in config (SEBA reads exp, dataset, seed, selector, "
+            f"anonymization, deanonymization, privacy, utility, rates, cleanup)"
+        )
     exp = c["exp"]
     if exp not in ("anon", "deanon"):
         raise ctx.error(f"config.exp: expected anon or deanon, got {exp!r}")
@@ -1052,8 +1273,10 @@ def _map_entry(entry: _Entry, file: Path, data: Path, trait_arg: str | None) -> 
         raise ctx.error(f"config.dataset: expected the name of a set under data/, got {dataset!r}")
     trait = _meta_trait(data, dataset) or trait_arg or _names_trait(c)
     if trait is None:
-        raise ctx.error(f"cannot tell the trait of data set {dataset!r}: {data / (dataset + '.meta.yaml')} is "
-                        f"not there and the method names fit both motion and face; give --trait or --data")
+        raise ctx.error(
+            f"cannot tell the trait of data set {dataset!r}: {data / (dataset + '.meta.yaml')} is "
+            f"not there and the method names fit both motion and face; give --trait or --data"
+        )
     named = _names_trait(c)
     if named is not None and named != trait:
         raise ctx.error(f"data set {dataset!r} holds {trait} data, but the methods are SEBA {named} methods")
@@ -1070,11 +1293,19 @@ def _map_entry(entry: _Entry, file: Path, data: Path, trait_arg: str | None) -> 
     anonbg, attacker = (ctx.number(rates, k, 0) for k in ("anonbg", "attacker"))
     enroll = ctx.number(rates, "enroll", 0)
     if not (0 <= anonbg and 0 < attacker and anonbg + attacker < 1):
-        raise ctx.error(f"config.rates: bioanon needs anonbg ≥ 0, attacker > 0 and anonbg + attacker < 1 (the "
-                        f"evaluation set gets the rest), got anonbg {anonbg}, attacker {attacker}")
+        raise ctx.error(
+            f"config.rates: bioanon needs anonbg ≥ 0, attacker > 0 and anonbg + attacker < 1 (the "
+            f"evaluation set gets the rest), got anonbg {anonbg}, attacker {attacker}"
+        )
     if anonbg == 0:
-        notes.append(Note(where, "rates.anonbg", "approximate", "SEBA turns an empty background into a full copy "
-                          "(bug); bioanon's background = 0 means none"))
+        notes.append(
+            Note(
+                where,
+                "rates.anonbg",
+                "approximate",
+                "SEBA turns an empty background into a full copy (bug); bioanon's background = 0 means none",
+            )
+        )
 
     # the privacy / utility method (privacy wins, as in SEBA)
     recognizer = utility = None
@@ -1101,8 +1332,14 @@ def _map_entry(entry: _Entry, file: Path, data: Path, trait_arg: str | None) -> 
     except _Unmappable as exc:
         notes.append(Note(ctx.where, str(spec.get("name")), "dropped", str(exc)))
     if kind == "privacy" and not 0 < enroll < 1:
-        notes.append(Note(f"{where}.rates", "enroll", "dropped", f"enroll {enroll}: bioanon enrols a share in "
-                          f"(0, 1) of each subject's samples; 0.5 is used"))
+        notes.append(
+            Note(
+                f"{where}.rates",
+                "enroll",
+                "dropped",
+                f"enroll {enroll}: bioanon enrols a share in (0, 1) of each subject's samples; 0.5 is used",
+            )
+        )
         enroll = 0.5
 
     ctx.where = f"{where}.anonymization"
@@ -1116,8 +1353,14 @@ def _map_entry(entry: _Entry, file: Path, data: Path, trait_arg: str | None) -> 
     deanon = None
     scenarios = ["parrot"]
     if exp == "anon" and "deanonymization" in c:
-        notes.append(Note(f"{where}.deanonymization", str((c["deanonymization"] or {}).get("name")), "ignored",
-                          "SEBA's anon experiment does not de-anonymize (use exp: deanon)"))
+        notes.append(
+            Note(
+                f"{where}.deanonymization",
+                str((c["deanonymization"] or {}).get("name")),
+                "ignored",
+                "SEBA's anon experiment does not de-anonymize (use exp: deanon)",
+            )
+        )
     if exp == "deanon":
         ctx.where = f"{where}.deanonymization"
         spec = c["deanonymization"]
@@ -1139,28 +1382,58 @@ def _map_entry(entry: _Entry, file: Path, data: Path, trait_arg: str | None) -> 
     per_round = _has_round(seed_template)
     seed = _int_seed(_substitute(seed_template, "0"))
     if not isinstance(seed_template, int) and not str(_substitute(seed_template, "0")).isdigit():
-        notes.append(Note(where, "seed", "approximate", f"seed {seed_template!r} is not an integer: bioanon seeds "
-                          f"are integers, CRC-32 of round 0's seed = {seed} is used"))
+        notes.append(
+            Note(
+                where,
+                "seed",
+                "approximate",
+                f"seed {seed_template!r} is not an integer: bioanon seeds "
+                f"are integers, CRC-32 of round 0's seed = {seed} is used",
+            )
+        )
     repeats = entry.repeat if per_round else 1
     if entry.repeat > 1 and not per_round:
-        notes.append(Note(where, "repeat", "approximate", f"repeat {entry.repeat} without $ROUND in the seed "
-                          f"reruns SEBA on the same split (and its cache reuses the anonymized sets); bioanon is "
-                          f"seeded, so one run gives the same numbers: repeats = 1 (raise it for independent "
-                          f"splits)"))
+        notes.append(
+            Note(
+                where,
+                "repeat",
+                "approximate",
+                f"repeat {entry.repeat} without $ROUND in the seed "
+                f"reruns SEBA on the same split (and its cache reuses the anonymized sets); bioanon is "
+                f"seeded, so one run gives the same numbers: repeats = 1 (raise it for independent "
+                f"splits)",
+            )
+        )
     if entry.repeat > 1 and _has_round({k: v for k, v in entry.template.items() if k != "seed"}):
-        notes.append(Note(where, "$ROUND", "approximate", "$ROUND outside the seed: SEBA pairs round r's split "
-                          "with round r's value; bioanon crosses the values (a grid or several methods) with "
-                          "the repeats"))
+        notes.append(
+            Note(
+                where,
+                "$ROUND",
+                "approximate",
+                "$ROUND outside the seed: SEBA pairs round r's split "
+                "with round r's value; bioanon crosses the values (a grid or several methods) with "
+                "the repeats",
+            )
+        )
     fixed = {
-        "exp": exp, "trait": trait, "dataset": dataset, "seed": seed, "repeats": repeats, "label": label,
-        "scenarios": scenarios, "background": anonbg, "attacker": attacker, "selector": selector,
+        "exp": exp,
+        "trait": trait,
+        "dataset": dataset,
+        "seed": seed,
+        "repeats": repeats,
+        "label": label,
+        "scenarios": scenarios,
+        "background": anonbg,
+        "attacker": attacker,
+        "selector": selector,
         "deanonymizer": deanon,
     }
     group_key = tuple(json.dumps(fixed[k], sort_keys=True) for k in sorted(fixed) if k != "label")
     if anonymizer is None or (recognizer is None and utility is None):
         return None, notes
-    return _Mapped(where, group_key, enroll if kind == "privacy" else None, anonymizer, recognizer, utility, count,
-                   fixed, notes), notes
+    return _Mapped(
+        where, group_key, enroll if kind == "privacy" else None, anonymizer, recognizer, utility, count, fixed, notes
+    ), notes
 
 
 def _unique(name: str, used: set[str]) -> str:
@@ -1217,13 +1490,19 @@ def _anonymizers(items: list[tuple[str, str, dict[str, Any]]]) -> list[dict[str,
 
 
 # the trait's default SEBA attacker, for groups of utility entries only (bioanon always attacks)
-_DEFAULT_ATTACKER = {"motion": ("sklearn", "gait.svm", {"features": "simple", "centering": "none",
-                                                         "kernel": "rbf", "c": 1.0, "_seba_cv": 10}),
-                     "face": ("arcface", "face.arcface", {"preset": "paper", "epochs": 40, "batch_size": 128})}
+_DEFAULT_ATTACKER = {
+    "motion": (
+        "sklearn",
+        "gait.svm",
+        {"features": "simple", "centering": "none", "kernel": "rbf", "c": 1.0, "_seba_cv": 10},
+    ),
+    "face": ("arcface", "face.arcface", {"preset": "paper", "epochs": 40, "batch_size": 128}),
+}
 
 
-def _config(cname: str, members: list[_Mapped], data: Path, out_dir: Any
-            ) -> tuple[dict[str, Any] | None, list[Note], list[tuple[tuple[str | int, ...], str, Any, str]]]:
+def _config(
+    cname: str, members: list[_Mapped], data: Path, out_dir: Any
+) -> tuple[dict[str, Any] | None, list[Note], list[tuple[tuple[str | int, ...], str, Any, str]]]:
     """(config dict or None, notes, fidelity options) of one group of entry rounds."""
     notes: list[Note] = []
     for m in members:
@@ -1233,36 +1512,66 @@ def _config(cname: str, members: list[_Mapped], data: Path, out_dir: Any
     f = first.fixed
     where = ", ".join(dict.fromkeys(m.where for m in members))
     if not [m for m in members if m.anonymizer is not None]:
-        notes.append(Note(where, "anonymization", "dropped", "no anonymization of these entries could be "
-                          "mapped: no config written"))
+        notes.append(
+            Note(
+                where,
+                "anonymization",
+                "dropped",
+                "no anonymization of these entries could be mapped: no config written",
+            )
+        )
         return None, notes, []
 
     data_path = Path(os.path.abspath(data))
     shown = os.path.relpath(data_path, os.path.abspath(out_dir)) if out_dir is not None else str(data_path)
     if f["trait"] == "motion":
         dataset = {"source": "gait.seba", "path": shown, "params": {"set": f["dataset"]}}
-        notes.append(Note(where, f"dataset {f['dataset']}", "approximate", "gait.seba resamples every sequence to "
-                          "frames = 100 on load; SEBA keeps each recording's frames: set "
-                          "dataset.params.frames to your sequences' length to stay close"))
+        notes.append(
+            Note(
+                where,
+                f"dataset {f['dataset']}",
+                "approximate",
+                "gait.seba resamples every sequence to "
+                "frames = 100 on load; SEBA keeps each recording's frames: set "
+                "dataset.params.frames to your sequences' length to stay close",
+            )
+        )
     else:
         dataset = {"source": "face.folder", "path": str(Path(shown) / f["dataset"])}
-        notes.append(Note(where, f"dataset {f['dataset']}", "todo", "SEBA keeps a face set flat "
-                          "(data/<set>/<id>.<point>.jpg); face.folder reads <subject>/<image>: move each "
-                          "identity's images into a folder named after it (identity attributes from <id>.yaml "
-                          "into attributes.csv with a subject column)"))
+        notes.append(
+            Note(
+                where,
+                f"dataset {f['dataset']}",
+                "todo",
+                "SEBA keeps a face set flat "
+                "(data/<set>/<id>.<point>.jpg); face.folder reads <subject>/<image>: move each "
+                "identity's images into a folder named after it (identity attributes from <id>.yaml "
+                "into attributes.csv with a subject column)",
+            )
+        )
     enrolments = sorted(cast("set[float]", {m.enroll for m in privacy}))  # privacy rounds have a share
     enrolment = enrolments[0] if enrolments else 0.5
     recognizers = [m.recognizer for m in privacy if m.recognizer is not None]  # (privacy holds only those)
     if not recognizers:
         recognizers = [_DEFAULT_ATTACKER[f["trait"]]]
-        notes.append(Note(where, "privacy", "approximate", f"only utility entries: bioanon always attacks, so "
-                          f"SEBA's default attacker ({recognizers[0][0]}) is added"))
+        notes.append(
+            Note(
+                where,
+                "privacy",
+                "approximate",
+                f"only utility entries: bioanon always attacks, so "
+                f"SEBA's default attacker ({recognizers[0][0]}) is added",
+            )
+        )
     bg, att = f["background"], f["attacker"]
     config: dict[str, Any] = {
-        "name": cname, "seed": f["seed"], "repeats": f["repeats"], "label": f["label"],
-        "scenarios": f["scenarios"], "dataset": dataset,
-        "rates": {"background": bg, "attacker": att, "evaluation": round(1.0 - bg - att, 12),
-                  "enrolment": enrolment},
+        "name": cname,
+        "seed": f["seed"],
+        "repeats": f["repeats"],
+        "label": f["label"],
+        "scenarios": f["scenarios"],
+        "dataset": dataset,
+        "rates": {"background": bg, "attacker": att, "evaluation": round(1.0 - bg - att, 12), "enrolment": enrolment},
         "anonymizers": _anonymizers([m.anonymizer for m in members if m.anonymizer is not None]),
     }
     if f["deanonymizer"] is not None:
@@ -1273,29 +1582,48 @@ def _config(cname: str, members: list[_Mapped], data: Path, out_dir: Any
         folds = r.get("params", {}).pop("_seba_cv", None)
         if folds is not None:
             path = ("recognizers", i, "params")
-            why = (f"SEBA's sklearn attacker keeps the best of {folds} stratified folds of the enrolment data "
-                   f"and scores with predict_proba")
+            why = (
+                f"SEBA's sklearn attacker keeps the best of {folds} stratified folds of the enrolment data "
+                f"and scores with predict_proba"
+            )
             options += [(path, "cv_folds", folds, why), (path, "keep", "best", why), (path, "scores", "proba", why)]
-            options.append(((), "attacker_fit", "enrolment", "SEBA's motion attacker never uses the attacker set: "
-                            "it is trained on the (anonymized) enrolment part of the selected identities"))
+            options.append(
+                (
+                    (),
+                    "attacker_fit",
+                    "enrolment",
+                    "SEBA's motion attacker never uses the attacker set: "
+                    "it is trained on the (anonymized) enrolment part of the selected identities",
+                )
+            )
     selector = copy.deepcopy(f["selector"])
     key = selector.get("params", {}).pop("_seba_key", None)
     if "params" in selector and not selector["params"]:
         del selector["params"]
     if key is not None:
         why = f"SEBA's classification selector keeps the subjects with the highest stored attribute {key!r}"
-        options += [(("selection", "selectors", 0, "params"), "by", key, why),
-                    (("selection", "selectors", 0, "params"), "order", "descending", why)]
+        options += [
+            (("selection", "selectors", 0, "params"), "by", key, why),
+            (("selection", "selectors", 0, "params"), "order", "descending", why),
+        ]
     counts = {m.subject_count for m in members}
     if None in counts and len(counts) > 1:
-        notes.append(Note(where, "selector.ids", "approximate", "some entries select every subject, others a "
-                          "number; bioanon evaluates the listed numbers only"))
+        notes.append(
+            Note(
+                where,
+                "selector.ids",
+                "approximate",
+                "some entries select every subject, others a number; bioanon evaluates the listed numbers only",
+            )
+        )
     small = sorted(c for c in counts if c is not None and c < 2)
     if small:
         notes.append(Note(where, "selector.ids", "dropped", f"ids {small}: bioanon needs at least 2 subjects"))
-    config["selection"] = {"selectors": [selector],
-                           "subject_counts": sorted((c for c in counts if c is not None and c >= 2), reverse=True),
-                           "random_draws": 1}
+    config["selection"] = {
+        "selectors": [selector],
+        "subject_counts": sorted((c for c in counts if c is not None and c >= 2), reverse=True),
+        "random_draws": 1,
+    }
     utility = [m.utility for m in members if m.utility is not None]
     if utility:
         config["utility"] = _methods(utility)
@@ -1325,8 +1653,9 @@ def add_fidelity_options(config: dict[str, Any], options: list[tuple[tuple[str |
         config.update(items[:at] + [("attacker_fit", value)] + items[at:])
 
 
-def _build(mapped: list[_Mapped], unused: list[Note], file: Path, data: Path, fidelity: bool,
-           out_dir: Any, name: str | None) -> SebaImport:
+def _build(
+    mapped: list[_Mapped], unused: list[Note], file: Path, data: Path, fidelity: bool, out_dir: Any, name: str | None
+) -> SebaImport:
     groups: dict[tuple[str, ...], list[_Mapped]] = {}
     for m in mapped:
         if m.enroll is not None:
@@ -1349,8 +1678,7 @@ def _build(mapped: list[_Mapped], unused: list[Note], file: Path, data: Path, fi
         else:
             for path, key, value, why in options:
                 where = "".join(f"[{p}]" if isinstance(p, int) else f".{p}" for p in path).lstrip(".") or "(top)"
-                notes.append(Note(where, f"{key} = {value!r}", "fidelity",
-                                  f"left out (fidelity off): {why}"))
+                notes.append(Note(where, f"{key} = {value!r}", "fidelity", f"left out (fidelity off): {why}"))
         entries = list(dict.fromkeys(m.where for m in members))
         configs.append(ImportedConfig(cname, cfg, entries, _merge_notes(notes, entries)))
     unused = _merge_notes(unused)
@@ -1375,10 +1703,9 @@ def _merge_notes(notes: list[Note], entries: list[str] | None = None) -> list[No
             for p in places:
                 e = next((e for e in entries if p == e or p.startswith(e + ".")), None)
                 if e is not None:
-                    by_suffix.setdefault(p[len(e):], set()).add(e)
+                    by_suffix.setdefault(p[len(e) :], set()).add(e)
             every = [suffix for suffix, es in by_suffix.items() if es == set(entries)]
-            places = [p for p in places if not any(p.endswith(x) and p[: len(p) - len(x)] in entries
-                                                   for x in every)]
+            places = [p for p in places if not any(p.endswith(x) and p[: len(p) - len(x)] in entries for x in every)]
             places = [f"every entry{x}" for x in every] + places
         out.append(Note(compact_labels(places), seba, status, why))
     return out

@@ -234,8 +234,10 @@ class SampleTable:
             subjects = str(self.num_subjects)
         except Exception:  # pragma: no cover - repr must not fail on a malformed table
             subjects = "?"
-        return (f"SampleTable({self.num_rows} rows, {subjects} subjects; payloads: {', '.join(pays) or '-'}; "
-                f"attributes: {', '.join(self.attribute_names) or '-'})")
+        return (
+            f"SampleTable({self.num_rows} rows, {subjects} subjects; payloads: {', '.join(pays) or '-'}; "
+            f"attributes: {', '.join(self.attribute_names) or '-'})"
+        )
 
     def _repr_html_(self) -> str:
         """Notebook display: counts, payloads, attributes, lineage and the first rows."""
@@ -275,7 +277,7 @@ class SampleTable:
     @property
     def attribute_names(self) -> list[str]:
         """list of str: attribute names without the ``attr.`` prefix, in column order."""
-        return [n[len(ATTR_PREFIX):] for n in self._table.schema.names if n.startswith(ATTR_PREFIX)]
+        return [n[len(ATTR_PREFIX) :] for n in self._table.schema.names if n.startswith(ATTR_PREFIX)]
 
     def _require_payload(self, name: str) -> pa.Field:
         idx = self._table.schema.get_field_index(name)
@@ -349,8 +351,11 @@ class SampleTable:
             raise TableError(f"payload {name!r} has null values inside its lists")
         flat = vals.to_numpy(zero_copy_only=True)
         start = int(offsets[0]) if len(offsets) else 0
-        return np.split(flat[start:int(offsets[-1])] if len(offsets) else flat[:0], offsets[1:-1] - start) \
-            if len(chunk) else []
+        return (
+            np.split(flat[start : int(offsets[-1])] if len(offsets) else flat[:0], offsets[1:-1] - start)
+            if len(chunk)
+            else []
+        )
 
     def payload_shape(self, name: str) -> tuple[int | None, ...]:
         """Per-sample shape of a payload: ``(H, W, C)`` etc.; ``(None,)`` for a variable-length payload.
@@ -527,14 +532,16 @@ class SampleTable:
             else:
                 raise TableError(
                     f"column {name!r} of type {t} is neither {SAMPLE_ID!r}, {SUBJECT!r}, {SAMPLE_RATE!r}, an "
-                    f"attribute ('{ATTR_PREFIX}{name}') nor a payload (fixed_shape_tensor or list<float>)")
+                    f"attribute ('{ATTR_PREFIX}{name}') nor a payload (fixed_shape_tensor or list<float>)"
+                )
         meta = self.metadata
         if "lineage" in meta:
             _check_lineage(meta["lineage"])
         if any(_is_list_float_type(f.type) and f.name == "audio" for f in schema):
             if "sample_rate" not in meta and SAMPLE_RATE not in names:
                 raise TableError(
-                    "payload 'audio' needs a sample rate: set metadata 'sample_rate' or add a 'sample_rate' column")
+                    "payload 'audio' needs a sample rate: set metadata 'sample_rate' or add a 'sample_rate' column"
+                )
 
     @staticmethod
     def _check_payload_type(name: str, t: pa.DataType) -> None:
@@ -543,8 +550,10 @@ class SampleTable:
             if name in PAYLOAD_SPECS:
                 kind, dtype, _ = PAYLOAD_SPECS[name]
                 want = f"fixed_shape_tensor<{dtype}>" if kind == "tensor" else f"list<{dtype}>"
-            raise TableError(f"payload column {name!r} has wrong Arrow type {t}; expected "
-                             f"{want or 'fixed_shape_tensor or list<float>'}")
+            raise TableError(
+                f"payload column {name!r} has wrong Arrow type {t}; expected "
+                f"{want or 'fixed_shape_tensor or list<float>'}"
+            )
         if name in PAYLOAD_SPECS:
             kind, dtype, shape = PAYLOAD_SPECS[name]
             actual_kind = "tensor" if _is_tensor_type(t) else "list"
@@ -554,11 +563,14 @@ class SampleTable:
                 want = f"fixed_shape_tensor<{dtype}>" if kind == "tensor" else f"list<{dtype}>"
                 raise TableError(f"payload column {name!r} has wrong Arrow type {_type_desc(t)}; expected {want}")
             if actual_dtype != dtype:
-                raise TableError(f"payload column {name!r} has dtype {actual_dtype}, expected {dtype}"
-                                 f"{' (use .astype(np.' + str(dtype) + '))' if kind == 'tensor' else ''}")
+                raise TableError(
+                    f"payload column {name!r} has dtype {actual_dtype}, expected {dtype}"
+                    f"{' (use .astype(np.' + str(dtype) + '))' if kind == 'tensor' else ''}"
+                )
             if not _shape_matches(actual_shape, shape):
-                raise TableError(f"payload column {name!r} has per-sample shape {actual_shape}, expected "
-                                 f"{_shape_str(shape)}")
+                raise TableError(
+                    f"payload column {name!r} has per-sample shape {actual_shape}, expected {_shape_str(shape)}"
+                )
 
     def _validate_payload_column(self, name: str) -> None:
         """Type/spec, nulls and finiteness of one payload column."""
@@ -577,7 +589,7 @@ class SampleTable:
                 flat, _ = self._flat_values(name, chunk)
                 step = max(1, _BLOCK_ELEMS // max(flat.shape[1], 1))
                 for b in range(0, flat.shape[0], step):
-                    ok = np.isfinite(flat[b:b + step]).all(axis=1)
+                    ok = np.isfinite(flat[b : b + step]).all(axis=1)
                     if not ok.all():
                         bad_rows.append(start + b + np.flatnonzero(~ok))
             else:
@@ -589,7 +601,7 @@ class SampleTable:
                     lo, hi = int(offsets[0]), int(offsets[-1])
                     flat = vals.to_numpy(zero_copy_only=True)
                     for b in range(lo, hi, _BLOCK_ELEMS):
-                        part = flat[b:min(b + _BLOCK_ELEMS, hi)]
+                        part = flat[b : min(b + _BLOCK_ELEMS, hi)]
                         bad = np.flatnonzero(~np.isfinite(part))
                         if bad.size:
                             rows = np.searchsorted(offsets, b + bad, side="right") - 1
@@ -597,8 +609,9 @@ class SampleTable:
             start += len(chunk)
         if bad_rows:
             rows = np.unique(np.concatenate(bad_rows))
-            raise TableError(f"payload column {name!r} has NaN/inf values in {rows.size} samples: "
-                             f"{self._ids_desc(rows)}")
+            raise TableError(
+                f"payload column {name!r} has NaN/inf values in {rows.size} samples: {self._ids_desc(rows)}"
+            )
 
     def validate(self) -> None:
         """Check the table; raise :class:`TableError` naming the column and the first offending samples.
@@ -613,23 +626,24 @@ class SampleTable:
         sid = self._column(SAMPLE_ID)
         if sid.null_count:
             rows = np.flatnonzero(sid.is_null().to_numpy(zero_copy_only=False))
-            raise TableError(f"column {SAMPLE_ID!r} has {sid.null_count} null values at rows "
-                             f"{_fmt_list(rows.tolist())}")
+            raise TableError(
+                f"column {SAMPLE_ID!r} has {sid.null_count} null values at rows {_fmt_list(rows.tolist())}"
+            )
         counts = pc.value_counts(sid)
         dup = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
         if len(dup):
-            raise TableError(f"column {SAMPLE_ID!r} has {len(dup)} duplicate ids: "
-                             f"{_fmt_list(dup.slice(0, _SHOW).to_pylist(), len(dup))}")
+            raise TableError(
+                f"column {SAMPLE_ID!r} has {len(dup)} duplicate ids: "
+                f"{_fmt_list(dup.slice(0, _SHOW).to_pylist(), len(dup))}"
+            )
         subj = self._column(SUBJECT)
         if subj.null_count:
             rows = np.flatnonzero(subj.is_null().to_numpy(zero_copy_only=False))
-            raise TableError(f"column {SUBJECT!r} has {subj.null_count} null values at samples "
-                             f"{self._ids_desc(rows)}")
+            raise TableError(f"column {SUBJECT!r} has {subj.null_count} null values at samples {self._ids_desc(rows)}")
         for name in self.payload_names:
             self._validate_payload_column(name)
 
-    def validate_payload(self, name: str, *, shape: Sequence[int | None] | None = None,
-                         dtype: Any = None) -> None:
+    def validate_payload(self, name: str, *, shape: Sequence[int | None] | None = None, dtype: Any = None) -> None:
         """Assert that payload ``name`` exists with the given per-sample shape and dtype.
 
         Parameters
@@ -657,16 +671,22 @@ class SampleTable:
                 raise TableError(f"payload {name!r} has per-sample shape {actual}, expected {_shape_str(shape)}")
             return
         if len(shape) != 1:
-            raise TableError(f"payload {name!r} is variable-length (1-D per sample), expected shape "
-                             f"{_shape_str(shape)}")
+            raise TableError(
+                f"payload {name!r} is variable-length (1-D per sample), expected shape {_shape_str(shape)}"
+            )
         if shape[0] is not None:
             lengths = pc.list_value_length(self._column(name))
-            lengths = lengths.to_numpy(zero_copy_only=False) if isinstance(lengths, pa.Array) else np.concatenate(
-                [c.to_numpy(zero_copy_only=False) for c in lengths.chunks] or [np.empty(0)])
+            lengths = (
+                lengths.to_numpy(zero_copy_only=False)
+                if isinstance(lengths, pa.Array)
+                else np.concatenate([c.to_numpy(zero_copy_only=False) for c in lengths.chunks] or [np.empty(0)])
+            )
             rows = np.flatnonzero(lengths != shape[0])
             if rows.size:
-                raise TableError(f"payload {name!r}: {rows.size} samples do not have length {shape[0]}, e.g. "
-                                 f"{self._ids_desc(rows)} (lengths {lengths[rows[:_SHOW]].tolist()})")
+                raise TableError(
+                    f"payload {name!r}: {rows.size} samples do not have length {shape[0]}, e.g. "
+                    f"{self._ids_desc(rows)} (lengths {lengths[rows[:_SHOW]].tolist()})"
+                )
 
     # ------------------------------------------------------------------------------------------------ selection
     def take(self, indices: Any) -> SampleTable:
@@ -731,7 +751,6 @@ class SampleTable:
 
     # ---------------------------------------------------------------------------------------------------- splits
 
-
     def split_subjects(self, rates: Sequence[float], seed: int) -> list[SampleTable]:
         """Split into subject-disjoint parts.
 
@@ -762,8 +781,7 @@ class SampleTable:
         """
         return _transforms.split_subjects(self, rates, seed)
 
-    def split_within_subjects(self, rates: Sequence[float], seed: int, *,
-                              min_per_part: int = 1) -> list[SampleTable]:
+    def split_within_subjects(self, rates: Sequence[float], seed: int, *, min_per_part: int = 1) -> list[SampleTable]:
         """Split every subject's samples into parts (each part holds all subjects when counts allow).
 
         Every sample gets a random key: the samples sorted by sample_id (so the result does not depend on row
@@ -865,7 +883,6 @@ class SampleTable:
         """
         return _io.stream(cls, path, batch_size)
 
-
     def to_parquet(self, path: str | os.PathLike[str]) -> None:
         """Write a Parquet file atomically (extension types and metadata are kept via the Arrow schema).
 
@@ -910,8 +927,9 @@ class SampleTable:
         return to_pandas(self)
 
     @classmethod
-    def from_pandas(cls, df: Any, *, subject: str | None = None, sample_id: str = SAMPLE_ID,
-                    metadata: dict[str, Any] | None = None) -> SampleTable:
+    def from_pandas(
+        cls, df: Any, *, subject: str | None = None, sample_id: str = SAMPLE_ID, metadata: dict[str, Any] | None = None
+    ) -> SampleTable:
         """A validated table from a :class:`pandas.DataFrame` (copies the data).
 
         Columns: the subject (``subject=``; by default the column ``subject``, else the one named ``speaker``,
@@ -962,10 +980,18 @@ class SampleTable:
         return to_hf(self)
 
     @classmethod
-    def from_hf(cls, dataset: Any, *, split: str | None = None, subject: str | None = None,
-                sample_id: str = SAMPLE_ID, payloads: Sequence[str] | None = None,
-                attributes: Sequence[str] | None = None, sample_rate: float | None = None,
-                metadata: dict[str, Any] | None = None) -> SampleTable:
+    def from_hf(
+        cls,
+        dataset: Any,
+        *,
+        split: str | None = None,
+        subject: str | None = None,
+        sample_id: str = SAMPLE_ID,
+        payloads: Sequence[str] | None = None,
+        attributes: Sequence[str] | None = None,
+        sample_rate: float | None = None,
+        metadata: dict[str, Any] | None = None,
+    ) -> SampleTable:
         """A validated table from a Hugging Face data set (needs ``pip install 'bioanon[hf]'``).
 
         ``List``/``Sequence``/``Array2D``..``Array5D`` columns of numbers are read zero-copy (of a data set
@@ -1002,11 +1028,26 @@ class SampleTable:
         """
         from .interop import from_hf
 
-        return from_hf(cls, dataset, split=split, subject=subject, sample_id=sample_id, payloads=payloads,
-                       attributes=attributes, sample_rate=sample_rate, metadata=metadata)
+        return from_hf(
+            cls,
+            dataset,
+            split=split,
+            subject=subject,
+            sample_id=sample_id,
+            payloads=payloads,
+            attributes=attributes,
+            sample_rate=sample_rate,
+            metadata=metadata,
+        )
 
-    def to_torch(self, payload: str | Sequence[str] | None = None, *, label: str | None = SUBJECT,
-                 transform: Any = None, copy: bool = False) -> Any:
+    def to_torch(
+        self,
+        payload: str | Sequence[str] | None = None,
+        *,
+        label: str | None = SUBJECT,
+        transform: Any = None,
+        copy: bool = False,
+    ) -> Any:
         """A map-style :class:`torch.utils.data.Dataset` over the table (needs ``pip install 'bioanon[torch]'``).
 
         Item ``i`` is ``(x, y)``: ``x`` the payload's tensor (a tuple of tensors when ``payload`` names several),
@@ -1046,6 +1087,9 @@ def _check_lineage(lineage: Any) -> None:
     if not isinstance(lineage, list):
         raise TableError(f"metadata 'lineage' must be a list of steps, got {type(lineage).__name__}")
     for i, step in enumerate(lineage):
-        if not isinstance(step, dict) or not isinstance(step.get("step"), str) \
-                or not isinstance(step.get("fingerprint"), str):
+        if (
+            not isinstance(step, dict)
+            or not isinstance(step.get("step"), str)
+            or not isinstance(step.get("fingerprint"), str)
+        ):
             raise TableError(f"lineage step {i} must be a dict with str 'step' and 'fingerprint', got {step!r}")

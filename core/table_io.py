@@ -14,7 +14,6 @@ import pyarrow as pa
 from bioanon.errors import TableError
 from bioanon.fileio import atomic_write
 
-
 if TYPE_CHECKING:  # annotations only: table.py imports this module, not the other way round
     from .table import SampleTable
 
@@ -36,8 +35,9 @@ def save(table: SampleTable, path: str | os.PathLike[str]) -> None:
     atomic_write(path, lambda f: _write_ipc(table.arrow, f))
 
 
-def load(cls: type[SampleTable], path: str | os.PathLike[str], *, memory_map: bool = True,
-         validate: bool = False) -> SampleTable:
+def load(
+    cls: type[SampleTable], path: str | os.PathLike[str], *, memory_map: bool = True, validate: bool = False
+) -> SampleTable:
     """The body of :meth:`SampleTable.load` (documented there)."""
     path = os.fspath(path)
     if not os.path.isfile(path):
@@ -48,8 +48,9 @@ def load(cls: type[SampleTable], path: str | os.PathLike[str], *, memory_map: bo
                 table = reader.read_all()
         table.validate()
     except (pa.ArrowException, OSError) as e:
-        raise TableError(f"cannot load sample table {path!r}: not a valid Arrow IPC file "
-                         f"(truncated or corrupt?): {e}") from None
+        raise TableError(
+            f"cannot load sample table {path!r}: not a valid Arrow IPC file (truncated or corrupt?): {e}"
+        ) from None
     return _checked(cls, table, path, validate)
 
 
@@ -68,8 +69,9 @@ def stream(cls: type[SampleTable], path: str | os.PathLike[str], batch_size: int
         buf = pa.py_buffer(mm)
         reader = pa.ipc.open_file(pa.BufferReader(buf))
     except (pa.ArrowException, OSError, ValueError) as e:
-        raise TableError(f"cannot stream sample table {path!r}: not a valid Arrow IPC file "
-                         f"(truncated or corrupt?): {e}") from None
+        raise TableError(
+            f"cannot stream sample table {path!r}: not a valid Arrow IPC file (truncated or corrupt?): {e}"
+        ) from None
     base, page = buf.address, mmap.PAGESIZE
     released = 0  # bytes from the file start whose pages were released
 
@@ -89,8 +91,12 @@ def stream(cls: type[SampleTable], path: str | os.PathLike[str], batch_size: int
         table = pa.Table.from_batches([batch], schema=reader.schema)
         if i == 0:
             _checked(cls, table.slice(0, 0), path, False)
-        ends = [b.address + b.size - base for col in batch.columns for b in col.buffers()
-                if b is not None and base <= b.address < base + buf.size]
+        ends = [
+            b.address + b.size - base
+            for col in batch.columns
+            for b in col.buffers()
+            if b is not None and base <= b.address < base + buf.size
+        ]
         for off in range(0, batch.num_rows, int(batch_size)):
             yield cls(table.slice(off, int(batch_size)), validate=False)
         del table, batch

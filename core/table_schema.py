@@ -127,7 +127,8 @@ def _tensor_array(arr: np.ndarray, name: str) -> pa.Array:
     if arr.ndim < 2:
         raise TableError(
             f"payload {name!r}: an ndarray payload must have shape (N, *sample_shape) with at least 2 dims, "
-            f"got shape {arr.shape}; give scalars as attributes and 1-D samples as shape (N, D)")
+            f"got shape {arr.shape}; give scalars as attributes and 1-D samples as shape (N, D)"
+        )
     if arr.dtype.kind not in "biuf":
         raise TableError(f"payload {name!r}: unsupported dtype {arr.dtype}")
     arr = np.ascontiguousarray(arr)
@@ -145,7 +146,8 @@ def _ragged_array(items: Sequence[Any], name: str, dtype: Any = np.float32) -> p
         if a.ndim != 1 or a.dtype.kind not in "biuf":
             raise TableError(
                 f"payload {name!r}: item {i} must be a 1-D numeric array for a variable-length payload, "
-                f"got shape {a.shape} dtype {a.dtype}")
+                f"got shape {a.shape} dtype {a.dtype}"
+            )
     lengths = np.fromiter((a.shape[0] for a in arrs), dtype=np.int64, count=len(arrs))
     offsets = np.zeros(len(arrs) + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
@@ -165,8 +167,8 @@ def _payload_to_arrow(name: str, value: Any) -> pa.Array | pa.ChunkedArray:
     if isinstance(value, (pa.Array, pa.ChunkedArray)):
         if not (_is_tensor_type(value.type) or _is_list_float_type(value.type)):
             raise TableError(
-                f"payload {name!r}: Arrow type {value.type} is not a payload type "
-                f"(fixed_shape_tensor or list<float>)")
+                f"payload {name!r}: Arrow type {value.type} is not a payload type (fixed_shape_tensor or list<float>)"
+            )
         return value
     if isinstance(value, np.ndarray) and value.dtype.kind != "O":
         return _tensor_array(value, name)
@@ -175,9 +177,12 @@ def _payload_to_arrow(name: str, value: Any) -> pa.Array | pa.ChunkedArray:
         if items and all(np.ndim(a) > 1 for a in items):
             shapes = {np.shape(a) for a in items}
             if len(shapes) != 1:
-                raise TableError(f"payload {name!r}: items have different shapes {sorted(shapes)[:_SHOW]}; "
-                                 f"only 1-D items may have different lengths")
+                raise TableError(
+                    f"payload {name!r}: items have different shapes {sorted(shapes)[:_SHOW]}; "
+                    f"only 1-D items may have different lengths"
+                )
             return _tensor_array(np.stack(items), name)
         return _ragged_array(items, name)
-    raise TableError(f"payload {name!r}: expected an ndarray (N, *shape) or a list of 1-D arrays, "
-                     f"got {type(value).__name__}")
+    raise TableError(
+        f"payload {name!r}: expected an ndarray (N, *shape) or a list of 1-D arrays, got {type(value).__name__}"
+    )

@@ -112,8 +112,10 @@ def concat(tables: Sequence[SampleTable]) -> SampleTable:
             raise TableError(f"concat: table {i} {'lacks' if missing else 'has extra'} column {col!r}")
         for f in ref:
             if s.field(f.name).type != f.type:
-                raise TableError(f"concat: column {f.name!r} has type {_type_desc(s.field(f.name).type)} in "
-                                 f"table {i} but {_type_desc(f.type)} in table 0")
+                raise TableError(
+                    f"concat: column {f.name!r} has type {_type_desc(s.field(f.name).type)} in "
+                    f"table {i} but {_type_desc(f.type)} in table 0"
+                )
         arrows.append(tab.arrow.select(ref.names).replace_schema_metadata(ref.metadata))
     meta0 = first.metadata
     lineages = [t.lineage for t in tables]
@@ -128,8 +130,10 @@ def concat(tables: Sequence[SampleTable]) -> SampleTable:
     counts = pc.value_counts(sid)
     dup = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
     if len(dup):
-        raise TableError(f"concat: {len(dup)} sample ids occur in more than one table: "
-                         f"{_fmt_list(dup.slice(0, _SHOW).to_pylist(), len(dup))}")
+        raise TableError(
+            f"concat: {len(dup)} sample ids occur in more than one table: "
+            f"{_fmt_list(dup.slice(0, _SHOW).to_pylist(), len(dup))}"
+        )
     if any(lin != lineages[0] for lin in lineages[1:]):
         import hashlib
 
@@ -147,8 +151,11 @@ def _subject_codes(table: SampleTable) -> tuple[pa.Array, np.ndarray]:
     uniq = pc.unique(subj)
     uniq = pc.take(uniq, pc.sort_indices(uniq))
     codes = pc.index_in(subj, value_set=uniq)
-    codes = np.concatenate([c.to_numpy(zero_copy_only=False) for c in codes.chunks]) if codes.num_chunks \
+    codes = (
+        np.concatenate([c.to_numpy(zero_copy_only=False) for c in codes.chunks])
+        if codes.num_chunks
         else np.empty(0, dtype=np.int32)
+    )
     return uniq, codes.astype(np.int64, copy=False)
 
 
@@ -171,8 +178,9 @@ def split_subjects(table: SampleTable, rates: Sequence[float], seed: int) -> lis
     return _parts_from_row_part(table, part_of_subject[codes], r.size)
 
 
-def split_within_subjects(table: SampleTable, rates: Sequence[float], seed: int, *,
-                          min_per_part: int = 1) -> list[SampleTable]:
+def split_within_subjects(
+    table: SampleTable, rates: Sequence[float], seed: int, *, min_per_part: int = 1
+) -> list[SampleTable]:
     """The body of :meth:`SampleTable.split_within_subjects` (documented there)."""
     r = _check_rates(rates)
     if min_per_part < 0:
@@ -185,8 +193,10 @@ def split_within_subjects(table: SampleTable, rates: Sequence[float], seed: int,
     if short.size:
         names = pc.take(uniq, pa.array(short[:_SHOW])).to_pylist()
         desc = ", ".join(f"{nm!r} ({int(counts[i])} samples)" for nm, i in zip(names, short[:_SHOW], strict=True))
-        raise TableError(f"split rates {r.tolist()} with min_per_part={min_per_part}: {short.size} subjects "
-                         f"have too few samples: {desc}{', ...' if short.size > _SHOW else ''}")
+        raise TableError(
+            f"split rates {r.tolist()} with min_per_part={min_per_part}: {short.size} subjects "
+            f"have too few samples: {desc}{', ...' if short.size > _SHOW else ''}"
+        )
     # canonical order (by sample_id) -> one random key per sample, independent of the row order
     canon = pc.sort_indices(table._column(SAMPLE_ID)).to_numpy()
     row_key = np.empty(n, dtype=np.int64)

@@ -37,8 +37,18 @@ import attrs
 import numpy as np
 
 from .errors import ParameterError
-from .methods import (KIND_CLASSES, KINDS, Anonymizer, DatasetSource, Deanonymizer, Method, Recognizer, ScoreMatrix,
-                      Selector, UtilityMeasure)
+from .methods import (
+    KIND_CLASSES,
+    KINDS,
+    Anonymizer,
+    DatasetSource,
+    Deanonymizer,
+    Method,
+    Recognizer,
+    ScoreMatrix,
+    Selector,
+    UtilityMeasure,
+)
 from .registry import ID_PATTERN
 
 if TYPE_CHECKING:
@@ -132,7 +142,7 @@ class ConformanceReport:
         lines += [f"  skipped {name}: {why}" for name, why in self.skipped]
         return "\n".join(lines)
 
-    def raise_for_failures(self) -> "ConformanceReport":
+    def raise_for_failures(self) -> ConformanceReport:
         """Raise AssertionError listing every failed check."""
         if self.failed:
             raise AssertionError(str(self))
@@ -522,4 +532,3 @@ if pytest is not None:
                 f"bioanon conformance: {t['checks']} checks run on {t['methods']} method classes, "
                 f"{t['failed']} failed{expected}"
             )
-

@@ -7,7 +7,6 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-
 CORES_ENV = "BIOANON_CORES"
 
 

@@ -11,9 +11,14 @@ import mkdocs_gen_files
 import bioanon
 from bioanon.plugins import get_plugin_manager
 
-KIND_TITLES = {"dataset": "Data sources", "anonymizer": "Anonymizers", "deanonymizer": "De-anonymizers",
-               "recognizer": "Recognizers (attackers)", "selector": "Subject selectors",
-               "utility": "Utility measures"}
+KIND_TITLES = {
+    "dataset": "Data sources",
+    "anonymizer": "Anonymizers",
+    "deanonymizer": "De-anonymizers",
+    "recognizer": "Recognizers (attackers)",
+    "selector": "Subject selectors",
+    "utility": "Utility measures",
+}
 
 
 def _cell(value: object) -> str:
@@ -41,13 +46,19 @@ def _method(cls: type) -> list[str]:
         lines += ["| parameter | type | default | allowed | what it does |", "|---|---|---|---|---|"]
         for p in d["params"]:
             default = "required" if p["required"] else f"`{p['default']!r}`"
-            lines.append(f"| `{p['name']}` | {_cell(p['type'])} | {_cell(default)} | {_cell(p['allowed'])} | "
-                         f"{_cell(p['help'])} |")
+            lines.append(
+                f"| `{p['name']}` | {_cell(p['type'])} | {_cell(default)} | {_cell(p['allowed'])} | "
+                f"{_cell(p['help'])} |"
+            )
         lines.append("")
     if d["presets"]:
-        lines.append("Presets: " + "; ".join(
-            f"`{name}` ({', '.join(f'{k}={v!r}' for k, v in values.items())})"
-            for name, values in d["presets"].items()))
+        lines.append(
+            "Presets: "
+            + "; ".join(
+                f"`{name}` ({', '.join(f'{k}={v!r}' for k, v in values.items())})"
+                for name, values in d["presets"].items()
+            )
+        )
         lines.append("")
     return lines
 
@@ -55,12 +66,17 @@ def _method(cls: type) -> list[str]:
 def catalogue() -> str:
     registry = bioanon.get_registry()
     manager = get_plugin_manager()
-    out = ["# Method catalogue", "",
-           "Every method installed where this site was built, generated from the registry (`bioanon methods`, "
-           "`bioanon describe ID` show the same on your machine). Ids start with the trait; `any.*` methods work "
-           "on any trait.", ""]
-    versions = ", ".join(dict.fromkeys(f"{s.distribution} {s.version}" for s in manager.statuses
-                                       if s.status == "loaded"))
+    out = [
+        "# Method catalogue",
+        "",
+        "Every method installed where this site was built, generated from the registry (`bioanon methods`, "
+        "`bioanon describe ID` show the same on your machine). Ids start with the trait; `any.*` methods work "
+        "on any trait.",
+        "",
+    ]
+    versions = ", ".join(
+        dict.fromkeys(f"{s.distribution} {s.version}" for s in manager.statuses if s.status == "loaded")
+    )
     out += [f"Installed: {versions}.", ""]
     entries = sorted(registry.find(()), key=lambda e: e.cls.id)
     for kind, title in KIND_TITLES.items():
@@ -75,9 +91,14 @@ def catalogue() -> str:
 
 def figures() -> None:
     config = {
-        "name": "docs", "seed": 0, "repeats": 1, "scenarios": ["naive", "parrot"],
-        "dataset": {"source": "any.synthetic", "params": {"n_subjects": 40, "samples_per_subject": 10, "dim": 32,
-                                                           "seed": 1}},
+        "name": "docs",
+        "seed": 0,
+        "repeats": 1,
+        "scenarios": ["naive", "parrot"],
+        "dataset": {
+            "source": "any.synthetic",
+            "params": {"n_subjects": 40, "samples_per_subject": 10, "dim": 32, "seed": 1},
+        },
         "anonymizers": [{"id": "any.gaussian_noise", "name": "noise", "grid": {"sigma": [0.5, 1.0, 2.0, 4.0]}}],
         "recognizers": [{"id": "any.cosine_centroid"}, {"id": "any.lda_cosine"}],
         "selection": {"selectors": ["random"], "subject_counts": [16], "random_draws": 2},

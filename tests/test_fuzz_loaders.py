@@ -29,7 +29,7 @@ def _mutate(valid: bytes, mutation) -> bytes:
     if kind == "truncate":
         return valid[:cut]
     if kind == "flip":
-        return valid[:cut] + noise + valid[cut + len(noise):]
+        return valid[:cut] + noise + valid[cut + len(noise) :]
     return noise
 
 
@@ -57,8 +57,13 @@ def _gait_c3d(root: Path) -> tuple[Path, str]:
 
     w = c3d.Writer(point_rate=100.0, point_units="mm  ")
     w.set_point_labels(["LKNE", "RKNE", "C7"])
-    frames = [(np.c_[np.random.default_rng(t).normal(size=(3, 3)) * 100, np.zeros((3, 2))].astype(np.float32),
-               np.zeros((0, 0), np.float32)) for t in range(20)]
+    frames = [
+        (
+            np.c_[np.random.default_rng(t).normal(size=(3, 3)) * 100, np.zeros((3, 2))].astype(np.float32),
+            np.zeros((0, 0), np.float32),
+        )
+        for t in range(20)
+    ]
     w.add_frames(frames)
     with open(root / "t.c3d", "wb") as fh:
         w.write(fh)
@@ -83,13 +88,16 @@ def _voice_folder(root: Path) -> tuple[Path, str]:
     for s in ("spk1", "spk2"):
         (root / s).mkdir()
         for i in range(2):
-            sf.write(root / s / f"{i}.wav", (0.1 * rng.standard_normal(800)).astype(np.float32), 8000,
-                     subtype="PCM_16")
+            sf.write(root / s / f"{i}.wav", (0.1 * rng.standard_normal(800)).astype(np.float32), 8000, subtype="PCM_16")
     return root / "spk1" / "0.wav", "voice.folder"
 
 
-BUILDERS = {"motion.csv": _motion_csv, "gait.c3d": _gait_c3d, "face.folder": _face_folder,
-            "voice.folder": _voice_folder}
+BUILDERS = {
+    "motion.csv": _motion_csv,
+    "gait.c3d": _gait_c3d,
+    "face.folder": _face_folder,
+    "voice.folder": _voice_folder,
+}
 
 
 @pytest.mark.slow
@@ -127,8 +135,10 @@ def _fuzz_one_file(source, build, params, check_valid):
 
 def _voice_metadata(root: Path) -> tuple[Path, str]:
     _voice_folder(root)
-    (root / "metadata.csv").write_text("path,speaker,emotion,age\nspk1/0.wav,spk1,happy,30\nspk1/1.wav,spk1,sad,30\n"
-                                       "spk2/0.wav,spk2,calm,41\nspk2/1.wav,spk2,angry,41\n")
+    (root / "metadata.csv").write_text(
+        "path,speaker,emotion,age\nspk1/0.wav,spk1,happy,30\nspk1/1.wav,spk1,sad,30\n"
+        "spk2/0.wav,spk2,calm,41\nspk2/1.wav,spk2,angry,41\n"
+    )
     return root / "metadata.csv", "voice.folder"
 
 
@@ -143,8 +153,11 @@ def _motion_manifest(root: Path) -> tuple[Path, str]:
     return root / "manifest.csv", "motion.csv"
 
 
-METADATA_BUILDERS = {"voice.folder": (_voice_metadata, {}), "face.folder": (_face_metadata, {}),
-                     "motion.csv": (_motion_manifest, {"window": 20, "stride": 20})}
+METADATA_BUILDERS = {
+    "voice.folder": (_voice_metadata, {}),
+    "face.folder": (_face_metadata, {}),
+    "motion.csv": (_motion_manifest, {"window": 20, "stride": 20}),
+}
 
 
 @pytest.mark.slow

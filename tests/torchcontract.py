@@ -108,8 +108,9 @@ class NetworkContract:
         wide = self.make(weights=str(path), **self.wider)
         problems = wide.preflight(self.data())
         in_file, in_net = self.first_layer
-        assert len(problems) == 1 and f"backbone.0.weight: {in_file} in the file, {in_net} in the network" in \
-            problems[0], problems
+        assert (
+            len(problems) == 1 and f"backbone.0.weight: {in_file} in the file, {in_net} in the network" in problems[0]
+        ), problems
         with pytest.raises(WeightsError, match=r"backbone\.0\.weight: " + re_escape(in_file) + " in the file"):
             wide.fit(self.data())
         missing = self.make(weights=str(tmp_path / "none.pt")).preflight(self.data())

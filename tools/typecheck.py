@@ -48,8 +48,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"typecheck: unknown package(s) {unknown}; choose from {sorted(PACKAGES)}", file=sys.stderr)
         return 2
     shim = _shim()
-    command = [sys.executable, "-m", "mypy", "--config-file", str(ROOT / "pyproject.toml"),
-               "--cache-dir", str(ROOT / ".mypy_cache")]
+    command = [
+        sys.executable,
+        "-m",
+        "mypy",
+        "--config-file",
+        str(ROOT / "pyproject.toml"),
+        "--cache-dir",
+        str(ROOT / ".mypy_cache"),
+    ]
     for name in names:
         command += ["-p", name]
     done = subprocess.run(command, cwd=shim, capture_output=True, text=True)

@@ -89,8 +89,12 @@ def _steps_shape_ok(steps: tuple[Any, ...]) -> bool:
     """Validator of ``any.chain``'s ``steps``: a non-empty list of ``{id = "...", params = {...}}`` tables (the
     ids and parameters are checked when the chain is built, with errors naming ``steps[i]``)."""
     return len(steps) > 0 and all(
-        isinstance(s, dict) and isinstance(s.get("id"), str) and set(s) <= {"id", "params"}
-        and isinstance(s.get("params", {}), dict) for s in steps)
+        isinstance(s, dict)
+        and isinstance(s.get("id"), str)
+        and set(s) <= {"id", "params"}
+        and isinstance(s.get("params", {}), dict)
+        for s in steps
+    )
 
 
 @attrs.define(kw_only=True)
@@ -113,13 +117,18 @@ class Chain(Anonymizer):
     id: ClassVar[str] = "any.chain"
     payloads: ClassVar[tuple[str, ...]] = ("*",)
     example_params: ClassVar[dict[str, Any]] = {
-        "steps": ({"id": "any.gaussian_noise", "params": {"sigma": 0.2, "seed": 1}},
-                  {"id": "any.block_permutation", "params": {"key": 1}})}
+        "steps": (
+            {"id": "any.gaussian_noise", "params": {"sigma": 0.2, "seed": 1}},
+            {"id": "any.block_permutation", "params": {"key": 1}},
+        )
+    }
 
-    steps: tuple[dict[str, Any], ...] = param(({"id": "any.identity", "params": {}},),
-                                    help="the anonymizers in order, each {id = \"...\", params = {...}}",
-                                    check=_steps_shape_ok,
-                                    check_text="a non-empty list of {id = \"...\", params = {...}} tables")
+    steps: tuple[dict[str, Any], ...] = param(
+        ({"id": "any.identity", "params": {}},),
+        help='the anonymizers in order, each {id = "...", params = {...}}',
+        check=_steps_shape_ok,
+        check_text='a non-empty list of {id = "...", params = {...}} tables',
+    )
 
     methods_: list[Anonymizer] = attrs.field(init=False, repr=False, eq=False, factory=list)
     built_for_: Any = attrs.field(init=False, repr=False, eq=False, default=None)
@@ -171,8 +180,12 @@ class Chain(Anonymizer):
                 cls = self.step_class(method_id)
             except BioanonError as e:
                 hint = getattr(e, "suggestions", None)
-                raise ParameterError(self.id, where, method_id, f"unknown anonymizer {method_id!r}"
-                                     + (f"; did you mean {hint[0]!r}?" if hint else "")) from None
+                raise ParameterError(
+                    self.id,
+                    where,
+                    method_id,
+                    f"unknown anonymizer {method_id!r}" + (f"; did you mean {hint[0]!r}?" if hint else ""),
+                ) from None
             if cls.kind != "anonymizer":
                 raise ParameterError(self.id, where, method_id, f"{method_id} is a {cls.kind}, not an anonymizer")
             names = [f.name for f in cls.param_fields()]
@@ -181,8 +194,13 @@ class Chain(Anonymizer):
                     import difflib
 
                     close = difflib.get_close_matches(name, names, n=1)
-                    raise ParameterError(self.id, where, params, f"{method_id} has no parameter {name!r}"
-                                         + (f"; did you mean {close[0]!r}?" if close else f"; it has {names}"))
+                    raise ParameterError(
+                        self.id,
+                        where,
+                        params,
+                        f"{method_id} has no parameter {name!r}"
+                        + (f"; did you mean {close[0]!r}?" if close else f"; it has {names}"),
+                    )
             cls.check_requirements()
             try:
                 m = cls(**params)
@@ -191,8 +209,13 @@ class Chain(Anonymizer):
             if "*" not in cls.payloads:
                 payloads = set(cls.payloads) if payloads is None else payloads & set(cls.payloads)
                 if not payloads:
-                    raise ParameterError(self.id, where, method_id, f"{method_id} reads {list(cls.payloads)}, "
-                                         "which no step before it can read: steps must share a payload")
+                    raise ParameterError(
+                        self.id,
+                        where,
+                        method_id,
+                        f"{method_id} reads {list(cls.payloads)}, "
+                        "which no step before it can read: steps must share a payload",
+                    )
             out.append(cast(Anonymizer, m))  # (its kind was checked above)
         if len({m.trait for m in out} - {"any"}) > 1:
             raise ParameterError(self.id, "steps", [m.id for m in out], "steps of one trait (and any.* steps)")

@@ -25,11 +25,18 @@ import attrs
 import numpy as np
 
 from ..errors import ParameterError, TableError, require_fitted
-from ..methods import Comparator, Recognizer, ScoreMatrix, feature_view, fitted, labels_of, param
+from ..methods import Comparator, Recognizer, ScoreMatrix, feature_view, fitted, labels_of, n_components_ok, param
 from ..metrics import similarity_attack_scores
-from ..methods import n_components_ok
-from .recognizers import (_N_COMPONENTS_HELP, DECLARED_COMPARATOR_HELP, _l2_normalize, _SpaceRecognizer,
-                          UsesDeclaredComparator, declared_comparator, scores_param, svc)
+from .recognizers import (
+    _N_COMPONENTS_HELP,
+    DECLARED_COMPARATOR_HELP,
+    UsesDeclaredComparator,
+    _l2_normalize,
+    _SpaceRecognizer,
+    declared_comparator,
+    scores_param,
+    svc,
+)
 from .utility import _valid
 
 __all__ = ["AttributeKnn", "AttributeSvm", "SimilarityAttributeAttack", "align_columns"]
@@ -100,13 +107,18 @@ class SimilarityAttributeAttack(UsesDeclaredComparator, Recognizer):
     reference: ClassVar[str] = "soft-biometric-attack.txt §III-B (Tables V-IX)"
     example_params: ClassVar[dict[str, Any]] = {"n": 3}
 
-    strategy: str = param("average", help="how the n best scores become a per-value confidence",
-                          choices=("vote", "average", "linear", "log"))
+    strategy: str = param(
+        "average",
+        help="how the n best scores become a per-value confidence",
+        choices=("vote", "average", "linear", "log"),
+    )
     n: int = param(10, help="number of best scores (overall for vote, per attribute value otherwise)", low=1)
-    similarity: str = param("cosine", help="template comparator (euclidean: minus the distance)",
-                            choices=("cosine", "euclidean"))
-    standardize: str = param("center", help="normalization fitted on the database before comparing",
-                             choices=("none", "center", "zscore"))
+    similarity: str = param(
+        "cosine", help="template comparator (euclidean: minus the distance)", choices=("cosine", "euclidean")
+    )
+    standardize: str = param(
+        "center", help="normalization fitted on the database before comparing", choices=("none", "center", "zscore")
+    )
     add_gallery: bool = param(False, help="also add the enrolled (labelled) gallery to the attacker database")
     payload: str = param("", help="payload column (default: the first supported one present)")
     declared_comparator: bool = param(True, help=DECLARED_COMPARATOR_HELP)
@@ -128,8 +140,10 @@ class SimilarityAttributeAttack(UsesDeclaredComparator, Recognizer):
         raw = table.payload(column)
         shape = tuple(raw.shape[1:]) if isinstance(raw, np.ndarray) else (x.shape[1],)
         if self.shape_ is not None and shape != self.shape_:
-            raise TableError(f"{self.id}: payload {column!r} has sample shape {shape}, the attacker "
-                             f"database has {self.shape_}: templates must come from the same anonymizer")
+            raise TableError(
+                f"{self.id}: payload {column!r} has sample shape {shape}, the attacker "
+                f"database has {self.shape_}: templates must come from the same anonymizer"
+            )
         return x, shape
 
     def _raw(self, table: Any) -> np.ndarray:
@@ -209,8 +223,9 @@ class SimilarityAttributeAttack(UsesDeclaredComparator, Recognizer):
         db_classes = _sorted_classes(cast(np.ndarray, self.db_labels_))
         for start in range(0, len(probes), block):  # memory-bounded; one block for small tables
             sub = probes if len(probes) <= block else probes.take(np.arange(start, min(start + block, len(probes))))
-            conf, db_classes = similarity_attack_scores(self.similarities(sub), cast(np.ndarray, self.db_labels_), n,
-                                                        self.strategy)
+            conf, db_classes = similarity_attack_scores(
+                self.similarities(sub), cast(np.ndarray, self.db_labels_), n, self.strategy
+            )
             parts.append(conf)
         conf = np.concatenate(parts) if parts else np.zeros((0, len(db_classes)))
         classes = db_classes if self.classes_ is None else self.classes_
@@ -231,8 +246,9 @@ class _AttributeClassifier(_SpaceRecognizer):
 
     payloads: ClassVar[tuple[str, ...]] = _PAYLOADS
 
-    n_components: int | float = param(1.0, help=_N_COMPONENTS_HELP, check=n_components_ok,
-                                      check_text="a float in (0, 1] or an int >= 1")
+    n_components: int | float = param(
+        1.0, help=_N_COMPONENTS_HELP, check=n_components_ok, check_text="a float in (0, 1] or an int >= 1"
+    )
 
     label_: str | None = fitted()
     model_classes_: np.ndarray | None = fitted()
@@ -307,5 +323,4 @@ class AttributeSvm(_AttributeClassifier):
     scores: str = scores_param()
 
     def _train(self, z: np.ndarray, y: np.ndarray) -> Any:
-        return svc(z, y, proba=self.scores == "proba", seed=self.seed, kernel=self.kernel, C=self.c,
-                   degree=self.degree)
+        return svc(z, y, proba=self.scores == "proba", seed=self.seed, kernel=self.kernel, C=self.c, degree=self.degree)

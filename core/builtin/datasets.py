@@ -33,7 +33,8 @@ class SyntheticFeatures(DatasetSource):
     attribute_scale: float = param(1.5, help="strength of the attribute effects", low=0.0)
     noise: float = param(0.5, help="per-sample noise standard deviation", low=0.0)
     noise_heterogeneity: float = param(
-        0.0, help="spread of per-subject noise levels: each subject's noise is scaled by exp(N(0, h))", low=0.0)
+        0.0, help="spread of per-subject noise levels: each subject's noise is scaled by exp(N(0, h))", low=0.0
+    )
     n_activities: int = param(3, help="number of values of attr.activity", low=2)
     seed: int = param(0, help="random seed")
 

@@ -14,12 +14,11 @@ import attrs
 import numpy as np
 
 from ..device import resolve_device
-from ..methods import device_param, precision_param, weights_param
 from ..errors import DataError, require_fitted
-from ..methods import Deanonymizer, fitted, param
+from ..methods import Deanonymizer, device_param, fitted, param, precision_param, weights_param
 from ..nettrain import infer, method_training, preflight_weights, stage, train_net
-from ..torchutil import import_torch
 from ..payloads import restore_dtype
+from ..torchutil import import_torch
 from .deanonymizers import paired_payloads
 
 __all__ = ["MlpInversion"]
@@ -36,8 +35,9 @@ def _standardize_stats(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return mean.astype(np.float32), scale.astype(np.float32)
 
 
-def _build(torch: Any, d_in: int, d_out: int, hidden: tuple[int, ...], activation: str, skip: bool,
-           generator: Any = None) -> Any:
+def _build(
+    torch: Any, d_in: int, d_out: int, hidden: tuple[int, ...], activation: str, skip: bool, generator: Any = None
+) -> Any:
     """The network; initialized from ``generator`` (PyTorch's default init, without the global RNG)."""
     nn = torch.nn
     act = {"relu": nn.ReLU, "gelu": nn.GELU}[activation]
@@ -45,9 +45,9 @@ def _build(torch: Any, d_in: int, d_out: int, hidden: tuple[int, ...], activatio
     def linear(i: int, o: int, bias: bool = True) -> Any:
         layer = torch.nn.utils.skip_init(nn.Linear, i, o, bias=bias)
         if generator is not None:  # nn.Linear.reset_parameters, with our generator
-            nn.init.kaiming_uniform_(layer.weight, a=5 ** 0.5, generator=generator)
+            nn.init.kaiming_uniform_(layer.weight, a=5**0.5, generator=generator)
             if bias:
-                bound = 1.0 / i ** 0.5 if i > 0 else 0.0
+                bound = 1.0 / i**0.5 if i > 0 else 0.0
                 nn.init.uniform_(layer.bias, -bound, bound, generator=generator)
         return layer
 
@@ -107,10 +107,8 @@ class MlpInversion(Deanonymizer):
     batch_size: int = param(64, help="minibatch size", low=1)
     lr: float = param(1e-3, help="Adam learning rate", low=0.0, low_inclusive=False)
     weight_decay: float = param(0.0, help="Adam weight decay (L2)", low=0.0)
-    validation: float = param(0.1, help="share of the pairs held out for early stopping (0: none)", low=0.0,
-                              high=0.5)
-    patience: int = param(10, help="epochs without a lower validation loss before stopping (0: never stop)",
-                          low=0)
+    validation: float = param(0.1, help="share of the pairs held out for early stopping (0: none)", low=0.0, high=0.5)
+    patience: int = param(10, help="epochs without a lower validation loss before stopping (0: never stop)", low=0)
     seed: int = param(0, help="random seed (initialization, validation split, batch order)")
     threads: int = param(0, help="torch intra-op threads (0 = all available cores)", low=0, affects_output=False)
     payload: str = param("", help="payload column (default: the first supported one present)")
@@ -172,11 +170,19 @@ class MlpInversion(Deanonymizer):
             return x_tr[rows], y_tr[rows]
 
         trained = train_net(
-            lambda: self._net(torch, xs.shape[1], ys.shape[1], self.seed), batch, len(tr),
+            lambda: self._net(torch, xs.shape[1], ys.shape[1], self.seed),
+            batch,
+            len(tr),
             loss=lambda net, xb, yb: loss_fn(net(xb).float(), yb),
-            epochs=self.epochs, batch_size=self.batch_size, lr=self.lr, weight_decay=self.weight_decay,
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            lr=self.lr,
+            weight_decay=self.weight_decay,
             validation=(lambda net: loss_fn(net(x_va).float(), y_va)) if n_val else None,
-            patience=self.patience, keep_best=True, **method_training(self, x, y, label="mlp_inversion", device=dev))
+            patience=self.patience,
+            keep_best=True,
+            **method_training(self, x, y, label="mlp_inversion", device=dev),
+        )
         self.model_, self.history_, self.best_epoch_ = trained.net, trained.history, trained.best_epoch
         self.device_ = dev
         return self
@@ -191,8 +197,15 @@ class MlpInversion(Deanonymizer):
         y_mean, y_scale = cast(np.ndarray, self.y_mean_), cast(np.ndarray, self.y_scale_)
         xs = ((np.asarray(x, dtype=np.float32) - x_mean) / x_scale).astype(np.float32)
         dev = self._run_device()
-        out = infer(self.model_, xs, out_shape=(len(y_mean),), batch_size=4096, threads=self._threads(),
-                    device=dev, precision=self.precision)
+        out = infer(
+            self.model_,
+            xs,
+            out_shape=(len(y_mean),),
+            batch_size=4096,
+            threads=self._threads(),
+            device=dev,
+            precision=self.precision,
+        )
         estimate: np.ndarray = out * y_scale + y_mean
         return estimate
 
@@ -215,17 +228,26 @@ class MlpInversion(Deanonymizer):
         require_fitted(self, "model_", call="fit()", before="save_checkpoint()")
         torch = _torch()
         params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.get_params().items()}
-        torch.save({
-            "id": self.id, "version": self.version, "params": params,
-            "state_dict": {k: v.cpu() for k, v in self.model_.state_dict().items()},
-            "stats": {k: torch.from_numpy(getattr(self, k).copy())
-                      for k in ("x_mean_", "x_scale_", "y_mean_", "y_scale_")},
-            "column": self.column_, "shape": list(cast(tuple[int, ...], self.shape_)), "dtype": self.dtype_,
-            "history": self.history_, "best_epoch": self.best_epoch_,
-        }, os.fspath(path))
+        torch.save(
+            {
+                "id": self.id,
+                "version": self.version,
+                "params": params,
+                "state_dict": {k: v.cpu() for k, v in self.model_.state_dict().items()},
+                "stats": {
+                    k: torch.from_numpy(getattr(self, k).copy()) for k in ("x_mean_", "x_scale_", "y_mean_", "y_scale_")
+                },
+                "column": self.column_,
+                "shape": list(cast(tuple[int, ...], self.shape_)),
+                "dtype": self.dtype_,
+                "history": self.history_,
+                "best_epoch": self.best_epoch_,
+            },
+            os.fspath(path),
+        )
 
     @classmethod
-    def load_checkpoint(cls, path: str | os.PathLike[str]) -> "MlpInversion":
+    def load_checkpoint(cls, path: str | os.PathLike[str]) -> MlpInversion:
         """A fitted instance from :meth:`save_checkpoint`'s file (``torch.load(weights_only=True)``)."""
         torch = _torch()
         ck = torch.load(os.fspath(path), weights_only=True, map_location="cpu")

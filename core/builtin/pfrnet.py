@@ -13,9 +13,8 @@ import attrs
 import numpy as np
 
 from ..device import resolve_device
-from ..methods import device_param, precision_param
 from ..errors import TableError, require_fitted
-from ..methods import Anonymizer, feature_matrix, fitted, param
+from ..methods import Anonymizer, device_param, feature_matrix, fitted, param, precision_param
 from ..nettrain import infer, method_training, softmax_head, stage, train_net
 from ..torchutil import import_torch
 
@@ -44,7 +43,7 @@ def _build(torch: Any, d: int, hidden: int, id_dim: int, attr_dim: int, n_subjec
 
         def forward(self, x: Any) -> Any:
             """The identity code (the protected template)."""
-            return self.encoder(x)[:, :self.id_dim]
+            return self.encoder(x)[:, : self.id_dim]
 
     return Net()
 
@@ -71,9 +70,11 @@ def _losses(torch: Any, net: Any, x: Any, subject: Any, value: Any, known: Any) 
     the mask of samples whose attribute is known)."""
     F = torch.nn.functional
     code = net.encoder(x).float()
-    z_id, z_attr = code[:, :net.id_dim], code[:, net.id_dim:]
-    out = {"reconstruction": F.mse_loss(net.decoder(code).float(), x.float()),
-           "identity": F.cross_entropy(net.identity_head(z_id).float(), subject)}
+    z_id, z_attr = code[:, : net.id_dim], code[:, net.id_dim :]
+    out = {
+        "reconstruction": F.mse_loss(net.decoder(code).float(), x.float()),
+        "identity": F.cross_entropy(net.identity_head(z_id).float(), subject),
+    }
     if int(known.sum()) >= 2 and int(torch.unique(value[known]).numel()) >= 2:
         out["attribute"] = F.cross_entropy(net.attribute_head(z_attr[known]).float(), value[known])
         # confusion: the cross-entropy of the adversary's posterior with the uniform distribution
@@ -149,10 +150,18 @@ class Pfrnet(Anonymizer):
     payloads: ClassVar[tuple[str, ...]] = ("features",)
     needs_fit: ClassVar[bool] = True
     requires: ClassVar[dict[str, str]] = {"torch": _INSTALL}
-    reference: ClassVar[str] = ("Bortolato et al., Learning privacy-enhancing face representations through feature "
-                                "disentanglement (PFRNet), FG 2020; soft-biometric-attack.txt §II, Tables I-IX")
-    example_params: ClassVar[dict[str, Any]] = {"attribute": "group", "identity_dim": 4, "attribute_dim": 2,
-                                                "hidden": 16, "epochs": 3, "batch_size": 16}
+    reference: ClassVar[str] = (
+        "Bortolato et al., Learning privacy-enhancing face representations through feature "
+        "disentanglement (PFRNet), FG 2020; soft-biometric-attack.txt §II, Tables I-IX"
+    )
+    example_params: ClassVar[dict[str, Any]] = {
+        "attribute": "group",
+        "identity_dim": 4,
+        "attribute_dim": 2,
+        "hidden": 16,
+        "epochs": 3,
+        "batch_size": 16,
+    }
 
     attribute: str = param("", help="the attribute to suppress (an attribute column of the fitting data)")
     identity_dim: int = param(32, help="size of the identity code (the protected template)", low=1)
@@ -164,8 +173,9 @@ class Pfrnet(Anonymizer):
     reconstruction_weight: float = param(1.0, help="weight of the reconstruction loss", low=0.0)
     identity_weight: float = param(1.0, help="weight of the identity classification loss", low=0.0)
     attribute_weight: float = param(1.0, help="weight of the attribute classification loss", low=0.0)
-    adversarial_weight: float = param(3.0, help="weight of the confusion loss (attribute hidden from the "
-                                                "identity code)", low=0.0)
+    adversarial_weight: float = param(
+        3.0, help="weight of the confusion loss (attribute hidden from the identity code)", low=0.0
+    )
     seed: int = param(0, help="random seed (initialization, batch order)")
     threads: int = param(0, help="torch intra-op threads (0 = all available cores)", low=0, affects_output=False)
     payload: str = param("", help="template payload column (default: features)")
@@ -190,8 +200,10 @@ class Pfrnet(Anonymizer):
         values = sorted(set(raw[known].tolist()))
         subjects, subject_idx = np.unique(np.asarray(background.subjects).astype(str), return_inverse=True)
         if len(subjects) < 2:
-            raise TableError(f"{self.id}: fit() needs at least two subjects in the fitting data (the identity "
-                             f"classes), got {len(subjects)}")
+            raise TableError(
+                f"{self.id}: fit() needs at least two subjects in the fitting data (the identity "
+                f"classes), got {len(subjects)}"
+            )
         value_idx = np.zeros(len(x), dtype=np.int64)
         value_idx[known] = np.searchsorted(values, raw[known].astype(str))
         self.mean_ = x.mean(axis=0).astype(np.float32)
@@ -200,14 +212,21 @@ class Pfrnet(Anonymizer):
         self.scale_ = scale.astype(np.float32)
         xs = ((x - self.mean_) / self.scale_).astype(np.float32)
         dev = resolve_device(self.device, who=self.id)
-        data = [stage(torch.from_numpy(a), dev) for a in
-                (xs, subject_idx.astype(np.int64), value_idx, np.asarray(known, dtype=bool))]
-        w = {"reconstruction": self.reconstruction_weight, "identity": self.identity_weight,
-             "attribute": self.attribute_weight, "confusion": self.adversarial_weight}
+        data = [
+            stage(torch.from_numpy(a), dev)
+            for a in (xs, subject_idx.astype(np.int64), value_idx, np.asarray(known, dtype=bool))
+        ]
+        w = {
+            "reconstruction": self.reconstruction_weight,
+            "identity": self.identity_weight,
+            "attribute": self.attribute_weight,
+            "confusion": self.adversarial_weight,
+        }
 
         def build() -> Any:
-            return _build(torch, x.shape[1], self.hidden, self.identity_dim, self.attribute_dim, len(subjects),
-                          len(values))
+            return _build(
+                torch, x.shape[1], self.hidden, self.identity_dim, self.attribute_dim, len(subjects), len(values)
+            )
 
         def batch(idx: np.ndarray, rng: np.random.Generator) -> list[Any]:
             rows = torch.from_numpy(idx)
@@ -219,9 +238,16 @@ class Pfrnet(Anonymizer):
             terms = _losses(torch, net, *tensors)
             return sum(w[k] * v for k, v in terms.items())
 
-        trained = train_net(build, batch, len(xs), loss=loss, epochs=self.epochs, batch_size=self.batch_size,
-                            lr=self.lr, **method_training(self, x, subject_idx, value_idx, known,
-                                                          label=f"pfrnet:{self.attribute}", device=dev))
+        trained = train_net(
+            build,
+            batch,
+            len(xs),
+            loss=loss,
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            lr=self.lr,
+            **method_training(self, x, subject_idx, value_idx, known, label=f"pfrnet:{self.attribute}", device=dev),
+        )
         net = trained.net
         # the terms after training, on the fitting data (a seeded subset of _CHECK samples when there are more)
         rows = np.sort(np.random.default_rng(self.seed).permutation(len(xs))[:_CHECK])
@@ -244,6 +270,13 @@ class Pfrnet(Anonymizer):
         if x.shape[1] != len(mean):
             raise TableError(f"{self.id}: templates have {x.shape[1]} values, fitted on {len(mean)}")
         xs = ((x - mean) / self.scale_).astype(np.float32)
-        out = infer(self.model_, xs, out_shape=(self.identity_dim,), batch_size=4096, threads=self.threads,
-                    device=cast(str, self.device_), precision=self.precision)
+        out = infer(
+            self.model_,
+            xs,
+            out_shape=(self.identity_dim,),
+            batch_size=4096,
+            threads=self.threads,
+            device=cast(str, self.device_),
+            precision=self.precision,
+        )
         return table.with_payload(column, np.ascontiguousarray(out, dtype=np.float32))

@@ -55,9 +55,11 @@ def _x(table: Any, payload: str | None, what: str = "", dim: int | None = None) 
     :func:`bioanon.methods.feature_matrix`). ``dim``: the length the classifier was trained on (checked)."""
     x = feature_matrix(table, payload or None, who=f"paper protocol{what}")
     if dim is not None and x.shape[1] != dim:
-        raise TableError(f"paper protocol{what}: samples have {x.shape[1]} values each, but the classifiers were "
-                         f"trained on original samples of {dim}: the original and anonymized tables must share a "
-                         f"payload layout (payloads {table.payload_names})")
+        raise TableError(
+            f"paper protocol{what}: samples have {x.shape[1]} values each, but the classifiers were "
+            f"trained on original samples of {dim}: the original and anonymized tables must share a "
+            f"payload layout (payloads {table.payload_names})"
+        )
     return x
 
 
@@ -70,12 +72,15 @@ def _identity_classifier(name: str, seed: int, n_jobs: int) -> Any:
     from sklearn.preprocessing import StandardScaler
 
     if name not in IDENTITY_CLASSIFIERS:
-        raise ParameterError("paper_protocol", "identity_classifier", name,
-                             f"one of {', '.join(IDENTITY_CLASSIFIERS)} (unknown classifier)")
+        raise ParameterError(
+            "paper_protocol",
+            "identity_classifier",
+            name,
+            f"one of {', '.join(IDENTITY_CLASSIFIERS)} (unknown classifier)",
+        )
     clf = {
         "random_forest": lambda: RandomForestClassifier(n_estimators=200, random_state=seed, n_jobs=n_jobs),
-        "mlp": lambda: MLPClassifier(hidden_layer_sizes=(256,), max_iter=500, early_stopping=False,
-                                     random_state=seed),
+        "mlp": lambda: MLPClassifier(hidden_layer_sizes=(256,), max_iter=500, early_stopping=False, random_state=seed),
         "logistic_regression": lambda: LogisticRegression(max_iter=2000),
         "knn": lambda: KNeighborsClassifier(n_neighbors=5),
     }[name]()
@@ -158,14 +163,20 @@ def paper_protocol(
     else:
         train_clear, test_clear = original.split_within_subjects([1.0 - holdout, holdout], seed, min_per_part=0)
     test_anon = align(test_clear, _rows_with_ids(anonymized, test_clear.sample_ids))
-    out: dict[str, Any] = {"attribute": attribute, "sensitive": sensitive,
-                           "holdout": holdout if train is None else None,
-                           "attribute_classifier": attribute_classifier, "identity_classifier": identity_classifier,
-                           "n_train": len(train_clear), "n_test": len(test_clear)}
+    out: dict[str, Any] = {
+        "attribute": attribute,
+        "sensitive": sensitive,
+        "holdout": holdout if train is None else None,
+        "attribute_classifier": attribute_classifier,
+        "identity_classifier": identity_classifier,
+        "n_train": len(train_clear),
+        "n_test": len(test_clear),
+    }
 
     if attribute is not None:
-        m = AttributeAccuracy(attribute=attribute, classifier=attribute_classifier, payload=payload, seed=seed,
-                              n_jobs=n_jobs).fit(train_clear)
+        m = AttributeAccuracy(
+            attribute=attribute, classifier=attribute_classifier, payload=payload, seed=seed, n_jobs=n_jobs
+        ).fit(train_clear)
         out["attribute_accuracy"] = float(np.nanmean(m.measure(test_clear, test_anon)))
         out["attribute_accuracy_clear"] = float(np.nanmean(m.measure(test_clear, test_clear)))
         out["attribute_chance"] = float(m.floor(test_clear))
@@ -183,22 +194,25 @@ def paper_protocol(
     dim = x_train.shape[1]
     post_anon = clf.predict_proba(_x(test_anon, payload, " (anonymized records)", dim)[known])
     post_clear = clf.predict_proba(_x(test_clear, payload, "", dim)[known])
-    out.update({
-        "mixture": float(mixture(top_k_accuracy(post_anon, true_idx, 1))),
-        "mixture_clear": float(mixture(top_k_accuracy(post_clear, true_idx, 1))),
-        "top_k_mixture": {kk: float(top_k_mixture(post_anon, true_idx, kk)) for kk in ks},
-        "random_top_k_mixture": {kk: 1.0 - chance_level(len(classes), kk) for kk in ks},
-        "sensitive_majority_chance": majority_chance(true_idx),
-        "kl_from_uniform": kl_from_uniform(post_anon),
-        "kl_from_uniform_clear": kl_from_uniform(post_clear),
-        "n_classes": int(len(classes)),
-        "n_test_sensitive": int(known.sum()),
-    })
+    out.update(
+        {
+            "mixture": float(mixture(top_k_accuracy(post_anon, true_idx, 1))),
+            "mixture_clear": float(mixture(top_k_accuracy(post_clear, true_idx, 1))),
+            "top_k_mixture": {kk: float(top_k_mixture(post_anon, true_idx, kk)) for kk in ks},
+            "random_top_k_mixture": {kk: 1.0 - chance_level(len(classes), kk) for kk in ks},
+            "sensitive_majority_chance": majority_chance(true_idx),
+            "kl_from_uniform": kl_from_uniform(post_anon),
+            "kl_from_uniform_clear": kl_from_uniform(post_clear),
+            "n_classes": int(len(classes)),
+            "n_test_sensitive": int(known.sum()),
+        }
+    )
     return out
 
 
-def nearest_original_reid(original: Any, anonymized: Any, k: int = 5, *, payload: str = "",
-                          center: bool = False) -> tuple[float, float]:
+def nearest_original_reid(
+    original: Any, anonymized: Any, k: int = 5, *, payload: str = "", center: bool = False
+) -> tuple[float, float]:
     """Re-identification of each anonymized record as its nearest original (FER-2013 protocol, §5.1.3).
 
     Every record is its own identity: an anonymized record is compared by cosine similarity with *all*

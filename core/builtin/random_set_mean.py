@@ -9,9 +9,8 @@ import numpy as np
 
 from .. import random_set_mean as engine
 from ..device import resolve_device
-from ..methods import device_param
 from ..errors import ParameterError, TableError
-from ..methods import Anonymizer, fitted, labels_of, param
+from ..methods import Anonymizer, device_param, fitted, labels_of, param
 from ..payloads import flatten_payload, restore_dtype
 
 __all__ = ["RandomSetMean"]
@@ -83,30 +82,37 @@ class RandomSetMean(Anonymizer):
     attribute: str = param("", help="attribute of interest p whose value the random sets keep (required)")
     set_size: int = param(32, help="g, records per random set (the record itself included)", low=1)
     purity: float | Literal["population"] = param(
-        0.9, low=0.0, high=1.0,
+        0.9,
+        low=0.0,
+        high=1.0,
         help="t, share of each set with the record's value of p (rounded half up, at least the record); "
-        "'population' = the others drawn uniformly from the whole table")
+        "'population' = the others drawn uniformly from the whole table",
+    )
     weight: float = param(100.0, help="w, weight of the record itself on the selected features", low=1.0)
-    retention: float = param(0.1, help="r_p, share of features kept for the attribute of interest",
-                             low=0.0, high=1.0)
+    retention: float = param(0.1, help="r_p, share of features kept for the attribute of interest", low=0.0, high=1.0)
     additional_attributes: tuple[str, ...] = param((), help="q_1..q_n, further attributes to preserve")
     additional_retention: tuple[float, ...] = param(
-        (), help="r_q per additional attribute (same length as additional_attributes)", low=0.0, high=1.0)
-    sensitive_attribute: str = param("", help="s, attribute whose relevant features are not weighted "
-                                     "('subject' = identity; '' = none)")
-    sensitive_exclusion: float = param(0.5, help="r_s, share of features most relevant to s removed from the "
-                                       "weighted set", low=0.0, high=1.0)
+        (), help="r_q per additional attribute (same length as additional_attributes)", low=0.0, high=1.0
+    )
+    sensitive_attribute: str = param(
+        "", help="s, attribute whose relevant features are not weighted ('subject' = identity; '' = none)"
+    )
+    sensitive_exclusion: float = param(
+        0.5, help="r_s, share of features most relevant to s removed from the weighted set", low=0.0, high=1.0
+    )
     relevance: Literal["random_forest", "mutual_information"] = param(
-        "random_forest", help="feature relevance estimator: Gini importances of a random forest, or mutual "
-        "information")
+        "random_forest", help="feature relevance estimator: Gini importances of a random forest, or mutual information"
+    )
     relevance_samples: int = param(2000, help="records subsampled to estimate relevance", low=2)
     relevance_trees: int = param(50, help="trees of the relevance random forest", low=1)
     small_class: Literal["error", "with_replacement"] = param(
-        "error", help="a class too small for the purity: raise, or draw that part of the set with replacement")
+        "error", help="a class too small for the purity: raise, or draw that part of the set with replacement"
+    )
     payload: str = param("", help="payload column to anonymize (default: the first supported one present)")
     seed: int = param(0, help="random seed (relevance subsample, forest and sets)")
     backend: Literal["auto", "torch", "numpy"] = param(
-        "auto", help="summation kernel: torch embedding_bag when installed, or numpy", affects_output=False)
+        "auto", help="summation kernel: torch embedding_bag when installed, or numpy", affects_output=False
+    )
     threads: int = param(0, help="threads (0 = all cores)", low=0, affects_output=False)
     device: str = device_param()
 
@@ -118,9 +124,12 @@ class RandomSetMean(Anonymizer):
         super().__attrs_post_init__()
         if len(self.additional_retention) != len(self.additional_attributes):
             raise ParameterError(
-                self.id, "additional_retention", self.additional_retention,
+                self.id,
+                "additional_retention",
+                self.additional_retention,
                 f"one retention ratio per additional attribute: {len(self.additional_attributes)} attributes "
-                f"{self.additional_attributes!r}, {len(self.additional_retention)} ratios")
+                f"{self.additional_attributes!r}, {len(self.additional_retention)} ratios",
+            )
 
     @classmethod
     def default_for(cls, name: str, default: Any) -> Any:
@@ -147,23 +156,37 @@ class RandomSetMean(Anonymizer):
 
     def _labels(self, table: Any, name: str, param_name: str) -> np.ndarray:
         if name != "subject" and name not in table.attribute_names:
-            raise TableError(f"{self.id}: no attribute {name!r} ({param_name}) in the table; available: "
-                             f"{['subject'] + list(table.attribute_names)}")
+            raise TableError(
+                f"{self.id}: no attribute {name!r} ({param_name}) in the table; available: "
+                f"{['subject'] + list(table.attribute_names)}"
+            )
         return labels_of(table, name)
 
     def _flat(self, table: Any) -> tuple[str, np.ndarray, np.ndarray]:
         column = self.payload_column(table, self.payload or None)
         x = table.payload(column)
         if not isinstance(x, np.ndarray):
-            raise TableError(f"{self.id}: payload {column!r} has variable-length records; the random-set mean "
-                             f"needs a fixed-shape payload (extract features first)")
+            raise TableError(
+                f"{self.id}: payload {column!r} has variable-length records; the random-set mean "
+                f"needs a fixed-shape payload (extract features first)"
+            )
         return column, x, flatten_payload(x)
 
-    _RATIO_OF = {"attribute": "retention", "additional_attributes": "additional_retention",
-                 "sensitive_attribute": "sensitive_exclusion"}
+    _RATIO_OF = {
+        "attribute": "retention",
+        "additional_attributes": "additional_retention",
+        "sensitive_attribute": "sensitive_exclusion",
+    }
 
-    def _relevance(self, table: Any, flat: np.ndarray, *, where: str, known: dict[str, np.ndarray] | None = None,
-                   strict: bool = True) -> tuple[dict[str, np.ndarray], dict[str, list[Any]]]:
+    def _relevance(
+        self,
+        table: Any,
+        flat: np.ndarray,
+        *,
+        where: str,
+        known: dict[str, np.ndarray] | None = None,
+        strict: bool = True,
+    ) -> tuple[dict[str, np.ndarray], dict[str, list[Any]]]:
         """Relevance scores (on a subsample of ``table``) of every needed attribute not in ``known``.
 
         An attribute with fewer than two distinct values among the sampled records cannot be scored: with
@@ -180,8 +203,11 @@ class RandomSetMean(Anonymizer):
         labels = {name: (p, self._labels(table, name, p)) for p, name in needs}
         engine.check_finite(flat, f"{self.id}: the payload")
         rng = np.random.default_rng([int(self.seed) & 0xFFFFFFFFFFFFFFFF, 0x5E1EC7])
-        rows = np.sort(rng.choice(n, self.relevance_samples, replace=False)) if n > self.relevance_samples \
+        rows = (
+            np.sort(rng.choice(n, self.relevance_samples, replace=False))
+            if n > self.relevance_samples
             else np.arange(n)
+        )
         sample = flat[rows]
         for name, (p, y_all) in labels.items():
             y = y_all[rows]
@@ -192,17 +218,27 @@ class RandomSetMean(Anonymizer):
                     missing[name] = values
                     continue
                 every = sorted({str(v) for v in y_all[~pd.isna(y_all)].tolist()})
-                sub = (f" (the {len(rows)} records subsampled by relevance_samples={self.relevance_samples} hold "
-                       f"{values}; raise relevance_samples)" if len(every) >= 2 else "")
+                sub = (
+                    f" (the {len(rows)} records subsampled by relevance_samples={self.relevance_samples} hold "
+                    f"{values}; raise relevance_samples)"
+                    if len(every) >= 2
+                    else ""
+                )
                 raise TableError(
                     f"{self.id}: the relevance of the features to {name!r} (parameter {p}) needs records of at least "
                     f"two values of {name!r}, but {where} ({n} records) has only {every}{sub}; anonymize a table "
                     f"that holds several values of {name!r}, or set {self._RATIO_OF[p]} to 0 or 1 so that no "
-                    f"relevance to {name!r} is needed")
+                    f"relevance to {name!r} is needed"
+                )
             try:
                 scores[name] = engine.estimate_relevance(
-                    sample[keep], y[keep], self.relevance, seed=self.seed, n_trees=self.relevance_trees,
-                    threads=self.threads)
+                    sample[keep],
+                    y[keep],
+                    self.relevance,
+                    seed=self.seed,
+                    n_trees=self.relevance_trees,
+                    threads=self.threads,
+                )
             except TableError as e:
                 raise TableError(f"{self.id}: relevance to {name!r} ({p}) on {where}: {e}") from None
         return scores, missing
@@ -210,9 +246,12 @@ class RandomSetMean(Anonymizer):
     def _mask(self, d: int, scores: dict[str, np.ndarray]) -> np.ndarray:
         """The selected-feature mask X_I from the relevance scores."""
         return engine.select_features(
-            d, scores.get(self.attribute), self.retention,
+            d,
+            scores.get(self.attribute),
+            self.retention,
             [(scores.get(q), r) for q, r in zip(self.additional_attributes, self.additional_retention, strict=True)],
-            (scores.get(self.sensitive_attribute), self.sensitive_exclusion) if self.sensitive_attribute else None)
+            (scores.get(self.sensitive_attribute), self.sensitive_exclusion) if self.sensitive_attribute else None,
+        )
 
     def _select(self, table: Any, flat: np.ndarray) -> tuple[np.ndarray, dict[str, np.ndarray]]:
         """Relevance scores (on a subsample) and the selected-feature mask for ``table``."""
@@ -228,7 +267,7 @@ class RandomSetMean(Anonymizer):
         return isinstance(table.payload(column), np.ndarray) and all(a in names for _, a, _ in self._needs())
 
     # ---------------------------------------------------------------------------------------------------- API
-    def fit(self, background: Any) -> "RandomSetMean":
+    def fit(self, background: Any) -> RandomSetMean:
         """Estimate feature relevance on ``background`` (clear data), when it has the payload and attributes.
 
         Otherwise (no background, an empty one, or one without the payload or an attribute column) the
@@ -253,8 +292,11 @@ class RandomSetMean(Anonymizer):
             warnings.warn(
                 f"{self.id}: the background ({len(background)} records) holds fewer than two values of "
                 + ", ".join(f"{a!r} ({v})" for a, v in missing.items())
-                + ": the relevance to " + ("it" if len(missing) == 1 else "them")
-                + " is estimated on each table being transformed instead", stacklevel=2)
+                + ": the relevance to "
+                + ("it" if len(missing) == 1 else "them")
+                + " is estimated on each table being transformed instead",
+                stacklevel=2,
+            )
         else:
             self.selected_ = self._mask(flat.shape[1], scores)
         return self
@@ -262,29 +304,37 @@ class RandomSetMean(Anonymizer):
     def transform(self, table: Any) -> Any:
         """Anonymize ``table``: every record becomes the line-9 weighted mean of its random set from ``table``."""
         if not self.attribute:
-            raise ParameterError(self.id, "attribute", self.attribute,
-                                 f"the name of the attribute of interest; the table has "
-                                 f"{['subject'] + list(table.attribute_names)}")
+            raise ParameterError(
+                self.id,
+                "attribute",
+                self.attribute,
+                f"the name of the attribute of interest; the table has {['subject'] + list(table.attribute_names)}",
+            )
         column, x, flat = self._flat(table)
         n, d = flat.shape
         labels = self._labels(table, self.attribute, "attribute")
         if self.set_size > n:
-            raise TableError(f"{self.id}: set_size g={self.set_size} exceeds the {n} records of the table (a "
-                             f"random set holds g distinct records of the table being transformed)")
+            raise TableError(
+                f"{self.id}: set_size g={self.set_size} exceeds the {n} records of the table (a "
+                f"random set holds g distinct records of the table being transformed)"
+            )
         what = f"attribute {self.attribute!r}"
         n_same = None if self.purity == "population" else engine.purity_count(self.purity, self.set_size)
         try:  # the cheap checks first: no relevance work for sets that cannot be drawn
             codes, classes = engine.factorize(labels, what)
-            engine.check_set_sizes(codes, self.set_size, n_same, small_class=self.small_class, classes=classes,
-                                   attribute=what)
+            engine.check_set_sizes(
+                codes, self.set_size, n_same, small_class=self.small_class, classes=classes, attribute=what
+            )
         except TableError as e:
             raise TableError(f"{self.id}: {e}") from None
         fitted_dims = {v.size for v in (self.relevance_scores_ or {}).values()}
         if self.selected_ is not None:
             fitted_dims.add(self.selected_.size)
         if fitted_dims - {d}:
-            raise TableError(f"{self.id}: fitted on records of {min(fitted_dims - {d})} values, but payload "
-                             f"{column!r} has {d} per record")
+            raise TableError(
+                f"{self.id}: fitted on records of {min(fitted_dims - {d})} values, but payload "
+                f"{column!r} has {d} per record"
+            )
         if self.selected_ is not None:
             selected = self.selected_
         else:  # unfitted, or partly: the relevance the background could not give, from the table itself
@@ -293,9 +343,20 @@ class RandomSetMean(Anonymizer):
             selected = self._mask(d, {**known, **scores})
         try:
             out = engine.random_set_mean(
-                flat, codes, selected, set_size=self.set_size, n_same=n_same, weight=self.weight, seed=self.seed,
-                small_class=self.small_class, backend=self.backend, threads=self.threads, classes=classes,
-                attribute=what, device=self._sum_device())  # also raises for NaN/inf, naming the rows
+                flat,
+                codes,
+                selected,
+                set_size=self.set_size,
+                n_same=n_same,
+                weight=self.weight,
+                seed=self.seed,
+                small_class=self.small_class,
+                backend=self.backend,
+                threads=self.threads,
+                classes=classes,
+                attribute=what,
+                device=self._sum_device(),
+            )  # also raises for NaN/inf, naming the rows
         except TableError as e:
             raise TableError(f"{self.id}: {e}") from None
         return table.with_payload(column, restore_dtype(out.reshape(x.shape), x.dtype))

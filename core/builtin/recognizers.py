@@ -33,12 +33,25 @@ import attrs
 import numpy as np
 
 from ..errors import ParameterError, TableError, require_fitted
-from ..methods import (CentroidRecognizer, Comparator, Recognizer, ScoreMatrix, class_sums, feature_matrix, fitted,
-                       labels_of, n_components_ok, param, table_comparator)
+from ..methods import (
+    CentroidRecognizer,
+    Comparator,
+    Recognizer,
+    ScoreMatrix,
+    class_sums,
+    feature_matrix,
+    fitted,
+    labels_of,
+    n_components_ok,
+    param,
+    table_comparator,
+)
 
-DECLARED_COMPARATOR_HELP = ("compare templates with the comparator their protection declares, when the reference "
-                            "templates (training database or gallery) come from one (the black-box attacker; "
-                            "bioanon.methods.Comparator); false: always this method's own comparison")
+DECLARED_COMPARATOR_HELP = (
+    "compare templates with the comparator their protection declares, when the reference "
+    "templates (training database or gallery) come from one (the black-box attacker; "
+    "bioanon.methods.Comparator); false: always this method's own comparison"
+)
 
 
 def declared_comparator(method: Any, table: Any) -> Comparator | None:
@@ -81,8 +94,9 @@ class UsesDeclaredComparator:
         c = getattr(self, "comparator_", None)
         return c.name if c is not None else ""
 
-    def _comparator_enrolment(self: _ComparatorHost, gallery: Any,
-                              label: str) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]] | None:
+    def _comparator_enrolment(
+        self: _ComparatorHost, gallery: Any, label: str
+    ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray]] | None:
         """Sets ``comparator_`` from ``gallery``; with one, the classes and the enrolled ``(templates, class
         codes)`` kept as they are (standardization, PCA or mean templates are meaningless when, e.g., blocks are
         shuffled per template); None without one."""
@@ -92,8 +106,9 @@ class UsesDeclaredComparator:
         classes, codes = np.unique(labels_of(gallery, label), return_inverse=True)
         return classes, (self._x(gallery), codes)
 
-    def _comparator_scores(self: _ComparatorHost, enrolled: tuple[np.ndarray, np.ndarray], probes: Any,
-                           k: int | None) -> ScoreMatrix:
+    def _comparator_scores(
+        self: _ComparatorHost, enrolled: tuple[np.ndarray, np.ndarray], probes: Any, k: int | None
+    ) -> ScoreMatrix:
         """Per class, the mean of the probe's ``k`` highest comparator similarities to its enrolled templates
         (``k = None``: all of them)."""
         x, codes = enrolled
@@ -104,9 +119,11 @@ class UsesDeclaredComparator:
 def _check_dim(method: Any, x: np.ndarray, fitted_dim: int) -> None:
     """TableError when samples have another number of values than the data the method was fitted on."""
     if x.shape[1] != fitted_dim:
-        raise TableError(f"{method.id}: samples have {x.shape[1]} values each, but the recognizer was fitted on "
-                         f"samples of {fitted_dim}: training, gallery and probes must come in one payload layout "
-                         f"(the same payload, or features computed with the same settings)")
+        raise TableError(
+            f"{method.id}: samples have {x.shape[1]} values each, but the recognizer was fitted on "
+            f"samples of {fitted_dim}: training, gallery and probes must come in one payload layout "
+            f"(the same payload, or features computed with the same settings)"
+        )
 
 
 def _l2_normalize(x: np.ndarray) -> np.ndarray:
@@ -170,7 +187,6 @@ class CosineNearestCentroid(UsesDeclaredComparator, CentroidRecognizer):
         return self._comparator_scores(cast(tuple[np.ndarray, np.ndarray], self.gallery_), probes, None)
 
 
-
 # ------------------------------------------------------------------------------------------ learned feature spaces
 
 
@@ -195,14 +211,21 @@ class FeatureSpace:
         for a in (self.mean, self.scale, self.projection, self.scaled_projection):
             a.setflags(write=False)
 
-    def __deepcopy__(self, memo: dict[int, Any]) -> "FeatureSpace":
+    def __deepcopy__(self, memo: dict[int, Any]) -> FeatureSpace:
         """Itself: a space is immutable (read-only arrays), so the copies of a fitted recognizer handed out by
         :data:`bioanon.fit_memo.FITTED` share it instead of copying its (D, K) projections."""
         return self
 
     @classmethod
-    def pca(cls, x: np.ndarray, n_components: int | float = 1.0, *, standardize: bool = True,
-            max_rank: int | None = None, seed: int = 0) -> "FeatureSpace":
+    def pca(
+        cls,
+        x: np.ndarray,
+        n_components: int | float = 1.0,
+        *,
+        standardize: bool = True,
+        max_rank: int | None = None,
+        seed: int = 0,
+    ) -> FeatureSpace:
         """Standardize (per-feature z-score; constant features keep scale 1) and keep the leading principal
         components: ``n_components`` is a share of variance (float) or a count (int), capped by the data rank
         and ``max_rank``."""
@@ -238,7 +261,7 @@ class FeatureSpace:
         del vt  # (the (n, D) float64 directions are not held while the space scales its projection)
         return cls(mean, scale, projection)
 
-    def then(self, projection: np.ndarray) -> "FeatureSpace":
+    def then(self, projection: np.ndarray) -> FeatureSpace:
         """This space followed by a further linear map (D', K) of its output."""
         return FeatureSpace(self.mean, self.scale, (self.projection @ projection).astype(np.float32))
 
@@ -285,7 +308,7 @@ def _cv_folds_ok(value: Any) -> bool:
 
 _SCORES_HELP = {
     "decision": "scores: 'decision' = the classifier's decision values, 'proba' = its class probabilities "
-                "(SEBA's scores: SEBA's distance is 1 - probability)",
+    "(SEBA's scores: SEBA's distance is 1 - probability)",
     "proba": "scores: class probabilities (predict_proba; this classifier has no decision function)",
 }
 
@@ -341,10 +364,18 @@ class ClassifierOptions:
     A recognizer that wraps a core one (:class:`~bioanon.methods.FeatureRecognizer`) takes the mixin too and
     passes :meth:`classifier_options` to its inner recognizer."""
 
-    cv_folds: int = param(0, help="stratified k-fold cross-validation of the classifier on its training data "
-                                  "(SEBA); 0 = off", check=_cv_folds_ok, check_text="0 (off) or an int >= 2")
-    keep: str = param("best", help="with cv_folds: 'best' = the best fold's estimator (SEBA), 'all' = the mean "
-                                   "of every fold estimator's scores", choices=("best", "all"))
+    cv_folds: int = param(
+        0,
+        help="stratified k-fold cross-validation of the classifier on its training data (SEBA); 0 = off",
+        check=_cv_folds_ok,
+        check_text="0 (off) or an int >= 2",
+    )
+    keep: str = param(
+        "best",
+        help="with cv_folds: 'best' = the best fold's estimator (SEBA), 'all' = the mean "
+        "of every fold estimator's scores",
+        choices=("best", "all"),
+    )
 
     def classifier_options(self) -> dict[str, object]:
         """``cv_folds``, ``keep`` and (when declared) ``scores``: the parameters to pass to an inner
@@ -367,15 +398,24 @@ def cv_summary(recognizer: Any) -> dict[str, Any] | None:
     """Mean, (population) std, min and max of the per-fold balanced accuracies of a cross-validated recognizer
     (also one wrapped by a :class:`~bioanon.methods.FeatureRecognizer`), with the number of folds, classes and
     samples cross-validated and ``keep``; None without cross-validation."""
-    rec: Any = (recognizer if getattr(recognizer, "cv_scores_", None) is not None
-                else getattr(recognizer, "inner_", None))
+    rec: Any = (
+        recognizer if getattr(recognizer, "cv_scores_", None) is not None else getattr(recognizer, "inner_", None)
+    )
     cv = getattr(rec, "cv_scores_", None)
     model = getattr(rec, "model_", None)
     if cv is None or not isinstance(model, FoldModels):
         return None
     cv = np.asarray(cv, dtype=np.float64)
-    return {"mean": float(cv.mean()), "std": float(cv.std()), "min": float(cv.min()), "max": float(cv.max()),
-            "folds": int(cv.size), "classes": model.n_classes, "samples": model.n_samples, "keep": rec.keep}
+    return {
+        "mean": float(cv.mean()),
+        "std": float(cv.std()),
+        "min": float(cv.min()),
+        "max": float(cv.max()),
+        "folds": int(cv.size),
+        "classes": model.n_classes,
+        "samples": model.n_samples,
+        "keep": rec.keep,
+    }
 
 
 def _balanced_accuracy(true: np.ndarray, pred: np.ndarray) -> float:
@@ -395,8 +435,9 @@ class _SpaceRecognizer(Recognizer, ClassifierOptions):
     has_embedding: ClassVar[bool] = True
 
     payload: str = param("", help="payload column (default: the first supported one present)")
-    n_components: int | float = param(0.95, help=_N_COMPONENTS_HELP, check=n_components_ok,
-                                      check_text="a float in (0, 1] or an int >= 1")
+    n_components: int | float = param(
+        0.95, help=_N_COMPONENTS_HELP, check=n_components_ok, check_text="a float in (0, 1] or an int >= 1"
+    )
     standardize: bool = param(True, help="z-score every feature (fitted on the training set) before PCA")
 
     space_: FeatureSpace | None = fitted()
@@ -408,8 +449,9 @@ class _SpaceRecognizer(Recognizer, ClassifierOptions):
         return feature_matrix(table, self.payload or None, candidates=self.payloads, who=self.id)
 
     def fit(self, train: Any, label: str = "subject") -> _SpaceRecognizer:
-        self.space_ = FeatureSpace.pca(self._x(train), self.n_components, standardize=self.standardize,
-                                       seed=getattr(self, "seed", 0))
+        self.space_ = FeatureSpace.pca(
+            self._x(train), self.n_components, standardize=self.standardize, seed=getattr(self, "seed", 0)
+        )
         return self
 
     def embed(self, table: Any) -> np.ndarray:
@@ -451,13 +493,15 @@ class _SpaceRecognizer(Recognizer, ClassifierOptions):
             return self._fold_scores(f.models[0], f.classes[0], f.n_classes, z)
         # keep = all: each class's score is the mean over the fold estimators trained on it (a class with a
         # single sample is missing from one fold's training part)
-        s = np.stack([self._fold_scores(m, c, f.n_classes, z, missing=np.nan)
-                      for m, c in zip(f.models, f.classes, strict=True)])
+        s = np.stack(
+            [self._fold_scores(m, c, f.n_classes, z, missing=np.nan) for m, c in zip(f.models, f.classes, strict=True)]
+        )
         mean: np.ndarray = np.nanmean(s, axis=0)
         return mean
 
-    def _fold_scores(self, model: Any, classes: np.ndarray, n_classes: int, z: np.ndarray, *,
-                     missing: float | None = None) -> np.ndarray:
+    def _fold_scores(
+        self, model: Any, classes: np.ndarray, n_classes: int, z: np.ndarray, *, missing: float | None = None
+    ) -> np.ndarray:
         """A fold estimator's scores in all ``n_classes`` columns; a class it was not trained on gets
         ``missing``, or (None) each row's minimum minus one (never the prediction)."""
         s = np.asarray(self._model_scores(model, z), dtype=np.float64)
@@ -483,10 +527,14 @@ class _SpaceRecognizer(Recognizer, ClassifierOptions):
         k = self.cv_folds
         counts = np.bincount(y, minlength=n_classes)
         if counts.max() < k:
-            raise ParameterError(self.id, "cv_folds", k,
-                                 f"at most the size of the largest class (cross-validation needs >= {k} samples "
-                                 f"in at least one class; the largest class has {counts.max()} samples, the "
-                                 f"smallest {counts.min()}): lower cv_folds or enrol more samples per class")
+            raise ParameterError(
+                self.id,
+                "cv_folds",
+                k,
+                f"at most the size of the largest class (cross-validation needs >= {k} samples "
+                f"in at least one class; the largest class has {counts.max()} samples, the "
+                f"smallest {counts.min()}): lower cv_folds or enrol more samples per class",
+            )
         with warnings.catch_warnings():  # "the least populated class has only n members": documented above
             warnings.simplefilter("ignore", UserWarning)
             folds = list(StratifiedKFold(n_splits=k).split(z, y))
@@ -496,9 +544,13 @@ class _SpaceRecognizer(Recognizer, ClassifierOptions):
         for i, (tr, te) in enumerate(folds):
             classes, yi = np.unique(y[tr], return_inverse=True)
             if len(classes) < 2:
-                raise ParameterError(self.id, "cv_folds", k,
-                                     f"folds whose training part holds at least 2 classes (fold {i + 1} of {k} "
-                                     f"trains on one class only; the smallest class has {counts.min()} samples)")
+                raise ParameterError(
+                    self.id,
+                    "cv_folds",
+                    k,
+                    f"folds whose training part holds at least 2 classes (fold {i + 1} of {k} "
+                    f"trains on one class only; the smallest class has {counts.min()} samples)",
+                )
             m = self._train(z[tr], yi)
             pred = np.argmax(self._fold_scores(m, classes, n_classes, z[te]), axis=1)
             models.append(m)
@@ -550,8 +602,9 @@ class RandomForest(_SpaceRecognizer):
         from sklearn.ensemble import RandomForestClassifier
 
         mf = None if self.max_features == "all" else self.max_features
-        return RandomForestClassifier(n_estimators=self.n_estimators, max_features=mf, random_state=self.seed,
-                                      n_jobs=self.n_jobs).fit(z, y)
+        return RandomForestClassifier(
+            n_estimators=self.n_estimators, max_features=mf, random_state=self.seed, n_jobs=self.n_jobs
+        ).fit(z, y)
 
 
 @attrs.define(kw_only=True)
@@ -653,24 +706,27 @@ class LdaCosine(_SpaceRecognizer):
 
     id: ClassVar[str] = "any.lda_cosine"
 
-    n_components: int | float = param(0.99, help=_N_COMPONENTS_HELP, check=n_components_ok,
-                                      check_text="a float in (0, 1] or an int >= 1")
+    n_components: int | float = param(
+        0.99, help=_N_COMPONENTS_HELP, check=n_components_ok, check_text="a float in (0, 1] or an int >= 1"
+    )
     lda_dims: int = param(0, help="LDA dimensions (0 = all, C - 1)", low=0)
-    shrinkage: float = param(0.05, help="shrink the within-class scatter towards a scaled identity", low=0.0,
-                             high=1.0)
+    shrinkage: float = param(0.05, help="shrink the within-class scatter towards a scaled identity", low=0.0, high=1.0)
 
     def fit(self, train: Any, label: str = "subject") -> LdaCosine:
         x = self._x(train)
         classes, y = np.unique(labels_of(train, label), return_inverse=True)
         n_classes = len(classes)
         if n_classes < 2:
-            raise TableError(f"{self.id}: fit() learns directions that separate values of {label!r} and needs at "
-                             f"least 2 of them in the training set, which has {len(x)} samples of only "
-                             f"{[str(c) for c in classes]}; train on data with several values (e.g. a larger "
-                             f"attacker share, [rates] attacker) or use a recognizer without a learned "
-                             f"space (e.g. any.cosine_centroid)")
-        space = FeatureSpace.pca(x, self.n_components, standardize=self.standardize,
-                                 max_rank=max(1, len(x) - n_classes))
+            raise TableError(
+                f"{self.id}: fit() learns directions that separate values of {label!r} and needs at "
+                f"least 2 of them in the training set, which has {len(x)} samples of only "
+                f"{[str(c) for c in classes]}; train on data with several values (e.g. a larger "
+                f"attacker share, [rates] attacker) or use a recognizer without a learned "
+                f"space (e.g. any.cosine_centroid)"
+            )
+        space = FeatureSpace.pca(
+            x, self.n_components, standardize=self.standardize, max_rank=max(1, len(x) - n_classes)
+        )
         z = space.transform(x).astype(np.float64)
         counts = np.bincount(y, minlength=n_classes).astype(np.float64)
         means = class_sums(z, y, n_classes) / counts[:, None]

@@ -145,32 +145,50 @@ class ClassificationSelection(Selector):
     payloads: ClassVar[tuple[str, ...]] = ("features", "imu", "pose", "image")
 
     recognizer: str = param("any.lda_cosine", help="id of the recognizer that ranks the subjects")
-    enrolment: float = param(0.5, help="share of each subject's samples enrolled", low=0.0, high=1.0,
-                             low_inclusive=False, high_inclusive=False)
+    enrolment: float = param(
+        0.5,
+        help="share of each subject's samples enrolled",
+        low=0.0,
+        high=1.0,
+        low_inclusive=False,
+        high_inclusive=False,
+    )
     repeats: int = param(3, help="enrolment/probe splits averaged", low=1)
     seed: int = param(0, help="random seed of the splits")
-    by: str = param("", help="rank by this stored per-subject numeric attribute instead ('' = by the accuracy "
-                             "of recognizer; SEBA's key, e.g. a precomputed hit rate)")
-    order: str = param("descending", help="with by: 'descending' keeps the subjects with the highest values "
-                                          "(SEBA), 'ascending' the lowest", choices=("descending", "ascending"))
+    by: str = param(
+        "",
+        help="rank by this stored per-subject numeric attribute instead ('' = by the accuracy "
+        "of recognizer; SEBA's key, e.g. a precomputed hit rate)",
+    )
+    order: str = param(
+        "descending",
+        help="with by: 'descending' keeps the subjects with the highest values (SEBA), 'ascending' the lowest",
+        choices=("descending", "ascending"),
+    )
 
     def subject_values(self, table: SampleTable) -> np.ndarray:
         """The ``by`` column's value per subject, in ``table.subject_names`` order (DataError when the column
         is missing, not numeric, missing for a subject or not constant within a subject)."""
         names = table.subject_names
         if self.by not in table.attribute_names:
-            raise DataError(f"{self.id}: by = {self.by!r}: the table has no attribute column {self.by!r}; "
-                            f"available: {table.attribute_names}")
+            raise DataError(
+                f"{self.id}: by = {self.by!r}: the table has no attribute column {self.by!r}; "
+                f"available: {table.attribute_names}"
+            )
         raw = table.attribute(self.by)
         if raw.dtype.kind not in "biuf":
-            raise DataError(f"{self.id}: by = {self.by!r}: the column is not numeric (values like "
-                            f"{raw[:3].tolist()}); rank by a column of numbers")
+            raise DataError(
+                f"{self.id}: by = {self.by!r}: the column is not numeric (values like "
+                f"{raw[:3].tolist()}); rank by a column of numbers"
+            )
         v = raw.astype(np.float64)
         codes = _subject_codes(table, names)
         if np.isnan(v).any():
             bad = sorted({names[c] for c in codes[np.isnan(v)]})
-            raise DataError(f"{self.id}: by = {self.by!r}: no value for subjects {bad[:5]}"
-                            + (f" and {len(bad) - 5} more" if len(bad) > 5 else ""))
+            raise DataError(
+                f"{self.id}: by = {self.by!r}: no value for subjects {bad[:5]}"
+                + (f" and {len(bad) - 5} more" if len(bad) > 5 else "")
+            )
         n_subj = len(names)
         lo = np.full(n_subj, np.inf)
         hi = np.full(n_subj, -np.inf)
@@ -179,9 +197,11 @@ class ClassificationSelection(Selector):
         differ = np.flatnonzero(lo != hi)
         if differ.size:
             s = names[differ[0]]
-            raise DataError(f"{self.id}: by = {self.by!r}: the column's values differ within subjects (subject "
-                            f"{s!r} has values from {lo[differ[0]]:g} to {hi[differ[0]]:g}; {differ.size} "
-                            f"subjects in all): rank by a per-subject attribute")
+            raise DataError(
+                f"{self.id}: by = {self.by!r}: the column's values differ within subjects (subject "
+                f"{s!r} has values from {lo[differ[0]]:g} to {hi[differ[0]]:g}; {differ.size} "
+                f"subjects in all): rank by a per-subject attribute"
+            )
         return lo
 
     def select(self, table: SampleTable, n: int, *, attacker: SampleTable | None = None) -> list[str]:
@@ -262,8 +282,9 @@ class MetadataSelection(Selector):
 class _EmbeddingSelector(Selector):
     payloads: ClassVar[tuple[str, ...]] = ("features", "imu", "pose", "image")
 
-    recognizer: str = param("any.lda_cosine",
-                            help="id of a recognizer with an embedding ('' = the standardized payload)")
+    recognizer: str = param(
+        "any.lda_cosine", help="id of a recognizer with an embedding ('' = the standardized payload)"
+    )
     payload: str = param("", help="payload column when recognizer is '' (default: the first one present)")
 
     def embedding(self, table: SampleTable, attacker: SampleTable | None) -> np.ndarray:
@@ -271,8 +292,9 @@ class _EmbeddingSelector(Selector):
         ``table``), or the payload standardized over ``table`` when no recognizer is set."""
         if not self.recognizer:
             # the first payload of the table, flattened, or a trait plugin's feature view of it (e.g. audio)
-            x = feature_matrix(table, self.payload or None, candidates=table.payload_names,
-                               who=self.id).astype(np.float64)
+            x = feature_matrix(table, self.payload or None, candidates=table.payload_names, who=self.id).astype(
+                np.float64
+            )
             sd = x.std(axis=0)
             standardized: NDArray[np.float64] = (x - x.mean(axis=0)) / np.where(sd > 1e-12, sd, 1.0)
             return standardized
@@ -280,8 +302,10 @@ class _EmbeddingSelector(Selector):
         from ..context import current_context
 
         if not _recognizer(self.recognizer).has_embedding:
-            raise TableError(f"{self.id}: recognizer {self.recognizer!r} has no embedding; use one with an "
-                             f"embedding (e.g. any.lda_cosine) or '' for the payload space")
+            raise TableError(
+                f"{self.id}: recognizer {self.recognizer!r} has no embedding; use one with an "
+                f"embedding (e.g. any.lda_cosine) or '' for the payload space"
+            )
         train = attacker if attacker is not None else table
         # the same fit serves every subject count of a selection sweep (keyed by the training data's content)
         # (the run's store of fits: the select task activates the run's context)

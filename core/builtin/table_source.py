@@ -48,20 +48,35 @@ class HfDataset(DatasetSource):
 
     split: str = param("", help="split of a DatasetDict ('' = its only split)")
     subject_column: str = param(
-        "", help="column holding each sample's subject ('' = the one named subject, speaker, speaker_id, identity, "
-                 "person, ...)")
-    sample_id_column: str = param("sample_id", help="column holding unique sample ids (row numbers when missing)",
-                                  check=bool, check_text="a column name")
+        "",
+        help="column holding each sample's subject ('' = the one named subject, speaker, speaker_id, identity, "
+        "person, ...)",
+    )
+    sample_id_column: str = param(
+        "sample_id",
+        help="column holding unique sample ids (row numbers when missing)",
+        check=bool,
+        check_text="a column name",
+    )
     payload_columns: tuple[str, ...] = param(
-        (), help="payload columns, 'column' or 'column:payload' (empty = every array, numeric list, Image and "
-                 "Audio column)")
+        (),
+        help="payload columns, 'column' or 'column:payload' (empty = every array, numeric list, Image and "
+        "Audio column)",
+    )
     attribute_columns: tuple[str, ...] = param(
-        (), help="attribute columns, 'column' or 'column:name' (empty = every other scalar column)")
+        (), help="attribute columns, 'column' or 'column:name' (empty = every other scalar column)"
+    )
     sample_rate: float = param(0.0, help="sample rate of audio stored as float lists (0 = from the data)", low=0.0)
 
     def load(self, path: Any = None) -> SampleTable:
         from ..table import SampleTable
 
-        return SampleTable.from_hf(path, split=self.split or None, subject=self.subject_column or None,
-                                   sample_id=self.sample_id_column, payloads=self.payload_columns or None,
-                                   attributes=self.attribute_columns or None, sample_rate=self.sample_rate or None)
+        return SampleTable.from_hf(
+            path,
+            split=self.split or None,
+            subject=self.subject_column or None,
+            sample_id=self.sample_id_column,
+            payloads=self.payload_columns or None,
+            attributes=self.attribute_columns or None,
+            sample_rate=self.sample_rate or None,
+        )

@@ -25,8 +25,16 @@ import attrs
 import numpy as np
 
 from ..errors import ParameterError, TableError, require_fitted
-from ..methods import (Anonymizer, Comparator, UtilityMeasure, feature_matrix, fitted, param, table_comparator,
-                       with_comparator)
+from ..methods import (
+    Anonymizer,
+    Comparator,
+    UtilityMeasure,
+    feature_matrix,
+    fitted,
+    param,
+    table_comparator,
+    with_comparator,
+)
 
 __all__ = ["Ive", "PeMiu", "VerificationError", "block_alignment_scores", "cosine_scores", "verification_eer"]
 
@@ -102,8 +110,9 @@ def _optimal_assignment(g: np.ndarray) -> np.ndarray:
     return out
 
 
-def block_alignment_scores(probes: np.ndarray, references: np.ndarray, block_size: int,
-                           assignment: str = "optimal") -> np.ndarray:
+def block_alignment_scores(
+    probes: np.ndarray, references: np.ndarray, block_size: int, assignment: str = "optimal"
+) -> np.ndarray:
     """PE-MIU comparison: the cosine similarity of probe and reference after aligning their blocks.
 
     Both templates are L2-normalized and cut into ``D // block_size`` blocks (a trailing partial block stays in
@@ -125,8 +134,8 @@ def block_alignment_scores(probes: np.ndarray, references: np.ndarray, block_siz
     solve = _optimal_assignment if assignment == "optimal" else _greedy_assignment
     step = max(1, _BLOCK_ELEMENTS // max(1, len(r) * nb * nb))
     for start in range(0, len(p), step):
-        g = pb[start:start + step, None] @ rt[None]  # (c, R, B, B): probe block i · reference block j
-        out[start:start + step] += solve(g.reshape(-1, nb, nb)).reshape(len(g), len(r))
+        g = pb[start : start + step, None] @ rt[None]  # (c, R, B, B): probe block i · reference block j
+        out[start : start + step] += solve(g.reshape(-1, nb, nb)).reshape(len(g), len(r))
     return out
 
 
@@ -153,13 +162,17 @@ class PeMiu(Anonymizer):
 
     id: ClassVar[str] = "any.pe_miu"
     payloads: ClassVar[tuple[str, ...]] = ("features",)
-    reference: ClassVar[str] = ("Terhörst et al., PE-MIU, IEEE Access 8 (2020); soft-biometric-attack.txt §II, "
-                                "Tables II-IX")
+    reference: ClassVar[str] = (
+        "Terhörst et al., PE-MIU, IEEE Access 8 (2020); soft-biometric-attack.txt §II, Tables II-IX"
+    )
     example_params: ClassVar[dict[str, Any]] = {"block_size": 2}
 
     block_size: int = param(16, help="values per block (minimum information unit)", low=1)
-    assignment: str = param("optimal", help="block alignment of the comparator: optimal (Hungarian) or greedy",
-                            choices=("optimal", "greedy"))
+    assignment: str = param(
+        "optimal",
+        help="block alignment of the comparator: optimal (Hungarian) or greedy",
+        choices=("optimal", "greedy"),
+    )
     seed: int = param(0, help="random seed of the per-template permutations")
     payload: str = param("", help="template payload column (default: features)")
 
@@ -169,9 +182,12 @@ class PeMiu(Anonymizer):
         flat = x.reshape(len(x), -1)
         nb = flat.shape[1] // self.block_size
         if nb < 2:
-            raise ParameterError(self.id, "block_size", self.block_size,
-                                 f"at most half the template length ({flat.shape[1]} values) so that there are "
-                                 f"blocks to shuffle")
+            raise ParameterError(
+                self.id,
+                "block_size",
+                self.block_size,
+                f"at most half the template length ({flat.shape[1]} values) so that there are blocks to shuffle",
+            )
         cut = nb * self.block_size
         perm = per_sample_permutations(table.sample_ids, nb, self.seed)  # (N, B)
         blocks = flat[:, :cut].reshape(len(flat), nb, self.block_size)
@@ -198,16 +214,19 @@ def attribute_fitting_data(method: Any, table: Any) -> tuple[np.ndarray, np.ndar
     if not method.attribute:
         raise ParameterError(method.id, "attribute", method.attribute, "the name of an attribute column to suppress")
     if method.attribute not in table.attribute_names:
-        raise TableError(f"{method.id}: the fitting data have no attribute {method.attribute!r}; they have "
-                         f"{table.attribute_names}")
+        raise TableError(
+            f"{method.id}: the fitting data have no attribute {method.attribute!r}; they have {table.attribute_names}"
+        )
     x = feature_matrix(table, method.payload or None, candidates=method.payloads, who=method.id)
     raw = table.attribute(method.attribute)
     known = _valid(raw)
     values = np.full(len(raw), "", dtype=object)
     values[known] = raw[known].astype(str)
     if len(set(values[known].tolist())) < 2:
-        raise TableError(f"{method.id}: fit() needs at least two values of {method.attribute!r} in the fitting "
-                         f"data, got {sorted(set(values[known].tolist()))}")
+        raise TableError(
+            f"{method.id}: fit() needs at least two values of {method.attribute!r} in the fitting "
+            f"data, got {sorted(set(values[known].tolist()))}"
+        )
     return x, values, known
 
 
@@ -228,8 +247,7 @@ class Ive(Anonymizer):
     payloads: ClassVar[tuple[str, ...]] = ("features",)
     needs_fit: ClassVar[bool] = True
     reference: ClassVar[str] = "Terhörst et al., IVE, ICB 2019; soft-biometric-attack.txt §II, Table I"
-    example_params: ClassVar[dict[str, Any]] = {"attribute": "group", "per_step": 1, "steps": 2,
-                                                "n_estimators": 10}
+    example_params: ClassVar[dict[str, Any]] = {"attribute": "group", "per_step": 1, "steps": 2, "n_estimators": 10}
 
     attribute: str = param("", help="the attribute to suppress (an attribute column of the fitting data)")
     per_step: int = param(2, help="features removed per elimination step", low=1)
@@ -249,14 +267,16 @@ class Ive(Anonymizer):
         x, y = x[ok], y[ok]
         d = x.shape[1]
         if self.steps * self.per_step >= d:
-            raise ParameterError(self.id, "steps", self.steps,
-                                 f"steps * per_step < {d} (the template length) so that features remain")
+            raise ParameterError(
+                self.id, "steps", self.steps, f"steps * per_step < {d} (the template length) so that features remain"
+            )
         keep = np.arange(d)
         for step in range(self.steps):
-            forest = RandomForestClassifier(n_estimators=self.n_estimators, random_state=self.seed + step,
-                                            n_jobs=self.n_jobs).fit(x[:, keep], y)
+            forest = RandomForestClassifier(
+                n_estimators=self.n_estimators, random_state=self.seed + step, n_jobs=self.n_jobs
+            ).fit(x[:, keep], y)
             order = np.argsort(-forest.feature_importances_, kind="stable")
-            keep = np.delete(keep, order[:self.per_step])
+            keep = np.delete(keep, order[: self.per_step])
         self.keep_, self.dim_ = np.sort(keep), d
         return self
 
@@ -269,16 +289,18 @@ class Ive(Anonymizer):
         return table.with_payload(column, np.ascontiguousarray(x[:, self.keep_]))
 
 
-def _pair_scores(table: Any, comparator: Comparator | None, payload: str | None, registry: Any,
-                 who: str) -> tuple[np.ndarray, Any]:
+def _pair_scores(
+    table: Any, comparator: Comparator | None, payload: str | None, registry: Any, who: str
+) -> tuple[np.ndarray, Any]:
     """All-pairs similarity matrix of a template table and the comparator used (None: cosine)."""
     cmp = comparator if comparator is not None else table_comparator(table, registry)
     x = feature_matrix(table, payload, who=who, registry=registry)
     return (cmp(x, x) if cmp is not None else cosine_scores(x, x)), cmp
 
 
-def verification_eer(table: Any, *, comparator: Comparator | None = None, payload: str | None = None,
-                     registry: Any = None) -> dict[str, float]:
+def verification_eer(
+    table: Any, *, comparator: Comparator | None = None, payload: str | None = None, registry: Any = None
+) -> dict[str, float]:
     """Verification performance of a template table, as ``soft-biometric-attack.txt`` Table III reports it
     before and after protection: every pair of samples is compared once (mated: same subject), with
     ``comparator``, else the comparator the table's protection declares (:func:`bioanon.methods.table_comparator`),

@@ -43,8 +43,13 @@ class _Paired(UtilityMeasure):
         col = self.payload_column(original, self.payload or None)
         x, y = original.payload(col), anonymized.payload(col)
         if isinstance(x, list):
-            return np.array([self._compare(a[None, : min(len(a), len(b))], b[None, : min(len(a), len(b))])[0]
-                             for a, b in zip(x, y, strict=True)], dtype=np.float64)
+            return np.array(
+                [
+                    self._compare(a[None, : min(len(a), len(b))], b[None, : min(len(a), len(b))])[0]
+                    for a, b in zip(x, y, strict=True)
+                ],
+                dtype=np.float64,
+            )
         return self._compare(flatten_payload(x), flatten_payload(y))
 
     def _compare(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -113,8 +118,9 @@ class AttributeAccuracy(UtilityMeasure):
 
     def _labels(self, table: Any) -> np.ndarray:
         if not self.attribute:
-            raise TableError(f"{self.id}: set the parameter 'attribute' to one of the table's attributes: "
-                             f"{table.attribute_names}")
+            raise TableError(
+                f"{self.id}: set the parameter 'attribute' to one of the table's attributes: {table.attribute_names}"
+            )
         labels: np.ndarray = table.attribute(self.attribute)
         return labels
 
@@ -133,8 +139,9 @@ class AttributeAccuracy(UtilityMeasure):
         if len(np.unique(y[ok].astype(str))) < 2:
             raise TableError(f"{self.id}: attribute {self.attribute!r} needs at least 2 distinct values to train on")
         clf = {
-            "random_forest": lambda: RandomForestClassifier(n_estimators=200, random_state=self.seed,
-                                                            n_jobs=self.n_jobs),
+            "random_forest": lambda: RandomForestClassifier(
+                n_estimators=200, random_state=self.seed, n_jobs=self.n_jobs
+            ),
             "logistic_regression": lambda: LogisticRegression(max_iter=2000),
             "knn": lambda: KNeighborsClassifier(n_neighbors=5),
         }[self.classifier]()
@@ -148,9 +155,11 @@ class AttributeAccuracy(UtilityMeasure):
         x = self._x(anonymized)
         fitted_dim = getattr(self.model_, "n_features_in_", x.shape[1])
         if x.shape[1] != fitted_dim:
-            raise TableError(f"{self.id}: anonymized samples have {x.shape[1]} values each, but the classifier was "
-                             f"fitted on clear samples of {fitted_dim} (payloads {anonymized.payload_names}); the "
-                             f"clear and anonymized tables must share a payload layout")
+            raise TableError(
+                f"{self.id}: anonymized samples have {x.shape[1]} values each, but the classifier was "
+                f"fitted on clear samples of {fitted_dim} (payloads {anonymized.payload_names}); the "
+                f"clear and anonymized tables must share a payload layout"
+            )
         pred = self.model_.predict(x)
         return np.where(_valid(true), (pred == true).astype(np.float64), np.nan)
 

@@ -129,8 +129,7 @@ def _canon(obj: Any, active: set[int], where: str) -> Any:
                 for k, v in obj.items():
                     if not isinstance(k, str):
                         raise CacheError(
-                            f"cannot fingerprint dict key {k!r} of type {type(k).__name__} at {where}: "
-                            "keys must be str"
+                            f"cannot fingerprint dict key {k!r} of type {type(k).__name__} at {where}: keys must be str"
                         )
                     if k in _RESERVED_KEYS:
                         raise CacheError(f"dict key {k!r} at {where} is reserved for fingerprint encoding")
@@ -140,8 +139,9 @@ def _canon(obj: Any, active: set[int], where: str) -> Any:
         finally:
             active.discard(id(obj))
     hint = " (use a sorted list)" if isinstance(obj, (set, frozenset)) else ""
-    raise CacheError(f"cannot fingerprint a value of type {type(obj).__module__}.{type(obj).__qualname__} "
-                     f"at {where}{hint}")
+    raise CacheError(
+        f"cannot fingerprint a value of type {type(obj).__module__}.{type(obj).__qualname__} at {where}{hint}"
+    )
 
 
 def _ndarray_digest(arr: np.ndarray, where: str) -> dict[str, Any]:

@@ -419,8 +419,9 @@ class Cache:
         if self._exists(path):
             return path
         try:
-            data = json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False,
-                              default=_json_default).encode("utf-8")
+            data = json.dumps(
+                value, sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=_json_default
+            ).encode("utf-8")
         except (TypeError, ValueError) as exc:
             raise CacheError(f"cannot store JSON entry {key}: {exc}") from exc
         if self._atomic_write(path, lambda sink: sink.write(data)):
@@ -520,8 +521,9 @@ class Cache:
             elif cls in counts:
                 counts[cls] += 1
             total += info.size or 0
-        return CacheInfo(self.uri, counts["tables"], counts["json"], total, counts["temp"], counts["corrupt"],
-                         counts["blobs"])
+        return CacheInfo(
+            self.uri, counts["tables"], counts["json"], total, counts["temp"], counts["corrupt"], counts["blobs"]
+        )
 
     def clear(self, *, older_than_days: float | None = None) -> int:
         """Remove entries, left-over temp files and moved-aside corrupt files; return how many were removed.
@@ -532,8 +534,12 @@ class Cache:
         """
         cutoff_ns = None
         if older_than_days is not None:
-            if isinstance(older_than_days, bool) or not isinstance(older_than_days, (int, float)) \
-                    or not math.isfinite(older_than_days) or older_than_days < 0:
+            if (
+                isinstance(older_than_days, bool)
+                or not isinstance(older_than_days, (int, float))
+                or not math.isfinite(older_than_days)
+                or older_than_days < 0
+            ):
                 raise CacheError(f"older_than_days must be a non-negative number, got {older_than_days!r}")
             cutoff_ns = time.time_ns() - int(older_than_days * 86400e9)
         removed = 0

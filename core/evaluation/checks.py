@@ -82,8 +82,10 @@ def data_problems(cfg: Any, table: Any) -> list[str]:
     if templates is not None:  # the extractor reads the data; everything after it reads templates
         cls = templates.recognizer.method_class()
         if not reads_payload(cls, payloads, viewed):
-            problems.append(f"templates: {cls.id} reads {' or '.join(cls.payloads)} data, but the data set has only "
-                            f"{', '.join(payloads) or 'no payload'}")
+            problems.append(
+                f"templates: {cls.id} reads {' or '.join(cls.payloads)} data, but the data set has only "
+                f"{', '.join(payloads) or 'no payload'}"
+            )
         if templates.label != "subject" and templates.label not in table.attribute_names:
             problems.append(f"templates.label: the data set has no attribute column 'attr.{templates.label}'")
         payloads = ["features"]
@@ -95,28 +97,37 @@ def data_problems(cfg: Any, table: Any) -> list[str]:
             cls = spec.method_class()
             if not reads_payload(cls, payloads, viewed):
                 where = f"{path}.id" if path == "deanonymizer" else f"{path}[{i}].id"
-                problems.append(f"{where}: {cls.id} reads {' or '.join(cls.payloads)} data, but the data set has "
-                                f"only {', '.join(payloads) or 'no payload'}")
+                problems.append(
+                    f"{where}: {cls.id} reads {' or '.join(cls.payloads)} data, but the data set has "
+                    f"only {', '.join(payloads) or 'no payload'}"
+                )
     protocol = cfg.report.paper_protocol
     if protocol:
         from ..methods import FLAT_PAYLOADS
 
         if not (set(payloads) & (set(FLAT_PAYLOADS) | viewed)):
-            problems.append(f"report.paper_protocol: the protocol's classifiers need feature vectors, but the data "
-                            f"set has only {', '.join(payloads)} and no installed plugin provides a feature view of "
-                            "it (hook register_payload_features)")
+            problems.append(
+                f"report.paper_protocol: the protocol's classifiers need feature vectors, but the data "
+                f"set has only {', '.join(payloads)} and no installed plugin provides a feature view of "
+                "it (hook register_payload_features)"
+            )
         if protocol not in table.attribute_names:
-            problems.append(f"report.paper_protocol: the data set has no attribute column 'attr.{protocol}'; "
-                            f"available: {table.attribute_names}")
+            problems.append(
+                f"report.paper_protocol: the data set has no attribute column 'attr.{protocol}'; "
+                f"available: {table.attribute_names}"
+            )
     breakdown = cfg.report.breakdown
     for col in () if breakdown == "auto" else breakdown:
         if col not in table.attribute_names:
-            problems.append(f"report.breakdown: the data set has no attribute column 'attr.{col}'; available: "
-                            f"{table.attribute_names}")
+            problems.append(
+                f"report.breakdown: the data set has no attribute column 'attr.{col}'; available: "
+                f"{table.attribute_names}"
+            )
     problems += role_problems(table)
     if cfg.label != "subject" and cfg.label not in table.attribute_names:
-        problems.append(f"label: the data set has no attribute column 'attr.{cfg.label}'; available: "
-                        f"{table.attribute_names}")
+        problems.append(
+            f"label: the data set has no attribute column 'attr.{cfg.label}'; available: {table.attribute_names}"
+        )
     if not problems:
         problems += preflight_problems(cfg, table)
     return problems
@@ -132,8 +143,10 @@ def role_problems(table: Any) -> list[str]:
     role = table.attribute(ROLE_COLUMN).astype(object)
     bad = sorted({str(v) for v in role if v is not None and v not in ROLE_VALUES})
     if bad:
-        return [f"data: the attribute column 'attr.{ROLE_COLUMN}' fixes the enrolment/test split and takes the "
-                f"values {list(ROLE_VALUES)} (or null), got {bad[:5]}"]
+        return [
+            f"data: the attribute column 'attr.{ROLE_COLUMN}' fixes the enrolment/test split and takes the "
+            f"values {list(ROLE_VALUES)} (or null), got {bad[:5]}"
+        ]
     return []
 
 
@@ -154,8 +167,9 @@ def preflight_problems(cfg: Any, table: Any) -> list[str]:
     return problems
 
 
-def validate(config: Any, *, out_dir: str | os.PathLike[str] | None = None, data: Any = None,
-             load_data: bool = False) -> Any:
+def validate(
+    config: Any, *, out_dir: str | os.PathLike[str] | None = None, data: Any = None, load_data: bool = False
+) -> Any:
     """Check a config before running it; return the validated :class:`~bioanon.evaluation.config.EvalConfig`.
 
     Parameters
@@ -202,8 +216,9 @@ def attacker_problems(cfg: Any, data: Any) -> list[str]:
     from .data import attacker_data_problems, import_dataset, map_attacker_table
 
     problems: list[str] = []
-    table = map_attacker_table(import_dataset(cfg.attacker_dataset, None, "attacker data set")[0],
-                               cfg.attacker_dataset, problems)
+    table = map_attacker_table(
+        import_dataset(cfg.attacker_dataset, None, "attacker data set")[0], cfg.attacker_dataset, problems
+    )
     if table is not None:
         problems += attacker_data_problems(cfg, data, table)
     return problems

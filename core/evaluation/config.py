@@ -40,8 +40,8 @@ from typing import TYPE_CHECKING, Any, TypedDict, TypeGuard, cast
 
 import attrs
 
-from ..fileio import jsonable
 from ..errors import ConfigError, ParameterError
+from ..fileio import jsonable
 from ..methods import DatasetSource, Method, Recognizer
 from .scenarios import ALWAYS_SCENARIOS, DEANON, SCENARIOS, default_scenarios, parse_scenario
 
@@ -105,8 +105,14 @@ _RATE_KEYS = ("background", "attacker", "evaluation", "enrolment")
 _SHARE_KEYS = ("background", "attacker", "evaluation")
 _SELECTION_KEYS = ("selectors", "subject_counts", "random_draws")
 _RUN_KEYS = ("device", "jobs")
-_REPORT_KEYS = ("bootstrap", "confidence", "per_probe_scores", "paper_protocol", "reversibility_thresholds",
-                "breakdown")
+_REPORT_KEYS = (
+    "bootstrap",
+    "confidence",
+    "per_probe_scores",
+    "paper_protocol",
+    "reversibility_thresholds",
+    "breakdown",
+)
 BREAKDOWN_AUTO = ("sex", "gender", "subset")
 """The attribute columns ``[report] breakdown = "auto"`` (the default) breaks EER and min Cllr down by: those of
 them the data have."""
@@ -163,9 +169,7 @@ class MethodSpec:
         its grid part). Without a setting, the spec must have no grid."""
         if setting is None:
             if self.grid:
-                raise ConfigError(
-                    f"{self.name}: sweeps {', '.join(self.grid)}; pass one of settings() to create()"
-                )
+                raise ConfigError(f"{self.name}: sweeps {', '.join(self.grid)}; pass one of settings() to create()")
             setting = {}
         return self.method_class()(**{**self.params, **setting})
 
@@ -316,8 +320,12 @@ class TemplatesSpec:
     label: str = "subject"
 
     def to_dict(self) -> dict[str, Any]:
-        return {"recognizer": self.recognizer.id, "params": jsonable(self.recognizer.params), "fit": self.fit,
-                "label": self.label}
+        return {
+            "recognizer": self.recognizer.id,
+            "params": jsonable(self.recognizer.params),
+            "fit": self.fit,
+            "label": self.label,
+        }
 
 
 @attrs.frozen
@@ -592,11 +600,17 @@ class _Validator:
         scenarios = self.scenarios(raw, "deanonymizer" in raw)
         attacker_fit = raw.get("attacker_fit", "attacker")
         if attacker_fit not in ATTACKER_FITS:
-            self.add("attacker_fit", f"expected 'attacker' (fit on the attacker split) or 'enrolment' (SEBA: fit on "
-                                     f"the enrolment part of the selected subjects), {_got(attacker_fit)}")
+            self.add(
+                "attacker_fit",
+                f"expected 'attacker' (fit on the attacker split) or 'enrolment' (SEBA: fit on "
+                f"the enrolment part of the selected subjects), {_got(attacker_fit)}",
+            )
         elif attacker_fit == "enrolment" and "attacker_dataset" in raw:
-            self.add("attacker_fit", "'enrolment' fits the attacker on the evaluated subjects' enrolment part, so "
-                                     "[attacker_dataset] would train no attacker: remove one of them")
+            self.add(
+                "attacker_fit",
+                "'enrolment' fits the attacker on the evaluated subjects' enrolment part, so "
+                "[attacker_dataset] would train no attacker: remove one of them",
+            )
         selection = self.selection(raw.get("selection", {}))
         utility = self.methods(raw.get("utility"), "utility", "utility", required=False)
         self.unique_names(utility, "utility")
@@ -632,24 +646,32 @@ class _Validator:
         if not isinstance(raw_any, Mapping):
             return None
         if "recognizer" not in raw:
-            self.add("templates.recognizer", "missing required key (the id of a recognizer that embeds, e.g. "
-                                             "gait.cnn or any.lda_cosine)")
+            self.add(
+                "templates.recognizer",
+                "missing required key (the id of a recognizer that embeds, e.g. gait.cnn or any.lda_cosine)",
+            )
             return None
         fit = raw.get("fit", "background")
         if fit not in TEMPLATE_FITS:
             self.add("templates.fit", f"expected one of {', '.join(TEMPLATE_FITS)}, {_got(fit)}")
             fit = "background"
         elif fit == "background" and rates.background == 0:
-            self.add("templates.fit", "'background' needs a background part: rates.background is 0; set it > 0 or "
-                                      "fit = \"attacker\"")
+            self.add(
+                "templates.fit",
+                "'background' needs a background part: rates.background is 0; set it > 0 or fit = \"attacker\"",
+            )
         label = self.string(raw, "label", "templates.label", "subject")
-        spec = self.method({"id": raw["recognizer"], "params": raw.get("params", {})}, "templates", "recognizer",
-                           bare=True)
+        spec = self.method(
+            {"id": raw["recognizer"], "params": raw.get("params", {})}, "templates", "recognizer", bare=True
+        )
         if spec is None:
             return None
         if not cast("type[Recognizer]", spec.method_class()).has_embedding:  # kind "recognizer"
-            self.add("templates.recognizer", f"{spec.id} has no embedding (has_embedding is false) and cannot "
-                                             "extract templates; use a recognizer that embeds")
+            self.add(
+                "templates.recognizer",
+                f"{spec.id} has no embedding (has_embedding is false) and cannot "
+                "extract templates; use a recognizer that embeds",
+            )
             return None
         return TemplatesSpec(spec, fit, label or "subject")
 
@@ -674,9 +696,12 @@ class _Validator:
         source = self.resolved.get("dataset.source")
         for where, cls in self.resolved.items():
             if source is not None and source.trait != "any" and cls.trait not in ("any", source.trait):
-                self.add(where, f"{cls.id} is {_a(cls.trait)} method, but the data set {source.id} holds "
-                                f"{source.trait} data; use {source.trait}.* or any.* methods "
-                                f"(`bioanon methods '{source.trait}.*' 'any.*' --kind {cls.kind}`)")
+                self.add(
+                    where,
+                    f"{cls.id} is {_a(cls.trait)} method, but the data set {source.id} holds "
+                    f"{source.trait} data; use {source.trait}.* or any.* methods "
+                    f"(`bioanon methods '{source.trait}.*' 'any.*' --kind {cls.kind}`)",
+                )
             self.requirements(cls, where)
 
     def requirements(self, cls: type[Method], where: str) -> None:
@@ -685,8 +710,9 @@ class _Validator:
             installs = " ; ".join(dict.fromkeys(missing.values()))
             self.add(where, f"{cls.id} needs {', '.join(missing)}, which cannot be imported here: {installs}")
 
-    def dataset(self, raw_any: Any, where: str = "dataset",
-                keys: tuple[str, ...] = _DATASET_KEYS) -> DatasetSpec | None:
+    def dataset(
+        self, raw_any: Any, where: str = "dataset", keys: tuple[str, ...] = _DATASET_KEYS
+    ) -> DatasetSpec | None:
         """Validate a data set table (``[dataset]``, or ``[attacker_dataset]`` with ``where`` and its ``keys``)."""
         if raw_any is None:
             self.add(f"{where}.source", f"missing required key (the [{where}] table names a dataset source)")
@@ -735,8 +761,11 @@ class _Validator:
         if given == ["background", "attacker"]:  # SEBA's form: the evaluation set is the rest
             b, a = raw["background"], raw["attacker"]
             if _is_number(b) and _is_number(a) and b + a >= 1 - 1e-9:
-                self.add("rates", f"background + attacker = {b:g} + {a:g} = {b + a:g} leaves no evaluation "
-                                  f"share (evaluation = 1 - background - attacker must be > 0)")
+                self.add(
+                    "rates",
+                    f"background + attacker = {b:g} + {a:g} = {b + a:g} leaves no evaluation "
+                    f"share (evaluation = 1 - background - attacker must be > 0)",
+                )
                 return Rates()
             if _is_number(b) and _is_number(a):
                 raw = {**raw, "evaluation": round(1.0 - b - a, 12)}
@@ -772,8 +801,10 @@ class _Validator:
         attributes = self.attribute_maps(raw_any.get("attributes", {}))
         share = raw_any.get("subjects", 1.0)
         if not _is_number(share) or not 0 < share <= 1:
-            self.add("attacker_dataset.subjects",
-                     f"expected the share of the attacker data set's subjects to use, in (0, 1], {_got(share)}")
+            self.add(
+                "attacker_dataset.subjects",
+                f"expected the share of the attacker data set's subjects to use, in (0, 1], {_got(share)}",
+            )
             share = 1.0
         prefix = raw_any.get("subject_prefix", "")
         if not isinstance(prefix, str):
@@ -781,8 +812,16 @@ class _Validator:
             prefix = ""
         if base is None:
             return None
-        return AttackerDatasetSpec(base.source, base.path, base.params, base.files, attributes=attributes,
-                                   subjects=float(share), subject_prefix=prefix, cls=base.cls)
+        return AttackerDatasetSpec(
+            base.source,
+            base.path,
+            base.params,
+            base.files,
+            attributes=attributes,
+            subjects=float(share),
+            subject_prefix=prefix,
+            cls=base.cls,
+        )
 
     def attribute_maps(self, raw: Any) -> dict[str, AttributeMap]:
         """``attributes = { <attacker column> = "<evaluated name>" | { to = ..., values = { old = new } } }``."""
@@ -806,9 +845,12 @@ class _Validator:
                 self.add(path, f"expected the evaluated data's attribute name (without 'attr.'), {_got(name)}")
                 continue
             if not isinstance(values, Mapping) or not all(
-                    isinstance(v, (str, bool)) or _is_number(v) for v in values.values()):
-                self.add(f"{path}.values", f"expected a table of attacker value → evaluated value (strings or "
-                                           f"numbers), {_got(values)}")
+                isinstance(v, (str, bool)) or _is_number(v) for v in values.values()
+            ):
+                self.add(
+                    f"{path}.values",
+                    f"expected a table of attacker value → evaluated value (strings or numbers), {_got(values)}",
+                )
                 continue
             if name in targets:
                 self.add(path, f"maps onto {name!r} like {where}.{targets[name]}; map one column onto each name")
@@ -817,8 +859,9 @@ class _Validator:
             out[col] = AttributeMap(name, dict(values))
         return out
 
-    def rate_values(self, raw: Mapping[str, Any], keys: Sequence[str], defaults: Mapping[str, float],
-                    closed: Sequence[str] = ()) -> tuple[dict[str, float], bool]:
+    def rate_values(
+        self, raw: Mapping[str, Any], keys: Sequence[str], defaults: Mapping[str, float], closed: Sequence[str] = ()
+    ) -> tuple[dict[str, float], bool]:
         """Each rate of ``keys`` (default from ``defaults``) checked to lie in (0, 1) — (0, 1] for the keys in
         ``closed`` — with ``background = 0`` meaning no background (anonymizers fit on each set they anonymize);
         returns the values (defaults where invalid) and whether all were valid."""
@@ -830,8 +873,11 @@ class _Validator:
                 values[k] = 0.0
             elif not _is_number(value) or not (0 < value <= 1 if k in closed else 0 < value < 1):
                 span = "(0, 1]" if k in closed else "(0, 1)"
-                self.add(f"rates.{k}", f"expected a number in {span}, {_got(value)}"
-                         + ("; 0 = no background" if k == "background" else ""))
+                self.add(
+                    f"rates.{k}",
+                    f"expected a number in {span}, {_got(value)}"
+                    + ("; 0 = no background" if k == "background" else ""),
+                )
                 ok = False
                 values[k] = defaults[k]
             else:
@@ -844,22 +890,31 @@ class _Validator:
         raw = self.table(raw_any, "rates", _RATE_KEYS)
         attacker = raw.get("attacker", 0)
         if not (_is_number(attacker) and attacker == 0):
-            self.add("rates.attacker", f"must be 0 or omitted with [attacker_dataset] (the attacker's subjects "
-                                       f"come from that data set; background + evaluation divide [dataset]), "
-                                       f"{_got(attacker)}")
+            self.add(
+                "rates.attacker",
+                f"must be 0 or omitted with [attacker_dataset] (the attacker's subjects "
+                f"come from that data set; background + evaluation divide [dataset]), "
+                f"{_got(attacker)}",
+            )
         given = [k for k in ("background", "evaluation") if k in raw]
         if len(given) == 1:
             other = "evaluation" if given[0] == "background" else "background"
-            self.add(f"rates.{other}", "missing: with [attacker_dataset] give both background and evaluation "
-                                       "(they must sum to 1) or neither")
+            self.add(
+                f"rates.{other}",
+                "missing: with [attacker_dataset] give both background and evaluation (they must sum to 1) or neither",
+            )
             return Rates(**DEFAULT_CROSS_RATES)
-        values, ok = self.rate_values(raw, ("background", "evaluation", "enrolment"), DEFAULT_CROSS_RATES,
-                                      closed=("evaluation",))
+        values, ok = self.rate_values(
+            raw, ("background", "evaluation", "enrolment"), DEFAULT_CROSS_RATES, closed=("evaluation",)
+        )
         values["attacker"] = 0.0
         total = values["background"] + values["evaluation"]
         if ok and abs(total - 1.0) > 1e-9:
-            self.add("rates", f"with [attacker_dataset] background + evaluation must sum to 1, got "
-                              f"{values['background']:g} + {values['evaluation']:g} = {total:g}")
+            self.add(
+                "rates",
+                f"with [attacker_dataset] background + evaluation must sum to 1, got "
+                f"{values['background']:g} + {values['evaluation']:g} = {total:g}",
+            )
         return Rates(**values)
 
     def scenarios(self, raw: dict[str, Any], has_deanonymizer: bool) -> tuple[str, ...]:
@@ -939,8 +994,11 @@ class _Validator:
             per_probe_scores=self.boolean(
                 raw, "per_probe_scores", "report.per_probe_scores", DEFAULT_REPORT["per_probe_scores"]
             ),
-            paper_protocol=(self.string(raw, "paper_protocol", "report.paper_protocol", "") or ""
-                            if raw.get("paper_protocol", "") != "" else ""),
+            paper_protocol=(
+                self.string(raw, "paper_protocol", "report.paper_protocol", "") or ""
+                if raw.get("paper_protocol", "") != ""
+                else ""
+            ),
             reversibility_thresholds=self.thresholds(raw),
             breakdown=self.breakdown(raw),
         )
@@ -950,19 +1008,28 @@ class _Validator:
         if value == "auto":
             return "auto"
         if not isinstance(value, list) or not all(isinstance(v, str) and v.strip() for v in value):
-            self.add("report.breakdown", f"expected \"auto\" or a list of attribute column names (e.g. [\"sex\", "
-                                         f"\"subset\"]; [] = no breakdown), {_got(value)}")
+            self.add(
+                "report.breakdown",
+                f'expected "auto" or a list of attribute column names (e.g. ["sex", '
+                f'"subset"]; [] = no breakdown), {_got(value)}',
+            )
             return "auto"
         return tuple(dict.fromkeys(v.strip().removeprefix("attr.") for v in value))
 
     def thresholds(self, raw: dict[str, Any]) -> tuple[float, float]:
         value = raw.get("reversibility_thresholds", list(DEFAULT_REVERSIBILITY))
-        ok = (isinstance(value, (list, tuple)) and len(value) == 2 and all(_is_number(v) for v in value)
-              and 0 < value[0] < value[1] < 1)
+        ok = (
+            isinstance(value, (list, tuple))
+            and len(value) == 2
+            and all(_is_number(v) for v in value)
+            and 0 < value[0] < value[1] < 1
+        )
         if not ok:
-            self.add("report.reversibility_thresholds",
-                     f"expected two increasing numbers in (0, 1) (irreversible below the first, highly "
-                     f"reversible from the second), {_got(value)}")
+            self.add(
+                "report.reversibility_thresholds",
+                f"expected two increasing numbers in (0, 1) (irreversible below the first, highly "
+                f"reversible from the second), {_got(value)}",
+            )
             return DEFAULT_REVERSIBILITY
         return (float(value[0]), float(value[1]))
 
@@ -1072,8 +1139,12 @@ class _Validator:
         sweep = {k: v for k, v in sweep.items() if k in names}
         # each value alone first, so a bad fixed parameter does not hide a bad grid value (or the reverse)
         bad_fixed = not all([self._construct_one(cls, {k: v}, f"{path}.params.{k}") for k, v in params.items()])
-        bad_values = {(k, i) for k, values in sweep.items() for i, v in enumerate(values)
-                      if not self._construct_one(cls, {k: v}, f"{path}.grid.{k}[{i}]")}
+        bad_values = {
+            (k, i)
+            for k, values in sweep.items()
+            for i, v in enumerate(values)
+            if not self._construct_one(cls, {k: v}, f"{path}.grid.{k}[{i}]")
+        }
         ok &= not bad_fixed and not bad_values
         keys = list(sweep)
         coerced: dict[str, list[Any]] = {k: [_MISSING] * len(v) for k, v in sweep.items()}
@@ -1122,7 +1193,6 @@ class _Validator:
 _MISSING = object()
 
 
-
 # --------------------------------------------------------------------------------------------------- output
 
 
@@ -1135,7 +1205,6 @@ def _label_value(value: Any) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(_label_value(v) for v in value) + "]"
     return repr(value)
-
 
 
 def _default_is_none(spec: MethodSpec | DatasetSpec, name: str) -> bool:
@@ -1169,16 +1238,21 @@ def _to_toml(cfg: EvalConfig) -> str:
     if cfg.attacker_dataset is not None:
         a = d["attacker_dataset"]
         a["params"] = _params_without_none(a["params"], cfg.attacker_dataset, "attacker_dataset.params")
-    for section, specs in (("anonymizers", cfg.anonymizers), ("recognizers", cfg.recognizers),
-                           ("utility", cfg.utility)):
+    for section, specs in (
+        ("anonymizers", cfg.anonymizers),
+        ("recognizers", cfg.recognizers),
+        ("utility", cfg.utility),
+    ):
         for i, (entry, spec) in enumerate(zip(d[section], specs, strict=True)):
             entry["params"] = _params_without_none(entry["params"], spec, f"{section}[{i}].params")
     if cfg.deanonymizer is not None:
-        d["deanonymizer"]["params"] = _params_without_none(d["deanonymizer"]["params"], cfg.deanonymizer,
-                                                           "deanonymizer.params")
+        d["deanonymizer"]["params"] = _params_without_none(
+            d["deanonymizer"]["params"], cfg.deanonymizer, "deanonymizer.params"
+        )
     for i, (entry, spec) in enumerate(zip(d["selection"]["selectors"], cfg.selection.selectors, strict=True)):
         entry["params"] = _params_without_none(entry["params"], spec, f"selection.selectors[{i}].params")
     if cfg.templates is not None:
-        d["templates"]["params"] = _params_without_none(d["templates"]["params"], cfg.templates.recognizer,
-                                                        "templates.params")
+        d["templates"]["params"] = _params_without_none(
+            d["templates"]["params"], cfg.templates.recognizer, "templates.params"
+        )
     return dumps(d, header="bioanon evaluation config (resolved: every default filled in)")

@@ -34,8 +34,10 @@ class ResourceEstimate:
     def __str__(self) -> str:
         from ..cache import format_bytes
 
-        return (f"{self.new_tasks} tasks to compute; about {format_bytes(self.disk_bytes)} of new cache entries "
-                f"and {format_bytes(self.memory_bytes)} of memory at the peak")
+        return (
+            f"{self.new_tasks} tasks to compute; about {format_bytes(self.disk_bytes)} of new cache entries "
+            f"and {format_bytes(self.memory_bytes)} of memory at the peak"
+        )
 
 
 def check_disk_space(estimate: ResourceEstimate, cache: Cache) -> None:
@@ -55,7 +57,8 @@ def check_disk_space(estimate: ResourceEstimate, cache: Cache) -> None:
         raise BioanonError(
             f"not enough disk space for the cache at {root}: the run needs about "
             f"{format_bytes(estimate.disk_bytes)} and {format_bytes(free)} are free "
-            f"(free space, point --cache-dir elsewhere, or run `bioanon cache clear`)")
+            f"(free space, point --cache-dir elsewhere, or run `bioanon cache clear`)"
+        )
 
 
 def load_data(cfg: Any, data: SampleTable | None = None, cache: Cache | None = None) -> SampleTable:
@@ -97,8 +100,7 @@ def import_dataset(spec: Any, cache: Cache | None, what: str = "data set") -> tu
     check_disk_space(ResourceEstimate(2 * int(table.arrow.nbytes), 0, 0), cache)  # room for the table itself
     dataset_key = table_fingerprint(table)
     cache.put_table(dataset_key, table)
-    cache.put_json(key, {"dataset": dataset_key, "source": spec.source, "path": spec.path,
-                         "rows": table.num_rows})
+    cache.put_json(key, {"dataset": dataset_key, "source": spec.source, "path": spec.path, "rows": table.num_rows})
     stored = cache.get_table(dataset_key)  # memory-mapped: the imported copy can be freed
     return (stored, dataset_key) if stored is not None else (table, dataset_key)
 
@@ -127,8 +129,7 @@ def import_key(spec: Any) -> str | None:
         root = Path(spec.path)
         if not root.exists():
             return None
-        paths = [root] if root.is_file() else sorted(
-            Path(d) / f for d, _, names in os.walk(root) for f in names)
+        paths = [root] if root.is_file() else sorted(Path(d) / f for d, _, names in os.walk(root) for f in names)
         for p in paths:
             try:
                 st = p.stat()
@@ -140,8 +141,9 @@ def import_key(spec: Any) -> str | None:
             else:
                 files.append([rel, st.st_size, st.st_mtime_ns])
     where = str(Path(spec.path).resolve()) if spec.path is not None and spec.files != "content" else None
-    return fingerprint({"import": source.fingerprint(), "code": code_id, "path": where, "files": files,
-                        "check": spec.files})
+    return fingerprint(
+        {"import": source.fingerprint(), "code": code_id, "path": where, "files": files, "check": spec.files}
+    )
 
 
 # --------------------------------------------------------------------------------- [attacker_dataset]
@@ -168,14 +170,22 @@ def prepare_attacker_data(cfg: Any, data: SampleTable, cache: Cache) -> tuple[Sa
     table = map_attacker_table(raw, spec, problems)
     if table is not None:
         problems += attacker_data_problems(cfg, data, table)
-    raise_problems(problems, f"config {cfg.name!r}: the attacker data set {dataset_name(spec)} does not suit the "
-                              f"evaluated data set {dataset_name(cfg.dataset)}")
+    raise_problems(
+        problems,
+        f"config {cfg.name!r}: the attacker data set {dataset_name(spec)} does not suit the "
+        f"evaluated data set {dataset_name(cfg.dataset)}",
+    )
     assert table is not None  # else map_attacker_table reported a problem, raised above
     raw_key = raw_key or table_fingerprint(raw)
     if not spec.attributes and not spec.subject_prefix:
         return raw, raw_key
-    key = fingerprint({"attacker_dataset": raw_key, "prefix": spec.subject_prefix,
-                       "attributes": {k: m.to_dict() for k, m in spec.attributes.items()}})
+    key = fingerprint(
+        {
+            "attacker_dataset": raw_key,
+            "prefix": spec.subject_prefix,
+            "attributes": {k: m.to_dict() for k, m in spec.attributes.items()},
+        }
+    )
     if not cache.has_table(key):
         cache.put_table(key, table)
     stored = cache.get_table(key)  # memory-mapped
@@ -204,8 +214,10 @@ def map_attacker_table(table: SampleTable, spec: Any, problems: list[str]) -> Sa
     for col, m in spec.attributes.items():
         where = f"attacker_dataset.attributes.{col}"
         if col not in names:
-            problems.append(f"{where}: the attacker data set {dataset_name(spec)} has no attribute column "
-                            f"'attr.{col}'; available: {names}")
+            problems.append(
+                f"{where}: the attacker data set {dataset_name(spec)} has no attribute column "
+                f"'attr.{col}'; available: {names}"
+            )
             continue
         values = table.arrow.column(f"attr.{col}").to_pylist()
         if m.values:
@@ -218,8 +230,10 @@ def map_attacker_table(table: SampleTable, spec: Any, problems: list[str]) -> Sa
         try:
             out = out.with_attribute(name, values)
         except (TableError, pa.ArrowException) as exc:
-            problems.append(f"{where}.values: the mapped column 'attr.{name}' mixes value types (map every value "
-                            f"to the same type): {exc}")
+            problems.append(
+                f"{where}.values: the mapped column 'attr.{name}' mixes value types (map every value "
+                f"to the same type): {exc}"
+            )
             return None
     if spec.subject_prefix:
         arrow = out.arrow
@@ -244,14 +258,17 @@ def attacker_data_problems(cfg: Any, data: SampleTable, attacker: SampleTable) -
             f"attacker_dataset: {len(both)} subject id(s) occur in both the data set {ours} and the attacker data "
             f"set {theirs}: {', '.join(map(str, both[:5]))}{' …' if len(both) > 5 else ''}; a cross-database "
             "protocol needs attacker and evaluation subjects to be different people. If the two data sets number "
-            "different people with the same ids, set attacker_dataset.subject_prefix (e.g. \"xdb:\")")
+            'different people with the same ids, set attacker_dataset.subject_prefix (e.g. "xdb:")'
+        )
     label = cfg.label
     if label != "subject":
         if label not in attacker.attribute_names:
-            problems.append(f"attacker_dataset: the attacker data set {theirs} has no attribute column "
-                            f"'attr.{label}' (the evaluation's label) after the mapping; available: "
-                            f"{attacker.attribute_names}; map one onto it with attacker_dataset.attributes = "
-                            f"{{ <column> = \"{label}\" }}")
+            problems.append(
+                f"attacker_dataset: the attacker data set {theirs} has no attribute column "
+                f"'attr.{label}' (the evaluation's label) after the mapping; available: "
+                f"{attacker.attribute_names}; map one onto it with attacker_dataset.attributes = "
+                f'{{ <column> = "{label}" }}'
+            )
         elif label in data.attribute_names:
             have = set(pc.unique(attacker.arrow.column(f"attr.{label}")).drop_null().to_pylist())
             want = pc.unique(data.arrow.column(f"attr.{label}")).drop_null().to_pylist()
@@ -261,13 +278,18 @@ def attacker_data_problems(cfg: Any, data: SampleTable, attacker: SampleTable) -
                     f"attacker_dataset: the attacker data set {theirs} has no sample with {label} = "
                     f"{', '.join(map(repr, missing))}, found in the data set {ours} (the attacker's values: "
                     f"{', '.join(map(repr, sorted(have, key=repr)))}); map values with "
-                    f"attacker_dataset.attributes.<column>.values")
+                    f"attacker_dataset.attributes.<column>.values"
+                )
     for name in data.payload_names:
         if name not in attacker.payload_names:
-            problems.append(f"attacker_dataset: the data set {ours} has payload {name!r}, the attacker data set "
-                            f"{theirs} has not (it has {', '.join(attacker.payload_names) or 'no payload'})")
+            problems.append(
+                f"attacker_dataset: the data set {ours} has payload {name!r}, the attacker data set "
+                f"{theirs} has not (it has {', '.join(attacker.payload_names) or 'no payload'})"
+            )
         elif data.payload_shape(name) != attacker.payload_shape(name):
-            problems.append(f"attacker_dataset: payload {name!r} has per-sample shape {data.payload_shape(name)} in "
-                            f"the data set {ours} but {attacker.payload_shape(name)} in the attacker data set "
-                            f"{theirs}; both must hold the same kind of samples")
+            problems.append(
+                f"attacker_dataset: payload {name!r} has per-sample shape {data.payload_shape(name)} in "
+                f"the data set {ours} but {attacker.payload_shape(name)} in the attacker data set "
+                f"{theirs}; both must hold the same kind of samples"
+            )
     return problems

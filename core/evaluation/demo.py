@@ -18,13 +18,17 @@ def demo_config(trait: str = "any", registry: Any = None) -> dict[str, Any]:
         registry = current_context().registry
 
     if trait == "any":
-        dataset = {"source": "any.synthetic",
-                   "params": {"n_subjects": 60, "samples_per_subject": 12, "dim": 32, "seed": 7}}
+        dataset = {
+            "source": "any.synthetic",
+            "params": {"n_subjects": 60, "samples_per_subject": 12, "dim": 32, "seed": 7},
+        }
     else:
         source = f"{trait}.synthetic"
         if source not in registry:
-            raise BioanonError(f"--trait {trait}: no dataset source {source!r} is installed; "
-                               f"install bioanon-{trait} (or use --trait any)")
+            raise BioanonError(
+                f"--trait {trait}: no dataset source {source!r} is installed; "
+                f"install bioanon-{trait} (or use --trait any)"
+            )
         dataset = {"source": source, "params": {}}
     attribute = "activity"
     if trait != "any":
@@ -46,7 +50,9 @@ def demo_config(trait: str = "any", registry: Any = None) -> dict[str, Any]:
         "recognizers": [{"id": "any.cosine_centroid"}, {"id": "any.lda_cosine"}, {"id": "any.pca_svm"}],
         "scenarios": ["naive", "parrot"],
         "selection": {"selectors": ["random", "classification"], "subject_counts": [24, 12, 6], "random_draws": 3},
-        "utility": [{"id": "any.attribute_accuracy", "params": {"attribute": attribute}},
-                    {"id": "any.cosine_similarity"}],
+        "utility": [
+            {"id": "any.attribute_accuracy", "params": {"attribute": attribute}},
+            {"id": "any.cosine_similarity"},
+        ],
         "report": {"bootstrap": 500},
     }

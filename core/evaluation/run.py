@@ -46,9 +46,16 @@ from .data import (  # noqa: F401 -- re-exported (the names of bioanon.evaluatio
     prepare_attacker_data,
 )
 from .rundir import RunFolder, RunInterrupted
-from .scenarios import ATTACK_SCENARIOS  # noqa: F401 -- re-exported (bioanon.evaluation.run.ATTACK_SCENARIOS)
-from .scenarios import CLEAR, headline_metric_of, planned_scenarios, scenario_tables, worst_case
+from .scenarios import (
+    ATTACK_SCENARIOS,  # noqa: F401 -- re-exported (bioanon.evaluation.run.ATTACK_SCENARIOS)
+    CLEAR,
+    headline_metric_of,
+    planned_scenarios,
+    scenario_tables,
+    worst_case,
+)
 from .tasks import TaskSpec, derived_seed, make_task, output_key
+
 log = logging.getLogger(__name__)
 
 
@@ -170,8 +177,7 @@ def _with_seed(method: dict[str, Any], seed: int) -> dict[str, Any]:
     return method
 
 
-def _unsplittable(table: SampleTable, enrolment: float, label: str,
-                  cross: bool = False) -> tuple[list[str], list[str]]:
+def _unsplittable(table: SampleTable, enrolment: float, label: str, cross: bool = False) -> tuple[list[str], list[str]]:
     """Subjects whose samples cannot give both an enrolment and a test sample (they cannot be evaluated, but
     stay legitimate attacker training material), and the warning that says so. With a role column
     (:data:`~bioanon.evaluation.tasks.ROLE_COLUMN`) a subject needs an enrolment and a trial sample."""
@@ -183,29 +189,35 @@ def _unsplittable(table: SampleTable, enrolment: float, label: str,
         enrolled = set(table.subjects[role == ENROLMENT_ROLE])
         tried = set(table.subjects[role == TRIAL_ROLE])
         ok = np.array([s in enrolled and s in tried for s in subjects], dtype=bool)
-        why = (f"have no {ENROLMENT_ROLE!r} or no {TRIAL_ROLE!r} sample in the column {ROLE_COLUMN!r} (they are "
-               "not in the data's enrolment and trial lists)")
+        why = (
+            f"have no {ENROLMENT_ROLE!r} or no {TRIAL_ROLE!r} sample in the column {ROLE_COLUMN!r} (they are "
+            "not in the data's enrolment and trial lists)"
+        )
     else:
         subjects, counts = np.unique(table.subjects, return_counts=True)
         sizes = _part_sizes(counts.astype(np.int64), np.array([enrolment, 1.0 - enrolment]))
         ok = cast("NDArray[np.bool_]", (sizes >= 1).all(axis=1))  # one flag per subject
-        why = (f"have too few samples for an enrolment share of {enrolment} (need ≥ 1 enrolment and ≥ 1 test "
-               "sample)")
+        why = f"have too few samples for an enrolment share of {enrolment} (need ≥ 1 enrolment and ≥ 1 test sample)"
     warnings = []
     if not ok.all():
         bad = subjects[~ok]
         warnings.append(
             f"{'not enrolled and probed' if has_roles(table) else 'too few samples per subject'}: {len(bad)} of "
             f"{len(subjects)} subjects {why}; they are kept out of the "
-            + ("evaluation set (and out of the attacker's, which is [attacker_dataset]): " if cross
-               else "evaluation set and used as attacker training data: ")
-            + ", ".join(map(str, bad[:5])) + (" …" if len(bad) > 5 else "")
+            + (
+                "evaluation set (and out of the attacker's, which is [attacker_dataset]): "
+                if cross
+                else "evaluation set and used as attacker training data: "
+            )
+            + ", ".join(map(str, bad[:5]))
+            + (" …" if len(bad) > 5 else "")
         )
     return [str(s) for s in subjects[~ok]], warnings
 
 
-def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | None = None,
-               attacker_key: str | None = None) -> Plan:
+def build_plan(
+    cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | None = None, attacker_key: str | None = None
+) -> Plan:
     """Turn a validated config into the task graph (the data set is stored in the cache first; ``dataset_key``:
     its content fingerprint when already known). With ``[attacker_dataset]``, ``attacker_key`` is the cache key
     of the prepared attacker data (:func:`prepare_attacker_data`, called here when not given)."""
@@ -215,8 +227,12 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | Non
     skipped = data.metadata.get("skipped_files") or []
     training_only, warnings = _unsplittable(data, cfg.rates.enrolment, cfg.label, cross)
     if skipped:
-        warnings.insert(0, f"{len(skipped)} unreadable data file(s) skipped: " + ", ".join(map(str, skipped[:5]))
-                        + (" …" if len(skipped) > 5 else ""))
+        warnings.insert(
+            0,
+            f"{len(skipped)} unreadable data file(s) skipped: "
+            + ", ".join(map(str, skipped[:5]))
+            + (" …" if len(skipped) > 5 else ""),
+        )
     # what the data source reported while loading (table metadata LOAD_WARNINGS, e.g. images without a face)
     warnings[:0] = [str(w) for w in data.metadata.get(LOAD_WARNINGS) or []]
     dataset_key = dataset_key or table_fingerprint(data)
@@ -233,8 +249,10 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | Non
             "(background/attacker/evaluation) empty"
         )
     if rates[0] == 0:
-        warnings.append("rates.background = 0: no background set; every anonymizer is fitted on the set it "
-                        "anonymizes (the attacker and evaluation sets each on their own)")
+        warnings.append(
+            "rates.background = 0: no background set; every anonymizer is fitted on the set it "
+            "anonymizes (the attacker and evaluation sets each on their own)"
+        )
     counts = sorted(set(cfg.selection.subject_counts), reverse=True) or [n_eval]
     reachable = [n for n in counts if n <= n_eval]
     for n in counts:
@@ -269,15 +287,20 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | Non
         if cross:
             split_args["attacker_dataset"] = attacker_key
             split_args["attacker_subjects"] = cfg.attacker_dataset.subjects
-        t_split = add(make_task("split", split_args, (),
-                                stage="split", label=f"split repeat {r}"))
+        t_split = add(make_task("split", split_args, (), stage="split", label=f"split repeat {r}"))
         split_tasks.append({"key": t_split.key, "repeat": r})
         clear = {n: output_key(t_split.key, n) for n in ("background", "attacker", "evaluation")}
         if cfg.templates is not None:  # every part becomes templates before any protection
             tpl = cfg.templates
-            t_tpl = add(make_task("templates", {"method": _method_dict(tpl.recognizer), "fit": tpl.fit,
-                                                "label": tpl.label, **clear}, (t_split.key,),
-                                  stage="templates", label=f"templates {tpl.recognizer.id} repeat {r}"))
+            t_tpl = add(
+                make_task(
+                    "templates",
+                    {"method": _method_dict(tpl.recognizer), "fit": tpl.fit, "label": tpl.label, **clear},
+                    (t_split.key,),
+                    stage="templates",
+                    label=f"templates {tpl.recognizer.id} repeat {r}",
+                )
+            )
             clear = {n: output_key(t_tpl.key, n) for n in clear}
             t_split = t_tpl  # the later stages read its outputs: they depend on it
         for a_spec in cfg.anonymizers:
@@ -285,18 +308,38 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | Non
                 label = a_spec.setting_label(setting)
                 where = f"{a_spec.name}[{label}] repeat {r}" if label else f"{a_spec.name} repeat {r}"
                 method = _method_dict(a_spec, setting)
-                t_anon = add(make_task("anonymize", {"method": method, **clear}, (t_split.key,),
-                                       stage="anonymize", label=f"anonymize {where}"))
+                t_anon = add(
+                    make_task(
+                        "anonymize",
+                        {"method": method, **clear},
+                        (t_split.key,),
+                        stage="anonymize",
+                        label=f"anonymize {where}",
+                    )
+                )
                 anon = {n: output_key(t_anon.key, n) for n in ("attacker", "evaluation")}
-                sets = {"clear_attacker": clear["attacker"], "anon_attacker": anon["attacker"],
-                        "clear_evaluation": clear["evaluation"], "anon_evaluation": anon["evaluation"]}
+                sets = {
+                    "clear_attacker": clear["attacker"],
+                    "anon_attacker": anon["attacker"],
+                    "clear_evaluation": clear["evaluation"],
+                    "anon_evaluation": anon["evaluation"],
+                }
                 deps_anon: tuple[str, ...] = (t_split.key, t_anon.key)
                 if cfg.deanonymizer is not None:
-                    t_de = add(make_task(
-                        "deanonymize",
-                        {"method": _method_dict(cfg.deanonymizer), "clear_attacker": clear["attacker"],
-                         "anon_attacker": anon["attacker"], "anon_evaluation": anon["evaluation"]},
-                        deps_anon, stage="deanonymize", label=f"de-anonymize {where}"))
+                    t_de = add(
+                        make_task(
+                            "deanonymize",
+                            {
+                                "method": _method_dict(cfg.deanonymizer),
+                                "clear_attacker": clear["attacker"],
+                                "anon_attacker": anon["attacker"],
+                                "anon_evaluation": anon["evaluation"],
+                            },
+                            deps_anon,
+                            stage="deanonymize",
+                            label=f"de-anonymize {where}",
+                        )
+                    )
                     sets["deanon_evaluation"] = output_key(t_de.key, "evaluation")
                     deps_anon = deps_anon + (t_de.key,)
                 selections = []
@@ -308,10 +351,20 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | Non
                             if n == n_eval and draws > 1 and d > 0:
                                 break  # every draw of all subjects is the same set
                             m = _with_seed(base, derived_seed(cfg.seed, r, sel_spec.name, n, d))
-                            t_sel = add(make_task(
-                                "select", {"method": m, "n": n, "evaluation": anon["evaluation"],
-                                           "attacker": anon["attacker"]},
-                                (t_anon.key,), stage="select", label=f"select {sel_spec.name} n={n} {where}"))
+                            t_sel = add(
+                                make_task(
+                                    "select",
+                                    {
+                                        "method": m,
+                                        "n": n,
+                                        "evaluation": anon["evaluation"],
+                                        "attacker": anon["attacker"],
+                                    },
+                                    (t_anon.key,),
+                                    stage="select",
+                                    label=f"select {sel_spec.name} n={n} {where}",
+                                )
+                            )
                             selections.append({"id": f"{sel_spec.name}|{n}|{d}", "task": t_sel.key})
                 sel_keys = tuple(s["task"] for s in selections)
                 for rec_spec in cfg.recognizers:
@@ -319,48 +372,131 @@ def build_plan(cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | Non
                     for scen in scenarios:
                         needed = scenario_tables(scen, sets, cfg.attacker_fit)
                         fit_arg = {"attacker_fit": cfg.attacker_fit} if cfg.attacker_fit != "attacker" else {}
-                        t_score = add(make_task(
-                            "score",
-                            {"recognizer": rec, "scenario": scen, "label": cfg.label, "sets": needed,
-                             "selections": selections, "enrolment": cfg.rates.enrolment, "seed": seed_r,
-                             "bootstrap": rep.bootstrap, "confidence": rep.confidence,
-                             "per_probe_scores": rep.per_probe_scores, **score_extra, **fit_arg},
-                            deps_anon + sel_keys, stage="score",
-                            label=f"score {rec_spec.name} {scen} {where}"))
-                        score_tasks.append({"key": t_score.key, "anonymizer": a_spec.name, "setting": label,
-                                            "setting_index": s_idx, "params": json.dumps(method["params"]),
-                                            "repeat": r, "recognizer": rec_spec.name, "scenario": scen})
+                        t_score = add(
+                            make_task(
+                                "score",
+                                {
+                                    "recognizer": rec,
+                                    "scenario": scen,
+                                    "label": cfg.label,
+                                    "sets": needed,
+                                    "selections": selections,
+                                    "enrolment": cfg.rates.enrolment,
+                                    "seed": seed_r,
+                                    "bootstrap": rep.bootstrap,
+                                    "confidence": rep.confidence,
+                                    "per_probe_scores": rep.per_probe_scores,
+                                    **score_extra,
+                                    **fit_arg,
+                                },
+                                deps_anon + sel_keys,
+                                stage="score",
+                                label=f"score {rec_spec.name} {scen} {where}",
+                            )
+                        )
+                        score_tasks.append(
+                            {
+                                "key": t_score.key,
+                                "anonymizer": a_spec.name,
+                                "setting": label,
+                                "setting_index": s_idx,
+                                "params": json.dumps(method["params"]),
+                                "repeat": r,
+                                "recognizer": rec_spec.name,
+                                "scenario": scen,
+                            }
+                        )
                 for u_spec in cfg.utility:
-                    u_args = {"measure": _method_dict(u_spec), "clear_attacker": clear["attacker"],
-                              "clear_evaluation": clear["evaluation"], "anon_evaluation": anon["evaluation"],
-                              "bootstrap": rep.bootstrap, "confidence": rep.confidence,
-                              "seed": derived_seed(seed_r, "utility")}
+                    u_args = {
+                        "measure": _method_dict(u_spec),
+                        "clear_attacker": clear["attacker"],
+                        "clear_evaluation": clear["evaluation"],
+                        "anon_evaluation": anon["evaluation"],
+                        "bootstrap": rep.bootstrap,
+                        "confidence": rep.confidence,
+                        "seed": derived_seed(seed_r, "utility"),
+                    }
                     u_deps: tuple[str, ...] = (t_split.key, t_anon.key)
                     if u_spec.method_class().extracts:  # the slow first stage: one cached task per table
-                        ex = {k: add(make_task("extract", {"measure": u_args["measure"], "table": tbl}, dep,
-                                               stage="extract", label=f"extract {u_spec.name} {k} {where}")).key
-                              for k, tbl, dep in (("clear", clear["evaluation"], (t_split.key,)),
-                                                  ("anon", anon["evaluation"], (t_anon.key,)))}
+                        ex = {
+                            k: add(
+                                make_task(
+                                    "extract",
+                                    {"measure": u_args["measure"], "table": tbl},
+                                    dep,
+                                    stage="extract",
+                                    label=f"extract {u_spec.name} {k} {where}",
+                                )
+                            ).key
+                            for k, tbl, dep in (
+                                ("clear", clear["evaluation"], (t_split.key,)),
+                                ("anon", anon["evaluation"], (t_anon.key,)),
+                            )
+                        }
                         u_args["extracted"] = ex
                         u_deps += tuple(ex.values())
-                    t_u = add(make_task("utility", u_args, u_deps, stage="utility",
-                                        label=f"utility {u_spec.name} {where}"))
-                    utility_tasks.append({"key": t_u.key, "anonymizer": a_spec.name, "setting": label,
-                                          "setting_index": s_idx, "params": json.dumps(method["params"]),
-                                          "repeat": r, "measure": u_spec.name})
+                    t_u = add(
+                        make_task("utility", u_args, u_deps, stage="utility", label=f"utility {u_spec.name} {where}")
+                    )
+                    utility_tasks.append(
+                        {
+                            "key": t_u.key,
+                            "anonymizer": a_spec.name,
+                            "setting": label,
+                            "setting_index": s_idx,
+                            "params": json.dumps(method["params"]),
+                            "repeat": r,
+                            "measure": u_spec.name,
+                        }
+                    )
                 if rep.paper_protocol:
-                    t_p = add(make_task(
-                        "protocol",
-                        {"attribute": rep.paper_protocol, "clear_evaluation": clear["evaluation"],
-                         "anon_evaluation": anon["evaluation"], "seed": derived_seed(seed_r, "protocol")},
-                        (t_split.key, t_anon.key), stage="protocol", label=f"paper protocol {where}"))
-                    protocol_tasks.append({"key": t_p.key, "anonymizer": a_spec.name, "setting": label,
-                                           "setting_index": s_idx, "repeat": r})
-    order = {"split": 0, "templates": 0.5, "anonymize": 1, "deanonymize": 2, "select": 3, "score": 4, "extract": 5,
-             "utility": 6, "protocol": 7}
+                    t_p = add(
+                        make_task(
+                            "protocol",
+                            {
+                                "attribute": rep.paper_protocol,
+                                "clear_evaluation": clear["evaluation"],
+                                "anon_evaluation": anon["evaluation"],
+                                "seed": derived_seed(seed_r, "protocol"),
+                            },
+                            (t_split.key, t_anon.key),
+                            stage="protocol",
+                            label=f"paper protocol {where}",
+                        )
+                    )
+                    protocol_tasks.append(
+                        {
+                            "key": t_p.key,
+                            "anonymizer": a_spec.name,
+                            "setting": label,
+                            "setting_index": s_idx,
+                            "repeat": r,
+                        }
+                    )
+    order = {
+        "split": 0,
+        "templates": 0.5,
+        "anonymize": 1,
+        "deanonymize": 2,
+        "select": 3,
+        "score": 4,
+        "extract": 5,
+        "utility": 6,
+        "protocol": 7,
+    }
     tasks.sort(key=lambda t: order[t.stage])  # stable: dependencies always come first
-    return Plan(tasks, dataset_key, warnings, score_tasks, utility_tasks, split_tasks, n_eval, protocol_tasks,
-                attacker_key, data_info)
+    return Plan(
+        tasks,
+        dataset_key,
+        warnings,
+        score_tasks,
+        utility_tasks,
+        split_tasks,
+        n_eval,
+        protocol_tasks,
+        attacker_key,
+        data_info,
+    )
 
 
 def data_description(cfg: Any, data: SampleTable) -> dict[str, Any]:
@@ -376,12 +512,16 @@ def data_description(cfg: Any, data: SampleTable) -> dict[str, Any]:
     if breakdown == "auto":
         breakdown = [c for c in BREAKDOWN_AUTO if c in data.attribute_names]
     protocol = data.metadata.get("protocol")
-    return {"protocol": protocol if isinstance(protocol, str) else "",
-            "enrolment": "role" if has_roles(data) else "share", "breakdown": list(breakdown)}
+    return {
+        "protocol": protocol if isinstance(protocol, str) else "",
+        "enrolment": "role" if has_roles(data) else "share",
+        "breakdown": list(breakdown),
+    }
 
 
-def estimate_resources(plan: Plan, cfg: Any, data_bytes: int, cache: Cache,
-                       attacker_bytes: int = 0) -> ResourceEstimate:
+def estimate_resources(
+    plan: Plan, cfg: Any, data_bytes: int, cache: Cache, attacker_bytes: int = 0
+) -> ResourceEstimate:
     """Estimate what the tasks still to compute will write to the cache and need in memory.
 
     A split writes the data set once more; an anonymization writes the attacker and evaluation shares; a
@@ -389,8 +529,7 @@ def estimate_resources(plan: Plan, cfg: Any, data_bytes: int, cache: Cache,
     score matrices when kept). Peak memory: the data set, its anonymized copy and a working copy of the largest
     task's inputs. ``attacker_bytes``: the size of ``[attacker_dataset]`` (split and anonymized with the
     rest)."""
-    share = {"split": 1.0, "anonymize": cfg.rates.attacker + cfg.rates.evaluation,
-             "deanonymize": cfg.rates.evaluation}
+    share = {"split": 1.0, "anonymize": cfg.rates.attacker + cfg.rates.evaluation, "deanonymize": cfg.rates.evaluation}
     disk = 0
     new = 0
     for t in plan.tasks:
@@ -424,24 +563,71 @@ def collect_metrics(plan: Plan, records: Mapping[str, Any]) -> Any:
             continue
         for row in rec["rows"]:
             selector, n, draw = row["selection"].split("|")
-            rows.append({
-                "anonymizer": st["anonymizer"], "setting": st["setting"], "setting_index": st["setting_index"],
-                "params": st["params"], "repeat": st["repeat"], "selector": selector, "n_subjects": int(n),
-                "draw": int(draw), "recognizer": st["recognizer"], "scenario": st["scenario"],
-                "label": labels.get(st["key"], "subject"),
-                **{k: row[k] for k in ("metric", "value", "ci_low", "ci_high", "chance", "n_probes")},
-                "note": row.get("note", ""),
-                "comparator": rec.get("comparator", ""),
-            })
-    cols = ["anonymizer", "setting", "setting_index", "params", "repeat", "selector", "n_subjects", "draw",
-            "recognizer", "scenario", "label", "metric", "value", "ci_low", "ci_high", "chance", "n_probes", "note",
-            "comparator"]
+            rows.append(
+                {
+                    "anonymizer": st["anonymizer"],
+                    "setting": st["setting"],
+                    "setting_index": st["setting_index"],
+                    "params": st["params"],
+                    "repeat": st["repeat"],
+                    "selector": selector,
+                    "n_subjects": int(n),
+                    "draw": int(draw),
+                    "recognizer": st["recognizer"],
+                    "scenario": st["scenario"],
+                    "label": labels.get(st["key"], "subject"),
+                    **{k: row[k] for k in ("metric", "value", "ci_low", "ci_high", "chance", "n_probes")},
+                    "note": row.get("note", ""),
+                    "comparator": rec.get("comparator", ""),
+                }
+            )
+    cols = [
+        "anonymizer",
+        "setting",
+        "setting_index",
+        "params",
+        "repeat",
+        "selector",
+        "n_subjects",
+        "draw",
+        "recognizer",
+        "scenario",
+        "label",
+        "metric",
+        "value",
+        "ci_low",
+        "ci_high",
+        "chance",
+        "n_probes",
+        "note",
+        "comparator",
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
-BREAKDOWN_COLUMNS = ["anonymizer", "setting", "setting_index", "params", "repeat", "selector", "n_subjects", "draw",
-                     "recognizer", "scenario", "label", "by", "group", "metric", "value", "chance", "n_probes",
-                     "group_subjects", "n_mated", "n_nonmated", "note"]
+BREAKDOWN_COLUMNS = [
+    "anonymizer",
+    "setting",
+    "setting_index",
+    "params",
+    "repeat",
+    "selector",
+    "n_subjects",
+    "draw",
+    "recognizer",
+    "scenario",
+    "label",
+    "by",
+    "group",
+    "metric",
+    "value",
+    "chance",
+    "n_probes",
+    "group_subjects",
+    "n_mated",
+    "n_nonmated",
+    "note",
+]
 
 
 def collect_breakdown(plan: Plan, records: Mapping[str, Any]) -> Any:
@@ -457,14 +643,36 @@ def collect_breakdown(plan: Plan, records: Mapping[str, Any]) -> Any:
         rec = records.get(st["key"])
         for row in (rec or {}).get("breakdown", []):
             selector, n, draw = row["selection"].split("|")
-            rows.append({
-                "anonymizer": st["anonymizer"], "setting": st["setting"], "setting_index": st["setting_index"],
-                "params": st["params"], "repeat": st["repeat"], "selector": selector, "n_subjects": int(n),
-                "draw": int(draw), "recognizer": st["recognizer"], "scenario": st["scenario"],
-                "label": labels.get(st["key"], "subject"), "group_subjects": row["n_subjects"],
-                **{k: row[k] for k in ("by", "group", "metric", "value", "chance", "n_probes", "n_mated",
-                                       "n_nonmated", "note")},
-            })
+            rows.append(
+                {
+                    "anonymizer": st["anonymizer"],
+                    "setting": st["setting"],
+                    "setting_index": st["setting_index"],
+                    "params": st["params"],
+                    "repeat": st["repeat"],
+                    "selector": selector,
+                    "n_subjects": int(n),
+                    "draw": int(draw),
+                    "recognizer": st["recognizer"],
+                    "scenario": st["scenario"],
+                    "label": labels.get(st["key"], "subject"),
+                    "group_subjects": row["n_subjects"],
+                    **{
+                        k: row[k]
+                        for k in (
+                            "by",
+                            "group",
+                            "metric",
+                            "value",
+                            "chance",
+                            "n_probes",
+                            "n_mated",
+                            "n_nonmated",
+                            "note",
+                        )
+                    },
+                }
+            )
     return pd.DataFrame(rows, columns=BREAKDOWN_COLUMNS)
 
 
@@ -483,11 +691,25 @@ def collect_utility(plan: Plan, records: Mapping[str, Any]) -> Any:
         rec = records.get(ut["key"])
         if rec is None:
             continue
-        rows.append({k: ut[k] for k in ("anonymizer", "setting", "setting_index", "params", "repeat", "measure")}
-                    | {k: rec[k] for k in ("value", "ci_low", "ci_high", "clear_value", "floor")}
-                    | {"normalized": float(utility_level(rec["value"], rec["clear_value"], rec["floor"]))})
-    cols = ["anonymizer", "setting", "setting_index", "params", "repeat", "measure", "value", "ci_low", "ci_high",
-            "clear_value", "floor", "normalized"]
+        rows.append(
+            {k: ut[k] for k in ("anonymizer", "setting", "setting_index", "params", "repeat", "measure")}
+            | {k: rec[k] for k in ("value", "ci_low", "ci_high", "clear_value", "floor")}
+            | {"normalized": float(utility_level(rec["value"], rec["clear_value"], rec["floor"]))}
+        )
+    cols = [
+        "anonymizer",
+        "setting",
+        "setting_index",
+        "params",
+        "repeat",
+        "measure",
+        "value",
+        "ci_low",
+        "ci_high",
+        "clear_value",
+        "floor",
+        "normalized",
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -500,8 +722,10 @@ def collect_protocol(plan: Plan, records: Mapping[str, Any]) -> Any:
         if rec is None:
             continue
         for metric, value in rec["values"].items():
-            rows.append({k: pt[k] for k in ("anonymizer", "setting", "setting_index", "repeat")}
-                        | {"metric": metric, "value": value})
+            rows.append(
+                {k: pt[k] for k in ("anonymizer", "setting", "setting_index", "repeat")}
+                | {"metric": metric, "value": value}
+            )
     return pd.DataFrame(rows, columns=["anonymizer", "setting", "setting_index", "repeat", "metric", "value"])
 
 
@@ -525,8 +749,11 @@ def headline_table(metrics: Any) -> Any:
     nmax = top1[top1.selector == first_sel].n_subjects.max()
     t = top1[(top1.selector == first_sel) & (top1.n_subjects == nmax)]
     keys = ["anonymizer", "setting_index", "setting", "recognizer", "scenario"]
-    mean = t.groupby(keys, sort=False).agg(value=("value", "mean"), lo=("ci_low", "mean"), hi=("ci_high", "mean"),
-                                           chance=("chance", "mean")).reset_index()
+    mean = (
+        t.groupby(keys, sort=False)
+        .agg(value=("value", "mean"), lo=("ci_low", "mean"), hi=("ci_high", "mean"), chance=("chance", "mean"))
+        .reset_index()
+    )
     plain = metrics[(metrics.metric == "top1") & (metrics.selector == first_sel) & (metrics.n_subjects == nmax)]
     plain = plain.groupby(keys, sort=False).agg(top1=("value", "mean"), majority=("chance", "mean"))
     out = []
@@ -538,14 +765,25 @@ def headline_table(metrics: Any) -> Any:
         worst = worst_rows.iloc[0]
         pk = (anon, idx, setting, worst.recognizer, worst.scenario)
         p = plain.loc[pk] if pk in plain.index else None
-        out.append({"anonymizer": anon, "setting": setting, "setting_index": idx, "metric": hm,
-                    "worst_accuracy": worst.value, "ci_low": worst.lo, "ci_high": worst.hi,
-                    "worst_recognizer": worst.recognizer, "worst_scenario": worst.scenario,
-                    "clear_accuracy": clear.value.max() if not clear.empty else math.nan,
-                    "chance": worst.chance,
-                    "top1": float(p.top1) if p is not None else math.nan,
-                    "majority_rate": float(p.majority) if p is not None else math.nan,
-                    "selector": first_sel, "n_subjects": int(nmax)})
+        out.append(
+            {
+                "anonymizer": anon,
+                "setting": setting,
+                "setting_index": idx,
+                "metric": hm,
+                "worst_accuracy": worst.value,
+                "ci_low": worst.lo,
+                "ci_high": worst.hi,
+                "worst_recognizer": worst.recognizer,
+                "worst_scenario": worst.scenario,
+                "clear_accuracy": clear.value.max() if not clear.empty else math.nan,
+                "chance": worst.chance,
+                "top1": float(p.top1) if p is not None else math.nan,
+                "majority_rate": float(p.majority) if p is not None else math.nan,
+                "selector": first_sel,
+                "n_subjects": int(nmax),
+            }
+        )
     return pd.DataFrame(out)
 
 
@@ -568,18 +806,22 @@ def tradeoff_tables(metrics: Any, utility: Any, has_deanon: bool) -> tuple[Any, 
     keys = ["anonymizer", "setting_index", "setting", "selector", "n_subjects", "recognizer", "scenario"]
     acc = top1.groupby(keys, sort=False).agg(value=("value", "mean"), chance=("chance", "mean")).reset_index()
     if utility is not None and not utility.empty:
-        util = utility.groupby(["anonymizer", "setting_index", "measure"], sort=False).agg(
-            value=("value", "mean"), clear_value=("clear_value", "mean"), floor=("floor", "mean")).reset_index()
+        util = (
+            utility.groupby(["anonymizer", "setting_index", "measure"], sort=False)
+            .agg(value=("value", "mean"), clear_value=("clear_value", "mean"), floor=("floor", "mean"))
+            .reset_index()
+        )
         measures = list(dict.fromkeys(util.measure))
     else:
         util, measures = None, [""]
     points = []
     for (anon, idx, setting, sel, n), g in acc.groupby(
-            ["anonymizer", "setting_index", "setting", "selector", "n_subjects"], sort=False):
+        ["anonymizer", "setting_index", "setting", "selector", "n_subjects"], sort=False
+    ):
         clear = g[g.scenario == CLEAR]
         a_clear = clear.value.max() if not clear.empty else math.nan
         chance = g.chance.mean()
-        for deanon in ([False, True] if has_deanon else [False]):
+        for deanon in [False, True] if has_deanon else [False]:
             worst_rows = worst_case(g, deanon=deanon)  # ties: as in worst_case (the report's rule)
             if worst_rows.empty:
                 continue
@@ -591,18 +833,50 @@ def tradeoff_tables(metrics: Any, utility: Any, has_deanon: bool) -> tuple[Any, 
                     u = util[(util.anonymizer == anon) & (util.setting_index == idx) & (util.measure == measure)]
                     if not u.empty:
                         y = float(utility_level(u.value.iloc[0], u.clear_value.iloc[0], u.floor.iloc[0]))
-                points.append({"anonymizer": anon, "setting": setting, "setting_index": idx, "selector": sel,
-                               "n_subjects": int(n), "measure": measure, "deanon": deanon, "metric": hm,
-                               "accuracy": float(worst.value), "worst_recognizer": worst.recognizer,
-                               "worst_scenario": worst.scenario, "clear_accuracy": float(a_clear),
-                               "chance": float(chance), "privacy": privacy, "utility": y})
-    tradeoff = pd.DataFrame(points, columns=[
-        "anonymizer", "setting", "setting_index", "selector", "n_subjects", "measure", "deanon", "metric",
-        "accuracy", "worst_recognizer", "worst_scenario", "clear_accuracy", "chance", "privacy", "utility"])
+                points.append(
+                    {
+                        "anonymizer": anon,
+                        "setting": setting,
+                        "setting_index": idx,
+                        "selector": sel,
+                        "n_subjects": int(n),
+                        "measure": measure,
+                        "deanon": deanon,
+                        "metric": hm,
+                        "accuracy": float(worst.value),
+                        "worst_recognizer": worst.recognizer,
+                        "worst_scenario": worst.scenario,
+                        "clear_accuracy": float(a_clear),
+                        "chance": float(chance),
+                        "privacy": privacy,
+                        "utility": y,
+                    }
+                )
+    tradeoff = pd.DataFrame(
+        points,
+        columns=[
+            "anonymizer",
+            "setting",
+            "setting_index",
+            "selector",
+            "n_subjects",
+            "measure",
+            "deanon",
+            "metric",
+            "accuracy",
+            "worst_recognizer",
+            "worst_scenario",
+            "clear_accuracy",
+            "chance",
+            "privacy",
+            "utility",
+        ],
+    )
     aucs = []
     if util is not None and not tradeoff.empty:
-        for (anon, sel, n, measure), g in tradeoff.groupby(["anonymizer", "selector", "n_subjects", "measure"],
-                                                          sort=False):
+        for (anon, sel, n, measure), g in tradeoff.groupby(
+            ["anonymizer", "selector", "n_subjects", "measure"], sort=False
+        ):
             per = {}
             for deanon, h in g.groupby("deanon"):
                 h = h.dropna(subset=["privacy", "utility"])
@@ -615,8 +889,17 @@ def tradeoff_tables(metrics: Any, utility: Any, has_deanon: bool) -> tuple[Any, 
             for deanon, value in per.items():
                 counted = value == low and not counted_done
                 counted_done |= counted
-                aucs.append({"anonymizer": anon, "selector": sel, "n_subjects": int(n), "measure": measure,
-                             "deanon": deanon, "auc": value, "counted": counted})
+                aucs.append(
+                    {
+                        "anonymizer": anon,
+                        "selector": sel,
+                        "n_subjects": int(n),
+                        "measure": measure,
+                        "deanon": deanon,
+                        "auc": value,
+                        "counted": counted,
+                    }
+                )
     auc = pd.DataFrame(aucs, columns=["anonymizer", "selector", "n_subjects", "measure", "deanon", "auc", "counted"])
     return tradeoff, auc
 
@@ -631,14 +914,17 @@ def sanity_warnings(metrics: Any) -> list[str]:
     if clear.empty:
         return out
     g = clear.groupby(["recognizer", "selector", "n_subjects"], sort=False).agg(
-        value=("value", "mean"), lo=("ci_low", "mean"), hi=("ci_high", "mean"), chance=("chance", "mean"))
+        value=("value", "mean"), lo=("ci_low", "mean"), hi=("ci_high", "mean"), chance=("chance", "mean")
+    )
     for (rec, sel, n), row in g.iterrows():
         lo = row.lo if not math.isnan(row.lo) else row.value
         if lo <= row.chance + 1e-12:
             ci = f"CI {row.lo:.3f}–{row.hi:.3f}" if not math.isnan(row.lo) else "no CI"
-            out.append(f"attacker too weak: {rec} reaches only {row.value:.3f} {name} on CLEAR data "
-                       f"({ci}) against chance {row.chance:.3f} ({sel}, {n} subjects); "
-                       f"its privacy figures say little")
+            out.append(
+                f"attacker too weak: {rec} reaches only {row.value:.3f} {name} on CLEAR data "
+                f"({ci}) against chance {row.chance:.3f} ({sel}, {n} subjects); "
+                f"its privacy figures say little"
+            )
     return out
 
 
@@ -733,13 +1019,38 @@ def evaluate(
 
     context = context if context is not None else current_context()
     with context.activate():
-        return _evaluate_in(context, config, data, out_dir, run_id, cache, executor, scheduler, keep_going,
-                            progress, report, device, jobs)
+        return _evaluate_in(
+            context,
+            config,
+            data,
+            out_dir,
+            run_id,
+            cache,
+            executor,
+            scheduler,
+            keep_going,
+            progress,
+            report,
+            device,
+            jobs,
+        )
 
 
-def _evaluate_in(context: RunContext, config: Any, data: Any, out_dir: Any, run_id: Any, cache: Any, executor: Any,
-                 scheduler: Any, keep_going: bool, progress: bool, report: bool, device: str | None,
-                 jobs: int | None) -> EvaluationResult:
+def _evaluate_in(
+    context: RunContext,
+    config: Any,
+    data: Any,
+    out_dir: Any,
+    run_id: Any,
+    cache: Any,
+    executor: Any,
+    scheduler: Any,
+    keep_going: bool,
+    progress: bool,
+    report: bool,
+    device: str | None,
+    jobs: int | None,
+) -> EvaluationResult:
     """:func:`evaluate` with ``context`` active."""
     from .config import EvalConfig, load_config
 
@@ -755,12 +1066,25 @@ def _evaluate_in(context: RunContext, config: Any, data: Any, out_dir: Any, run_
             raise BioanonError(f"jobs must be a number of worker processes (0 = every core), got {jobs!r}")
         cfg = attrs.evolve(cfg, run=attrs.evolve(cfg.run, jobs=jobs))
     with using_device(cfg.run.device or None):
-        return _evaluate(context, cfg, data, out_dir, run_id, cache, executor, scheduler, keep_going, progress,
-                         report, started)
+        return _evaluate(
+            context, cfg, data, out_dir, run_id, cache, executor, scheduler, keep_going, progress, report, started
+        )
 
 
-def _evaluate(context: RunContext, cfg: Any, data: Any, out_dir: Any, run_id: Any, cache: Any, executor: Any,
-              scheduler: Any, keep_going: bool, progress: bool, report: bool, started: float) -> EvaluationResult:
+def _evaluate(
+    context: RunContext,
+    cfg: Any,
+    data: Any,
+    out_dir: Any,
+    run_id: Any,
+    cache: Any,
+    executor: Any,
+    scheduler: Any,
+    keep_going: bool,
+    progress: bool,
+    report: bool,
+    started: float,
+) -> EvaluationResult:
     from ..executors import DaskExecutor, LocalExecutor
 
     cache = cache if isinstance(cache, Cache) else Cache(cache)
@@ -790,13 +1114,20 @@ def _evaluate(context: RunContext, cfg: Any, data: Any, out_dir: Any, run_id: An
 
             log.info("torch-backed methods run on %s", device_summary(devices))
         if executor in (None, "local"):
-            executor = LocalExecutor(cache, keep_going=keep_going, progress=progress, jobs=cfg.run.jobs or None,
-                                     context=context)
+            executor = LocalExecutor(
+                cache, keep_going=keep_going, progress=progress, jobs=cfg.run.jobs or None, context=context
+            )
         elif executor == "dask":
             client = scheduler if scheduler is not None and not isinstance(scheduler, str) else None
-            executor = DaskExecutor(cache, scheduler=scheduler if client is None else None, client=client,
-                                    keep_going=keep_going, progress=progress, jobs=cfg.run.jobs or None,
-                                    context=context)
+            executor = DaskExecutor(
+                cache,
+                scheduler=scheduler if client is None else None,
+                client=client,
+                keep_going=keep_going,
+                progress=progress,
+                jobs=cfg.run.jobs or None,
+                context=context,
+            )
         elif isinstance(executor, str):
             raise BioanonError(f"unknown executor {executor!r}; use 'local' or 'dask'")
         exe = executor.run(plan.tasks)
@@ -812,13 +1143,23 @@ def _evaluate(context: RunContext, cfg: Any, data: Any, out_dir: Any, run_id: An
             folder.close("failed", error=f"{type(exc).__name__}: {exc}")
         raise
     if folder is not None:
-        folder.close("complete" if not result.failures else "complete with failures",
-                     tasks={"executed": exe.executed, "cached": exe.cached, "failed": len(result.failures)})
+        folder.close(
+            "complete" if not result.failures else "complete with failures",
+            tasks={"executed": exe.executed, "cached": exe.cached, "failed": len(result.failures)},
+        )
     return result
 
 
-def _results(cfg: Any, plan: Plan, exe: Any, cache: Cache, folder: RunFolder | None, started: float,
-             estimate: ResourceEstimate, report: bool) -> EvaluationResult:
+def _results(
+    cfg: Any,
+    plan: Plan,
+    exe: Any,
+    cache: Cache,
+    folder: RunFolder | None,
+    started: float,
+    estimate: ResourceEstimate,
+    report: bool,
+) -> EvaluationResult:
     """Collect the executed plan's tables and, with a run folder, write them and the report there."""
     log.info("collecting the metrics of %d task(s)", len(exe.records))
     metrics = collect_metrics(plan, exe.records)
@@ -842,12 +1183,19 @@ def _results(cfg: Any, plan: Plan, exe: Any, cache: Cache, folder: RunFolder | N
             "started": _dt.datetime.fromtimestamp(started).isoformat(timespec="seconds"),
             "finished": _dt.datetime.now().isoformat(timespec="seconds"),
             "duration_s": round(time.time() - started, 3),
-            "tasks": {"executed": exe.executed, "cached": exe.cached, "failed": len(exe.failed),
-                      "by_stage": exe.by_stage},
+            "tasks": {
+                "executed": exe.executed,
+                "cached": exe.cached,
+                "failed": len(exe.failed),
+                "by_stage": exe.by_stage,
+            },
             "dataset_fingerprint": plan.dataset_key,
             **({"attacker_dataset_fingerprint": plan.attacker_dataset_key} if plan.attacker_dataset_key else {}),
-            "estimate": {"disk_bytes": estimate.disk_bytes, "memory_bytes": estimate.memory_bytes,
-                         "new_tasks": estimate.new_tasks},
+            "estimate": {
+                "disk_bytes": estimate.disk_bytes,
+                "memory_bytes": estimate.memory_bytes,
+                "new_tasks": estimate.new_tasks,
+            },
             "cache": str(cache.uri),
             "data": plan.data_info,
         }
@@ -870,15 +1218,27 @@ def _results(cfg: Any, plan: Plan, exe: Any, cache: Cache, folder: RunFolder | N
 
             log.info("rendering the report")
             report_path = render_report(run_dir)
-    return EvaluationResult(run_dir, metrics, utility, tradeoff, auc, warnings, failures, exe.executed, exe.cached,
-                            report_path, exe.by_stage, protocol_df, breakdown)
+    return EvaluationResult(
+        run_dir,
+        metrics,
+        utility,
+        tradeoff,
+        auc,
+        warnings,
+        failures,
+        exe.executed,
+        exe.cached,
+        report_path,
+        exe.by_stage,
+        protocol_df,
+        breakdown,
+    )
 
 
 def _device_record(cfg: Any, plan: Plan) -> dict[str, Any]:
     """The run's device as asked for and as resolved (name, memory, versions), and the device each
     torch-backed method of the plan ran on."""
     from ..device import describe_device, resolve_device
-
     from .tasks import method_dicts
 
     methods: dict[str, set[str]] = {}
@@ -890,9 +1250,12 @@ def _device_record(cfg: Any, plan: Plan) -> dict[str, Any]:
     if not methods:  # nothing ran on torch: do not import it to say so
         return {"requested": asked, "resolved": None, "devices": [], "methods": {}}
     used = sorted({d for ds in methods.values() for d in ds})
-    return {"requested": asked, "resolved": resolve_device(cfg.run.device or ""),
-            "devices": [describe_device(d) for d in used],
-            "methods": {k: sorted(v) for k, v in sorted(methods.items())}}
+    return {
+        "requested": asked,
+        "resolved": resolve_device(cfg.run.device or ""),
+        "devices": [describe_device(d) for d in used],
+        "methods": {k: sorted(v) for k, v in sorted(methods.items())},
+    }
 
 
 def _lineage(plan: Plan, cache: Cache) -> list[dict[str, Any]]:
@@ -916,6 +1279,19 @@ def _write_scores(plan: Plan, records: Mapping[str, Any], cache: Cache, run_dir:
             t = cache.get_table(key)
             if t is None:
                 continue
-            name = "_".join([st["anonymizer"], str(st["setting_index"]), str(st["repeat"]), st["recognizer"],
-                             st["scenario"], sel]).replace("|", "-").replace("/", "-").replace(":", "-")
+            name = (
+                "_".join(
+                    [
+                        st["anonymizer"],
+                        str(st["setting_index"]),
+                        str(st["repeat"]),
+                        st["recognizer"],
+                        st["scenario"],
+                        sel,
+                    ]
+                )
+                .replace("|", "-")
+                .replace("/", "-")
+                .replace(":", "-")
+            )
             atomic_write(folder / f"{name}.parquet", lambda f, t=t: pq.write_table(t.arrow, f))

@@ -30,8 +30,10 @@ class RunInterrupted(KeyboardInterrupt):
 
     def __init__(self, saved: int, total: int, run_dir: Path | None):
         self.saved, self.total, self.run_dir = saved, total, run_dir
-        super().__init__(f"interrupted: {saved} of {total} tasks are saved in the cache; run the same command "
-                         "again to resume" + (f" (results folder {run_dir})" if run_dir else ""))
+        super().__init__(
+            f"interrupted: {saved} of {total} tasks are saved in the cache; run the same command "
+            "again to resume" + (f" (results folder {run_dir})" if run_dir else "")
+        )
 
 
 def _now() -> str:

@@ -249,8 +249,9 @@ def attack_rows(rows: Any, *, deanon: bool = True) -> Any:
     return rows[keep]
 
 
-def worst_case(rows: Any, keys: Sequence[str] = (), *, recognizers: Sequence[str] | None = None,
-               deanon: bool = True) -> Any:
+def worst_case(
+    rows: Any, keys: Sequence[str] = (), *, recognizers: Sequence[str] | None = None, deanon: bool = True
+) -> Any:
     """The worst case: per group of ``keys`` (the whole table when empty) the attack row (:func:`attack_rows`)
     with the highest ``value``, i.e. the maximum over recognizers × attack scenarios. ``rows`` holds one value
     per recognizer × scenario of a group (already the mean over repeats and draws); rows whose value is NaN
@@ -267,10 +268,14 @@ def worst_case(rows: Any, keys: Sequence[str] = (), *, recognizers: Sequence[str
         return att.assign(recognizer=[], scenario=[]).iloc[:0]
     order = list(recognizers) if recognizers is not None else list(dict.fromkeys(att["recognizer"]))
     rank = {r: i for i, r in enumerate(order)}
-    att = att.assign(
-        _r=att["recognizer"].map(lambda r: rank.get(r, len(rank))),
-        _s=att["scenario"].map(display_key),
-    ).sort_values(["_r", "_s"], kind="stable").drop(columns=["_r", "_s"])
+    att = (
+        att.assign(
+            _r=att["recognizer"].map(lambda r: rank.get(r, len(rank))),
+            _s=att["scenario"].map(display_key),
+        )
+        .sort_values(["_r", "_s"], kind="stable")
+        .drop(columns=["_r", "_s"])
+    )
     if not keys:
         return att.loc[[att["value"].idxmax()]]
     idx = att.groupby(list(keys), dropna=False, sort=False)["value"].idxmax()

@@ -11,7 +11,6 @@ import numpy as np
 from .. import metrics as M
 from ..builtin.utility import _valid
 
-
 #: Fewer subjects than this: the CI over subjects is approximate (simulated coverage of the expanded BCa interval
 #: ≈ 92–94 % at 6 subjects for accuracies far from 0.5, 93–97 % from 10 on); such rows say so in their note.
 FEW_SUBJECTS = 10
@@ -55,8 +54,7 @@ def score_metrics(
     def ci(values: np.ndarray, statistic: str = "pooled", **kw: Any) -> tuple[float, float]:
         if bootstrap <= 0 or n_subjects < 2:
             return math.nan, math.nan
-        return M.bootstrap_ci(values, groups, n_resamples=bootstrap, seed=seed, alpha=alpha, statistic=statistic,
-                              **kw)
+        return M.bootstrap_ci(values, groups, n_resamples=bootstrap, seed=seed, alpha=alpha, statistic=statistic, **kw)
 
     def ci_note(lo: float, hi: float) -> str:
         if bootstrap <= 0:
@@ -66,16 +64,33 @@ def score_metrics(
         if lo == hi:
             return "CI degenerate: every bootstrap resample gives the same value (no variation between subjects)"
         if n_subjects < FEW_SUBJECTS:
-            return (f"CI approximate: only {n_subjects} subjects (coverage may fall below the nominal level, "
-                    f"to about 92 % for values far from 0.5)")
+            return (
+                f"CI approximate: only {n_subjects} subjects (coverage may fall below the nominal level, "
+                f"to about 92 % for values far from 0.5)"
+            )
         return ""
 
-    def add(metric: str, value: float, lo: float = math.nan, hi: float = math.nan, chance: float = math.nan,
-            note: str | None = None) -> None:
+    def add(
+        metric: str,
+        value: float,
+        lo: float = math.nan,
+        hi: float = math.nan,
+        chance: float = math.nan,
+        note: str | None = None,
+    ) -> None:
         if note is None:
             note = ci_note(lo, hi)
-        rows.append({"metric": metric, "value": float(value), "ci_low": float(lo), "ci_high": float(hi),
-                     "chance": float(chance), "n_probes": int(n_probes), "note": note})
+        rows.append(
+            {
+                "metric": metric,
+                "value": float(value),
+                "ci_low": float(lo),
+                "ci_high": float(hi),
+                "chance": float(chance),
+                "n_probes": int(n_probes),
+                "note": note,
+            }
+        )
 
     hits1 = M.top_k_hits(S, true_idx, 1)
     c1 = M.majority_chance(true_idx) if attribute else M.chance_level(n_classes, 1)
@@ -92,12 +107,24 @@ def score_metrics(
         cna: Callable[[float], float] = lambda a: (a - c1) / (1 - c1)  # noqa: E731 - monotone map of the top-1 CI
         add("cna1", cna(hits1.mean()), cna(lo), cna(hi), 0.0)
     else:
-        add("cna1", math.nan, chance=0.0,
-            note="undefined: the chance level is 1 (a single class), so (A − c)/(1 − c) has no denominator")
-    add("balanced_accuracy", M.balanced_top_k_accuracy(S, true_idx, 1),
-        *ci(hits1, "balanced", classes=true_idx), chance=1.0 / n_classes)
-    add("per_subject_accuracy", hits1.mean() if n_probes == 0 else _mean_per_class(hits1, true_idx),
-        *ci(hits1, "subject"), chance=c1)
+        add(
+            "cna1",
+            math.nan,
+            chance=0.0,
+            note="undefined: the chance level is 1 (a single class), so (A − c)/(1 − c) has no denominator",
+        )
+    add(
+        "balanced_accuracy",
+        M.balanced_top_k_accuracy(S, true_idx, 1),
+        *ci(hits1, "balanced", classes=true_idx),
+        chance=1.0 / n_classes,
+    )
+    add(
+        "per_subject_accuracy",
+        hits1.mean() if n_probes == 0 else _mean_per_class(hits1, true_idx),
+        *ci(hits1, "subject"),
+        chance=c1,
+    )
     mated, nonmated = M.mated_nonmated(S, true_idx)
     if mated.size and nonmated.size:
         v = M.verification_metrics(mated, nonmated)
@@ -106,12 +133,19 @@ def score_metrics(
         if v["linkability_bins"] >= 2:
             add("linkability", v["linkability"], chance=0.0, note=f"{v['linkability_bins']} histogram bins")
         else:
-            add("linkability", math.nan, chance=0.0,
+            add(
+                "linkability",
+                math.nan,
+                chance=0.0,
                 note=f"undefined: {mated.size} mated scores, fewer than the 20 needed for 2 histogram bins "
-                     f"(n_bins = min(⌊|M|/10⌋, 100)); with 1 bin D↔sys would be 0 by construction")
+                f"(n_bins = min(⌊|M|/10⌋, 100)); with 1 bin D↔sys would be 0 by construction",
+            )
     else:
-        why = ("undefined: no non-mated scores (the gallery has a single class)" if not nonmated.size
-               else "undefined: no mated scores")
+        why = (
+            "undefined: no non-mated scores (the gallery has a single class)"
+            if not nonmated.size
+            else "undefined: no mated scores"
+        )
         for metric, chance in (("eer", 0.5), ("min_cllr", 1.0), ("linkability", 0.0)):
             add(metric, math.nan, chance=chance, note=why)
     return rows
@@ -160,15 +194,23 @@ def breakdown_metrics(
             t = true[mask]
             keep = np.isin(classes, t) if within else np.ones(len(classes), dtype=bool)
             mated, nonmated = M.mated_nonmated(S[mask][:, keep], M.label_indices(t, classes[keep]))
-            base = {"by": by, "group": group, "n_probes": int(mask.sum()), "n_subjects": int(len(np.unique(t))),
-                    "n_mated": int(mated.size), "n_nonmated": int(nonmated.size)}
+            base = {
+                "by": by,
+                "group": group,
+                "n_probes": int(mask.sum()),
+                "n_subjects": int(len(np.unique(t))),
+                "n_mated": int(mated.size),
+                "n_nonmated": int(nonmated.size),
+            }
             if mated.size and nonmated.size:
                 v = M.verification_metrics(mated, nonmated)
                 for metric, chance in BREAKDOWN_METRICS:
                     rows.append({**base, "metric": metric, "value": float(v[metric]), "chance": chance, "note": ""})
             else:
-                why = (f"undefined: the group's probes meet a single {'enrolled subject' if within else 'class'}, "
-                       "so there are no non-mated scores")
+                why = (
+                    f"undefined: the group's probes meet a single {'enrolled subject' if within else 'class'}, "
+                    "so there are no non-mated scores"
+                )
                 for metric, chance in BREAKDOWN_METRICS:
                     rows.append({**base, "metric": metric, "value": math.nan, "chance": chance, "note": why})
     return rows

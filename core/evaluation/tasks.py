@@ -22,8 +22,10 @@ from ..errors import BioanonError
 from ..fileio import jsonable
 from ..methods import Anonymizer, Deanonymizer, Method, Recognizer, Selector, UtilityMeasure, with_comparator
 from ..table import SampleTable
-from .scenarios import SCENARIOS_BASE  # noqa: F401 -- re-exported (bioanon.evaluation.tasks.SCENARIOS_BASE)
-from .scenarios import scenario_sets
+from .scenarios import (
+    SCENARIOS_BASE,  # noqa: F401 -- re-exported (bioanon.evaluation.tasks.SCENARIOS_BASE)
+    scenario_sets,
+)
 
 OPS: dict[str, Callable[..., dict[str, Any]]] = {}
 
@@ -68,8 +70,9 @@ def task_key(op_name: str, args: Mapping[str, Any], deps: tuple[str, ...], regis
     thread count or the GPU index do not change the key, while a CPU and a GPU run never share results.
     ``registry`` creates those methods (default: the current run's)."""
     registry = registry if registry is not None else current_context().registry
-    return derive_fingerprint(method_id=f"task.{op_name}", version=TASK_VERSION,
-                              params=_key_args(dict(args), registry), inputs=list(deps))
+    return derive_fingerprint(
+        method_id=f"task.{op_name}", version=TASK_VERSION, params=_key_args(dict(args), registry), inputs=list(deps)
+    )
 
 
 def _key_args(value: Any, registry: Any) -> Any:
@@ -99,8 +102,9 @@ def method_dicts(value: Any) -> Iterator[Mapping[str, Any]]:
             yield from method_dicts(v)
 
 
-def make_task(op_name: str, args: Mapping[str, Any], deps: tuple[str, ...], *, stage: str, label: str,
-              registry: Any = None) -> TaskSpec:
+def make_task(
+    op_name: str, args: Mapping[str, Any], deps: tuple[str, ...], *, stage: str, label: str, registry: Any = None
+) -> TaskSpec:
     """A TaskSpec whose key covers the operation, all its arguments and its inputs' keys (the methods in them
     created with ``registry``, default the current run's)."""
     return TaskSpec(task_key(op_name, args, deps, registry), op_name, dict(args), tuple(deps), stage, label)
@@ -137,9 +141,17 @@ def _table(cache: Cache, key: str) -> SampleTable:
 
 
 @op
-def split(cache: Cache, *, dataset: str, rates: list[float], seed: int, key: str,
-          training_only: Sequence[str] = (), attacker_dataset: str | None = None,
-          attacker_subjects: float = 1.0) -> dict[str, Any]:
+def split(
+    cache: Cache,
+    *,
+    dataset: str,
+    rates: list[float],
+    seed: int,
+    key: str,
+    training_only: Sequence[str] = (),
+    attacker_dataset: str | None = None,
+    attacker_subjects: float = 1.0,
+) -> dict[str, Any]:
     """Subject-disjoint split into background / attacker / evaluation. A background rate of 0 gives an empty
     background part (the attacker and evaluation shares then sum to 1 on their own). The ``training_only``
     subjects (too few samples to enrol and test) are left out of the rates and added to the attacker part.
@@ -172,8 +184,9 @@ def split(cache: Cache, *, dataset: str, rates: list[float], seed: int, key: str
     return {"outputs": out, "subjects": {n: p.subject_names for n, p in zip(out, parts, strict=True)}}
 
 
-def _cross_parts(table: SampleTable, attacker: SampleTable, rates: list[float], seed: int,
-                 share: float) -> list[SampleTable]:
+def _cross_parts(
+    table: SampleTable, attacker: SampleTable, rates: list[float], seed: int, share: float
+) -> list[SampleTable]:
     """[background, attacker, evaluation] of a cross-database protocol: background and evaluation from
     ``table`` (``rates[0]``, ``rates[2]``; ``rates[1]`` is 0), the attacker part a seeded ``share`` of the
     subjects of ``attacker`` (at least one)."""
@@ -190,8 +203,17 @@ def _cross_parts(table: SampleTable, attacker: SampleTable, rates: list[float], 
 
 
 @op
-def templates(cache: Cache, *, method: dict[str, Any], fit: str, label: str, background: str, attacker: str,
-              evaluation: str, key: str) -> dict[str, Any]:
+def templates(
+    cache: Cache,
+    *,
+    method: dict[str, Any],
+    fit: str,
+    label: str,
+    background: str,
+    attacker: str,
+    evaluation: str,
+    key: str,
+) -> dict[str, Any]:
     """The ``[templates]`` stage: fit the template extractor (a recognizer that embeds) on the ``fit`` part
     (``background`` or ``attacker``) for ``label``, then replace every part's payloads by its templates (payload
     ``features``; subjects, sample ids, attributes and metadata kept)."""
@@ -218,8 +240,10 @@ def templates(cache: Cache, *, method: dict[str, Any], fit: str, label: str, bac
             emb = np.zeros((0, dim or 1), dtype=np.float32)
         tpl = template_table(table, emb)
         k = output_key(key, name)
-        cache.put_table(k, tpl.with_lineage_step({"step": "templates:" + m.id, "fingerprint": k,
-                                                  "params": jsonable(m.get_params())}))
+        cache.put_table(
+            k,
+            tpl.with_lineage_step({"step": "templates:" + m.id, "fingerprint": k, "params": jsonable(m.get_params())}),
+        )
         out[name] = k
     return {"outputs": out, "dim": int(dim or 0)}
 
@@ -232,8 +256,9 @@ def template_table(table: SampleTable, templates: NDArray[Any]) -> SampleTable:
 
 
 @op
-def anonymize(cache: Cache, *, method: dict[str, Any], background: str, attacker: str, evaluation: str,
-              key: str) -> dict[str, Any]:
+def anonymize(
+    cache: Cache, *, method: dict[str, Any], background: str, attacker: str, evaluation: str, key: str
+) -> dict[str, Any]:
     """Fit the anonymizer on the background set; anonymize the attacker and evaluation sets. With an empty
     background (``rates.background = 0``) the anonymizer is fitted on each set it anonymizes."""
     m = cast(Anonymizer, _create(method))
@@ -256,8 +281,9 @@ def anonymize(cache: Cache, *, method: dict[str, Any], background: str, attacker
 
 
 @op
-def deanonymize(cache: Cache, *, method: dict[str, Any], clear_attacker: str, anon_attacker: str,
-                anon_evaluation: str, key: str) -> dict[str, Any]:
+def deanonymize(
+    cache: Cache, *, method: dict[str, Any], clear_attacker: str, anon_attacker: str, anon_evaluation: str, key: str
+) -> dict[str, Any]:
     """Train the de-anonymizer on (clear, anonymized) attacker pairs; apply it to the anonymized evaluation set."""
     m = cast(Deanonymizer, _create(method))
     m.fit(_table(cache, clear_attacker), _table(cache, anon_attacker))
@@ -269,8 +295,7 @@ def deanonymize(cache: Cache, *, method: dict[str, Any], clear_attacker: str, an
 
 
 @op
-def select(cache: Cache, *, method: dict[str, Any], n: int, evaluation: str, attacker: str,
-           key: str) -> dict[str, Any]:
+def select(cache: Cache, *, method: dict[str, Any], n: int, evaluation: str, attacker: str, key: str) -> dict[str, Any]:
     """Select n subjects of the anonymized evaluation set (the selector may train on the anonymized attacker set)."""
     m = cast(Selector, _create(method))
     subjects = m.select(_table(cache, evaluation), n, attacker=_table(cache, attacker))
@@ -292,8 +317,7 @@ def has_roles(table: SampleTable) -> bool:
     return ROLE_COLUMN in table.attribute_names
 
 
-def enrolment_split(table: SampleTable, enrolment: float, seed: int,
-                    by_role: bool) -> tuple[SampleTable, SampleTable]:
+def enrolment_split(table: SampleTable, enrolment: float, seed: int, by_role: bool) -> tuple[SampleTable, SampleTable]:
     """(enrolment, test) samples of every subject of ``table``: by the :data:`ROLE_COLUMN` column when
     ``by_role``, else a seeded random share ``enrolment`` of each subject's samples."""
     if not by_role:
@@ -362,8 +386,10 @@ def score(
     on_enrolment = attacker_fit == "enrolment"
     rec: Any = None  # fitted per selection with attacker_fit = "enrolment"
     if not on_enrolment:
-        attacker = {"clear": lambda: _table(cache, sets["clear_attacker"]),
-                    "anon": lambda: _table(cache, sets["anon_attacker"])}
+        attacker = {
+            "clear": lambda: _table(cache, sets["clear_attacker"]),
+            "anon": lambda: _table(cache, sets["anon_attacker"]),
+        }
         if train_kind.startswith("mix:"):
             train_id = ["mix", sets["clear_attacker"], sets["anon_attacker"], train_kind, mix_seed]
 
@@ -389,18 +415,36 @@ def score(
         gallery = _rows(evaluation[enrol_kind], enrol_part.sample_ids)
         probes = _rows(evaluation[probe_kind], test_part.sample_ids)
         if on_enrolment:
-            rec = _fit_on_enrolment(recognizer, label, train_kind, evaluation, sets, enrol_part.sample_ids,
-                                    [str(s) for s in subjects], enrolment, seed, mix_seed)
+            rec = _fit_on_enrolment(
+                recognizer,
+                label,
+                train_kind,
+                evaluation,
+                sets,
+                enrol_part.sample_ids,
+                [str(s) for s in subjects],
+                enrolment,
+                seed,
+                mix_seed,
+            )
         rec.enroll(gallery, label)
         scores = rec.score(probes)
         true = probes.subjects if label == "subject" else probes.attribute(label)
         groups = probes.subjects
-        for r in score_metrics(scores, true, groups, bootstrap=bootstrap, confidence=confidence,
-                               seed=derived_seed(seed, "bootstrap", sel["id"]), attribute=label != "subject"):
+        for r in score_metrics(
+            scores,
+            true,
+            groups,
+            bootstrap=bootstrap,
+            confidence=confidence,
+            seed=derived_seed(seed, "bootstrap", sel["id"]),
+            attribute=label != "subject",
+        ):
             rows.append({"selection": sel["id"], **r})
         if breakdown:
-            for r in breakdown_metrics(scores, true, {c: probes.attribute(c) for c in breakdown},
-                                       within=label == "subject"):
+            for r in breakdown_metrics(
+                scores, true, {c: probes.attribute(c) for c in breakdown}, within=label == "subject"
+            ):
                 groups_out.append({"selection": sel["id"], **r})
         rows += [{"selection": sel["id"], **r} for r in cv_rows(rec)]
         if per_probe_scores:
@@ -414,9 +458,18 @@ def score(
     return out
 
 
-def _fit_on_enrolment(recognizer: dict[str, Any], label: str, train_kind: str, evaluation: dict[str, SampleTable],
-                      sets: dict[str, str], ids: NDArray[Any], subjects: list[str], enrolment: float, seed: int,
-                      mix_seed: int) -> Any:
+def _fit_on_enrolment(
+    recognizer: dict[str, Any],
+    label: str,
+    train_kind: str,
+    evaluation: dict[str, SampleTable],
+    sets: dict[str, str],
+    ids: NDArray[Any],
+    subjects: list[str],
+    enrolment: float,
+    seed: int,
+    mix_seed: int,
+) -> Any:
     """The recognizer fitted on the enrolment samples ``ids`` of the selected subjects in the scenario's
     training kind (``attacker_fit = "enrolment"``). Memoized under an identifier that starts with "enrolment",
     so it never meets a fit on an attacker set."""
@@ -424,13 +477,15 @@ def _fit_on_enrolment(recognizer: dict[str, Any], label: str, train_kind: str, e
         train_id = ["enrolment", train_kind, mix_seed, sets["clear_evaluation"], sets["anon_evaluation"]]
 
         def train() -> SampleTable:
-            return _mixed(_rows(evaluation["clear"], ids), _rows(evaluation["anon"], ids), float(train_kind[4:]),
-                          mix_seed)
+            return _mixed(
+                _rows(evaluation["clear"], ids), _rows(evaluation["anon"], ids), float(train_kind[4:]), mix_seed
+            )
     else:
         train_id = ["enrolment", train_kind, sets[f"{train_kind}_evaluation"]]
 
         def train() -> SampleTable:
             return _rows(evaluation[train_kind], ids)
+
     # the enrolment part is fixed by the evaluation tables, the subjects, the enrolment share and the seed
     return current_context().fit(recognizer, [*train_id, sorted(subjects), enrolment, seed], label, train)
 
@@ -443,13 +498,23 @@ def cv_rows(rec: Any) -> list[dict[str, Any]]:
     cv = cv_summary(rec)
     if cv is None:
         return []
-    note = (f"{cv['folds']}-fold stratified cross-validation of the classifier on its {cv['samples']} training "
-            f"samples (keep = {cv['keep']}): balanced accuracy per held-out fold")
+    note = (
+        f"{cv['folds']}-fold stratified cross-validation of the classifier on its {cv['samples']} training "
+        f"samples (keep = {cv['keep']}): balanced accuracy per held-out fold"
+    )
     chance = 1.0 / cv["classes"]
-    return [{"metric": "cv_balanced_accuracy" + suffix, "value": cv[stat], "ci_low": float("nan"),
-             "ci_high": float("nan"), "chance": chance if stat != "std" else float("nan"),
-             "n_probes": cv["samples"], "note": note}
-            for stat, suffix in (("mean", ""), ("std", "_std"), ("min", "_min"), ("max", "_max"))]
+    return [
+        {
+            "metric": "cv_balanced_accuracy" + suffix,
+            "value": cv[stat],
+            "ci_low": float("nan"),
+            "ci_high": float("nan"),
+            "chance": chance if stat != "std" else float("nan"),
+            "n_probes": cv["samples"],
+            "note": note,
+        }
+        for stat, suffix in (("mean", ""), ("std", "_std"), ("min", "_min"), ("max", "_max"))
+    ]
 
 
 def _rows(table: SampleTable, ids: NDArray[Any]) -> SampleTable:
@@ -498,9 +563,19 @@ def _extracted(cache: Cache, task_key: str, table: SampleTable) -> list[Any]:
 
 
 @op
-def utility(cache: Cache, *, measure: dict[str, Any], clear_attacker: str, clear_evaluation: str,
-            anon_evaluation: str, bootstrap: int, confidence: float, seed: int, key: str,
-            extracted: dict[str, str] | None = None) -> dict[str, Any]:
+def utility(
+    cache: Cache,
+    *,
+    measure: dict[str, Any],
+    clear_attacker: str,
+    clear_evaluation: str,
+    anon_evaluation: str,
+    bootstrap: int,
+    confidence: float,
+    seed: int,
+    key: str,
+    extracted: dict[str, str] | None = None,
+) -> dict[str, Any]:
     """A utility measure: fitted on the clear attacker set, measured on the anonymized evaluation set, beside
     its clear level (the same measure on clear data) and its floor. ``extracted`` ('clear', 'anon': extract
     task keys) holds the first stage of a two-stage measure."""
@@ -512,8 +587,7 @@ def utility(cache: Cache, *, measure: dict[str, Any], clear_attacker: str, clear
     anon = _table(cache, anon_evaluation)
     if extracted:
         ex_clear = _extracted(cache, extracted["clear"], clear)
-        values = np.asarray(m.compare(clear, ex_clear, _extracted(cache, extracted["anon"], clear)),
-                            dtype=np.float64)
+        values = np.asarray(m.compare(clear, ex_clear, _extracted(cache, extracted["anon"], clear)), dtype=np.float64)
         clear_values = np.asarray(m.compare(clear, ex_clear, ex_clear), dtype=np.float64)
     else:
         values = np.asarray(m.measure(clear, anon), dtype=np.float64)
@@ -524,8 +598,7 @@ def utility(cache: Cache, *, measure: dict[str, Any], clear_attacker: str, clear
         raise BioanonError(f"{m.id}: no sample has a finite utility value")
     lo = hi = float("nan")
     if bootstrap > 0 and len(np.unique(groups[known])) > 1:
-        lo, hi = bootstrap_ci(values[known], groups[known], n_resamples=bootstrap, seed=seed,
-                              alpha=1 - confidence)
+        lo, hi = bootstrap_ci(values[known], groups[known], n_resamples=bootstrap, seed=seed, alpha=1 - confidence)
     return {
         "value": float(np.mean(values[known])),
         "ci_low": float(lo),
@@ -538,8 +611,9 @@ def utility(cache: Cache, *, measure: dict[str, Any], clear_attacker: str, clear
 
 
 @op
-def protocol(cache: Cache, *, attribute: str, clear_evaluation: str, anon_evaluation: str, seed: int,
-             key: str) -> dict[str, Any]:
+def protocol(
+    cache: Cache, *, attribute: str, clear_evaluation: str, anon_evaluation: str, seed: int, key: str
+) -> dict[str, Any]:
     """The paper's own evaluation protocol (``utility-preserving-anonymization.txt`` §5.1.3) on the evaluation
     set: attribute-of-interest accuracy of a random forest trained on original data, mixture, top-k mixture and
     KL from random guess of an identity classifier trained on original data. Payloads that cannot be flattened

@@ -18,18 +18,23 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..evaluation.scenarios import CLEAR
-from ..evaluation.scenarios import display_order
+from ..evaluation.scenarios import CLEAR, display_order
 from ..fileio import atomic_write
-
 from .results import _SETTING, ReportError, _from_frames, _load, _order, _Results, _unique
-from .tables import _first_selector_top, _fmt, _mean_runs, _reversibility, _reversibility_thresholds, _subject_curves
-from .tables import _tradeoff_series
+from .tables import (
+    _first_selector_top,
+    _fmt,
+    _mean_runs,
+    _reversibility,
+    _reversibility_thresholds,
+    _subject_curves,
+    _tradeoff_series,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
-    from matplotlib.typing import RcKeyType
     import pandas as pd
     from matplotlib.figure import Figure
+    from matplotlib.typing import RcKeyType
 
 
 DPI = 150
@@ -172,8 +177,9 @@ def _figure_legend(fig: Any, handles: Sequence[Any], labels: Sequence[str], max_
     fig.legend(list(handles), list(labels), loc="outside lower center", ncol=ncol, frameon=False)
 
 
-def _point_labels(xs: Sequence[float], ys: Sequence[float], labels: Sequence[str],
-                  close: tuple[float, float] | None = None) -> tuple[list[str], list[str]]:
+def _point_labels(
+    xs: Sequence[float], ys: Sequence[float], labels: Sequence[str], close: tuple[float, float] | None = None
+) -> tuple[list[str], list[str]]:
     """The labels to write beside a plot's points (axes from 0 to 1), and a key for the caption.
 
     When two labelled points lie within ``close`` (x, y) of each other their labels would overlap, so every
@@ -183,8 +189,9 @@ def _point_labels(xs: Sequence[float], ys: Sequence[float], labels: Sequence[str
         longest = max((len(str(t)) for t in labels), default=0)
         close = (max(0.12, 0.014 * longest + 0.02), 0.06)
     pts = [(float(x), float(y)) for x, y, t in zip(xs, ys, labels, strict=True) if t]
-    crowded = any(abs(a[0] - b[0]) < close[0] and abs(a[1] - b[1]) < close[1]
-                  for i, a in enumerate(pts) for b in pts[i + 1:])
+    crowded = any(
+        abs(a[0] - b[0]) < close[0] and abs(a[1] - b[1]) < close[1] for i, a in enumerate(pts) for b in pts[i + 1 :]
+    )
     if not crowded:
         return list(labels), []
     numbered, key, k = [], [], 0
@@ -382,8 +389,10 @@ def _plot_subjects(res: _Results) -> tuple[list[Plot], list[str]]:
                f"line the best draw (the highest accuracy of any attack on any draw).")  # fmt: skip
         if single_n:
             counts = ", ".join(str(v) for v in sorted(single_n))
-            cap += (f" Only one subject count (n = {counts}) was evaluated for some selectors, so their series are "
-                    f"single points (▼ best draw, ◇ clear level, — chance, bar: range over draws), not curves.")
+            cap += (
+                f" Only one subject count (n = {counts}) was evaluated for some selectors, so their series are "
+                f"single points (▼ best draw, ◇ clear level, — chance, bar: range over draws), not curves."
+            )
         figs.append(Plot("subjects", _slug(anon), fig, cap))
     return figs, notes
 

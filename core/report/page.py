@@ -14,18 +14,25 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-
 from ..fileio import atomic_write_text
-
 from .figures import _RC, PLOT_PREFIXES, Plot, _all_plots, _readable, _save_png
 from .results import _SETTING, _data_info, _load, _Results, _scrub, _shareable, _unique
-from .tables import METRIC_LABELS, SUMMARY_METRICS, _cells, _fmt, _fmt_ci, _headline, _isnan, _largest_n, _mean_runs
-from .tables import _setting_order
+from .tables import (
+    METRIC_LABELS,
+    SUMMARY_METRICS,
+    _cells,
+    _fmt,
+    _fmt_ci,
+    _headline,
+    _isnan,
+    _largest_n,
+    _mean_runs,
+    _setting_order,
+)
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
     from matplotlib.figure import Figure
-
 
 
 # ------------------------------------------------------------------------------------------------------ HTML
@@ -37,7 +44,6 @@ class _Raw(str):
 
 def _esc(s: Any) -> str:
     return html.escape(str(s), quote=True)
-
 
 
 def _cell(v: Any) -> str:
@@ -64,8 +70,10 @@ def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, num_from: i
 
 def _figures(figs: list[dict[str, Any]]) -> str:
     """Figures with their inline SVG (already safe markup) and caption."""
-    return "".join(f'<figure><div class="plot">{f["svg"]}</div><figcaption>{_esc(f["caption"])}</figcaption></figure>'
-                   for f in figs)
+    return "".join(
+        f'<figure><div class="plot">{f["svg"]}</div><figcaption>{_esc(f["caption"])}</figcaption></figure>'
+        for f in figs
+    )
 
 
 def _notes(notes: list[str]) -> str:
@@ -134,8 +142,15 @@ def device_summary(record: Any) -> str:
     for d in devices:
         if not isinstance(d, dict):
             continue
-        extra = ", ".join(str(x) for x in (d.get("name"), f"{d['memory_gb']} GB" if d.get("memory_gb") else None,
-                                             f"torch {d['torch']}" if d.get("torch") else None) if x)
+        extra = ", ".join(
+            str(x)
+            for x in (
+                d.get("name"),
+                f"{d['memory_gb']} GB" if d.get("memory_gb") else None,
+                f"torch {d['torch']}" if d.get("torch") else None,
+            )
+            if x
+        )
         parts.append(f"{d.get('device', '?')} ({extra})" if extra else str(d.get("device", "?")))
     return "; ".join(parts) + f", asked: {record.get('requested', 'auto')}"
 
@@ -144,6 +159,7 @@ def _data_sets(config: dict[str, Any]) -> list[tuple[str, str]]:
     """The header's data rows: the evaluated data set and, for a cross-database protocol, the attacker's
     (``[attacker_dataset]``: the attacker's training data and database; the evaluated set gives background and
     evaluation subjects)."""
+
     def name(d: Any) -> str:
         if not isinstance(d, dict) or not d.get("source"):
             return "–"
@@ -162,8 +178,10 @@ def _data_sets(config: dict[str, Any]) -> list[tuple[str, str]]:
         to = m.get("to", col) if isinstance(m, dict) else m
         values = m.get("values") if isinstance(m, dict) else None
         extra.append(f"{col} → {to}" + (" (values mapped)" if values else ""))
-    return [("data (background, evaluation)", name(ds)),
-            ("attacker data (training, database)", name(att) + (f"; {', '.join(extra)}" if extra else ""))]
+    return [
+        ("data (background, evaluation)", name(ds)),
+        ("attacker data (training, database)", name(att) + (f"; {', '.join(extra)}" if extra else "")),
+    ]
 
 
 def _header(res: _Results) -> str:
@@ -201,17 +219,36 @@ def _header(res: _Results) -> str:
 
 def _headline_html(res: _Results, hl: pd.DataFrame) -> str:
     if hl.empty:
-        return (f'<p class="note">No {METRIC_LABELS.get(res.headline_metric, res.headline_metric)} results for the '
-                f"first selector; no headline.</p>")
+        return (
+            f'<p class="note">No {METRIC_LABELS.get(res.headline_metric, res.headline_metric)} results for the '
+            f"first selector; no headline.</p>"
+        )
     attr = res.attribute
     rows = []
     for r in hl.itertuples(index=False):
-        big = _Raw(f'<span class="big">{_esc(_fmt(r.value))}</span>'
-                   + (f' <span class="dim">[{_esc(_fmt(r.ci_low))}, {_esc(_fmt(r.ci_high))}]</span>'
-                      if not (_isnan(r.ci_low) or _isnan(r.ci_high)) else ""))
+        big = _Raw(
+            f'<span class="big">{_esc(_fmt(r.value))}</span>'
+            + (
+                f' <span class="dim">[{_esc(_fmt(r.ci_low))}, {_esc(_fmt(r.ci_high))}]</span>'
+                if not (_isnan(r.ci_low) or _isnan(r.ci_high))
+                else ""
+            )
+        )
         extra = (r.top1, r.majority) if attr else ()
-        rows.append((r.anonymizer, r.setting or "(default)", big, r.clear, r.chance, *extra, r.privacy,
-                     f"{r.recognizer} / {res.scenario(r.scenario)}", r.n_subjects, r.n_repeats))
+        rows.append(
+            (
+                r.anonymizer,
+                r.setting or "(default)",
+                big,
+                r.clear,
+                r.chance,
+                *extra,
+                r.privacy,
+                f"{r.recognizer} / {res.scenario(r.scenario)}",
+                r.n_subjects,
+                r.n_repeats,
+            )
+        )
     common = (
         f"the highest value over every recognizer × attacker scenario (clear excluded, de-anonymization included), "
         f"each averaged over repeats and draws; selector <code>{_esc(res.first_selector)}</code> at its largest "
@@ -228,14 +265,35 @@ def _headline_html(res: _Results, hl: pd.DataFrame) -> str:
             f"The headline, privacy x and the privacy–utility trade-off use balanced accuracy. Lower = more "
             f"privacy.</p>"
         )
-        heads = ["anonymizer", "setting", "worst-case balanced acc. [CI]", "clear level", "uniform chance",
-                 "accuracy (same attack)", "majority-class rate", "privacy x", "achieved by (recognizer / scenario)",
-                 "subjects", "repeats"]
+        heads = [
+            "anonymizer",
+            "setting",
+            "worst-case balanced acc. [CI]",
+            "clear level",
+            "uniform chance",
+            "accuracy (same attack)",
+            "majority-class rate",
+            "privacy x",
+            "achieved by (recognizer / scenario)",
+            "subjects",
+            "repeats",
+        ]
     else:
-        intro = f"<p>Worst-case top-1 re-identification accuracy per anonymizer setting: {common} Lower accuracy = " \
-                f"more privacy.</p>"
-        heads = ["anonymizer", "setting", "worst-case top-1 [CI]", "clear level", "chance", "privacy x",
-                 "achieved by (recognizer / scenario)", "subjects", "repeats"]
+        intro = (
+            f"<p>Worst-case top-1 re-identification accuracy per anonymizer setting: {common} Lower accuracy = "
+            f"more privacy.</p>"
+        )
+        heads = [
+            "anonymizer",
+            "setting",
+            "worst-case top-1 [CI]",
+            "clear level",
+            "chance",
+            "privacy x",
+            "achieved by (recognizer / scenario)",
+            "subjects",
+            "repeats",
+        ]
     return intro + _table(heads, rows, num_from=2, cls="headline") + _notes(comparator_notes(res.metrics))
 
 
@@ -247,10 +305,13 @@ def comparator_notes(metrics: pd.DataFrame) -> list[str]:
     used = metrics[metrics["comparator"].fillna("").astype(str) != ""]
     out = []
     for (anon, cmp), g in used.groupby(["anonymizer", "comparator"], sort=False):
-        pairs = ", ".join(f"{r} ({', '.join(dict.fromkeys(h.scenario))})"
-                          for r, h in g.groupby("recognizer", sort=False))
-        out.append(f"Comparator: the templates of {anon} were compared with its declared comparator {cmp!r} by "
-                   f"{pairs}; everything else used the recognizer's own comparison.")
+        pairs = ", ".join(
+            f"{r} ({', '.join(dict.fromkeys(h.scenario))})" for r, h in g.groupby("recognizer", sort=False)
+        )
+        out.append(
+            f"Comparator: the templates of {anon} were compared with its declared comparator {cmp!r} by "
+            f"{pairs}; everything else used the recognizer's own comparison."
+        )
     return out
 
 
@@ -298,8 +359,19 @@ def _auc_html(res: _Results) -> str:
         "<p>Area under the conservative privacy–utility staircase (1 = ideal). Of the AUCs with and without the "
         "de-anonymization scenario in the worst case, the lower one (✔) counts — compare anonymizations by it, "
         "and always beside its curve below.</p>"
-        + _table(["anonymizer", "selector", "subjects", "measure", "AUC without de-anon.", "AUC with de-anon.",
-                  "counted AUC"], rows, num_from=4)  # fmt: skip
+        + _table(
+            [
+                "anonymizer",
+                "selector",
+                "subjects",
+                "measure",
+                "AUC without de-anon.",
+                "AUC with de-anon.",
+                "counted AUC",
+            ],
+            rows,
+            num_from=4,
+        )  # fmt: skip
     )
 
 
@@ -319,15 +391,27 @@ def _utility_html(res: _Results) -> str:
     return (
         "<p>Mean over repeats (CI bounds averaged). Normalized utility y = (U − floor)/(clear − floor), clipped to "
         "[0, 1]: 1 = as useful as clear data, 0 = the floor.</p>"
-        + _table(["anonymizer", "setting", "measure", "value [CI]", "clear", "floor", "normalized y", "repeats"],
-                 rows, num_from=3)  # fmt: skip
+        + _table(
+            ["anonymizer", "setting", "measure", "value [CI]", "clear", "floor", "normalized y", "repeats"],
+            rows,
+            num_from=3,
+        )  # fmt: skip
     )
 
 
 def _protocol_html(res: _Results) -> str:
     p = res.protocol
-    keep = ["attribute_accuracy", "attribute_accuracy_clear", "attribute_chance", "mixture", "mixture_clear",
-            "top1_mixture", "top5_mixture", "kl_from_uniform", "kl_from_uniform_clear"]
+    keep = [
+        "attribute_accuracy",
+        "attribute_accuracy_clear",
+        "attribute_chance",
+        "mixture",
+        "mixture_clear",
+        "top1_mixture",
+        "top5_mixture",
+        "kl_from_uniform",
+        "kl_from_uniform_clear",
+    ]
     p = p[p.metric.isin(keep)]
     t = p.groupby(_SETTING + ["metric"], dropna=False, sort=False)["value"].mean().unstack("metric").reset_index()
     t = _setting_order(res, t)
@@ -388,21 +472,37 @@ def _metrics_html(res: _Results) -> str:
     boot = res.config.get("report") if isinstance(res.config.get("report"), dict) else {}
     ci = ""
     if boot:
-        ci = (f" CIs: {_esc(_fmt_conf(boot.get('confidence')))} bootstrap over subjects"
-              f" ({_esc(boot.get('bootstrap', '–'))} resamples; expanded BCa interval) where available, bounds "
-              f"averaged over repeats.")
-    chance = (" Balanced accuracy's chance is uniform (1/number of attribute values), plain top-1 accuracy's the "
-              "majority-class rate." if res.attribute else "")
+        ci = (
+            f" CIs: {_esc(_fmt_conf(boot.get('confidence')))} bootstrap over subjects"
+            f" ({_esc(boot.get('bootstrap', '–'))} resamples; expanded BCa interval) where available, bounds "
+            f"averaged over repeats."
+        )
+    chance = (
+        " Balanced accuracy's chance is uniform (1/number of attribute values), plain top-1 accuracy's the "
+        "majority-class rate."
+        if res.attribute
+        else ""
+    )
     foot = ""
     if numbers:
-        items = "".join(f"<li value=\"{k}\">{_esc(t)}</li>" for t, k in numbers.items())
+        items = "".join(f'<li value="{k}">{_esc(t)}</li>' for t, k in numbers.items())
         foot = f'<p class="note">Notes (superscripts in the table):</p><ol class="note">{items}</ol>'
     return (
         f"<p>Selector <code>{_esc(res.first_selector)}</code> at each setting's largest subject count; mean over "
         f"repeats and draws. EER 0.5 and min Cllr 1 bit = chance; linkability D↔sys 0 = unlinkable.{chance}{ci} "
         f"A metric that cannot be computed is shown as <i>undefined</i> with the reason in the notes.</p>"
-        + _table(["anonymizer", "setting", "subjects", "recognizer", "scenario",
-                  *[METRIC_LABELS.get(x, x) for x in present]], rows, num_from=5)  # fmt: skip
+        + _table(
+            [
+                "anonymizer",
+                "setting",
+                "subjects",
+                "recognizer",
+                "scenario",
+                *[METRIC_LABELS.get(x, x) for x in present],
+            ],
+            rows,
+            num_from=5,
+        )  # fmt: skip
         + foot
         + _cv_html(res)
     )
@@ -413,14 +513,18 @@ def _data_notes(res: _Results) -> str:
     info = _data_info(res)
     out = []
     if info.get("enrolment") == "role":
-        out.append("Enrolment and test follow the data's <code>role</code> column: each evaluation subject is "
-                   "enrolled on its <i>enrolment</i> samples (the gallery) and probed with its <i>trial</i> samples "
-                   "(e.g. VoicePrivacy's enrolls and trials lists), not split at random by rates.enrolment; "
-                   "subjects without both kinds of sample are attacker training data only.")
+        out.append(
+            "Enrolment and test follow the data's <code>role</code> column: each evaluation subject is "
+            "enrolled on its <i>enrolment</i> samples (the gallery) and probed with its <i>trial</i> samples "
+            "(e.g. VoicePrivacy's enrolls and trials lists), not split at random by rates.enrolment; "
+            "subjects without both kinds of sample are attacker training data only."
+        )
     if res.scenario_names:
         names = ", ".join(f"{v} = <code>{_esc(k)}</code>" for k, v in res.scenario_names.items())
-        out.append(f"The data come from a VoicePrivacy-style directory, so attacker scenarios are named as in the "
-                   f"VoicePrivacy Challenge: {names} (bioanon's ids in brackets and in the result files).")
+        out.append(
+            f"The data come from a VoicePrivacy-style directory, so attacker scenarios are named as in the "
+            f"VoicePrivacy Challenge: {names} (bioanon's ids in brackets and in the result files)."
+        )
     return "".join(f'<p class="note">{t}</p>' for t in out)
 
 
@@ -449,14 +553,16 @@ def _breakdown_html(res: _Results) -> str:
         f"VoicePrivacy's per-sex trial lists); every such pair is scored, not only the pairs of a trial list. "
         f"Groups: the values of the attribute columns {', '.join(f'<code>{_esc(c)}</code>' for c in _unique(b['by']))}"
         f" (<code>[report] breakdown</code>).</p>"
-        + _table(["anonymizer", "setting", "subjects", "recognizer", "scenario",
-                  *[f"{by} = {grp}" for by, grp in groups]], rows, num_from=5)  # fmt: skip
+        + _table(
+            ["anonymizer", "setting", "subjects", "recognizer", "scenario", *[f"{by} = {grp}" for by, grp in groups]],
+            rows,
+            num_from=5,
+        )  # fmt: skip
         + _notes([f"– : {t}" for t in notes])
     )
 
 
-_CV_STATS = ("cv_balanced_accuracy", "cv_balanced_accuracy_std", "cv_balanced_accuracy_min",
-             "cv_balanced_accuracy_max")
+_CV_STATS = ("cv_balanced_accuracy", "cv_balanced_accuracy_std", "cv_balanced_accuracy_min", "cv_balanced_accuracy_max")
 
 
 def _cv_html(res: _Results) -> str:
@@ -472,11 +578,16 @@ def _cv_html(res: _Results) -> str:
     for (anon, _idx, setting, n, rec, scen), g in _setting_order(res, agg).groupby(keys, dropna=False, sort=False):
         v = g.set_index("metric")["value"]
         rows.append((anon, setting or "(default)", n, rec, scen, *[v.get(x, float("nan")) for x in _CV_STATS]))
-    return ('<p class="note">Cross-validated recognizers (<code>cv_folds</code>, SEBA): balanced accuracy on '
-            "each held-out fold of the classifier's training data (the enrolment gallery; the labelled training "
-            "set for attribute classifiers); mean, std, min and max over folds.</p>"
-            + _table(["anonymizer", "setting", "subjects", "recognizer", "scenario", "CV mean", "CV std",
-                      "CV min", "CV max"], rows, num_from=5))
+    return (
+        '<p class="note">Cross-validated recognizers (<code>cv_folds</code>, SEBA): balanced accuracy on '
+        "each held-out fold of the classifier's training data (the enrolment gallery; the labelled training "
+        "set for attribute classifiers); mean, std, min and max over folds.</p>"
+        + _table(
+            ["anonymizer", "setting", "subjects", "recognizer", "scenario", "CV mean", "CV std", "CV min", "CV max"],
+            rows,
+            num_from=5,
+        )
+    )
 
 
 def _fmt_conf(c: Any) -> str:
@@ -520,7 +631,9 @@ def _build_html(res: _Results, hl: pd.DataFrame, parts: dict[str, Any]) -> str:
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>bioanon report — {_esc(name)}</title><style>{_CSS}</style></head><body><main>"
-        + _header(res) + nav + "".join(_section(sid, t, body) for sid, t, body in sections)
+        + _header(res)
+        + nav
+        + "".join(_section(sid, t, body) for sid, t, body in sections)
         + '<footer class="note">Generated by bioanon.report.</footer></main></body></html>\n'
     )
 
@@ -541,10 +654,10 @@ def _inline_svg(fig: Figure, uid: str, label: str) -> str:
     with matplotlib.rc_context(_RC):
         fig.savefig(buf, format="svg", metadata={"Date": None})
     s = buf.getvalue().decode("utf-8")
-    s = s[s.index("<svg"):]
+    s = s[s.index("<svg") :]
     s = _SVG_ID.sub(lambda m: f'id="{uid}-{m.group(1)}"', s)
     s = _SVG_REF.sub(lambda m: f"{m.group(1)}{uid}-{m.group(2)}", s)
-    s = s.replace("<style type=\"text/css\">*{", f"<style type=\"text/css\">#{uid} *{{", 1)
+    s = s.replace('<style type="text/css">*{', f'<style type="text/css">#{uid} *{{', 1)
 
     def root(m: re.Match[str]) -> str:
         attrs = re.sub(r'\s(width|height)="([0-9.]+)pt"',

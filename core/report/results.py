@@ -16,14 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-
 from ..errors import BioanonError
-from ..evaluation.scenarios import display_name, display_names
-from ..evaluation.scenarios import headline_metric
+from ..evaluation.scenarios import display_name, display_names, headline_metric
 
 if TYPE_CHECKING:  # pragma: no cover
     import pandas as pd
-
 
 
 class ReportError(BioanonError, ValueError):
@@ -232,13 +229,16 @@ def _from_frames(tables: Mapping[str, Any]) -> _Results:
 
 
 # an absolute path (POSIX with at least two parts, Windows drive or UNC, file:// URL) not inside a word or URL
-_ABS_PATH = re.compile(r"""(?<![\w.:/\\~-])(?:file://)?(?:/|[A-Za-z]:[\\/]|\\\\)"""
-                       r"""(?:[^\s/\\'"<>|,;()\[\]]+[/\\])+[^\s/\\'"<>|,;()\[\]]*""")
+_ABS_PATH = re.compile(
+    r"""(?<![\w.:/\\~-])(?:file://)?(?:/|[A-Za-z]:[\\/]|\\\\)"""
+    r"""(?:[^\s/\\'"<>|,;()\[\]]+[/\\])+[^\s/\\'"<>|,;()\[\]]*"""
+)
 
 
 def _scrub(s: Any) -> str:
     """``s`` as text with every absolute path shortened to ``…/name`` (its last part): a shared report must not
     reveal where the data and results lie on the machine that ran the evaluation."""
+
     def short(m: re.Match[str]) -> str:
         name = [p for p in re.split(r"[/\\]", m.group(0)) if p]
         return "…/" + (name[-1] if name else "")

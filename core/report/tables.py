@@ -15,10 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import metrics as _metrics
-from ..evaluation.scenarios import CLEAR, DEANON, NAIVE
-from ..evaluation.scenarios import attack_rows, display_key
-from ..evaluation.scenarios import worst_case
-
+from ..evaluation.scenarios import CLEAR, DEANON, NAIVE, attack_rows, display_key, worst_case
 from .results import _SETTING, _load, _order, _Results, _unique
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -108,23 +105,26 @@ def _headline(res: _Results) -> pd.DataFrame:
     keys = _SETTING + ["selector", "n_subjects"]
     agg = _mean_runs(top, keys + ["recognizer", "scenario"])
     worst = _worst_case(agg, keys, res)
-    clear = (
-        agg[agg["scenario"] == CLEAR].groupby(keys, dropna=False, sort=False)["value"].max().rename("clear")
-    )
+    clear = agg[agg["scenario"] == CLEAR].groupby(keys, dropna=False, sort=False)["value"].max().rename("clear")
     chance = top.groupby(keys, dropna=False, sort=False)["chance"].mean().rename("chance_mean")
     out = worst.drop(columns=["chance"]).merge(clear.reset_index(), on=keys, how="left")
     out = out.merge(chance.reset_index(), on=keys, how="left").rename(columns={"chance_mean": "chance"})
     fallback = 1.0 / out["n_subjects"].astype(float)
     out["chance"] = out["chance"].where(out["chance"].notna(), fallback)
-    out["privacy"] = (np.atleast_1d(_metrics.privacy_level(out["value"], out["clear"], out["chance"])) if len(out)
-                      else [])
+    out["privacy"] = (
+        np.atleast_1d(_metrics.privacy_level(out["value"], out["clear"], out["chance"])) if len(out) else []
+    )
     out["metric"] = hm
     # plain top-1 accuracy of the same attack and its chance (the majority-class rate for an attribute)
     plain = _mean_runs(_first_selector_top(res, "top1"), keys + ["recognizer", "scenario"])
     plain = plain[keys + ["recognizer", "scenario", "value", "chance"]].rename(
-        columns={"value": "top1", "chance": "majority"})
-    out = out.merge(plain, on=keys + ["recognizer", "scenario"], how="left") if len(plain) else out.assign(
-        top1=np.nan, majority=np.nan)
+        columns={"value": "top1", "chance": "majority"}
+    )
+    out = (
+        out.merge(plain, on=keys + ["recognizer", "scenario"], how="left")
+        if len(plain)
+        else out.assign(top1=np.nan, majority=np.nan)
+    )
     out = _setting_order(res, out)
     return out[cols].reset_index(drop=True)
 
@@ -216,11 +216,11 @@ def _tradeoff_series(tr: pd.DataFrame, auc: pd.DataFrame, anonymizers: Sequence[
             for s in series:
                 if len(s["x"]):
                     s["auc"] = _metrics.tradeoff_auc(s["x"], s["y"])
-            lowest = min(series, key=lambda s: (math.inf if math.isnan(s["auc"]) else s["auc"]))
+            lowest = min(series, key=lambda s: math.inf if math.isnan(s["auc"]) else s["auc"])
             for s in series:
                 s["counted"] = s is lowest
         elif not any(s["counted"] for s in series):  # AUC rows without a counted flag set: the lower stored one
-            lowest = min(series, key=lambda s: (math.inf if math.isnan(s["auc"]) else s["auc"]))
+            lowest = min(series, key=lambda s: math.inf if math.isnan(s["auc"]) else s["auc"])
             lowest["counted"] = True
         for s in series:
             s["counted"] = bool(s["counted"])

@@ -78,19 +78,28 @@ def test_a_quick_run_never_replaces_full_figures(tmp_path):
 
 
 def _runs(cpu_s: float, gpu_s: float, **gpu_extra):
-    return {"cpu": {"device": "cpu", "seconds": cpu_s, "cpu_threads": 16},
-            "cuda:0": {"device": "cuda:0", "seconds": gpu_s, "gpu_util_mean": 70.0, "gpu_util_max": 99.0,
-                       "peak_allocated_mib": 512.0, "util_samples": 10, **gpu_extra}}
+    return {
+        "cpu": {"device": "cpu", "seconds": cpu_s, "cpu_threads": 16},
+        "cuda:0": {
+            "device": "cuda:0",
+            "seconds": gpu_s,
+            "gpu_util_mean": 70.0,
+            "gpu_util_max": 99.0,
+            "peak_allocated_mib": 512.0,
+            "util_samples": 10,
+            **gpu_extra,
+        },
+    }
 
 
 def test_targets_are_recorded_with_their_verdict():
     by_key = {c.key: c for c in gpu.CASES}
-    fig, = gpu._case_figures(by_key["gait_eval"], "gait", _runs(60.0, 5.0, method_device_param=True))
+    (fig,) = gpu._case_figures(by_key["gait_eval"], "gait", _runs(60.0, 5.0, method_device_param=True))
     assert fig["value"] == pytest.approx(12.0) and fig["target"] == ">= 10" and fig["passed"]
     assert fig["cpu_s"] == 60.0 and fig["gpu_s"] == 5.0 and fig["cpu_threads"] == 16
-    fig, = gpu._case_figures(by_key["gait_eval"], "gait", _runs(60.0, 10.0, method_device_param=True))
+    (fig,) = gpu._case_figures(by_key["gait_eval"], "gait", _runs(60.0, 10.0, method_device_param=True))
     assert not fig["passed"]  # 6×
-    fig, = gpu._case_figures(by_key["gait_eval"], "gait", _runs(60.0, 5.0, method_device_param=False))
+    (fig,) = gpu._case_figures(by_key["gait_eval"], "gait", _runs(60.0, 5.0, method_device_param=False))
     assert not fig["passed"] and fig["method_on_gpu"] is False  # fast, but not because of the GPU
     speed, util = gpu._case_figures(by_key["arcface"], "arcface", _runs(20.0, 1.0, ran_on="cuda:0"))
     assert speed["value"] == pytest.approx(20.0) and speed["target"] == "(context)"
@@ -104,7 +113,7 @@ def test_targets_are_recorded_with_their_verdict():
 
 def test_the_sampler_reads_nvidia_smi_in_the_background(tmp_path, monkeypatch):
     fake = tmp_path / "nvidia-smi"
-    fake.write_text("#!/bin/sh\necho \"$@\" >> " + str(tmp_path / "args") + "\necho '75, 1234'\n")
+    fake.write_text('#!/bin/sh\necho "$@" >> ' + str(tmp_path / "args") + "\necho '75, 1234'\n")
     fake.chmod(0o755)
     monkeypatch.setenv("PATH", f"{tmp_path}:/usr/bin:/bin")
     monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "3,5")

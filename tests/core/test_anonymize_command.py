@@ -19,22 +19,44 @@ from bioanon.table import SampleTable
 
 def _cli(*args, cwd=None):
     env = {**os.environ, "BIOANON_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    return subprocess.run([sys.executable, "-m", "bioanon.cli", *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=300, cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "bioanon.cli", *map(str, args)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+        cwd=cwd,
+    )
 
 
 SOURCE = ["anonymize", "any.synthetic", "-d", "n_subjects=12", "-d", "samples_per_subject=4"]
 
 
 def test_several_methods_chain_in_the_order_given(tmp_path):
-    out = _cli(*SOURCE, "-m", "any.gaussian_noise", "-o", "sigma=0.5", "-o", "seed=3",
-               "-m", "any.block_permutation", "-o", "key=1", "--out", tmp_path / "anon.arrow")
+    out = _cli(
+        *SOURCE,
+        "-m",
+        "any.gaussian_noise",
+        "-o",
+        "sigma=0.5",
+        "-o",
+        "seed=3",
+        "-m",
+        "any.block_permutation",
+        "-o",
+        "key=1",
+        "--out",
+        tmp_path / "anon.arrow",
+    )
     assert out.returncode == 0, out.stderr
     assert "any.gaussian_noise → any.block_permutation" in out.stdout
     got = read_table(tmp_path / "anon.arrow")
     clear = bioanon.load_dataset("any.synthetic", n_subjects=12, samples_per_subject=4)
-    want = bioanon.anonymize(clear, bioanon.get_method("any.gaussian_noise", sigma=0.5, seed=3),
-                             bioanon.get_method("any.block_permutation", key=1))
+    want = bioanon.anonymize(
+        clear,
+        bioanon.get_method("any.gaussian_noise", sigma=0.5, seed=3),
+        bioanon.get_method("any.block_permutation", key=1),
+    )
     np.testing.assert_allclose(got.payload("features"), want.payload("features"), rtol=1e-6)
     assert got.lineage[-1]["step"] == "any.chain"  # several -m build one any.chain
     steps = got.lineage[-1]["params"]["steps"]
@@ -63,13 +85,26 @@ def test_output_format_follows_the_extension(tmp_path):
 
 
 def test_anonymize_then_evaluate_round_trips_through_any_table(tmp_path):
-    out = _cli("anonymize", "any.synthetic", "-d", "n_subjects=30", "-m", "any.gaussian_noise", "-o", "sigma=0.3",
-               "--out", tmp_path / "anon.arrow")
+    out = _cli(
+        "anonymize",
+        "any.synthetic",
+        "-d",
+        "n_subjects=30",
+        "-m",
+        "any.gaussian_noise",
+        "-o",
+        "sigma=0.3",
+        "--out",
+        tmp_path / "anon.arrow",
+    )
     assert out.returncode == 0, out.stderr
-    cfg = {"dataset": {"source": "any.table", "path": str(tmp_path / "anon.arrow")},
-           "anonymizers": [{"id": "any.identity"}], "recognizers": [{"id": "any.cosine_centroid"}],
-           "selection": {"selectors": ["any.select_random"], "subject_counts": [8], "random_draws": 1},
-           "report": {"bootstrap": 20}}
+    cfg = {
+        "dataset": {"source": "any.table", "path": str(tmp_path / "anon.arrow")},
+        "anonymizers": [{"id": "any.identity"}],
+        "recognizers": [{"id": "any.cosine_centroid"}],
+        "selection": {"selectors": ["any.select_random"], "subject_counts": [8], "random_draws": 1},
+        "report": {"bootstrap": 20},
+    }
     r = bioanon.evaluate(cfg, out_dir=None, cache=tmp_path / "cache", progress=False)
     top1 = r.metrics[(r.metrics.metric == "top1") & (r.metrics.scenario == "clear")].value.mean()
     assert top1 > 0.5  # the noisy table still identifies (chance 1/8): it was read, not replaced
@@ -83,8 +118,9 @@ def test_images_and_audio_are_written_as_a_folder_of_files(tmp_path):
 
     rng = np.random.default_rng(0)
     images = rng.integers(0, 256, size=(4, 8, 6, 3), dtype=np.uint8)
-    t = SampleTable.from_arrays(subject=["a", "a", "b", "b"], payloads={"image": images},
-                                attributes={"sex": ["F", "F", "M", "M"]})
+    t = SampleTable.from_arrays(
+        subject=["a", "a", "b", "b"], payloads={"image": images}, attributes={"sex": ["F", "F", "M", "M"]}
+    )
     write_table(t, tmp_path / "faces")
     meta = pd.read_csv(tmp_path / "faces" / "metadata.csv", dtype=str)
     assert list(meta.columns) == ["file", "sample_id", "subject", "attr.sex"]

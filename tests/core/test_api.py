@@ -10,11 +10,11 @@ import typing
 from pathlib import Path
 
 import pytest
+from freshimports import modules_after
 
 import bioanon
 import bioanon.api as api
 from bioanon import hookspecs
-from freshimports import modules_after
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN_FILES = sorted(
@@ -43,25 +43,31 @@ def internal_imports(source: str) -> list[tuple[int, str]]:
     return out
 
 
-@pytest.mark.parametrize(("code", "bad"), [
-    ("import bioanon\n", True),
-    ("import numpy, bioanon.table\n", True),
-    ("from bioanon import param\n", True),
-    ("def f():\n    from bioanon.nettrain import infer\n", True),
-    ("from bioanon.builtin.recognizers import PcaSvm\n", True),
-    ("from bioanon.api import param, hookimpl\n", False),
-    ("import bioanon.api\n", False),
-    ("from bioanon import api\n", False),
-    ("import bioanon_face.sources\nfrom . import anonymizers\n", False),
-])
+@pytest.mark.parametrize(
+    ("code", "bad"),
+    [
+        ("import bioanon\n", True),
+        ("import numpy, bioanon.table\n", True),
+        ("from bioanon import param\n", True),
+        ("def f():\n    from bioanon.nettrain import infer\n", True),
+        ("from bioanon.builtin.recognizers import PcaSvm\n", True),
+        ("from bioanon.api import param, hookimpl\n", False),
+        ("import bioanon.api\n", False),
+        ("from bioanon import api\n", False),
+        ("import bioanon_face.sources\nfrom . import anonymizers\n", False),
+    ],
+)
 def test_the_import_scan_finds_internal_imports(code, bad):
     assert bool(internal_imports(code)) is bad
 
 
 def test_plugins_and_template_import_only_bioanon_api():
     assert len(PLUGIN_FILES) > 40 and any("plugin-template/tests" in str(p) for p in PLUGIN_FILES)
-    offenders = [f"{p.relative_to(ROOT)}:{line}: {stmt}"
-                 for p in PLUGIN_FILES for line, stmt in internal_imports(p.read_text(encoding="utf-8"))]
+    offenders = [
+        f"{p.relative_to(ROOT)}:{line}: {stmt}"
+        for p in PLUGIN_FILES
+        for line, stmt in internal_imports(p.read_text(encoding="utf-8"))
+    ]
     assert not offenders, "import these names from bioanon.api instead:\n" + "\n".join(offenders)
 
 
@@ -84,8 +90,13 @@ def test_every_name_of_the_api_resolves():
 
 def test_the_template_and_the_builtin_plugins_find_what_they_import():
     """Everything the plugins import from bioanon.api exists (the scan above finds no other source)."""
-    wanted = {a.name for p in PLUGIN_FILES for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
-              if isinstance(node, ast.ImportFrom) and node.module == "bioanon.api" for a in node.names}
+    wanted = {
+        a.name
+        for p in PLUGIN_FILES
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+        if isinstance(node, ast.ImportFrom) and node.module == "bioanon.api"
+        for a in node.names
+    }
     assert wanted and wanted <= set(api.__all__), wanted - set(api.__all__)
 
 
@@ -118,10 +129,12 @@ def test_register_protocol_matches_the_real_callback(register_bioanon_plugin):
 
     plugin = types.ModuleType("capture_register")
     plugin.seen = seen = {}
-    exec("from bioanon.api import hookimpl\n"
-         "@hookimpl\ndef register_anonymizers(register):\n    seen['register'] = register\n"
-         "@hookimpl\ndef register_payload_features(register):\n    seen['features'] = register\n",
-         plugin.__dict__)
+    exec(
+        "from bioanon.api import hookimpl\n"
+        "@hookimpl\ndef register_anonymizers(register):\n    seen['register'] = register\n"
+        "@hookimpl\ndef register_payload_features(register):\n    seen['features'] = register\n",
+        plugin.__dict__,
+    )
     register_bioanon_plugin(plugin, "capture")
     for protocol, real in ((api.Register, seen["register"]), (api.RegisterFeatures, seen["features"])):
         want = list(inspect.signature(protocol.__call__).parameters.values())[1:]
@@ -136,11 +149,13 @@ def test_a_string_of_aliases_is_rejected(register_bioanon_plugin):
     from bioanon.plugins import PluginLoadWarning
 
     plugin = types.ModuleType("string_aliases")
-    exec("import attrs\nfrom typing import ClassVar\nfrom bioanon.api import Anonymizer, hookimpl\n"
-         "@attrs.define(kw_only=True)\nclass Same(Anonymizer):\n    id: ClassVar[str] = 'alias.same'\n"
-         "    payloads: ClassVar[tuple] = ('features',)\n    def transform(self, table):\n        return table\n"
-         "@hookimpl\ndef register_anonymizers(register):\n    register(Same, aliases='alias.other')\n",
-         plugin.__dict__)
+    exec(
+        "import attrs\nfrom typing import ClassVar\nfrom bioanon.api import Anonymizer, hookimpl\n"
+        "@attrs.define(kw_only=True)\nclass Same(Anonymizer):\n    id: ClassVar[str] = 'alias.same'\n"
+        "    payloads: ClassVar[tuple] = ('features',)\n    def transform(self, table):\n        return table\n"
+        "@hookimpl\ndef register_anonymizers(register):\n    register(Same, aliases='alias.other')\n",
+        plugin.__dict__,
+    )
     with pytest.warns(PluginLoadWarning, match="aliases must be a tuple of ids such as \\('alias.other',\\)"):
         registry = register_bioanon_plugin(plugin, "aliases")
     assert "alias.same" not in registry and "a" not in registry

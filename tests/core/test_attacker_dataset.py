@@ -67,16 +67,27 @@ def two_tables(tmp_path):
 
 
 def _config(evaluated, attacker, **overrides):
-    c = {"name": "xdb", "seed": 0, "repeats": 1, "dataset": evaluated, "attacker_dataset": attacker,
-         "anonymizers": NOISE, "recognizers": [{"id": "any.cosine_centroid"}], "scenarios": ["naive", "parrot"],
-         "selection": SELECTION, "report": {"bootstrap": 50}}
+    c = {
+        "name": "xdb",
+        "seed": 0,
+        "repeats": 1,
+        "dataset": evaluated,
+        "attacker_dataset": attacker,
+        "anonymizers": NOISE,
+        "recognizers": [{"id": "any.cosine_centroid"}],
+        "scenarios": ["naive", "parrot"],
+        "selection": SELECTION,
+        "report": {"bootstrap": 50},
+    }
     c.update(overrides)
     return c
 
 
 def _synthetic(seed, n=24, **params):
-    return {"source": "any.synthetic",
-            "params": {"n_subjects": n, "samples_per_subject": 8, "dim": 16, "seed": seed, **params}}
+    return {
+        "source": "any.synthetic",
+        "params": {"n_subjects": n, "samples_per_subject": 8, "dim": 16, "seed": seed, **params},
+    }
 
 
 def _every_scenario(result, recognizers, scenarios=("clear", "naive", "parrot")):
@@ -97,8 +108,11 @@ def test_identity_cross_database(tmp_path, register_bioanon_plugin):
     fitted on the other data set only; the gallery is the evaluation subjects' enrolment part."""
     fits: list = []
     register_bioanon_plugin(_spy_plugin(LdaCosine, "test.spy_lda", fits), "spy")
-    cfg = _config(_synthetic(3), {**_synthetic(11, n=16), "subject_prefix": "xdb:"},
-                  recognizers=[{"id": "test.spy_lda"}, {"id": "any.cosine_centroid"}])
+    cfg = _config(
+        _synthetic(3),
+        {**_synthetic(11, n=16), "subject_prefix": "xdb:"},
+        recognizers=[{"id": "test.spy_lda"}, {"id": "any.cosine_centroid"}],
+    )
     result = bioanon.evaluate(cfg, out_dir=tmp_path / "runs", cache=Cache(tmp_path / "cache"), progress=False)
     _every_scenario(result, ["test.spy_lda", "any.cosine_centroid"])
 
@@ -129,11 +143,18 @@ def test_attribute_cross_database_similarity_attack(tmp_path, two_tables, regist
     a, b, subjects_a, subjects_b = two_tables
     fits: list = []
     register_bioanon_plugin(_spy_plugin(SimilarityAttributeAttack, "test.spy_similarity", fits), "spy")
-    attacker = {"source": "any.table", "path": str(b),
-                "attributes": {"gender": {"to": "group", "values": {"female": "a", "male": "b"}}}}
-    cfg = _config({"source": "any.table", "path": str(a)}, attacker, label="group",
-                  rates={"background": 0.25, "evaluation": 0.75},
-                  recognizers=[{"id": "test.spy_similarity", "params": {"n": 5}}, {"id": "any.attribute_knn"}])
+    attacker = {
+        "source": "any.table",
+        "path": str(b),
+        "attributes": {"gender": {"to": "group", "values": {"female": "a", "male": "b"}}},
+    }
+    cfg = _config(
+        {"source": "any.table", "path": str(a)},
+        attacker,
+        label="group",
+        rates={"background": 0.25, "evaluation": 0.75},
+        recognizers=[{"id": "test.spy_similarity", "params": {"n": 5}}, {"id": "any.attribute_knn"}],
+    )
     result = bioanon.evaluate(cfg, out_dir=tmp_path / "runs", cache=Cache(tmp_path / "cache"), progress=False)
     _every_scenario(result, ["test.spy_similarity", "any.attribute_knn"])
     assert fits and all(f["subjects"] <= subjects_b and f["labels"] == {"a", "b"} for f in fits)
@@ -152,11 +173,28 @@ def test_attacker_data_anonymized_like_the_attacker_split(tmp_path):
     """The anonymizer, fitted on the evaluated data's background, transforms the attacker data set; a share of
     the attacker's subjects is drawn per repeat; the attacker import goes through the import cache."""
     cache = Cache(tmp_path / "cache")
-    anonymizer = [{"id": "any.random_set_mean", "name": "rsm",
-                   "params": {"attribute": "group", "set_size": 3, "purity": 0.5, "sensitive_attribute": "subject",
-                              "relevance_trees": 5}}]
-    cfg = load_config(_config(_synthetic(3), {**_synthetic(11, n=20), "subject_prefix": "x", "subjects": 0.5},
-                              anonymizers=anonymizer, repeats=2, rates={"background": 0.5, "evaluation": 0.5}))
+    anonymizer = [
+        {
+            "id": "any.random_set_mean",
+            "name": "rsm",
+            "params": {
+                "attribute": "group",
+                "set_size": 3,
+                "purity": 0.5,
+                "sensitive_attribute": "subject",
+                "relevance_trees": 5,
+            },
+        }
+    ]
+    cfg = load_config(
+        _config(
+            _synthetic(3),
+            {**_synthetic(11, n=20), "subject_prefix": "x", "subjects": 0.5},
+            anonymizers=anonymizer,
+            repeats=2,
+            rates={"background": 0.5, "evaluation": 0.5},
+        )
+    )
     data = bioanon.load_dataset("any.synthetic", **cfg.dataset.params)
     plan = build_plan(cfg, cache, data)
     assert cache.get_json(import_key(cfg.attacker_dataset))["source"] == "any.synthetic"  # imported, cached
@@ -193,27 +231,46 @@ def test_attacker_import_is_cached(tmp_path, monkeypatch):
 
 
 def test_config_rates_and_round_trip():
-    cfg = load_config(_config(_synthetic(3), {**_synthetic(11), "subject_prefix": "x",
-                                              "attributes": {"group": {"to": "sex", "values": {"a": "F"}},
-                                                             "activity": "act"}}))
+    cfg = load_config(
+        _config(
+            _synthetic(3),
+            {
+                **_synthetic(11),
+                "subject_prefix": "x",
+                "attributes": {"group": {"to": "sex", "values": {"a": "F"}}, "activity": "act"},
+            },
+        )
+    )
     assert cfg.rates == Rates(0.2, 0.0, 0.8, 0.5)  # the attacker's share comes from the other data set
     assert load_config(cfg.to_dict()) == cfg
     assert load_config(tomllib.loads(cfg.to_toml())) == cfg
-    assert load_config(_config(_synthetic(3), _synthetic(11),
-                               rates={"background": 0, "attacker": 0, "evaluation": 1})).rates.evaluation == 1.0
+    assert (
+        load_config(
+            _config(_synthetic(3), _synthetic(11), rates={"background": 0, "attacker": 0, "evaluation": 1})
+        ).rates.evaluation
+        == 1.0
+    )
 
 
-@pytest.mark.parametrize("change, expected", [
-    ({"rates": {"background": 0.2, "attacker": 0.4, "evaluation": 0.4}}, r"rates.attacker: must be 0 or omitted"),
-    ({"rates": {"background": 0.3, "evaluation": 0.5}}, r"rates: with \[attacker_dataset\] background \+ evaluation"),
-    ({"rates": {"evaluation": 0.5}}, r"rates.background: missing"),
-    ({"attacker_dataset": {"source": "any.synthetc"}}, r"attacker_dataset.source: unknown dataset source"),
-    ({"attacker_dataset": {**_synthetic(1), "subjects": 1.5}}, r"attacker_dataset.subjects: expected the share"),
-    ({"attacker_dataset": {**_synthetic(1), "atributes": {}}}, r"attacker_dataset.atributes: unknown key; did you"),
-    ({"attacker_dataset": {**_synthetic(1), "attributes": {"group": "sex", "activity": "sex"}}},
-     r"attacker_dataset.attributes.activity: maps onto 'sex'"),
-    ({"attacker_dataset": {"source": "any.table"}}, r"attacker_dataset.path: missing required key"),
-])
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        ({"rates": {"background": 0.2, "attacker": 0.4, "evaluation": 0.4}}, r"rates.attacker: must be 0 or omitted"),
+        (
+            {"rates": {"background": 0.3, "evaluation": 0.5}},
+            r"rates: with \[attacker_dataset\] background \+ evaluation",
+        ),
+        ({"rates": {"evaluation": 0.5}}, r"rates.background: missing"),
+        ({"attacker_dataset": {"source": "any.synthetc"}}, r"attacker_dataset.source: unknown dataset source"),
+        ({"attacker_dataset": {**_synthetic(1), "subjects": 1.5}}, r"attacker_dataset.subjects: expected the share"),
+        ({"attacker_dataset": {**_synthetic(1), "atributes": {}}}, r"attacker_dataset.atributes: unknown key; did you"),
+        (
+            {"attacker_dataset": {**_synthetic(1), "attributes": {"group": "sex", "activity": "sex"}}},
+            r"attacker_dataset.attributes.activity: maps onto 'sex'",
+        ),
+        ({"attacker_dataset": {"source": "any.table"}}, r"attacker_dataset.path: missing required key"),
+    ],
+)
 def test_config_errors(change, expected):
     with pytest.raises(ConfigError, match=expected):
         load_config({**_config(_synthetic(3), _synthetic(11)), **change})
@@ -232,9 +289,13 @@ def _fails(tmp_path, cfg, *patterns):
 
 
 def test_overlapping_subject_ids_are_refused(tmp_path):
-    text = _fails(tmp_path, _config(_synthetic(3), _synthetic(11, n=16)),
-                  "16 subject id(s) occur in both the data set any.synthetic and the attacker data set any.synthetic",
-                  "s00", "subject_prefix")
+    text = _fails(
+        tmp_path,
+        _config(_synthetic(3), _synthetic(11, n=16)),
+        "16 subject id(s) occur in both the data set any.synthetic and the attacker data set any.synthetic",
+        "s00",
+        "subject_prefix",
+    )
     assert "does not suit the evaluated data set" in text
 
 
@@ -242,20 +303,36 @@ def test_label_missing_or_not_covered(tmp_path, two_tables):
     a, b, _, _ = two_tables
     evaluated = {"source": "any.table", "path": str(a)}
     unmapped = {"source": "any.table", "path": str(b)}
-    _fails(tmp_path, _config(evaluated, unmapped, label="group"),
-           "has no attribute column 'attr.group' (the evaluation's label)", "'gender'", "b.parquet")
+    _fails(
+        tmp_path,
+        _config(evaluated, unmapped, label="group"),
+        "has no attribute column 'attr.group' (the evaluation's label)",
+        "'gender'",
+        "b.parquet",
+    )
     partly = {**unmapped, "attributes": {"gender": {"to": "group", "values": {"female": "a"}}}}
-    _fails(tmp_path, _config(evaluated, partly, label="group"),
-           "has no sample with group = 'b', found in the data set any.table", "'male'")
+    _fails(
+        tmp_path,
+        _config(evaluated, partly, label="group"),
+        "has no sample with group = 'b', found in the data set any.table",
+        "'male'",
+    )
     wrong_column = {**unmapped, "attributes": {"sex": "group"}}
-    _fails(tmp_path, _config(evaluated, wrong_column, label="group"),
-           "attacker_dataset.attributes.sex: the attacker data set any.table", "no attribute column 'attr.sex'")
+    _fails(
+        tmp_path,
+        _config(evaluated, wrong_column, label="group"),
+        "attacker_dataset.attributes.sex: the attacker data set any.table",
+        "no attribute column 'attr.sex'",
+    )
 
 
 def test_payload_shape_mismatch_names_both_data_sets(tmp_path):
-    _fails(tmp_path, _config(_synthetic(3), {**_synthetic(11, dim=8), "subject_prefix": "x"}),
-           "payload 'features' has per-sample shape (16,) in the data set any.synthetic but (8,) in the attacker "
-           "data set any.synthetic")
+    _fails(
+        tmp_path,
+        _config(_synthetic(3), {**_synthetic(11, dim=8), "subject_prefix": "x"}),
+        "payload 'features' has per-sample shape (16,) in the data set any.synthetic but (8,) in the attacker "
+        "data set any.synthetic",
+    )
 
 
 def test_validate_with_data_checks_the_attacker_data_set():
@@ -271,12 +348,17 @@ def test_validate_with_data_checks_the_attacker_data_set():
 def test_templates_and_a_protection_with_attacker_data_from_another_data_set(tmp_path):
     """[templates] + [attacker_dataset]: the extractor is fitted on the evaluated set's background, the attacker's
     templates come from the other data set, and the similarity attack compares with PE-MIU's comparator."""
-    cfg = _config(_synthetic(3), {**_synthetic(11), "subject_prefix": "x"}, label="group",
-                  rates={"background": 0.3, "evaluation": 0.7}, scenarios=["parrot"],
-                  templates={"recognizer": "any.lda_cosine"},
-                  anonymizers=[{"id": "any.pe_miu", "params": {"block_size": 2}}],
-                  recognizers=[{"id": "any.similarity_attribute_attack"}, {"id": "any.attribute_svm"}],
-                  report={"bootstrap": 0})
+    cfg = _config(
+        _synthetic(3),
+        {**_synthetic(11), "subject_prefix": "x"},
+        label="group",
+        rates={"background": 0.3, "evaluation": 0.7},
+        scenarios=["parrot"],
+        templates={"recognizer": "any.lda_cosine"},
+        anonymizers=[{"id": "any.pe_miu", "params": {"block_size": 2}}],
+        recognizers=[{"id": "any.similarity_attribute_attack"}, {"id": "any.attribute_svm"}],
+        report={"bootstrap": 0},
+    )
     result = bioanon.evaluate(cfg, out_dir=None, cache=Cache(tmp_path / "cache"), progress=False, report=False)
     assert not result.failures, result.failures
     m = result.metrics

@@ -83,8 +83,12 @@ def _privacy_enhancer(world, seed=1, iterations=8):
 def _table(x, s, y, prefix, with_gender=True):
     names = np.array([f"{prefix}{i:04d}" for i in range(len(x))])
     attributes = {"gender": np.array(["f", "m"])[y]} if with_gender else {}
-    return SampleTable.from_arrays(subject=np.char.add(prefix, s.astype(str)), sample_id=names,
-                                   payloads={"features": x.astype(np.float32)}, attributes=attributes)
+    return SampleTable.from_arrays(
+        subject=np.char.add(prefix, s.astype(str)),
+        sample_id=names,
+        payloads={"features": x.astype(np.float32)},
+        attributes=attributes,
+    )
 
 
 def _accuracy(recognizer, attacker, target):
@@ -109,8 +113,10 @@ def test_attack_beats_classifiers_on_privacy_enhanced_templates():
     assert np.mean(rec.score(probes).predict() == probes.subjects) > 0.95
 
     chance = majority_chance(target.attribute("gender"))
-    svm = {kernel: _accuracy(AttributeSvm(kernel=kernel), attacker, target)
-           for kernel in ("rbf", "poly", "sigmoid", "linear")}
+    svm = {
+        kernel: _accuracy(AttributeSvm(kernel=kernel), attacker, target)
+        for kernel in ("rbf", "poly", "sigmoid", "linear")
+    }
     best_svm = max(svm.values())
     knn = _accuracy(AttributeKnn(), attacker, target)
     attack = _accuracy(SimilarityAttributeAttack(strategy="average", n=10), attacker, target)
@@ -140,12 +146,15 @@ def test_strategies_hand_built():
     # probe at angle 0; database A at cosines 1.0, 0.81, 0.0 and B three times at cosine 0.8 (n = 3):
     # vote A (2 of the 3 best), average B (0.8 > 0.603), linear B (1.2 > 1.155), log A (1.947 > 1.894)
     cosines = np.array([1.0, 0.81, 0.0, 0.8, 0.8, 0.8])
-    db = SampleTable.from_arrays(subject=[f"d{i}" for i in range(6)], sample_id=[f"d{i}" for i in range(6)],
-                                 payloads={"features": _unit(np.rad2deg(np.arccos(cosines))).astype(np.float32)},
-                                 attributes={"g": ["A", "A", "A", "B", "B", "B"]})
-    probe = SampleTable.from_arrays(subject=["p"], sample_id=["p"],
-                                    payloads={"features": _unit([0.0]).astype(np.float32)},
-                                    attributes={"g": ["A"]})
+    db = SampleTable.from_arrays(
+        subject=[f"d{i}" for i in range(6)],
+        sample_id=[f"d{i}" for i in range(6)],
+        payloads={"features": _unit(np.rad2deg(np.arccos(cosines))).astype(np.float32)},
+        attributes={"g": ["A", "A", "A", "B", "B", "B"]},
+    )
+    probe = SampleTable.from_arrays(
+        subject=["p"], sample_id=["p"], payloads={"features": _unit([0.0]).astype(np.float32)}, attributes={"g": ["A"]}
+    )
     preds = {}
     for strategy in ("vote", "average", "linear", "log"):
         attack = SimilarityAttributeAttack(strategy=strategy, n=3, standardize="none").fit(db, "g")
@@ -229,8 +238,15 @@ def test_align_columns():
 # ----------------------------------------------------------------------------------------------- baselines
 
 
-@pytest.mark.parametrize("cls, params", [(AttributeSvm, {"kernel": "rbf"}), (AttributeSvm, {"kernel": "poly"}),
-                                         (AttributeSvm, {"kernel": "sigmoid"}), (AttributeKnn, {})])
+@pytest.mark.parametrize(
+    "cls, params",
+    [
+        (AttributeSvm, {"kernel": "rbf"}),
+        (AttributeSvm, {"kernel": "poly"}),
+        (AttributeSvm, {"kernel": "sigmoid"}),
+        (AttributeKnn, {}),
+    ],
+)
 def test_baselines_learn_the_attribute_in_fit(cls, params):
     """Trained on the attacker's subjects in fit, they infer the attribute of unseen subjects."""
     data = bioanon.load_dataset("any.synthetic", n_subjects=40, samples_per_subject=6, seed=4)

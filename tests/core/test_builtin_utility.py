@@ -107,8 +107,9 @@ def test_variable_length_audio():
     np.testing.assert_allclose(CosineSimilarity().measure(table, longer), 1.0, atol=1e-6)
 
 
-@pytest.mark.parametrize("make", [lambda: Snr(), lambda: CosineSimilarity(),
-                                  lambda: AttributeAccuracy(attribute="activity")])
+@pytest.mark.parametrize(
+    "make", [lambda: Snr(), lambda: CosineSimilarity(), lambda: AttributeAccuracy(attribute="activity")]
+)
 def test_rows_are_aligned_by_sample_id(make, sets):
     train, evaluation = sets
     m = make().fit(train)

@@ -83,8 +83,9 @@ def test_canonical_json_int_float_documented():
 
 
 def test_canonical_json_numpy_scalars_equal_python():
-    assert canonical_json({"a": np.int64(3), "b": np.float64(0.25), "c": np.bool_(True), "d": np.str_("s")}) == \
-        canonical_json({"a": 3, "b": 0.25, "c": True, "d": "s"})
+    assert canonical_json(
+        {"a": np.int64(3), "b": np.float64(0.25), "c": np.bool_(True), "d": np.str_("s")}
+    ) == canonical_json({"a": 3, "b": 0.25, "c": True, "d": "s"})
     assert canonical_json(np.float32(0.5)) == "0.5"
 
 
@@ -115,8 +116,15 @@ def test_non_finite_refused(bad):
 
 @pytest.mark.parametrize(
     "bad, match",
-    [({1, 2}, "set"), (b"raw", "bytes"), (object(), "object"), ({1: "a"}, "keys must be str"),
-     (np.array([object()]), "object dtype"), (1 + 2j, "complex"), ({"__ndarray__": 1}, "reserved")],
+    [
+        ({1, 2}, "set"),
+        (b"raw", "bytes"),
+        (object(), "object"),
+        ({1: "a"}, "keys must be str"),
+        (np.array([object()]), "object dtype"),
+        (1 + 2j, "complex"),
+        ({"__ndarray__": 1}, "reserved"),
+    ],
 )
 def test_other_types_refused_naming_type(bad, match):
     with pytest.raises(CacheError, match=match):
@@ -137,8 +145,14 @@ def test_fingerprint_shape():
 
 # ------------------------------------------------------------------------------------ derive_fingerprint
 
-BASE = dict(method_id="any.random_set_mean", version="1.0", params={"set_size": 32, "purity": 0.9},
-            inputs=["a" * 32, "b" * 32], seed=7, extra={"split": "eval"})
+BASE = dict(
+    method_id="any.random_set_mean",
+    version="1.0",
+    params={"set_size": 32, "purity": 0.9},
+    inputs=["a" * 32, "b" * 32],
+    seed=7,
+    extra={"split": "eval"},
+)
 
 
 def test_derive_fingerprint_changes_with_every_part():
@@ -193,8 +207,14 @@ def test_fingerprints_stable_across_processes():
     results = []
     for hashseed in ("1", "987"):  # different str hashing / set ordering in each child
         env = {**os.environ, "PYTHONHASHSEED": hashseed}
-        out = subprocess.run([sys.executable, "-c", CROSS_PROCESS_SCRIPT], capture_output=True, text=True,
-                             env=env, check=True, timeout=60)
+        out = subprocess.run(
+            [sys.executable, "-c", CROSS_PROCESS_SCRIPT],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=True,
+            timeout=60,
+        )
         results.append(json.loads(out.stdout))
     # and in this process
     import io
@@ -261,8 +281,13 @@ def test_table_fingerprint_independent_of_chunking():
 def test_table_fingerprint_ignores_hidden_values_and_encodings():
     a = pa.table({"x": pa.array([1, None, 3], pa.int64())})
     # same logical data, different bytes under the null slot
-    b = pa.table({"x": pa.Array.from_buffers(pa.int64(), 3, [a.column(0).chunk(0).buffers()[0],
-                                                               pa.py_buffer(np.array([1, 42, 3]).tobytes())])})
+    b = pa.table(
+        {
+            "x": pa.Array.from_buffers(
+                pa.int64(), 3, [a.column(0).chunk(0).buffers()[0], pa.py_buffer(np.array([1, 42, 3]).tobytes())]
+            )
+        }
+    )
     assert a.equals(b)
     assert table_fingerprint(a) == table_fingerprint(b)
     # dictionary layout does not matter (the type does)
@@ -289,8 +314,13 @@ def test_table_fingerprint_changes_with_content():
     assert table_fingerprint(t.replace_schema_metadata({b"bioanon": b'{"trait":"y","lineage":[]}'})) != fp
     assert table_fingerprint(t.slice(0, 39)) != fp
     # where the nulls are counts, not only the sequence of valid values
-    pairs = [([1, None, 2], [1, 2, None]), ([[1], None], [None, [1]]), (["a", None, ""], ["a", "", None]),
-             ([{"a": 1}, None], [None, {"a": 1}]), ([True, None], [None, True])]
+    pairs = [
+        ([1, None, 2], [1, 2, None]),
+        ([[1], None], [None, [1]]),
+        (["a", None, ""], ["a", "", None]),
+        ([{"a": 1}, None], [None, {"a": 1}]),
+        ([True, None], [None, True]),
+    ]
     for left, right in pairs:
         assert table_fingerprint(pa.table({"x": left})) != table_fingerprint(pa.table({"x": right})), left
 
@@ -378,8 +408,20 @@ def test_json_round_trip(cache):
 
 
 @pytest.mark.parametrize(
-    "bad", ["", "abc", "0123456789ABCDEF", "../../etc/passwd0000", "g" * 32, "a" * 65, "a" * 15, None, 12345,
-            KEY + "/x", "." * 20]
+    "bad",
+    [
+        "",
+        "abc",
+        "0123456789ABCDEF",
+        "../../etc/passwd0000",
+        "g" * 32,
+        "a" * 65,
+        "a" * 15,
+        None,
+        12345,
+        KEY + "/x",
+        "." * 20,
+    ],
 )
 def test_bad_keys_refused(cache, bad):
     for call in (cache.has_table, cache.get_table, cache.has_json, cache.get_json):
@@ -403,6 +445,7 @@ def test_get_or_compute_second_run_recomputes_nothing(tmp_path):
         def fn():
             calls.append(i)
             return make_table(i)
+
         return fn
 
     keys = [fingerprint({"k": i}) for i in range(3)]
@@ -586,8 +629,9 @@ def test_info_and_clear(cache):
         cache.put_json(k, [k])
     info = cache.info()
     assert (info.n_tables, info.n_json, info.n_temp, info.n_corrupt) == (3, 5, 0, 0)
-    on_disk = sum(p.stat().st_size for p in pathlib.Path(cache.root).rglob("*")
-                  if p.is_file() and p.name != "CACHEDIR.TAG")
+    on_disk = sum(
+        p.stat().st_size for p in pathlib.Path(cache.root).rglob("*") if p.is_file() and p.name != "CACHEDIR.TAG"
+    )
     assert info.total_bytes == on_disk > 0
     assert "3 tables" in str(info) and "5 JSON" in str(info)
     # unknown files are neither counted as entries nor removed

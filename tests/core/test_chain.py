@@ -35,8 +35,9 @@ def test_a_chain_applies_its_steps_in_order():
     # the fingerprint covers every step's parameters (defaults applied)
     changed = bioanon.get_method("any.chain", steps=[NOISE, {**PERMUTE, "params": {"block_size": 2, "key": 2}}])
     assert changed.fingerprint() != chain.fingerprint()
-    same = bioanon.get_method("any.chain", steps=[NOISE, {**PERMUTE, "params": {**PERMUTE["params"],
-                                                                               "shuffle_within": False}}])
+    same = bioanon.get_method(
+        "any.chain", steps=[NOISE, {**PERMUTE, "params": {**PERMUTE["params"], "shuffle_within": False}}]
+    )
     assert same.fingerprint() == chain.fingerprint()
     # assigning the steps builds them again (validated as at construction)
     same.steps = [PERMUTE]
@@ -73,8 +74,11 @@ def test_each_step_is_fitted_on_the_previous_steps_output():
 
 
 def test_bad_steps_name_the_step():
-    with pytest.raises(ParameterError, match=r"steps\[1\].*unknown anonymizer 'any.gausian_noise'; did you mean "
-                                             r"'any.gaussian_noise'"):
+    with pytest.raises(
+        ParameterError,
+        match=r"steps\[1\].*unknown anonymizer 'any.gausian_noise'; did you mean "
+        r"'any.gaussian_noise'",
+    ):
         bioanon.get_method("any.chain", steps=[PERMUTE, {"id": "any.gausian_noise"}])
     with pytest.raises(ParameterError, match=r"steps\[0\].*no parameter 'sigm'; did you mean 'sigma'"):
         bioanon.get_method("any.chain", steps=[{"id": "any.gaussian_noise", "params": {"sigm": 1}}])
@@ -87,7 +91,7 @@ def test_bad_steps_name_the_step():
             bioanon.get_method("any.chain", steps=bad)
 
 
-TOML = '''
+TOML = """
 name = "chain"
 [dataset]
 source = "any.synthetic"
@@ -98,7 +102,7 @@ params = { steps = [{ id = "any.gaussian_noise", params = { sigma = 0.5, seed = 
                     { id = "any.block_permutation", params = { block_size = 2, key = 1 } }] }
 [[recognizers]]
 id = "any.cosine_centroid"
-'''
+"""
 
 
 def test_a_chain_round_trips_through_toml(tmp_path):
@@ -131,14 +135,16 @@ def test_gait_chain_is_an_alias_that_warns_once_and_runs_as_any_chain():
         warnings.simplefilter("default")  # Python's default for a DeprecationWarning shown: once per place
         old = bioanon.get_method("gait.chain", steps=old_steps, seed=5)
         bioanon.get_method("gait.chain", steps=old_steps, seed=5)
-    deprecations = [w for w in caught if issubclass(w.category, DeprecationWarning) and "gait.chain" in
-                    str(w.message)]
+    deprecations = [w for w in caught if issubclass(w.category, DeprecationWarning) and "gait.chain" in str(w.message)]
     assert len(deprecations) == 1 and "any.chain" in str(deprecations[0].message)
     steps = chain_steps(old_steps, seed=5)
-    assert steps == ({"id": "gait.coarsen_time", "params": {"factor": 2}},
-                     {"id": "gait.noise", "params": {"scale": 0.3, "seed": 6}})
+    assert steps == (
+        {"id": "gait.coarsen_time", "params": {"factor": 2}},
+        {"id": "gait.noise", "params": {"scale": 0.3, "seed": 6}},
+    )
     new = bioanon.get_method("any.chain", steps=steps)
     assert isinstance(old, type(new))
     np.testing.assert_array_equal(old.fit(t).transform(t).payload("pose"), new.fit(t).transform(t).payload("pose"))
-    np.testing.assert_array_equal(old.as_any_chain().fit(t).transform(t).payload("pose"),
-                                  new.transform(t).payload("pose"))
+    np.testing.assert_array_equal(
+        old.as_any_chain().fit(t).transform(t).payload("pose"), new.transform(t).payload("pose")
+    )

@@ -18,8 +18,13 @@ def run(capsys, *args):
 
 def test_methods_listing_fits_80_columns(capsys, monkeypatch):
     monkeypatch.setenv("COLUMNS", "200")
-    for args in (["methods"], ["methods", "--params"], ["plugins", "--all"], ["datasets"],
-                 ["describe", "any.synthetic"]):
+    for args in (
+        ["methods"],
+        ["methods", "--params"],
+        ["plugins", "--all"],
+        ["datasets"],
+        ["describe", "any.synthetic"],
+    ):
         code, out, _ = run(capsys, *args)
         assert code == 0
         assert max(len(line) for line in out.splitlines()) <= 80, args
@@ -81,15 +86,38 @@ def test_anonymize_writes_a_table_with_lineage(capsys, tmp_path):
     from bioanon.table import SampleTable
 
     out = tmp_path / "anon.arrow"
-    code, text, err = run(capsys, "anonymize", "any.synthetic", "-d", "n_subjects=8", "-m", "any.gaussian_noise",
-                          "-o", "sigma=2", "-o", "seed=3", "--out", str(out))
+    code, text, err = run(
+        capsys,
+        "anonymize",
+        "any.synthetic",
+        "-d",
+        "n_subjects=8",
+        "-m",
+        "any.gaussian_noise",
+        "-o",
+        "sigma=2",
+        "-o",
+        "seed=3",
+        "--out",
+        str(out),
+    )
     assert code == 0, err
     t = SampleTable.load(out)
     assert len(t) == 8 * 12 and t.lineage[-1]["step"] == "any.gaussian_noise"
     assert t.lineage[-1]["params"]["sigma"] == 2.0
-    code, _, err = run(capsys, "anonymize", "any.synthetic", "-m", "any.gaussian_noise", "-o", "sigm=2",
-                       "--out", str(out))
+    code, _, err = run(
+        capsys, "anonymize", "any.synthetic", "-m", "any.gaussian_noise", "-o", "sigm=2", "--out", str(out)
+    )
     assert code == 2 and "did you mean 'sigma'" in err
-    code, _, err = run(capsys, "anonymize", "any.synthetic", "-m", "any.gaussian_noise", "-o", "sigma=-1",
-                       "--out", str(tmp_path / "x.parquet"))
+    code, _, err = run(
+        capsys,
+        "anonymize",
+        "any.synthetic",
+        "-m",
+        "any.gaussian_noise",
+        "-o",
+        "sigma=-1",
+        "--out",
+        str(tmp_path / "x.parquet"),
+    )
     assert code == 2 and "'sigma' = -1" in err and not (tmp_path / "x.parquet").exists()

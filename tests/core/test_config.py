@@ -345,9 +345,7 @@ def test_defaults_filled(registry_with_random):
     assert "deanonymizer" not in d and "path" not in d["dataset"]
     assert load_config(d, registry=registry_with_random) == cfg
 
-    with_deanon = load_config(
-        {**minimal(), "deanonymizer": {"id": "test.undo"}}, registry=registry_with_random
-    )
+    with_deanon = load_config({**minimal(), "deanonymizer": {"id": "test.undo"}}, registry=registry_with_random)
     assert with_deanon.scenarios == ("naive", "parrot", "deanon")
 
 
@@ -501,9 +499,7 @@ def test_structure_errors(registry):
     ]
     assert problems(
         minimal(recognizers=[{"id": "any.cosine_centroid", "grid": {"center": [True, False]}}]), registry=registry
-    ) == [
-        "recognizers[0].grid: unknown key; only anonymizers take a grid (list one table per setting instead)"
-    ]
+    ) == ["recognizers[0].grid: unknown key; only anonymizers take a grid (list one table per setting instead)"]
     assert problems(minimal(anonymizers=[{"id": "any.gaussian_noise", "params": 0.5}]), registry=registry) == [
         "anonymizers[0].params: expected a table of parameters, got 0.5 (float)"
     ]
@@ -723,15 +719,18 @@ def test_config_is_frozen(registry):
 
 
 def test_methods_must_suit_the_data_and_have_their_packages(registry):
-    cfg = minimal(dataset={"source": "other.synthetic"},
-                  anonymizers=[{"id": "test.pairs"}, {"id": "any.gaussian_noise"}, {"id": "test.needs_missing"}],
-                  utility=[{"id": "test.mean_error"}])
+    cfg = minimal(
+        dataset={"source": "other.synthetic"},
+        anonymizers=[{"id": "test.pairs"}, {"id": "any.gaussian_noise"}, {"id": "test.needs_missing"}],
+        utility=[{"id": "test.mean_error"}],
+    )
     assert problems(cfg, registry=registry) == [
         "anonymizers[0].id: test.pairs is a test method, but the data set other.synthetic holds other data; use "
         "other.* or any.* methods (`bioanon methods 'other.*' 'any.*' --kind anonymizer`)",
         "anonymizers[2].id: test.pairs is a test method, but the data set other.synthetic holds other data; use "
         "other.* or any.* methods (`bioanon methods 'other.*' 'any.*' --kind anonymizer`)".replace(
-            "test.pairs", "test.needs_missing"),
+            "test.pairs", "test.needs_missing"
+        ),
         "anonymizers[2].id: test.needs_missing needs bioanon_no_such_package, which cannot be imported here: "
         "pip install no-such-package",
         "selection.selectors[0]: test.select_first is a test method, but the data set other.synthetic holds other "
@@ -740,5 +739,6 @@ def test_methods_must_suit_the_data_and_have_their_packages(registry):
         "other.* or any.* methods (`bioanon methods 'other.*' 'any.*' --kind utility`)",
     ]
     # an any.* source (features of any origin) is checked on its payloads once loaded, not by trait
-    assert "test.needs_missing needs" in "\n".join(problems(minimal(anonymizers=[{"id": "test.needs_missing"}]),
-                                                           registry=registry))
+    assert "test.needs_missing needs" in "\n".join(
+        problems(minimal(anonymizers=[{"id": "test.needs_missing"}]), registry=registry)
+    )

@@ -23,28 +23,34 @@ pytestmark = pytest.mark.slow
 def cluster():
     from distributed import Client, LocalCluster
 
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None,
-                      silence_logs=40) as lc, Client(lc) as client:
+    with (
+        LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40) as lc,
+        Client(lc) as client,
+    ):
         yield lc, client
 
 
 def _cfg():
     cfg = config(**SMALL)
-    cfg["anonymizers"] = [{"id": "any.gaussian_noise", "name": "noise", "grid": {"sigma": [0.5, 1.0, 2.0, 3.0]}},
-                          {"id": "any.block_permutation", "name": "perm"}]
+    cfg["anonymizers"] = [
+        {"id": "any.gaussian_noise", "name": "noise", "grid": {"sigma": [0.5, 1.0, 2.0, 3.0]}},
+        {"id": "any.block_permutation", "name": "perm"},
+    ]
     return cfg
 
 
 def test_dask_results_identical_to_local(cluster, tmp_path):
     _, client = cluster
     local = bioanon.evaluate(_cfg(), out_dir=None, cache=tmp_path / "local", progress=False)
-    dask = bioanon.evaluate(_cfg(), out_dir=None, cache=Cache(tmp_path / "dask"), progress=False,
-                            executor="dask", scheduler=client)
+    dask = bioanon.evaluate(
+        _cfg(), out_dir=None, cache=Cache(tmp_path / "dask"), progress=False, executor="dask", scheduler=client
+    )
     assert dask.executed == local.executed and dask.cached == 0
     assert dask.metrics.equals(local.metrics)
     assert dask.auc.equals(local.auc)
-    again = bioanon.evaluate(_cfg(), out_dir=None, cache=Cache(tmp_path / "dask"), progress=False,
-                             executor="dask", scheduler=client)
+    again = bioanon.evaluate(
+        _cfg(), out_dir=None, cache=Cache(tmp_path / "dask"), progress=False, executor="dask", scheduler=client
+    )
     assert again.executed == 0 and again.metrics.equals(local.metrics)
 
 
@@ -70,8 +76,7 @@ def test_killed_worker_task_is_retried_elsewhere(cluster, tmp_path):
         killed, finished = threading.Event(), threading.Event()
         killer = threading.Thread(target=kill_when_running, args=(victim, cache, killed, finished), daemon=True)
         killer.start()
-        result = bioanon.evaluate(_cfg(), out_dir=None, cache=cache, progress=False, executor="dask",
-                                  scheduler=client)
+        result = bioanon.evaluate(_cfg(), out_dir=None, cache=cache, progress=False, executor="dask", scheduler=client)
         finished.set()
         killer.join(timeout=70)
         assert result.metrics.equals(local.metrics)
@@ -90,8 +95,9 @@ def test_dask_keep_going_reports_failures(cluster, tmp_path):
     cfg["utility"] = [{"id": "any.attribute_accuracy", "params": {"attribute": "no_such_attribute"}}]
     with pytest.raises(bioanon.BioanonError, match="no_such_attribute"):
         bioanon.evaluate(cfg, out_dir=None, cache=tmp_path / "a", progress=False, executor="dask", scheduler=client)
-    r = bioanon.evaluate(cfg, out_dir=None, cache=tmp_path / "b", progress=False, executor="dask",
-                         scheduler=client, keep_going=True)
+    r = bioanon.evaluate(
+        cfg, out_dir=None, cache=tmp_path / "b", progress=False, executor="dask", scheduler=client, keep_going=True
+    )
     assert len(r.failures) == 5 and all("no_such_attribute" in f["error"] for f in r.failures)
     assert not r.metrics.empty
 
@@ -103,8 +109,9 @@ def test_dask_without_a_scheduler_starts_a_local_cluster(tmp_path, monkeypatch):
     with threadpool_limits(1):
         local = bioanon.evaluate(_cfg(), out_dir=None, cache=tmp_path / "local", progress=False, jobs=1)
     monkeypatch.delenv("BIOANON_CORES")
-    dask = bioanon.evaluate(_cfg(), out_dir=tmp_path / "out", cache=tmp_path / "dask", progress=False,
-                            executor="dask", jobs=2, report=False)
+    dask = bioanon.evaluate(
+        _cfg(), out_dir=tmp_path / "out", cache=tmp_path / "dask", progress=False, executor="dask", jobs=2, report=False
+    )
     assert dask.executed == local.executed and dask.metrics.equals(local.metrics)
     import json
 

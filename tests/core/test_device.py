@@ -13,16 +13,34 @@ import numpy as np
 import pytest
 
 from bioanon import Method, param
-from bioanon.device import (DeviceError, autocast, check_device_text, default_device, device_kind, resolve_device,
-                            resolve_precision, using_device)
+from bioanon.device import (
+    DeviceError,
+    autocast,
+    check_device_text,
+    default_device,
+    device_kind,
+    resolve_device,
+    resolve_precision,
+    using_device,
+)
 from bioanon.errors import ParameterError
 
 torch = pytest.importorskip("torch")
 
-from bioanon.cache import Cache  # noqa: E402
 from torchcontract import blobs as _blobs  # noqa: E402
-from bioanon.nettrain import (WeightsError, check_weights, infer, load_weights, read_state_dict,  # noqa: E402
-                              softmax_head, train_net, training_key, using_weight_cache)
+
+from bioanon.cache import Cache  # noqa: E402
+from bioanon.nettrain import (  # noqa: E402
+    WeightsError,
+    check_weights,
+    infer,
+    load_weights,
+    read_state_dict,
+    softmax_head,
+    train_net,
+    training_key,
+    using_weight_cache,
+)
 
 CUDA = torch.cuda.is_available()
 needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU (none on this machine)")
@@ -30,6 +48,7 @@ no_cuda = pytest.mark.skipif(CUDA, reason="checks the error on a machine without
 
 
 # --------------------------------------------------------------------------------------------------- devices
+
 
 def test_device_texts():
     for ok in ("", "auto", "cpu", "cuda", "cuda:0", "cuda:12", "mps"):
@@ -96,6 +115,7 @@ def test_precision():
 
 
 # --------------------------------------------------------------------------------------------------- trainer
+
 
 def _net(d: int = 8, classes: int = 4):
     nn = torch.nn
@@ -171,8 +191,9 @@ def test_weight_cache_reuses_training_across_calls(tmp_path):
         b = _train(x, y, calls=again, store_key="ab" * 16)
     assert first and not again  # the second call trained nothing
     assert b.history == a.history and b.best_epoch == a.best_epoch
-    np.testing.assert_array_equal(infer(a.net.embed, x.numpy(), out_shape=(8,)),
-                                  infer(b.net.embed, x.numpy(), out_shape=(8,)))
+    np.testing.assert_array_equal(
+        infer(a.net.embed, x.numpy(), out_shape=(8,)), infer(b.net.embed, x.numpy(), out_shape=(8,))
+    )
     assert cache.info().n_blobs == 1
     # without an active cache (or without a key) nothing is kept or reused
     again.clear()
@@ -224,6 +245,7 @@ def test_training_key_covers_method_data_label_and_weights_file(tmp_path):
 
 # --------------------------------------------------------------------------------------------------- weights
 
+
 def test_load_weights_full_and_backbone_checkpoints(tmp_path):
     torch.manual_seed(1)
     src = _net()
@@ -245,8 +267,11 @@ def test_load_weights_full_and_backbone_checkpoints(tmp_path):
 def test_weights_that_do_not_fit_name_the_layer(tmp_path):
     other = tmp_path / "other.pt"
     torch.save(_net(d=5).state_dict(), other)
-    with pytest.raises(WeightsError, match=r"my\.method: weights .*other\.pt.* layer backbone\.0\.weight: "
-                                           r"\(16, 5\) in the file, \(16, 8\) in the network"):
+    with pytest.raises(
+        WeightsError,
+        match=r"my\.method: weights .*other\.pt.* layer backbone\.0\.weight: "
+        r"\(16, 5\) in the file, \(16, 8\) in the network",
+    ):
         load_weights(_net(d=8), str(other), who="my.method")
     problems = check_weights(lambda: _net(d=8), str(other), who="my.method")
     assert len(problems) == 1 and "backbone.0.weight" in problems[0]
@@ -285,6 +310,7 @@ def test_weights_files_are_read_safely(tmp_path):
 
 # --------------------------------------------------------------------------------------------------- autocast
 
+
 def test_autocast_fp32_is_a_no_op():
     with autocast(torch, "cpu", "fp32"):
         assert not torch.is_autocast_enabled("cpu")
@@ -306,6 +332,7 @@ def test_training_on_cuda_matches_cpu_within_tolerance():
 
 
 # --------------------------------------------------------------------------------------------------- presets
+
 
 @attrs.define(kw_only=True)
 class _Preset(Method):
@@ -342,6 +369,7 @@ def test_presets_fill_the_defaults_and_explicit_values_win():
 
 # ---------------------------------------------------------------------------------------- fingerprints & keys
 
+
 @attrs.define(kw_only=True)
 class _OnDevice(Method):
     id: ClassVar[str] = "test.on_device"
@@ -369,8 +397,9 @@ def test_task_keys_ignore_threads_and_gpu_index_but_not_the_device_kind(monkeypa
             return _OnDevice(**params)
 
     def key(**params):
-        return tasks.task_key("score", {"recognizer": {"id": "test.on_device", "params": params}, "seed": 1}, (),
-                              Registry())
+        return tasks.task_key(
+            "score", {"recognizer": {"id": "test.on_device", "params": params}, "seed": 1}, (), Registry()
+        )
 
     assert key(device="cpu", threads=1) == key(device="cpu", threads=8)
     assert key(device="cuda:0") == key(device="cuda:1")

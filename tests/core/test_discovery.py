@@ -22,8 +22,25 @@ from bioanon.methods import _importable, _resolve
 from bioanon.plugins import PluginLoadWarning
 
 # optional or heavy libraries some method imports when it runs: registration must import none of them
-HEAVY = ("dlib", "face_recognition_models", "pkg_resources", "torch", "timm", "sklearn", "scipy", "cv2", "pywt",
-         "librosa", "soundfile", "pandas", "matplotlib", "pyarrow", "PIL", "resemblyzer", "webrtcvad")
+HEAVY = (
+    "dlib",
+    "face_recognition_models",
+    "pkg_resources",
+    "torch",
+    "timm",
+    "sklearn",
+    "scipy",
+    "cv2",
+    "pywt",
+    "librosa",
+    "soundfile",
+    "pandas",
+    "matplotlib",
+    "pyarrow",
+    "PIL",
+    "resemblyzer",
+    "webrtcvad",
+)
 
 
 def run(capsys, *args):
@@ -34,9 +51,11 @@ def run(capsys, *args):
 
 def test_registering_every_plugin_imports_no_heavy_library():
     # packaging: the plugins' plain API ranges (">=1.0,<2") are checked without it (~10 ms to import)
-    code = ("import json, sys, bioanon; from bioanon.cli import main; r = bioanon.get_registry(); "
-            "main(['plugins']); "
-            f"print(json.dumps([len(r), [m for m in {HEAVY + ('packaging',)!r} if m in sys.modules]]))")
+    code = (
+        "import json, sys, bioanon; from bioanon.cli import main; r = bioanon.get_registry(); "
+        "main(['plugins']); "
+        f"print(json.dumps([len(r), [m for m in {HEAVY + ('packaging',)!r} if m in sys.modules]]))"
+    )
     disabling = ("BIOANON_DISABLE_PLUGINS", "BIOANON_DISABLE_PLUGIN_AUTOLOAD")
     env = {k: v for k, v in os.environ.items() if k not in disabling}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True, timeout=120)
@@ -77,8 +96,9 @@ def test_an_unavailable_plugin_method_registers_and_fails_clearly_on_use(registe
     msg = "test.needs_missing needs bioanon_no_such_package, which is not installed: pip install no-such-package"
     with pytest.raises(MissingDependencyError, match=msg):
         bioanon.get_method("test.needs_missing")
-    code, out, err = run(capsys, "anonymize", "any.synthetic", "-m", "test.needs_missing", "--out",
-                         str(tmp_path / "x.arrow"))
+    code, out, err = run(
+        capsys, "anonymize", "any.synthetic", "-m", "test.needs_missing", "--out", str(tmp_path / "x.arrow")
+    )
     assert code == 2 and msg in " ".join(err.split()) and not (tmp_path / "x.arrow").exists()
     # the conformance suite checks what runs without the package and skips the behaviour, saying why
     report = check_method(NeedsMissingPackage)
@@ -128,15 +148,17 @@ def register_anonymizers(register):
 '''
 
 
-def test_a_default_that_fails_its_own_validation_is_still_caught_at_registration(register_bioanon_plugin,
-                                                                                  monkeypatch):
+def test_a_default_that_fails_its_own_validation_is_still_caught_at_registration(register_bioanon_plugin, monkeypatch):
     import types
 
     mod = types.ModuleType("bad_default_plugin")
     monkeypatch.setitem(sys.modules, "bad_default_plugin", mod)
     exec(BAD_DEFAULT_PLUGIN, mod.__dict__)
-    with pytest.warns(PluginLoadWarning, match=r"bad.negative: constructing with default parameters failed: "
-                                               r"bad.negative: parameter 'scale' = -1.0 is invalid"):
+    with pytest.warns(
+        PluginLoadWarning,
+        match=r"bad.negative: constructing with default parameters failed: "
+        r"bad.negative: parameter 'scale' = -1.0 is invalid",
+    ):
         registry = register_bioanon_plugin(mod, "bad")
     assert "bad.negative" not in registry
 
@@ -146,8 +168,23 @@ def test_plain_api_ranges_are_checked_as_packaging_does():
 
     from bioanon.plugins import _plain_range_contains, api_compatibility
 
-    ranges = [">=1.0,<2", ">=1.1,<2", ">=2.0,<3", "<1", "<1.0", "<=1", ">1.0", ">0.9", "==1.0", "==1.0.0", "!=1.0",
-              " >= 1.0 , < 2 ", ">=1.0, <2, !=1.5", "<2.0.0.0", ">=0"]
+    ranges = [
+        ">=1.0,<2",
+        ">=1.1,<2",
+        ">=2.0,<3",
+        "<1",
+        "<1.0",
+        "<=1",
+        ">1.0",
+        ">0.9",
+        "==1.0",
+        "==1.0.0",
+        "!=1.0",
+        " >= 1.0 , < 2 ",
+        ">=1.0, <2, !=1.5",
+        "<2.0.0.0",
+        ">=0",
+    ]
     for declared in ranges:
         for version in ("1.0", "1.1", "1", "1.0.0", "2.0", "0.9", "10.2"):
             expected = SpecifierSet(declared).contains(version, prereleases=True)

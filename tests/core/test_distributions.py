@@ -17,9 +17,14 @@ import pytest
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
-PROJECTS = {"bioanon": ROOT, "bioanon-face": ROOT / "plugins/face", "bioanon-gait": ROOT / "plugins/gait",
-            "bioanon-voice": ROOT / "plugins/voice", "bioanon-motion": ROOT / "plugins/motion",
-            "bioanon-example": ROOT / "examples/plugin-template"}
+PROJECTS = {
+    "bioanon": ROOT,
+    "bioanon-face": ROOT / "plugins/face",
+    "bioanon-gait": ROOT / "plugins/gait",
+    "bioanon-voice": ROOT / "plugins/voice",
+    "bioanon-motion": ROOT / "plugins/motion",
+    "bioanon-example": ROOT / "examples/plugin-template",
+}
 
 TINY = """
 name = "tiny"
@@ -55,8 +60,12 @@ def dist(tmp_path_factory) -> Path:
     """What `make dist` builds: an sdist and a wheel of every project (the wheel built from the sdist)."""
     out = tmp_path_factory.mktemp("dist")
     for name, project in PROJECTS.items():
-        build = subprocess.run([sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(project)],
-                               capture_output=True, text=True, timeout=600)
+        build = subprocess.run(
+            [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(project)],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         assert build.returncode == 0, f"building {name} failed:\n{build.stdout[-3000:]}\n{build.stderr[-3000:]}"
     return out
 
@@ -66,8 +75,12 @@ def test_every_project_builds_an_sdist_and_a_wheel_that_pass_twine(dist):
     for name in PROJECTS:
         norm = name.replace("-", "_")
         assert f"{norm}-0.1.0.tar.gz" in files and f"{norm}-0.1.0-py3-none-any.whl" in files, (name, files)
-    check = subprocess.run([sys.executable, "-m", "twine", "check", "--strict", *map(str, dist.iterdir())],
-                           capture_output=True, text=True, timeout=300)
+    check = subprocess.run(
+        [sys.executable, "-m", "twine", "check", "--strict", *map(str, dist.iterdir())],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert check.returncode == 0, check.stdout + check.stderr
 
 
@@ -111,18 +124,40 @@ def clean_venv(dist, tmp_path_factory) -> tuple[Path, dict[str, str]]:
     venv = home / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "BIOANON", "VIRTUAL_ENV"))}
-    env |= {"PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}", "BIOANON_CACHE": str(home / "cache"),
-            "BIOANON_JOBS": "1", "PIP_DISABLE_PIP_VERSION_CHECK": "1"}
-    _run([str(venv / "bin/python"), "-m", "pip", "install", "-q", "--find-links", str(dist),
-          "bioanon[motion]", "pytest>=8", "hypothesis>=6.100"], home, env, timeout=900)
+    env |= {
+        "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+        "BIOANON_CACHE": str(home / "cache"),
+        "BIOANON_JOBS": "1",
+        "PIP_DISABLE_PIP_VERSION_CHECK": "1",
+    }
+    _run(
+        [
+            str(venv / "bin/python"),
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--find-links",
+            str(dist),
+            "bioanon[motion]",
+            "pytest>=8",
+            "hypothesis>=6.100",
+        ],
+        home,
+        env,
+        timeout=900,
+    )
     return venv, env
 
 
 def test_core_and_plugin_work_from_the_wheels_in_a_clean_venv(clean_venv, tmp_path):
     venv, env = clean_venv
     py = str(venv / "bin/python")
-    where = _run([py, "-c", "import bioanon, bioanon_motion; print(bioanon.__file__); print(bioanon_motion.__file__)"],
-                 tmp_path, env)
+    where = _run(
+        [py, "-c", "import bioanon, bioanon_motion; print(bioanon.__file__); print(bioanon_motion.__file__)"],
+        tmp_path,
+        env,
+    )
     assert all(line.startswith(str(venv)) for line in where.split()), where  # not the clone's editable code
     plugins = _run([str(venv / "bin/bioanon"), "plugins"], tmp_path, env)
     assert "bioanon-motion" in plugins and "loaded" in plugins
@@ -148,11 +183,18 @@ def test_new_plugin_installs_beside_the_core_wheel_and_passes_conformance(clean_
     _run([bioanon, "new-plugin", "acme"], tmp_path, env)
     project = tmp_path / "bioanon-acme"
     assert (project / "bioanon_acme/plugin.py").is_file() and (project / "README.md").is_file()
-    _run([str(venv / "bin/python"), "-m", "pip", "install", "-q", "--find-links", str(dist), str(project)],
-         tmp_path, env, timeout=900)
+    _run(
+        [str(venv / "bin/python"), "-m", "pip", "install", "-q", "--find-links", str(dist), str(project)],
+        tmp_path,
+        env,
+        timeout=900,
+    )
     listed = _run([bioanon, "methods", "acme.*"], tmp_path, env)
     assert "acme.quantize" in listed and "acme.nearest_neighbour" in listed
     assert "bioanon-acme" in _run([bioanon, "plugins"], tmp_path, env)
-    tests = _run([str(venv / "bin/python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(project / "tests")],
-                 tmp_path, env)
+    tests = _run(
+        [str(venv / "bin/python"), "-m", "pytest", "-q", "-p", "no:cacheprovider", str(project / "tests")],
+        tmp_path,
+        env,
+    )
     assert re.search(r"\b\d+ passed\b", tests) and "conformance: " in tests, tests  # _run checked the exit status

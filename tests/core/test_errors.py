@@ -29,14 +29,26 @@ BUILTINS = {"ValueError", "TypeError", "KeyError", "RuntimeError", "ImportError"
 #: (file, enclosing function, builtin) -> why a bare builtin is right there. Programming errors that users of
 #: bioanon (running methods, evaluations, the CLI) cannot cause, or a Python protocol that requires the builtin.
 ALLOWED: dict[tuple[str, str, str], str] = {
-    ("core/context.py", "_default_registry", "RuntimeError"):
-        "an internal invariant (importing bioanon installs the default registry), not a user's input",
-    ("core/methods.py", "param", "TypeError"):
-        "a plugin author's mutable default in a class definition, raised at import of the plugin",
-    ("core/methods.py", "Comparator.__call__", "ValueError"):
-        "a comparator function returned a matrix of the wrong shape: a bug in the method that declares it",
-    ("core/cache/store.py", "_json_default", "TypeError"):
-        "json.dumps' default= hook must raise TypeError for values it cannot convert (callers catch TypeError)",
+    (
+        "core/context.py",
+        "_default_registry",
+        "RuntimeError",
+    ): "an internal invariant (importing bioanon installs the default registry), not a user's input",
+    (
+        "core/methods.py",
+        "param",
+        "TypeError",
+    ): "a plugin author's mutable default in a class definition, raised at import of the plugin",
+    (
+        "core/methods.py",
+        "Comparator.__call__",
+        "ValueError",
+    ): "a comparator function returned a matrix of the wrong shape: a bug in the method that declares it",
+    (
+        "core/cache/store.py",
+        "_json_default",
+        "TypeError",
+    ): "json.dumps' default= hook must raise TypeError for values it cannot convert (callers catch TypeError)",
 }
 
 
@@ -69,17 +81,21 @@ def test_no_bare_builtin_errors_outside_the_allow_list():
                 seen.add((rel, scope, name))
             else:
                 bad.append(f"{rel}:{line} ({scope or 'module'}): raise {name}")
-    assert not bad, ("raise a bioanon.errors class (ParameterError, DataError, TableError, ConfigError, "
-                     "NotFittedError via require_fitted, ...) naming the method/parameter/file, or add the site to "
-                     "ALLOWED with a reason:\n" + "\n".join(bad))
+    assert not bad, (
+        "raise a bioanon.errors class (ParameterError, DataError, TableError, ConfigError, "
+        "NotFittedError via require_fitted, ...) naming the method/parameter/file, or add the site to "
+        "ALLOWED with a reason:\n" + "\n".join(bad)
+    )
     assert seen == set(ALLOWED), f"stale ALLOWED entries: {set(ALLOWED) - seen}"
 
 
 def test_the_walk_finds_bare_raises(tmp_path):
     """The static check can fail: it sees a bare raise in a method, with or without a call."""
     src = tmp_path / "m.py"
-    src.write_text("class A:\n    def f(self):\n        raise ValueError('x')\n\ndef g():\n    raise KeyError\n"
-                   "def h():\n    raise bioanon.errors.DataError('fine')\n")
+    src.write_text(
+        "class A:\n    def f(self):\n        raise ValueError('x')\n\ndef g():\n    raise KeyError\n"
+        "def h():\n    raise bioanon.errors.DataError('fine')\n"
+    )
     assert _bare_builtin_raises(src) == [("A.f", "ValueError", 3), ("g", "KeyError", 6)]
 
 
@@ -89,8 +105,9 @@ def _plugin_error_classes() -> list[tuple[str, str]]:
     for path in ROOT.glob("plugins/*/bioanon_*/**/*.py"):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.ClassDef) and any(
-                    (b.id if isinstance(b, ast.Name) else getattr(b, "attr", "")).endswith(("Error", "Exception"))
-                    for b in node.bases):
+                (b.id if isinstance(b, ast.Name) else getattr(b, "attr", "")).endswith(("Error", "Exception"))
+                for b in node.bases
+            ):
                 rel = path.relative_to(ROOT / "plugins").with_suffix("").parts[1:]
                 out.append((".".join(rel), node.name))
     return sorted(out)
@@ -172,9 +189,12 @@ def test_errors_with_structured_arguments_pickle():
 
     from bioanon.errors import MissingDependencyError, UnknownMethodError
 
-    for err in (ParameterError("any.x", "sigma", -5, "a number > 0"), NotFittedError("any.x", "enroll()", "score()"),
-                UnknownMethodError("any.y", ["any.x"], kind="anonymizer"),
-                MissingDependencyError("any.x", {"torch": "pip install torch"}, "CPU wheel")):
+    for err in (
+        ParameterError("any.x", "sigma", -5, "a number > 0"),
+        NotFittedError("any.x", "enroll()", "score()"),
+        UnknownMethodError("any.y", ["any.x"], kind="anonymizer"),
+        MissingDependencyError("any.x", {"torch": "pip install torch"}, "CPU wheel"),
+    ):
         back = pickle.loads(pickle.dumps(err))
         assert type(back) is type(err) and str(back) == str(err) and back.method_id == err.method_id
 

@@ -14,19 +14,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from evalconfigs import SMALL, config, failing_recognizer_plugin
 
 import bioanon
 from bioanon.cache import Cache
 from bioanon.errors import ConfigError
 from bioanon.executors import TaskFailed
-from evalconfigs import SMALL, config, failing_recognizer_plugin
 
 
 @pytest.fixture(scope="module")
 def result(tmp_path_factory):
     root = tmp_path_factory.mktemp("eval")
-    return bioanon.evaluate(config(), out_dir=root / "results", run_id="run", cache=root / "cache",
-                            progress=False, report=False)
+    return bioanon.evaluate(
+        config(), out_dir=root / "results", run_id="run", cache=root / "cache", progress=False, report=False
+    )
 
 
 def top1(metrics, **where):
@@ -52,8 +53,13 @@ def test_h1_deterministic_permutation_defeats_naive_not_parrot(result):
 
 def test_h4_fewer_subjects_raise_accuracy_beyond_chance(result):
     m = result.metrics
-    cna = m[(m.metric == "cna1") & (m.anonymizer == "noise") & (m.setting == "sigma=2.0")
-            & (m.selector == "random") & (m.scenario != "clear")]
+    cna = m[
+        (m.metric == "cna1")
+        & (m.anonymizer == "noise")
+        & (m.setting == "sigma=2.0")
+        & (m.selector == "random")
+        & (m.scenario != "clear")
+    ]
     by_n = cna.groupby("n_subjects").value.mean()
     assert by_n[6] > by_n[24] + 0.05, by_n.to_dict()
     acc = m[(m.metric == "top1") & (m.anonymizer == "noise") & (m.selector == "random") & (m.scenario == "naive")]
@@ -78,8 +84,17 @@ def test_h5_classification_selection_at_least_as_hard_as_random(result):
 
 def test_tidy_outputs_and_tradeoff(result):
     run = result.run_dir
-    for name in ("config.json", "environment.json", "metrics.parquet", "utility.parquet", "tradeoff.parquet",
-                 "auc.parquet", "warnings.json", "failures.json", "lineage.json"):
+    for name in (
+        "config.json",
+        "environment.json",
+        "metrics.parquet",
+        "utility.parquet",
+        "tradeoff.parquet",
+        "auc.parquet",
+        "warnings.json",
+        "failures.json",
+        "lineage.json",
+    ):
         assert (run / name).is_file(), name
     m = result.metrics
     assert set(m.scenario) == {"clear", "naive", "parrot"}
@@ -147,8 +162,14 @@ KILL_SCRIPT = textwrap.dedent("""
 
 
 def test_killed_run_resumes_with_identical_metrics(tmp_path):
-    cfg = config(**{**SMALL, "anonymizers": [{"id": "any.gaussian_noise", "name": "noise",
-                                              "grid": {"sigma": [0.5, 1.0, 2.0, 3.0, 4.0, 5.0]}}]})
+    cfg = config(
+        **{
+            **SMALL,
+            "anonymizers": [
+                {"id": "any.gaussian_noise", "name": "noise", "grid": {"sigma": [0.5, 1.0, 2.0, 3.0, 4.0, 5.0]}}
+            ],
+        }
+    )
     cache_dir = tmp_path / "cache"
     script = tmp_path / "run.py"
     script.write_text(KILL_SCRIPT)
@@ -212,8 +233,15 @@ def test_subjects_with_one_sample_train_the_attacker_but_are_not_evaluated(tmp_p
     cfg = config(**SMALL)
     cfg["repeats"] = 2
     cfg["selection"] = {"selectors": ["random"], "subject_counts": [6], "random_draws": 1}
-    r = bioanon.evaluate(cfg, data=table.filter(keep), out_dir=tmp_path / "out", run_id="r", cache=tmp_path / "c",
-                         progress=False, report=False)
+    r = bioanon.evaluate(
+        cfg,
+        data=table.filter(keep),
+        out_dir=tmp_path / "out",
+        run_id="r",
+        cache=tmp_path / "c",
+        progress=False,
+        report=False,
+    )
     lineage = json.loads((tmp_path / "out" / "r" / "lineage.json").read_text())
     for rep in lineage:
         parts = rep["subjects"]
@@ -239,7 +267,8 @@ def test_failure_stops_or_keeps_going(tmp_path, register_bioanon_plugin):
 
 def test_cli_evaluate_report_and_demo(tmp_path):
     toml = tmp_path / "eval.toml"
-    toml.write_text(textwrap.dedent("""
+    toml.write_text(
+        textwrap.dedent("""
         name = "cli"
         repeats = 1
         scenarios = ["naive", "parrot:0.5", "parrot"]
@@ -265,11 +294,17 @@ def test_cli_evaluate_report_and_demo(tmp_path):
 
         [report]
         bootstrap = 50
-    """))
+    """)
+    )
     env = {**os.environ, "BIOANON_CACHE": str(tmp_path / "cache")}
     cmd = [sys.executable, "-m", "bioanon.cli"]
-    out = subprocess.run(cmd + ["evaluate", str(toml), "--out", str(tmp_path / "res"), "--run-id", "r1",
-                                "--quiet"], capture_output=True, text=True, env=env, timeout=600)
+    out = subprocess.run(
+        cmd + ["evaluate", str(toml), "--out", str(tmp_path / "res"), "--run-id", "r1", "--quiet"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr
     assert "worst-case top-1" in out.stdout and "report:" in out.stdout
     run = tmp_path / "res" / "r1"
@@ -282,16 +317,22 @@ def test_cli_evaluate_report_and_demo(tmp_path):
     out = subprocess.run(cmd + ["report", str(run)], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0 and (run / "report.html").is_file()
 
-    out = subprocess.run(cmd + ["evaluate", str(tmp_path / "missing.toml")], capture_output=True, text=True,
-                         env=env, timeout=120)
+    out = subprocess.run(
+        cmd + ["evaluate", str(tmp_path / "missing.toml")], capture_output=True, text=True, env=env, timeout=120
+    )
     assert out.returncode == 2 and "missing.toml" in out.stderr
 
 
 @pytest.mark.slow
 def test_demo_runs_and_tells_where_the_report_is(tmp_path):
     env = {**os.environ, "BIOANON_CACHE": str(tmp_path / "cache")}
-    out = subprocess.run([sys.executable, "-m", "bioanon.cli", "demo", "--out", str(tmp_path), "--quiet"],
-                         capture_output=True, text=True, env=env, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-m", "bioanon.cli", "demo", "--out", str(tmp_path), "--quiet"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr
     report = Path(out.stdout.strip().splitlines()[-1].split("report: ", 1)[1])
     assert report.is_file() and report.parent.parent == tmp_path
@@ -300,8 +341,10 @@ def test_demo_runs_and_tells_where_the_report_is(tmp_path):
 
 def test_deanonymization_scenario_auc_and_reversibility(tmp_path):
     cfg = config(**SMALL)
-    cfg["anonymizers"] = [{"id": "any.block_permutation", "name": "perm", "grid": {"key": [1, 2]}},
-                          {"id": "any.gaussian_noise", "name": "noise", "grid": {"sigma": [1.0, 3.0]}}]
+    cfg["anonymizers"] = [
+        {"id": "any.block_permutation", "name": "perm", "grid": {"key": [1, 2]}},
+        {"id": "any.gaussian_noise", "name": "noise", "grid": {"sigma": [1.0, 3.0]}},
+    ]
     cfg["deanonymizer"] = {"id": "any.ridge_inversion"}
     cfg["scenarios"] = ["naive", "deanon"]
     r = bioanon.evaluate(cfg, out_dir=tmp_path / "out", run_id="d", cache=tmp_path / "cache", progress=False)
@@ -343,9 +386,10 @@ def test_two_runs_sharing_one_cache_at_once(tmp_path):
     script = tmp_path / "run.py"
     script.write_text(KILL_SCRIPT)
     cache_dir = tmp_path / "cache"
-    procs = [subprocess.Popen([sys.executable, str(script), json.dumps(cfg), str(cache_dir),
-                               str(tmp_path / f"{i}.json")])
-             for i in range(2)]
+    procs = [
+        subprocess.Popen([sys.executable, str(script), json.dumps(cfg), str(cache_dir), str(tmp_path / f"{i}.json")])
+        for i in range(2)
+    ]
     assert [p.wait(timeout=300) for p in procs] == [0, 0]
     import pandas as pd
 
@@ -387,8 +431,9 @@ def test_per_probe_scores_are_stored(tmp_path):
 
     cfg = config(**SMALL)
     cfg["report"] = {"bootstrap": 0, "per_probe_scores": True}
-    r = bioanon.evaluate(cfg, out_dir=tmp_path / "out", run_id="s", cache=tmp_path / "cache", progress=False,
-                         report=False)
+    r = bioanon.evaluate(
+        cfg, out_dir=tmp_path / "out", run_id="s", cache=tmp_path / "cache", progress=False, report=False
+    )
     files = sorted((r.run_dir / "scores").glob("*.parquet"))
     # 2 settings × 2 recognizers × 3 scenarios × 2 random draws
     assert len(files) == 24, [f.name for f in files]
@@ -416,8 +461,14 @@ def test_per_probe_scores_are_stored(tmp_path):
 
 def test_paper_protocol_beside_the_strong_evaluation(tmp_path):
     cfg = config(**SMALL)
-    cfg["anonymizers"] = [{"id": "any.random_set_mean", "name": "rsm",
-                           "params": {"attribute": "activity", "relevance_trees": 20}, "grid": {"set_size": [4, 16]}}]
+    cfg["anonymizers"] = [
+        {
+            "id": "any.random_set_mean",
+            "name": "rsm",
+            "params": {"attribute": "activity", "relevance_trees": 20},
+            "grid": {"set_size": [4, 16]},
+        }
+    ]
     cfg["report"] = {"bootstrap": 0, "paper_protocol": "activity", "reversibility_thresholds": [0.2, 0.6]}
     r = bioanon.evaluate(cfg, out_dir=tmp_path / "out", run_id="p", cache=tmp_path / "cache", progress=False)
     p = r.protocol.groupby(["setting", "metric"]).value.mean()
@@ -436,8 +487,16 @@ def test_load_warnings_of_the_data_source_come_first(tmp_path):
     trait-specific warning of its own (issue 19 item 6)."""
     data = bioanon.load_dataset("any.synthetic", n_subjects=12, samples_per_subject=6, dim=8, seed=1)
     data = data.with_metadata(load_warnings=["no face found in 2 image(s), kept uncropped: a.png, b.png"])
-    cfg = {"name": "warn", "seed": 0, "repeats": 1, "dataset": {"source": "any.synthetic"},
-           "anonymizers": [{"id": "any.gaussian_noise"}], "recognizers": [{"id": "any.cosine_centroid"}],
-           "scenarios": ["naive"], "selection": {"selectors": ["random"]}, "report": {"bootstrap": 0}}
+    cfg = {
+        "name": "warn",
+        "seed": 0,
+        "repeats": 1,
+        "dataset": {"source": "any.synthetic"},
+        "anonymizers": [{"id": "any.gaussian_noise"}],
+        "recognizers": [{"id": "any.cosine_centroid"}],
+        "scenarios": ["naive"],
+        "selection": {"selectors": ["random"]},
+        "report": {"bootstrap": 0},
+    }
     res = bioanon.evaluate(cfg, data=data, out_dir=None, cache=tmp_path / "cache", progress=False, report=False)
     assert res.warnings[0] == "no face found in 2 image(s), kept uncropped: a.png, b.png"

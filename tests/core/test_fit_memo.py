@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from evalconfigs import SMALL, config
+
 import bioanon
 from bioanon.context import RunContext
 from bioanon.fit_memo import FittedRecognizers
-
-from evalconfigs import SMALL, config
 
 
 def _cfg():
@@ -119,8 +119,10 @@ def test_gram_svd_of_a_wide_matrix_keeps_the_rows_of_the_masked_form():
     from bioanon.builtin.recognizers import _gram_svd
 
     rng = np.random.default_rng(2)
-    for x in (rng.normal(size=(20, 50)).astype(np.float32),
-              np.repeat(rng.normal(size=(3, 50)), 7, axis=0)):  # rank 3 of 21 rows
+    for x in (
+        rng.normal(size=(20, 50)).astype(np.float32),
+        np.repeat(rng.normal(size=(3, 50)), 7, axis=0),
+    ):  # rank 3 of 21 rows
         s, vt = _gram_svd(x)
         x64 = x.astype(np.float64)
         w, u = np.linalg.eigh(x64 @ x64.T)
@@ -129,5 +131,5 @@ def test_gram_svd_of_a_wide_matrix_keeps_the_rows_of_the_masked_form():
         ref = np.zeros((len(x), 50))
         ref[ok] = (u[:, ok].T @ x64) / s[ok, None]
         np.testing.assert_array_equal(vt, ref[: ok.sum()])
-        assert len(vt) == ok.sum() and np.abs(ref[ok.sum():]).max(initial=0.0) == 0.0
+        assert len(vt) == ok.sum() and np.abs(ref[ok.sum() :]).max(initial=0.0) == 0.0
     assert _gram_svd(np.zeros((4, 9)))[1].shape == (4, 9)

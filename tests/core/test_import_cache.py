@@ -41,8 +41,10 @@ def _saved(tmp_path, seed=3, name="data.arrow"):
 
 
 def _file_config(path, **dataset):
-    return config(**{**SMALL, "selection": {"selectors": ["random"], "subject_counts": [4], "random_draws": 1}},
-                  dataset={"source": "any.table", "path": str(path), **dataset})
+    return config(
+        **{**SMALL, "selection": {"selectors": ["random"], "subject_counts": [4], "random_draws": 1}},
+        dataset={"source": "any.table", "path": str(path), **dataset},
+    )
 
 
 def test_warm_rerun_does_not_import_again(tmp_path, count_imports):
@@ -147,6 +149,7 @@ def test_import_key_covers_the_modules_a_source_reads_with(tmp_path, monkeypatch
     import bioanon.fileio as fileio
 
     original = fileio.file_digest
-    monkeypatch.setattr(fileio, "file_digest",
-                        lambda p: original(p) + ("-changed" if str(p).endswith("interop.py") else ""))
+    monkeypatch.setattr(
+        fileio, "file_digest", lambda p: original(p) + ("-changed" if str(p).endswith("interop.py") else "")
+    )
     assert import_key(spec) != before

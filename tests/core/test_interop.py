@@ -11,11 +11,11 @@ import sys
 import numpy as np
 import pyarrow as pa
 import pytest
+from freshimports import modules_after
 
 import bioanon
 from bioanon.errors import TableError
 from bioanon.table import SampleTable
-from freshimports import modules_after
 
 
 def _table(n_per=3, subjects=("ann", "bob", "cy", "dee")) -> SampleTable:
@@ -27,15 +27,24 @@ def _table(n_per=3, subjects=("ann", "bob", "cy", "dee")) -> SampleTable:
     return SampleTable.from_arrays(
         subject=subject,
         sample_id=[f"x{i:02d}" for i in range(n)],
-        payloads={"features": rng.standard_normal((n, 5)).astype(np.float32),
-                  "image": rng.integers(0, 256, (n, 6, 4, 3), dtype=np.uint8),
-                  "imu": rng.standard_normal((n, 7, 2)).astype(np.float32),
-                  "pose": rng.standard_normal((n, 2, 3, 3)).astype(np.float32),
-                  "audio": [rng.standard_normal(int(k)).astype(np.float32) for k in rng.integers(3, 20, n)]},
-        attributes={"age": age, "sex": [None if i == 2 else "FM"[i % 2] for i in range(n)],
-                    "height": np.linspace(1.5, 2.0, n).astype(np.float32), "left": np.arange(n) % 3 == 0},
-        metadata={"trait": "any", "sample_rate": 16000,
-                  "lineage": [{"step": "any.gaussian_noise", "fingerprint": "abc", "params": {"sigma": 0.5}}]},
+        payloads={
+            "features": rng.standard_normal((n, 5)).astype(np.float32),
+            "image": rng.integers(0, 256, (n, 6, 4, 3), dtype=np.uint8),
+            "imu": rng.standard_normal((n, 7, 2)).astype(np.float32),
+            "pose": rng.standard_normal((n, 2, 3, 3)).astype(np.float32),
+            "audio": [rng.standard_normal(int(k)).astype(np.float32) for k in rng.integers(3, 20, n)],
+        },
+        attributes={
+            "age": age,
+            "sex": [None if i == 2 else "FM"[i % 2] for i in range(n)],
+            "height": np.linspace(1.5, 2.0, n).astype(np.float32),
+            "left": np.arange(n) % 3 == 0,
+        },
+        metadata={
+            "trait": "any",
+            "sample_rate": 16000,
+            "lineage": [{"step": "any.gaussian_noise", "fingerprint": "abc", "params": {"sigma": 0.5}}],
+        },
     )
 
 
@@ -75,9 +84,14 @@ def test_from_pandas_reads_a_plain_frame():
     import pandas as pd
 
     rng = np.random.default_rng(1)
-    df = pd.DataFrame({"speaker": ["a", "a", "b", "b"], "age": [30, 30, 41, 41],
-                       "features": [rng.standard_normal(3) for _ in range(4)],  # float64 lists: cast to float32
-                       "audio": [rng.standard_normal(k).astype(np.float32) for k in (5, 6, 7, 8)]})
+    df = pd.DataFrame(
+        {
+            "speaker": ["a", "a", "b", "b"],
+            "age": [30, 30, 41, 41],
+            "features": [rng.standard_normal(3) for _ in range(4)],  # float64 lists: cast to float32
+            "audio": [rng.standard_normal(k).astype(np.float32) for k in (5, 6, 7, 8)],
+        }
+    )
     t = SampleTable.from_pandas(df, metadata={"sample_rate": 8000})
     assert t.subjects.tolist() == ["a", "a", "b", "b"] and t.attribute_names == ["age"]
     assert t.sample_ids.tolist() == ["0", "1", "2", "3"]
@@ -149,14 +163,26 @@ def test_from_hf_reads_image_audio_and_classlabel_columns_and_renames():
         wavfile.write(buf, 8000, x)
         return {"bytes": buf.getvalue(), "path": None}
 
-    features = datasets.Features({"speaker_id": datasets.ClassLabel(names=["p", "q"]),
-                                  "img": datasets.Image(), "grey": datasets.Image(), "speech": datasets.Audio(),
-                                  "emb": datasets.Sequence(datasets.Value("float64"), length=3),
-                                  "lang": datasets.Value("string"),
-                                  "tags": datasets.Sequence(datasets.Value("string"))})
-    columns = {"speaker_id": [0, 1, 0, 1], "img": [png(x) for x in imgs], "grey": [png(x) for x in greys],
-               "speech": [wav(x) for x in sounds], "emb": rng.standard_normal((4, 3)).tolist(),
-               "lang": ["en", "de", "en", "fr"], "tags": [["a"], [], ["b"], ["c"]]}
+    features = datasets.Features(
+        {
+            "speaker_id": datasets.ClassLabel(names=["p", "q"]),
+            "img": datasets.Image(),
+            "grey": datasets.Image(),
+            "speech": datasets.Audio(),
+            "emb": datasets.Sequence(datasets.Value("float64"), length=3),
+            "lang": datasets.Value("string"),
+            "tags": datasets.Sequence(datasets.Value("string")),
+        }
+    )
+    columns = {
+        "speaker_id": [0, 1, 0, 1],
+        "img": [png(x) for x in imgs],
+        "grey": [png(x) for x in greys],
+        "speech": [wav(x) for x in sounds],
+        "emb": rng.standard_normal((4, 3)).tolist(),
+        "lang": ["en", "de", "en", "fr"],
+        "tags": [["a"], [], ["b"], ["c"]],
+    }
     # the Arrow storage as datasets writes it (its Audio encoder would need torchcodec, not needed to read)
     arrow = pa.table({k: pa.array(v, type=features.arrow_schema.field(k).type) for k, v in columns.items()})
     ds = datasets.Dataset(arrow, info=datasets.DatasetInfo(features=features))
@@ -202,10 +228,13 @@ def test_hf_source_evaluates_a_saved_datasetdict_without_conversion(tmp_path):
     loaded = bioanon.load_dataset("any.hf", tmp_path / "voices", split="test")
     np.testing.assert_array_equal(loaded.payload("features"), table.payload("features"))
     assert loaded.subjects.tolist() == table.subjects.tolist() and loaded.attribute_names == table.attribute_names
-    cfg = {"dataset": {"source": "any.hf", "path": str(tmp_path / "voices"), "params": {"split": "test"}},
-           "anonymizers": [{"id": "any.identity"}], "recognizers": [{"id": "any.cosine_centroid"}],
-           "selection": {"selectors": ["any.select_random"], "subject_counts": [8], "random_draws": 1},
-           "report": {"bootstrap": 20}}
+    cfg = {
+        "dataset": {"source": "any.hf", "path": str(tmp_path / "voices"), "params": {"split": "test"}},
+        "anonymizers": [{"id": "any.identity"}],
+        "recognizers": [{"id": "any.cosine_centroid"}],
+        "selection": {"selectors": ["any.select_random"], "subject_counts": [8], "random_draws": 1},
+        "report": {"bootstrap": 20},
+    }
     r = bioanon.evaluate(cfg, out_dir=None, cache=tmp_path / "cache", progress=False)
     top1 = r.metrics[(r.metrics.metric == "top1") & (r.metrics.scenario == "clear")].value.mean()
     assert top1 > 0.5  # identifiable (chance 1/8): the data set was read as it is

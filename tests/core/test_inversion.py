@@ -164,8 +164,9 @@ def test_trained_network_is_reused_from_the_weight_cache(tanh_data, tmp_path):
         assert Cache(tmp_path / "c").info().n_blobs == 1
         again = MlpInversion(**dict(small, threads=2)).fit(c_tr, a_tr)  # threads: not part of the key
         assert Cache(tmp_path / "c").info().n_blobs == 1
-        np.testing.assert_array_equal(first.transform(a_te).payload("features"),
-                                      again.transform(a_te).payload("features"))
+        np.testing.assert_array_equal(
+            first.transform(a_te).payload("features"), again.transform(a_te).payload("features")
+        )
         MlpInversion(**dict(small, lr=1e-3)).fit(c_tr, a_tr)  # another network: trained and kept
         assert Cache(tmp_path / "c").info().n_blobs == 2
 

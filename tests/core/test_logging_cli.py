@@ -18,8 +18,15 @@ from bioanon.cli import EXIT_NO_RESULTS, build_parser, main
 from bioanon.evaluation.config import load_config
 from bioanon.methods import first_sentence
 
-PHASES = ("importing the data set any.synthetic", "building the plan", "plan: ", "running ", "collecting the metrics",
-          "writing the results to", "rendering the report")
+PHASES = (
+    "importing the data set any.synthetic",
+    "building the plan",
+    "plan: ",
+    "running ",
+    "collecting the metrics",
+    "writing the results to",
+    "rendering the report",
+)
 
 
 def _toml(tmp_path, **overrides):
@@ -52,8 +59,12 @@ def test_quiet_and_verbose_work_before_and_after_the_command(tmp_path, capsys):
     assert "bioanon: building the plan" in err and "bioanon: running " in err
     assert "evaluation.run" not in err  # INFO lines do not name their module
 
-    for quiet in (["-q", "evaluate", toml], ["evaluate", toml, "-q"], ["evaluate", toml, "--quiet"],
-                  ["--quiet", "evaluate", toml]):
+    for quiet in (
+        ["-q", "evaluate", toml],
+        ["evaluate", toml, "-q"],
+        ["evaluate", toml, "--quiet"],
+        ["--quiet", "evaluate", toml],
+    ):
         assert main([*quiet, *common]) == 0, quiet
         captured = capsys.readouterr()
         assert captured.err == "", (quiet, captured.err)  # warnings and errors only: none here
@@ -158,20 +169,31 @@ def test_every_command_has_an_example_in_its_help(capsys):
         assert f"\n  {code} " in out
 
 
-@pytest.mark.parametrize("doc, summary", [
-    ("DP Snow (John et al. 2020): pixels replaced by grey. More text.",
-     "DP Snow (John et al. 2020): pixels replaced by grey."),
-    ("The gait set of Zou et al. (phone in a pocket), cut into windows. Details.",
-     "The gait set of Zou et al. (phone in a pocket), cut into windows."),
-    ("Round to a grid (e.g. 0.05 m = 50 mm). Then more.", "Round to a grid (e.g. 0.05 m = 50 mm)."),
-    ("A table, e.g. The output of anonymize, i.e. Arrow. Second.",
-     "A table, e.g. The output of anonymize, i.e. Arrow."),
-    ("Faces, voices, etc. and more, cf. Fig. 2 of the paper! Second.",
-     "Faces, voices, etc. and more, cf. Fig. 2 of the paper!"),
-    ("Blur with constant K. Then invert.", "Blur with constant K."),
-    ("One sentence\n  over two lines.", "One sentence over two lines."),
-    ("No full stop", "No full stop"),
-])
+@pytest.mark.parametrize(
+    "doc, summary",
+    [
+        (
+            "DP Snow (John et al. 2020): pixels replaced by grey. More text.",
+            "DP Snow (John et al. 2020): pixels replaced by grey.",
+        ),
+        (
+            "The gait set of Zou et al. (phone in a pocket), cut into windows. Details.",
+            "The gait set of Zou et al. (phone in a pocket), cut into windows.",
+        ),
+        ("Round to a grid (e.g. 0.05 m = 50 mm). Then more.", "Round to a grid (e.g. 0.05 m = 50 mm)."),
+        (
+            "A table, e.g. The output of anonymize, i.e. Arrow. Second.",
+            "A table, e.g. The output of anonymize, i.e. Arrow.",
+        ),
+        (
+            "Faces, voices, etc. and more, cf. Fig. 2 of the paper! Second.",
+            "Faces, voices, etc. and more, cf. Fig. 2 of the paper!",
+        ),
+        ("Blur with constant K. Then invert.", "Blur with constant K."),
+        ("One sentence\n  over two lines.", "One sentence over two lines."),
+        ("No full stop", "No full stop"),
+    ],
+)
 def test_summaries_end_at_sentence_ends(doc, summary):
     assert first_sentence(doc) == summary
 

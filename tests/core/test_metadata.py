@@ -26,8 +26,9 @@ def test_key_columns_are_found_in_any_case_and_never_twice():
 
 def test_per_file_join_parses_cells_and_keeps_keys_out(tmp_path):
     p = tmp_path / "m.csv"
-    p.write_text("\ufeffFile,speaker,emotion,score\n\nann/u0.wav,ann,happy,1\nann/u1.wav,ann,sad,\n"
-                 "ben/u0.wav,,calm,2.5\n")
+    p.write_text(
+        "\ufeffFile,speaker,emotion,score\n\nann/u0.wav,ann,happy,1\nann/u1.wav,ann,sad,\nben/u0.wav,,calm,2.5\n"
+    )
     meta = read_metadata_csv(p)
     assert meta.per == "file" and meta.key_column == "File" and meta.attribute_names == ["emotion", "score"]
     assert meta.lines == [3, 4, 5]  # blank lines are skipped, line numbers kept

@@ -68,9 +68,7 @@ def ref_min_cllr(M, N):
     total = 0.0
     for t, n in zip(tar, non, strict=True):
         p = t / (t + n)
-        llr = (math.log(p / (1 - p)) if 0 < p < 1 else (math.inf if p == 1 else -math.inf)) - math.log(
-            len(M) / len(N)
-        )
+        llr = (math.log(p / (1 - p)) if 0 < p < 1 else (math.inf if p == 1 else -math.inf)) - math.log(len(M) / len(N))
         if t:
             total += t / len(M) * (math.log1p(math.exp(-llr)) if llr != math.inf else 0.0)
         if n:
@@ -463,8 +461,9 @@ def test_bootstrap_vectorized_equals_slow_loop():
     subj_means = np.array([hits[groups == g].mean() for g in range(12)])
     fast_s = m.bootstrap_distribution(hits, groups, n_resamples=200, seed=5, statistic="subject")
     np.testing.assert_allclose(fast_s, subj_means[draws].mean(axis=1), atol=1e-12)
-    np.testing.assert_allclose(m.bootstrap_ci(hits, groups, seed=5),
-                               m.bootstrap_ci(lambda i: hits[i].mean(), groups, seed=5), atol=1e-12)
+    np.testing.assert_allclose(
+        m.bootstrap_ci(hits, groups, seed=5), m.bootstrap_ci(lambda i: hits[i].mean(), groups, seed=5), atol=1e-12
+    )
 
 
 def test_bootstrap_balanced_statistic_equals_callable_balanced_accuracy():

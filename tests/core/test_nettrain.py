@@ -10,9 +10,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from torchcontract import blobs as _blobs  # noqa: E402
+
 from bioanon.errors import ParameterError  # noqa: E402
 from bioanon.nettrain import arcface_head, infer, softmax_head, train_net  # noqa: E402
-from torchcontract import blobs as _blobs  # noqa: E402
 
 
 def _classifier(d: int = 8, classes: int = 4, head: str = "softmax", bn: bool = False):
@@ -21,10 +22,12 @@ def _classifier(d: int = 8, classes: int = 4, head: str = "softmax", bn: bool = 
     class Net(nn.Module):
         def __init__(self):
             super().__init__()
-            self.body = nn.Sequential(nn.Linear(d, 16), *([nn.BatchNorm1d(16)] if bn else []), nn.ReLU(),
-                                      nn.Linear(16, 8))
-            self.head = (softmax_head(8, classes) if head == "softmax"
-                         else arcface_head(8, classes, margin=0.3, scale=16.0))
+            self.body = nn.Sequential(
+                nn.Linear(d, 16), *([nn.BatchNorm1d(16)] if bn else []), nn.ReLU(), nn.Linear(16, 8)
+            )
+            self.head = (
+                softmax_head(8, classes) if head == "softmax" else arcface_head(8, classes, margin=0.3, scale=16.0)
+            )
 
         def loss(self, x, y):
             return self.head.loss(self.body(x), y)
@@ -37,8 +40,9 @@ def _fit(x, y, **kw):
     params.update(kw)
     head = params.pop("head", "softmax")
     bn = params.pop("bn", False)
-    return train_net(lambda: _classifier(x.shape[1], int(y.max()) + 1, head, bn),
-                     lambda idx, rng: (x[idx], y[idx]), len(x), **params)
+    return train_net(
+        lambda: _classifier(x.shape[1], int(y.max()) + 1, head, bn), lambda idx, rng: (x[idx], y[idx]), len(x), **params
+    )
 
 
 def _accuracy(net, x, y) -> float:

@@ -5,30 +5,46 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from evalconfigs import SMALL, config
 
 import bioanon
 from bioanon.cache import Cache
 from bioanon.errors import ConfigError
 from bioanon.evaluation.config import Rates, load_config
 from bioanon.evaluation.tasks import output_key
-from evalconfigs import SMALL, config
 
 RATES0 = {"background": 0, "attacker": 0.5, "evaluation": 0.5, "enrolment": 0.5}
 
 
 def test_config_accepts_background_zero_and_still_rejects_negative():
     assert load_config(config(rates=RATES0)).rates == Rates(0.0, 0.5, 0.5, 0.5)
-    with pytest.raises(ConfigError, match=r"rates.background: expected a number in \(0, 1\), got -0.1 .*0 = no "
-                                          r"background"):
+    with pytest.raises(
+        ConfigError,
+        match=r"rates.background: expected a number in \(0, 1\), got -0.1 .*0 = no "
+        r"background",
+    ):
         load_config(config(rates={**RATES0, "background": -0.1, "attacker": 0.6}))
 
 
 def test_evaluation_with_background_zero(tmp_path):
-    rsm = {"id": "any.random_set_mean", "name": "rsm",
-           "params": {"attribute": "group", "set_size": 4, "purity": 0.5, "sensitive_attribute": "subject",
-                      "relevance_trees": 10}}
-    cfg = config(**{**SMALL, "rates": RATES0,
-                    "anonymizers": [rsm, {"id": "any.gaussian_noise", "name": "noise", "params": {"sigma": 1.0}}]})
+    rsm = {
+        "id": "any.random_set_mean",
+        "name": "rsm",
+        "params": {
+            "attribute": "group",
+            "set_size": 4,
+            "purity": 0.5,
+            "sensitive_attribute": "subject",
+            "relevance_trees": 10,
+        },
+    }
+    cfg = config(
+        **{
+            **SMALL,
+            "rates": RATES0,
+            "anonymizers": [rsm, {"id": "any.gaussian_noise", "name": "noise", "params": {"sigma": 1.0}}],
+        }
+    )
     cache = Cache(tmp_path / "cache")
     result = bioanon.evaluate(cfg, out_dir=None, cache=cache, progress=False, report=False)
     assert result.failures == []

@@ -7,11 +7,11 @@ import os
 
 import numpy as np
 import pytest
+from evalconfigs import SMALL, config
 from matplotlib.figure import Figure
 
 import bioanon
 from bioanon.errors import BioanonError
-from evalconfigs import SMALL, config
 
 
 @pytest.fixture(scope="module")
@@ -79,12 +79,10 @@ def test_plots_are_figures(result):
 
 
 def test_single_setting_is_drawn_as_a_point():
-    one = config(**(SMALL | {"anonymizers": [{"id": "any.gaussian_noise", "name": "noise",
-                                               "params": {"sigma": 2.0}}]}))
+    one = config(**(SMALL | {"anonymizers": [{"id": "any.gaussian_noise", "name": "noise", "params": {"sigma": 2.0}}]}))
     res = bioanon.evaluate(one, out_dir=None, progress=False, report=False)
     lines = [ln for ax in res.plot().axes for ln in ax.lines if len(ln.get_xdata()) == 1]
-    assert lines and all(ln.get_linestyle() == "None" and ln.get_marker() not in (None, "None", "")
-                         for ln in lines)
+    assert lines and all(ln.get_linestyle() == "None" and ln.get_marker() not in (None, "None", "") for ln in lines)
 
 
 def test_plot_without_utility_says_why():

@@ -13,8 +13,13 @@ TRAINING = re.compile(r"\.backward\(|torch\.optim\.|\boptim\.(Adam|SGD|AdamW)\b|
 def test_no_training_loop_outside_the_core_trainer():
     sources = sorted((ROOT / "core").rglob("*.py")) + sorted((ROOT / "plugins").rglob("bioanon_*/**/*.py"))
     assert len(sources) > 40
-    found = [f"{p.relative_to(ROOT)}:{i}: {line.strip()}" for p in sources if p.name != "nettrain.py"
-             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if TRAINING.search(line)]
+    found = [
+        f"{p.relative_to(ROOT)}:{i}: {line.strip()}"
+        for p in sources
+        if p.name != "nettrain.py"
+        for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1)
+        if TRAINING.search(line)
+    ]
     assert not found, "training code outside bioanon.nettrain.train_net:\n" + "\n".join(found)
     assert TRAINING.search((ROOT / "core" / "nettrain.py").read_text())  # the pattern does find the trainer
 

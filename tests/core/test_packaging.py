@@ -45,8 +45,10 @@ def test_every_core_subpackage_is_packaged():
     root = Path(__file__).resolve().parents[2]
     setup = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"]
     listed = set(setup["packages"])
-    found = {"bioanon" + ("." + ".".join(p.parent.relative_to(root / "core").parts) if p.parent != root / "core"
-                          else "") for p in (root / "core").rglob("__init__.py")}
+    found = {
+        "bioanon" + ("." + ".".join(p.parent.relative_to(root / "core").parts) if p.parent != root / "core" else "")
+        for p in (root / "core").rglob("__init__.py")
+    }
     mapped = {name for name, folder in setup["package-dir"].items() if folder != "core"}  # e.g. bioanon.examples
     assert all((root / setup["package-dir"][name] / "__init__.py").is_file() for name in mapped)
     assert found | mapped == listed

@@ -23,8 +23,10 @@ pytestmark = pytest.mark.slow
 
 def _cfg():
     cfg = config(**SMALL)
-    cfg["anonymizers"] = [{"id": "any.gaussian_noise", "name": "noise", "grid": {"sigma": [0.5, 1.0, 2.0, 3.0]}},
-                          {"id": "any.block_permutation", "name": "perm"}]
+    cfg["anonymizers"] = [
+        {"id": "any.gaussian_noise", "name": "noise", "grid": {"sigma": [0.5, 1.0, 2.0, 3.0]}},
+        {"id": "any.block_permutation", "name": "perm"},
+    ]
     return cfg
 
 
@@ -37,8 +39,9 @@ def test_two_jobs_give_the_results_of_one(tmp_path, monkeypatch):
     with threadpool_limits(1):
         one = bioanon.evaluate(_cfg(), out_dir=None, cache=tmp_path / "one", progress=False, jobs=1)
     monkeypatch.setenv("BIOANON_CORES", "2")
-    two = bioanon.evaluate(_cfg(), out_dir=tmp_path / "out", cache=tmp_path / "two", progress=False, jobs=2,
-                           report=False)
+    two = bioanon.evaluate(
+        _cfg(), out_dir=tmp_path / "out", cache=tmp_path / "two", progress=False, jobs=2, report=False
+    )
     assert two.executed == one.executed > 16 and two.cached == 0
     assert two.metrics.equals(one.metrics) and two.auc.equals(one.auc) and two.utility.equals(one.utility)
     assert json.loads((two.run_dir / "environment.json").read_text())["jobs"] == 2
@@ -62,8 +65,9 @@ def test_runtime_registered_methods_run_in_this_process(tmp_path, register_bioan
     register_bioanon_plugin(failing_recognizer_plugin("test.fails", ("features",), "boom"), "fails")
     cfg = config(**SMALL)
     cfg["recognizers"] = [{"id": "any.cosine_centroid"}, {"id": "test.fails"}]
-    r = bioanon.evaluate(cfg, out_dir=tmp_path / "o", cache=tmp_path / "c", progress=False, jobs=2,
-                         keep_going=True, report=False)
+    r = bioanon.evaluate(
+        cfg, out_dir=tmp_path / "o", cache=tmp_path / "c", progress=False, jobs=2, keep_going=True, report=False
+    )
     assert r.failures and all("boom" in f["error"] for f in r.failures)
     assert json.loads((r.run_dir / "environment.json").read_text())["jobs"] == 1
 
@@ -100,8 +104,15 @@ def test_accelerator_tasks_run_one_per_device(tmp_path, monkeypatch):
 
     monkeypatch.setattr(ex, "_run_timed", fake_run)
     monkeypatch.setattr(ex, "MIN_TASKS_PER_WORKER", 1)
-    tasks = [_task("a"), _task("g1", device="cuda:0"), _task("g2", device="cuda:0"), _task("g3", device="cuda:1"),
-             _task("b", deps=("g1",)), _task("c"), _task("d", deps=("b", "g2"))]
+    tasks = [
+        _task("a"),
+        _task("g1", device="cuda:0"),
+        _task("g2", device="cuda:0"),
+        _task("g3", device="cuda:1"),
+        _task("b", deps=("g1",)),
+        _task("c"),
+        _task("d", deps=("b", "g2")),
+    ]
     executor = LocalExecutor(Cache(tmp_path), progress=False, jobs=4)
     executor.make_pool = lambda jobs: ThreadPoolExecutor(jobs)
     report = executor.run(tasks)
@@ -117,10 +128,20 @@ def test_small_or_narrow_plans_run_in_this_process(tmp_path):
     chain = [_task("a"), _task("b", deps=("a",)), _task("c", deps=("b",))]
     fan = [_task("r")] + [_task(f"x{i}", deps=("r",)) for i in range(5)] + [_task("z", deps=("x0", "x4"))]
     assert widest_level(chain) == 1 and widest_level(fan) == 5 and widest_level([]) == 0
-    tiny = bioanon.evaluate(config(**SMALL) | {"anonymizers": [{"id": "any.gaussian_noise", "name": "n"}],
-                                               "recognizers": [{"id": "any.cosine_centroid"}],
-                                               "scenarios": ["naive"], "utility": []},
-                            out_dir=tmp_path / "o", cache=tmp_path / "c", progress=False, jobs=2, report=False)
+    tiny = bioanon.evaluate(
+        config(**SMALL)
+        | {
+            "anonymizers": [{"id": "any.gaussian_noise", "name": "n"}],
+            "recognizers": [{"id": "any.cosine_centroid"}],
+            "scenarios": ["naive"],
+            "utility": [],
+        },
+        out_dir=tmp_path / "o",
+        cache=tmp_path / "c",
+        progress=False,
+        jobs=2,
+        report=False,
+    )
     assert json.loads((tiny.run_dir / "environment.json").read_text())["jobs"] == 1  # 5 tasks: not worth it
 
 
@@ -167,9 +188,15 @@ def test_a_script_without_a_main_guard_is_not_run_again_by_workers(tmp_path):
         "import bioanon\nfrom evalconfigs import SMALL, config\n"
         "print('script ran', flush=True)\n"
         f"r = bioanon.evaluate(config(**SMALL), out_dir=None, cache={str(tmp_path / 'c')!r}, progress=False, "
-        "jobs=2)\nprint('tasks', r.executed)\n")
-    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300,
-                         env={k: v for k, v in __import__("os").environ.items() if k != "BIOANON_JOBS"})
+        "jobs=2)\nprint('tasks', r.executed)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={k: v for k, v in __import__("os").environ.items() if k != "BIOANON_JOBS"},
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.count("script ran") == 1 and "tasks" in out.stdout
 
@@ -190,6 +217,9 @@ def test_a_dead_worker_stops_the_run_with_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setattr(ex, "MIN_TASKS_PER_WORKER", 1)
     executor = LocalExecutor(Cache(tmp_path), progress=False, jobs=2, keep_going=True)
     executor.make_pool = lambda jobs: ProcessPoolExecutor(jobs, mp_context=multiprocessing.get_context("fork"))
-    with pytest.raises(bioanon.BioanonError, match=r"a worker process died while running it .* same command "
-                                                   r"resumes"):
+    with pytest.raises(
+        bioanon.BioanonError,
+        match=r"a worker process died while running it .* same command "
+        r"resumes",
+    ):
         executor.run([_task("a"), _task("b"), _task("c")])

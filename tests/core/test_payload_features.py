@@ -11,8 +11,8 @@ import pytest
 import bioanon
 from bioanon.builtin.protocol import paper_protocol
 from bioanon.errors import TableError
-from bioanon.metrics import label_indices, top_k_accuracy
 from bioanon.methods import feature_matrix
+from bioanon.metrics import label_indices, top_k_accuracy
 from bioanon.testing import make_table
 
 AGNOSTIC = ["any.cosine_centroid", "any.pca_svm", "any.lda_cosine", "any.knn", "any.logistic_regression"]
@@ -20,8 +20,7 @@ AGNOSTIC = ["any.cosine_centroid", "any.pca_svm", "any.lda_cosine", "any.knn", "
 
 def spectrum(table):
     """A toy feature view of ``audio``: log magnitudes of the 150–450 Hz FFT bins of the first 800 samples."""
-    return np.stack([np.log1p(np.abs(np.fft.rfft(a[:800]))[15:45]) for a in table.payload("audio")]).astype(
-        np.float32)
+    return np.stack([np.log1p(np.abs(np.fft.rfft(a[:800]))[15:45]) for a in table.payload("audio")]).astype(np.float32)
 
 
 def _plugin(name: str, payload: str = "audio", fn=spectrum):
@@ -107,11 +106,17 @@ def test_dimension_mismatch_after_fit_is_named():
 
 def test_evaluation_without_a_feature_view_fails_before_any_work_naming_the_hook(bioanon_plugin_manager):
     data = make_table(n_subjects=10, samples_per_subject=6, payload="audio", seed=3)
-    cfg = {"name": "no-view", "seed": 0, "repeats": 1, "scenarios": ["naive"],
-           "dataset": {"source": "any.synthetic"},
-           "anonymizers": [{"id": "any.identity"}], "recognizers": [{"id": "any.cosine_centroid"}],
-           "selection": {"selectors": ["random"], "random_draws": 1},
-           "report": {"bootstrap": 0, "paper_protocol": "group"}}
+    cfg = {
+        "name": "no-view",
+        "seed": 0,
+        "repeats": 1,
+        "scenarios": ["naive"],
+        "dataset": {"source": "any.synthetic"},
+        "anonymizers": [{"id": "any.identity"}],
+        "recognizers": [{"id": "any.cosine_centroid"}],
+        "selection": {"selectors": ["random"], "random_draws": 1},
+        "report": {"bootstrap": 0, "paper_protocol": "group"},
+    }
     with pytest.raises(bioanon.ConfigError) as info:
         bioanon.evaluate(cfg, data=data, out_dir=None, progress=False, report=False, keep_going=True)
     problems = info.value.problems

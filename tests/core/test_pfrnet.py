@@ -15,8 +15,18 @@ from bioanon.errors import ParameterError, TableError  # noqa: E402
 from bioanon.metrics import balanced_accuracy  # noqa: E402
 from bioanon.table import SampleTable  # noqa: E402
 
-FAST = {"attribute": "sex", "identity_dim": 16, "attribute_dim": 4, "hidden": 64, "epochs": 40, "batch_size": 32,
-        "lr": 3e-3, "adversarial_weight": 3.0, "threads": 1, "device": "cpu"}
+FAST = {
+    "attribute": "sex",
+    "identity_dim": 16,
+    "attribute_dim": 4,
+    "hidden": 64,
+    "epochs": 40,
+    "batch_size": 32,
+    "lr": 3e-3,
+    "adversarial_weight": 3.0,
+    "threads": 1,
+    "device": "cpu",
+}
 
 
 def _templates(n_subjects: int, per: int, seed: int, *, offset: int = 0, dim: int = 24) -> SampleTable:
@@ -28,9 +38,11 @@ def _templates(n_subjects: int, per: int, seed: int, *, offset: int = 0, dim: in
     sex = rng.integers(0, 2, n_subjects)
     centres = rng.standard_normal((n_subjects, dim)) + 3.0 * np.outer(2 * sex - 1, direction)
     x = np.repeat(centres, per, axis=0) + 0.5 * rng.standard_normal((n_subjects * per, dim))
-    return SampleTable.from_arrays(subject=np.repeat([f"s{offset + i}" for i in range(n_subjects)], per),
-                                   payloads={"features": x.astype(np.float32)},
-                                   attributes={"sex": np.repeat(np.where(sex == 1, "F", "M"), per)})
+    return SampleTable.from_arrays(
+        subject=np.repeat([f"s{offset + i}" for i in range(n_subjects)], per),
+        payloads={"features": x.astype(np.float32)},
+        attributes={"sex": np.repeat(np.where(sex == 1, "F", "M"), per)},
+    )
 
 
 @pytest.fixture(scope="module")
@@ -86,8 +98,9 @@ def test_pfrnet_checks_its_inputs():
         Pfrnet(**{**FAST, "attribute": ""}).fit(t)
     with pytest.raises(TableError, match="no attribute 'age'"):
         Pfrnet(**{**FAST, "attribute": "age"}).fit(t)
-    one_value = SampleTable.from_arrays(subject=t.subjects, payloads={"features": t.payload("features")},
-                                        attributes={"sex": np.array(["F"] * len(t))})
+    one_value = SampleTable.from_arrays(
+        subject=t.subjects, payloads={"features": t.payload("features")}, attributes={"sex": np.array(["F"] * len(t))}
+    )
     with pytest.raises(TableError, match="two values"):
         Pfrnet(**FAST).fit(one_value)
     with pytest.raises(RuntimeError, match="fit"):

@@ -117,7 +117,7 @@ BROKEN = {
     "unknown_hook": "import bioanon\n@bioanon.hookimpl\ndef register_anonymisers(register):\n    pass\n",
     "not_a_class": "import bioanon\n@bioanon.hookimpl\ndef register_anonymizers(register):\n    register(object())\n",
     "raises": "import bioanon\n@bioanon.hookimpl\ndef register_recognizers(register):\n"
-              "    raise RuntimeError('boom')\n",
+    "    raise RuntimeError('boom')\n",
 }
 EXPECTED = {
     "import_error": "ModuleNotFoundError: No module named 'no_such_module_anywhere'",
@@ -196,7 +196,8 @@ def test_parameter_named_like_a_class_attribute_is_rejected(register_bioanon_plu
 
     code = GOOD_PLUGIN.format(trait="clash").replace(
         'scale: float = param(1.0, help="multiplier", low=0.0)',
-        'scale: float = param(1.0, help="multiplier", low=0.0)\n    distribution: str = param("normal", help="x")')
+        'scale: float = param(1.0, help="multiplier", low=0.0)\n    distribution: str = param("normal", help="x")',
+    )
     mod = types.ModuleType("clash_plugin")
     sys.modules["clash_plugin"] = mod
     try:
@@ -290,11 +291,14 @@ def test_an_import_failure_of_a_compatible_plugin_is_reported_as_before(site):
     assert status.api == ">=1.0"
 
 
-@pytest.mark.parametrize(("declared", "note"), [
-    ('">=one"', "BIOANON_API = '>=one' is not a PEP 440 version range such as '>=1.0,<2'"),
-    ('""', "BIOANON_API = '' is not a PEP 440 version range"),
-    ("1.0", "BIOANON_API = 1.0 is not a PEP 440 version range"),
-])
+@pytest.mark.parametrize(
+    ("declared", "note"),
+    [
+        ('">=one"', "BIOANON_API = '>=one' is not a PEP 440 version range such as '>=1.0,<2'"),
+        ('""', "BIOANON_API = '' is not a PEP 440 version range"),
+        ("1.0", "BIOANON_API = 1.0 is not a PEP 440 version range"),
+    ],
+)
 def test_a_malformed_range_is_a_broken_plugin(site, declared, note):
     make_dist(site, "bioanon-toy", "bioanon_toy", f"BIOANON_API = {declared}\n" + GOOD_PLUGIN.format(trait="toy"))
     with pytest.warns(PluginLoadWarning, match="failed to load"):
@@ -369,7 +373,7 @@ def test_the_builtin_plugins_declare_the_current_api():
 
 # ------------------------------------------------------------------------------------------ register_commands
 
-COMMAND_PLUGIN = '''
+COMMAND_PLUGIN = """
 from bioanon.api import BioanonError, hookimpl
 
 BIOANON_API = ">=1.0,<2"
@@ -386,7 +390,7 @@ def register_commands(subparsers):
     p.add_argument("--name", default="world")
     p.set_defaults(func=hello)
     {more}
-'''
+"""
 
 
 def _command_plugin(name: str, command: str = "hello", more: str = "") -> object:
@@ -450,8 +454,10 @@ def test_a_command_clashing_with_an_earlier_plugin_names_it(register_bioanon_plu
     register_bioanon_plugin(_command_plugin("second_plugin"), "second_plugin", distribution="bioanon-second")
     code, out, err = _cli(capsys, "hello")
     assert code == 3 and out == "hello world\n"
-    assert "bioanon-second 0 (second_plugin) could not add its commands: command 'hello' is already a command of " \
-           "bioanon-first" in " ".join(err.split())
+    assert (
+        "bioanon-second 0 (second_plugin) could not add its commands: command 'hello' is already a command of "
+        "bioanon-first" in " ".join(err.split())
+    )
 
 
 def test_a_command_clash_is_fatal_when_strict(capsys):
@@ -465,8 +471,10 @@ def test_a_command_clash_is_fatal_when_strict(capsys):
     finally:
         reset_plugin_manager(old)
     assert code == 2 and out == "" and "Traceback" not in err
-    assert err.startswith("bioanon: error: bioanon: plugin clash_plugin 0 (clash_plugin) could not add its commands: "
-                          "command 'methods' is already a bioanon command")
+    assert err.startswith(
+        "bioanon: error: bioanon: plugin clash_plugin 0 (clash_plugin) could not add its commands: "
+        "command 'methods' is already a bioanon command"
+    )
     assert "BIOANON_STRICT_PLUGINS" in err
 
 

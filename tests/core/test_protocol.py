@@ -104,10 +104,12 @@ def test_nearest_original_reid_ties_and_alignment(data):
 def test_bad_arguments_are_bioanon_errors_naming_the_parameter(data):
     from bioanon.errors import BioanonError
 
-    for kw, name in (({"holdout": 1.0}, "holdout"), ({"k": (0,)}, "k"), ({"identity_classifier": "bayes"},
-                                                                          "identity_classifier")):
+    for kw, name in (
+        ({"holdout": 1.0}, "holdout"),
+        ({"k": (0,)}, "k"),
+        ({"identity_classifier": "bayes"}, "identity_classifier"),
+    ):
         with pytest.raises(BioanonError, match=f"paper_protocol: parameter '{name}'"):
             paper_protocol(data, data, None, **kw)
     with pytest.raises(BioanonError, match="nearest_original_reid: parameter 'k'"):
         nearest_original_reid(data, data, k=0)
-

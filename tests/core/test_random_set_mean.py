@@ -53,8 +53,9 @@ def test_line9_matches_reference_for_the_same_sets(backend):
     got = E.weighted_set_mean(x, sets, sel, 25.0, backend=backend)
     np.testing.assert_allclose(got, line9_reference(x, sets, sel, 25.0), rtol=2e-6, atol=2e-6)
     # the full transform draws exactly these sets
-    full = E.random_set_mean(x, codes, sel, set_size=7, n_same=E.purity_count(0.6, 7), weight=25.0, seed=3,
-                             backend=backend)
+    full = E.random_set_mean(
+        x, codes, sel, set_size=7, n_same=E.purity_count(0.6, 7), weight=25.0, seed=3, backend=backend
+    )
     np.testing.assert_array_equal(full, got)
 
 
@@ -152,20 +153,17 @@ def test_sets_do_not_depend_on_chunking(monkeypatch):
     n = E.SAMPLING_BLOCK + 1500
     x, codes = _data(n=n, d=6, n_classes=4)
     full = E.sample_sets(codes, 5, 3, seed=9)
-    np.testing.assert_array_equal(E.sample_sets(codes, 5, 3, seed=9, start=E.SAMPLING_BLOCK),
-                                  full[E.SAMPLING_BLOCK:])
+    np.testing.assert_array_equal(E.sample_sets(codes, 5, 3, seed=9, start=E.SAMPLING_BLOCK), full[E.SAMPLING_BLOCK :])
     sel = np.array([True, False] * 3)
     a = E.random_set_mean(x, codes, sel, set_size=5, n_same=3, weight=4.0, seed=9)
     monkeypatch.setattr(E, "_ALL_SETS_BYTES", 1)  # super-chunks instead of one call
     monkeypatch.setattr(E, "_SET_BYTES", 1)  # of one sampling block each
     for backend in ("torch", "numpy"):
-        b = E.random_set_mean(x, codes, sel, set_size=5, n_same=3, weight=4.0, seed=9, backend=backend,
-                              threads=2)
+        b = E.random_set_mean(x, codes, sel, set_size=5, n_same=3, weight=4.0, seed=9, backend=backend, threads=2)
         np.testing.assert_array_equal(E.weighted_set_mean(x, full, sel, 4.0, backend=backend), b)
         if backend == "torch":
             np.testing.assert_array_equal(a, b)
-        b1 = E.random_set_mean(x, codes, sel, set_size=5, n_same=3, weight=4.0, seed=9, backend=backend,
-                               threads=1)
+        b1 = E.random_set_mean(x, codes, sel, set_size=5, n_same=3, weight=4.0, seed=9, backend=backend, threads=1)
         np.testing.assert_array_equal(b1, b)
     np.testing.assert_allclose(a, line9_reference(x, full, sel, 4.0), rtol=2e-6, atol=2e-6)
     with pytest.raises(ValueError, match="multiple of SAMPLING_BLOCK"):
@@ -273,8 +271,7 @@ def test_seeded_determinism_and_backends(monkeypatch):
     n = RandomSetMean(**kw, backend="numpy").fit_transform(tab).payload("features")
     np.testing.assert_allclose(n, a, rtol=1e-6, atol=1e-6)
     monkeypatch.setattr(E, "_torch", lambda: None)  # as if torch were not installed
-    np.testing.assert_allclose(RandomSetMean(**kw).fit_transform(tab).payload("features"), a, rtol=1e-6,
-                               atol=1e-6)
+    np.testing.assert_allclose(RandomSetMean(**kw).fit_transform(tab).payload("features"), a, rtol=1e-6, atol=1e-6)
     with pytest.raises(ImportError, match="needs torch"):
         RandomSetMean(**kw, backend="torch").fit_transform(tab)
 
@@ -291,11 +288,18 @@ def test_fit_on_background_or_on_the_table_itself():
     unfitted = RandomSetMean(attribute="activity", set_size=4, purity=0.5, relevance_trees=20)
     assert unfitted.fit(bare).selected_ is None
     on_itself = RandomSetMean(attribute="activity", set_size=4, purity=0.5, relevance_trees=20).fit(table)
-    np.testing.assert_array_equal(unfitted.transform(table).payload("features"),
-                                  on_itself.transform(table).payload("features"))
+    np.testing.assert_array_equal(
+        unfitted.transform(table).payload("features"), on_itself.transform(table).payload("features")
+    )
     # relevance_samples subsamples the estimate (and so changes it)
-    small = RandomSetMean(attribute="activity", set_size=4, purity=0.5, relevance_trees=20,
-                          relevance_samples=12, sensitive_attribute="subject").fit(back)
+    small = RandomSetMean(
+        attribute="activity",
+        set_size=4,
+        purity=0.5,
+        relevance_trees=20,
+        relevance_samples=12,
+        sensitive_attribute="subject",
+    ).fit(back)
     assert set(small.relevance_scores_) == {"activity", "subject"}
     assert not np.array_equal(small.relevance_scores_["activity"], m.relevance_scores_["activity"])
     mi = RandomSetMean(attribute="activity", set_size=4, purity=0.5, relevance="mutual_information").fit(back)
@@ -312,12 +316,16 @@ def _with_nan(tab: SampleTable) -> SampleTable:
 
 def test_clear_errors():
     tab = make_table()
-    with pytest.raises(TableError, match=r"no attribute 'mood' \(attribute\).*available: \['subject', 'group', "
-                                         r"'activity'\]"):
+    with pytest.raises(
+        TableError,
+        match=r"no attribute 'mood' \(attribute\).*available: \['subject', 'group', "
+        r"'activity'\]",
+    ):
         RandomSetMean(attribute="mood", set_size=4).fit_transform(tab)
     with pytest.raises(TableError, match=r"no attribute 'age' \(additional_attributes\)"):
-        RandomSetMean(attribute="activity", set_size=4, purity=0.5, additional_attributes=("age",),
-                      additional_retention=(0.2,)).transform(tab)
+        RandomSetMean(
+            attribute="activity", set_size=4, purity=0.5, additional_attributes=("age",), additional_retention=(0.2,)
+        ).transform(tab)
     with pytest.raises(ParameterError, match="one retention ratio per additional attribute"):
         RandomSetMean(attribute="activity", additional_attributes=("group",))
     with pytest.raises(ParameterError, match="'attribute'"):
@@ -329,8 +337,11 @@ def test_clear_errors():
     with pytest.raises(TableError, match="set_size g=40 exceeds the 36 records"):
         RandomSetMean(attribute="activity", set_size=40, retention=0.0).transform(tab)
     # activity has 12 records per value; g=32, t=0.9 needs 29
-    with pytest.raises(TableError, match=r"any.random_set_mean: attribute 'activity' = 0 has 12 records; a set of "
-                                         r"g=32 needs 29.*small_class='with_replacement'"):
+    with pytest.raises(
+        TableError,
+        match=r"any.random_set_mean: attribute 'activity' = 0 has 12 records; a set of "
+        r"g=32 needs 29.*small_class='with_replacement'",
+    ):
         RandomSetMean(attribute="activity", retention=0.0).transform(tab)
     out = RandomSetMean(attribute="activity", retention=0.0, small_class="with_replacement").transform(tab)
     assert out.payload("features").shape == (36, 16)
@@ -340,11 +351,13 @@ def test_clear_errors():
     with pytest.raises(TableError, match=r"any.random_set_mean: .*NaN/inf values in 2 records \(rows \[3, 7\]\)"):
         clean_fit.transform(_with_nan(tab))
     with pytest.raises(TableError, match="NaN/inf"):
-        E.random_set_mean(np.full((20, 3), np.nan, np.float32), np.zeros(20, int), np.ones(3, bool),
-                          set_size=2, n_same=2, weight=2.0)
+        E.random_set_mean(
+            np.full((20, 3), np.nan, np.float32), np.zeros(20, int), np.ones(3, bool), set_size=2, n_same=2, weight=2.0
+        )
     with pytest.raises(TableError, match="fixed-shape payload"):
         RandomSetMean(attribute="activity", set_size=4, purity=0.5, payload="audio").transform(
-            make_table(payload="audio"))
+            make_table(payload="audio")
+        )
     missing = tab.with_attribute("activity", [None] + [1] * 35)
     with pytest.raises(TableError, match="attribute 'activity' has 1 missing values"):
         RandomSetMean(attribute="activity", set_size=4, purity=0.5, retention=0.0).transform(missing)
@@ -358,8 +371,11 @@ def test_clear_errors():
 
 def _protocol(table_seed=1, **make):
     """Subject-wise within split: classifiers trained on clear train; anonymize test (relevance fitted on train)."""
-    tab = make_synthetic(**make) if make else bioanon.load_dataset(
-        "any.synthetic", n_subjects=30, samples_per_subject=24, seed=table_seed)
+    tab = (
+        make_synthetic(**make)
+        if make
+        else bioanon.load_dataset("any.synthetic", n_subjects=30, samples_per_subject=24, seed=table_seed)
+    )
     train, test = tab.split_within_subjects([0.5, 0.5], seed=0)
     xtr = train.payload("features")
     rf_attr = RandomForestClassifier(60, random_state=0, n_jobs=2).fit(xtr, train.attribute("activity"))
@@ -386,8 +402,11 @@ def make_synthetic(n_subjects=30, per_subject=24, seed=0):
     act_fx = rng.standard_normal((3, 6))[act] * 1.5
     both = rng.standard_normal((n_subjects, 6))[subj] * 1.5 + rng.standard_normal((3, 6))[act] * 1.5
     x = np.concatenate([ident, act_fx, both], axis=1) + 0.4 * rng.standard_normal((subj.size, 24))
-    return SampleTable.from_arrays(subject=np.char.add("s", subj.astype(str)), payloads={"features": x.astype(
-        np.float32)}, attributes={"activity": act})
+    return SampleTable.from_arrays(
+        subject=np.char.add("s", subj.astype(str)),
+        payloads={"features": x.astype(np.float32)},
+        attributes={"activity": act},
+    )
 
 
 def test_paper_settings_keep_the_attribute_and_mix_identity():
@@ -424,8 +443,15 @@ def test_benchmark_smoke():
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     res = bench.run(quick=True, n=3000, d=16, g=6, naive_records=20)
-    for key in ("speedup_vs_naive", "ratio_to_bandwidth_bound", "engine_seconds", "bound_seconds",
-                "naive_seconds_extrapolated", "figures", "targets_met"):
+    for key in (
+        "speedup_vs_naive",
+        "ratio_to_bandwidth_bound",
+        "engine_seconds",
+        "bound_seconds",
+        "naive_seconds_extrapolated",
+        "figures",
+        "targets_met",
+    ):
         assert key in res
     assert res["speedup_vs_naive"] > 1 and res["ratio_to_bandwidth_bound"] > 0
     # the naive reference implements the same algorithm: its outputs have the same line-9 structure
@@ -447,10 +473,20 @@ def _one_group_background():
 
 def test_background_missing_values_of_the_sensitive_attribute_scores_it_on_the_table():
     back, table = _one_group_background()
-    kw = dict(attribute="activity", set_size=4, purity=0.5, relevance_trees=20, sensitive_attribute="group",
-              sensitive_exclusion=0.25, retention=0.5)
-    with pytest.warns(UserWarning, match=r"background \(30 records\) holds fewer than two values of 'group' "
-                                         r"\(\['a'\]\)"):
+    kw = dict(
+        attribute="activity",
+        set_size=4,
+        purity=0.5,
+        relevance_trees=20,
+        sensitive_attribute="group",
+        sensitive_exclusion=0.25,
+        retention=0.5,
+    )
+    with pytest.warns(
+        UserWarning,
+        match=r"background \(30 records\) holds fewer than two values of 'group' "
+        r"\(\['a'\]\)",
+    ):
         m = RandomSetMean(**kw).fit(back)
     assert m.selected_ is None and m.background_unscored_ == {"group": ["a"]}
     assert set(m.relevance_scores_) == {"activity"}  # the attribute of interest stays the background's
@@ -458,22 +494,29 @@ def test_background_missing_values_of_the_sensitive_attribute_scores_it_on_the_t
     # the same as a mask of the background's activity relevance and the table's group relevance
     on_table = RandomSetMean(**kw).fit(table).relevance_scores_
     expected = RandomSetMean(**kw)
-    expected.selected_ = expected._mask(32, {"activity": m.relevance_scores_["activity"],
-                                             "group": on_table["group"]})
+    expected.selected_ = expected._mask(32, {"activity": m.relevance_scores_["activity"], "group": on_table["group"]})
     np.testing.assert_array_equal(out.payload("features"), expected.transform(table).payload("features"))
 
 
 def test_table_with_one_value_of_a_needed_attribute_names_the_cause():
     back, _ = _one_group_background()
-    m = RandomSetMean(attribute="activity", set_size=4, purity=0.5, relevance_trees=20,
-                      sensitive_attribute="group")
-    with pytest.raises(TableError, match=r"random_set_mean: the relevance of the features to 'group' \(parameter "
-                                         r"sensitive_attribute\) needs records of at least two values.*only \['a'\]"
-                                         r".*set sensitive_exclusion to 0 or 1"):
+    m = RandomSetMean(attribute="activity", set_size=4, purity=0.5, relevance_trees=20, sensitive_attribute="group")
+    with pytest.raises(
+        TableError,
+        match=r"random_set_mean: the relevance of the features to 'group' \(parameter "
+        r"sensitive_attribute\) needs records of at least two values.*only \['a'\]"
+        r".*set sensitive_exclusion to 0 or 1",
+    ):
         m.transform(back)
     # no relevance to group needed: fine
-    RandomSetMean(attribute="activity", set_size=4, purity=0.5, relevance_trees=20, sensitive_attribute="group",
-                  sensitive_exclusion=0.0).transform(back)
+    RandomSetMean(
+        attribute="activity",
+        set_size=4,
+        purity=0.5,
+        relevance_trees=20,
+        sensitive_attribute="group",
+        sensitive_exclusion=0.0,
+    ).transform(back)
 
 
 def test_empty_background_leaves_it_unfitted():
@@ -481,8 +524,9 @@ def test_empty_background_leaves_it_unfitted():
     kw = dict(attribute="activity", set_size=4, purity=0.5, relevance_trees=20, sensitive_attribute="subject")
     m = RandomSetMean(**kw).fit(tab.filter(np.zeros(len(tab), bool)))
     assert m.selected_ is None
-    np.testing.assert_array_equal(m.transform(tab).payload("features"),
-                                  RandomSetMean(**kw).fit(tab).transform(tab).payload("features"))
+    np.testing.assert_array_equal(
+        m.transform(tab).payload("features"), RandomSetMean(**kw).fit(tab).transform(tab).payload("features")
+    )
 
 
 def _cuda() -> bool:

@@ -122,7 +122,10 @@ def test_results_are_labelled_with_the_new_id(tmp_path):
     """A config written with old ids resolves to the new ids, and the run's metrics name the new id."""
     _installed("motion.knn")
     config = {
-        "name": "renamed", "seed": 0, "repeats": 1, "label": "subject",
+        "name": "renamed",
+        "seed": 0,
+        "repeats": 1,
+        "label": "subject",
         "dataset": {"source": "motion.synthetic", "params": {"n_subjects": 16, "windows_per_subject": 6}},
         "anonymizers": [{"id": "motion.gaussian_noise", "name": "noise", "params": {"sigma": 0.5}}],
         "recognizers": [{"id": "motion.features_knn"}, {"id": "motion.features_svm", "name": "mine"}],
@@ -139,12 +142,15 @@ def test_results_are_labelled_with_the_new_id(tmp_path):
     assert set(np.unique(result.metrics.recognizer)) == {"motion.knn", "mine"}
 
 
-@pytest.mark.parametrize(("old", "new", "names"), [
-    ("bioanon_gait.walker", "bioanon_gait.synthetic", ["SyntheticGait", "PACES"]),
-    ("bioanon_voice.synth", "bioanon_voice.synthetic", ["SyntheticVoice", "synth_vowels", "resonator"]),
-    ("bioanon_motion.datasets", "bioanon_motion.sources", ["CsvRecordings", "MotionSense", "PhoneGait"]),
-    ("bioanon_motion.datasets", "bioanon_motion.synthetic", ["SyntheticMotion"]),
-])
+@pytest.mark.parametrize(
+    ("old", "new", "names"),
+    [
+        ("bioanon_gait.walker", "bioanon_gait.synthetic", ["SyntheticGait", "PACES"]),
+        ("bioanon_voice.synth", "bioanon_voice.synthetic", ["SyntheticVoice", "synth_vowels", "resonator"]),
+        ("bioanon_motion.datasets", "bioanon_motion.sources", ["CsvRecordings", "MotionSense", "PhoneGait"]),
+        ("bioanon_motion.datasets", "bioanon_motion.synthetic", ["SyntheticMotion"]),
+    ],
+)
 def test_moved_modules_still_import_with_a_warning(old, new, names, monkeypatch):
     pytest.importorskip(old.split(".")[0])
     target = importlib.import_module(new)

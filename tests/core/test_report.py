@@ -85,8 +85,16 @@ def make_run(root: Path, *, anons=ANONS, deanon: bool = False, utility: bool = T
         "report": {"bootstrap": 1000, "confidence": 0.95},
     }
     (root / "config.json").write_text(json.dumps(config))
-    env = {"bioanon": "0.1.0", "plugins": {"bioanon-face": "0.1.0"}, "python": "3.12.1", "platform": "Linux-x86_64",
-           "seed": 7, "started": "2025-01-02T03:04:05", "finished": "2025-01-02T04:05:06", "duration_s": 3661.0}
+    env = {
+        "bioanon": "0.1.0",
+        "plugins": {"bioanon-face": "0.1.0"},
+        "python": "3.12.1",
+        "platform": "Linux-x86_64",
+        "seed": 7,
+        "started": "2025-01-02T03:04:05",
+        "finished": "2025-01-02T04:05:06",
+        "duration_s": 3661.0,
+    }
     (root / "environment.json").write_text(json.dumps(env))
     (root / "warnings.json").write_text(json.dumps(WARNINGS))
     (root / "failures.json").write_text(json.dumps(FAILURES))
@@ -390,7 +398,7 @@ def test_undefined_metrics_are_explained_never_a_bare_nan(tmp_path):
     met.loc[link, "note"] = why
     met.to_parquet(run / "metrics.parquet")
     text = report.render_report(run).read_text(encoding="utf-8")
-    section = text[text.index('id="metrics"'):]
+    section = text[text.index('id="metrics"') :]
     assert "undefined<sup>1</sup>" in section and why in section
     assert ">nan<" not in text.lower() and "nan [" not in text.lower()
 
@@ -416,10 +424,13 @@ def test_attribute_headline_is_balanced_accuracy_with_both_chance_levels(tmp_pat
     assert np.allclose(hl["chance"], 0.5) and np.allclose(hl["majority"], 0.8)
     ref = bal[(bal["selector"] == hl["selector"].iloc[0]) & (bal["n_subjects"] == hl["n_subjects"].iloc[0])]
     assert hl["value"].max() == pytest.approx(
-        ref[ref["scenario"] != "clear"].groupby(["anonymizer", "setting_index", "recognizer", "scenario"])["value"]
-        .mean().max())
+        ref[ref["scenario"] != "clear"]
+        .groupby(["anonymizer", "setting_index", "recognizer", "scenario"])["value"]
+        .mean()
+        .max()
+    )
     text = report.render_report(run).read_text(encoding="utf-8")
-    head = text[text.index('id="headline"'):text.index('id="warnings"')]
+    head = text[text.index('id="headline"') : text.index('id="warnings"')]
     for phrase in ("balanced accuracy", "uniform chance", "majority-class rate", "<code>sex</code>"):
         assert phrase in head, phrase
 

@@ -14,9 +14,9 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from evalconfigs import SMALL, config
 
 import bioanon
-from evalconfigs import SMALL, config
 
 pytestmark = pytest.mark.slow
 
@@ -61,8 +61,10 @@ def reports(tmp_path_factory):
     single = bioanon.evaluate(config(**SMALL), out_dir=out, run_id="single", cache=cache, progress=False)
     cfg = config(**{**SMALL, "selection": {"selectors": ["random", "classification"], "subject_counts": [12, 6],
                                             "random_draws": 2}})  # fmt: skip
-    cfg["anonymizers"] = [{"id": "any.block_permutation", "name": "perm", "grid": {"key": [1, 2]}},
-                          {"id": "any.gaussian_noise", "name": "noise", "grid": {"sigma": [1.0, 3.0]}}]
+    cfg["anonymizers"] = [
+        {"id": "any.block_permutation", "name": "perm", "grid": {"key": [1, 2]}},
+        {"id": "any.gaussian_noise", "name": "noise", "grid": {"sigma": [1.0, 3.0]}},
+    ]
     cfg["deanonymizer"] = {"id": "any.ridge_inversion"}
     cfg["scenarios"] = ["naive", "parrot", "deanon"]
     full = bioanon.evaluate(cfg, out_dir=out, run_id="full", cache=cache, progress=False)
@@ -70,8 +72,10 @@ def reports(tmp_path_factory):
 
 
 def _open(d, path, width: int, height: int, mobile: bool) -> None:
-    d.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
-                      {"width": width, "height": height, "deviceScaleFactor": 2 if mobile else 1, "mobile": mobile})
+    d.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": height, "deviceScaleFactor": 2 if mobile else 1, "mobile": mobile},
+    )
     d.get_log("browser")  # drop entries of earlier pages
     d.get(path.resolve().as_uri())
     d.execute_script("window.scrollTo(0, document.body.scrollHeight)")  # lazy content, if any, loads

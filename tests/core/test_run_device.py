@@ -19,9 +19,13 @@ no_cuda = pytest.mark.skipif(CUDA, reason="checks the error on a machine without
 
 def _torch_config(**params):
     """SMALL with the MLP inversion (a torch-backed de-anonymizer) as the learned attacker."""
-    return config(**SMALL, deanonymizer={"id": "any.mlp_inversion",
-                                         "params": {"hidden": [16], "epochs": 3, "threads": 1, **params}},
-                  scenarios=["naive", "deanon"], recognizers=[{"id": "any.cosine_centroid"}], utility=[])
+    return config(
+        **SMALL,
+        deanonymizer={"id": "any.mlp_inversion", "params": {"hidden": [16], "epochs": 3, "threads": 1, **params}},
+        scenarios=["naive", "deanon"],
+        recognizers=[{"id": "any.cosine_centroid"}],
+        utility=[],
+    )
 
 
 def test_run_device_in_config_round_trips():
@@ -93,11 +97,12 @@ def test_cli_device_option(tmp_path, capsys):
 
     cfg_path = tmp_path / "c.toml"
     cfg_path.write_text(load_config(_torch_config()).to_toml())
-    assert main(["evaluate", str(cfg_path), "--device", "cpu", "--out", str(tmp_path / "r"), "--quiet",
-                 "--no-report"]) == 0
+    assert (
+        main(["evaluate", str(cfg_path), "--device", "cpu", "--out", str(tmp_path / "r"), "--quiet", "--no-report"])
+        == 0
+    )
     run = next((tmp_path / "r").iterdir())
-    assert json.loads((run / "environment.json").read_text())["device"]["methods"] == {
-        "any.mlp_inversion": ["cpu"]}
+    assert json.loads((run / "environment.json").read_text())["device"]["methods"] == {"any.mlp_inversion": ["cpu"]}
     if not CUDA:
         assert main(["evaluate", str(cfg_path), "--device", "cuda", "--out", str(tmp_path / "r2")]) == 2
         assert "CUDA is not available" in capsys.readouterr().err
@@ -108,6 +113,9 @@ def test_weights_that_do_not_fit_stop_the_run_before_any_work(tmp_path):
 
     bad = tmp_path / "bad.pt"
     torch.save({"mlp.0.weight": torch.zeros(16, 5), "mlp.0.bias": torch.zeros(16)}, bad)
-    with pytest.raises(ConfigError, match=r"deanonymizer\.params: any\.mlp_inversion: weights .*bad\.pt.* "
-                                          r"mlp\.0\.weight: \(16, 5\) in the file, \(16, 32\) in the network"):
+    with pytest.raises(
+        ConfigError,
+        match=r"deanonymizer\.params: any\.mlp_inversion: weights .*bad\.pt.* "
+        r"mlp\.0\.weight: \(16, 5\) in the file, \(16, 32\) in the network",
+    ):
         evaluate(_torch_config(weights=str(bad)), out_dir=tmp_path / "r", progress=False, device="cpu")

@@ -10,13 +10,13 @@ import sys
 import time
 
 import pytest
+from evalconfigs import SMALL, config
 
 import bioanon
 from bioanon.errors import BioanonError
 from bioanon.evaluation import run as run_module
 from bioanon.evaluation.config import load_config
 from bioanon.evaluation.rundir import LOCK_FILE, RunFolder, read_status
-from evalconfigs import SMALL, config
 
 
 def _json_count(cache_dir) -> int:
@@ -33,8 +33,9 @@ def test_unwritable_out_fails_before_any_work(tmp_path):
 
 
 def test_status_marker_and_lock_follow_the_run(tmp_path):
-    r = bioanon.evaluate(config(**SMALL), out_dir=tmp_path, run_id="ok", cache=tmp_path / "c", progress=False,
-                         report=False)
+    r = bioanon.evaluate(
+        config(**SMALL), out_dir=tmp_path, run_id="ok", cache=tmp_path / "c", progress=False, report=False
+    )
     status = read_status(r.run_dir)
     assert status["state"] == "complete" and status["tasks"]["failed"] == 0
     assert not (r.run_dir / LOCK_FILE).exists()
@@ -55,30 +56,52 @@ def test_concurrent_runs_of_one_config_get_distinct_folders(tmp_path, monkeypatc
     assert not (held.path / "metrics.parquet").exists()
     # an explicit run id owned by a live run is refused, naming the folder
     with pytest.raises(BioanonError, match="in use by another evaluation"):
-        bioanon.evaluate(config(**SMALL), out_dir=tmp_path, run_id="same-second", cache=tmp_path / "c",
-                         progress=False)
+        bioanon.evaluate(config(**SMALL), out_dir=tmp_path, run_id="same-second", cache=tmp_path / "c", progress=False)
     held.close("complete")
     # a stale lock (its process is gone) is taken over
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     import socket
 
-    (tmp_path / "same-second" / LOCK_FILE).write_text(json.dumps(
-        {"pid": int(dead.stdout), "host": socket.gethostname(), "started": "then"}))
-    r = bioanon.evaluate(config(**SMALL), out_dir=tmp_path, run_id="same-second", cache=tmp_path / "c",
-                         progress=False, report=False)
+    (tmp_path / "same-second" / LOCK_FILE).write_text(
+        json.dumps({"pid": int(dead.stdout), "host": socket.gethostname(), "started": "then"})
+    )
+    r = bioanon.evaluate(
+        config(**SMALL), out_dir=tmp_path, run_id="same-second", cache=tmp_path / "c", progress=False, report=False
+    )
     assert read_status(r.run_dir)["state"] == "complete"
 
 
 @pytest.mark.slow
 def test_ctrl_c_prints_one_line_exits_130_and_resumes(tmp_path):
-    cfg = config(**{**SMALL, "anonymizers": [{"id": "any.gaussian_noise", "name": "noise",
-                                              "grid": {"sigma": [0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]}}]})
+    cfg = config(
+        **{
+            **SMALL,
+            "anonymizers": [
+                {
+                    "id": "any.gaussian_noise",
+                    "name": "noise",
+                    "grid": {"sigma": [0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]},
+                }
+            ],
+        }
+    )
     toml = tmp_path / "eval.toml"
     toml.write_text(load_config(cfg).to_toml())
     cache_dir = tmp_path / "cache"
     env = {**os.environ, "BIOANON_CACHE": str(cache_dir), "PYTHONUNBUFFERED": "1"}
-    cmd = [sys.executable, "-m", "bioanon.cli", "evaluate", str(toml), "--out", str(tmp_path / "res"),
-           "--run-id", "r", "--quiet", "--no-report"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bioanon.cli",
+        "evaluate",
+        str(toml),
+        "--out",
+        str(tmp_path / "res"),
+        "--run-id",
+        "r",
+        "--quiet",
+        "--no-report",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.time() + 120
     while time.time() < deadline and _json_count(cache_dir) < 6 and proc.poll() is None:

@@ -65,8 +65,9 @@ def test_init_points_a_recorded_data_example_at_the_given_folder(tmp_path):
 def test_init_says_when_the_data_folder_still_needs_setting(tmp_path, monkeypatch):
     fake = tmp_path / "examples"
     fake.mkdir()
-    (fake / "mine.toml").write_text('# Mine: a test\nname = "mine"\n[dataset]\nsource = "face.orl"\n'
-                                    'path = "../nowhere"   # relative to this file\n')
+    (fake / "mine.toml").write_text(
+        '# Mine: a test\nname = "mine"\n[dataset]\nsource = "face.orl"\npath = "../nowhere"   # relative to this file\n'
+    )
     monkeypatch.setattr(scaffold, "examples_dir", lambda: fake)
     target, hint = scaffold.write_example("mine", tmp_path / "out")
     assert hint and "set [dataset] path" in hint and "face.orl" in hint
@@ -87,10 +88,16 @@ def test_init_cli(tmp_path, capsys):
 def test_new_plugin_is_the_template_renamed(tmp_path):
     project = scaffold.new_plugin("acme_lab", tmp_path / "proj")
     files = sorted(p.relative_to(project).as_posix() for p in project.rglob("*") if p.is_file())
-    template = sorted(p.relative_to(scaffold.template_dir()).as_posix().replace("bioanon_example", "bioanon_acme_lab")
-                      for p in scaffold.template_dir().rglob("*") if p.is_file()
-                      and not any(part in scaffold._SKIP or part.endswith(".egg-info") for part in
-                                  p.relative_to(scaffold.template_dir()).parts) and p.suffix != ".pyc")
+    template = sorted(
+        p.relative_to(scaffold.template_dir()).as_posix().replace("bioanon_example", "bioanon_acme_lab")
+        for p in scaffold.template_dir().rglob("*")
+        if p.is_file()
+        and not any(
+            part in scaffold._SKIP or part.endswith(".egg-info")
+            for part in p.relative_to(scaffold.template_dir()).parts
+        )
+        and p.suffix != ".pyc"
+    )
     assert files == template and "bioanon_acme_lab/plugin.py" in files and "README.md" in files
     meta = tomllib.loads((project / "pyproject.toml").read_text())["project"]
     assert meta["name"] == "bioanon-acme-lab"

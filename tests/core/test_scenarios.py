@@ -11,7 +11,6 @@ import pytest
 from bioanon.errors import BioanonError, ConfigError
 from bioanon.evaluation import scenarios as sc
 
-
 # ---------------------------------------------------------------------------------------------- names, parsing
 
 
@@ -43,8 +42,8 @@ def test_parse_scenario_rejects(text, message):
 
 
 def test_config_reads_the_same_names():
-    from bioanon.evaluation import config, run, tasks
     from bioanon import report
+    from bioanon.evaluation import config, run, tasks
 
     assert config.SCENARIOS is sc.SCENARIOS and config.ALWAYS_SCENARIOS is sc.ALWAYS_SCENARIOS
     assert run.ATTACK_SCENARIOS is sc.ATTACK_SCENARIOS and tasks.SCENARIOS_BASE is sc.SCENARIOS_BASE
@@ -80,15 +79,30 @@ def test_scenario_sets():
 
 
 def test_scenario_tables_only_what_a_scenario_reads():
-    sets = {"clear_attacker": "ca", "anon_attacker": "aa", "clear_evaluation": "ce", "anon_evaluation": "ae",
-            "deanon_evaluation": "de"}
+    sets = {
+        "clear_attacker": "ca",
+        "anon_attacker": "aa",
+        "clear_evaluation": "ce",
+        "anon_evaluation": "ae",
+        "deanon_evaluation": "de",
+    }
     assert sc.scenario_tables("clear", sets) == {"clear_attacker": "ca", "clear_evaluation": "ce"}
-    assert sc.scenario_tables("naive", sets) == {"clear_attacker": "ca", "anon_evaluation": "ae",
-                                                 "clear_evaluation": "ce"}
-    assert sc.scenario_tables("parrot:0.5", sets) == {"anon_attacker": "aa", "clear_attacker": "ca",
-                                                      "anon_evaluation": "ae", "clear_evaluation": "ce"}
-    assert sc.scenario_tables("deanon", sets) == {"clear_attacker": "ca", "clear_evaluation": "ce",
-                                                  "deanon_evaluation": "de"}
+    assert sc.scenario_tables("naive", sets) == {
+        "clear_attacker": "ca",
+        "anon_evaluation": "ae",
+        "clear_evaluation": "ce",
+    }
+    assert sc.scenario_tables("parrot:0.5", sets) == {
+        "anon_attacker": "aa",
+        "clear_attacker": "ca",
+        "anon_evaluation": "ae",
+        "clear_evaluation": "ce",
+    }
+    assert sc.scenario_tables("deanon", sets) == {
+        "clear_attacker": "ca",
+        "clear_evaluation": "ce",
+        "deanon_evaluation": "de",
+    }
     # fitted on the evaluation subjects' enrolment data: no attacker set
     assert sc.scenario_tables("parrot:0.5", sets, "enrolment") == {"anon_evaluation": "ae", "clear_evaluation": "ce"}
     assert list(sc.scenario_tables("lazy", sets)) == sorted(sc.scenario_tables("lazy", sets))
@@ -99,8 +113,16 @@ def test_scenario_tables_only_what_a_scenario_reads():
 
 def test_display_order():
     values = ["deanon", "parrot:0.5", "parrot", "other", "clear", "lazy", "naive", "parrot:0.25", "naive"]
-    assert sc.display_order(values) == ["clear", "naive", "lazy", "parrot", "parrot:0.25", "parrot:0.5", "other",
-                                        "deanon"]
+    assert sc.display_order(values) == [
+        "clear",
+        "naive",
+        "lazy",
+        "parrot",
+        "parrot:0.25",
+        "parrot:0.5",
+        "other",
+        "deanon",
+    ]
     assert sc.display_key("parrot:bad") < sc.display_key("parrot:0.1")  # an unreadable share sorts as 0
 
 
@@ -112,7 +134,11 @@ def test_display_names():
     assert sc.display_names("") == {} and sc.display_names(None) == {}
     names = sc.display_names("voiceprivacy")
     assert [sc.display_name(s, names) for s in ("clear", "naive", "parrot:0.5", "deanon")] == [
-        "clear", "ignorant (naive)", "semi-informed (parrot:0.5)", "deanon"]
+        "clear",
+        "ignorant (naive)",
+        "semi-informed (parrot:0.5)",
+        "deanon",
+    ]
     assert sc.display_name("naive", {}) == "naive"
 
 
@@ -133,11 +159,19 @@ def _rows(*rows):
 
 
 def test_worst_case_is_the_highest_attack_not_clear():
-    df = _rows((0, "knn", "clear", 0.99), (0, "knn", "naive", 0.2), (0, "cnn", "parrot", 0.6),
-               (0, "cnn", "lazy", math.nan), (1, "knn", "naive", 0.1), (1, "knn", "deanon", 0.7))
+    df = _rows(
+        (0, "knn", "clear", 0.99),
+        (0, "knn", "naive", 0.2),
+        (0, "cnn", "parrot", 0.6),
+        (0, "cnn", "lazy", math.nan),
+        (1, "knn", "naive", 0.1),
+        (1, "knn", "deanon", 0.7),
+    )
     w = sc.worst_case(df, ["setting"])
-    assert list(zip(w.setting, w.recognizer, w.scenario, w.value, strict=True)) == [(0, "cnn", "parrot", 0.6),
-                                                                        (1, "knn", "deanon", 0.7)]
+    assert list(zip(w.setting, w.recognizer, w.scenario, w.value, strict=True)) == [
+        (0, "cnn", "parrot", 0.6),
+        (1, "knn", "deanon", 0.7),
+    ]
     w = sc.worst_case(df, ["setting"], deanon=False)  # the trade-off curve without de-anonymization
     assert list(zip(w.setting, w.scenario, strict=True)) == [(0, "parrot"), (1, "naive")]
     one = sc.worst_case(df[df.setting == 0])  # no keys: the whole table is one group
@@ -155,8 +189,14 @@ def test_worst_case_leaves_out_groups_without_attacks():
 
 def test_worst_case_ties():
     # the same value from two recognizers and two scenarios, listed in plan order (parrot before naive in config)
-    df = _rows((0, "knn", "clear", 1.0), (0, "knn", "parrot", 0.5), (0, "knn", "naive", 0.5),
-               (0, "cnn", "clear", 1.0), (0, "cnn", "parrot", 0.5), (0, "cnn", "naive", 0.5))
+    df = _rows(
+        (0, "knn", "clear", 1.0),
+        (0, "knn", "parrot", 0.5),
+        (0, "knn", "naive", 0.5),
+        (0, "cnn", "clear", 1.0),
+        (0, "cnn", "parrot", 0.5),
+        (0, "cnn", "naive", 0.5),
+    )
     # one rule: the first recognizer (by default in the order of the rows: the config's), then the first scenario
     # in display order, whatever the order of the rows
     first = sc.worst_case(df, ["setting"]).iloc[0]
@@ -177,15 +217,17 @@ def test_run_and_report_name_the_same_tied_worst_case(tmp_path):
     differ only by name): the run's headline and trade-off tables and the report's rule (recognizers in config
     order, scenarios in display order) name the same recognizer and scenario, although the plan lists parrot
     first."""
-    import bioanon
-
     from evalconfigs import SMALL, config
 
+    import bioanon
+
     cfg = config(**SMALL)
-    cfg.update(anonymizers=[{"id": "any.identity", "name": "none"}], scenarios=["parrot", "lazy", "naive"],
-               recognizers=[{"id": "any.cosine_centroid", "name": "zeta"},
-                            {"id": "any.cosine_centroid", "name": "alpha"}],
-               utility=[])
+    cfg.update(
+        anonymizers=[{"id": "any.identity", "name": "none"}],
+        scenarios=["parrot", "lazy", "naive"],
+        recognizers=[{"id": "any.cosine_centroid", "name": "zeta"}, {"id": "any.cosine_centroid", "name": "alpha"}],
+        utility=[],
+    )
     result = bioanon.evaluate(cfg, out_dir=None, cache=tmp_path, progress=False, report=False)
     top = result.metrics[(result.metrics.metric == "top1") & (result.metrics.scenario != "clear")]
     means = top.groupby(["recognizer", "scenario"]).value.mean()

@@ -4,7 +4,6 @@ accuracy has a CI and uniform chance beside the majority-rate chance of plain ac
 from __future__ import annotations
 
 import math
-
 from types import SimpleNamespace
 
 import numpy as np
@@ -31,8 +30,15 @@ def test_undefined_linkability_and_verification_are_rows_with_a_note():
     assert not math.isnan(rows["eer"]["value"]) and rows["eer"]["note"] == ""
     # a single class: no non-mated scores, EER / min Cllr / linkability undefined, still rows
     S1 = rng.normal(size=(10, 1))
-    one = _rows(score_metrics(SimpleNamespace(scores=S1, classes=np.array(["a"])), np.array(["a"] * 10),
-                              np.repeat(["s0", "s1"], 5), bootstrap=50, attribute=True))
+    one = _rows(
+        score_metrics(
+            SimpleNamespace(scores=S1, classes=np.array(["a"])),
+            np.array(["a"] * 10),
+            np.repeat(["s0", "s1"], 5),
+            bootstrap=50,
+            attribute=True,
+        )
+    )
     for metric in ("eer", "min_cllr", "linkability", "cna1"):
         assert math.isnan(one[metric]["value"]) and one[metric]["note"].startswith("undefined"), one[metric]
     # few subjects: the CI is flagged as approximate
@@ -48,13 +54,13 @@ def test_attribute_rows_balanced_accuracy_with_ci_and_both_chance_levels():
     # a majority guesser: always scores "f" higher
     S = np.tile([1.0, 0.0], (groups.size, 1)) + 0.01 * rng.normal(size=(groups.size, 2))
     S[:, 1] = np.minimum(S[:, 1], 0.5)
-    rows = _rows(score_metrics(SimpleNamespace(scores=S, classes=classes), sex, groups, bootstrap=200,
-                               attribute=True))
+    rows = _rows(score_metrics(SimpleNamespace(scores=S, classes=classes), sex, groups, bootstrap=200, attribute=True))
     assert rows["top1"]["value"] == 0.8 and rows["top1"]["chance"] == 0.8  # plain accuracy = majority rate
     bal = rows["balanced_accuracy"]
     assert bal["value"] == 0.5 and bal["chance"] == 0.5  # uniform chance, where the guesser sits
     # a real attacker: balanced accuracy gets a bootstrap CI over subjects around its value
     S2 = (sex[:, None] == classes[None, :]).astype(float) + rng.normal(scale=0.8, size=(groups.size, 2))
-    bal2 = _rows(score_metrics(SimpleNamespace(scores=S2, classes=classes), sex, groups, bootstrap=200,
-                               attribute=True))["balanced_accuracy"]
+    bal2 = _rows(
+        score_metrics(SimpleNamespace(scores=S2, classes=classes), sex, groups, bootstrap=200, attribute=True)
+    )["balanced_accuracy"]
     assert bal2["ci_low"] < bal2["value"] < bal2["ci_high"]

@@ -256,11 +256,15 @@ def test_motion_run_config_merges_entries_into_one_config_with_a_grid(seba, tmp_
     [anon] = cfg["anonymizers"]
     assert anon["id"] == "gait.noise" and anon["grid"] == {"scale": [1.0, 3.0]}
     assert anon["params"] == {"noise": "normal", "mode": "direct", "seed": 0}
-    assert cfg["recognizers"] == [{"id": "gait.svm", "name": "sklearn", "params": {
-        "features": "simple", "centering": "none", "kernel": "rbf", "c": 1.0}}]
+    assert cfg["recognizers"] == [
+        {
+            "id": "gait.svm",
+            "name": "sklearn",
+            "params": {"features": "simple", "centering": "none", "kernel": "rbf", "c": 1.0},
+        }
+    ]
     assert cfg["utility"] == [{"id": "gait.dtw", "name": "time_series_distance", "params": {"per": "joint"}}]
-    assert cfg["selection"] == {"selectors": [{"id": "any.select_random"}], "subject_counts": [20],
-                                "random_draws": 1}
+    assert cfg["selection"] == {"selectors": [{"id": "any.select_random"}], "subject_counts": [20], "random_draws": 1}
     assert "attacker_fit" not in cfg
     statuses = {(s, st) for s, st, _ in _notes(result)}
     assert ("cv_folds = 10", "fidelity") in statuses and ("attacker_fit = 'enrolment'", "fidelity") in statuses
@@ -273,11 +277,18 @@ def test_motion_fidelity_options_are_emitted(seba, tmp_path):
     cfg = imported.config
     assert cfg["attacker_fit"] == "enrolment"
     assert list(cfg).index("attacker_fit") < list(cfg).index("dataset")  # a top-level key, before the tables
-    assert cfg["recognizers"][0]["params"] == {"features": "simple", "centering": "none", "kernel": "rbf",
-                                                     "c": 1.0, "cv_folds": 10, "keep": "best", "scores": "proba"}
+    assert cfg["recognizers"][0]["params"] == {
+        "features": "simple",
+        "centering": "none",
+        "kernel": "rbf",
+        "c": 1.0,
+        "cv_folds": 10,
+        "keep": "best",
+        "scores": "proba",
+    }
     text = imported.to_toml("sample.runconfig.yaml")
     assert tomllib.loads(text) == cfg  # the written TOML reads back to the same dict
-    assert 'attacker_fit = "enrolment"' in text and 'cv_folds = 10' in text and 'scores = "proba"' in text
+    assert 'attacker_fit = "enrolment"' in text and "cv_folds = 10" in text and 'scores = "proba"' in text
     assert not [n for n in imported.notes if n.status == "fidelity"]
 
 
@@ -294,8 +305,9 @@ def test_motion_separate_configs_selector_fidelity_and_unmapped_entries(seba, tm
     assert cfg["anonymizers"][1]["params"] == {"parts": ["head", "torso"]}
     assert cfg["recognizers"][0]["id"] == "gait.random_forest"
     assert cfg["recognizers"][0]["params"]["cv_folds"] == 5
-    assert cfg["selection"]["selectors"] == [{"id": "any.select_classification", "params": {
-        "by": "classification_hitrate", "order": "descending"}}]
+    assert cfg["selection"]["selectors"] == [
+        {"id": "any.select_classification", "params": {"by": "classification_hitrate", "order": "descending"}}
+    ]
     notes = _notes(result)
     # the uniform default, its bias and SEBA's cache behaviour are named
     assert any(s == "noise_injection.distribution" and st == "approximate" for s, st, _ in notes)
@@ -314,7 +326,8 @@ def test_motion_experiment_config_sweeps_become_grids(seba, tmp_path):
     assert cfg["seed"] == __import__("zlib").crc32(b"run0")  # a text seed: CRC-32 of round 0's seed
     grids = {a["name"]: a.get("grid") for a in cfg["anonymizers"]}
     assert [round(v, 9) for v in grids["noise_injection"]["scale"]] == [
-        round(s * math.sqrt(2), 9) for s in (0.5, 1.0, 2.0)]  # Laplace(0,1) has SD √2
+        round(s * math.sqrt(2), 9) for s in (0.5, 1.0, 2.0)
+    ]  # Laplace(0,1) has SD √2
     assert grids["coarsening"] == {"factor": [2, 5, 10]}
     assert grids["remove_parts"] is None  # a list-valued parameter, not a sweep
     assert grids["rolling_average"] == {"window": [2, 4]}
@@ -347,9 +360,13 @@ def test_face_run_config_maps_and_names_what_it_cannot(seba, tmp_path):
     assert anon["pixelate"]["params"] == {"size": 8}
     assert "deepprivacy" not in anon
     assert cfg["recognizers"] == [
-        {"id": "any.pca_svm", "name": "pcasvm", "params": {"standardize": True, "n_components": 0.9,
-                                                            "kernel": "linear", "c": 1.0}},
-        {"id": "face.arcface", "name": "arcface", "params": {"preset": "paper", "epochs": 40, "batch_size": 128}}]
+        {
+            "id": "any.pca_svm",
+            "name": "pcasvm",
+            "params": {"standardize": True, "n_components": 0.9, "kernel": "linear", "c": 1.0},
+        },
+        {"id": "face.arcface", "name": "arcface", "params": {"preset": "paper", "epochs": 40, "batch_size": 128}},
+    ]
     assert cfg["utility"] == [{"id": "face.ssim", "name": "ssim"}]
     notes = {(n.seba, n.status): n for _, n in result.notes()}
     assert ("deepprivacy", "dropped") in notes and "entries[3]" in notes[("deepprivacy", "dropped")].where
@@ -365,9 +382,20 @@ def test_face_deanon_runs_become_deanon_and_naive_configs(seba, tmp_path):
     result = import_seba(path, out_dir=tmp_path)
     fantomas, naive = (c.config for c in result.configs)
     assert fantomas["scenarios"] == ["deanon"]
-    assert fantomas["deanonymizer"] == {"id": "face.fantomas", "name": "convlinae", "params": {
-        "resolution": [224, 224], "features": 9, "loss": "ssim", "epochs": 100, "lr": 0.0001,
-        "validation": 0.15, "batch_size": 64, "patience": 20}}
+    assert fantomas["deanonymizer"] == {
+        "id": "face.fantomas",
+        "name": "convlinae",
+        "params": {
+            "resolution": [224, 224],
+            "features": 9,
+            "loss": "ssim",
+            "epochs": 100,
+            "lr": 0.0001,
+            "validation": 0.15,
+            "batch_size": 64,
+            "patience": 20,
+        },
+    }
     assert fantomas["anonymizers"][0]["params"]["d"] == pytest.approx(0.3)  # SEBA keeps d, replaces 1 − d
     assert fantomas["anonymizers"][0]["params"]["seed"] == 3
     assert naive["scenarios"] == ["naive"] and "deanonymizer" not in naive  # noop de-anonymization
@@ -383,12 +411,13 @@ def test_face_experiment_config_expands_like_generate_run_configs(seba, tmp_path
     anon = {a["name"]: a for a in cfg["anonymizers"]}
     assert anon["gaussianblur"]["grid"] == {"kernel": [2 * math.floor(48 * k / 200) + 1 for k in (1, 5, 9, 15)]}
     assert anon["pixelate"]["grid"] == {"size": [4, 8, 16]}
-    assert anon["blockpermutate"]["params"] == {"key": 42} and anon["blockpermutate"]["grid"] == {
-        "block_size": [8, 16]}
+    assert anon["blockpermutate"]["params"] == {"key": 42} and anon["blockpermutate"]["grid"] == {"block_size": [8, 16]}
     # eyemask: one SEBA sweep moves two bioanon parameters (top and bottom): separate settings, not a grid
     masks = [a for a in cfg["anonymizers"] if a["id"] == "face.eye_mask"]
     assert [(m["name"], m["params"]["top"], m["params"]["bottom"]) for m in masks] == [
-        ("eyemask", 0.0, 0.7), ("eyemask-2", 0.075, 0.775)]
+        ("eyemask", 0.0, 0.7),
+        ("eyemask-2", 0.075, 0.775),
+    ]
     assert anon["noop"]["id"] == "any.identity"
     assert [r["id"] for r in cfg["recognizers"]] == ["face.arcface"]  # hard-wired by SEBA's generator
     assert [u["id"] for u in cfg["utility"]] == ["face.detection_confidence"]  # its detection run
@@ -413,12 +442,17 @@ def test_trait_from_names_when_the_meta_file_is_missing(tmp_path):
     assert result.configs[0].config["dataset"]["source"] == "face.folder"
     notes = {(n.seba, n.status) for _, n in result.notes()}
     assert ("gaussianblur", "approximate") in notes  # pixel sizes for SEBA's 224 × 224 faces
-    path.write_text(FACE_RUN.replace("faces", "elsewhere").replace("gaussianblur, params: {kernel: 9}", "noop")
-                    .replace("pcasvm, params: {pca__n_components: 0.9, svm__kernel: linear}", "arcface"))
+    path.write_text(
+        FACE_RUN.replace("faces", "elsewhere")
+        .replace("gaussianblur, params: {kernel: 9}", "noop")
+        .replace("pcasvm, params: {pca__n_components: 0.9, svm__kernel: linear}", "arcface")
+    )
     import_seba(path, data_dir=tmp_path / "nodata")  # arcface and pixelate are face methods
-    path.write_text("- repeat: 1\n  config: {exp: anon, dataset: x, seed: 1, selector: {name: random},\n"
-                    "    anonymization: {name: noop}, utility: {name: ssim_typo}, rates: {anonbg: 0, attacker: 0.5,"
-                    " enroll: 0.5}}\n")
+    path.write_text(
+        "- repeat: 1\n  config: {exp: anon, dataset: x, seed: 1, selector: {name: random},\n"
+        "    anonymization: {name: noop}, utility: {name: ssim_typo}, rates: {anonbg: 0, attacker: 0.5,"
+        " enroll: 0.5}}\n"
+    )
     with pytest.raises(ConfigError, match="trait"):
         import_seba(path, data_dir=tmp_path / "nodata")
 
@@ -426,13 +460,16 @@ def test_trait_from_names_when_the_meta_file_is_missing(tmp_path):
 # -------------------------------------------------------------------------------------------- errors
 
 
-@pytest.mark.parametrize("text, match", [
-    ("- repeat: 1\n  config: {exp: anon\n", r"run\.yaml:\d+: invalid YAML"),
-    ("exp: anon\ndataset: walkers\n", "YAML list of {repeat, config}"),
-    ("- repeat: 1\n", r"entries\[0\]: missing required key 'config'"),
-    ("- {repeat: 1, config: {exp: anon}}\n", r"entries\[0\]: missing required key config.dataset"),
-    ("- {repeat: x, config: {}}\n", r"entries\[0\].repeat"),
-])
+@pytest.mark.parametrize(
+    "text, match",
+    [
+        ("- repeat: 1\n  config: {exp: anon\n", r"run\.yaml:\d+: invalid YAML"),
+        ("exp: anon\ndataset: walkers\n", "YAML list of {repeat, config}"),
+        ("- repeat: 1\n", r"entries\[0\]: missing required key 'config'"),
+        ("- {repeat: 1, config: {exp: anon}}\n", r"entries\[0\]: missing required key config.dataset"),
+        ("- {repeat: x, config: {}}\n", r"entries\[0\].repeat"),
+    ],
+)
 def test_malformed_files_and_missing_keys_name_the_entry(tmp_path, text, match):
     path = tmp_path / "run.yaml"
     path.write_text(text)
@@ -442,12 +479,18 @@ def test_malformed_files_and_missing_keys_name_the_entry(tmp_path, text, match):
 
 def test_unknown_names_and_parameters_name_the_entry(seba):
     bad_anon = MOTION_RUN.replace("name: noise_injection", "name: noise_injecton", 1)
-    with pytest.raises(ConfigError, match=r"entries\[0\]\.anonymization: unknown SEBA motion anonymization "
-                                          r"'noise_injecton'; did you mean 'noise_injection'\?"):
+    with pytest.raises(
+        ConfigError,
+        match=r"entries\[0\]\.anonymization: unknown SEBA motion anonymization "
+        r"'noise_injecton'; did you mean 'noise_injection'\?",
+    ):
         import_seba(seba("a.yaml", bad_anon))
     bad_param = MOTION_RUN.replace("scaling: 3.0", "scale: 3.0", 1)
-    with pytest.raises(ConfigError, match=r"entries\[1\]\.anonymization: unknown parameter 'scale' of SEBA "
-                                          r"motion anonymization 'noise_injection'; did you mean 'scaling'\?"):
+    with pytest.raises(
+        ConfigError,
+        match=r"entries\[1\]\.anonymization: unknown parameter 'scale' of SEBA "
+        r"motion anonymization 'noise_injection'; did you mean 'scaling'\?",
+    ):
         import_seba(seba("b.yaml", bad_param))
     bad_privacy = MOTION_RUN.replace("name: sklearn", "name: sklern", 1)
     with pytest.raises(ConfigError, match=r"entries\[0\]\.privacy: unknown SEBA motion privacy method 'sklern'"):
@@ -501,24 +544,29 @@ def test_converted_motion_study_evaluates_on_seba_data(tmp_path):
     walkers = bioanon.load_dataset("gait.synthetic", n_subjects=14, sequences_per_subject=6, frames=24, seed=3)
     data = tmp_path / "data"
     (data / "walkers").mkdir(parents=True)
-    (data / "walkers.meta.yaml").write_text(yaml.safe_dump({"name": "walkers", "original": True,
-                                                            "trait": "motion", "fps": 30}))
+    (data / "walkers.meta.yaml").write_text(
+        yaml.safe_dump({"name": "walkers", "original": True, "trait": "motion", "fps": 30})
+    )
     for k, (subject, x) in enumerate(zip(walkers.subjects, walkers.payload("pose"), strict=True)):
         frames = np.asarray(x, dtype=float).reshape(len(x), -1) * 1000.0  # marker-major x, y, z in mm
         (data / "walkers" / f"s{subject}.p{k}.mocap").write_text(json.dumps(frames.tolist()))
     path = tmp_path / "study.runconfig.yaml"
-    path.write_text(MOTION_RUN.replace("scaling: 1.0", "scaling: 5.0").replace("repeat: 3", "repeat: 1")
-                    .replace("ids: 20", "ids: 4").replace("anonbg: 0.02, attacker: 0.88", "anonbg: 0.0, "
-                                                                                        "attacker: 0.5")
-                    .replace("enroll: 0.75", "enroll: 0.5"))
+    path.write_text(
+        MOTION_RUN.replace("scaling: 1.0", "scaling: 5.0")
+        .replace("repeat: 3", "repeat: 1")
+        .replace("ids: 20", "ids: 4")
+        .replace("anonbg: 0.02, attacker: 0.88", "anonbg: 0.0, attacker: 0.5")
+        .replace("enroll: 0.75", "enroll: 0.5")
+    )
     [imported] = import_seba(path, fidelity=False, out_dir=tmp_path).configs
     cfg = imported.config
     cfg["dataset"]["params"]["frames"] = 24
     cfg["report"] = {"bootstrap": 0}
     toml_path = tmp_path / "study.toml"
     toml_path.write_text(to_toml(cfg))
-    result = bioanon.evaluate(toml_path, out_dir=tmp_path / "runs", cache=tmp_path / "cache", progress=False,
-                              report=False, jobs=1)
+    result = bioanon.evaluate(
+        toml_path, out_dir=tmp_path / "runs", cache=tmp_path / "cache", progress=False, report=False, jobs=1
+    )
     assert not result.failures
     top1 = result.metrics[(result.metrics.metric == "top1") & (result.metrics.scenario.isin(["clear", "parrot"]))]
     assert set(top1.scenario) == {"clear", "parrot"} and len(result.utility) > 0
@@ -536,15 +584,19 @@ def _fidelity_options_installed() -> bool:
     def params(method_id: str) -> set[str]:
         return {f.name for f in registry.get(method_id).param_fields()} if method_id in registry else set()
 
-    return ({"cv_folds", "keep", "scores"} <= params("gait.svm") and {"by", "order"} <= params(
-        "any.select_classification") and "attacker_fit" in config_module._TOP_KEYS)
+    return (
+        {"cv_folds", "keep", "scores"} <= params("gait.svm")
+        and {"by", "order"} <= params("any.select_classification")
+        and "attacker_fit" in config_module._TOP_KEYS
+    )
 
 
 def test_configs_with_fidelity_options_validate_once_bioanon_has_them(seba, tmp_path):
     """Runs once the SEBA fidelity options are part of bioanon (skipped before)."""
     if not _fidelity_options_installed():
-        pytest.skip("the SEBA fidelity options (cv_folds, keep, scores, attacker_fit, by, order) are not in "
-                    "this bioanon yet")
+        pytest.skip(
+            "the SEBA fidelity options (cv_folds, keep, scores, attacker_fit, by, order) are not in this bioanon yet"
+        )
     for text in (MOTION_RUN, MOTION_MIXED, MOTION_EXPERIMENT):
         for imported in import_seba(seba("f.yaml", text), out_dir=tmp_path).configs:
             _validate(imported.config, tmp_path)
@@ -555,7 +607,8 @@ def test_seba_chain_becomes_any_chain(seba, tmp_path):
     text = "- repeat: 3" + text.replace(
         "anonymization: {name: noise_injection, params: {distribution: normal, scaling: 1.0, type: direct}}",
         "anonymization: {name: chain, params: {anonymizations: [{name: noise_injection, params: "
-        "{distribution: normal, scaling: 1.0}}, {name: remove_parts, params: {body_parts: [head]}}]}}")
+        "{distribution: normal, scaling: 1.0}}, {name: remove_parts, params: {body_parts: [head]}}]}}",
+    )
     result = import_seba(seba("chain.yaml", text), fidelity=False, out_dir=tmp_path)
     [anon] = result.configs[0].config["anonymizers"]
     assert anon["id"] == "any.chain"

@@ -12,14 +12,20 @@ import pytest
 
 import bioanon
 from bioanon.builtin.attacks import AttributeKnn, AttributeSvm
-from bioanon.builtin.recognizers import (LdaCosine, LogisticRegression, NearestNeighbors, PcaSvm, RandomForest,
-                                         cv_summary)
+from bioanon.builtin.recognizers import (
+    LdaCosine,
+    LogisticRegression,
+    NearestNeighbors,
+    PcaSvm,
+    RandomForest,
+    cv_summary,
+)
 from bioanon.builtin.selectors import ClassificationSelection
 from bioanon.cache import Cache
+from bioanon.context import RunContext
 from bioanon.errors import ConfigError, DataError, ParameterError
 from bioanon.evaluation import tasks
 from bioanon.evaluation.config import load_config
-from bioanon.context import RunContext
 from bioanon.table import SampleTable
 
 
@@ -27,8 +33,9 @@ def _table(values, subjects, *, ids=None, **attributes) -> SampleTable:
     x = np.asarray(values, dtype=np.float32)
     x = x[:, None] if x.ndim == 1 else x
     ids = ids or [f"{s}-{i}" for i, s in enumerate(subjects)]
-    return SampleTable.from_arrays(subject=list(subjects), sample_id=ids, payloads={"features": x},
-                                   attributes=attributes or None)
+    return SampleTable.from_arrays(
+        subject=list(subjects), sample_id=ids, payloads={"features": x}, attributes=attributes or None
+    )
 
 
 # ------------------------------------------------------------------------------------------ cv_folds and keep
@@ -52,8 +59,9 @@ def test_cv_folds_per_fold_balanced_accuracy_and_kept_estimators_by_hand():
     np.testing.assert_allclose(every.cv_scores_, [0.5, 0.75])
     # keep = all: the mean of fold 1's (-0.4, -0.2) and fold 2's (-0.6, -8.4)
     np.testing.assert_allclose(every.score(probe).scores, [[-0.5, -4.3]], atol=1e-5)
-    assert cv_summary(best) == pytest.approx({"mean": 0.625, "std": 0.125, "min": 0.5, "max": 0.75, "folds": 2,
-                                              "classes": 2, "samples": 8, "keep": "best"})
+    assert cv_summary(best) == pytest.approx(
+        {"mean": 0.625, "std": 0.125, "min": 0.5, "max": 0.75, "folds": 2, "classes": 2, "samples": 8, "keep": "best"}
+    )
     # without cross-validation: one estimator on all the data, no CV record
     plain = NearestNeighbors(standardize=False).enroll(gallery)
     assert plain.cv_scores_ is None and cv_summary(plain) is None
@@ -63,8 +71,12 @@ def test_cv_folds_per_fold_balanced_accuracy_and_kept_estimators_by_hand():
 def test_cv_spread_rows_for_the_results():
     rec = NearestNeighbors(cv_folds=2, standardize=False).enroll(_table(CV_X, CV_SUBJECTS))
     rows = {r["metric"]: r for r in tasks.cv_rows(rec)}
-    assert set(rows) == {"cv_balanced_accuracy", "cv_balanced_accuracy_std", "cv_balanced_accuracy_min",
-                         "cv_balanced_accuracy_max"}
+    assert set(rows) == {
+        "cv_balanced_accuracy",
+        "cv_balanced_accuracy_std",
+        "cv_balanced_accuracy_min",
+        "cv_balanced_accuracy_max",
+    }
     assert rows["cv_balanced_accuracy"]["value"] == pytest.approx(0.625)
     assert rows["cv_balanced_accuracy_std"]["value"] == pytest.approx(0.125)
     assert rows["cv_balanced_accuracy_min"]["value"] == 0.5 and rows["cv_balanced_accuracy_max"]["value"] == 0.75
@@ -98,8 +110,13 @@ def test_cv_on_every_classifier_and_the_attribute_classifiers():
     x = np.r_[rng.normal(0, 1, (12, 3)), rng.normal(6, 1, (12, 3))]
     subjects = ["A"] * 12 + ["B"] * 12
     gallery = _table(x, subjects, sex=np.array(["f"] * 12 + ["m"] * 12))
-    for rec in (PcaSvm(cv_folds=3), RandomForest(cv_folds=3, n_estimators=10), LogisticRegression(cv_folds=3),
-                NearestNeighbors(cv_folds=3), LdaCosine(cv_folds=3, keep="all")):
+    for rec in (
+        PcaSvm(cv_folds=3),
+        RandomForest(cv_folds=3, n_estimators=10),
+        LogisticRegression(cv_folds=3),
+        NearestNeighbors(cv_folds=3),
+        LdaCosine(cv_folds=3, keep="all"),
+    ):
         rec.enroll(gallery)
         assert rec.cv_scores_.shape == (3,) and rec.cv_scores_.min() > 0.9, rec.id
         assert rec.score(gallery).scores.shape == (24, 2)
@@ -109,6 +126,7 @@ def test_cv_on_every_classifier_and_the_attribute_classifiers():
 
 
 # ------------------------------------------------------------------------------------------ scores
+
 
 def test_probability_scores_where_the_classifier_has_them():
     rng = np.random.default_rng(1)
@@ -141,11 +159,18 @@ def test_defaults_keep_todays_scores():
 
 def test_plugin_wrappers_pass_the_options_through():
     reg = bioanon.get_registry()
-    for rid, inner, scores in (("gait.svm", PcaSvm, "proba"), ("gait.random_forest", RandomForest, "proba"),
-                               ("gait.knn", NearestNeighbors, None), ("motion.svm", PcaSvm, "proba"),
-                               ("motion.random_forest", RandomForest, "proba"), ("motion.lda", LdaCosine, None),
-                               ("motion.knn", NearestNeighbors, None), ("voice.svm", PcaSvm, "proba"),
-                               ("voice.logistic_regression", LogisticRegression, "proba"), ("voice.lda", LdaCosine, None)):
+    for rid, inner, scores in (
+        ("gait.svm", PcaSvm, "proba"),
+        ("gait.random_forest", RandomForest, "proba"),
+        ("gait.knn", NearestNeighbors, None),
+        ("motion.svm", PcaSvm, "proba"),
+        ("motion.random_forest", RandomForest, "proba"),
+        ("motion.lda", LdaCosine, None),
+        ("motion.knn", NearestNeighbors, None),
+        ("voice.svm", PcaSvm, "proba"),
+        ("voice.logistic_regression", LogisticRegression, "proba"),
+        ("voice.lda", LdaCosine, None),
+    ):
         params = {"cv_folds": 3, "keep": "all"} | ({"scores": scores} if scores else {})
         m = reg.create(rid, **params)
         got = m.inner_recognizer()
@@ -164,12 +189,14 @@ def test_a_wrapped_recognizer_reports_its_inner_cv():
 
     rec = Identity(cv_folds=2).enroll(_table(CV_X, CV_SUBJECTS))
     # the inner any.knn standardizes: a 1-D affine map, so the 1-NN decisions and the fold accuracies are as above
-    assert cv_summary(rec) == pytest.approx({"mean": 0.625, "std": 0.125, "min": 0.5, "max": 0.75, "folds": 2,
-                                             "classes": 2, "samples": 8, "keep": "best"})
+    assert cv_summary(rec) == pytest.approx(
+        {"mean": 0.625, "std": 0.125, "min": 0.5, "max": 0.75, "folds": 2, "classes": 2, "samples": 8, "keep": "best"}
+    )
     assert len(tasks.cv_rows(rec)) == 4
 
 
 # ------------------------------------------------------------------------------------------ attacker_fit
+
 
 def _score_cache(tmp_path):
     """Evaluation subjects E0..E5 separated along x (y: noise); attacker subjects separated along y only."""
@@ -186,10 +213,16 @@ def _score_cache(tmp_path):
             at_s.append(f"T{i}")
     cache = Cache(tmp_path / "cache")
     evaluation, attacker = _table(ev_x, ev_s), _table(at_x, at_s)
-    sets = {name: f"{i:016x}" for i, name in enumerate(("clear_evaluation", "anon_evaluation", "clear_attacker",
-                                                         "anon_attacker"), start=1)}
-    for name, t in (("clear_evaluation", evaluation), ("anon_evaluation", evaluation),
-                    ("clear_attacker", attacker), ("anon_attacker", attacker)):
+    sets = {
+        name: f"{i:016x}"
+        for i, name in enumerate(("clear_evaluation", "anon_evaluation", "clear_attacker", "anon_attacker"), start=1)
+    }
+    for name, t in (
+        ("clear_evaluation", evaluation),
+        ("anon_evaluation", evaluation),
+        ("clear_attacker", attacker),
+        ("anon_attacker", attacker),
+    ):
         cache.put_table(sets[name], t)
     return cache, sets, evaluation
 
@@ -201,10 +234,21 @@ def _run_score(cache, sets, fit, subjects, scenario="parrot", ctx=None):
 
 
 def _score_rows(cache, sets, fit, subjects, scenario, rec):
-    out = tasks.score(cache, recognizer=rec, scenario=scenario, label="subject", sets=sets,
-                      selections=[{"id": "random|6|0", "subjects": subjects}], enrolment=0.5, seed=7, bootstrap=0,
-                      confidence=0.95, per_probe_scores=False, key=("a" if fit == "attacker" else "b") * 16,
-                      attacker_fit=fit)
+    out = tasks.score(
+        cache,
+        recognizer=rec,
+        scenario=scenario,
+        label="subject",
+        sets=sets,
+        selections=[{"id": "random|6|0", "subjects": subjects}],
+        enrolment=0.5,
+        seed=7,
+        bootstrap=0,
+        confidence=0.95,
+        per_probe_scores=False,
+        key=("a" if fit == "attacker" else "b") * 16,
+        attacker_fit=fit,
+    )
     return {r["metric"]: r["value"] for r in out["rows"]}
 
 
@@ -242,11 +286,13 @@ def test_attacker_fit_enrolment_needs_no_attacker_set(tmp_path):
 
 
 def _cfg(**over):
-    c = {"dataset": {"source": "any.synthetic", "params": {"n_subjects": 24, "samples_per_subject": 8, "dim": 8}},
-         "anonymizers": [{"id": "any.gaussian_noise", "params": {"sigma": 0.5}}],
-         "recognizers": [{"id": "any.pca_svm", "params": {"cv_folds": 2}}],
-         "selection": {"selectors": ["random"], "subject_counts": [6], "random_draws": 1},
-         "report": {"bootstrap": 0}}
+    c = {
+        "dataset": {"source": "any.synthetic", "params": {"n_subjects": 24, "samples_per_subject": 8, "dim": 8}},
+        "anonymizers": [{"id": "any.gaussian_noise", "params": {"sigma": 0.5}}],
+        "recognizers": [{"id": "any.pca_svm", "params": {"cv_folds": 2}}],
+        "selection": {"selectors": ["random"], "subject_counts": [6], "random_draws": 1},
+        "report": {"bootstrap": 0},
+    }
     c.update(over)
     return c
 
@@ -262,8 +308,13 @@ def test_attacker_fit_config():
     with pytest.raises(ConfigError, match=r"attacker_fit: expected 'attacker'.*'enrolment'.*'gallery'"):
         load_config(_cfg(attacker_fit="gallery"))
     with pytest.raises(ConfigError, match=r"attacker_fit: 'enrolment'.*\[attacker_dataset\] would train no attacker"):
-        load_config(_cfg(attacker_fit="enrolment", rates={"background": 0.2, "evaluation": 0.8},
-                         attacker_dataset={"source": "any.synthetic", "params": {"n_subjects": 10}}))
+        load_config(
+            _cfg(
+                attacker_fit="enrolment",
+                rates={"background": 0.2, "evaluation": 0.8},
+                attacker_dataset={"source": "any.synthetic", "params": {"n_subjects": 10}},
+            )
+        )
 
 
 def test_attacker_fit_plan_reads_no_attacker_set():
@@ -276,12 +327,21 @@ def test_attacker_fit_plan_reads_no_attacker_set():
 
 
 def test_enrolment_fit_and_cv_end_to_end(tmp_path):
-    r = bioanon.evaluate(_cfg(attacker_fit="enrolment", rates={"background": 0.25, "attacker": 0.25}),
-                         out_dir=tmp_path / "out", run_id="seba", cache=tmp_path / "cache", progress=False)
+    r = bioanon.evaluate(
+        _cfg(attacker_fit="enrolment", rates={"background": 0.25, "attacker": 0.25}),
+        out_dir=tmp_path / "out",
+        run_id="seba",
+        cache=tmp_path / "cache",
+        progress=False,
+    )
     m = r.metrics
     cv = m[m.metric.str.startswith("cv_balanced_accuracy")]
-    assert set(cv.metric) == {"cv_balanced_accuracy", "cv_balanced_accuracy_std", "cv_balanced_accuracy_min",
-                              "cv_balanced_accuracy_max"}
+    assert set(cv.metric) == {
+        "cv_balanced_accuracy",
+        "cv_balanced_accuracy_std",
+        "cv_balanced_accuracy_min",
+        "cv_balanced_accuracy_max",
+    }
     assert set(cv.scenario) == {"clear", "naive", "parrot"}
     mean = cv[cv.metric == "cv_balanced_accuracy"].value.to_numpy()
     lo = cv[cv.metric == "cv_balanced_accuracy_min"].value.to_numpy()
@@ -292,6 +352,7 @@ def test_enrolment_fit_and_cv_end_to_end(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------ two-share rates
+
 
 def test_two_share_rates_give_the_evaluation_the_rest():
     rates = load_config(_cfg(rates={"background": 0.02, "attacker": 0.88, "enrolment": 0.75})).rates
@@ -307,6 +368,7 @@ def test_two_share_rates_give_the_evaluation_the_rest():
 
 
 # ------------------------------------------------------------------------------------------ by / order
+
 
 def _ranked_table(**attributes):
     # subjects s1..s5, two samples each, with a stored per-subject hit rate

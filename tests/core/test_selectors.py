@@ -21,8 +21,13 @@ from bioanon.table import SampleTable
 from bioanon.testing import check_method, make_table
 
 ALL = [RandomSelection, ClassificationSelection, MetadataSelection, DistinctiveSelection, CenterSelection]
-ALIASES = {"random": RandomSelection, "classification": ClassificationSelection, "metadata": MetadataSelection,
-           "distinctive": DistinctiveSelection, "center": CenterSelection}
+ALIASES = {
+    "random": RandomSelection,
+    "classification": ClassificationSelection,
+    "metadata": MetadataSelection,
+    "distinctive": DistinctiveSelection,
+    "center": CenterSelection,
+}
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +104,11 @@ def _mixed_separability(seed: int):
             xs.append(centre + noise * rng.standard_normal((k, d)))
             subjects += [name] * k
         x = np.vstack(xs).astype(np.float32)
-        return SampleTable.from_arrays(subject=np.array(subjects), payloads={"features": x},
-                                       sample_id=np.array([f"{s}-{i}" for i, s in enumerate(subjects)]))
+        return SampleTable.from_arrays(
+            subject=np.array(subjects),
+            payloads={"features": x},
+            sample_id=np.array([f"{s}-{i}" for i, s in enumerate(subjects)]),
+        )
 
     evaluation = make([(f"e{i}", 0.1) for i in range(4)] + [(f"h{i}", 2.5) for i in range(8)])
     attacker = make([(f"a{i}", 0.6) for i in range(12)])

@@ -30,10 +30,19 @@ def make_table(**extra_meta) -> SampleTable:
             "features": rng.standard_normal((N, 8), dtype=np.float32),
             "audio": [rng.standard_normal(n).astype(np.float32) for n in (3, 1, 4, 1, 5, 9)],
         },
-        attributes={"age": [30, 31, None, 40, 41, 42], "gender": ["f", "f", "m", "m", None, "f"],
-                    "score": np.linspace(0, 1, N), "left": np.array([True, False] * 3)},
-        metadata={"trait": "multi", "sample_rate": 16000, "joints": ["a", "b", "c", "d"],
-                  "lineage": [{"step": "load", "fingerprint": "abc"}], **extra_meta},
+        attributes={
+            "age": [30, 31, None, 40, 41, 42],
+            "gender": ["f", "f", "m", "m", None, "f"],
+            "score": np.linspace(0, 1, N),
+            "left": np.array([True, False] * 3),
+        },
+        metadata={
+            "trait": "multi",
+            "sample_rate": 16000,
+            "joints": ["a", "b", "c", "d"],
+            "lineage": [{"step": "load", "fingerprint": "abc"}],
+            **extra_meta,
+        },
     )
 
 
@@ -75,8 +84,12 @@ def test_from_arrays_values_roundtrip_exactly():
     rng = np.random.default_rng(3)
     pose = rng.standard_normal((5, 2, 3, 3)).astype(np.float32)
     audio = [rng.standard_normal(k).astype(np.float32) for k in (2, 0, 7, 1, 3)]
-    t = SampleTable.from_arrays(subject=np.array([1, 1, 2, 2, 3]), payloads={"pose": pose, "audio": audio},
-                                sample_id=[f"s{i}" for i in range(5)], metadata={"sample_rate": 8000})
+    t = SampleTable.from_arrays(
+        subject=np.array([1, 1, 2, 2, 3]),
+        payloads={"pose": pose, "audio": audio},
+        sample_id=[f"s{i}" for i in range(5)],
+        metadata={"sample_rate": 8000},
+    )
     np.testing.assert_array_equal(t.payload("pose"), pose)
     for got, want in zip(t.payload("audio"), audio, strict=True):
         np.testing.assert_array_equal(got, want)
@@ -94,8 +107,9 @@ def test_from_arrays_length_mismatch():
     with pytest.raises(TableError, match="payload 'features' has 3 samples, expected 2"):
         SampleTable.from_arrays(subject=["a", "b"], payloads={"features": np.zeros((3, 2), np.float32)})
     with pytest.raises(TableError, match="attribute 'attr.age' has 1 values, expected 2"):
-        SampleTable.from_arrays(subject=["a", "b"], payloads={"features": np.zeros((2, 2), np.float32)},
-                                attributes={"age": [1]})
+        SampleTable.from_arrays(
+            subject=["a", "b"], payloads={"features": np.zeros((2, 2), np.float32)}, attributes={"age": [1]}
+        )
 
 
 def test_from_arrow_and_record_batch():
@@ -210,8 +224,9 @@ def test_nan_and_inf_in_float_payloads():
     with pytest.raises(TableError, match=r"'audio' has NaN/inf values in 1 samples: \['1'\]"):
         SampleTable.from_arrays(subject="a", payloads={"audio": audio}, metadata={"sample_rate": 1})
     # NaN in an attribute is fine
-    SampleTable.from_arrays(subject="a", payloads={"features": np.zeros((2, 1), np.float32)},
-                            attributes={"x": [np.nan, 1.0]})
+    SampleTable.from_arrays(
+        subject="a", payloads={"features": np.zeros((2, 1), np.float32)}, attributes={"x": [np.nan, 1.0]}
+    )
 
 
 def test_nan_check_respects_slices():
@@ -263,8 +278,11 @@ def test_validate_payload():
         t.validate_payload("pose", shape=(None, 25, 3))
     with pytest.raises(TableError, match=r"'image' has dtype uint8, expected float32"):
         t.validate_payload("image", dtype=np.float32)
-    with pytest.raises(TableError, match=r"'audio': 4 samples do not have length 1, "
-                                         r"e.g. \['0', '2', '4', '5'\] \(lengths \[3, 4, 5, 9\]\)"):
+    with pytest.raises(
+        TableError,
+        match=r"'audio': 4 samples do not have length 1, "
+        r"e.g. \['0', '2', '4', '5'\] \(lengths \[3, 4, 5, 9\]\)",
+    ):
         t.validate_payload("audio", shape=(1,))
     with pytest.raises(TableError, match="no payload column 'video'"):
         t.validate_payload("video")
@@ -287,8 +305,10 @@ def test_metadata_is_a_copy_and_lineage():
     u = t.with_metadata(trait="voice", rate=50)
     assert u.metadata["trait"] == "voice" and u.metadata["rate"] == 50 and t.metadata["trait"] == "multi"
     v = u.with_lineage_step({"step": "anon.mean", "fingerprint": "f00", "params": {"k": 3}})
-    assert v.lineage == [{"step": "load", "fingerprint": "abc"},
-                         {"step": "anon.mean", "fingerprint": "f00", "params": {"k": 3}}]
+    assert v.lineage == [
+        {"step": "load", "fingerprint": "abc"},
+        {"step": "anon.mean", "fingerprint": "f00", "params": {"k": 3}},
+    ]
     assert u.lineage == [{"step": "load", "fingerprint": "abc"}]
     assert v.arrow.column("pose") is not None and v.arrow.column(2).chunk(0).equals(t.arrow.column(2).chunk(0))
     assert json.loads(v.schema.metadata[b"bioanon"])["lineage"][1]["step"] == "anon.mean"
@@ -447,8 +467,14 @@ def test_concat():
     with pytest.raises(TableError, match="table 1 lacks column 'attr.age'"):
         SampleTable.concat([a, SampleTable(b.arrow.drop_columns(["attr.age"]))])
     with pytest.raises(TableError, match="column 'features' has type .* in table 1"):
-        SampleTable.concat([a, SampleTable(b.arrow.drop_columns(["features"]), validate=False)
-                           .with_payload("features", np.zeros((3, 4), np.float32))])
+        SampleTable.concat(
+            [
+                a,
+                SampleTable(b.arrow.drop_columns(["features"]), validate=False).with_payload(
+                    "features", np.zeros((3, 4), np.float32)
+                ),
+            ]
+        )
     with pytest.raises(TableError, match="metadata 'trait' differs"):
         SampleTable.concat([a, b.with_metadata(trait="gait")])
     with pytest.raises(TableError, match="at least one table"):
@@ -498,10 +524,14 @@ def test_splits_basic_and_errors():
 # ------------------------------------------------------------------------------------------------- streaming
 def _multi_batch_file(path, n_batches=3, rows=50, dim=6):
     rng = np.random.default_rng(0)
-    parts = [SampleTable.from_arrays(subject=np.char.add("s", (np.arange(rows) % 7).astype(str)),
-                                     sample_id=np.char.add(f"b{b}-", np.arange(rows).astype(str)),
-                                     payloads={"features": rng.standard_normal((rows, dim)).astype(np.float32)})
-             for b in range(n_batches)]
+    parts = [
+        SampleTable.from_arrays(
+            subject=np.char.add("s", (np.arange(rows) % 7).astype(str)),
+            sample_id=np.char.add(f"b{b}-", np.arange(rows).astype(str)),
+            payloads={"features": rng.standard_normal((rows, dim)).astype(np.float32)},
+        )
+        for b in range(n_batches)
+    ]
     schema = parts[0].arrow.schema
     with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, schema) as w:
         for p in parts:

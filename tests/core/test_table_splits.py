@@ -43,8 +43,11 @@ def build(counts: list[int], order_seed: int) -> SampleTable:
     subjects = np.repeat([f"subj{j:03d}" for j in range(len(counts))], counts)
     ids = np.array([f"id{i:05d}" for i in range(subjects.size)])
     perm = np.random.default_rng(order_seed).permutation(subjects.size)
-    return SampleTable.from_arrays(subject=subjects[perm], sample_id=ids[perm],
-                                   payloads={"features": np.arange(subjects.size, dtype=np.float32)[perm, None]})
+    return SampleTable.from_arrays(
+        subject=subjects[perm],
+        sample_id=ids[perm],
+        payloads={"features": np.arange(subjects.size, dtype=np.float32)[perm, None]},
+    )
 
 
 weights_st = st.lists(st.integers(1, 10), min_size=1, max_size=5)
@@ -111,8 +114,11 @@ def _log_multinomial(sizes: list[int]) -> float:
 
 
 @SETTINGS
-@given(weights=st.lists(st.integers(1, 10), min_size=2, max_size=4), n_subjects=st.integers(20, 80),
-       seeds=st.lists(st.integers(0, 2**32 - 1), min_size=2, max_size=2, unique=True))
+@given(
+    weights=st.lists(st.integers(1, 10), min_size=2, max_size=4),
+    n_subjects=st.integers(20, 80),
+    seeds=st.lists(st.integers(0, 2**32 - 1), min_size=2, max_size=2, unique=True),
+)
 def test_split_subjects_different_seeds_differ(weights, n_subjects, seeds):
     sizes = hamilton(weights, n_subjects)
     assume(min(sizes) > 0 and _log_multinomial(sizes) > math.log(1e9))  # a collision is negligible
@@ -123,8 +129,12 @@ def test_split_subjects_different_seeds_differ(weights, n_subjects, seeds):
 
 
 @SETTINGS
-@given(weights=weights_st, counts=st.lists(st.integers(1, 12), min_size=1, max_size=25),
-       seed=st.integers(0, 2**32 - 1), order_seed=st.integers(0, 1000))
+@given(
+    weights=weights_st,
+    counts=st.lists(st.integers(1, 12), min_size=1, max_size=25),
+    seed=st.integers(0, 2**32 - 1),
+    order_seed=st.integers(0, 1000),
+)
 def test_split_within_subjects_properties(weights, counts, seed, order_seed):
     t = build(counts, order_seed)
     rates = rates_of(weights)
@@ -145,8 +155,11 @@ def test_split_within_subjects_properties(weights, counts, seed, order_seed):
     # with min_per_part=1: every subject in every part when counts allow, else an error naming subjects
     too_few = [name for name in names if min(expected[name]) < 1]
     if too_few:
-        with pytest.raises(TableError, match=f"{len(too_few)} subjects have too few samples: '{too_few[0]}' "
-                                             f"\\({counts[names.index(too_few[0])]} samples\\)"):
+        with pytest.raises(
+            TableError,
+            match=f"{len(too_few)} subjects have too few samples: '{too_few[0]}' "
+            f"\\({counts[names.index(too_few[0])]} samples\\)",
+        ):
             t.split_within_subjects(rates, seed)
     else:
         strict = t.split_within_subjects(rates, seed)
@@ -156,8 +169,12 @@ def test_split_within_subjects_properties(weights, counts, seed, order_seed):
 
 
 @SETTINGS
-@given(weights=weights_st, counts=st.lists(st.integers(1, 12), min_size=1, max_size=25),
-       seed=st.integers(0, 2**32 - 1), order_seed=st.integers(0, 1000))
+@given(
+    weights=weights_st,
+    counts=st.lists(st.integers(1, 12), min_size=1, max_size=25),
+    seed=st.integers(0, 2**32 - 1),
+    order_seed=st.integers(0, 1000),
+)
 def test_split_within_subjects_deterministic_and_row_order_independent(weights, counts, seed, order_seed):
     rates = rates_of(weights)
     a = build(counts, order_seed)
@@ -171,8 +188,10 @@ def test_split_within_subjects_deterministic_and_row_order_independent(weights, 
 
 
 @SETTINGS
-@given(counts=st.lists(st.integers(6, 12), min_size=20, max_size=30),
-       seeds=st.lists(st.integers(0, 2**32 - 1), min_size=2, max_size=2, unique=True))
+@given(
+    counts=st.lists(st.integers(6, 12), min_size=20, max_size=30),
+    seeds=st.lists(st.integers(0, 2**32 - 1), min_size=2, max_size=2, unique=True),
+)
 def test_split_within_subjects_different_seeds_differ(counts, seeds):
     t = build(counts, 0)
     a = t.split_within_subjects([0.5, 0.5], seeds[0])

@@ -20,21 +20,24 @@ from bioanon.table import SampleTable
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _templates(n_subjects: int, per: int, seed: int, *, offset: int = 0, attribute: float = 1.0,
-               dim: int = 64, block: int = 8) -> SampleTable:
+def _templates(
+    n_subjects: int, per: int, seed: int, *, offset: int = 0, attribute: float = 1.0, dim: int = 64, block: int = 8
+) -> SampleTable:
     """Templates with identity clusters and a planted binary attribute ``sex``: a shift per attribute value whose
     blocks sum to zero (so that shuffling blocks hides it from what a classifier sees of a template)."""
     rng = np.random.default_rng(seed)
     nb = dim // block
     effect = np.zeros((2, dim))
     shift = np.random.default_rng(99).standard_normal((2, nb, block))
-    effect[:, :nb * block] = (shift - shift.mean(axis=1, keepdims=True)).reshape(2, nb * block)
+    effect[:, : nb * block] = (shift - shift.mean(axis=1, keepdims=True)).reshape(2, nb * block)
     sex = rng.integers(0, 2, n_subjects)
     centres = rng.standard_normal((n_subjects, dim)) + attribute * effect[sex]
     x = np.repeat(centres, per, axis=0) + 0.5 * rng.standard_normal((n_subjects * per, dim))
-    return SampleTable.from_arrays(subject=np.repeat([f"s{offset + i}" for i in range(n_subjects)], per),
-                                   payloads={"features": x.astype(np.float32)},
-                                   attributes={"sex": np.repeat(np.where(sex == 1, "F", "M"), per)})
+    return SampleTable.from_arrays(
+        subject=np.repeat([f"s{offset + i}" for i in range(n_subjects)], per),
+        payloads={"features": x.astype(np.float32)},
+        attributes={"sex": np.repeat(np.where(sex == 1, "F", "M"), per)},
+    )
 
 
 # ------------------------------------------------------------------------------------------------------ PE-MIU
@@ -47,7 +50,7 @@ def test_pe_miu_shuffles_each_template_on_its_own_and_reproducibly():
     blocks_x, blocks_y = x.reshape(len(x), 8, 8), y.reshape(len(y), 8, 8)
     perms = []
     for bx, by in zip(blocks_x, blocks_y, strict=True):  # every template's blocks are its own blocks, moved
-        match = (np.abs(by[:, None] - bx[None]).sum(-1) < 1e-6)
+        match = np.abs(by[:, None] - bx[None]).sum(-1) < 1e-6
         assert match.sum(1).tolist() == [1] * 8
         perms.append(tuple(match.argmax(1)))
     assert len(set(perms)) > 5  # not one permutation for all (unlike any.block_permutation)
@@ -126,8 +129,11 @@ def test_ive_removes_the_features_that_tell_the_attribute():
     sex = rng.integers(0, 2, n)
     x = rng.standard_normal((n, 20)).astype(np.float32)
     x[:, [3, 11]] += 2.5 * sex[:, None]  # the attribute lives in features 3 and 11
-    t = SampleTable.from_arrays(subject=[f"s{i // 2}" for i in range(n)], payloads={"features": x},
-                                attributes={"sex": np.where(sex == 1, "F", "M")})
+    t = SampleTable.from_arrays(
+        subject=[f"s{i // 2}" for i in range(n)],
+        payloads={"features": x},
+        attributes={"sex": np.where(sex == 1, "F", "M")},
+    )
     m = Ive(attribute="sex", per_step=1, steps=2, n_estimators=30).fit(t)
     assert 3 not in m.keep_ and 11 not in m.keep_ and len(m.keep_) == 18
     out = m.transform(t).payload("features")
@@ -170,8 +176,12 @@ def test_classifiers_fall_to_chance_while_the_similarity_attack_keeps_the_attrib
         r = rec.fit(train, "sex").enroll(probes, "sex")
         return balanced_accuracy(r.score(probes).predict(), true), r
 
-    classifiers = [AttributeSvm(kernel="rbf"), AttributeSvm(kernel="poly"), AttributeSvm(kernel="sigmoid"),
-                   AttributeKnn()]
+    classifiers = [
+        AttributeSvm(kernel="rbf"),
+        AttributeSvm(kernel="poly"),
+        AttributeSvm(kernel="sigmoid"),
+        AttributeKnn(),
+    ]
     for rec in classifiers:
         assert acc(rec.with_params(), attacker, target)[0] > 0.85  # the attribute is in the clear templates
     protected = [acc(rec, p_attacker, p_target)[0] for rec in classifiers]
@@ -186,7 +196,9 @@ def test_classifiers_fall_to_chance_while_the_similarity_attack_keeps_the_attrib
 
 def _config(**over):
     cfg = {
-        "name": "tpl", "label": "sex", "scenarios": ["parrot"],
+        "name": "tpl",
+        "label": "sex",
+        "scenarios": ["parrot"],
         "dataset": {"source": "any.synthetic", "params": {"n_subjects": 30, "samples_per_subject": 4}},
         "rates": {"background": 0.3, "attacker": 0.4, "evaluation": 0.3},
         "templates": {"recognizer": "any.lda_cosine", "params": {"n_components": 0.99}},
@@ -248,10 +260,14 @@ def test_the_example_config_validates():
 def test_templates_fitted_on_the_attacker_without_background(tmp_path):
     from bioanon.evaluation.run import evaluate
 
-    cfg = _config(label="group", rates={"background": 0, "attacker": 0.5, "evaluation": 0.5},
-                  templates={"recognizer": "any.lda_cosine", "fit": "attacker"},
-                  anonymizers=[{"id": "any.pe_miu", "params": {"block_size": 2}}],
-                  recognizers=[{"id": "any.knn"}], utility=[{"id": "any.verification_error"}])
+    cfg = _config(
+        label="group",
+        rates={"background": 0, "attacker": 0.5, "evaluation": 0.5},
+        templates={"recognizer": "any.lda_cosine", "fit": "attacker"},
+        anonymizers=[{"id": "any.pe_miu", "params": {"block_size": 2}}],
+        recognizers=[{"id": "any.knn"}],
+        utility=[{"id": "any.verification_error"}],
+    )
     res = evaluate(cfg, out_dir=None, cache=tmp_path / "cache", progress=False, jobs=1)
     assert not res.failures
     knn = res.metrics[res.metrics.scenario == "parrot"]

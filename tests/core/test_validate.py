@@ -8,11 +8,11 @@ import sys
 import textwrap
 
 import pytest
+from evalconfigs import SMALL, config, failing_recognizer_plugin
 
 import bioanon
 from bioanon.errors import ConfigError
 from bioanon.evaluation.checks import validate
-from evalconfigs import SMALL, config, failing_recognizer_plugin
 
 GOOD = textwrap.dedent("""
     name = "v"
@@ -28,8 +28,9 @@ GOOD = textwrap.dedent("""
 
 
 def _cli(*args, env=None):
-    return subprocess.run([sys.executable, "-m", "bioanon.cli", *map(str, args)], capture_output=True, text=True,
-                          env=env, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "bioanon.cli", *map(str, args)], capture_output=True, text=True, env=env, timeout=300
+    )
 
 
 def test_cli_validate_accepts_a_good_config_and_runs_nothing(tmp_path):
@@ -44,8 +45,9 @@ def test_cli_validate_accepts_a_good_config_and_runs_nothing(tmp_path):
 
 def test_cli_validate_lists_every_problem_at_once(tmp_path):
     toml = tmp_path / "bad.toml"
-    toml.write_text(GOOD.replace('grid = { sigma = [1.0, 2.0] }',
-                                 'params = { sigma = -1 }\ngrid = { seed = [1, "x"] }'))
+    toml.write_text(
+        GOOD.replace("grid = { sigma = [1.0, 2.0] }", 'params = { sigma = -1 }\ngrid = { seed = [1, "x"] }')
+    )
     blocker = tmp_path / "file"
     blocker.write_text("")
     out = _cli("validate", toml, "--out", blocker / "results")
@@ -66,8 +68,11 @@ def test_evaluate_checks_payloads_before_any_work(tmp_path, register_bioanon_plu
     register_bioanon_plugin(failing_recognizer_plugin("test.image_only", ("image",), "never reached"), "image_only")
     cfg = config(**SMALL)
     cfg["recognizers"] = [{"id": "any.cosine_centroid"}, {"id": "test.image_only"}]
-    with pytest.raises(ConfigError, match=r"recognizers\[1\].id: test.image_only reads image data, but the data "
-                                          r"set has only features"):
+    with pytest.raises(
+        ConfigError,
+        match=r"recognizers\[1\].id: test.image_only reads image data, but the data "
+        r"set has only features",
+    ):
         bioanon.evaluate(cfg, out_dir=tmp_path / "out", run_id="r", cache=tmp_path / "cache", progress=False)
     import json
 

@@ -39,15 +39,16 @@ def test_pixelation_block_means_non_square():
     re_, ce = np.round(np.linspace(0, 12, 5)).astype(int), np.round(np.linspace(0, 10, 5)).astype(int)
     for a in range(4):
         for b in range(4):
-            cell = x[:, re_[a]:re_[a + 1], ce[b]:ce[b + 1]]
+            cell = x[:, re_[a] : re_[a + 1], ce[b] : ce[b + 1]]
             mean = np.rint(cell.mean(axis=(1, 2)))
-            assert np.array_equal(out[:, re_[a]:re_[a + 1], ce[b]:ce[b + 1]],
-                                  np.broadcast_to(mean[:, None, None], cell.shape).astype(np.uint8))
+            assert np.array_equal(
+                out[:, re_[a] : re_[a + 1], ce[b] : ce[b + 1]],
+                np.broadcast_to(mean[:, None, None], cell.shape).astype(np.uint8),
+            )
 
 
 def test_noise_zero_mean_and_clipped():
-    t = SampleTable.from_arrays(subject=np.array(["a"] * 8),
-                                payloads={"image": np.full((8, 32, 32, 1), 128, np.uint8)})
+    t = SampleTable.from_arrays(subject=np.array(["a"] * 8), payloads={"image": np.full((8, 32, 32, 1), 128, np.uint8)})
     out = _run("face.gaussian_noise", t, sigma=10.0).astype(float)
     assert abs(out.mean() - 128) < 0.3 and 9.5 < out.std() < 10.5
     big = _run("face.gaussian_noise", t, sigma=200.0)
@@ -60,15 +61,17 @@ def test_block_permutation_is_spatial_bijection():
     out = _run("face.block_permutation", t, block_size=4, key=3)
     # the trailing 2 columns (10 = 2 * 4 + 2) stay in place
     assert np.array_equal(out[:, :, 8:], x[:, :, 8:])
-    blocks_in = {x[0, r:r + 4, c:c + 4].tobytes() for r in (0, 4, 8) for c in (0, 4)}
-    blocks_out = [out[0, r:r + 4, c:c + 4].tobytes() for r in (0, 4, 8) for c in (0, 4)]
+    blocks_in = {x[0, r : r + 4, c : c + 4].tobytes() for r in (0, 4, 8) for c in (0, 4)}
+    blocks_out = [out[0, r : r + 4, c : c + 4].tobytes() for r in (0, 4, 8) for c in (0, 4)]
     assert set(blocks_out) == blocks_in and len(set(blocks_out)) == 6  # blocks moved whole, each once
     m = bioanon.get_registry().create("face.block_permutation", block_size=4, key=3)
     perm = m.permutation(6)
     for i, src in enumerate(perm):
         r, c = divmod(i, 2)
         sr, sc = divmod(src, 2)
-        assert np.array_equal(out[1, 4 * r:4 * r + 4, 4 * c:4 * c + 4], x[1, 4 * sr:4 * sr + 4, 4 * sc:4 * sc + 4])
+        assert np.array_equal(
+            out[1, 4 * r : 4 * r + 4, 4 * c : 4 * c + 4], x[1, 4 * sr : 4 * sr + 4, 4 * sc : 4 * sc + 4]
+        )
 
 
 def test_pixel_relocation_is_a_fixed_permutation():
@@ -84,8 +87,7 @@ def test_pixel_relocation_is_a_fixed_permutation():
 
 
 def test_dp_snow_replaces_the_stated_share():
-    t = SampleTable.from_arrays(subject=np.array(["a"] * 5),
-                                payloads={"image": np.zeros((5, 10, 11, 3), np.uint8)})
+    t = SampleTable.from_arrays(subject=np.array(["a"] * 5), payloads={"image": np.zeros((5, 10, 11, 3), np.uint8)})
     out = _run("face.dp_snow", t, d=0.3)
     grey = (out == 127).all(axis=-1)
     assert np.array_equal(grey.sum(axis=(1, 2)), np.full(5, round(0.3 * 110)))
@@ -123,8 +125,10 @@ def test_eye_mask_band():
 
 def test_k_same_pixel_averages_k_background_identities():
     rng = np.random.default_rng(0)
-    bg = SampleTable.from_arrays(subject=np.repeat([f"b{i}" for i in range(5)], 2),
-                                 payloads={"image": rng.integers(0, 256, (10, 6, 6, 1), dtype=np.uint8)})
+    bg = SampleTable.from_arrays(
+        subject=np.repeat([f"b{i}" for i in range(5)], 2),
+        payloads={"image": rng.integers(0, 256, (10, 6, 6, 1), dtype=np.uint8)},
+    )
     t = _table(n=2, h=6, w=6, c=1)
     m = bioanon.get_registry().create("face.k_same_pixel", k=3, n_components=50)
     out = m.fit(bg).transform(t).payload("image").astype(float)
@@ -148,7 +152,7 @@ def test_ssim_and_psnr_reference():
     assert np.allclose(ssim_batch(x, x), 1.0)
     y = np.clip(x.astype(int) + 10, 0, 255).astype(np.uint8)
     mse = ((x.astype(float) - y) ** 2).reshape(3, -1).mean(1)
-    assert np.allclose(psnr_batch(x, y), 10 * np.log10(255 ** 2 / mse))
+    assert np.allclose(psnr_batch(x, y), 10 * np.log10(255**2 / mse))
     # SSIM against a direct per-image computation with OpenCV's Gaussian filter (11×11, σ 1.5, reflect)
     import cv2
 
@@ -161,9 +165,9 @@ def test_ssim_and_psnr_reference():
             return cv2.GaussianBlur(z, (11, 11), 1.5, borderType=cv2.BORDER_REFLECT)
 
         ma, mb = f(a), f(b)
-        va, vb, cab = f(a * a) - ma ** 2, f(b * b) - mb ** 2, f(a * b) - ma * mb
+        va, vb, cab = f(a * a) - ma**2, f(b * b) - mb**2, f(a * b) - ma * mb
         c1, c2 = (0.01 * 255) ** 2, (0.03 * 255) ** 2
-        ref = (((2 * ma * mb + c1) * (2 * cab + c2)) / ((ma ** 2 + mb ** 2 + c1) * (va + vb + c2))).mean()
+        ref = (((2 * ma * mb + c1) * (2 * cab + c2)) / ((ma**2 + mb**2 + c1) * (va + vb + c2))).mean()
         assert got[i] == pytest.approx(ref, abs=2e-3)
     assert got.max() < 0.99
     u = bioanon.get_registry().create("face.ssim")

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 
-import bioanon
 import numpy as np
 import pytest
+
+import bioanon
 from bioanon.table import SampleTable
 
 
@@ -14,8 +15,12 @@ def _table(n=4, h=6, w=8, c=3, seed=0, prefix="s", subjects=None, attrs=None):
     rng = np.random.default_rng(seed)
     x = rng.integers(0, 256, (n, h, w, c), dtype=np.uint8)
     subj = np.array([f"{prefix}{i % 2}" for i in range(n)]) if subjects is None else np.asarray(subjects)
-    return SampleTable.from_arrays(subject=subj, sample_id=np.array([f"{prefix}id{i}" for i in range(n)]),
-                                   payloads={"image": x}, attributes=attrs or {})
+    return SampleTable.from_arrays(
+        subject=subj,
+        sample_id=np.array([f"{prefix}id{i}" for i in range(n)]),
+        payloads={"image": x},
+        attributes=attrs or {},
+    )
 
 
 def _create(method_id, **params):
@@ -27,15 +32,16 @@ def _create(method_id, **params):
 
 def test_k_rtio_alpha_one_returns_the_input_and_alpha_zero_only_overlay_blocks():
     bg, t = _table(n=5, seed=1, prefix="b"), _table(n=3, seed=2)
-    assert np.array_equal(_create("face.k_rtio", alpha=1.0, block_size=2, k=2).fit(bg).transform(t)
-                          .payload("image"), t.payload("image"))
+    assert np.array_equal(
+        _create("face.k_rtio", alpha=1.0, block_size=2, k=2).fit(bg).transform(t).payload("image"), t.payload("image")
+    )
     m = _create("face.k_rtio", alpha=0.0, block_size=2, k=1, key=7).fit(bg)
     out = m.transform(t).payload("image")
     choice, _ = m.plan(t.sample_ids, 5, 12)
     for i in range(3):  # 6×8 = 3×4 blocks of 2×2: the output's blocks are exactly the chosen overlay's blocks
         src = bg.payload("image")[choice[i, 0]]
-        blocks_out = sorted(out[i, r:r + 2, q:q + 2].tobytes() for r in (0, 2, 4) for q in (0, 2, 4, 6))
-        blocks_src = sorted(src[r:r + 2, q:q + 2].tobytes() for r in (0, 2, 4) for q in (0, 2, 4, 6))
+        blocks_out = sorted(out[i, r : r + 2, q : q + 2].tobytes() for r in (0, 2, 4) for q in (0, 2, 4, 6))
+        blocks_src = sorted(src[r : r + 2, q : q + 2].tobytes() for r in (0, 2, 4) for q in (0, 2, 4, 6))
         assert blocks_out == blocks_src
         assert not np.array_equal(out[i], t.payload("image")[i])
 
@@ -141,8 +147,9 @@ def test_dp_samp_samples_uniformly():
 
 
 def test_dp_samp_interpolation_equals_griddata_and_nearest_fill():
-    from bioanon_face.anonymizers import DpSamp
     from scipy.interpolate import griddata
+
+    from bioanon_face.anonymizers import DpSamp
 
     rng = np.random.default_rng(2)
     h, w = 9, 13
@@ -176,8 +183,10 @@ def test_dp_samp_non_square_output():
     assert out.shape == x.shape and out.dtype == np.uint8
     assert (out == x).mean() > 0.95  # nearly every pixel sampled: the halves stay where they are
     coarse = _create("face.dp_samp", epsilon=5.0, k=2, m=4).fit_transform(t).payload("image")
-    assert np.abs(coarse[:, :, :3].astype(int) - 30).mean() < 40 and np.abs(coarse[:, :, -3:].astype(int) - 220
-                                                                            ).mean() < 40
+    assert (
+        np.abs(coarse[:, :, :3].astype(int) - 30).mean() < 40
+        and np.abs(coarse[:, :, -3:].astype(int) - 220).mean() < 40
+    )
     assert not np.array_equal(coarse, x)
     again = _create("face.dp_samp", epsilon=5.0, k=2, m=4).fit_transform(t).payload("image")
     assert np.array_equal(coarse, again)
@@ -216,8 +225,11 @@ def _eigen_reference(bg, t, k, include_self):
 def _background(n_ids=6, per=2, seed=7, h=6, w=5):
     rng = np.random.default_rng(seed)
     x = rng.integers(0, 256, (n_ids * per, h, w, 1), dtype=np.uint8)
-    return SampleTable.from_arrays(subject=np.repeat([f"b{i}" for i in range(n_ids)], per),
-                                   sample_id=np.array([f"bg{i}" for i in range(n_ids * per)]), payloads={"image": x})
+    return SampleTable.from_arrays(
+        subject=np.repeat([f"b{i}" for i in range(n_ids)], per),
+        sample_id=np.array([f"bg{i}" for i in range(n_ids * per)]),
+        payloads={"image": x},
+    )
 
 
 def test_k_same_eigen_k1_reproduces_the_nearest_face_or_the_projection():
@@ -258,8 +270,16 @@ def test_random_set_mean_eigen_equals_the_mean_on_coefficients():
         pytest.skip("bioanon without any.random_set_mean")
     rng = np.random.default_rng(10)
     attrs = {"mood": np.array(["a", "b"])[rng.integers(0, 2, 24)]}
-    bg = _table(n=20, h=6, w=5, c=1, seed=11, prefix="b", subjects=[f"b{i % 5}" for i in range(20)],
-                attrs={"mood": attrs["mood"][:20]})
+    bg = _table(
+        n=20,
+        h=6,
+        w=5,
+        c=1,
+        seed=11,
+        prefix="b",
+        subjects=[f"b{i % 5}" for i in range(20)],
+        attrs={"mood": attrs["mood"][:20]},
+    )
     t = _table(n=24, h=6, w=5, c=1, seed=12, subjects=[f"t{i % 6}" for i in range(24)], attrs=attrs)
     params = dict(attribute="mood", set_size=4, purity=0.5, weight=10.0, retention=0.3, seed=3, backend="numpy")
     m = _create("face.random_set_mean_eigen", n_components=8, **params).fit(bg)
@@ -272,8 +292,12 @@ def test_random_set_mean_eigen_equals_the_mean_on_coefficients():
 
     def coeffs(table):
         z = ((table.payload("image").reshape(len(table), -1).astype(np.float32) - mean) @ basis).astype(np.float32)
-        return SampleTable.from_arrays(subject=table.subjects, sample_id=table.sample_ids, payloads={"features": z},
-                                       attributes={"mood": table.attribute("mood")})
+        return SampleTable.from_arrays(
+            subject=table.subjects,
+            sample_id=table.sample_ids,
+            payloads={"features": z},
+            attributes={"mood": table.attribute("mood")},
+        )
 
     core = _create("any.random_set_mean", **params).fit(coeffs(bg))
     z = core.transform(coeffs(t)).payload("features").astype(np.float64)

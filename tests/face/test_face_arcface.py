@@ -56,9 +56,12 @@ def test_identifies_synthetic_faces_deterministically(synthetic):
 
 def test_grey_images_and_channel_conversion(synthetic):
     train, probes = synthetic
-    grey = train.with_payload("image", np.rint(train.payload("image").astype(np.float32)
-                                               @ np.array([0.299, 0.587, 0.114], np.float32))
-                              .clip(0, 255).astype(np.uint8)[..., None])
+    grey = train.with_payload(
+        "image",
+        np.rint(train.payload("image").astype(np.float32) @ np.array([0.299, 0.587, 0.114], np.float32))
+        .clip(0, 255)
+        .astype(np.uint8)[..., None],
+    )
     m = ArcFace(epochs=2, **FAST).fit(grey)
     assert m.channels_ == 1 and m.model_.backbone.conv1.in_channels == 1
     e_grey = m.embed(grey)
@@ -101,7 +104,8 @@ def test_orl_identification_far_above_chance(shared_data):
     attacker, evaluation = orl.split_subjects([0.5, 0.5], seed=0)
     assert not set(attacker.subjects) & set(evaluation.subjects)
     e_idx = evaluation.attribute("image_index")
-    open_set = _top1(ArcFace(epochs=30, threads=1).fit(attacker), evaluation.filter(e_idx <= 5),
-                     evaluation.filter(e_idx > 5))
+    open_set = _top1(
+        ArcFace(epochs=30, threads=1).fit(attacker), evaluation.filter(e_idx <= 5), evaluation.filter(e_idx > 5)
+    )
     print(f"face.arcface ORL open-set top-1 {open_set:.3f} (chance {1 / evaluation.num_subjects:.3f})")
     assert open_set > 3 / evaluation.num_subjects, open_set  # measured 0.77 (seed 0)

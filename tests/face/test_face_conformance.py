@@ -12,16 +12,45 @@ FACE_METHODS = sorted(bioanon.list_methods("face.*"))
 
 def test_all_face_methods_are_registered():
     ids = set(FACE_METHODS)
-    for expected in ("face.orl", "face.mat", "face.folder", "face.celeba", "face.synthetic", "face.eye_mask",
-                     "face.gaussian_blur", "face.pixelation", "face.gaussian_noise", "face.block_permutation",
-                     "face.pixel_relocation", "face.dp_pix", "face.dp_snow", "face.k_same_pixel",
-                     "face.eigenfaces", "face.ssim", "face.psnr",
-                     # the second half: more anonymizations, de-anonymizers, attackers, utility
-                     "face.dp_samp", "face.k_same_eigen", "face.k_rtio", "face.random_set_mean",
-                     "face.random_set_mean_eigen", "face.fantomas", "face.fantomas_conv", "face.resample_inversion",
-                     "face.wiener", "face.richardson_lucy", "face.wavelet_denoise", "face.neighbour_interpolation",
-                     "face.learned_permutation", "face.arcface", "face.lbph", "face.detection_rate",
-                     "face.detection_confidence", "face.attribute_accuracy", "face.perceptual_similarity"):
+    for expected in (
+        "face.orl",
+        "face.mat",
+        "face.folder",
+        "face.celeba",
+        "face.synthetic",
+        "face.eye_mask",
+        "face.gaussian_blur",
+        "face.pixelation",
+        "face.gaussian_noise",
+        "face.block_permutation",
+        "face.pixel_relocation",
+        "face.dp_pix",
+        "face.dp_snow",
+        "face.k_same_pixel",
+        "face.eigenfaces",
+        "face.ssim",
+        "face.psnr",
+        # the second half: more anonymizations, de-anonymizers, attackers, utility
+        "face.dp_samp",
+        "face.k_same_eigen",
+        "face.k_rtio",
+        "face.random_set_mean",
+        "face.random_set_mean_eigen",
+        "face.fantomas",
+        "face.fantomas_conv",
+        "face.resample_inversion",
+        "face.wiener",
+        "face.richardson_lucy",
+        "face.wavelet_denoise",
+        "face.neighbour_interpolation",
+        "face.learned_permutation",
+        "face.arcface",
+        "face.lbph",
+        "face.detection_rate",
+        "face.detection_confidence",
+        "face.attribute_accuracy",
+        "face.perceptual_similarity",
+    ):
         assert expected in ids, expected
 
 

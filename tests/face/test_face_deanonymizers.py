@@ -16,8 +16,9 @@ from bioanon_face.fantomas import Fantomas, FantomasConv, ssim
 
 
 def _faces(channels=3, size=(32, 32), n_subjects=16, seed=1):
-    data = bioanon.load_dataset("face.synthetic", n_subjects=n_subjects, samples_per_subject=5, size=size,
-                                channels=channels, seed=seed)
+    data = bioanon.load_dataset(
+        "face.synthetic", n_subjects=n_subjects, samples_per_subject=5, size=size, channels=channels, seed=seed
+    )
     return data.split_subjects([0.5, 0.5], seed=0)
 
 
@@ -36,15 +37,18 @@ def _attack(anonymizer, params, deanonymizer, channels=3, **dparams):
     return m, _mse(anon_eval, evaluation), _mse(out, evaluation)
 
 
-@pytest.mark.parametrize("anonymizer, params, deanonymizer, ratio", [  # measured MSE ratios (grey / RGB):
-    ("face.pixelation", {"size": 8}, "face.resample_inversion", 0.92),  # 0.84 / 0.84
-    ("face.gaussian_blur", {"kernel": 7}, "face.wiener", 0.6),  # 0.47 / 0.47
-    ("face.gaussian_blur", {"kernel": 7}, "face.richardson_lucy", 0.8),  # 0.69 / 0.69
-    ("face.gaussian_noise", {"sigma": 40.0}, "face.wavelet_denoise", 0.5),  # 0.36 / 0.37
-    ("face.gaussian_noise", {"sigma": 40.0}, "face.resample_inversion", 0.55),  # 0.39 / 0.41
-    ("face.dp_snow", {"d": 0.3}, "face.neighbour_interpolation", 0.3),  # 0.19 / 0.18
-    ("face.pixel_relocation", {"steps": 5}, "face.learned_permutation", 0.0),  # exact
-])
+@pytest.mark.parametrize(
+    "anonymizer, params, deanonymizer, ratio",
+    [  # measured MSE ratios (grey / RGB):
+        ("face.pixelation", {"size": 8}, "face.resample_inversion", 0.92),  # 0.84 / 0.84
+        ("face.gaussian_blur", {"kernel": 7}, "face.wiener", 0.6),  # 0.47 / 0.47
+        ("face.gaussian_blur", {"kernel": 7}, "face.richardson_lucy", 0.8),  # 0.69 / 0.69
+        ("face.gaussian_noise", {"sigma": 40.0}, "face.wavelet_denoise", 0.5),  # 0.36 / 0.37
+        ("face.gaussian_noise", {"sigma": 40.0}, "face.resample_inversion", 0.55),  # 0.39 / 0.41
+        ("face.dp_snow", {"d": 0.3}, "face.neighbour_interpolation", 0.3),  # 0.19 / 0.18
+        ("face.pixel_relocation", {"steps": 5}, "face.learned_permutation", 0.0),  # exact
+    ],
+)
 @pytest.mark.parametrize("channels", [1, 3])
 def test_classic_deanonymizer_beats_identity(anonymizer, params, deanonymizer, ratio, channels):
     m, anon, deanon = _attack(anonymizer, params, deanonymizer, channels)
@@ -136,7 +140,8 @@ def test_torch_ssim_matches_the_reference_formula():
 
     mx, my = f(a), f(b)
     s = ((2 * mx * my + 1e-4) * (2 * (f(a * b) - mx * my) + 9e-4)) / (
-        (mx ** 2 + my ** 2 + 1e-4) * (f(a * a) - mx ** 2 + f(b * b) - my ** 2 + 9e-4))
+        (mx**2 + my**2 + 1e-4) * (f(a * a) - mx**2 + f(b * b) - my**2 + 9e-4)
+    )
     got = ssim(torch.from_numpy(a), torch.from_numpy(b)).numpy()
     assert np.allclose(got, s.reshape(3, -1).mean(1), atol=1e-6)
     assert np.allclose(ssim(torch.from_numpy(a), torch.from_numpy(a)).numpy(), 1.0)

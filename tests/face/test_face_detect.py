@@ -30,8 +30,17 @@ def _rotate(images: np.ndarray, degrees: np.ndarray) -> np.ndarray:
     import cv2
 
     h, w = images.shape[1:3]
-    return np.stack([cv2.warpAffine(im, cv2.getRotationMatrix2D(((w - 1) / 2, (h - 1) / 2), -a, 1.0), (w, h),
-                                    borderMode=cv2.BORDER_REPLICATE) for im, a in zip(images, degrees, strict=True)])
+    return np.stack(
+        [
+            cv2.warpAffine(
+                im,
+                cv2.getRotationMatrix2D(((w - 1) / 2, (h - 1) / 2), -a, 1.0),
+                (w, h),
+                borderMode=cv2.BORDER_REPLICATE,
+            )
+            for im, a in zip(images, degrees, strict=True)
+        ]
+    )
 
 
 def test_orl_faces_are_found(orl):
@@ -71,8 +80,10 @@ def test_rotation_is_estimated_and_aligned_away(orl):
     det = detect_faces(rotated, eyes=True)
     ok = det.eyes_found
     err = np.abs(det.angle[ok] - base.angle[idx][ok] - theta[ok])
-    print(f"rotated by 8-20°: eyes found in {ok.sum()}/{len(idx)}, angle error median {np.median(err):.2f}° "
-          f"p90 {np.percentile(err, 90):.2f}°")
+    print(
+        f"rotated by 8-20°: eyes found in {ok.sum()}/{len(idx)}, angle error median {np.median(err):.2f}° "
+        f"p90 {np.percentile(err, 90):.2f}°"
+    )
     assert ok.mean() >= 0.7 and np.median(err) < 2.0 and np.percentile(err, 90) < 4.0
 
     crops = align_faces(rotated, (64, 64), margin=0.2)
@@ -82,8 +93,10 @@ def test_rotation_is_estimated_and_aligned_away(orl):
     both = after.eyes_found & crops.eyes_found
     before = np.median(np.abs(det.angle[ok]))
     tilt = np.abs(after.angle[both])
-    print(f"eye line tilt: median {before:.1f}° before, {np.median(tilt):.2f}° after alignment "
-          f"(p90 {np.percentile(tilt, 90):.2f}°, {both.sum()} crops)")
+    print(
+        f"eye line tilt: median {before:.1f}° before, {np.median(tilt):.2f}° after alignment "
+        f"(p90 {np.percentile(tilt, 90):.2f}°, {both.sum()} crops)"
+    )
     assert both.mean() >= 0.7
     assert before > 8.0 and np.median(tilt) < 2.5 and np.percentile(tilt, 90) < 5.0
     # the crop is centred on the face: the re-detected face box is centred and fills a similar share
@@ -117,13 +130,22 @@ def test_align_table_input_and_sizes(orl):
 
 
 def test_images_without_a_face_are_listed_in_the_run_warnings(shared_data, tmp_path):
-    cfg = {"name": "align", "seed": 0, "repeats": 1, "scenarios": ["naive"],
-           "dataset": {"source": "face.orl", "path": str(shared_data / "att_faces"),
-                       "params": {"size": [32, 32], "align": True, "no_face": "keep"}},
-           "rates": {"background": 0.1, "attacker": 0.3, "evaluation": 0.6, "enrolment": 0.5},
-           "anonymizers": [{"id": "face.gaussian_blur", "params": {"kernel": 5}}],
-           "recognizers": [{"id": "face.eigenfaces"}],
-           "selection": {"selectors": ["random"]}, "report": {"bootstrap": 20}}
+    cfg = {
+        "name": "align",
+        "seed": 0,
+        "repeats": 1,
+        "scenarios": ["naive"],
+        "dataset": {
+            "source": "face.orl",
+            "path": str(shared_data / "att_faces"),
+            "params": {"size": [32, 32], "align": True, "no_face": "keep"},
+        },
+        "rates": {"background": 0.1, "attacker": 0.3, "evaluation": 0.6, "enrolment": 0.5},
+        "anonymizers": [{"id": "face.gaussian_blur", "params": {"kernel": 5}}],
+        "recognizers": [{"id": "face.eigenfaces"}],
+        "selection": {"selectors": ["random"]},
+        "report": {"bootstrap": 20},
+    }
     with pytest.warns(Warning, match="no face found"):
         res = bioanon.evaluate(cfg, out_dir=None, cache=tmp_path / "cache", progress=False, report=False)
     msg = [w for w in res.warnings if "no face found" in w]

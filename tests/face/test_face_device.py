@@ -42,8 +42,7 @@ PERCEPTUAL = dict(size=16, width=2, epochs=2, batch_size=8, threads=1)
 @pytest.fixture(scope="module")
 def faces():
     """(clear, block-permuted) tiny grey synthetic faces (12 subjects × 3)."""
-    t = bioanon.load_dataset("face.synthetic", n_subjects=12, samples_per_subject=3, size=(16, 16), channels=1,
-                             seed=5)
+    t = bioanon.load_dataset("face.synthetic", n_subjects=12, samples_per_subject=3, size=(16, 16), channels=1, seed=5)
     return t, bioanon.get_method("face.block_permutation", block_size=4, key=1).transform(t)
 
 
@@ -58,6 +57,7 @@ def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 # ------------------------------------------------------------------------------------------------------ SSIM
+
 
 def test_ssim_follows_the_inputs_dtype_and_stays_float32_for_half_inputs():
     g = torch.Generator().manual_seed(0)
@@ -88,6 +88,7 @@ def test_ssim_on_a_cuda_tensor_matches_the_cpu():
 
 
 # -------------------------------------------------------------------------------------------------- Fantômas
+
 
 def test_fantomas_trains_on_the_run_device_with_the_papers_schedule(faces):
     clear, anon = faces
@@ -133,8 +134,9 @@ def test_fantomas_weights_round_trip_and_a_mismatch_names_the_layer(faces, tmp_p
         assert torch.allclose(pa, pb, atol=1e-6), name
     wrong = Fantomas(weights=str(path), **{**FANTOMAS, "features": 3})
     problems = wrong.preflight(clear)
-    assert len(problems) == 1 and "encoder.0.weight: (2, 1, 3, 3) in the file, (3, 1, 3, 3) in the network" \
-        in problems[0], problems
+    assert (
+        len(problems) == 1 and "encoder.0.weight: (2, 1, 3, 3) in the file, (3, 1, 3, 3) in the network" in problems[0]
+    ), problems
     with pytest.raises(WeightsError, match=r"face\.fantomas: weights .*encoder\.0\.weight: \(2, 1, 3, 3\)"):
         wrong.fit(clear, anon)
     assert "no such file" in Fantomas(weights=str(tmp_path / "none.pt"), **FANTOMAS).preflight(clear)[0]
@@ -156,8 +158,11 @@ def test_fantomas_linear_layer_cap_names_the_parameters(faces):
     big = Fantomas(preset="paper", features=5)  # 224×224 with F = 5: 246 M weights > 200 M
     line = big.preflight(clear)
     assert len(line) == 1 and "'features' or 'resolution'" in line[0] and "features=5" in line[0]
-    with pytest.raises(ParameterError, match=r"parameter 'features' = 5.*lower the parameter 'features' or "
-                                             r"'resolution'"):
+    with pytest.raises(
+        ParameterError,
+        match=r"parameter 'features' = 5.*lower the parameter 'features' or "
+        r"'resolution'",
+    ):
         big.fit(clear, anon)
     assert Fantomas(preset="paper").preflight(clear) == []  # F = 4 at 224×224 fits the cap
     assert FantomasConv(preset="paper", features=64).preflight(clear) == []  # no linear layer, no cap
@@ -196,6 +201,7 @@ def test_fantomas_presets_and_describe():
 
 # ---------------------------------------------------------------------------------------------------- ArcFace
 
+
 def test_arcface_cpu_and_bf16_embeddings_stay_close(colour):
     m = ArcFace(device="cpu", precision="fp32", **ARCFACE).fit(colour)
     assert m.device_ == "cpu"
@@ -225,8 +231,11 @@ def test_arcface_timm_checkpoint_freeze_and_mismatch(colour, tmp_path):
 
     wrong = ArcFace(weights=str(path), **{**ARCFACE, "width": 8})
     problems = wrong.preflight(colour)
-    assert len(problems) == 1 and "layer backbone.layer1.0.conv1.weight: (4, 64, 3, 3) in the file, " \
-        "(8, 64, 3, 3) in the network" in problems[0], problems
+    assert (
+        len(problems) == 1
+        and "layer backbone.layer1.0.conv1.weight: (4, 64, 3, 3) in the file, (8, 64, 3, 3) in the network"
+        in problems[0]
+    ), problems
     with pytest.raises(WeightsError, match=r"face\.arcface: weights .*backbone\.layer1\.0\.conv1\.weight"):
         wrong.fit(colour)
 
@@ -241,8 +250,7 @@ def test_arcface_whole_network_state_dict_round_trip(colour, tmp_path):
     b.fit(half)
     sb = b.model_.state_dict()
     for name, value in a.model_.state_dict().items():
-        if name.startswith("backbone.") and not name.endswith(("running_mean", "running_var",
-                                                                "num_batches_tracked")):
+        if name.startswith("backbone.") and not name.endswith(("running_mean", "running_var", "num_batches_tracked")):
             assert torch.allclose(sb[name], value, atol=1e-6), name
 
 
@@ -275,6 +283,7 @@ def test_arcface_presets_and_describe():
 
 # ------------------------------------------------------------------------------------------------- perceptual
 
+
 def test_perceptual_similarity_device_precision_and_cache(colour, tmp_path, monkeypatch):
     anon = bioanon.get_method("face.gaussian_blur", kernel=5).transform(colour)
     m = PerceptualSimilarity(device="cpu", precision="fp32", **PERCEPTUAL).fit(colour)
@@ -294,6 +303,7 @@ def test_perceptual_similarity_device_precision_and_cache(colour, tmp_path, monk
 
 # -------------------------------------------------------------------------------------------------- preflight
 
+
 def test_preflight_reports_missing_torch(colour, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)
     for m in (Fantomas(), ArcFace(), PerceptualSimilarity()):
@@ -302,6 +312,7 @@ def test_preflight_reports_missing_torch(colour, monkeypatch):
 
 
 # ------------------------------------------------------------------------------------------------------- CUDA
+
 
 @needs_cuda
 def test_fantomas_on_cuda_matches_the_cpu(faces):

@@ -24,8 +24,11 @@ def run(capsys, *args):
 
 def test_fr_knn_and_lbph_are_always_registered_with_their_requirements():
     registry = bioanon.get_registry()
-    assert registry.get("face.dlib_knn").requires == {"dlib": DLIB, "face_recognition_models": DLIB,
-                                                      "pkg_resources": DLIB}
+    assert registry.get("face.dlib_knn").requires == {
+        "dlib": DLIB,
+        "face_recognition_models": DLIB,
+        "pkg_resources": DLIB,
+    }
     assert registry.get("face.lbph").requires == {"cv2.face": LBPH}
 
 
@@ -46,8 +49,7 @@ def test_unavailable_methods_are_listed_with_the_install_command(capsys, no_dlib
     assert "face.eigenfaces needs" not in out
 
     code, out, _ = run(capsys, "methods", "--json", "face.dlib_knn", "face.eigenfaces")
-    assert {d["id"]: d["missing"] for d in json.loads(out)} == {"face.dlib_knn": {"dlib": DLIB},
-                                                               "face.eigenfaces": {}}
+    assert {d["id"]: d["missing"] for d in json.loads(out)} == {"face.dlib_knn": {"dlib": DLIB}, "face.eigenfaces": {}}
     code, out, _ = run(capsys, "methods", "--params", "face.dlib_knn")
     assert f"face.dlib_knn needs dlib, which is not installed: {DLIB}" in out
 
@@ -84,8 +86,11 @@ def test_running_fr_knn_without_dlib_says_the_same(monkeypatch):
     recognizers._dlib_models.cache_clear()  # loaded by an earlier test: load again, without dlib
     monkeypatch.setitem(sys.modules, "dlib", None)
     try:
-        with pytest.raises(MissingDependencyError, match=r"face.dlib_knn needs dlib, which is not installed: "
-                                                         r"pip install 'bioanon-face\[dlib\]' \(ModuleNotFoundError"):
+        with pytest.raises(
+            MissingDependencyError,
+            match=r"face.dlib_knn needs dlib, which is not installed: "
+            r"pip install 'bioanon-face\[dlib\]' \(ModuleNotFoundError",
+        ):
             recognizers.DlibKnn().embed(make_table(payload="image"))
     finally:
         recognizers._dlib_models.cache_clear()

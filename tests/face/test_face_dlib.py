@@ -10,8 +10,9 @@ import pytest
 import bioanon
 from bioanon_face.recognizers import _has_dlib
 
-pytestmark = pytest.mark.skipif(not _has_dlib(), reason="dlib / face_recognition_models not installed "
-                                                        "(pip install 'bioanon-face[dlib]')")
+pytestmark = pytest.mark.skipif(
+    not _has_dlib(), reason="dlib / face_recognition_models not installed (pip install 'bioanon-face[dlib]')"
+)
 
 
 @functools.lru_cache(maxsize=1)

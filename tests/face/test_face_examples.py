@@ -17,8 +17,14 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "face-orl.toml"
 def test_face_example_config_is_valid():
     cfg = load_config(EXAMPLE, check_paths=False)
     assert cfg.dataset.source == "face.orl" and cfg.dataset.path.endswith("shared/data/att_faces")
-    assert {a.id for a in cfg.anonymizers} >= {"face.gaussian_blur", "face.pixelation", "face.eye_mask",
-                                                "face.block_permutation", "face.dp_snow", "face.k_same_pixel"}
+    assert {a.id for a in cfg.anonymizers} >= {
+        "face.gaussian_blur",
+        "face.pixelation",
+        "face.eye_mask",
+        "face.block_permutation",
+        "face.dp_snow",
+        "face.k_same_pixel",
+    }
     assert set(cfg.scenarios) == {"naive", "parrot", "deanon"} and cfg.deanonymizer.id == "face.fantomas"
     assert {u.id for u in cfg.utility} == {"face.ssim", "face.detection_rate"}
 

@@ -64,8 +64,10 @@ def test_fantomas_reverses_block_permutation_and_conv_only_does_not(orl):
     conv, t_conv = _fit(FantomasConv, attacker, anon_attacker)
     with_linear = _top1(gallery, fantomas.transform(anon_probes))
     conv_only = _top1(gallery, conv.transform(anon_probes))
-    print(f"block permutation: chance {chance:.3f} clear {clear:.3f} naive {naive:.3f} fantomas {with_linear:.3f} "
-          f"({t_lin:.0f}s, {len(fantomas.history_)} epochs) conv-only {conv_only:.3f} ({t_conv:.0f}s)")
+    print(
+        f"block permutation: chance {chance:.3f} clear {clear:.3f} naive {naive:.3f} fantomas {with_linear:.3f} "
+        f"({t_lin:.0f}s, {len(fantomas.history_)} epochs) conv-only {conv_only:.3f} ({t_conv:.0f}s)"
+    )
     assert clear > 0.9
     assert naive < 0.4
     assert with_linear >= clear - 0.15, (with_linear, clear)  # E1.1: near clear level
@@ -82,7 +84,9 @@ def test_k_same_pixel_stays_far_below_clear_after_fantomas(orl):
     naive = _top1(gallery, anon_probes)
     fantomas, t_lin = _fit(Fantomas, attacker, anon_attacker)
     deanon = _top1(gallery, fantomas.transform(anon_probes))
-    print(f"k-Same-Pixel: chance {chance:.3f} clear {clear:.3f} naive {naive:.3f} fantomas {deanon:.3f} "
-          f"({t_lin:.0f}s, {len(fantomas.history_)} epochs)")
+    print(
+        f"k-Same-Pixel: chance {chance:.3f} clear {clear:.3f} naive {naive:.3f} fantomas {deanon:.3f} "
+        f"({t_lin:.0f}s, {len(fantomas.history_)} epochs)"
+    )
     assert clear > 0.9
     assert deanon < clear - 0.3, (deanon, clear)  # E1.2: not reversible to anything near clear level

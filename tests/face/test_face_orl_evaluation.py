@@ -39,8 +39,7 @@ def top1(shared_data):
         assert not result.failures, result.failures
         m = result.metrics
         m = m[m.metric == "top1"]
-        _RESULTS["table"] = (m.groupby(["anonymizer", "recognizer", "scenario"]).value.mean(),
-                             float(m.chance.mean()))
+        _RESULTS["table"] = (m.groupby(["anonymizer", "recognizer", "scenario"]).value.mean(), float(m.chance.mean()))
     return _RESULTS["table"]
 
 

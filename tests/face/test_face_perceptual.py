@@ -45,11 +45,16 @@ def test_identical_images_score_one(fitted, faces):
 def test_decreases_monotonically_with_blur(fitted, faces):
     _, ev = faces
     kernels = (3, 7, 15, 31)
-    per_sample = np.stack([fitted.measure(ev, bioanon.get_method("face.gaussian_blur", kernel=k).transform(ev))
-                           for k in kernels])
+    per_sample = np.stack(
+        [fitted.measure(ev, bioanon.get_method("face.gaussian_blur", kernel=k).transform(ev)) for k in kernels]
+    )
     means = per_sample.mean(axis=1)
-    print("face.perceptual_similarity vs blur kernel", dict(zip(kernels, np.round(means, 4), strict=True)),
-          "floor", round(fitted.floor(ev), 4))
+    print(
+        "face.perceptual_similarity vs blur kernel",
+        dict(zip(kernels, np.round(means, 4), strict=True)),
+        "floor",
+        round(fitted.floor(ev), 4),
+    )
     assert np.all(np.diff(means) < 0), means
     assert np.mean(np.diff(per_sample, axis=0) < 0) > 0.95  # nearly every image, at every step
     assert means[0] < 1.0 and fitted.floor(ev) < means[-1]  # unrelated faces are less similar than blurred ones
@@ -69,8 +74,11 @@ def test_rows_matched_by_sample_id_and_unfitted_error(fitted, faces):
 def test_identity_free_and_deterministic(faces):
     """fit() never looks at the identities: relabelled subjects give the same model, to the bit."""
     train, ev = faces
-    relabelled = SampleTable.from_arrays(subject=np.array([f"x{i}" for i in range(len(train))]),
-                                         sample_id=train.sample_ids, payloads={"image": train.payload("image")})
+    relabelled = SampleTable.from_arrays(
+        subject=np.array([f"x{i}" for i in range(len(train))]),
+        sample_id=train.sample_ids,
+        payloads={"image": train.payload("image")},
+    )
     small = dict(FAST, epochs=2)
     blurred = bioanon.get_method("face.gaussian_blur", kernel=9).transform(ev)
     a = PerceptualSimilarity(**small).fit(train).measure(ev, blurred)

@@ -37,8 +37,9 @@ def test_orl_native_and_resized(shared_data):
     assert np.abs(xs[..., 0].astype(float) - ref).max() <= 1.0
 
 
-@pytest.mark.parametrize("name, shape, n, subjects", [("GT", (40, 30), 750, 50), ("IMM", (48, 64), 240, 40),
-                                                      ("UMIST", (112, 92), 380, 20)])
+@pytest.mark.parametrize(
+    "name, shape, n, subjects", [("GT", (40, 30), 750, 50), ("IMM", (48, 64), 240, 40), ("UMIST", (112, 92), 380, 20)]
+)
 def test_mat_files(shared_data, name, shape, n, subjects):
     t = _src("face.mat").load(shared_data / "face_benchmark_mats" / f"{name}.mat")
     t.validate()
@@ -158,15 +159,21 @@ def test_folder_attribute_csv_is_joined_per_file_with_checks(tmp_path):
     # columns are no attributes (the subject column used to become an attribute)
     _two_subject_folders(tmp_path)
     csv_path = tmp_path / "attributes.csv"
-    csv_path.write_text("file,subject,smile\nalice/0.png,alice,yes\nalice/1.png,alice,no\nbob/0.png,bob,no\n"
-                        "bob/1.png,bob,yes\n")
+    csv_path.write_text(
+        "file,subject,smile\nalice/0.png,alice,yes\nalice/1.png,alice,no\nbob/0.png,bob,no\nbob/1.png,bob,yes\n"
+    )
     t = _src("face.folder").load(tmp_path)
     assert dict(zip(t.sample_ids, t.attribute("smile"), strict=True)) == {
-        "alice/0.png": "yes", "alice/1.png": "no", "bob/0.png": "no", "bob/1.png": "yes"}
+        "alice/0.png": "yes",
+        "alice/1.png": "no",
+        "bob/0.png": "no",
+        "bob/1.png": "yes",
+    }
     assert t.attribute_names == ["smile"]
     csv_path.write_text("path,subject,smile\nalice/0.png,bob,yes\n")
-    with pytest.raises(DataError,
-                       match=r"attributes\.csv: column 'subject' disagrees .*'alice/0.png': 'bob' on line 2"):
+    with pytest.raises(
+        DataError, match=r"attributes\.csv: column 'subject' disagrees .*'alice/0.png': 'bob' on line 2"
+    ):
         _src("face.folder").load(tmp_path)
     csv_path.write_text("path,smile\nalice/0.png,yes\nbob/1.png,no\nalice/0.png,no\n")
     with pytest.raises(DataError, match=r"column 'path': duplicate file keys .*'alice/0.png' \(lines 2, 4\)"):
@@ -198,8 +205,9 @@ def test_celeba_duplicate_lines_are_errors(tmp_path):
     attr = tmp_path / "list_attr_celeba.txt"
     lines = attr.read_text().splitlines()
     attr.write_text("\n".join(lines + [lines[2]]) + "\n")
-    with pytest.raises(DataError,
-                       match=rf"list_attr_celeba\.txt: .*duplicate file keys .*'{names[0]}' \(lines 3, 12\)"):
+    with pytest.raises(
+        DataError, match=rf"list_attr_celeba\.txt: .*duplicate file keys .*'{names[0]}' \(lines 3, 12\)"
+    ):
         _src("face.celeba", size=(16, 16)).load(tmp_path)
     attr.write_text("\n".join(lines[:3] + lines[4:]) + "\n")  # the second image has no attribute line
     with pytest.warns(MetadataWarning, match=rf"1 of 9 files have no row .*'{names[1]}'"):
@@ -233,8 +241,9 @@ def _faces_and_blank(shared_data, root):
             _write_png(root / s / f"{i}.png", img)
             images[f"{s}/{i}.png"] = img
     _write_png(root / "s2" / "blank.png", np.full((112, 92), 120, np.uint8))
-    (root / "attributes.csv").write_text("path,n\n" + "".join(f"{k},{j}\n" for j, k in enumerate(images)) +
-                                         "s2/blank.png,99\n")
+    (root / "attributes.csv").write_text(
+        "path,n\n" + "".join(f"{k},{j}\n" for j, k in enumerate(images)) + "s2/blank.png,99\n"
+    )
     return images
 
 

@@ -31,10 +31,12 @@ def test_detection_utilities_on_orl(shared_data):
     assert r0.shape == c0.shape == (100,) and set(np.unique(r0)) <= {0.0, 1.0}
     assert np.all(c0[r0 == 0] == 0) and np.all(c0 >= 0)
     levels = {"clear": (float(r0.mean()), float(c0.mean()))}
-    for name, anon in (("blur21", _create("face.gaussian_blur", kernel=21)),
-                       ("blur41", _create("face.gaussian_blur", kernel=41)),
-                       ("eye_mask", _create("face.eye_mask")),
-                       ("noise", _create("face.gaussian_noise"))):
+    for name, anon in (
+        ("blur21", _create("face.gaussian_blur", kernel=21)),
+        ("blur41", _create("face.gaussian_blur", kernel=41)),
+        ("eye_mask", _create("face.eye_mask")),
+        ("noise", _create("face.gaussian_noise")),
+    ):
         a = anon.transform(clear)
         levels[name] = (float(rate.measure(clear, a).mean()), float(conf.measure(clear, a).mean()))
     print("detection rate / mean confidence:", {k: (round(r, 3), round(c, 2)) for k, (r, c) in levels.items()})

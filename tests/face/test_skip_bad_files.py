@@ -40,8 +40,19 @@ random_draws = 1
 bootstrap = 0
 """)
     env = {**os.environ, "BIOANON_CACHE": str(tmp_path / "cache")}
-    cmd = [sys.executable, "-m", "bioanon.cli", "evaluate", str(cfg), "--out", str(tmp_path / "out"), "--run-id", "r",
-           "--quiet", "--no-report"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "bioanon.cli",
+        "evaluate",
+        str(cfg),
+        "--out",
+        str(tmp_path / "out"),
+        "--run-id",
+        "r",
+        "--quiet",
+        "--no-report",
+    ]
     failed = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
     assert failed.returncode == 2 and "broken.png" in failed.stderr
     ok = subprocess.run(cmd + ["--skip-bad-files"], capture_output=True, text=True, env=env, timeout=300)

@@ -18,12 +18,16 @@ def tiny_gait_table(n: int = 4, frames: int = 7, seed: int = 0, units: str = "m"
     x = rng.normal(size=(n, frames, len(TINY_JOINTS), 3)).astype(np.float32)
     x[:, :, 2, 1] += 1.7  # head up
     subjects = np.array([f"s{i // 2}" for i in range(n)], dtype=object)
-    meta = gait_metadata(joints=TINY_JOINTS, body_parts=TINY_PARTS, frame_rate=10.0, frames=frames, units=units,
-                         up_axis=1, source="test")
+    meta = gait_metadata(
+        joints=TINY_JOINTS, body_parts=TINY_PARTS, frame_rate=10.0, frames=frames, units=units, up_axis=1, source="test"
+    )
     return SampleTable.from_arrays(
-        subject=subjects, sample_id=np.array([f"q{i}" for i in range(n)], dtype=object), payloads={"pose": x},
+        subject=subjects,
+        sample_id=np.array([f"q{i}" for i in range(n)], dtype=object),
+        payloads={"pose": x},
         attributes={"height": 1.6 + 0.1 * np.arange(n), "sex": np.array(["F", "M"] * (n // 2), dtype=object)},
-        metadata=meta)
+        metadata=meta,
+    )
 
 
 @pytest.fixture

@@ -161,7 +161,7 @@ def test_trajectory_features_match_reference(tiny_gait, baseline, output):
     x = _x(t)
     ref = np.zeros_like(x)
     for k in range(2, 7):
-        base = x[:, k - 2:k + 3].mean(axis=1) if baseline == "all" else (x[:, k - 2] + x[:, k + 2]) / 2
+        base = x[:, k - 2 : k + 3].mean(axis=1) if baseline == "all" else (x[:, k - 2] + x[:, k + 2]) / 2
         ref[:, k] = x[:, k] - base if output == "residual" else base
     np.testing.assert_allclose(out, ref, atol=1e-6)
 
@@ -247,7 +247,7 @@ def test_axis_normalization_matches_reference(tiny_gait, method, per):
                 elif method == "zscore":
                     r = (v - v.mean()) / v.std()
                 else:
-                    r = v / np.sqrt((v ** 2).sum())
+                    r = v / np.sqrt((v**2).sum())
                 ref[n, :, g, a] = r
     np.testing.assert_allclose(out, ref, rtol=1e-5, atol=1e-5)
 
@@ -267,20 +267,28 @@ def test_average_and_first_pose_match_reference(tiny_gait):
 
 def test_chain_equals_its_steps_applied_in_order(tiny_gait):
     t = tiny_gait(frames=12)
-    steps = ["rolling_average:window=3", 'gait.keep_parts:parts=["left_leg", "right_leg"]',
-             '{"id": "gait.noise", "params": {"scale": 0.5, "noise": "laplace"}}']
+    steps = [
+        "rolling_average:window=3",
+        'gait.keep_parts:parts=["left_leg", "right_leg"]',
+        '{"id": "gait.noise", "params": {"scale": 0.5, "noise": "laplace"}}',
+    ]
     out, chain = _run("gait.chain", t, steps=steps, seed=7)
     ref = t
-    for m in (bioanon.get_method("gait.rolling_average", window=3), bioanon.get_method("gait.keep_parts"),
-              bioanon.get_method("gait.noise", scale=0.5, noise="laplace", seed=7 + 2)):
+    for m in (
+        bioanon.get_method("gait.rolling_average", window=3),
+        bioanon.get_method("gait.keep_parts"),
+        bioanon.get_method("gait.noise", scale=0.5, noise="laplace", seed=7 + 2),
+    ):
         ref = m.transform(ref)
     np.testing.assert_array_equal(out, ref.payload("pose"))
     assert [m.id for m in chain.methods_] == ["gait.rolling_average", "gait.keep_parts", "gait.noise"]
 
 
 def test_chain_parses_validates_and_loads_from_toml(tmp_path):
-    assert parse_step('keep_parts:parts=["head"],joints=["neck"]') == ("gait.keep_parts",
-                                                                     {"parts": ["head"], "joints": ["neck"]})
+    assert parse_step('keep_parts:parts=["head"],joints=["neck"]') == (
+        "gait.keep_parts",
+        {"parts": ["head"], "joints": ["neck"]},
+    )
     assert parse_step("any.gaussian_noise:sigma=0.2") == ("any.gaussian_noise", {"sigma": 0.2})
     with pytest.raises(ParameterError, match=r"unknown anonymizer 'gait.nosie'; did you mean 'gait.noise'"):
         bioanon.get_method("gait.chain", steps=["nosie:scale=1"])
@@ -291,7 +299,7 @@ def test_chain_parses_validates_and_loads_from_toml(tmp_path):
     with pytest.raises(ParameterError, match="gait.svm is a recognizer, not an anonymizer"):
         bioanon.get_method("gait.chain", steps=["gait.svm"])
     toml = tmp_path / "chain.toml"
-    toml.write_text('''
+    toml.write_text("""
 name = "chain"
 [dataset]
 source = "gait.synthetic"
@@ -301,7 +309,7 @@ id = "gait.chain"
 params = { steps = ["coarsen_time:factor=4", 'keep_parts:parts=["left_leg","right_leg"]', "noise:scale=0.2"] }
 [[recognizers]]
 id = "gait.svm"
-''')
+""")
     from bioanon.evaluation.config import load_config
 
     cfg = load_config(toml)
@@ -341,8 +349,10 @@ def walker_table():
     return bioanon.load_dataset("gait.synthetic", n_subjects=6, sequences_per_subject=4, frames=16)
 
 
-@pytest.mark.parametrize("method_id", [m for m in GAIT_METHODS if bioanon.get_registry().get(m).kind
-                                       in ("anonymizer", "recognizer", "utility")])
+@pytest.mark.parametrize(
+    "method_id",
+    [m for m in GAIT_METHODS if bioanon.get_registry().get(m).kind in ("anonymizer", "recognizer", "utility")],
+)
 def test_every_gait_method_conforms_on_gait_data(method_id, walker_table):
     cls = bioanon.get_registry().get(method_id)
     params = dict(cls.example_params) if method_id in ("gait.cnn", "gait.random_set_mean") else {}

@@ -24,7 +24,12 @@ def test_flatten_features_in_blocks_equal_the_whole_set(monkeypatch):
     x = (np.random.default_rng(1).normal(size=(11, 9, 5, 3)) * 300 + 1000).astype(np.float32)
     for centering in ("frame", "sequence", "none"):
         whole = np.asarray(x, np.float64)
-        whole = whole - (whole.mean(axis=2, keepdims=True) if centering == "frame" else
-                         whole.mean(axis=(1, 2), keepdims=True) if centering == "sequence" else 0.0)
+        whole = whole - (
+            whole.mean(axis=2, keepdims=True)
+            if centering == "frame"
+            else whole.mean(axis=(1, 2), keepdims=True)
+            if centering == "sequence"
+            else 0.0
+        )
         got = feat.GaitFeatures(kind="flatten", centering=centering).fit(x).transform(x)
         np.testing.assert_array_equal(got, whole.reshape(len(x), -1).astype(np.float32))

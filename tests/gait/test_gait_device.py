@@ -8,8 +8,9 @@ import bioanon
 
 pytest.importorskip("torch")
 
-import bioanon_gait.cnn as gait_cnn  # noqa: E402
 from torchcontract import NetworkContract  # noqa: E402
+
+import bioanon_gait.cnn as gait_cnn  # noqa: E402
 
 
 class TestGaitCnnDevice(NetworkContract):
@@ -24,8 +25,9 @@ class TestGaitCnnDevice(NetworkContract):
 
     def data(self, n_subjects: int = 6):
         if n_subjects not in self._cache:
-            self._cache[n_subjects] = bioanon.load_dataset("gait.synthetic", n_subjects=n_subjects,
-                                                           sequences_per_subject=3, frames=24, seed=3)
+            self._cache[n_subjects] = bioanon.load_dataset(
+                "gait.synthetic", n_subjects=n_subjects, sequences_per_subject=3, frames=24, seed=3
+            )
         return self._cache[n_subjects]
 
     def cuda_data(self):

@@ -35,8 +35,12 @@ def test_recognizers_are_translation_invariant(walkers, method_id, features):
     clear = bioanon.get_method(method_id, **params).fit(train).enroll(gallery)
     moved = bioanon.get_method(method_id, **params).fit(_shifted(train, True, 1)).enroll(_shifted(gallery, True, 2))
     # the continuous part is invariant: the feature vectors the classifier sees
-    np.testing.assert_allclose(moved.feature_table(_shifted(probes, True, 3)).payload("features"),
-                               clear.feature_table(probes).payload("features"), rtol=1e-3, atol=1e-3)
+    np.testing.assert_allclose(
+        moved.feature_table(_shifted(probes, True, 3)).payload("features"),
+        clear.feature_table(probes).payload("features"),
+        rtol=1e-3,
+        atol=1e-3,
+    )
     # scores and decisions pass through votes and thresholds (SVC's one-vs-one votes, tree splits): float
     # rounding of the shift may flip one on some CPUs/BLAS, so compare them by agreement, never exactly
     ref, got = clear.score(probes), moved.score(_shifted(probes, True, 3))
@@ -89,13 +93,18 @@ def test_svm_is_the_core_recognizer_on_gait_features(walkers):
     def feats(t):
         return t.with_payload("features", extractor.transform(t.payload("pose")), drop="pose")
 
-    core = (bioanon.get_method("any.pca_svm", n_components=1.0).fit(feats(train)).enroll(feats(gallery))
-            .score(feats(probes)))
+    core = (
+        bioanon.get_method("any.pca_svm", n_components=1.0)
+        .fit(feats(train))
+        .enroll(feats(gallery))
+        .score(feats(probes))
+    )
     np.testing.assert_allclose(ours.scores, core.scores)
     assert list(ours.classes) == list(core.classes)
     # the feature space comes from the attacker's training set, not from the gallery
-    np.testing.assert_allclose(gait.inner_.space_.mean, feats(train).payload("features").mean(axis=0), rtol=1e-5,
-                               atol=1e-6)
+    np.testing.assert_allclose(
+        gait.inner_.space_.mean, feats(train).payload("features").mean(axis=0), rtol=1e-5, atol=1e-6
+    )
     assert gait.embed(probes).shape[0] == len(probes)
 
 
@@ -143,8 +152,10 @@ def test_cnn_without_torch_fails_clearly(monkeypatch, walkers):
 def test_importing_the_plugin_does_not_import_torch():
     import subprocess
 
-    code = ("import sys, bioanon; bioanon.list_methods('gait.*'); bioanon.get_method('gait.cnn'); "
-            "import bioanon_gait.plugin, bioanon_gait.cnn; print('torch' in sys.modules)")
+    code = (
+        "import sys, bioanon; bioanon.list_methods('gait.*'); bioanon.get_method('gait.cnn'); "
+        "import bioanon_gait.plugin, bioanon_gait.cnn; print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 

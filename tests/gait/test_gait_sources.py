@@ -13,7 +13,6 @@ from bioanon.cache import table_fingerprint
 from bioanon.errors import TableError
 from bioanon_gait.skeleton import BODY_PARTS, KINECT_V2_18
 
-
 # --------------------------------------------------------------------------------------------------- UCalgary
 
 
@@ -78,19 +77,25 @@ def test_ucalgary_layout_without_metadata_and_malformed_file(tmp_path):
 def test_ucalgary_metadata_must_agree_with_the_file_names(tmp_path):
     good = [[0.1 * (i + j) for j in range(62)] for i in range(10)]
     for sub, run, sex in ((1, 1, "F"), (1, 2, "F"), (2, 1, "M")):
-        _fake_ucalgary_file(tmp_path / f"sub{sub}/Run{run}/subject{sub}_Seq_{run}_Gen_{sex}_GeometricPositions_N.csv",
-                            good)
-    rows = ["path,subject,run,sex,gait_type,n_frames",
-            "sub1/Run1/subject1_Seq_1_Gen_F_GeometricPositions_N.csv,1,1,F,N,10",
-            "sub1/Run2/subject1_Seq_2_Gen_F_GeometricPositions_N.csv,1,2,F,N,10",
-            "sub2/Run1/subject2_Seq_1_Gen_M_GeometricPositions_N.csv,2,1,M,N,10"]
+        _fake_ucalgary_file(
+            tmp_path / f"sub{sub}/Run{run}/subject{sub}_Seq_{run}_Gen_{sex}_GeometricPositions_N.csv", good
+        )
+    rows = [
+        "path,subject,run,sex,gait_type,n_frames",
+        "sub1/Run1/subject1_Seq_1_Gen_F_GeometricPositions_N.csv,1,1,F,N,10",
+        "sub1/Run2/subject1_Seq_2_Gen_F_GeometricPositions_N.csv,1,2,F,N,10",
+        "sub2/Run1/subject2_Seq_1_Gen_M_GeometricPositions_N.csv,2,1,M,N,10",
+    ]
     meta = tmp_path / "metadata.csv"
     meta.write_text("\n".join(rows) + "\n")
     assert len(bioanon.load_dataset("gait.ucalgary", tmp_path, frames=10)) == 3
     # per-file labels that contradict the files: the subject (and sex) of line 3 say subject 2
     meta.write_text("\n".join(rows[:2] + [rows[2].replace(",1,2,F,", ",2,2,M,")] + rows[3:]) + "\n")
-    with pytest.raises(TableError, match=r"metadata\.csv:3: subject1_Seq_2.*subject = '2' but the file name says "
-                                         r"'1'; sex = 'M' but the file name says 'F'"):
+    with pytest.raises(
+        TableError,
+        match=r"metadata\.csv:3: subject1_Seq_2.*subject = '2' but the file name says "
+        r"'1'; sex = 'M' but the file name says 'F'",
+    ):
         bioanon.load_dataset("gait.ucalgary", tmp_path, frames=10)
     meta.write_text("\n".join(rows + [rows[1]]) + "\n")
     with pytest.raises(TableError, match=r"metadata\.csv:5: column 'path': .* is listed twice \(lines 2 and 5\)"):
@@ -108,8 +113,9 @@ def _write_csv_set(root, lengths=(30, 45, 30, 45)):
         x = np.stack([np.stack([np.sin(t + j), np.cos(t) + j, t * (i + 1)], axis=1) for j in range(3)], axis=1)
         truth[i] = x
         cols = ["time"] + [f"{j}_{a}" for j in ("knee_left", "knee_right", "head") for a in "xyz"]
-        lines = [",".join(cols)] + [",".join([f"{tt:.4f}"] + [f"{v:.6f}" for v in x[k].ravel()])
-                                    for k, tt in enumerate(t)]
+        lines = [",".join(cols)] + [
+            ",".join([f"{tt:.4f}"] + [f"{v:.6f}" for v in x[k].ravel()]) for k, tt in enumerate(t)
+        ]
         (root / f"walk{i}.csv").write_text("\n".join(lines) + "\n")
         rows.append(f"walk{i}.csv,p{i // 2},{'FM'[i % 2]},{30 + i}")
     (root / "manifest.csv").write_text("\n".join(rows) + "\n")
@@ -118,8 +124,9 @@ def _write_csv_set(root, lengths=(30, 45, 30, 45)):
 
 def test_csv_source_reads_manifest_and_resamples(tmp_path):
     truth = _write_csv_set(tmp_path)
-    t = bioanon.load_dataset("gait.csv", tmp_path, frames=20, frame_rate=50.0,
-                             body_parts='{"left_leg": ["knee_left"], "head": ["head"]}')
+    t = bioanon.load_dataset(
+        "gait.csv", tmp_path, frames=20, frame_rate=50.0, body_parts='{"left_leg": ["knee_left"], "head": ["head"]}'
+    )
     assert t.payload_shape("pose") == (20, 3, 3) and list(t.sample_ids) == ["walk0", "walk1", "walk2", "walk3"]
     assert list(t.subjects) == ["p0", "p0", "p1", "p1"] and list(t.attribute("age")) == [30, 31, 32, 33]
     x = t.payload("pose")
@@ -127,8 +134,9 @@ def test_csv_source_reads_manifest_and_resamples(tmp_path):
         np.testing.assert_allclose(x[i, 0], truth[i][0], atol=1e-5)
         np.testing.assert_allclose(x[i, -1], truth[i][-1], atol=1e-5)
         pos = np.linspace(0, len(truth[i]) - 1, 20)
-        ref = np.stack([np.interp(pos, np.arange(len(truth[i])), truth[i][:, j, a]) for j in range(3)
-                        for a in range(3)], axis=1).reshape(20, 3, 3)
+        ref = np.stack(
+            [np.interp(pos, np.arange(len(truth[i])), truth[i][:, j, a]) for j in range(3) for a in range(3)], axis=1
+        ).reshape(20, 3, 3)
         np.testing.assert_allclose(x[i], ref, atol=1e-5)
     meta = t.metadata
     assert meta["joints"] == ["knee_left", "knee_right", "head"]
@@ -149,8 +157,9 @@ def test_csv_manifest_key_columns_and_duplicates(tmp_path):
         bioanon.load_dataset("gait.csv", tmp_path, frames=10)
     # the same file on two lines (e.g. under two subjects) is an error naming both lines
     man.write_text("\n".join(lines + ["./walk1.csv,p1,M,99"]) + "\n")
-    with pytest.raises(TableError,
-                       match=r"manifest\.csv:6: column 'path': .*walk1\.csv' is listed twice \(lines 3 and 6\)"):
+    with pytest.raises(
+        TableError, match=r"manifest\.csv:6: column 'path': .*walk1\.csv' is listed twice \(lines 3 and 6\)"
+    ):
         bioanon.load_dataset("gait.csv", tmp_path, frames=10)
     man.write_text("\n".join(["path,subject,sex,sex"] + [ln + ",x" for ln in lines[1:]]) + "\n")
     with pytest.raises(TableError, match=r"column\(s\) \['sex'\] appear more than once"):
@@ -240,8 +249,12 @@ def test_c3d_source_reads_markers_fills_gaps_and_names_bad_files(tmp_path):
 
 def _write_seba(data, n_ids=3, points=2, frames=12):
     (data / "walkers").mkdir(parents=True)
-    meta = {"trait": "motion", "fps": 120, "markers": ["a", "b", "c"],
-            "body_parts_to_marker": {"left_leg": [0], "right_leg": [1], "head": [2]}}
+    meta = {
+        "trait": "motion",
+        "fps": 120,
+        "markers": ["a", "b", "c"],
+        "body_parts_to_marker": {"left_leg": [0], "right_leg": [1], "head": [2]},
+    }
     import yaml
 
     (data / "walkers.meta.yaml").write_text(yaml.safe_dump(meta))
@@ -276,7 +289,7 @@ def test_seba_layout_imports_with_identity_and_sample_attributes(tmp_path):
 
 def test_seba_malformed_files_are_named(tmp_path):
     _write_seba(tmp_path)
-    (tmp_path / "walkers" / "id1.p0.mocap").write_text('[[1, 2, 3,\n 4, 5, 6, 7, 8, 9],\n [1, 2')
+    (tmp_path / "walkers" / "id1.p0.mocap").write_text("[[1, 2, 3,\n 4, 5, 6, 7, 8, 9],\n [1, 2")
     with pytest.raises(TableError, match=r"id1\.p0\.mocap:3: invalid JSON"):
         bioanon.load_dataset("gait.seba", tmp_path)
     (tmp_path / "walkers" / "id1.p0.mocap").write_text("[[1, 2, 3, 4]]")
@@ -284,8 +297,9 @@ def test_seba_malformed_files_are_named(tmp_path):
         bioanon.load_dataset("gait.seba", tmp_path)
     (tmp_path / "walkers" / "id1.p0.mocap").write_text("[[1, 2, 3, 4, 5, 6, 7, 8, 9]]")
     (tmp_path / "walkers" / "id1.p0.yaml").write_text("subject: id2\nsex: M\n")  # a label against the layout
-    with pytest.raises(TableError,
-                       match=r"id1\.p0\.yaml: subject = 'id2', but the file name id1\.p0\.mocap says 'id1'"):
+    with pytest.raises(
+        TableError, match=r"id1\.p0\.yaml: subject = 'id2', but the file name id1\.p0\.mocap says 'id1'"
+    ):
         bioanon.load_dataset("gait.seba", tmp_path)
     shutil.rmtree(tmp_path / "walkers")
     (tmp_path / "walkers.meta.yaml").write_text("trait: motion\nfps: [1, 2\n")

@@ -22,8 +22,10 @@ def _config(root) -> dict:
             {"id": "gait.motion_extraction", "name": "motion_extraction"},
             {"id": "gait.noise", "name": "noise100", "params": {"scale": 100.0}},
         ],
-        "recognizers": [{"id": "gait.svm", "name": "svm_flatten"},
-                        {"id": "gait.svm", "name": "svm_simple", "params": {"features": "simple"}}],
+        "recognizers": [
+            {"id": "gait.svm", "name": "svm_flatten"},
+            {"id": "gait.svm", "name": "svm_simple", "params": {"features": "simple"}},
+        ],
         "selection": {"selectors": ["random"]},
         "report": {"bootstrap": 0},
     }
@@ -41,8 +43,7 @@ def top1(shared_data):
         assert not result.failures, result.failures
         m = result.metrics
         m = m[m.metric == "top1"]
-        _RESULTS["table"] = (m.groupby(["anonymizer", "recognizer", "scenario"]).value.mean(),
-                             float(m.chance.mean()))
+        _RESULTS["table"] = (m.groupby(["anonymizer", "recognizer", "scenario"]).value.mean(), float(m.chance.mean()))
     return _RESULTS["table"]
 
 

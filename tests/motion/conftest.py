@@ -47,8 +47,9 @@ def motionsense_dir(tmp_path: Path) -> Path:
     ``data_subjects_info.csv`` (see :data:`MS_LENGTHS`, :data:`MS_SUBJECTS`)."""
     root = tmp_path / "motionsense"
     for (trial, code), n in MS_LENGTHS.items():
-        write_motionsense_csv(root / "A_DeviceMotion_data" / trial / f"sub_{code}.csv",
-                              motionsense_data(code, trial, n))
+        write_motionsense_csv(
+            root / "A_DeviceMotion_data" / trial / f"sub_{code}.csv", motionsense_data(code, trial, n)
+        )
     (root / "A_DeviceMotion_data" / "__MACOSX").mkdir()  # ignored, as in the real archive
     info = ["code,weight,height,age,gender"] + [f"{c},{w},{h},{a},{g}" for c, (w, h, a, g) in MS_SUBJECTS.items()]
     (root / "data_subjects_info.csv").write_text("\n".join(info) + "\n")
@@ -64,8 +65,14 @@ def n_windows(length: int, window: int, stride: int) -> int:
 def ms() -> SimpleNamespace:
     """The fixture's layout and helpers, for assertions: ``lengths``, ``subjects``, ``columns``, ``data(code,
     trial, n)``, ``write(path, data, columns)``, ``n_windows(length, window, stride)``."""
-    return SimpleNamespace(lengths=MS_LENGTHS, subjects=MS_SUBJECTS, columns=MS_COLUMNS, data=motionsense_data,
-                           write=write_motionsense_csv, n_windows=n_windows)
+    return SimpleNamespace(
+        lengths=MS_LENGTHS,
+        subjects=MS_SUBJECTS,
+        columns=MS_COLUMNS,
+        data=motionsense_data,
+        write=write_motionsense_csv,
+        n_windows=n_windows,
+    )
 
 
 _LOADED: dict = {}

@@ -24,7 +24,7 @@ PHONE_GAIT = "phone_gait_imu"
 def test_sliding_windows_match_a_plain_loop(length, window, stride):
     x = np.arange(length * 3, dtype=np.float32).reshape(length, 3)
     w = sliding_windows(x, window, stride)
-    expected = [x[s:s + window] for s in range(0, length - window + 1, stride)]
+    expected = [x[s : s + window] for s in range(0, length - window + 1, stride)]
     assert w.shape == (len(expected), window, 3)
     for a, b in zip(w, expected, strict=True):
         np.testing.assert_array_equal(a, b)
@@ -59,15 +59,22 @@ def test_motionsense_windows_shapes_and_labels(motionsense_dir, ms):
 
 
 def test_motionsense_parameters(motionsense_dir, ms):
-    t = bioanon.load_dataset("motion.motionsense", motionsense_dir, window=64, stride=32, channels="all",
-                             activities=("dws", "jog"))
+    t = bioanon.load_dataset(
+        "motion.motionsense", motionsense_dir, window=64, stride=32, channels="all", activities=("dws", "jog")
+    )
     expected = sum(ms.n_windows(n, 64, 32) for (trial, _), n in ms.lengths.items() if trial[:3] in ("dws", "jog"))
     assert len(t) == expected
     assert t.payload_shape("imu") == (64, 12) and t.metadata["channels"] == ms.columns
     assert set(t.attribute("activity")) == {"dws", "jog"}
     # also accepts the A_DeviceMotion_data folder itself
-    t2 = bioanon.load_dataset("motion.motionsense", motionsense_dir / "A_DeviceMotion_data", window=64, stride=32,
-                              channels="all", activities=("dws", "jog"))
+    t2 = bioanon.load_dataset(
+        "motion.motionsense",
+        motionsense_dir / "A_DeviceMotion_data",
+        window=64,
+        stride=32,
+        channels="all",
+        activities=("dws", "jog"),
+    )
     assert np.array_equal(t2.payload("imu"), t.payload("imu"))
 
 
@@ -75,8 +82,11 @@ def test_motionsense_missing_column_names_file_and_line(motionsense_dir, ms):
     f = motionsense_dir / "A_DeviceMotion_data" / "dws_1" / "sub_2.csv"
     cols = [c for c in ms.columns if c != "userAcceleration.y"]
     ms.write(f, ms.data(2, "dws_1", 200)[:, [ms.columns.index(c) for c in cols]], cols)
-    with pytest.raises(MotionDataError, match=re.escape(str(f)) + r", line 1: missing column\(s\) "
-                                              r"'userAcceleration.y'"):
+    with pytest.raises(
+        MotionDataError,
+        match=re.escape(str(f)) + r", line 1: missing column\(s\) "
+        r"'userAcceleration.y'",
+    ):
         bioanon.load_dataset("motion.motionsense", motionsense_dir)
 
 
@@ -97,8 +107,7 @@ def test_motionsense_missing_value_and_short_line(motionsense_dir):
     lines = f.read_text().splitlines()
     lines[3] = ",".join(lines[3].split(",")[:-1]) + ","  # empty userAcceleration.z on line 4
     f.write_text("\n".join(lines) + "\n")
-    with pytest.raises(MotionDataError, match=re.escape(f"{f}, line 4: missing value in column "
-                                                        "'userAcceleration.z'")):
+    with pytest.raises(MotionDataError, match=re.escape(f"{f}, line 4: missing value in column 'userAcceleration.z'")):
         bioanon.load_dataset("motion.motionsense", motionsense_dir)
     lines[3] = ",".join(lines[3].split(",")[:5])  # a truncated line
     f.write_text("\n".join(lines) + "\n")
@@ -112,8 +121,10 @@ def test_motionsense_empty_files(motionsense_dir):
     with pytest.raises(MotionDataError, match=re.escape(f"{f}: the file is empty")):
         bioanon.load_dataset("motion.motionsense", motionsense_dir)
     f.write_text(f.read_text() + "," + ",".join(["attitude.roll"]) + "\n")  # header without rows (and columns)
-    f.write_text(",attitude.roll,attitude.pitch,attitude.yaw,gravity.x,gravity.y,gravity.z,rotationRate.x,"
-                 "rotationRate.y,rotationRate.z,userAcceleration.x,userAcceleration.y,userAcceleration.z\n")
+    f.write_text(
+        ",attitude.roll,attitude.pitch,attitude.yaw,gravity.x,gravity.y,gravity.z,rotationRate.x,"
+        "rotationRate.y,rotationRate.z,userAcceleration.x,userAcceleration.y,userAcceleration.z\n"
+    )
     with pytest.raises(MotionDataError, match=re.escape(f"{f}: no data rows (only a header)")):
         bioanon.load_dataset("motion.motionsense", motionsense_dir)
 
@@ -137,8 +148,11 @@ def test_motionsense_subject_info_duplicate_codes(motionsense_dir):
     info.write_text("\n".join(rows + [rows[1]]) + "\n")  # the same values again: harmless
     assert len(bioanon.load_dataset("motion.motionsense", motionsense_dir)) == 17
     info.write_text("\n".join(rows + ["1,90,188,46,0"]) + "\n")  # subject 1 again, other weight and gender
-    with pytest.raises(MotionDataError, match=r"data_subjects_info\.csv: column 'code': conflicting rows .*'1' "
-                                              r"\(lines 2, 5: 'weight', 'gender' differ\)"):
+    with pytest.raises(
+        MotionDataError,
+        match=r"data_subjects_info\.csv: column 'code': conflicting rows .*'1' "
+        r"\(lines 2, 5: 'weight', 'gender' differ\)",
+    ):
         bioanon.load_dataset("motion.motionsense", motionsense_dir)
 
 
@@ -198,8 +212,9 @@ def test_phone_gait_real_data(shared_data, phone_gait):
 @pytest.mark.realdata
 def test_phone_gait_real_data_options(shared_data):
     root = shared_data / PHONE_GAIT
-    t = bioanon.load_dataset("motion.phone_gait", root, subset="ten_users", window=128, stride=64, channels="all",
-                             shared_users=False)
+    t = bioanon.load_dataset(
+        "motion.phone_gait", root, subset="ten_users", window=128, stride=64, channels="all", shared_users=False
+    )
     counts = _expected_phone_gait_windows(root, 128, 64)
     assert len(t) == sum(v for k, v in counts.items() if "_m" not in k)
     assert t.payload_shape("imu") == (128, 7) and t.metadata["channels"][-1] == "pressure"
@@ -246,8 +261,7 @@ def test_phone_gait_malformed_files(phone_gait_copy):
     parts[5] = "0.1x"
     lines[19] = " ".join(parts)  # non-numeric gyro y on line 20
     f.write_text("\n".join(lines) + "\n")
-    with pytest.raises(MotionDataError, match=re.escape(f"{f}, line 20: non-numeric value '0.1x' in column "
-                                                        "'field 6'")):
+    with pytest.raises(MotionDataError, match=re.escape(f"{f}, line 20: non-numeric value '0.1x' in column 'field 6'")):
         bioanon.load_dataset("motion.phone_gait", root)
     f.write_text("\n  \n")
     with pytest.raises(MotionDataError, match=re.escape(f"{f}: the file is empty")):
@@ -271,12 +285,14 @@ def _write_recordings(root: Path) -> None:
     (root / "rec").mkdir(parents=True)
     for name, n, sep in (("alice_walk.csv", 100, ","), ("bob_run.tsv", 75, "\t"), ("carol_walk.csv", 20, ",")):
         x = rng.standard_normal((n, 3))
-        lines = [sep.join(["time", "ax", "ay", "az"])] + [sep.join([str(i)] + [f"{v:.5f}" for v in row])
-                                                          for i, row in enumerate(x)]
+        lines = [sep.join(["time", "ax", "ay", "az"])] + [
+            sep.join([str(i)] + [f"{v:.5f}" for v in row]) for i, row in enumerate(x)
+        ]
         (root / "rec" / name).write_text("\n".join(lines) + "\n")
     (root / "manifest.csv").write_text(
         "file,subject,activity,age\nrec/alice_walk.csv,alice,walk,31\nrec/bob_run.tsv,bob,run,\n"
-        "rec/carol_walk.csv,carol,walk,40\n")
+        "rec/carol_walk.csv,carol,walk,40\n"
+    )
 
 
 def test_csv_loader(tmp_path):
@@ -291,8 +307,9 @@ def test_csv_loader(tmp_path):
     x = np.loadtxt(tmp_path / "rec/bob_run.tsv", skiprows=1)[:, 1:]
     np.testing.assert_allclose(t.payload("imu")[t.sample_ids == "rec/bob_run.tsv/0002"][0], x[50:75], rtol=1e-5)
     # a manifest file as path, chosen channels and attributes
-    t2 = bioanon.load_dataset("motion.csv", tmp_path / "manifest.csv", window=25, stride=25, channels=("az", "ax"),
-                              attributes=("activity",))
+    t2 = bioanon.load_dataset(
+        "motion.csv", tmp_path / "manifest.csv", window=25, stride=25, channels=("az", "ax"), attributes=("activity",)
+    )
     assert t2.payload_shape("imu") == (25, 2) and t2.attribute_names == ["activity"]
 
 
@@ -328,12 +345,16 @@ def test_csv_loader_manifest_keys_and_duplicates(tmp_path):
     assert sorted(t.attribute_names) == ["activity", "age"] and set(t.subjects) == {"alice", "bob"}
     # a recording listed twice (under two subjects) is an error naming both lines
     man.write_text("\n".join(lines + ["./rec/alice_walk.csv,bob,run,31"]) + "\n")
-    with pytest.raises(MotionDataError, match=r"manifest\.csv, line 5: column 'file': './rec/alice_walk.csv' is "
-                                              r"listed twice \(lines 2 and 5\)"):
+    with pytest.raises(
+        MotionDataError,
+        match=r"manifest\.csv, line 5: column 'file': './rec/alice_walk.csv' is "
+        r"listed twice \(lines 2 and 5\)",
+    ):
         bioanon.load_dataset("motion.csv", tmp_path, time_column="time")
     # a second subject column would silently become an attribute
-    man.write_text("\n".join(["file,subject,identity"] + [",".join(ln.split(",")[:2] + ["x"]) for ln in lines[1:]])
-                   + "\n")
+    man.write_text(
+        "\n".join(["file,subject,identity"] + [",".join(ln.split(",")[:2] + ["x"]) for ln in lines[1:]]) + "\n"
+    )
     with pytest.raises(MotionDataError, match=r"columns \['subject', 'identity'\] all name the subject"):
         bioanon.load_dataset("motion.csv", tmp_path, time_column="time")
     man.write_text("\n".join(["file,subject,activity,age,age"] + [ln + ",1" for ln in lines[1:]]) + "\n")

@@ -20,10 +20,15 @@ def sines(freqs_hz, n=8, t=128, rate=RATE, seed=0) -> SampleTable:
     phase = rng.uniform(0, 2 * np.pi, size=(n, 1, len(freqs_hz)))
     x = np.sin(2 * np.pi * np.asarray(freqs_hz)[None, None, :] * time[None, :, None] + phase)
     return SampleTable.from_arrays(
-        subject=[f"s{i % 2}" for i in range(n)], payloads={"imu": x.astype(np.float32)},
+        subject=[f"s{i % 2}" for i in range(n)],
+        payloads={"imu": x.astype(np.float32)},
         attributes={"activity": np.array(["walk", "jog"])[np.arange(n) % 2]},
-        metadata={"sample_rate": rate, "channels": [f"acc_{a}" for a in "xyz"][:len(freqs_hz)] +
-                  [f"gyro_{a}" for a in "xyz"][:max(0, len(freqs_hz) - 3)]})
+        metadata={
+            "sample_rate": rate,
+            "channels": [f"acc_{a}" for a in "xyz"][: len(freqs_hz)]
+            + [f"gyro_{a}" for a in "xyz"][: max(0, len(freqs_hz) - 3)],
+        },
+    )
 
 
 def amplitude(x: np.ndarray) -> np.ndarray:
@@ -93,8 +98,9 @@ def test_noise_is_scaled_per_channel_and_seeded():
         d = m.transform(t).payload("imu") - x
         ratio = d.std(axis=(0, 1)) / x.std(axis=(0, 1))
         np.testing.assert_allclose(ratio, 0.5, rtol=0.05)
-        assert np.array_equal(m.transform(t).payload("imu"), bioanon.get_method(mid, sigma=0.5, seed=3).fit(t)
-                              .transform(t).payload("imu"))
+        assert np.array_equal(
+            m.transform(t).payload("imu"), bioanon.get_method(mid, sigma=0.5, seed=3).fit(t).transform(t).payload("imu")
+        )
         other = bioanon.get_method(mid, sigma=0.5, seed=4).fit(t).transform(t).payload("imu")
         assert not np.array_equal(other, x + d)
     g = bioanon.get_method("motion.gaussian_noise", sigma=1.0).transform(t).payload("imu") - x
@@ -102,8 +108,9 @@ def test_noise_is_scaled_per_channel_and_seeded():
     kurt = lambda v: ((v - v.mean()) ** 4).mean() / v.var() ** 2  # noqa: E731
     assert kurt(lap[:, :, 0]) > kurt(g[:, :, 0]) + 1.5  # Laplace: kurtosis 6, Gaussian: 3
     # independent tables (other sample ids) get independent noise
-    t2 = SampleTable.from_arrays(subject=t.subjects, sample_id=[f"x{i}" for i in range(len(t))],
-                                 payloads={"imu": x}, metadata=t.metadata)
+    t2 = SampleTable.from_arrays(
+        subject=t.subjects, sample_id=[f"x{i}" for i in range(len(t))], payloads={"imu": x}, metadata=t.metadata
+    )
     d2 = bioanon.get_method("motion.gaussian_noise").transform(t2).payload("imu") - x
     d1 = bioanon.get_method("motion.gaussian_noise").transform(t).payload("imu") - x
     assert not np.allclose(d1, d2)
@@ -128,8 +135,9 @@ def test_resample_keeps_shape_and_removes_detail_above_the_new_nyquist(interpola
     m = bioanon.get_method("motion.resample", factor=4, interpolation=interpolation)  # new rate 12.5 Hz
     out_slow, out_fast = m.transform(slow).payload("imu"), m.transform(fast).payload("imu")
     assert out_slow.shape == slow.payload("imu").shape
-    np.testing.assert_allclose(out_slow[:, 16:112], slow.payload("imu")[:, 16:112],
-                               atol=0.08 if interpolation == "linear" else 0.3)
+    np.testing.assert_allclose(
+        out_slow[:, 16:112], slow.payload("imu")[:, 16:112], atol=0.08 if interpolation == "linear" else 0.3
+    )
     assert amplitude(out_fast)[0] < 0.2 * amplitude(fast.payload("imu"))[0]
     if interpolation == "hold":  # a staircase: runs of 4 equal values
         assert np.all(out_slow[:, 0:4] == out_slow[:, :1])
@@ -181,11 +189,20 @@ def test_anonymizers_are_vectorized_over_large_batches():
     import time
 
     rng = np.random.default_rng(0)
-    t = SampleTable.from_arrays(subject=np.repeat(np.arange(100), 200).astype(str),
-                                payloads={"imu": rng.standard_normal((20000, 64, 6)).astype(np.float32)},
-                                metadata={"sample_rate": 50.0})
-    for mid in ("motion.gaussian_noise", "motion.laplace_noise", "motion.lowpass", "motion.resample",
-                "motion.quantize", "motion.channel_removal", "motion.normalize"):
+    t = SampleTable.from_arrays(
+        subject=np.repeat(np.arange(100), 200).astype(str),
+        payloads={"imu": rng.standard_normal((20000, 64, 6)).astype(np.float32)},
+        metadata={"sample_rate": 50.0},
+    )
+    for mid in (
+        "motion.gaussian_noise",
+        "motion.laplace_noise",
+        "motion.lowpass",
+        "motion.resample",
+        "motion.quantize",
+        "motion.channel_removal",
+        "motion.normalize",
+    ):
         params = {"channels": ("ch0",)} if mid == "motion.channel_removal" else {}
         start = time.perf_counter()
         out = bioanon.get_method(mid, **params).transform(t)
@@ -240,8 +257,7 @@ def _identification(mid: str, table, **params) -> float:
     return float((s.predict() == probes.subjects).mean())
 
 
-@pytest.mark.parametrize("mid", ["motion.random_forest", "motion.svm", "motion.knn",
-                                 "motion.lda"])
+@pytest.mark.parametrize("mid", ["motion.random_forest", "motion.svm", "motion.knn", "motion.lda"])
 def test_feature_recognizers_identify_synthetic_subjects(mid):
     t = bioanon.load_dataset("motion.synthetic", n_subjects=30, windows_per_subject=12)
     params = {"n_estimators": 100} if mid == "motion.random_forest" else {}
@@ -271,8 +287,10 @@ def test_cnn_does_not_import_torch_before_training():
     import subprocess
     import sys
 
-    code = ("import sys, bioanon; bioanon.list_methods('motion.*'); bioanon.get_method('motion.cnn'); "
-            "print('torch' in sys.modules)")
+    code = (
+        "import sys, bioanon; bioanon.list_methods('motion.*'); bioanon.get_method('motion.cnn'); "
+        "print('torch' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -290,8 +308,15 @@ def test_every_motion_method_conforms(method_id):
 def test_the_plugin_registers_what_the_issue_asks_for():
     ids = set(bioanon.list_methods("motion.*"))
     assert {"motion.motionsense", "motion.phone_gait", "motion.csv", "motion.synthetic"} <= ids
-    assert {"motion.gaussian_noise", "motion.laplace_noise", "motion.lowpass", "motion.resample", "motion.quantize",
-            "motion.channel_removal", "motion.normalize"} <= ids
+    assert {
+        "motion.gaussian_noise",
+        "motion.laplace_noise",
+        "motion.lowpass",
+        "motion.resample",
+        "motion.quantize",
+        "motion.channel_removal",
+        "motion.normalize",
+    } <= ids
     assert {"motion.random_forest", "motion.svm", "motion.cnn"} <= ids
     assert {"motion.attribute_accuracy", "motion.correlation", "motion.dtw"} <= ids
     cls = bioanon.get_registry().get("motion.random_set_mean")
@@ -306,8 +331,11 @@ def test_motion_random_set_mean_is_the_core_engine_with_the_papers_defaults():
 
     t = bioanon.load_dataset("motion.synthetic", n_subjects=8, windows_per_subject=10)
     ours = cls(set_size=8).fit(t).transform(t)
-    core = RandomSetMean(attribute="activity", set_size=8, purity=0.9, retention=0.1, weight=100.0,
-                         payload="imu").fit(t).transform(t)
+    core = (
+        RandomSetMean(attribute="activity", set_size=8, purity=0.9, retention=0.1, weight=100.0, payload="imu")
+        .fit(t)
+        .transform(t)
+    )
     assert np.array_equal(ours.payload("imu"), core.payload("imu"))
     assert ours.payload_shape("imu") == (64, 6) and np.array_equal(ours.sample_ids, t.sample_ids)
     assert not np.allclose(ours.payload("imu"), t.payload("imu"))

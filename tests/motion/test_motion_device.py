@@ -8,8 +8,9 @@ import bioanon
 
 pytest.importorskip("torch")
 
-import bioanon_motion.cnn as motion_cnn  # noqa: E402
 from torchcontract import NetworkContract  # noqa: E402
+
+import bioanon_motion.cnn as motion_cnn  # noqa: E402
 
 
 class TestMotionCnnDevice(NetworkContract):
@@ -24,8 +25,9 @@ class TestMotionCnnDevice(NetworkContract):
 
     def data(self, n_subjects: int = 6):
         if n_subjects not in self._cache:
-            self._cache[n_subjects] = bioanon.load_dataset("motion.synthetic", n_subjects=n_subjects,
-                                                           windows_per_subject=4, seed=3)
+            self._cache[n_subjects] = bioanon.load_dataset(
+                "motion.synthetic", n_subjects=n_subjects, windows_per_subject=4, seed=3
+            )
         return self._cache[n_subjects]
 
     def cuda_data(self):

@@ -21,11 +21,14 @@ def _clear_identification(table, mid: str, **params) -> tuple[float, float]:
     return float((rec.score(probes).predict() == probes.subjects).mean()), 1.0 / evaluation.num_subjects
 
 
-@pytest.mark.parametrize("mid,params", [
-    ("motion.random_forest", {"n_estimators": 100, "n_jobs": 2}),
-    ("motion.svm", {}),
-    ("motion.knn", {}),
-])
+@pytest.mark.parametrize(
+    "mid,params",
+    [
+        ("motion.random_forest", {"n_estimators": 100, "n_jobs": 2}),
+        ("motion.svm", {}),
+        ("motion.knn", {}),
+    ],
+)
 def test_clear_identification_well_above_chance(phone_gait, mid, params):
     acc, chance = _clear_identification(phone_gait, mid, **params)
     print(f"{mid}: clear top-1 {acc:.3f} (chance {chance:.3f})")
@@ -41,12 +44,19 @@ def test_cnn_clear_identification_well_above_chance(phone_gait):
 
 def _rsm_config(attribute: str, path) -> dict:
     return {
-        "name": "phone-gait-rsm-test", "seed": 0, "repeats": 1, "label": "subject",
+        "name": "phone-gait-rsm-test",
+        "seed": 0,
+        "repeats": 1,
+        "label": "subject",
         "dataset": {"source": "motion.phone_gait", "path": str(path)},  # loaded once, passed in
         "rates": {"background": 0.2, "attacker": 0.4, "evaluation": 0.4, "enrolment": 0.5},
-        "anonymizers": [{"id": "motion.random_set_mean", "name": "rsm",  # the paper's MotionSense setting
-                         "params": {"attribute": attribute, "set_size": 32, "purity": 0.9, "retention": 0.1,
-                                    "weight": 100.0}}],
+        "anonymizers": [
+            {
+                "id": "motion.random_set_mean",
+                "name": "rsm",  # the paper's MotionSense setting
+                "params": {"attribute": attribute, "set_size": 32, "purity": 0.9, "retention": 0.1, "weight": 100.0},
+            }
+        ],
         "recognizers": [{"id": "motion.svm"}, {"id": "motion.knn"}],
         "scenarios": ["naive", "parrot"],
         "selection": {"selectors": ["random"], "subject_counts": [], "random_draws": 1},
@@ -66,8 +76,12 @@ def test_random_set_mean_suppresses_identity_keeps_the_attribute_and_parrot_reco
     result = bioanon.evaluate(config, data=phone_gait, out_dir=None, progress=False, report=False)
     assert not result.failures, result.failures
     m = result.metrics
-    top1 = m[(m.metric == "top1")].groupby(["recognizer", "scenario"]).agg(value=("value", "mean"),
-                                                                         chance=("chance", "mean")).value.unstack()
+    top1 = (
+        m[(m.metric == "top1")]
+        .groupby(["recognizer", "scenario"])
+        .agg(value=("value", "mean"), chance=("chance", "mean"))
+        .value.unstack()
+    )
     chance = float(m[m.metric == "top1"].chance.mean())
     print(f"\ntop-1 by recognizer and scenario (chance {chance:.3f}):\n{top1.round(3).to_string()}")
     assert (top1["clear"] > 0.9).all()

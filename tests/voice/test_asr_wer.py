@@ -16,16 +16,19 @@ pytest.importorskip("pocketsphinx", reason="voice.asr_wer needs pocketsphinx (pi
 DIGITS = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
 
 
-@pytest.mark.parametrize("ref, hyp, errors", [
-    ("the cat sat", "the cat sat", 0),
-    ("the cat sat", "the bat sat", 1),          # substitution
-    ("the cat sat", "the sat", 1),              # deletion
-    ("the cat sat", "the cat sat down", 1),     # insertion
-    ("a b c d", "x a b c", 2),                  # insertion + deletion beat four substitutions
-    ("", "a b", 2),
-    ("a b c", "", 3),
-    ("a a a", "a", 2),
-])
+@pytest.mark.parametrize(
+    "ref, hyp, errors",
+    [
+        ("the cat sat", "the cat sat", 0),
+        ("the cat sat", "the bat sat", 1),  # substitution
+        ("the cat sat", "the sat", 1),  # deletion
+        ("the cat sat", "the cat sat down", 1),  # insertion
+        ("a b c d", "x a b c", 2),  # insertion + deletion beat four substitutions
+        ("", "a b", 2),
+        ("a b c", "", 3),
+        ("a a a", "a", 2),
+    ],
+)
 def test_word_errors_by_hand(ref, hyp, errors):
     assert word_errors(ref.split(), hyp.split()) == errors
 
@@ -50,9 +53,11 @@ def test_normalize_words_spells_digits():
 
 def _texts(texts):
     n = len(texts)
-    return SampleTable.from_arrays(subject=[f"s{i % 2}" for i in range(n)],
-                                   payloads={"features": np.zeros((n, 1), np.float32)},
-                                   attributes={"text": pa.array(texts, pa.string())})
+    return SampleTable.from_arrays(
+        subject=[f"s{i % 2}" for i in range(n)],
+        payloads={"features": np.zeros((n, 1), np.float32)},
+        attributes={"text": pa.array(texts, pa.string())},
+    )
 
 
 def test_corpus_and_utterance_averages_by_hand():
@@ -101,13 +106,17 @@ def test_noise_raises_wer(fsdd40):
 
 def test_each_table_transcribed_once_in_an_evaluation(tmp_path):
     cfg = {
-        "name": "wer", "seed": 0, "repeats": 1, "scenarios": ["naive"],
+        "name": "wer",
+        "seed": 0,
+        "repeats": 1,
+        "scenarios": ["naive"],
         "dataset": {"source": "voice.synthetic", "params": {"n_speakers": 6, "utterances_per_speaker": 4}},
         "rates": {"background": 0.0, "attacker": 0.5, "evaluation": 0.5, "enrolment": 0.5},
         "anonymizers": [{"id": "voice.noise", "name": "noise", "grid": {"snr_db": [20.0, 0.0]}}],
         "recognizers": [{"id": "voice.svm", "name": "svm"}],
-        "utility": [{"id": "voice.asr_wer", "name": "wer",
-                     "params": {"transcript": "digit", "vocabulary": list(DIGITS)}}],
+        "utility": [
+            {"id": "voice.asr_wer", "name": "wer", "params": {"transcript": "digit", "vocabulary": list(DIGITS)}}
+        ],
         "selection": {"selectors": ["random"]},
         "report": {"bootstrap": 0},
     }

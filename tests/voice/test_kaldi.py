@@ -29,11 +29,14 @@ def _write_kaldi(root: Path) -> dict:
     from bioanon_voice.synthetic import SyntheticVoice
 
     per = N_ENROL + N_TRIAL
-    t = SyntheticVoice(n_speakers=40, utterances_per_speaker=per, duration=0.3, sample_rate=8000,
-                       with_features=False, seed=1).load()
+    t = SyntheticVoice(
+        n_speakers=40, utterances_per_speaker=per, duration=0.3, sample_rate=8000, with_features=False, seed=1
+    ).load()
     gender = dict(zip(t.subjects, t.attribute("gender"), strict=True))
-    by_sex = {s: [spk for spk in t.subject_names if gender[spk] == g][: N_EVAL + N_TRAIN]
-              for s, g in (("f", "female"), ("m", "male"))}
+    by_sex = {
+        s: [spk for spk in t.subject_names if gender[spk] == g][: N_EVAL + N_TRAIN]
+        for s, g in (("f", "female"), ("m", "male"))
+    }
     assert all(len(v) == N_EVAL + N_TRAIN for v in by_sex.values())
     audio = t.payload("audio")
     rows_of = {spk: np.flatnonzero(t.subjects == spk) for spk in t.subject_names}
@@ -189,13 +192,17 @@ def test_breakdown_against_hand_computed_case():
     −∞, 0, 0, +∞ at the empirical prior, so min Cllr = ½(½·1 + ½·1) = 0.5 bits. The male group is separated
     (EER 0, min Cllr 0). The high cross-sex scores must not enter (same-sex trials only)."""
     classes = ["A", "B", "C", "D"]
-    S = [[0.9, 0.5, 0.95, 0.95],   # probe of A
-         [0.1, 0.4, 0.95, 0.95],   # probe of B
-         [0.99, 0.99, 0.8, 0.2],   # probe of C
-         [0.99, 0.99, 0.3, 0.7]]   # probe of D
-    rows = breakdown_metrics(_Scores(S, classes), np.array(classes),
-                             {"sex": np.array(["f", "f", "m", "m"], dtype=object),
-                              "subset": np.array(["x", "x", None, "x"], dtype=object)})
+    S = [
+        [0.9, 0.5, 0.95, 0.95],  # probe of A
+        [0.1, 0.4, 0.95, 0.95],  # probe of B
+        [0.99, 0.99, 0.8, 0.2],  # probe of C
+        [0.99, 0.99, 0.3, 0.7],
+    ]  # probe of D
+    rows = breakdown_metrics(
+        _Scores(S, classes),
+        np.array(classes),
+        {"sex": np.array(["f", "f", "m", "m"], dtype=object), "subset": np.array(["x", "x", None, "x"], dtype=object)},
+    )
     got = {(r["by"], r["group"], r["metric"]): r for r in rows}
     assert got[("sex", "f", "eer")]["value"] == pytest.approx(0.25)
     assert got[("sex", "f", "min_cllr")]["value"] == pytest.approx(0.5)
@@ -282,8 +289,16 @@ def test_kaldi_text_gives_wer_in_the_report(kaldi_dir, shared_cache, tmp_path):
     """The ``text`` column feeds ``voice.asr_wer`` (VoicePrivacy's utility measure) beside the per-sex EER."""
     pytest.importorskip("pocketsphinx", reason="voice.asr_wer needs pocketsphinx (pip install 'bioanon-voice[asr]')")
     data, _ = kaldi_dir
-    cfg = {**_config(data), "utility": [{"id": "voice.asr_wer", "name": "wer", "params": {
-        "vocabulary": ["one", "two", "three", "four", "five"], "words": "any"}}]}
+    cfg = {
+        **_config(data),
+        "utility": [
+            {
+                "id": "voice.asr_wer",
+                "name": "wer",
+                "params": {"vocabulary": ["one", "two", "three", "four", "five"], "words": "any"},
+            }
+        ],
+    }
     result = bioanon.evaluate(cfg, out_dir=tmp_path / "runs", cache=shared_cache, progress=False)
     assert not result.failures, result.failures
     u = result.utility
@@ -297,9 +312,12 @@ def test_kaldi_voiceprivacy_setup_with_attacker_dataset(kaldi_dir, shared_cache)
     is evaluated (rates 0 / 1), enrolled on its enrolls utterances and probed with its trials."""
     data, _ = kaldi_dir
     lists = ["libri_dev_enrolls", "libri_dev_trials_f", "libri_dev_trials_m"]
-    cfg = {**_config(data), "dataset": {"source": "voice.kaldi", "path": str(data), "params": {"subsets": lists}},
-           "attacker_dataset": {"source": "voice.kaldi", "path": str(data), "params": {"subsets": ["train"]}},
-           "rates": {"background": 0.0, "evaluation": 1.0}}
+    cfg = {
+        **_config(data),
+        "dataset": {"source": "voice.kaldi", "path": str(data), "params": {"subsets": lists}},
+        "attacker_dataset": {"source": "voice.kaldi", "path": str(data), "params": {"subsets": ["train"]}},
+        "rates": {"background": 0.0, "evaluation": 1.0},
+    }
     result = bioanon.evaluate(cfg, out_dir=None, cache=shared_cache, progress=False, report=False)
     assert not result.failures, result.failures
     assert set(result.metrics.n_probes) == {2 * N_EVAL * N_TRIAL}
@@ -310,8 +328,11 @@ def test_kaldi_voiceprivacy_setup_with_attacker_dataset(kaldi_dir, shared_cache)
 def test_breakdown_config_key():
     from bioanon.evaluation.config import load_config
 
-    base = {"dataset": {"source": "any.synthetic"}, "anonymizers": [{"id": "any.gaussian_noise"}],
-            "recognizers": [{"id": "any.cosine_centroid"}]}
+    base = {
+        "dataset": {"source": "any.synthetic"},
+        "anonymizers": [{"id": "any.gaussian_noise"}],
+        "recognizers": [{"id": "any.cosine_centroid"}],
+    }
     assert load_config(base).report.breakdown == "auto"
     cfg = load_config({**base, "report": {"breakdown": ["sex", "attr.subset"]}})
     assert cfg.report.breakdown == ("sex", "subset")
@@ -327,12 +348,34 @@ def test_breakdown_config_key():
 def test_scenario_names_only_for_voiceprivacy_data():
     from bioanon.report import _from_frames
 
-    metrics = pd.DataFrame([{"anonymizer": "a", "setting": "", "setting_index": 0, "repeat": 0, "selector": "random",
-                             "n_subjects": 4, "draw": 0, "recognizer": "r", "scenario": s, "metric": "top1",
-                             "value": 0.5, "ci_low": np.nan, "ci_high": np.nan, "chance": 0.25, "n_probes": 8}
-                            for s in ("clear", "naive", "lazy", "parrot:0.5")])
+    metrics = pd.DataFrame(
+        [
+            {
+                "anonymizer": "a",
+                "setting": "",
+                "setting_index": 0,
+                "repeat": 0,
+                "selector": "random",
+                "n_subjects": 4,
+                "draw": 0,
+                "recognizer": "r",
+                "scenario": s,
+                "metric": "top1",
+                "value": 0.5,
+                "ci_low": np.nan,
+                "ci_high": np.nan,
+                "chance": 0.25,
+                "n_probes": 8,
+            }
+            for s in ("clear", "naive", "lazy", "parrot:0.5")
+        ]
+    )
     plain = _from_frames({"metrics": metrics})
     assert [plain.scenario(s) for s in metrics.scenario] == ["clear", "naive", "lazy", "parrot:0.5"]
     vpc = _from_frames({"metrics": metrics, "environment": {"data": {"protocol": "voiceprivacy"}}})
     assert [vpc.scenario(s) for s in metrics.scenario] == [
-        "clear", "ignorant (naive)", "lazy-informed (lazy)", "semi-informed (parrot:0.5)"]
+        "clear",
+        "ignorant (naive)",
+        "lazy-informed (lazy)",
+        "semi-informed (parrot:0.5)",
+    ]

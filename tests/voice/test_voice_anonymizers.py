@@ -6,8 +6,7 @@ import numpy as np
 import pytest
 
 from bioanon.table import SampleTable
-from bioanon_voice.anonymizers import (AdditiveNoise, FrequencyWarp, McAdams, PitchShift, SpeedChange,
-                                       mcadams)
+from bioanon_voice.anonymizers import AdditiveNoise, FrequencyWarp, McAdams, PitchShift, SpeedChange, mcadams
 from bioanon_voice.dsp import frames, lpc, poly_roots
 from bioanon_voice.synthetic import synth_vowels
 
@@ -21,8 +20,9 @@ def _vowel(f1=730, f2=1090, f3=2440, f0=120.0, seconds=0.5, seed=0):
 
 
 def _table(signals):
-    return SampleTable.from_arrays(subject=[f"s{i % 2}" for i in range(len(signals))], payloads={"audio": signals},
-                                   metadata={"sample_rate": SR})
+    return SampleTable.from_arrays(
+        subject=[f"s{i % 2}" for i in range(len(signals))], payloads={"audio": signals}, metadata={"sample_rate": SR}
+    )
 
 
 def _snr(x, y):
@@ -72,8 +72,18 @@ def test_mcadams_per_speaker_alpha_is_seeded():
     assert 0.6 <= a <= 0.9 and a != b and a == McAdams(alpha_range=(0.6, 0.9), seed=3).alpha_for("spk1")
 
 
-@pytest.mark.parametrize("method", [McAdams(), McAdams(alpha_range=(0.6, 0.9)), PitchShift(), FrequencyWarp(),
-                                    SpeedChange(factor=1.2), SpeedChange(factor=0.8), AdditiveNoise()])
+@pytest.mark.parametrize(
+    "method",
+    [
+        McAdams(),
+        McAdams(alpha_range=(0.6, 0.9)),
+        PitchShift(),
+        FrequencyWarp(),
+        SpeedChange(factor=1.2),
+        SpeedChange(factor=0.8),
+        AdditiveNoise(),
+    ],
+)
 def test_lengths_and_rate_kept(method):
     sig = [_vowel(seconds=s, seed=i) for i, s in enumerate((0.13, 0.31, 0.5))]
     out = method.transform(_table(sig))

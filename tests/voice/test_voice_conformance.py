@@ -18,10 +18,27 @@ _PARAMS = {
 
 
 def test_every_issue_method_is_registered():
-    expected = {"voice.fsdd", "voice.audiomnist", "voice.librispeech", "voice.folder", "voice.synthetic",
-                "voice.mcadams", "voice.pitch_shift", "voice.frequency_warp", "voice.speed", "voice.noise",
-                "voice.svm", "voice.logistic_regression", "voice.lda", "voice.xvector", "voice.content_accuracy",
-                "voice.pitch_correlation", "voice.sdr", "voice.random_set_mean", "voice.voice_distinctiveness"}
+    expected = {
+        "voice.fsdd",
+        "voice.audiomnist",
+        "voice.librispeech",
+        "voice.folder",
+        "voice.synthetic",
+        "voice.mcadams",
+        "voice.pitch_shift",
+        "voice.frequency_warp",
+        "voice.speed",
+        "voice.noise",
+        "voice.svm",
+        "voice.logistic_regression",
+        "voice.lda",
+        "voice.xvector",
+        "voice.content_accuracy",
+        "voice.pitch_correlation",
+        "voice.sdr",
+        "voice.random_set_mean",
+        "voice.voice_distinctiveness",
+    }
     assert expected <= set(_IDS)
 
 

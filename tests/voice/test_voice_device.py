@@ -11,24 +11,28 @@ import bioanon
 
 torch = pytest.importorskip("torch")
 
+from torchcontract import NetworkContract, cosines, needs_cuda  # noqa: E402
+
 import bioanon_voice.xvector as xv  # noqa: E402
 from bioanon.errors import ParameterError  # noqa: E402
 from bioanon_voice.resemblyzer_encoder import resemblyzer_available  # noqa: E402
-from torchcontract import NetworkContract, cosines, needs_cuda  # noqa: E402
 
-needs_resemblyzer = pytest.mark.skipif(not resemblyzer_available(),
-                                       reason="resemblyzer (with webrtcvad and torch) is not installed")
+needs_resemblyzer = pytest.mark.skipif(
+    not resemblyzer_available(), reason="resemblyzer (with webrtcvad and torch) is not installed"
+)
 _DATA: dict = {}
 
 
 def _data(n_speakers: int = 6):
     if n_speakers not in _DATA:
-        _DATA[n_speakers] = bioanon.load_dataset("voice.synthetic", n_speakers=n_speakers, utterances_per_speaker=4,
-                                                 seed=3)
+        _DATA[n_speakers] = bioanon.load_dataset(
+            "voice.synthetic", n_speakers=n_speakers, utterances_per_speaker=4, seed=3
+        )
     return _DATA[n_speakers]
 
 
 # ------------------------------------------------------------------------------------------------- x-vector
+
 
 class TestXVectorDevice(NetworkContract):
     method_id = "voice.xvector"
@@ -55,15 +59,28 @@ class TestXVectorDevice(NetworkContract):
             assert x.device.type == "cpu" and tuple(x.shape) == (len(idx), m.n_mels, 50)
             for i, crop in zip(idx, x.numpy(), strict=True):
                 f = frames[i]
-                assert any(np.array_equal(crop, f[:, o:o + 50]) for o in range(f.shape[1] - 49)), i
+                assert any(np.array_equal(crop, f[:, o : o + 50]) for o in range(f.shape[1] - 49)), i
 
 
 def test_presets_fast_is_todays_default_and_paper_is_table_1():
     fast, paper = xv.XVector(), xv.XVector(preset="paper")
-    assert (fast.n_mels, fast.channels, fast.embedding_dim, fast.crop_frames, fast.epochs, fast.loss) == \
-        (30, 64, 64, 60, 30, "aam")
-    assert (paper.n_mels, paper.channels, paper.frame_layers, paper.pool_channels, paper.embedding_dim,
-            paper.crop_frames, paper.loss) == (24, 512, 5, 1500, 512, 300, "softmax")
+    assert (fast.n_mels, fast.channels, fast.embedding_dim, fast.crop_frames, fast.epochs, fast.loss) == (
+        30,
+        64,
+        64,
+        60,
+        30,
+        "aam",
+    )
+    assert (
+        paper.n_mels,
+        paper.channels,
+        paper.frame_layers,
+        paper.pool_channels,
+        paper.embedding_dim,
+        paper.crop_frames,
+        paper.loss,
+    ) == (24, 512, 5, 1500, 512, 300, "softmax")
     assert xv.XVector(preset="paper", epochs=5).epochs == 5  # an explicit value wins
     assert paper.with_params(preset="fast").channels == 64
     assert paper.fingerprint() != fast.fingerprint()
@@ -82,6 +99,7 @@ def test_presets_fast_is_todays_default_and_paper_is_table_1():
 
 
 # ----------------------------------------------------------------------------------------------- resemblyzer
+
 
 @needs_resemblyzer
 def test_resemblyzer_runs_on_its_device_param():

@@ -23,8 +23,12 @@ def test_similarity_matrix_equals_pairwise_loop():
     want = np.zeros((3, 3))
     for i in range(3):
         for j in range(3):
-            llr = [2.0 * x[u] @ y[v] - 0.5 for u in np.flatnonzero(codes == i) for v in np.flatnonzero(codes == j)
-                   if u != v]
+            llr = [
+                2.0 * x[u] @ y[v] - 0.5
+                for u in np.flatnonzero(codes == i)
+                for v in np.flatnonzero(codes == j)
+                if u != v
+            ]
             want[i, j] = 1 / (1 + np.exp(-np.mean(llr)))
     np.testing.assert_allclose(got, want, rtol=1e-12)
     assert diagonal_dominance(np.array([[0.9, 0.2], [0.4, 0.7]])) == pytest.approx(0.5)

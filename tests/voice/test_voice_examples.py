@@ -64,8 +64,7 @@ def test_mcadams_example_lazy_and_parrot_beat_naive(shared_data):
 
 
 def test_random_set_mean_example_keeps_digit_suppresses_speaker(shared_data):
-    cfg = _shrunk("voice-fsdd-random-set-mean.toml", shared_data / "fsdd", 50,
-                  {"set_size": [32], "purity": [0.8]})
+    cfg = _shrunk("voice-fsdd-random-set-mean.toml", shared_data / "fsdd", 50, {"set_size": [32], "purity": [0.8]})
     result = bioanon.evaluate(cfg, out_dir=None, progress=False, report=False)
     assert not result.failures, result.failures
     top1 = _top1(result)

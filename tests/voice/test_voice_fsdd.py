@@ -55,7 +55,10 @@ def test_content_accuracy_on_mcadams_stays_above_chance(fsdd):
 
 def _config(root) -> dict:
     return {
-        "name": "fsdd-mcadams", "seed": 0, "repeats": 3, "scenarios": ["naive", "parrot"],
+        "name": "fsdd-mcadams",
+        "seed": 0,
+        "repeats": 3,
+        "scenarios": ["naive", "parrot"],
         "dataset": {"source": "voice.fsdd", "path": str(root), "params": {"max_per_speaker": 40}},
         "rates": {"background": 0.16, "attacker": 0.34, "evaluation": 0.5, "enrolment": 0.5},
         "anonymizers": [{"id": "voice.mcadams", "name": "mcadams", "params": {"alpha": 0.7}}],

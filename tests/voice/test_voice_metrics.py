@@ -10,10 +10,14 @@ import bioanon
 
 def _config() -> dict:
     return {
-        "name": "voice-metrics", "seed": 0, "repeats": 1, "scenarios": ["naive", "lazy", "parrot"],
-        "dataset": {"source": "voice.synthetic",
-                    "params": {"n_speakers": 20, "utterances_per_speaker": 12, "duration": 0.3,
-                               "with_features": False}},
+        "name": "voice-metrics",
+        "seed": 0,
+        "repeats": 1,
+        "scenarios": ["naive", "lazy", "parrot"],
+        "dataset": {
+            "source": "voice.synthetic",
+            "params": {"n_speakers": 20, "utterances_per_speaker": 12, "duration": 0.3, "with_features": False},
+        },
         "rates": {"background": 0.2, "attacker": 0.4, "evaluation": 0.4, "enrolment": 0.5},
         "anonymizers": [{"id": "voice.mcadams", "name": "mcadams", "params": {"alpha": 0.7}}],
         "recognizers": [{"id": "voice.svm", "name": "svm"}],

@@ -14,8 +14,9 @@ from bioanon.metrics import label_indices, top_k_accuracy
 
 @pytest.fixture(scope="module")
 def speech():
-    return bioanon.load_dataset("voice.synthetic", n_speakers=12, utterances_per_speaker=12, with_features=False,
-                                seed=1)
+    return bioanon.load_dataset(
+        "voice.synthetic", n_speakers=12, utterances_per_speaker=12, with_features=False, seed=1
+    )
 
 
 def test_voice_registers_a_feature_view_of_audio(speech):
@@ -30,8 +31,9 @@ def test_voice_registers_a_feature_view_of_audio(speech):
     np.testing.assert_allclose(x, stats, rtol=1e-6, atol=1e-6)
 
 
-@pytest.mark.parametrize("method_id", ["any.cosine_centroid", "any.pca_svm", "any.lda_cosine", "any.knn",
-                                       "any.attribute_knn"])
+@pytest.mark.parametrize(
+    "method_id", ["any.cosine_centroid", "any.pca_svm", "any.lda_cosine", "any.knn", "any.attribute_knn"]
+)
 def test_any_recognizer_on_audio_scores_above_chance(speech, method_id):
     train, rest = speech.split_subjects([0.5, 0.5], seed=0)
     gallery, probes = rest.split_within_subjects([0.5, 0.5], seed=0)
@@ -52,8 +54,9 @@ def test_paper_protocol_on_speech_and_on_random_set_mean_features(speech):
     assert out["attribute_accuracy"] > out["attribute_chance"] + 0.2
     assert out["mixture"] < 1 - 1 / 12 - 0.2  # identities survive light noise
     # clear audio against the random-set mean's features (same statistics): one space, no error
-    rsm = bioanon.get_method("voice.random_set_mean", attribute="digit", set_size=8, purity=1.0,
-                             small_class="with_replacement").transform(speech)
+    rsm = bioanon.get_method(
+        "voice.random_set_mean", attribute="digit", set_size=8, purity=1.0, small_class="with_replacement"
+    ).transform(speech)
     assert rsm.payload_names == ["features"]
     out = paper_protocol(speech, rsm, "digit", seed=0)
     assert out["mixture"] > out["mixture_clear"]  # the mean hides identity
@@ -61,9 +64,14 @@ def test_paper_protocol_on_speech_and_on_random_set_mean_features(speech):
 
 def test_evaluation_with_any_recognizer_and_paper_protocol_on_speech():
     cfg = {
-        "name": "voice-any", "seed": 0, "repeats": 1, "scenarios": ["naive", "parrot"],
-        "dataset": {"source": "voice.synthetic",
-                    "params": {"n_speakers": 10, "utterances_per_speaker": 8, "with_features": False}},
+        "name": "voice-any",
+        "seed": 0,
+        "repeats": 1,
+        "scenarios": ["naive", "parrot"],
+        "dataset": {
+            "source": "voice.synthetic",
+            "params": {"n_speakers": 10, "utterances_per_speaker": 8, "with_features": False},
+        },
         "rates": {"background": 0.2, "attacker": 0.4, "evaluation": 0.4, "enrolment": 0.5},
         "anonymizers": [{"id": "voice.noise", "name": "noise", "params": {"snr_db": 20.0}}],
         "recognizers": [{"id": "any.lda_cosine"}, {"id": "any.cosine_centroid"}],

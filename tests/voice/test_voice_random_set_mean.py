@@ -28,8 +28,13 @@ def test_output_is_features_without_audio(tiny):
     assert np.array_equal(out.sample_ids, tiny.sample_ids) and np.array_equal(out.subjects, tiny.subjects)
     x = out.payload("features")
     assert x.dtype == np.float32 and x.shape == (len(tiny), 80) and np.isfinite(x).all()
-    assert out.metadata[FEATURES_KEY] == {"kind": "mfcc", "n_coeffs": 20, "n_mels": 40, "deltas": True,
-                                          "energy_quantile": 0.3}
+    assert out.metadata[FEATURES_KEY] == {
+        "kind": "mfcc",
+        "n_coeffs": 20,
+        "n_mels": 40,
+        "deltas": True,
+        "energy_quantile": 0.3,
+    }
 
 
 def test_set_of_one_is_the_record_itself(tiny):
@@ -75,8 +80,12 @@ def test_fsdd_digit_preserved_speaker_suppressed(shared_data):
     chance = 1 / table.num_subjects
     for cls in (MfccSvm, MfccLda):
         acc = {}
-        for name, (train, gallery, probes) in {"clear": (ce, ce, co), "naive": (ce, ce, ao),
-                                               "lazy": (ce, ae, ao), "parrot": (ae, ae, ao)}.items():
+        for name, (train, gallery, probes) in {
+            "clear": (ce, ce, co),
+            "naive": (ce, ce, ao),
+            "lazy": (ce, ae, ao),
+            "parrot": (ae, ae, ao),
+        }.items():
             r = cls().fit(train)
             r.enroll(gallery)
             acc[name] = float(np.mean(r.score(probes).predict() == probes.subjects))

@@ -14,8 +14,9 @@ from bioanon.table import SampleTable
 from bioanon_voice.resemblyzer_encoder import resemblyzer_available
 from bioanon_voice.sources import Fsdd
 
-pytestmark = pytest.mark.skipif(not resemblyzer_available(),
-                                reason="resemblyzer (with webrtcvad and torch) is not installed")
+pytestmark = pytest.mark.skipif(
+    not resemblyzer_available(), reason="resemblyzer (with webrtcvad and torch) is not installed"
+)
 
 _MEMO: dict = {}
 
@@ -40,8 +41,12 @@ def test_batched_embedding_equals_embed_utterance(fsdd):
     part = fsdd.take(np.arange(0, len(fsdd), 17))
     e = Resemblyzer(batch_size=3, device="cpu").embed(part)
     sr = part.metadata["sample_rate"]
-    ref = np.stack([encoder().embed_utterance(preprocess_wav(np.asarray(a, np.float32), source_sr=sr))
-                    for a in part.payload("audio")])
+    ref = np.stack(
+        [
+            encoder().embed_utterance(preprocess_wav(np.asarray(a, np.float32), source_sr=sr))
+            for a in part.payload("audio")
+        ]
+    )
     assert e.shape == (len(part), 256)
     np.testing.assert_allclose(e, ref, atol=1e-5)
 
@@ -51,8 +56,9 @@ def test_silent_and_tone_utterances_get_unit_embeddings():
 
     t = np.arange(4000) / 8000.0
     audio = [np.zeros(800, np.float32), np.sin(2 * np.pi * 200 * t).astype(np.float32), np.zeros(1, np.float32)]
-    table = SampleTable.from_arrays(subject=np.array(["a", "b", "c"]), payloads={"audio": audio},
-                                    metadata={"sample_rate": 8000})
+    table = SampleTable.from_arrays(
+        subject=np.array(["a", "b", "c"]), payloads={"audio": audio}, metadata={"sample_rate": 8000}
+    )
     e = Resemblyzer().embed(table)
     assert np.isfinite(e).all()
     assert np.allclose(np.linalg.norm(e[1]), 1.0, atol=1e-5)

@@ -9,15 +9,20 @@ from bioanon.context import RunContext
 
 def _cfg():
     return {
-        "name": "voice-reuse", "seed": 0, "repeats": 1, "scenarios": ["naive", "lazy", "parrot"],
-        "dataset": {"source": "voice.synthetic",
-                    "params": {"n_speakers": 6, "utterances_per_speaker": 6, "duration": 0.2,
-                               "with_features": False}},
+        "name": "voice-reuse",
+        "seed": 0,
+        "repeats": 1,
+        "scenarios": ["naive", "lazy", "parrot"],
+        "dataset": {
+            "source": "voice.synthetic",
+            "params": {"n_speakers": 6, "utterances_per_speaker": 6, "duration": 0.2, "with_features": False},
+        },
         "rates": {"background": 0.0, "attacker": 0.5, "evaluation": 0.5, "enrolment": 0.5},
         "anonymizers": [{"id": "voice.noise", "name": "noise", "grid": {"snr_db": [20.0, 5.0]}}],
         "recognizers": [{"id": "voice.svm"}, {"id": "voice.lda"}],
         "selection": {"selectors": ["random"], "subject_counts": [3], "random_draws": 1},
-        "utility": [], "report": {"bootstrap": 20},
+        "utility": [],
+        "report": {"bootstrap": 20},
     }
 
 
@@ -27,7 +32,8 @@ def test_reused_utterance_statistics_give_the_results_of_recomputing(tmp_path, m
     assert ctx.computed.hits > ctx.computed.misses > 0, (ctx.computed.hits, ctx.computed.misses)
     monkeypatch.setenv("BIOANON_FIT_MEMO", "0")
     fresh_ctx = RunContext(bioanon.get_registry())
-    fresh = bioanon.evaluate(_cfg(), out_dir=None, cache=tmp_path / "b", progress=False, report=False,
-                             context=fresh_ctx)
+    fresh = bioanon.evaluate(
+        _cfg(), out_dir=None, cache=tmp_path / "b", progress=False, report=False, context=fresh_ctx
+    )
     assert fresh_ctx.computed.hits == fresh_ctx.computed.misses == 0
     assert len(fresh.metrics) and fresh.metrics.equals(reused.metrics)

@@ -30,8 +30,9 @@ def fsdd_dir(tmp_path):
         for digit in range(3):
             for idx in range(2):
                 sf.write(rec / f"{digit}_{spk}_{idx}.wav", _tone(8000, f + 10 * digit), 8000, subtype="PCM_16")
-    (tmp_path / "speakers.csv").write_text("speaker,gender,accent,language\nalice,female,UK,english\n"
-                                           "bob,male,USA,english\n")
+    (tmp_path / "speakers.csv").write_text(
+        "speaker,gender,accent,language\nalice,female,UK,english\nbob,male,USA,english\n"
+    )
     return tmp_path
 
 
@@ -79,8 +80,14 @@ def test_audiomnist_fixture(tmp_path):
         for digit in range(2):
             (data / spk).mkdir(parents=True, exist_ok=True)
             sf.write(data / spk / f"{digit}_{spk}_0.wav", _tone(48000, 120 + int(spk) * 50), 48000)
-    (data / "audioMNIST_meta.txt").write_text(json.dumps({"01": {"age": "30", "gender": "male", "accent": "german"},
-                                                          "02": {"age": 25, "gender": "female", "accent": "x"}}))
+    (data / "audioMNIST_meta.txt").write_text(
+        json.dumps(
+            {
+                "01": {"age": "30", "gender": "male", "accent": "german"},
+                "02": {"age": 25, "gender": "female", "accent": "x"},
+            }
+        )
+    )
     _corrupt(data / "02" / "1_02_1.wav")
     with pytest.raises(DatasetError, match="1_02_1.wav"):
         AudioMnist().load(tmp_path)
@@ -97,8 +104,9 @@ def test_librispeech_fixture(tmp_path):
         d.mkdir(parents=True)
         for i in range(2):
             sf.write(d / f"{spk}-100-{i:04d}.flac", _tone(16000, 100 + int(spk)), 16000, format="FLAC")
-    (root / "SPEAKERS.TXT").write_text("; ID | SEX | SUBSET | MINUTES | NAME\n19 | F | dev-clean | 25 | A\n"
-                                       "26 | M | dev-clean | 25 | B\n")
+    (root / "SPEAKERS.TXT").write_text(
+        "; ID | SEX | SUBSET | MINUTES | NAME\n19 | F | dev-clean | 25 | A\n26 | M | dev-clean | 25 | B\n"
+    )
     (sub / "19" / "100" / "19-100.trans.txt").write_text("19-100-0000 HELLO WORLD\n19-100-0001 GOOD BYE\n")
     _corrupt(sub / "26" / "100" / "26-100-0009.flac")
     with pytest.raises(DatasetError, match="26-100-0009.flac"):
@@ -155,11 +163,16 @@ def test_folder_per_file_metadata_with_path_and_speaker_columns(tmp_path):
     # issue 18: a per-file CSV keyed by 'path' that also has 'speaker' was joined per speaker: every file of a
     # speaker got the emotion of the speaker's last row, and 'path' became an attribute
     _speaker_folders(tmp_path)
-    (tmp_path / "metadata.csv").write_text("path,speaker,emotion\nann/u0.wav,ann,happy\nann/u1.wav,ann,sad\n"
-                                           "ben/u0.wav,ben,angry\nben/u1.wav,ben,calm\n")
+    (tmp_path / "metadata.csv").write_text(
+        "path,speaker,emotion\nann/u0.wav,ann,happy\nann/u1.wav,ann,sad\nben/u0.wav,ben,angry\nben/u1.wav,ben,calm\n"
+    )
     t = SpeakerFolder().load(tmp_path)
     assert dict(zip(t.sample_ids, t.attribute("emotion"), strict=True)) == {
-        "ann/u0.wav": "happy", "ann/u1.wav": "sad", "ben/u0.wav": "angry", "ben/u1.wav": "calm"}
+        "ann/u0.wav": "happy",
+        "ann/u1.wav": "sad",
+        "ben/u0.wav": "angry",
+        "ben/u1.wav": "calm",
+    }
     assert "path" not in t.attribute_names and "speaker" not in t.attribute_names
 
 
@@ -197,7 +210,11 @@ def test_folder_files_without_a_row_warn_and_are_null(tmp_path):
     with pytest.warns(MetadataWarning, match=r"2 of 4 files have no row .*'ann/u1.wav', 'ben/u0.wav'"):
         t = SpeakerFolder().load(tmp_path)
     assert dict(zip(t.sample_ids, t.attribute("emotion"), strict=True)) == {
-        "ann/u0.wav": "happy", "ann/u1.wav": None, "ben/u0.wav": None, "ben/u1.wav": "calm"}
+        "ann/u0.wav": "happy",
+        "ann/u1.wav": None,
+        "ben/u0.wav": None,
+        "ben/u1.wav": "calm",
+    }
 
 
 def test_folder_per_speaker_metadata_conflicts_are_errors(tmp_path):
@@ -226,8 +243,9 @@ def test_fsdd_and_librispeech_speaker_tables_checked(fsdd_dir, tmp_path):
     from bioanon.metadata import MetadataWarning
 
     (fsdd_dir / "speakers.csv").write_text("speaker,gender,accent\nalice,female,UK\nbob,male,USA\nalice,male,UK\n")
-    with pytest.raises(DataError,
-                       match=r"speakers\.csv: column 'speaker': conflicting .*'alice' \(lines 2, 4: 'gender'"):
+    with pytest.raises(
+        DataError, match=r"speakers\.csv: column 'speaker': conflicting .*'alice' \(lines 2, 4: 'gender'"
+    ):
         Fsdd().load(fsdd_dir)
     (fsdd_dir / "speakers.csv").write_text("speaker,gender,accent\nalice,female,UK\n")
     with pytest.warns(MetadataWarning, match="'bob'"):
@@ -240,8 +258,9 @@ def test_fsdd_and_librispeech_speaker_tables_checked(fsdd_dir, tmp_path):
     for spk in ("19", "26"):
         (sub / spk / "100").mkdir(parents=True)
         sf.write(sub / spk / "100" / f"{spk}-100-0000.flac", _tone(16000), 16000, format="FLAC")
-    (tmp_path / "LS" / "SPEAKERS.TXT").write_text("; ID | SEX | SUBSET\n19 | F | dev-clean\n26 | M | dev-clean\n"
-                                                  "19 | M | dev-clean\n")
+    (tmp_path / "LS" / "SPEAKERS.TXT").write_text(
+        "; ID | SEX | SUBSET\n19 | F | dev-clean\n26 | M | dev-clean\n19 | M | dev-clean\n"
+    )
     with pytest.raises(DataError, match=r"SPEAKERS\.TXT: column 'ID': conflicting .*'19' \(lines 2, 4"):
         LibriSpeech().load(sub)
 
@@ -251,12 +270,14 @@ def test_audiomnist_meta_duplicates_and_misplaced_files(tmp_path):
     for spk in ("01", "02"):
         (data / spk).mkdir(parents=True)
         sf.write(data / spk / f"0_{spk}_0.wav", _tone(48000), 48000)
-    (data / "audioMNIST_meta.txt").write_text('{"01": {"gender": "male"}, "02": {"gender": "female"}, '
-                                              '"01": {"gender": "female"}}')
+    (data / "audioMNIST_meta.txt").write_text(
+        '{"01": {"gender": "male"}, "02": {"gender": "female"}, "01": {"gender": "female"}}'
+    )
     with pytest.raises(DatasetError, match=r"speaker key\(s\) \['01'\] appear more than once"):
         AudioMnist().load(tmp_path)
     (data / "audioMNIST_meta.txt").write_text('{"01": {"gender": "male"}, "02": {"gender": "female"}}')
     sf.write(data / "02" / "1_01_0.wav", _tone(48000), 48000)  # speaker 01's file in speaker 02's folder
-    with pytest.raises(DatasetError,
-                       match=r"1_01_0\.wav: the file name says speaker '01', but it is in the folder '02'"):
+    with pytest.raises(
+        DatasetError, match=r"1_01_0\.wav: the file name says speaker '01', but it is in the folder '02'"
+    ):
         AudioMnist().load(tmp_path)

@@ -41,7 +41,7 @@ class NearestNeighbour(Recognizer):
         gallery, labels = cast(np.ndarray, self.gallery_), cast(np.ndarray, self.gallery_labels_)
         q = self._x(probes)
         # squared distances probes × gallery, then the best (smallest) per class
-        d = (q * q).sum(1)[:, None] - 2 * q @ gallery.T + (gallery ** 2).sum(1)[None, :]
+        d = (q * q).sum(1)[:, None] - 2 * q @ gallery.T + (gallery**2).sum(1)[None, :]
         classes, inv = np.unique(labels, return_inverse=True)
         best = np.full((len(q), len(classes)), np.inf, dtype=np.float32)
         for c in range(len(classes)):  # loop over classes, vectorized over probes

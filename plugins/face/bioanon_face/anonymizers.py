@@ -22,8 +22,10 @@ def _images(method: Anonymizer, table: Any) -> tuple[str, np.ndarray]:
     column = method.payload_column(table, getattr(method, "payload", "") or None)
     x = table.payload(column)
     if not isinstance(x, np.ndarray) or x.ndim != 4:
-        raise TableError(f"{method.id}: payload {column!r} must be N×H×W×C images, got "
-                         f"{getattr(x, 'shape', 'variable-length records')}")
+        raise TableError(
+            f"{method.id}: payload {column!r} must be N×H×W×C images, got "
+            f"{getattr(x, 'shape', 'variable-length records')}"
+        )
     return column, x
 
 
@@ -44,9 +46,9 @@ def _cv_batch(fn, x: np.ndarray, chunk: int = 512) -> np.ndarray:
     per = max(1, chunk // c)
     out = np.empty_like(x)
     for s in range(0, n, per):
-        part = x[s:s + per]
+        part = x[s : s + per]
         y = fn(_stack_channels(part))
-        out[s:s + per] = _unstack_channels(y.reshape(h, w, -1), part.shape)
+        out[s : s + per] = _unstack_channels(y.reshape(h, w, -1), part.shape)
     return out
 
 
@@ -184,8 +186,12 @@ class EyeMask(_FaceAnonymizer):
 
     def box(self, h: int, w: int) -> tuple[int, int, int, int]:
         """(row0, row1, col0, col1) of the bar on an h×w image."""
-        return (int(round(self.top * h)), max(int(round(self.bottom * h)), int(round(self.top * h)) + 1),
-                int(round(self.left * w)), max(int(round(self.right * w)), int(round(self.left * w)) + 1))
+        return (
+            int(round(self.top * h)),
+            max(int(round(self.bottom * h)), int(round(self.top * h)) + 1),
+            int(round(self.left * w)),
+            max(int(round(self.right * w)), int(round(self.left * w)) + 1),
+        )
 
     def transform(self, table):
         column, x = _images(self, table)
@@ -204,8 +210,7 @@ class GaussianBlur(_FaceAnonymizer):
     id: ClassVar[str] = "face.gaussian_blur"
     example_params: ClassVar[dict[str, Any]] = {"kernel": 5}
 
-    kernel: int = param(29, help="kernel size in pixels (odd)", low=1, check=lambda k: k % 2 == 1,
-                        check_text="odd")
+    kernel: int = param(29, help="kernel size in pixels (odd)", low=1, check=lambda k: k % 2 == 1, check_text="odd")
     sigma: float = param(0.0, help="standard deviation in pixels (0: from the kernel size)", low=0.0)
 
     def transform(self, table):
@@ -309,8 +314,8 @@ class BlockPermutation(_FaceAnonymizer):
             k = len(xb)
             core = xb[:, : nh * b, : nw * b].reshape(k, nh * b, nw, b * c)
             ob[:, : nh * b, : nw * b] = core[:, src_row, src_col].reshape(k, nh * b, nw * b, c)
-            ob[:, nh * b:] = xb[:, nh * b:]
-            ob[:, : nh * b, nw * b:] = xb[:, : nh * b, nw * b:]
+            ob[:, nh * b :] = xb[:, nh * b :]
+            ob[:, : nh * b, nw * b :] = xb[:, : nh * b, nw * b :]
 
         return table.with_payload(column, _map_blocks(x, block, budget=1 << 20))
 
@@ -326,8 +331,10 @@ class PixelRelocation(_FaceAnonymizer):
     reading of the method (its paper describes relocation by a keyed pseudo-random generator)."""
 
     id: ClassVar[str] = "face.pixel_relocation"
-    reference: ClassVar[str] = ("Cichowski & Czyżewski, Reversible video stream anonymization for video "
-                                "surveillance systems based on pixels relocation and watermarking, 2011")
+    reference: ClassVar[str] = (
+        "Cichowski & Czyżewski, Reversible video stream anonymization for video "
+        "surveillance systems based on pixels relocation and watermarking, 2011"
+    )
     example_params: ClassVar[dict[str, Any]] = {"steps": 3}
 
     steps: int = param(50, help="relocation rounds", low=0)
@@ -444,7 +451,7 @@ class DpSnow(_FaceAnonymizer):
             if k < h * w:
                 # the k smallest keys of each row: those at most the k-th smallest (argpartition's choice too,
                 # as long as no key ties with the k-th; ties fall back to argpartition itself)
-                mask = keys <= np.partition(keys, k - 1, axis=1)[:, k - 1:k]
+                mask = keys <= np.partition(keys, k - 1, axis=1)[:, k - 1 : k]
                 if (np.count_nonzero(mask, axis=1) != k).any():  # pragma: no cover - equal float64 keys
                     chosen = np.argpartition(keys, k - 1, axis=1)[:, :k]
                     mask[...] = False
@@ -526,12 +533,12 @@ def batched_kmeans(x: np.ndarray, k: int, iterations: int, rng: np.random.Genera
         u = rng.random(n) * cum[:, -1]
         idx = np.minimum((cum <= u[:, None]).sum(axis=1), p - 1)
         cent[:, j] = x[rows, idx]
-        d2 = np.minimum(d2, ((x - cent[:, j:j + 1]) ** 2).sum(-1, dtype=np.float64))
+        d2 = np.minimum(d2, ((x - cent[:, j : j + 1]) ** 2).sum(-1, dtype=np.float64))
     x64 = x.astype(np.float64)
 
     def assign(cent: np.ndarray) -> np.ndarray:  # argmin of |x - c|² = |x|² - 2 x·c + |c|², |x|² dropped
         c64 = cent.astype(np.float64)
-        d = (c64 ** 2).sum(-1)[:, None, :] - 2.0 * np.matmul(x64, c64.transpose(0, 2, 1))
+        d = (c64**2).sum(-1)[:, None, :] - 2.0 * np.matmul(x64, c64.transpose(0, 2, 1))
         return np.argmin(d, axis=2)
 
     def update(labels: np.ndarray, cent: np.ndarray) -> np.ndarray:
@@ -594,16 +601,22 @@ class DpSamp(_FaceAnonymizer):
     call per image."""
 
     id: ClassVar[str] = "face.dp_samp"
-    reference: ClassVar[str] = ("Reilly & Fan, A comparative evaluation of differentially private image "
-                                "obfuscation, TPS-ISA 2021; Wang, Xie & Hong, VideoDP, PETS 2020; "
-                                "fantomas.txt §6.1.4, Table IV")
+    reference: ClassVar[str] = (
+        "Reilly & Fan, A comparative evaluation of differentially private image "
+        "obfuscation, TPS-ISA 2021; Wang, Xie & Hong, VideoDP, PETS 2020; "
+        "fantomas.txt §6.1.4, Table IV"
+    )
     example_params: ClassVar[dict[str, Any]] = {"k": 4, "kmeans_iterations": 5}
 
     epsilon: float = param(25.0, help="privacy budget ε of an image", low=0.0, low_inclusive=False)
     k: int = param(24, help="k-means colour clusters per image", low=1)
     m: int = param(12, help="pixels that may differ between neighbouring images", low=1)
-    threshold: float = param(30.0, help="L1 distance (grey levels, summed over channels) within which a pixel "
-                             "counts for its cluster's frequency and may be sampled", low=0.0)
+    threshold: float = param(
+        30.0,
+        help="L1 distance (grey levels, summed over channels) within which a pixel "
+        "counts for its cluster's frequency and may be sampled",
+        low=0.0,
+    )
     kmeans_iterations: int = param(20, help="largest number of Lloyd iterations of the k-means", low=0)
     seed: int = param(0, help="random seed")
 
@@ -630,8 +643,7 @@ class DpSamp(_FaceAnonymizer):
         rank = np.empty_like(order)
         np.put_along_axis(rank, order, np.arange(h * w)[None, :] - starts[rows, sorted_labels], axis=1)
         sampled = eligible & (rank < counts[rows, labels])
-        return dict(centres=centres, labels=labels, frequencies=freq, counts=counts, eligible=eligible,
-                    sampled=sampled)
+        return dict(centres=centres, labels=labels, frequencies=freq, counts=counts, eligible=eligible, sampled=sampled)
 
     @staticmethod
     def interpolate(sampled: np.ndarray, colours: np.ndarray, h: int, w: int) -> np.ndarray:
@@ -688,8 +700,9 @@ class DpSamp(_FaceAnonymizer):
         todo = has & ~covered.all(axis=1)
         if todo.any():  # nearest covered pixel of the same image (the image axis is made very long)
             miss = ~covered[todo].reshape(-1, h, w)
-            near = distance_transform_edt(miss, sampling=(4.0 * (h + w) ** 2, 1.0, 1.0), return_distances=False,
-                                          return_indices=True)
+            near = distance_transform_edt(
+                miss, sampling=(4.0 * (h + w) ** 2, 1.0, 1.0), return_distances=False, return_indices=True
+            )
             src = (near[1] * w + near[2]).reshape(len(miss), p)
             sub = out[todo]
             out[todo] = np.take_along_axis(sub, src[..., None], axis=1)
@@ -702,10 +715,10 @@ class DpSamp(_FaceAnonymizer):
         out = np.empty(x.shape, dtype=x.dtype)
         per = max(1, 4_000_000 // (h * w * max(1, min(self.k, h * w))))  # images per batch
         for s in range(0, n, per):
-            part = x[s:s + per]
+            part = x[s : s + per]
             plan = self.plan(part, rng)
             colours = np.take_along_axis(plan["centres"], plan["labels"][..., None], axis=1)  # (b, P, C)
-            out[s:s + per] = restore_dtype(self.interpolate(plan["sampled"], colours, h, w), x.dtype)
+            out[s : s + per] = restore_dtype(self.interpolate(plan["sampled"], colours, h, w), x.dtype)
         return table.with_payload(column, out)
 
 
@@ -735,8 +748,7 @@ def keyed_ids(sample_ids: Any, key: int) -> np.ndarray:
     Depends only on the id and the key, not on the table the sample is in nor on its row."""
     from pandas.util import hash_array
 
-    return hash_array(np.asarray(sample_ids, dtype=object), hash_key=f"{int(key) % (1 << 64):016x}",
-                      categorize=False)
+    return hash_array(np.asarray(sample_ids, dtype=object), hash_key=f"{int(key) % (1 << 64):016x}", categorize=False)
 
 
 @attrs.define(kw_only=True)
@@ -753,8 +765,10 @@ class KRtio(_FaceAnonymizer):
     keyed by ``key``, expanded with SplitMix64 (SEBA uses AES; any keyed PRF fits the method)."""
 
     id: ClassVar[str] = "face.k_rtio"
-    reference: ClassVar[str] = ("Rajabi et al., On the (im)practicality of adversarial perturbation for image "
-                                "privacy, PETS 2021; fantomas.txt §6.1.3")
+    reference: ClassVar[str] = (
+        "Rajabi et al., On the (im)practicality of adversarial perturbation for image "
+        "privacy, PETS 2021; fantomas.txt §6.1.3"
+    )
     needs_fit: ClassVar[bool] = True
     example_params: ClassVar[dict[str, Any]] = {"block_size": 4, "k": 2}
 
@@ -777,10 +791,13 @@ class KRtio(_FaceAnonymizer):
         choice = np.empty((n, self.k), dtype=np.int64)
         per = max(1, 4_000_000 // max(n_overlays, 1))
         for s in range(0, n, per):  # chunks bound the (images × overlays) scores
-            scores = keyed_prf(h[s:s + per, None], 0, np.arange(n_overlays)[None, :])
-            choice[s:s + per] = np.argsort(scores, axis=1, kind="stable")[:, : self.k]
-        perms = np.argsort(keyed_prf(h[:, None, None], 1, np.arange(self.k)[None, :, None],
-                                     np.arange(n_blocks)[None, None, :]), axis=2, kind="stable")
+            scores = keyed_prf(h[s : s + per, None], 0, np.arange(n_overlays)[None, :])
+            choice[s : s + per] = np.argsort(scores, axis=1, kind="stable")[:, : self.k]
+        perms = np.argsort(
+            keyed_prf(h[:, None, None], 1, np.arange(self.k)[None, :, None], np.arange(n_blocks)[None, None, :]),
+            axis=2,
+            kind="stable",
+        )
         return choice, perms
 
     def transform(self, table):
@@ -790,8 +807,10 @@ class KRtio(_FaceAnonymizer):
         n, h, w, c = x.shape
         ov = self.overlays_
         if ov.shape[1:] != x.shape[1:]:
-            raise TableError(f"{self.id}: overlay images of shape {ov.shape[1:]} (the fitted background) do not "
-                             f"match the images of payload {column!r}, {x.shape[1:]}")
+            raise TableError(
+                f"{self.id}: overlay images of shape {ov.shape[1:]} (the fitted background) do not "
+                f"match the images of payload {column!r}, {x.shape[1:]}"
+            )
         if len(ov) < self.k:
             from bioanon.api import ParameterError
 
@@ -803,8 +822,11 @@ class KRtio(_FaceAnonymizer):
         out = np.empty(x.shape, dtype=x.dtype)
         uint8 = x.dtype == np.uint8 and ov.dtype == np.uint8
         lut = self._mix_table() if uint8 else None
-        edges = (np.ascontiguousarray(ov[:, nh * b:]), np.ascontiguousarray(ov[:, : nh * b, nw * b:])) \
-            if uint8 and nb > 1 else None
+        edges = (
+            (np.ascontiguousarray(ov[:, nh * b :]), np.ascontiguousarray(ov[:, : nh * b, nw * b :]))
+            if uint8 and nb > 1
+            else None
+        )
         # the plan of every image depends only on its sample id: plan chunks of images, mix blocks of them
         plan_rows = max(1, (1 << 16) // (self.k * max(nb, 1)))
         for p0 in range(0, n, plan_rows):
@@ -824,8 +846,9 @@ class KRtio(_FaceAnonymizer):
         levels = 255 * self.k + 1
         if 256 * levels > 1 << 21:
             return None
-        mixed = (self.alpha * np.arange(256, dtype=np.float64)[:, None]
-                 + (1.0 - self.alpha) * (np.arange(levels, dtype=np.float64)[None, :] / self.k))
+        mixed = self.alpha * np.arange(256, dtype=np.float64)[:, None] + (1.0 - self.alpha) * (
+            np.arange(levels, dtype=np.float64)[None, :] / self.k
+        )
         return restore_dtype(mixed, np.dtype(np.uint8)).ravel()
 
     def _mix(self, x: np.ndarray, ov: np.ndarray, choice: np.ndarray, perms: np.ndarray, out: np.ndarray) -> None:
@@ -840,14 +863,23 @@ class KRtio(_FaceAnonymizer):
                 core = o[:, : nh * b, : nw * b].reshape(-1, nh, b, nw, b, c).transpose(0, 1, 3, 2, 4, 5)
                 core = core.reshape(-1, nh * nw, b, b, c)
                 core = np.take_along_axis(core, perms[:, j][:, :, None, None, None], axis=1)
-                o[:, : nh * b, : nw * b] = core.reshape(-1, nh, nw, b, b, c).transpose(0, 1, 3, 2, 4, 5) \
-                    .reshape(-1, nh * b, nw * b, c)
+                o[:, : nh * b, : nw * b] = (
+                    core.reshape(-1, nh, nw, b, b, c).transpose(0, 1, 3, 2, 4, 5).reshape(-1, nh * b, nw * b, c)
+                )
             acc += o
         mixed = self.alpha * x.astype(np.float64) + (1.0 - self.alpha) * (acc / self.k)
         out[...] = restore_dtype(mixed, x.dtype)
 
-    def _mix_uint8(self, x: np.ndarray, ov: np.ndarray, choice: np.ndarray, perms: np.ndarray, out: np.ndarray,
-                   lut: np.ndarray | None, edges: tuple[np.ndarray, np.ndarray] | None = None) -> None:
+    def _mix_uint8(
+        self,
+        x: np.ndarray,
+        ov: np.ndarray,
+        choice: np.ndarray,
+        perms: np.ndarray,
+        out: np.ndarray,
+        lut: np.ndarray | None,
+        edges: tuple[np.ndarray, np.ndarray] | None = None,
+    ) -> None:
         """:meth:`_mix` for uint8 images and overlays, with the same result: the sum of the k permuted overlays
         is an exact integer sum (uint16 for k ≤ 257; the float64 sum of :meth:`_mix` is the same integer), the
         permuted blocks are gathered straight from the overlays and summed in block order, and the α-mix of
@@ -865,10 +897,11 @@ class KRtio(_FaceAnonymizer):
             for j in range(k):
                 src = perms[:, j]  # (r, nb): output block i of overlay j is its block src[:, i] (row-major)
                 total += ov6[choice[:, j][:, None], src // nw, :, src % nw]  # (r, nb, b, b, c)
-            acc[:, : nh * b, : nw * b].reshape(r, nh, b, nw, b, c)[...] = \
-                total.reshape(r, nh, nw, b, b, c).transpose(0, 1, 3, 2, 4, 5)
-            bottom, right = edges if edges is not None else (ov[:, nh * b:], ov[:, : nh * b, nw * b:])
-            for part, strip in ((acc[:, nh * b:], bottom), (acc[:, : nh * b, nw * b:], right)):
+            acc[:, : nh * b, : nw * b].reshape(r, nh, b, nw, b, c)[...] = total.reshape(r, nh, nw, b, b, c).transpose(
+                0, 1, 3, 2, 4, 5
+            )
+            bottom, right = edges if edges is not None else (ov[:, nh * b :], ov[:, : nh * b, nw * b :])
+            for part, strip in ((acc[:, nh * b :], bottom), (acc[:, : nh * b, nw * b :], right)):
                 if part.size:  # rows and columns beyond the last whole block stay in place
                     part[...] = strip[choice[:, 0]]
                     for j in range(1, k):
@@ -878,8 +911,9 @@ class KRtio(_FaceAnonymizer):
             for j in range(k):
                 acc += ov[choice[:, j]]
         if lut is None:
-            out[...] = restore_dtype(self.alpha * x.astype(np.float64) + (1.0 - self.alpha) * (acc / k),
-                                     np.dtype(np.uint8))
+            out[...] = restore_dtype(
+                self.alpha * x.astype(np.float64) + (1.0 - self.alpha) * (acc / k), np.dtype(np.uint8)
+            )
             return
         idx = x.astype(np.int32)
         idx *= 255 * k + 1
@@ -898,14 +932,15 @@ def pca_basis(flat: np.ndarray, n_components: int) -> tuple[np.ndarray, np.ndarr
     return mean, np.ascontiguousarray(vt[: max(1, min(n_components, rank))].T)
 
 
-def nearest_identities(zt: np.ndarray, zb: np.ndarray, table_subjects: np.ndarray, background_subjects: np.ndarray,
-                       m: int) -> tuple[np.ndarray, np.ndarray]:
+def nearest_identities(
+    zt: np.ndarray, zb: np.ndarray, table_subjects: np.ndarray, background_subjects: np.ndarray, m: int
+) -> tuple[np.ndarray, np.ndarray]:
     """The nearest background image of each of the ``m`` nearest background identities, per table image.
 
     Distances are Euclidean between the rows of ``zt`` (n, K) and ``zb`` (M, K); at most one image per background
     identity, never the image's own subject. Returns ``picks`` (n, m') background row indices, nearest first, and
     ``valid`` (n, m') — False where fewer than m' other identities exist (m' = min(m, identities))."""
-    d = (zt ** 2).sum(1)[:, None] + (zb ** 2).sum(1)[None, :] - 2.0 * zt @ zb.T  # (n, M)
+    d = (zt**2).sum(1)[:, None] + (zb**2).sum(1)[None, :] - 2.0 * zt @ zb.T  # (n, M)
     d[table_subjects[:, None] == background_subjects[None, :]] = np.inf  # never one's own subject
     # the nearest image of every background identity (a loop over identities, vectorized over images)
     ids, inv = np.unique(background_subjects, return_inverse=True)
@@ -931,4 +966,3 @@ class FaceRandomSetMean(RandomSetMean):
     id: ClassVar[str] = "face.random_set_mean"
     trait: ClassVar[str] = "face"
     payloads: ClassVar[tuple[str, ...]] = ("image",)
-

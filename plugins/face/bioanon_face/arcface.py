@@ -20,9 +20,27 @@ import attrs
 import numpy as np
 
 from bioanon.api import (
-    OPTIMIZERS, SCHEDULERS, CentroidRecognizer, MissingDependencyError, ParameterError, arcface_head, device_param,
-    fitted, import_torch, infer, labels_of, method_training, param, precision_param, preflight_weights,
-    require_fitted, resolve_device, stage, to_device, train_net, weights_param,
+    OPTIMIZERS,
+    SCHEDULERS,
+    CentroidRecognizer,
+    MissingDependencyError,
+    ParameterError,
+    arcface_head,
+    device_param,
+    fitted,
+    import_torch,
+    infer,
+    labels_of,
+    method_training,
+    param,
+    precision_param,
+    preflight_weights,
+    require_fitted,
+    resolve_device,
+    stage,
+    to_device,
+    train_net,
+    weights_param,
 )
 
 from .imageio import to_batch
@@ -53,8 +71,16 @@ def image_batch(images: np.ndarray, size: int, channels: int) -> np.ndarray:
     return np.ascontiguousarray(out.transpose(0, 3, 1, 2))
 
 
-def augment(torch: Any, x: Any, rng: np.random.Generator, *, shift: float = 0.1, zoom: float = 0.1,
-            brightness: float = 0.2, flip: bool = True) -> Any:
+def augment(
+    torch: Any,
+    x: Any,
+    rng: np.random.Generator,
+    *,
+    shift: float = 0.1,
+    zoom: float = 0.1,
+    brightness: float = 0.2,
+    flip: bool = True,
+) -> Any:
     """Random horizontal flips, shifts of up to ``shift`` of the image size, zooms of ±``zoom`` (one affine
     resampling, border pixels repeated) and brightness/contrast changes of ±``brightness``, vectorized over the
     batch ``x`` (float, N×C×H×W in 0..1) on its device. All randomness comes from ``rng`` (a few numbers per
@@ -80,7 +106,7 @@ def mean_std(x: np.ndarray, scale: float = 255.0) -> tuple[float, float]:
     flat = x.reshape(len(x), -1) if len(x) else x.reshape(0, 1)
     total = squares = 0.0
     for s in range(0, len(flat), 1024):
-        part = flat[s:s + 1024].astype(np.float64) / scale
+        part = flat[s : s + 1024].astype(np.float64) / scale
         total += float(part.sum())
         squares += float(np.square(part).sum())
     count = max(flat.size, 1)
@@ -92,8 +118,9 @@ def build_backbone(torch: Any, name: str, in_chans: int, width: int, method_id: 
     """A timm model without classifier (``num_classes=0``, ``pretrained=False``: random initialization, never a
     download); ``width`` > 0 sets a timm ResNet's stage widths to (w, 2w, 4w, 8w) and its stem to w."""
     timm = import_timm(method_id)
-    kwargs: dict[str, Any] = {"channels": (width, 2 * width, 4 * width, 8 * width), "stem_width": width} \
-        if width else {}
+    kwargs: dict[str, Any] = (
+        {"channels": (width, 2 * width, 4 * width, 8 * width), "stem_width": width} if width else {}
+    )
     try:
         return timm.create_model(name, pretrained=False, num_classes=0, in_chans=in_chans, **kwargs)
     except RuntimeError as e:
@@ -102,12 +129,13 @@ def build_backbone(torch: Any, name: str, in_chans: int, width: int, method_id: 
         raise
     except TypeError:
         if width:
-            raise ParameterError(method_id, "width", width, f"0 for {name!r} (widths can be set for timm "
-                                 "ResNets such as resnet18 only)") from None
+            raise ParameterError(
+                method_id, "width", width, f"0 for {name!r} (widths can be set for timm ResNets such as resnet18 only)"
+            ) from None
         raise
 
 
-def _build_net(torch: Any, m: "ArcFace", in_chans: int, n_classes: int) -> Any:
+def _build_net(torch: Any, m: ArcFace, in_chans: int, n_classes: int) -> Any:
     nn = torch.nn
     module: Any = nn.Module  # torch is imported lazily: a value here, not a type mypy knows
 
@@ -118,8 +146,9 @@ def _build_net(torch: Any, m: "ArcFace", in_chans: int, n_classes: int) -> Any:
             super().__init__()
             self.backbone = build_backbone(torch, m.backbone, in_chans, m.width, m.id)
             features = getattr(self.backbone, "head_hidden_size", None) or self.backbone.num_features
-            self.neck = nn.Sequential(nn.Dropout(m.dropout), nn.Linear(features, m.embedding_dim),
-                                      nn.BatchNorm1d(m.embedding_dim))
+            self.neck = nn.Sequential(
+                nn.Dropout(m.dropout), nn.Linear(features, m.embedding_dim), nn.BatchNorm1d(m.embedding_dim)
+            )
             self.head = arcface_head(m.embedding_dim, n_classes, margin=m.margin, scale=m.scale)
 
         def embed(self, x):
@@ -133,15 +162,39 @@ def _build_net(torch: Any, m: "ArcFace", in_chans: int, n_classes: int) -> Any:
 
 _PRESETS: dict[str, dict[str, Any]] = {
     # today's CPU-friendly network: a ResNet-18 at width 16 (0.7 M parameters) at 64×64, Adam, cosine schedule
-    "fast": {"backbone": "resnet18", "width": 16, "size": 64, "embedding_dim": 128, "epochs": 40,
-             "batch_size": 16, "optimizer": "adam", "lr": 5e-3, "weight_decay": 5e-4, "scheduler": "cosine",
-             "margin": 0.3, "scale": 16.0},
+    "fast": {
+        "backbone": "resnet18",
+        "width": 16,
+        "size": 64,
+        "embedding_dim": 128,
+        "epochs": 40,
+        "batch_size": 16,
+        "optimizer": "adam",
+        "lr": 5e-3,
+        "weight_decay": 5e-4,
+        "scheduler": "cosine",
+        "margin": 0.3,
+        "scale": 16.0,
+    },
     # Deng et al. 2019 §3.1-3.2 / §4.1 (implementation details): 112×112 crops, ResNet-50, 512-d embedding,
     # s = 64, m = 0.5, SGD (momentum 0.9, weight decay 5e-4), batch 512, lr 0.1 divided by 10 at 20 K and 28 K
     # of 32 K iterations (CASIA setting): 32 epochs with steps at 0.625 and 0.875 of them
-    "paper": {"backbone": "resnet50", "width": 0, "size": 112, "embedding_dim": 512, "epochs": 32,
-              "batch_size": 512, "optimizer": "sgd", "lr": 0.1, "momentum": 0.9, "weight_decay": 5e-4,
-              "scheduler": "multistep", "milestones": (0.625, 0.875), "margin": 0.5, "scale": 64.0},
+    "paper": {
+        "backbone": "resnet50",
+        "width": 0,
+        "size": 112,
+        "embedding_dim": 512,
+        "epochs": 32,
+        "batch_size": 512,
+        "optimizer": "sgd",
+        "lr": 0.1,
+        "momentum": 0.9,
+        "weight_decay": 5e-4,
+        "scheduler": "multistep",
+        "milestones": (0.625, 0.875),
+        "margin": 0.5,
+        "scale": 64.0,
+    },
 }
 
 
@@ -182,18 +235,32 @@ class ArcFace(CentroidRecognizer):
     trait: ClassVar[str] = "face"
     payloads: ClassVar[tuple[str, ...]] = ("image",)
     has_embedding: ClassVar[bool] = True
-    reference: ClassVar[str] = ("Deng et al., ArcFace: additive angular margin loss for deep face recognition, "
-                                "CVPR 2019; false-sense-of-privacy.txt §5.5 (ArcFace Retrained)")
+    reference: ClassVar[str] = (
+        "Deng et al., ArcFace: additive angular margin loss for deep face recognition, "
+        "CVPR 2019; false-sense-of-privacy.txt §5.5 (ArcFace Retrained)"
+    )
     example_params: ClassVar[dict] = {"epochs": 2, "size": 32, "width": 8, "embedding_dim": 16, "threads": 1}
     presets: ClassVar[dict[str, dict[str, Any]]] = _PRESETS
 
-    preset: str = param("fast", choices=tuple(_PRESETS), help="'fast': a small ResNet-18 at 64×64 (CPU-friendly); "
-                        "'paper': Deng et al. 2019 (ResNet-50, 112×112, 512-d, SGD 0.1, batch 512; a GPU); fills "
-                        "the parameters left at their defaults", affects_output=False)
-    backbone: str = param("resnet18", help="timm model name, created with pretrained=False and num_classes=0 "
-                          "(e.g. resnet18, resnet50, resnet10t, mobilenetv3_small_050)")
-    width: int = param(16, help="stage widths (w, 2w, 4w, 8w) and stem width of a timm ResNet backbone; 0 keeps "
-                       "the model's own widths (required for other backbones and for timm checkpoints)", low=0)
+    preset: str = param(
+        "fast",
+        choices=tuple(_PRESETS),
+        help="'fast': a small ResNet-18 at 64×64 (CPU-friendly); "
+        "'paper': Deng et al. 2019 (ResNet-50, 112×112, 512-d, SGD 0.1, batch 512; a GPU); fills "
+        "the parameters left at their defaults",
+        affects_output=False,
+    )
+    backbone: str = param(
+        "resnet18",
+        help="timm model name, created with pretrained=False and num_classes=0 "
+        "(e.g. resnet18, resnet50, resnet10t, mobilenetv3_small_050)",
+    )
+    width: int = param(
+        16,
+        help="stage widths (w, 2w, 4w, 8w) and stem width of a timm ResNet backbone; 0 keeps "
+        "the model's own widths (required for other backbones and for timm checkpoints)",
+        low=0,
+    )
     size: int = param(64, help="input height and width in pixels (images are resized in batch)", low=16)
     embedding_dim: int = param(128, help="embedding size", low=2)
     epochs: int = param(40, help="training epochs", low=1)
@@ -202,17 +269,25 @@ class ArcFace(CentroidRecognizer):
     lr: float = param(5e-3, help="learning rate", low=0.0, low_inclusive=False)
     momentum: float = param(0.9, help="SGD momentum", low=0.0, high=1.0, high_inclusive=False)
     weight_decay: float = param(5e-4, help="weight decay (L2; AdamW: decoupled)", low=0.0)
-    scheduler: str = param("cosine", help="learning-rate schedule: cosine, multistep (÷10 at milestones), "
-                           "plateau or none", choices=SCHEDULERS)
-    milestones: tuple[float, ...] = param((0.625, 0.875), help="multistep: the fractions of the epochs at which "
-                                          "the learning rate is divided by 10",
-                                          check=lambda v: all(0.0 < f < 1.0 for f in v),
-                                          check_text="fractions between 0 and 1")
+    scheduler: str = param(
+        "cosine",
+        help="learning-rate schedule: cosine, multistep (÷10 at milestones), plateau or none",
+        choices=SCHEDULERS,
+    )
+    milestones: tuple[float, ...] = param(
+        (0.625, 0.875),
+        help="multistep: the fractions of the epochs at which the learning rate is divided by 10",
+        check=lambda v: all(0.0 < f < 1.0 for f in v),
+        check_text="fractions between 0 and 1",
+    )
     margin: float = param(0.3, help="additive angular margin m (radians)", low=0.0, high=1.0)
     scale: float = param(16.0, help="logit scale s of the ArcFace loss (larger for thousands of classes)", low=1.0)
     dropout: float = param(0.2, help="dropout before the embedding layer", low=0.0, high=1.0, high_inclusive=False)
-    augment: bool = param(True, help="random horizontal flips, shifts (10 %), zooms (±10 %) and brightness/"
-                          "contrast changes (±20 %) during training")
+    augment: bool = param(
+        True,
+        help="random horizontal flips, shifts (10 %), zooms (±10 %) and brightness/"
+        "contrast changes (±20 %) during training",
+    )
     weights: str = weights_param("a torch state dict / timm checkpoint file")
     freeze: bool = param(False, help="keep the pretrained backbone fixed (train only the head)")
     seed: int = param(0, help="random seed (initialization, batch order, augmentation)")
@@ -261,11 +336,21 @@ class ArcFace(CentroidRecognizer):
                 xb = augment(torch, xb, rng)
             return (xb - mean) / std, yt[i.to(yt.device)]
 
-        trained = train_net(lambda: _build_net(torch, self, table_channels, max(len(classes), 2)), batch, len(x),
-                            epochs=self.epochs, batch_size=self.batch_size, lr=self.lr, optimizer=self.optimizer,
-                            momentum=self.momentum, weight_decay=self.weight_decay, scheduler=self.scheduler,
-                            milestones=self.milestones, install=INSTALL,
-                            **method_training(self, train, label=label, device=dev))
+        trained = train_net(
+            lambda: _build_net(torch, self, table_channels, max(len(classes), 2)),
+            batch,
+            len(x),
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            lr=self.lr,
+            optimizer=self.optimizer,
+            momentum=self.momentum,
+            weight_decay=self.weight_decay,
+            scheduler=self.scheduler,
+            milestones=self.milestones,
+            install=INSTALL,
+            **method_training(self, train, label=label, device=dev),
+        )
         self.model_, self.channels_, self.mean_, self.std_ = trained.net, table_channels, mean, std
         self.device_, self.history_ = dev, trained.history
         return self
@@ -279,7 +364,13 @@ class ArcFace(CentroidRecognizer):
         import_torch(self.id, INSTALL)
         x = self._images(table, cast(int, self.channels_))  # channels_, device_: set with model_ by fit()
         mean, std = np.float32(self.mean_), np.float32(self.std_)
-        e = infer(lambda t: self.model_.embed((t.float() / 255.0 - mean) / std), x,
-                  out_shape=(self.embedding_dim,), batch_size=128, threads=self.threads,
-                  device=cast(str, self.device_), precision=self.precision)
+        e = infer(
+            lambda t: self.model_.embed((t.float() / 255.0 - mean) / std),
+            x,
+            out_shape=(self.embedding_dim,),
+            batch_size=128,
+            threads=self.threads,
+            device=cast(str, self.device_),
+            precision=self.precision,
+        )
         return e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)

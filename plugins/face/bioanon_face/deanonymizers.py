@@ -18,12 +18,26 @@ from typing import Any, ClassVar, cast
 import attrs
 import numpy as np
 
-from bioanon.api import (Deanonymizer, NotFittedError, TableError, fitted, paired_payloads, param, require_fitted,
-                         restore_dtype)
+from bioanon.api import (
+    Deanonymizer,
+    NotFittedError,
+    TableError,
+    fitted,
+    paired_payloads,
+    param,
+    require_fitted,
+    restore_dtype,
+)
 
 __all__ = [
-    "LearnedPermutation", "NeighbourInterpolation", "ResampleInversion", "RichardsonLucy", "WaveletDenoise",
-    "Wiener", "paired_images", "resize_batch",
+    "LearnedPermutation",
+    "NeighbourInterpolation",
+    "ResampleInversion",
+    "RichardsonLucy",
+    "WaveletDenoise",
+    "Wiener",
+    "paired_images",
+    "resize_batch",
 ]
 
 _INTERP = {"linear": 1, "cubic": 2, "area": 3}  # cv2.INTER_* values (cv2 imported lazily)
@@ -36,8 +50,10 @@ def _images(method: Deanonymizer, table: Any, column: str | None = None) -> tupl
     column = column or method.payload_column(table, getattr(method, "payload", "") or None)
     x = table.payload(column)
     if not isinstance(x, np.ndarray) or x.ndim != 4:
-        raise TableError(f"{method.id}: payload {column!r} must be N×H×W×C images, got "
-                         f"{getattr(x, 'shape', 'variable-length records')}")
+        raise TableError(
+            f"{method.id}: payload {column!r} must be N×H×W×C images, got "
+            f"{getattr(x, 'shape', 'variable-length records')}"
+        )
     return column, x
 
 
@@ -47,8 +63,10 @@ def paired_images(method: Deanonymizer, clear: Any, anonymized: Any) -> tuple[st
     column, xa = _images(method, anonymized)
     _, xc = _images(method, clear, column)
     if xa.shape[1:] != xc.shape[1:]:
-        raise TableError(f"{method.id}: clear images {xc.shape[1:]} and anonymized images {xa.shape[1:]} of "
-                         f"payload {column!r} differ in shape; pairs must have one shape")
+        raise TableError(
+            f"{method.id}: clear images {xc.shape[1:]} and anonymized images {xa.shape[1:]} of "
+            f"payload {column!r} differ in shape; pairs must have one shape"
+        )
     y, x = paired_payloads(clear, anonymized, column)
     return column, y.reshape((len(y), *xc.shape[1:])), x.reshape((len(x), *xa.shape[1:]))
 
@@ -74,11 +92,11 @@ def resize_batch(x: np.ndarray, size: tuple[int, int], interpolation: str = "lin
     per = max(1, (4 if flag == cv2.INTER_AREA else 512) // c)
     out = np.empty((n, th, tw, c), dtype=np.float32)
     for s in range(0, n, per):
-        part = x[s:s + per]
+        part = x[s : s + per]
         k = len(part)
         stacked = np.ascontiguousarray(part.transpose(1, 2, 0, 3).reshape(h, w, k * c))
         r = cv2.resize(stacked, (tw, th), interpolation=flag).reshape(th, tw, k, c)
-        out[s:s + k] = r.transpose(2, 0, 1, 3)
+        out[s : s + k] = r.transpose(2, 0, 1, 3)
     return out
 
 
@@ -87,9 +105,9 @@ def _mse(a: np.ndarray, b: np.ndarray) -> float:
 
 
 _PAYLOAD: dict[str, Any] = dict(help="payload column (default: image)")
-_MAX_PAIRS: dict[str, Any] = dict(help="attacker pairs (seeded subsample) used to choose the parameters (0: all)",
-                                  low=0)
-
+_MAX_PAIRS: dict[str, Any] = dict(
+    help="attacker pairs (seeded subsample) used to choose the parameters (0: all)", low=0
+)
 
 
 @attrs.define(kw_only=True)
@@ -142,9 +160,11 @@ class ResampleInversion(_FaceDeanonymizer):
     example_params: ClassVar[dict[str, Any]] = {"max_pairs": 16}
 
     interpolations: tuple[str, ...] = param(
-        ("linear", "cubic"), help="up-sampling interpolations to try",
+        ("linear", "cubic"),
+        help="up-sampling interpolations to try",
         check=lambda v: len(v) > 0 and all(i in ("linear", "cubic") for i in v),
-        check_text="a non-empty tuple of 'linear' and 'cubic'")
+        check_text="a non-empty tuple of 'linear' and 'cubic'",
+    )
     max_pairs: int = param(256, **_MAX_PAIRS)
     seed: int = param(0, help="seed of the pair subsample")
 
@@ -219,16 +239,16 @@ class _Fourier:
         import scipy.fft
 
         self.h, self.w, self.c, self.pad = h, w, c, pad
-        self.shape = (scipy.fft.next_fast_len(h + 2 * pad, real=True),
-                      scipy.fft.next_fast_len(w + 2 * pad, real=True))
+        self.shape = (scipy.fft.next_fast_len(h + 2 * pad, real=True), scipy.fft.next_fast_len(w + 2 * pad, real=True))
 
     def padded(self, x: np.ndarray) -> np.ndarray:
         """N×H×W×C → (N·C)×Hp×Wp, reflect-padded (pad pixels before, the rest after)."""
         p = self.pad
         n = len(x)
         planes = np.asarray(x, np.float32).transpose(0, 3, 1, 2).reshape(n * self.c, self.h, self.w)
-        return np.pad(planes, ((0, 0), (p, self.shape[0] - self.h - p), (p, self.shape[1] - self.w - p)),
-                      mode="reflect")
+        return np.pad(
+            planes, ((0, 0), (p, self.shape[0] - self.h - p), (p, self.shape[1] - self.w - p)), mode="reflect"
+        )
 
     @staticmethod
     def fft(x: np.ndarray) -> np.ndarray:
@@ -244,7 +264,7 @@ class _Fourier:
     def crop(self, x: np.ndarray) -> np.ndarray:
         """(N·C)×Hp×Wp → N×H×W×C."""
         p = self.pad
-        core = x[:, p:p + self.h, p:p + self.w]
+        core = x[:, p : p + self.h, p : p + self.w]
         return core.reshape(-1, self.c, self.h, self.w).transpose(0, 2, 3, 1)
 
     def otf(self, sigma: float) -> np.ndarray:
@@ -307,16 +327,27 @@ class Wiener(_FaceDeanonymizer):
         def err(v) -> float:
             return _mse(self.restore(x01, self._clip_sigma(v[0]), float(np.exp(v[1]))), target)
 
-        grid = [(err((math.log(s), math.log(k))), math.log(s), math.log(k))
-                for s in _sigma_grid(self.min_sigma, self.max_sigma, 12) for k in np.geomspace(1e-6, 1.0, 13)]
+        grid = [
+            (err((math.log(s), math.log(k))), math.log(s), math.log(k))
+            for s in _sigma_grid(self.min_sigma, self.max_sigma, 12)
+            for k in np.geomspace(1e-6, 1.0, 13)
+        ]
         best, ls, lk = min(grid)
-        res = minimize(err, np.array([ls, lk]), method="Nelder-Mead",
-                       options={"maxfev": 60, "xatol": 0.02, "fatol": 1e-9,
-                                "initial_simplex": [[ls, lk], [ls + 0.15, lk], [ls, lk + 0.5]]})
+        res = minimize(
+            err,
+            np.array([ls, lk]),
+            method="Nelder-Mead",
+            options={
+                "maxfev": 60,
+                "xatol": 0.02,
+                "fatol": 1e-9,
+                "initial_simplex": [[ls, lk], [ls + 0.15, lk], [ls, lk + 0.5]],
+            },
+        )
         if res.fun < best:
             best, (ls, lk) = float(res.fun), res.x
         self.sigma_, self.k_ = self._clip_sigma(ls), float(np.exp(lk))
-        self.train_mse_ = best * 255.0 ** 2
+        self.train_mse_ = best * 255.0**2
         return self
 
     def transform(self, table):
@@ -391,7 +422,7 @@ class RichardsonLucy(_FaceDeanonymizer):
         best_sigma = min(results, key=lambda s: min(results[s]))
         errors = results[best_sigma]
         self.sigma_, self.iterations_ = best_sigma, int(np.argmin(errors))
-        self.train_mse_ = float(min(errors)) * 255.0 ** 2
+        self.train_mse_ = float(min(errors)) * 255.0**2
         return self
 
     def transform(self, table):
@@ -421,10 +452,15 @@ class WaveletDenoise(_FaceDeanonymizer):
     reference: ClassVar[str] = "Chang, Yu & Vetterli, Adaptive wavelet thresholding for image denoising, 2000"
     example_params: ClassVar[dict[str, Any]] = {"max_pairs": 16, "levels": 1}
 
-    method: str = param("auto", help="thresholding rule ('auto': choose on the pairs)",
-                        choices=("auto", "bayes", "visu"))
-    wavelet: str = param("db2", help="PyWavelets wavelet name", check=lambda v: _is_wavelet(v),
-                         check_text="a discrete wavelet known to PyWavelets (pywt.wavelist(kind='discrete'))")
+    method: str = param(
+        "auto", help="thresholding rule ('auto': choose on the pairs)", choices=("auto", "bayes", "visu")
+    )
+    wavelet: str = param(
+        "db2",
+        help="PyWavelets wavelet name",
+        check=lambda v: _is_wavelet(v),
+        check_text="a discrete wavelet known to PyWavelets (pywt.wavelist(kind='discrete'))",
+    )
     levels: int = param(0, help="decomposition levels (0: choose 1..4 on the pairs)", low=0, high=8)
     max_pairs: int = param(128, **_MAX_PAIRS)
     seed: int = param(0, help="seed of the pair subsample")
@@ -454,9 +490,10 @@ class WaveletDenoise(_FaceDeanonymizer):
             ts = []
             for c in bands:
                 var = np.mean(c * c, axis=(1, 2), keepdims=True)
-                sx = np.sqrt(np.maximum(var - sigma ** 2, 0.0))
-                ts.append(np.where(sx > 0, sigma ** 2 / np.maximum(sx, 1e-12),
-                                   np.max(np.abs(c), axis=(1, 2), keepdims=True)))
+                sx = np.sqrt(np.maximum(var - sigma**2, 0.0))
+                ts.append(
+                    np.where(sx > 0, sigma**2 / np.maximum(sx, 1e-12), np.max(np.abs(c), axis=(1, 2), keepdims=True))
+                )
             out.append(tuple(ts))
         return out
 
@@ -465,8 +502,9 @@ class WaveletDenoise(_FaceDeanonymizer):
 
         new = [coeffs[0]]
         for bands, ts in zip(coeffs[1:], thresholds, strict=True):
-            new.append(tuple(np.sign(c) * np.maximum(np.abs(c) - scale * t, 0.0)
-                             for c, t in zip(bands, ts, strict=True)))
+            new.append(
+                tuple(np.sign(c) * np.maximum(np.abs(c) - scale * t, 0.0) for c, t in zip(bands, ts, strict=True))
+            )
         return pywt.waverec2(new, self.wavelet, mode="symmetric", axes=(1, 2))[:, :h, :w]
 
     def fit(self, clear, anonymized):
@@ -495,8 +533,7 @@ class WaveletDenoise(_FaceDeanonymizer):
         out = np.empty(x.shape, np.float32)
         for s in _chunks(len(x), 256):
             coeffs, sigma = self._decompose(x[s].astype(np.float64), levels)
-            out[s] = self._reconstruct(coeffs, self._thresholds(coeffs, sigma, self.method_, h * w), self.scale_,
-                                       h, w)
+            out[s] = self._reconstruct(coeffs, self._thresholds(coeffs, sigma, self.method_, h * w), self.scale_, h, w)
         return self._output(table, column, x, out)
 
 
@@ -521,7 +558,7 @@ def _sum3x3(a: np.ndarray) -> np.ndarray:
     for dy in (0, 1, 2):
         for dx in (0, 1, 2):
             if dy != 1 or dx != 1:
-                total += p[:, dy:dy + h, dx:dx + w]
+                total += p[:, dy : dy + h, dx : dx + w]
     return total
 
 
@@ -585,7 +622,8 @@ class NeighbourInterpolation(_FaceDeanonymizer):
         n, h, w, c = x.shape
         if integral is None:
             integral = (np.issubdtype(x.dtype, np.integer) and x.dtype.itemsize <= 2) or (
-                bool(np.all(np.abs(x) <= 1 << 20)) and np.array_equal(x, np.rint(x)))
+                bool(np.all(np.abs(x) <= 1 << 20)) and np.array_equal(x, np.rint(x))
+            )
         if not integral or c > 4:
             out = np.asarray(x, np.float32).copy()
             missing = np.all(out == np.float32(self.value_), axis=-1)  # (N, H, W)
@@ -623,12 +661,15 @@ class NeighbourInterpolation(_FaceDeanonymizer):
         values = cv2.copyTo(tall.reshape(rows, wide), channels(known))  # zero where missing
         num = cv2.boxFilter(values.reshape(tall.shape), -1, (3, 3), normalize=False, borderType=cv2.BORDER_CONSTANT)
         # OpenCV's stubs lack the scalar overloads of bitwise_and and compare (the runtime accepts scalars)
-        den = cv2.boxFilter(cv2.bitwise_and(known, 1),  # type: ignore[call-overload]
-                            cv2.CV_32F, (3, 3), normalize=False,
-                            borderType=cv2.BORDER_CONSTANT)  # a missing pixel is unknown: it adds 0 to both
+        den = cv2.boxFilter(
+            cv2.bitwise_and(known, 1),  # type: ignore[call-overload]
+            cv2.CV_32F,
+            (3, 3),
+            normalize=False,
+            borderType=cv2.BORDER_CONSTANT,
+        )  # a missing pixel is unknown: it adds 0 to both
         quotient = cv2.divide(num.reshape(rows, wide), channels(den))
-        fill = cv2.bitwise_and(missing.reshape(den.shape),
-                               cv2.compare(den, 0.0, cv2.CMP_GT))  # type: ignore[call-overload]
+        fill = cv2.bitwise_and(missing.reshape(den.shape), cv2.compare(den, 0.0, cv2.CMP_GT))  # type: ignore[call-overload]
         dst = tall.reshape(rows, wide)
         res = cv2.copyTo(quotient, channels(fill), dst=dst)
         if not np.shares_memory(res, dst):  # pragma: no cover - OpenCV wrote elsewhere
@@ -720,9 +761,11 @@ class LearnedPermutation(_FaceDeanonymizer):
         a = np.ascontiguousarray(x.transpose(1, 2, 0, 3).reshape(h * w, n * c), dtype=np.float32)
         b = np.ascontiguousarray(y.transpose(1, 2, 0, 3).reshape(h * w, n * c), dtype=np.float32)
         if self.criterion == "correlation":
+
             def standard(m):
                 m = m - m.mean(axis=1, keepdims=True)
                 return m / np.maximum(np.linalg.norm(m, axis=1, keepdims=True), 1e-6)
+
             a_s, b_s = standard(a), standard(b)
         b_sq = (b * b).sum(axis=1)
         source = np.empty(h * w, np.int64)
@@ -756,6 +799,8 @@ class LearnedPermutation(_FaceDeanonymizer):
     def transform(self, table):
         column, x = self._input(table, "source_")
         if tuple(x.shape[1:]) != tuple(self.shape_):
-            raise TableError(f"{self.id}: images of payload {column!r} have shape {x.shape[1:]}, but the "
-                             f"permutation was learned on {tuple(self.shape_)}")
+            raise TableError(
+                f"{self.id}: images of payload {column!r} have shape {x.shape[1:]}, but the "
+                f"permutation was learned on {tuple(self.shape_)}"
+            )
         return table.with_payload(column, self.invert(x))

@@ -50,8 +50,10 @@ def cascade(name: str) -> Any:
     path = cv2.data.haarcascades + name  # type: ignore[attr-defined]  # cv2.data is not in OpenCV's stubs
     c = cv2.CascadeClassifier(path)
     if c.empty():
-        raise TableError(f"{path}: OpenCV could not load the Haar cascade (is opencv-contrib-python-headless "
-                         f"installed with its data files?)")
+        raise TableError(
+            f"{path}: OpenCV could not load the Haar cascade (is opencv-contrib-python-headless "
+            f"installed with its data files?)"
+        )
     return c
 
 
@@ -69,8 +71,7 @@ def image_list(data: Any, payload: str | None = None) -> list[np.ndarray] | np.n
         if data.ndim not in (3, 4) or data.dtype != np.uint8:
             raise TableError(f"expected a uint8 (N, H, W[, C]) image batch, got {data.dtype} {data.shape}")
         return data
-    return [np.asarray(im)[..., 0] if np.ndim(im) == 3 and np.shape(im)[-1] == 1 else np.asarray(im)
-            for im in data]
+    return [np.asarray(im)[..., 0] if np.ndim(im) == 3 and np.shape(im)[-1] == 1 else np.asarray(im) for im in data]
 
 
 def grey(images: list[np.ndarray] | np.ndarray) -> list[np.ndarray] | np.ndarray:
@@ -104,8 +105,16 @@ class Detections:
         return np.where(self.eyes_found, a, 0.0)
 
 
-def detect_faces(images: Any, *, scale_factor: float = 1.1, min_neighbors: int = 3, min_face: float = 0.3,
-                 min_side: int = 80, eyes: bool = False, max_angle: float = 30.0) -> Detections:
+def detect_faces(
+    images: Any,
+    *,
+    scale_factor: float = 1.1,
+    min_neighbors: int = 3,
+    min_face: float = 0.3,
+    min_side: int = 80,
+    eyes: bool = False,
+    max_angle: float = 30.0,
+) -> Detections:
     """Run the frontal-face Haar cascade (and with ``eyes`` the eye cascade) on every image.
 
     ``images``: a SampleTable, an (N, H, W[, C]) uint8 batch or a list of images. ``min_face``: the smallest
@@ -128,8 +137,9 @@ def detect_faces(images: Any, *, scale_factor: float = 1.1, min_neighbors: int =
         side = max(_CASCADE_WINDOW, int(min_face * min(img.shape)))
         if side > min(img.shape):
             continue
-        rects, _, weights = faces.detectMultiScale3(img, scaleFactor=scale_factor, minNeighbors=min_neighbors,
-                                                    minSize=(side, side), outputRejectLevels=True)
+        rects, _, weights = faces.detectMultiScale3(
+            img, scaleFactor=scale_factor, minNeighbors=min_neighbors, minSize=(side, side), outputRejectLevels=True
+        )
         weights = np.asarray(weights, dtype=np.float64).ravel()
         if len(rects) == 0 or len(weights) != len(rects):
             continue
@@ -150,7 +160,7 @@ def _eye_pair(img: np.ndarray, box: np.ndarray, eye_c: Any, max_angle: float) ->
 
     x, y, w, h = (int(v) for v in box)
     y0, y1 = y + int(_EYE_BAND[0] * h), y + int(_EYE_BAND[1] * h)
-    roi = img[y0:y1, x:x + w]
+    roi = img[y0:y1, x : x + w]
     if roi.size == 0:
         return None
     z = _EYE_ROI_WIDTH / max(1, roi.shape[1])
@@ -184,8 +194,9 @@ class FaceCrops:
     boxes: np.ndarray  # (N, 4) face boxes in the input images (NaN where none)
 
 
-def crop_maps(boxes: np.ndarray, angle_deg: np.ndarray, size: tuple[int, int], margin: float) -> tuple[np.ndarray,
-                                                                                                          np.ndarray]:
+def crop_maps(
+    boxes: np.ndarray, angle_deg: np.ndarray, size: tuple[int, int], margin: float
+) -> tuple[np.ndarray, np.ndarray]:
     """Inverse affine maps (output pixel → source pixel) of the aligned crops, vectorized over the batch.
 
     Returns (maps (N, 2, 3), oversampling factors (N,) int): map i renders an (h·f_i, w·f_i) image (f_i = the
@@ -211,8 +222,16 @@ def crop_maps(boxes: np.ndarray, angle_deg: np.ndarray, size: tuple[int, int], m
     return maps, f
 
 
-def align_faces(data: Any, size: tuple[int, int] = (0, 0), *, margin: float = 0.2, channels: int = 0,
-                rotate: bool = True, payload: str | None = None, **detector: Any) -> FaceCrops:
+def align_faces(
+    data: Any,
+    size: tuple[int, int] = (0, 0),
+    *,
+    margin: float = 0.2,
+    channels: int = 0,
+    rotate: bool = True,
+    payload: str | None = None,
+    **detector: Any,
+) -> FaceCrops:
     """Detect, align (eye line horizontal) and crop every face, resized to ``size`` = (height, width).
 
     ``data``: a SampleTable (payload ``image``), an (N, H, W[, C]) uint8 batch or a list of images of any
@@ -228,8 +247,9 @@ def align_faces(data: Any, size: tuple[int, int] = (0, 0), *, margin: float = 0.
     if tuple(size) == (0, 0):
         shapes = {im.shape[:2] for im in images}
         if len(shapes) != 1:
-            raise TableError(f"images have different sizes {sorted(shapes)[:5]}; give size = [height, width] for "
-                             f"the aligned crops")
+            raise TableError(
+                f"images have different sizes {sorted(shapes)[:5]}; give size = [height, width] for the aligned crops"
+            )
         size = next(iter(shapes))
     oh, ow = int(size[0]), int(size[1])
     det = detect_faces(images, eyes=rotate, **detector)
@@ -237,7 +257,12 @@ def align_faces(data: Any, size: tuple[int, int] = (0, 0), *, margin: float = 0.
     maps, f = crop_maps(np.nan_to_num(det.boxes, nan=1.0), angle, (oh, ow), margin)
     out = list(images)
     for i in np.flatnonzero(det.found):  # one warp per image: rotation, crop and scale in one map
-        out[i] = cv2.warpAffine(np.ascontiguousarray(images[i]), maps[i], (int(ow * f[i]), int(oh * f[i])),
-                                flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP, borderMode=cv2.BORDER_REPLICATE)
+        out[i] = cv2.warpAffine(
+            np.ascontiguousarray(images[i]),
+            maps[i],
+            (int(ow * f[i]), int(oh * f[i])),
+            flags=cv2.INTER_LINEAR | cv2.WARP_INVERSE_MAP,
+            borderMode=cv2.BORDER_REPLICATE,
+        )
     batch = to_batch(out, (oh, ow), channels)
     return FaceCrops(batch, det.found, det.confidence, angle, det.eyes_found & det.found, det.boxes)

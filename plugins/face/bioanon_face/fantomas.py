@@ -20,9 +20,17 @@ import attrs
 import numpy as np
 
 from bioanon.api import (
-    DataError, Deanonymizer, ParameterError, TableError, device_param, fitted, param, precision_param, restore_dtype,
-    weights_param,
+    DataError,
+    Deanonymizer,
+    ParameterError,
+    TableError,
+    device_param,
+    fitted,
+    param,
+    precision_param,
     require_fitted,
+    restore_dtype,
+    weights_param,
 )
 
 from .deanonymizers import _images, paired_images, resize_batch
@@ -45,7 +53,7 @@ def _gaussian_window(torch, size: int, sigma: float, channels: int, device: Any 
     """The separable Gaussian window as two depthwise kernels (1×size and size×1), built on ``device`` in
     ``dtype`` (those of the images it blurs)."""
     t = torch.arange(size, dtype=torch.float64, device=device) - (size - 1) / 2.0
-    g = torch.exp(-(t ** 2) / (2.0 * sigma ** 2))
+    g = torch.exp(-(t**2) / (2.0 * sigma**2))
     g = (g / g.sum()).to(dtype or torch.float32)
     return g.view(1, 1, 1, size).repeat(channels, 1, 1, 1), g.view(1, 1, size, 1).repeat(channels, 1, 1, 1)
 
@@ -80,10 +88,10 @@ def ssim(a, b, *, window: int = 11, sigma: float = 1.5, data_range: float = 1.0)
     with no_autocast:
         c1, c2 = (0.01 * data_range) ** 2, (0.03 * data_range) ** 2
         mu_a, mu_b = blur(a), blur(b)
-        var_a = blur(a * a) - mu_a ** 2
-        var_b = blur(b * b) - mu_b ** 2
+        var_a = blur(a * a) - mu_a**2
+        var_b = blur(b * b) - mu_b**2
         cov = blur(a * b) - mu_a * mu_b
-        s = ((2 * mu_a * mu_b + c1) * (2 * cov + c2)) / ((mu_a ** 2 + mu_b ** 2 + c1) * (var_a + var_b + c2))
+        s = ((2 * mu_a * mu_b + c1) * (2 * cov + c2)) / ((mu_a**2 + mu_b**2 + c1) * (var_a + var_b + c2))
     return s.flatten(1).mean(1)
 
 
@@ -106,15 +114,27 @@ def build_network(torch, channels: int, features: int, size: tuple[int, int], li
         def __init__(self):
             super().__init__()
             self.encoder = nn.Sequential(
-                nn.Conv2d(channels, features, 3, padding=1), nn.LeakyReLU(), nn.MaxPool2d(2),
-                nn.Conv2d(features, features, 3, padding=1), nn.LeakyReLU(), nn.MaxPool2d(2))
-            self.linear = nn.Sequential(
-                nn.Flatten(), nn.Linear(latent, latent), nn.LeakyReLU(),
-                nn.Unflatten(1, (features, h4, w4))) if linear_layer else nn.Identity()
+                nn.Conv2d(channels, features, 3, padding=1),
+                nn.LeakyReLU(),
+                nn.MaxPool2d(2),
+                nn.Conv2d(features, features, 3, padding=1),
+                nn.LeakyReLU(),
+                nn.MaxPool2d(2),
+            )
+            self.linear = (
+                nn.Sequential(
+                    nn.Flatten(), nn.Linear(latent, latent), nn.LeakyReLU(), nn.Unflatten(1, (features, h4, w4))
+                )
+                if linear_layer
+                else nn.Identity()
+            )
             self.decoder = nn.Sequential(
-                nn.ConvTranspose2d(features, features, 2, stride=2), nn.LeakyReLU(),
-                nn.ConvTranspose2d(features, features, 2, stride=2), nn.LeakyReLU(),
-                nn.Conv2d(features, channels, 3, padding=1))
+                nn.ConvTranspose2d(features, features, 2, stride=2),
+                nn.LeakyReLU(),
+                nn.ConvTranspose2d(features, features, 2, stride=2),
+                nn.LeakyReLU(),
+                nn.Conv2d(features, channels, 3, padding=1),
+            )
 
         def forward(self, x):
             return self.decoder(self.linear(self.encoder(x)))
@@ -123,8 +143,11 @@ def build_network(torch, channels: int, features: int, size: tuple[int, int], li
 
 
 def _check_resolution(value: Any) -> bool:
-    return isinstance(value, tuple) and len(value) == 2 and (
-        value == (0, 0) or all(isinstance(v, int) and v >= 4 and v % 4 == 0 for v in value))
+    return (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and (value == (0, 0) or all(isinstance(v, int) and v >= 4 and v % 4 == 0 for v in value))
+    )
 
 
 # --------------------------------------------------------------------------------------------------- method
@@ -135,8 +158,17 @@ _PRESETS: dict[str, dict[str, Any]] = {
     # fantomas.txt §7.3 (images resized to 224×224), §7.5 (SSIM, Adam 1e-4, batch 64, plateau ×0.75 after 5
     # epochs, at most 200 epochs, early stop after 20); F is not given (§5: "limited by the available GPU
     # memory"): 4 is the largest F whose linear layer at 224×224 stays within the weight cap (157 M weights)
-    "paper": {"features": 4, "resolution": (224, 224), "loss": "ssim", "epochs": 200, "lr": 1e-4,
-              "batch_size": 64, "lr_factor": 0.75, "lr_patience": 5, "patience": 20},
+    "paper": {
+        "features": 4,
+        "resolution": (224, 224),
+        "loss": "ssim",
+        "epochs": 200,
+        "lr": 1e-4,
+        "batch_size": 64,
+        "lr_factor": 0.75,
+        "lr_patience": 5,
+        "patience": 20,
+    },
 }
 
 
@@ -176,28 +208,41 @@ class Fantomas(Deanonymizer):
     trait: ClassVar[str] = "face"
     payloads: ClassVar[tuple[str, ...]] = ("image",)
     reference: ClassVar[str] = "fantomas.txt §5 (model), §7.3 (224×224 input), §7.5 (training)"
-    example_params: ClassVar[dict[str, Any]] = {"features": 4, "resolution": (16, 16), "epochs": 2,
-                                                "batch_size": 16}
+    example_params: ClassVar[dict[str, Any]] = {"features": 4, "resolution": (16, 16), "epochs": 2, "batch_size": 16}
     presets: ClassVar[dict[str, dict[str, Any]]] = _PRESETS
 
-    preset: str = param("fast", choices=tuple(_PRESETS), help="'fast': 64×64, F = 16 (CPU-friendly); 'paper': "
-                        "224×224 and the §7.5 training of fantomas.txt (a GPU); fills the parameters left at "
-                        "their defaults", affects_output=False)
+    preset: str = param(
+        "fast",
+        choices=tuple(_PRESETS),
+        help="'fast': 64×64, F = 16 (CPU-friendly); 'paper': "
+        "224×224 and the §7.5 training of fantomas.txt (a GPU); fills the parameters left at "
+        "their defaults",
+        affects_output=False,
+    )
     features: int = param(16, help="channels of the convolutional layers (F)", low=1)
     resolution: tuple[int, int] = param(
-        (64, 64), help="(height, width) the network works at; (0, 0): the pairs' size rounded up to multiples of 4",
-        check=_check_resolution, check_text="(0, 0) or two multiples of 4 (≥ 4)")
+        (64, 64),
+        help="(height, width) the network works at; (0, 0): the pairs' size rounded up to multiples of 4",
+        check=_check_resolution,
+        check_text="(0, 0) or two multiples of 4 (≥ 4)",
+    )
     linear_layer: bool = param(True, help="the linear layer between encoder and decoder (False: the ablation)")
     loss: str = param("ssim", help="training loss", choices=("ssim", "mse", "l1"))
     epochs: int = param(200, help="maximum training epochs", low=1)
     lr: float = param(1e-4, help="initial Adam learning rate", low=0.0, low_inclusive=False)
     batch_size: int = param(64, help="minibatch size", low=1)
-    lr_factor: float = param(0.75, help="learning-rate factor on a validation plateau", low=0.0, high=1.0,
-                             low_inclusive=False)
+    lr_factor: float = param(
+        0.75, help="learning-rate factor on a validation plateau", low=0.0, high=1.0, low_inclusive=False
+    )
     lr_patience: int = param(5, help="epochs without improvement before the learning rate is reduced", low=0)
     patience: int = param(20, help="epochs without improvement before training stops (0: never)", low=0)
-    validation: float = param(0.1, help="share of the pairs held out for the schedule and early stopping "
-                                        "(0: none; then the training loss is monitored)", low=0.0, high=0.5)
+    validation: float = param(
+        0.1,
+        help="share of the pairs held out for the schedule and early stopping "
+        "(0: none; then the training loss is monitored)",
+        low=0.0,
+        high=0.5,
+    )
     weights: str = weights_param("a torch state dict of this network (e.g. a save_checkpoint file)")
     seed: int = param(0, help="random seed (initialization, validation split, batch order)")
     device: str = device_param()
@@ -225,10 +270,12 @@ class Fantomas(Deanonymizer):
         latent = self.features * (size[0] // 4) * (size[1] // 4)
         if not self.linear_layer or latent * latent <= _MAX_LINEAR_WEIGHTS:
             return ""
-        return (f"a linear layer of at most {_MAX_LINEAR_WEIGHTS:,} weights ({_MAX_LINEAR_WEIGHTS * 4 / 1e9:.1f} GB "
-                f"in float32, about 4× that while training with Adam): with features={self.features} at "
-                f"resolution {tuple(size)} it would have (features·h/4·w/4)² = {latent * latent:,}; lower the "
-                f"parameter 'features' or 'resolution'")
+        return (
+            f"a linear layer of at most {_MAX_LINEAR_WEIGHTS:,} weights ({_MAX_LINEAR_WEIGHTS * 4 / 1e9:.1f} GB "
+            f"in float32, about 4× that while training with Adam): with features={self.features} at "
+            f"resolution {tuple(size)} it would have (features·h/4·w/4)² = {latent * latent:,}; lower the "
+            f"parameter 'features' or 'resolution'"
+        )
 
     def _network(self, torch, channels: int, size: tuple[int, int]):
         problem = self._linear_problem(size)
@@ -264,8 +311,9 @@ class Fantomas(Deanonymizer):
             return [f"{self.id}: features={self.features}, resolution={tuple(self.resolution)}: {problem}"]
         from bioanon.api import preflight_weights
 
-        return preflight_weights(self, lambda torch: build_network(torch, shape[2], self.features, size,
-                                                                   self.linear_layer), skip=())
+        return preflight_weights(
+            self, lambda torch: build_network(torch, shape[2], self.features, size, self.linear_layer), skip=()
+        )
 
     # ---------------------------------------------------------------------------------------------------- fit
     def fit(self, clear, anonymized):
@@ -298,18 +346,29 @@ class Fantomas(Deanonymizer):
         def validation(net):
             total = 0.0
             for s in range(0, n_val, self.batch_size):
-                xb, yb = x_va[s:s + self.batch_size], y_va[s:s + self.batch_size]
+                xb, yb = x_va[s : s + self.batch_size], y_va[s : s + self.batch_size]
                 xb, yb = xb.to(dev, non_blocking=True), yb.to(dev, non_blocking=True)
                 total = total + loss_fn(net(xb), yb).double() * len(xb)
             return total / n_val
 
         trained = train_net(
-            lambda: self._network(torch, c, size), batch, len(tr),
-            loss=lambda net, xb, yb: loss_fn(net(xb), yb), epochs=self.epochs, batch_size=self.batch_size,
-            lr=self.lr, optimizer="adam", scheduler="plateau", plateau_factor=self.lr_factor,
-            plateau_patience=self.lr_patience, validation=validation if n_val else None, patience=self.patience,
-            keep_best=True, install=self.requires["torch"],
-            **method_training(self, clear, anonymized, label="pairs", device=dev))
+            lambda: self._network(torch, c, size),
+            batch,
+            len(tr),
+            loss=lambda net, xb, yb: loss_fn(net(xb), yb),
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            lr=self.lr,
+            optimizer="adam",
+            scheduler="plateau",
+            plateau_factor=self.lr_factor,
+            plateau_patience=self.lr_patience,
+            validation=validation if n_val else None,
+            patience=self.patience,
+            keep_best=True,
+            install=self.requires["torch"],
+            **method_training(self, clear, anonymized, label="pairs", device=dev),
+        )
         self.model_, self.device_ = trained.net, dev
         self.history_, self.best_epoch_ = trained.history, trained.best_epoch
         return self
@@ -321,8 +380,10 @@ class Fantomas(Deanonymizer):
 
         require_fitted(self, "model_", call="fit()", before="transform()")
         if x.shape[-1] != self.channels_:
-            raise TableError(f"{self.id}: images of payload {self.column_!r} have {x.shape[-1]} channels, the "
-                             f"model was trained on {self.channels_}")
+            raise TableError(
+                f"{self.id}: images of payload {self.column_!r} have {x.shape[-1]} channels, the "
+                f"model was trained on {self.channels_}"
+            )
         _torch(self.id)
         n, h, w, c = x.shape
         out = np.empty(x.shape, np.float32)
@@ -330,11 +391,18 @@ class Fantomas(Deanonymizer):
         shrink = h <= size[0] and w <= size[1]
         model = self.model_
         for s in range(0, n, 4096):  # bounds the resized copies in host memory
-            y = infer(lambda t: model(t).clamp(0.0, 1.0), self._to_array(x[s:s + 4096], size),
-                      out_shape=(c, *size), batch_size=256, threads=self.threads, device=cast(str, self.device_),
-                      precision=self.precision)
-            out[s:s + 4096] = resize_batch(y.transpose(0, 2, 3, 1) * np.float32(255.0), (h, w),
-                                           "area" if shrink else "linear")
+            y = infer(
+                lambda t: model(t).clamp(0.0, 1.0),
+                self._to_array(x[s : s + 4096], size),
+                out_shape=(c, *size),
+                batch_size=256,
+                threads=self.threads,
+                device=cast(str, self.device_),
+                precision=self.precision,
+            )
+            out[s : s + 4096] = resize_batch(
+                y.transpose(0, 2, 3, 1) * np.float32(255.0), (h, w), "area" if shrink else "linear"
+            )
         return out
 
     def transform(self, table):
@@ -349,13 +417,24 @@ class Fantomas(Deanonymizer):
         torch = _torch(self.id)
         params = {k: (list(v) if isinstance(v, tuple) else v) for k, v in self.get_params().items()}
         state = {k: v.detach().cpu() for k, v in self.model_.state_dict().items()}
-        torch.save({"id": self.id, "version": self.version, "params": params,
-                    "state_dict": state, "column": self.column_, "size": list(cast(tuple[int, int], self.size_)),
-                    "channels": self.channels_, "dtype": self.dtype_, "history": self.history_,
-                    "best_epoch": self.best_epoch_}, os.fspath(path))
+        torch.save(
+            {
+                "id": self.id,
+                "version": self.version,
+                "params": params,
+                "state_dict": state,
+                "column": self.column_,
+                "size": list(cast(tuple[int, int], self.size_)),
+                "channels": self.channels_,
+                "dtype": self.dtype_,
+                "history": self.history_,
+                "best_epoch": self.best_epoch_,
+            },
+            os.fspath(path),
+        )
 
     @classmethod
-    def load_checkpoint(cls, path: str | os.PathLike, *, device: str | None = None) -> "Fantomas":
+    def load_checkpoint(cls, path: str | os.PathLike, *, device: str | None = None) -> Fantomas:
         """A fitted instance from :meth:`save_checkpoint`'s file (``torch.load(weights_only=True)``), on
         ``device`` (default: the saved ``device`` parameter, i.e. usually the run's device)."""
         from bioanon.api import resolve_device
@@ -372,8 +451,13 @@ class Fantomas(Deanonymizer):
         model = m._network(torch, ck["channels"], size)
         model.load_state_dict(ck["state_dict"])
         dev = resolve_device(m.device, who=m.id)
-        m.model_, m.column_, m.size_, m.channels_, m.dtype_ = model.to(dev).eval(), ck["column"], size, \
-            ck["channels"], ck["dtype"]
+        m.model_, m.column_, m.size_, m.channels_, m.dtype_ = (
+            model.to(dev).eval(),
+            ck["column"],
+            size,
+            ck["channels"],
+            ck["dtype"],
+        )
         m.device_, m.history_, m.best_epoch_ = dev, ck["history"], ck["best_epoch"]
         return m
 

@@ -31,8 +31,11 @@ def read_image(path: str | Path) -> np.ndarray:
             raise DataError(f"{path}: cannot decode image: {e}") from None
         return img
     if img.dtype != np.uint8:  # 16-bit PNG/TIFF
-        img = (img.astype(np.float64) / np.iinfo(img.dtype).max * 255).round().astype(np.uint8) \
-            if img.dtype.kind == "u" else np.clip(img, 0, 255).astype(np.uint8)
+        img = (
+            (img.astype(np.float64) / np.iinfo(img.dtype).max * 255).round().astype(np.uint8)
+            if img.dtype.kind == "u"
+            else np.clip(img, 0, 255).astype(np.uint8)
+        )
     if img.ndim == 3:
         if img.shape[2] == 4:
             img = cv2.cvtColor(img, cv2.COLOR_BGRA2RGB)
@@ -53,8 +56,10 @@ def read_images(paths: list[Path], skip_bad_files: bool) -> tuple[list[np.ndarra
             img = read_image(p)
         except (ValueError, OSError) as e:
             if not skip_bad_files:
-                raise TableError(f"{p}: not a readable image ({e}); fix or remove it, or pass "
-                                 f"skip_bad_files=true to skip and list such files") from None
+                raise TableError(
+                    f"{p}: not a readable image ({e}); fix or remove it, or pass "
+                    f"skip_bad_files=true to skip and list such files"
+                ) from None
             bad.append(str(p))
             continue
         images.append(img)
@@ -73,14 +78,15 @@ def _resize_stack(stack: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     interp = cv2.INTER_AREA if (h <= H and w <= W) else cv2.INTER_LINEAR
     out = np.empty((n, h, w), dtype=np.uint8)
     for s in range(0, n, _CV_MAX_CHANNELS):
-        chunk = np.ascontiguousarray(stack[s:s + _CV_MAX_CHANNELS].transpose(1, 2, 0))
+        chunk = np.ascontiguousarray(stack[s : s + _CV_MAX_CHANNELS].transpose(1, 2, 0))
         r = cv2.resize(chunk, (w, h), interpolation=interp)
-        out[s:s + _CV_MAX_CHANNELS] = r.reshape(h, w, -1).transpose(2, 0, 1)
+        out[s : s + _CV_MAX_CHANNELS] = r.reshape(h, w, -1).transpose(2, 0, 1)
     return out
 
 
-def to_batch(images: list[np.ndarray] | np.ndarray, size: tuple[int, int], channels: int,
-             names: list[str] | None = None) -> np.ndarray:
+def to_batch(
+    images: list[np.ndarray] | np.ndarray, size: tuple[int, int], channels: int, names: list[str] | None = None
+) -> np.ndarray:
     """Images of any sizes → one uint8 (N, h, w, C) batch.
 
     ``size`` is (height, width); (0, 0) keeps the native size (then every image must have the same size).
@@ -96,8 +102,10 @@ def to_batch(images: list[np.ndarray] | np.ndarray, size: tuple[int, int], chann
     if tuple(size) == (0, 0):
         shapes = {im.shape[:2] for im in images}
         if len(shapes) > 1:
-            raise TableError(f"images have different sizes {sorted(shapes)[:5]}; give size = [height, width] "
-                             f"to resize them to one size")
+            raise TableError(
+                f"images have different sizes {sorted(shapes)[:5]}; give size = [height, width] "
+                f"to resize them to one size"
+            )
         size = next(iter(shapes))
     h, w = int(size[0]), int(size[1])
     out = np.empty((len(images), h, w, out_c), dtype=np.uint8)
@@ -120,5 +128,8 @@ def to_batch(images: list[np.ndarray] | np.ndarray, size: tuple[int, int], chann
 
 
 def check_size(value: Any) -> bool:
-    return isinstance(value, tuple) and len(value) == 2 and (
-        value == (0, 0) or all(isinstance(v, int) and v > 0 for v in value))
+    return (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and (value == (0, 0) or all(isinstance(v, int) and v > 0 for v in value))
+    )

@@ -10,6 +10,7 @@ from typing import Any, ClassVar, cast
 
 import attrs
 import numpy as np
+
 from bioanon.api import RandomSetMean, TableError, fitted, param, restore_dtype
 
 from .anonymizers import (
@@ -44,8 +45,11 @@ class KSameEigen(_FaceAnonymizer):
 
     k: int = param(10, help="faces averaged (the image itself and k − 1 background identities)", low=1)
     n_components: int = param(50, help="eigenfaces (PCA components) of the averaging space", low=1)
-    include_self: bool = param(True, help="average the image with its k − 1 nearest background identities "
-                               "(fantomas.txt); False: the k nearest background identities only (Newton et al.)")
+    include_self: bool = param(
+        True,
+        help="average the image with its k − 1 nearest background identities "
+        "(fantomas.txt); False: the k nearest background identities only (Newton et al.)",
+    )
 
     mean_: np.ndarray | None = fitted()
     basis_: np.ndarray | None = fitted()
@@ -65,8 +69,9 @@ class KSameEigen(_FaceAnonymizer):
         flat = _flat(x)
         n_values = cast(np.ndarray, self.mean_).shape[0]
         if flat.shape[1] != n_values:
-            raise TableError(f"{self.id}: images of shape {x.shape[1:]} do not match the background's "
-                             f"({n_values} values per image)")
+            raise TableError(
+                f"{self.id}: images of shape {x.shape[1:]} do not match the background's ({n_values} values per image)"
+            )
         return (flat - self.mean_) @ self.basis_
 
     def reconstruct(self, z: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -79,15 +84,16 @@ class KSameEigen(_FaceAnonymizer):
         column, x = _images(self, table)
         zt = self.project(x)
         others = self.k - 1 if self.include_self else self.k
-        picks, valid = nearest_identities(zt, self.coefficients_, np.asarray(table.subjects), self.subjects_,
-                                          others)
+        picks, valid = nearest_identities(zt, self.coefficients_, np.asarray(table.subjects), self.subjects_, others)
         total = (self.coefficients_[np.where(valid, picks, 0)] * valid[..., None]).sum(axis=1)
         count = valid.sum(axis=1)
         if self.include_self:
             total, count = total + zt, count + 1
         elif (count == 0).any():
-            raise TableError(f"{self.id}: the background has no identity other than the subject of sample "
-                             f"{table.sample_ids[np.flatnonzero(count == 0)[0]]!r} (include_self=False needs one)")
+            raise TableError(
+                f"{self.id}: the background has no identity other than the subject of sample "
+                f"{table.sample_ids[np.flatnonzero(count == 0)[0]]!r} (include_self=False needs one)"
+            )
         out = self.reconstruct(total / count[:, None], x.shape[1:])
         return table.with_payload(column, restore_dtype(out, x.dtype))
 
@@ -125,8 +131,9 @@ class FaceRandomSetMeanEigen(RandomSetMean):
         flat = _flat(x)
         n_values = cast(np.ndarray, self.mean_).shape[0]
         if flat.shape[1] != n_values:
-            raise TableError(f"{self.id}: images of shape {x.shape[1:]} do not match the eigenfaces' "
-                             f"({n_values} values per image)")
+            raise TableError(
+                f"{self.id}: images of shape {x.shape[1:]} do not match the eigenfaces' ({n_values} values per image)"
+            )
         z = ((flat - self.mean_) @ self.basis_).astype(np.float32)
         return column, x, table.with_payload("features", z)
 

@@ -16,9 +16,19 @@ import attrs
 import numpy as np
 
 from bioanon.api import (
-    UtilityMeasure, device_param, fitted, import_torch, infer, method_training, param, precision_param, resolve_device,
-    stage, to_device, train_net,
+    UtilityMeasure,
+    device_param,
+    fitted,
+    import_torch,
+    infer,
+    method_training,
+    param,
+    precision_param,
     require_fitted,
+    resolve_device,
+    stage,
+    to_device,
+    train_net,
 )
 
 from .arcface import INSTALL, augment, image_batch, mean_std
@@ -40,14 +50,20 @@ def _build_net(torch: Any, channels: int, width: int) -> Any:
         def __init__(self) -> None:
             super().__init__()
             w = width
-            self.stages = nn.ModuleList([
-                nn.Sequential(*block(channels, w, 1), *block(w, w, 1)),
-                nn.Sequential(*block(w, 2 * w, 2), *block(2 * w, 2 * w, 1)),
-                nn.Sequential(*block(2 * w, 4 * w, 2), *block(4 * w, 4 * w, 1)),
-            ])
+            self.stages = nn.ModuleList(
+                [
+                    nn.Sequential(*block(channels, w, 1), *block(w, w, 1)),
+                    nn.Sequential(*block(w, 2 * w, 2), *block(2 * w, 2 * w, 1)),
+                    nn.Sequential(*block(2 * w, 4 * w, 2), *block(4 * w, 4 * w, 1)),
+                ]
+            )
             self.decoder = nn.Sequential(
-                nn.ConvTranspose2d(4 * w, 2 * w, 4, stride=2, padding=1), nn.BatchNorm2d(2 * w), nn.ReLU(),
-                nn.ConvTranspose2d(2 * w, w, 4, stride=2, padding=1), nn.BatchNorm2d(w), nn.ReLU(),
+                nn.ConvTranspose2d(4 * w, 2 * w, 4, stride=2, padding=1),
+                nn.BatchNorm2d(2 * w),
+                nn.ReLU(),
+                nn.ConvTranspose2d(2 * w, w, 4, stride=2, padding=1),
+                nn.BatchNorm2d(w),
+                nn.ReLU(),
                 nn.Conv2d(w, channels, 3, padding=1),
             )
 
@@ -99,8 +115,9 @@ class PerceptualSimilarity(UtilityMeasure):
     requires: ClassVar[dict[str, str]] = {"torch": INSTALL}
     trait: ClassVar[str] = "face"
     payloads: ClassVar[tuple[str, ...]] = ("image",)
-    reference: ClassVar[str] = ("Zhang et al., The unreasonable effectiveness of deep features as a perceptual "
-                                "metric (LPIPS), CVPR 2018")
+    reference: ClassVar[str] = (
+        "Zhang et al., The unreasonable effectiveness of deep features as a perceptual metric (LPIPS), CVPR 2018"
+    )
     example_params: ClassVar[dict] = {"epochs": 2, "size": 16, "width": 4, "threads": 1}
 
     size: int = param(64, help="input height and width in pixels (images are resized in batch)", low=8)
@@ -108,8 +125,11 @@ class PerceptualSimilarity(UtilityMeasure):
     epochs: int = param(10, help="autoencoder training epochs", low=1)
     batch_size: int = param(16, help="images per training batch", low=2)
     lr: float = param(2e-3, help="Adam learning rate", low=0.0, low_inclusive=False)
-    noise: float = param(0.3, help="standard deviation of the Gaussian input noise (in standardized units) the "
-                         "autoencoder learns to remove", low=0.0)
+    noise: float = param(
+        0.3,
+        help="standard deviation of the Gaussian input noise (in standardized units) the autoencoder learns to remove",
+        low=0.0,
+    )
     augment: bool = param(True, help="random flips, shifts, zooms and brightness changes of the training images")
     seed: int = param(0, help="random seed (initialization, batch order, augmentation, noise)")
     device: str = device_param()
@@ -146,13 +166,21 @@ class PerceptualSimilarity(UtilityMeasure):
             if self.augment:
                 xb = augment(torch, xb, rng)
             clean = (xb - mean) / std
-            gen.manual_seed(int(rng.integers(2 ** 62)))  # the noise is drawn on the device, seeded from rng
+            gen.manual_seed(int(rng.integers(2**62)))  # the noise is drawn on the device, seeded from rng
             noise = torch.randn(clean.shape, generator=gen, device=clean.device, dtype=clean.dtype)
             return clean + self.noise * noise, clean
 
-        trained = train_net(lambda: _build_net(torch, channels, self.width), batch, len(x), epochs=self.epochs,
-                            batch_size=self.batch_size, lr=self.lr, scheduler="cosine", install=INSTALL,
-                            **method_training(self, clear, label="clear", device=dev))
+        trained = train_net(
+            lambda: _build_net(torch, channels, self.width),
+            batch,
+            len(x),
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            lr=self.lr,
+            scheduler="cosine",
+            install=INSTALL,
+            **method_training(self, clear, label="clear", device=dev),
+        )
         self.model_, self.channels_, self.mean_, self.std_ = trained.net, channels, mean, std
         self.device_, self.history_ = dev, trained.history
         return self
@@ -162,8 +190,9 @@ class PerceptualSimilarity(UtilityMeasure):
         require_fitted(self, "model_", call="fit(clear)", before="measure()")
         torch = import_torch(self.id, INSTALL)
         channels = cast(int, self.channels_)  # channels_, device_: set with model_ by fit()
-        pairs = np.stack([image_batch(x, self.size, channels), image_batch(y, self.size, channels)],
-                         axis=1)  # (N, 2, C, size, size) uint8
+        pairs = np.stack(
+            [image_batch(x, self.size, channels), image_batch(y, self.size, channels)], axis=1
+        )  # (N, 2, C, size, size) uint8
         mean, std = np.float32(self.mean_), np.float32(self.std_)
 
         def fn(t):
@@ -171,8 +200,16 @@ class PerceptualSimilarity(UtilityMeasure):
             feats = [f.float() for f in self.model_.features(z)]
             return feature_similarity(torch, [f[0::2] for f in feats], [f[1::2] for f in feats])
 
-        return infer(fn, pairs, out_shape=(), batch_size=64, threads=self.threads, dtype=np.float64,
-                     device=cast(str, self.device_), precision=self.precision)
+        return infer(
+            fn,
+            pairs,
+            out_shape=(),
+            batch_size=64,
+            threads=self.threads,
+            dtype=np.float64,
+            device=cast(str, self.device_),
+            precision=self.precision,
+        )
 
     def measure(self, original, anonymized) -> np.ndarray:
         x, y = _paired(self, original, anonymized)

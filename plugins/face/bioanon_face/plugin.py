@@ -27,9 +27,22 @@ def register_anonymizers(register):
     from . import anonymizers as a
     from . import kanon
 
-    for cls in (a.EyeMask, a.GaussianBlur, a.Pixelation, a.GaussianNoise, a.BlockPermutation, a.PixelRelocation,
-                a.DpPix, a.DpSnow, a.DpSamp, a.KRtio, a.KSamePixel, kanon.KSameEigen, a.FaceRandomSetMean,
-                kanon.FaceRandomSetMeanEigen):
+    for cls in (
+        a.EyeMask,
+        a.GaussianBlur,
+        a.Pixelation,
+        a.GaussianNoise,
+        a.BlockPermutation,
+        a.PixelRelocation,
+        a.DpPix,
+        a.DpSnow,
+        a.DpSamp,
+        a.KRtio,
+        a.KSamePixel,
+        kanon.KSameEigen,
+        a.FaceRandomSetMean,
+        kanon.FaceRandomSetMeanEigen,
+    ):
         register(cls)
 
 
@@ -61,6 +74,14 @@ def register_deanonymizers(register):
     from . import deanonymizers as d
     from .fantomas import Fantomas, FantomasConv
 
-    for cls in (Fantomas, FantomasConv, d.ResampleInversion, d.Wiener, d.RichardsonLucy, d.WaveletDenoise,
-                d.NeighbourInterpolation, d.LearnedPermutation):
+    for cls in (
+        Fantomas,
+        FantomasConv,
+        d.ResampleInversion,
+        d.Wiener,
+        d.RichardsonLucy,
+        d.WaveletDenoise,
+        d.NeighbourInterpolation,
+        d.LearnedPermutation,
+    ):
         register(cls)

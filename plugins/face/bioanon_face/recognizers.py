@@ -11,8 +11,7 @@ from typing import Any, ClassVar, cast
 import attrs
 import numpy as np
 
-from bioanon.api import (PcaSvm, Recognizer, ScoreMatrix, fitted, labels_of, n_components_ok, param,
-                         require_fitted)
+from bioanon.api import PcaSvm, Recognizer, ScoreMatrix, fitted, labels_of, n_components_ok, param, require_fitted
 
 
 @attrs.define(kw_only=True)
@@ -28,8 +27,12 @@ class Eigenfaces(PcaSvm):
     payloads: ClassVar[tuple[str, ...]] = ("image",)
     reference: ClassVar[str] = "Turk & Pentland, Eigenfaces for recognition, 1991"
 
-    n_components: int | float = param(0.95, help="PCA components: a share of the variance in (0, 1] or a count",
-                                      check=n_components_ok, check_text="a float in (0, 1] or an int >= 1")
+    n_components: int | float = param(
+        0.95,
+        help="PCA components: a share of the variance in (0, 1] or a count",
+        check=n_components_ok,
+        check_text="a float in (0, 1] or an int >= 1",
+    )
     standardize: bool = param(False, help="z-score every pixel (fitted on the training set) before PCA")
 
 
@@ -78,8 +81,12 @@ class Lbph(Recognizer):
         classes, y = np.unique(labels_of(gallery, label), return_inverse=True)
         self.classes_, self.labels_ = classes, y
         # cv2.face (opencv-contrib) is missing from OpenCV's type stubs
-        m = cv2.face.LBPHFaceRecognizer_create(radius=self.radius,  # type: ignore[attr-defined]
-                                               neighbors=self.neighbors, grid_x=self.grid[0], grid_y=self.grid[1])
+        m = cv2.face.LBPHFaceRecognizer_create(  # type: ignore[attr-defined]
+            radius=self.radius,
+            neighbors=self.neighbors,
+            grid_x=self.grid[0],
+            grid_y=self.grid[1],
+        )
         m.train(self._grey(gallery), y.astype(np.int32))
         self.model_ = m
         return self
@@ -92,17 +99,18 @@ class Lbph(Recognizer):
 
         for img in self._grey(probes):  # one histogram per image, computed by OpenCV
             tmp = cv2.face.LBPHFaceRecognizer_create(  # type: ignore[attr-defined]  # not in OpenCV's stubs
-                radius=self.radius, neighbors=self.neighbors, grid_x=self.grid[0], grid_y=self.grid[1])
+                radius=self.radius, neighbors=self.neighbors, grid_x=self.grid[0], grid_y=self.grid[1]
+            )
             tmp.train([img], np.zeros(1, dtype=np.int32))
             probe_h.append(np.asarray(tmp.getHistograms()[0]).ravel())
         p = np.stack(probe_h).astype(np.float64)
         # chi-square distance (OpenCV's HISTCMP_CHISQR): sum (p - g)^2 / p over p > 0
         d = np.zeros((len(p), len(gallery)))
         for s in range(0, len(p), 64):
-            a = p[s:s + 64, None, :]
+            a = p[s : s + 64, None, :]
             with np.errstate(divide="ignore", invalid="ignore"):
                 t = np.where(a > 0, (a - gallery[None]) ** 2 / a, 0.0)
-            d[s:s + 64] = t.sum(-1)
+            d[s : s + 64] = t.sum(-1)
         classes = cast(np.ndarray, self.classes_)  # set with model_ by enroll()
         scores = np.full((len(p), len(classes)), -np.inf)
         for j in range(len(classes)):
@@ -144,8 +152,11 @@ def _dlib_models() -> tuple[Any, Any, Any]:
 
         missing = DlibKnn.missing_requirements() or dict(DlibKnn.requires)  # found, but failed to import
         raise MissingDependencyError("face.dlib_knn", missing, f"{type(e).__name__}: {e}") from None
-    return (dlib, dlib.shape_predictor(frm.pose_predictor_five_point_model_location()),
-            dlib.face_recognition_model_v1(frm.face_recognition_model_location()))
+    return (
+        dlib,
+        dlib.shape_predictor(frm.pose_predictor_five_point_model_location()),
+        dlib.face_recognition_model_v1(frm.face_recognition_model_location()),
+    )
 
 
 _DESCRIPTORS: OrderedDict[bytes, np.ndarray] = OrderedDict()  # image digest → dlib descriptor (LRU)
@@ -170,18 +181,31 @@ class DlibKnn(Recognizer):
 
     id: ClassVar[str] = "face.dlib_knn"
     # face_recognition_models imports pkg_resources (setuptools < 81, pinned by the extra)
-    requires: ClassVar[dict[str, str]] = {"dlib": DLIB_INSTALL, "face_recognition_models": DLIB_INSTALL,
-                                          "pkg_resources": DLIB_INSTALL}
+    requires: ClassVar[dict[str, str]] = {
+        "dlib": DLIB_INSTALL,
+        "face_recognition_models": DLIB_INSTALL,
+        "pkg_resources": DLIB_INSTALL,
+    }
     trait: ClassVar[str] = "face"
     payloads: ClassVar[tuple[str, ...]] = ("image",)
     has_embedding: ClassVar[bool] = True
-    reference: ClassVar[str] = ("King, Dlib-ml, JMLR 2009; Geitgey, face_recognition (KNN classifier); "
-                                "fantomas.txt §7 (fr-knn); seba.txt App. B.3 (FR-KNN)")
+    reference: ClassVar[str] = (
+        "King, Dlib-ml, JMLR 2009; Geitgey, face_recognition (KNN classifier); "
+        "fantomas.txt §7 (fr-knn); seba.txt App. B.3 (FR-KNN)"
+    )
 
-    k: int = param(1, help="gallery neighbours that vote (weighted by 1/distance); 0 = round(sqrt(gallery "
-                           "size)) as in face_recognition's KNN example", low=0)
-    inset: float = param(0.1, help="share of the image width/height cut from each side to form the face "
-                                   "rectangle (0 = the whole image)", low=0.0, high=0.45)
+    k: int = param(
+        1,
+        help="gallery neighbours that vote (weighted by 1/distance); 0 = round(sqrt(gallery "
+        "size)) as in face_recognition's KNN example",
+        low=0,
+    )
+    inset: float = param(
+        0.1,
+        help="share of the image width/height cut from each side to form the face rectangle (0 = the whole image)",
+        low=0.0,
+        high=0.45,
+    )
     batch_size: int = param(32, help="images per dlib call", low=1, affects_output=False)
     payload: str = param("", help="payload column (default: image)")
 
@@ -207,7 +231,7 @@ class DlibKnn(Recognizer):
         keys = [hashlib.blake2b(salt + im.tobytes(), digest_size=20).digest() for im in x]
         todo = [i for i, key in enumerate(keys) if key not in _DESCRIPTORS]
         for s in range(0, len(todo), self.batch_size):
-            idx = todo[s:s + self.batch_size]
+            idx = todo[s : s + self.batch_size]
             imgs = [np.ascontiguousarray(x[i]) for i in idx]
             shapes = []
             for im in imgs:  # the landmark fit is per image in dlib's API (cheap next to the network)

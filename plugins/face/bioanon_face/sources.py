@@ -34,7 +34,14 @@ import attrs
 import numpy as np
 
 from bioanon.api import (
-    DataError, DatasetSource, Metadata, TableError, param, read_metadata_csv, resolve_within, uniform_column,
+    DataError,
+    DatasetSource,
+    Metadata,
+    TableError,
+    param,
+    read_metadata_csv,
+    resolve_within,
+    uniform_column,
 )
 
 from .imageio import IMAGE_EXTENSIONS, check_size, read_images, to_batch
@@ -45,11 +52,14 @@ if TYPE_CHECKING:  # imported where tables are made: bioanon.table imports pyarr
 _SIZE_HELP = "(height, width) to resize every image to; (0, 0) keeps the native size"
 _CHANNELS_HELP = "0 keeps the data set's channels (grey stays 1), 1 converts to grey, 3 expands grey to RGB"
 _SKIP_HELP = "skip files that cannot be decoded (listed in the metadata as skipped_files) instead of raising"
-_ALIGN_HELP = ("detect the face (OpenCV Haar cascades), rotate the eye line horizontal and crop around the face "
-               "before resizing")
+_ALIGN_HELP = (
+    "detect the face (OpenCV Haar cascades), rotate the eye line horizontal and crop around the face before resizing"
+)
 _MARGIN_HELP = "with align: crop margin on each side of the face box, as a share of the box's side"
-_NO_FACE_HELP = ("with align: images where no face is found are dropped (skip) or kept whole, uncropped (keep); "
-                 "either way they are listed in the metadata as no_face_files")
+_NO_FACE_HELP = (
+    "with align: images where no face is found are dropped (skip) or kept whole, uncropped (keep); "
+    "either way they are listed in the metadata as no_face_files"
+)
 
 
 def _natural_key(text: str) -> list:
@@ -57,8 +67,12 @@ def _natural_key(text: str) -> list:
 
 
 def _metadata(source: str, x: np.ndarray, skipped: list[str], **extra: Any) -> dict:
-    meta = {"trait": "face", "source": source, "image_size": [int(x.shape[1]), int(x.shape[2])],
-            "channels": int(x.shape[3])}
+    meta = {
+        "trait": "face",
+        "source": source,
+        "image_size": [int(x.shape[1]), int(x.shape[2])],
+        "channels": int(x.shape[3]),
+    }
     if skipped:
         meta["skipped_files"] = skipped
     meta.update(extra)
@@ -79,16 +93,18 @@ class _ImageSource(DatasetSource):
     trait: ClassVar[str] = "face"
     payloads: ClassVar[tuple[str, ...]] = ("image",)
 
-    size: tuple[int, int] = param((0, 0), help=_SIZE_HELP, check=check_size,
-                                  check_text="(0, 0) or two positive integers")
+    size: tuple[int, int] = param(
+        (0, 0), help=_SIZE_HELP, check=check_size, check_text="(0, 0) or two positive integers"
+    )
     channels: int = param(0, help=_CHANNELS_HELP, choices=(0, 1, 3))
     skip_bad_files: bool = param(False, help=_SKIP_HELP)
     align: bool = param(False, help=_ALIGN_HELP)
     margin: float = param(0.2, help=_MARGIN_HELP, low=0.0, high=2.0)
     no_face: str = param("keep", help=_NO_FACE_HELP, choices=("keep", "skip"))
 
-    def _to_batch(self, images: list[np.ndarray] | np.ndarray, names: list[str],
-                  source: str) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
+    def _to_batch(
+        self, images: list[np.ndarray] | np.ndarray, names: list[str], source: str
+    ) -> tuple[np.ndarray, np.ndarray, dict[str, Any]]:
         """The images as one batch (aligned face crops with ``align``): (batch, indices kept, metadata extra)."""
         n = len(images)
         if not self.align:
@@ -97,25 +113,46 @@ class _ImageSource(DatasetSource):
 
         crops = align_faces(images, self.size, margin=self.margin, channels=self.channels)
         missing = [names[i] for i in np.flatnonzero(~crops.found)]
-        meta: dict[str, Any] = {"alignment": {"images": n, "faces_found": int(crops.found.sum()),
-                                              "eyes_found": int(crops.eyes_found.sum()), "margin": self.margin,
-                                              "no_face": self.no_face}}
+        meta: dict[str, Any] = {
+            "alignment": {
+                "images": n,
+                "faces_found": int(crops.found.sum()),
+                "eyes_found": int(crops.eyes_found.sum()),
+                "margin": self.margin,
+                "no_face": self.no_face,
+            }
+        }
         if missing:
             meta["no_face_files"] = missing
             action = "skipped" if self.no_face == "skip" else "kept uncropped"
-            meta["load_warnings"] = [f"no face found in {len(missing)} image(s), {action}: "
-                                     + ", ".join(missing[:5]) + (" …" if len(missing) > 5 else "")]
-            warnings.warn(f"{source}: no face found in {len(missing)} of {n} images ({action}; no_face="
-                          f"{self.no_face}): " + ", ".join(missing[:10]) + (" …" if len(missing) > 10 else ""),
-                          NoFaceWarning, stacklevel=3)
+            meta["load_warnings"] = [
+                f"no face found in {len(missing)} image(s), {action}: "
+                + ", ".join(missing[:5])
+                + (" …" if len(missing) > 5 else "")
+            ]
+            warnings.warn(
+                f"{source}: no face found in {len(missing)} of {n} images ({action}; no_face="
+                f"{self.no_face}): " + ", ".join(missing[:10]) + (" …" if len(missing) > 10 else ""),
+                NoFaceWarning,
+                stacklevel=3,
+            )
         keep = np.flatnonzero(crops.found) if self.no_face == "skip" else np.arange(n)
         if len(keep) == 0:
-            raise TableError(f"{source}: the face detector found no face in any of the {n} images; load without "
-                             f"align, or with no_face=keep")
+            raise TableError(
+                f"{source}: the face detector found no face in any of the {n} images; load without "
+                f"align, or with no_face=keep"
+            )
         return crops.images[keep], keep, meta
 
-    def _load_files(self, files: list[Path], subjects: list[str], ids: list[str], source: str,
-                    attributes: dict[str, list[Any]] | None = None, **extra: Any) -> SampleTable:
+    def _load_files(
+        self,
+        files: list[Path],
+        subjects: list[str],
+        ids: list[str],
+        source: str,
+        attributes: dict[str, list[Any]] | None = None,
+        **extra: Any,
+    ) -> SampleTable:
         images, kept, bad = read_images(files, self.skip_bad_files)
         if not images:
             raise TableError(f"{source}: no readable images")
@@ -125,8 +162,12 @@ class _ImageSource(DatasetSource):
         from bioanon.api import SampleTable
 
         return SampleTable.from_arrays(
-            sample_id=np.array([ids[i] for i in kept]), subject=np.array([subjects[i] for i in kept]),
-            payloads={"image": x}, attributes=attrs_ or None, metadata=_metadata(source, x, bad, **meta, **extra))
+            sample_id=np.array([ids[i] for i in kept]),
+            subject=np.array([subjects[i] for i in kept]),
+            payloads={"image": x},
+            attributes=attrs_ or None,
+            metadata=_metadata(source, x, bad, **meta, **extra),
+        )
 
 
 @attrs.define(kw_only=True)
@@ -141,8 +182,9 @@ class OrlFaces(_ImageSource):
 
     def load(self, path: Any = None) -> SampleTable:
         root = _require_dir(path, self.id)
-        dirs = sorted((d for d in root.iterdir() if d.is_dir() and re.fullmatch(r"s\d+", d.name)),
-                      key=lambda d: int(d.name[1:]))
+        dirs = sorted(
+            (d for d in root.iterdir() if d.is_dir() and re.fullmatch(r"s\d+", d.name)), key=lambda d: int(d.name[1:])
+        )
         if not dirs:
             raise TableError(f"{root}: no s<k>/ subject folders (expected the ORL layout s1..s40/1..10.pgm)")
         files, subjects, ids, index = [], [], [], []
@@ -190,8 +232,7 @@ class MatFaces(_ImageSource):
         labels = np.asarray(d[self.label_key]).ravel()
         order = {"HWN": (2, 0, 1), "NHW": (0, 1, 2), "HWCN": (3, 0, 1, 2), "NHWC": (0, 1, 2, 3)}[self.layout]
         if x.ndim != len(order):
-            raise TableError(f"{p}: {self.images_key!r} has shape {x.shape}, which does not fit layout "
-                             f"{self.layout}")
+            raise TableError(f"{p}: {self.images_key!r} has shape {x.shape}, which does not fit layout {self.layout}")
         x = np.transpose(x, order)
         if len(labels) != len(x):
             raise TableError(f"{p}: {len(x)} images but {len(labels)} labels")
@@ -203,8 +244,11 @@ class MatFaces(_ImageSource):
         from bioanon.api import SampleTable
 
         return SampleTable.from_arrays(
-            sample_id=np.array(ids)[keep], subject=np.array([f"{p.stem}_{v}" for v in lab])[keep],
-            payloads={"image": batch}, metadata=_metadata(self.id, batch, [], file=p.name, **meta))
+            sample_id=np.array(ids)[keep],
+            subject=np.array([f"{p.stem}_{v}" for v in lab])[keep],
+            payloads={"image": batch},
+            metadata=_metadata(self.id, batch, [], file=p.name, **meta),
+        )
 
 
 @attrs.define(kw_only=True)
@@ -226,8 +270,9 @@ class FolderFaces(_ImageSource):
     def load(self, path: Any = None) -> SampleTable:
         root = _require_dir(path, self.id)
         files, subjects, ids = [], [], []
-        for d in sorted((d for d in root.iterdir() if d.is_dir() and not d.name.startswith(".")),
-                        key=lambda d: _natural_key(d.name)):
+        for d in sorted(
+            (d for d in root.iterdir() if d.is_dir() and not d.name.startswith(".")), key=lambda d: _natural_key(d.name)
+        ):
             for f in sorted(d.iterdir(), key=lambda f: _natural_key(f.name)):
                 if f.is_file() and f.suffix.lower() in IMAGE_EXTENSIONS:
                     try:  # a symlink may not lead out of the data root
@@ -260,12 +305,12 @@ class CelebAFaces(_ImageSource):
     id: ClassVar[str] = "face.celeba"
     reference: ClassVar[str] = "Liu et al., Deep Learning Face Attributes in the Wild, ICCV 2015"
 
-    size: tuple[int, int] = param((64, 64), help=_SIZE_HELP, check=check_size,
-                                  check_text="(0, 0) or two positive integers")
+    size: tuple[int, int] = param(
+        (64, 64), help=_SIZE_HELP, check=check_size, check_text="(0, 0) or two positive integers"
+    )
     min_images: int = param(8, help="drop identities with fewer images", low=1)
     max_images: int = param(20, help="keep at most this many images per identity (0 = all)", low=0)
-    max_subjects: int = param(0, help="keep only this many identities, those with the most images (0 = all)",
-                              low=0)
+    max_subjects: int = param(0, help="keep only this many identities, those with the most images (0 = all)", low=0)
 
     def load(self, path: Any = None) -> SampleTable:
         root = _require_dir(path, self.id)
@@ -274,8 +319,10 @@ class CelebAFaces(_ImageSource):
         attr_file = root / "list_attr_celeba.txt"
         for need in (img_dir, ident):
             if not need.exists():
-                raise TableError(f"{need}: missing (expected the CelebA layout: img_align_celeba/, "
-                                 f"identity_CelebA.txt, list_attr_celeba.txt)")
+                raise TableError(
+                    f"{need}: missing (expected the CelebA layout: img_align_celeba/, "
+                    f"identity_CelebA.txt, list_attr_celeba.txt)"
+                )
         by_subject: dict[str, list[str]] = {}
         seen: dict[str, int] = {}
         for line_no, line in enumerate(ident.read_text().splitlines(), start=1):
@@ -308,16 +355,22 @@ class CelebAFaces(_ImageSource):
                 if not parts:
                     continue
                 if len(parts) != len(attr_names) + 1:
-                    raise TableError(f"{attr_file}:{line_no}: {len(parts) - 1} values for {len(attr_names)} "
-                                     f"attributes")
+                    raise TableError(f"{attr_file}:{line_no}: {len(parts) - 1} values for {len(attr_names)} attributes")
                 keys.append(parts[0])
                 line_nos.append(line_no)
                 values.append(parts[1:])
             vals = np.array(values, dtype=str).reshape(len(values), len(attr_names)) == "1"
-            meta = Metadata(str(attr_file), "file", "image", keys, line_nos,
-                            {a: vals[:, j].tolist() for j, a in enumerate(attr_names)})
+            meta = Metadata(
+                str(attr_file),
+                "file",
+                "image",
+                keys,
+                line_nos,
+                {a: vals[:, j].tolist() for j, a in enumerate(attr_names)},
+            )
             # errors for duplicate lines and lines of images not in the identity file
             attributes = meta.take(meta.match_files(names, other_files=seen))
         files = [img_dir / f for f in names]
-        return self._load_files(files, [subject_of[f] for f in names], [Path(f).stem for f in names], self.id,
-                                attributes)
+        return self._load_files(
+            files, [subject_of[f] for f in names], [Path(f).stem for f in names], self.id, attributes
+        )

@@ -21,16 +21,19 @@ def _paired(method: UtilityMeasure, original: Any, anonymized: Any) -> tuple[np.
         pos = {s: i for i, s in enumerate(ids_a)}
         missing = [s for s in ids_o if s not in pos]
         if missing:
-            raise TableError(f"{method.id}: {len(missing)} samples of the original are not in the anonymized "
-                             f"table, e.g. {missing[:3]}")
+            raise TableError(
+                f"{method.id}: {len(missing)} samples of the original are not in the anonymized "
+                f"table, e.g. {missing[:3]}"
+            )
         y = y[np.array([pos[s] for s in ids_o])]
     if x.shape != y.shape:
         raise TableError(f"{method.id}: image shapes differ: {x.shape[1:]} clear vs {y.shape[1:]} anonymized")
     return x, y
 
 
-def ssim_batch(x: np.ndarray, y: np.ndarray, *, sigma: float = 1.5, data_range: float = 255.0,
-               k1: float = 0.01, k2: float = 0.03) -> np.ndarray:
+def ssim_batch(
+    x: np.ndarray, y: np.ndarray, *, sigma: float = 1.5, data_range: float = 255.0, k1: float = 0.01, k2: float = 0.03
+) -> np.ndarray:
     """Mean SSIM per image (Wang et al. 2004), Gaussian window σ = ``sigma`` truncated at 3.5σ (11×11 for 1.5),
     reflect border, averaged over pixels and channels. x, y: (N, H, W, C) → (N,)."""
     from scipy.ndimage import gaussian_filter
@@ -56,7 +59,7 @@ def psnr_batch(x: np.ndarray, y: np.ndarray, *, data_range: float = 255.0, cap: 
     d = x.reshape(len(x), -1).astype(np.float64) - y.reshape(len(y), -1).astype(np.float64)
     mse = (d * d).mean(axis=1)
     with np.errstate(divide="ignore"):
-        p = 10.0 * np.log10(data_range ** 2 / mse)
+        p = 10.0 * np.log10(data_range**2 / mse)
     return np.minimum(p, cap)
 
 
@@ -70,11 +73,11 @@ class Ssim(UtilityMeasure):
     id: ClassVar[str] = "face.ssim"
     trait: ClassVar[str] = "face"
     payloads: ClassVar[tuple[str, ...]] = ("image",)
-    reference: ClassVar[str] = ("Wang et al., Image quality assessment: from error visibility to structural "
-                                "similarity, 2004")
+    reference: ClassVar[str] = (
+        "Wang et al., Image quality assessment: from error visibility to structural similarity, 2004"
+    )
 
-    sigma: float = param(1.5, help="standard deviation of the Gaussian window in pixels", low=0.0,
-                         low_inclusive=False)
+    sigma: float = param(1.5, help="standard deviation of the Gaussian window in pixels", low=0.0, low_inclusive=False)
     payload: str = param("", help="payload column (default: image)")
 
     def measure(self, original, anonymized) -> np.ndarray:
@@ -110,13 +113,14 @@ class _Detectability(UtilityMeasure):
     payloads: ClassVar[tuple[str, ...]] = ("image",)
     paired: ClassVar[bool] = False
 
-    scale_factor: float = param(1.1, help="scale step of the cascade's image pyramid", low=1.0, low_inclusive=False,
-                                high=2.0)
+    scale_factor: float = param(
+        1.1, help="scale step of the cascade's image pyramid", low=1.0, low_inclusive=False, high=2.0
+    )
     min_neighbors: int = param(3, help="overlapping detections needed to keep a face (higher = stricter)", low=0)
-    min_face: float = param(0.3, help="smallest face searched, as a share of the image's shorter side", low=0.0,
-                            high=1.0)
-    min_side: int = param(80, help="images whose shorter side is below this (px) are enlarged to it first",
-                          low=24)
+    min_face: float = param(
+        0.3, help="smallest face searched, as a share of the image's shorter side", low=0.0, high=1.0
+    )
+    min_side: int = param(80, help="images whose shorter side is below this (px) are enlarged to it first", low=24)
     payload: str = param("", help="payload column (default: image)")
 
     def _detections(self, original, anonymized):
@@ -124,8 +128,13 @@ class _Detectability(UtilityMeasure):
 
         anonymized = align(original, anonymized)
         x = anonymized.payload(self.payload_column(anonymized, self.payload or None))
-        return detect_faces(x, scale_factor=self.scale_factor, min_neighbors=self.min_neighbors,
-                            min_face=self.min_face, min_side=self.min_side)
+        return detect_faces(
+            x,
+            scale_factor=self.scale_factor,
+            min_neighbors=self.min_neighbors,
+            min_face=self.min_face,
+            min_side=self.min_side,
+        )
 
 
 @attrs.define(kw_only=True)
@@ -177,7 +186,7 @@ def hog_features(x: np.ndarray, *, cell: int = 8, bins: int = 9) -> np.ndarray:
     gx[:, :, 1:-1] = x[:, :, 2:] - x[:, :, :-2]
     gy[:, 1:-1, :] = x[:, 2:, :] - x[:, :-2, :]
     ch, cw = h // cell, w // cell
-    gx, gy = gx[:, :ch * cell, :cw * cell], gy[:, :ch * cell, :cw * cell]
+    gx, gy = gx[:, : ch * cell, : cw * cell], gy[:, : ch * cell, : cw * cell]
     mag = np.hypot(gx, gy)
     pos = np.mod(np.degrees(np.arctan2(gy, gx)), 180.0) / (180.0 / bins) - 0.5
     lo = np.floor(pos)
@@ -221,10 +230,15 @@ class FaceAttributeAccuracy(AttributeAccuracy):
     reference: ClassVar[str] = "Dalal & Triggs, Histograms of oriented gradients for human detection, 2005"
     example_params: ClassVar[dict] = {"attribute": "group"}
 
-    classifier: str = param("logistic_regression", help="the attribute classifier",
-                            choices=("random_forest", "logistic_regression", "knn"))
-    feature_size: tuple[int, int] = param((64, 64), help="(height, width) the images are resized to for the "
-                                          "features", check=_feature_size_ok, check_text="two integers >= 8")
+    classifier: str = param(
+        "logistic_regression", help="the attribute classifier", choices=("random_forest", "logistic_regression", "knn")
+    )
+    feature_size: tuple[int, int] = param(
+        (64, 64),
+        help="(height, width) the images are resized to for the features",
+        check=_feature_size_ok,
+        check_text="two integers >= 8",
+    )
     cell: int = param(8, help="HOG cell side in pixels", low=2, high=32)
 
     def _x(self, table) -> np.ndarray:

@@ -79,11 +79,11 @@ class _PoseAnonymizer(Anonymizer):
                 rows = slice(start, min(start + per, len(x)))
                 block = x[rows]
                 if self.layout == "axes":
-                    y = self._apply(np.ascontiguousarray(block.transpose(0, 3, 1, 2), dtype=np.float64), table,
-                                    rows, plan).transpose(0, 2, 3, 1)
+                    y = self._apply(
+                        np.ascontiguousarray(block.transpose(0, 3, 1, 2), dtype=np.float64), table, rows, plan
+                    ).transpose(0, 2, 3, 1)
                 else:
-                    y = self._apply(block if self.layout == "float32" else block.astype(np.float64), table, rows,
-                                    plan)
+                    y = self._apply(block if self.layout == "float32" else block.astype(np.float64), table, rows, plan)
                 if y.shape != block.shape:  # pragma: no cover - a bug in a subclass
                     raise AssertionError(f"{self.id} changed the pose shape {block.shape} -> {y.shape}")
                 out[rows] = y
@@ -106,7 +106,7 @@ def sample_seed(seed: int, sample_id: str) -> list[int]:
     """Entropy for one sample's generator: the method seed and a hash of the sample id, so a sample's noise
     depends only on (seed, sample id), not on its row, its batch or the other samples of the table."""
     digest = hashlib.sha256(str(sample_id).encode("utf-8")).digest()
-    return [int(seed)] + [int.from_bytes(digest[i:i + 4], "little") for i in range(0, 16, 4)]
+    return [int(seed)] + [int.from_bytes(digest[i : i + 4], "little") for i in range(0, 16, 4)]
 
 
 def unit_draws(sample_ids: Sequence[str], shape: tuple[int, ...], distribution: str, seed: int) -> np.ndarray:
@@ -140,11 +140,13 @@ class NoiseInjection(_PoseAnonymizer):
     id: ClassVar[str] = "gait.noise"
 
     # (named ``noise``, not ``distribution``: Method.distribution is the registering package's name)
-    noise: Literal["normal", "laplace", "uniform"] = param("normal", help="noise distribution (zero mean, unit "
-                                                                          "variance)")
+    noise: Literal["normal", "laplace", "uniform"] = param(
+        "normal", help="noise distribution (zero mean, unit variance)"
+    )
     scale: float = param(1.0, help="noise level in multiples of the per-joint temporal standard deviation", low=0.0)
-    mode: Literal["direct", "indirect"] = param("direct", help="add noise to the positions or to the frame "
-                                                               "differences (re-integrated)")
+    mode: Literal["direct", "indirect"] = param(
+        "direct", help="add noise to the positions or to the frame differences (re-integrated)"
+    )
     seed: int = param(0, help="random seed")
 
     def draws(self, table, rows: slice = slice(None)) -> np.ndarray:
@@ -218,8 +220,9 @@ class Resample(_PoseAnonymizer):
 
     id: ClassVar[str] = "gait.resample"
 
-    factor: float = param(0.25, help="new frame rate as a share of the current one", low=0.0, high=1.0,
-                          low_inclusive=False)
+    factor: float = param(
+        0.25, help="new frame rate as a share of the current one", low=0.0, high=1.0, low_inclusive=False
+    )
     fps: float = param(0.0, help="target frame rate in Hz (0 = use factor)", low=0.0)
 
     def reduced_frames(self, table) -> int:
@@ -229,8 +232,10 @@ class Resample(_PoseAnonymizer):
         if self.fps > 0:
             rate = table.metadata.get("frame_rate")
             if not rate:
-                raise TableError(f"{self.id}: fps={self.fps} needs the table's frame rate (metadata 'frame_rate'); "
-                                 f"give factor instead")
+                raise TableError(
+                    f"{self.id}: fps={self.fps} needs the table's frame rate (metadata 'frame_rate'); "
+                    f"give factor instead"
+                )
             factor = min(1.0, self.fps / float(rate))
         return int(max(2, min(T, round(T * factor))))
 
@@ -269,11 +274,11 @@ def sliding_mean(x: np.ndarray, start: int, width: int) -> np.ndarray:
     flat = x.reshape(n, T, -1)
     before, after = max(0, -start), max(0, start + width - 1)
     padded = np.zeros((n, before + T + after, flat.shape[2]), dtype=np.result_type(flat, np.float64))
-    padded[:, before: before + T] = flat
+    padded[:, before : before + T] = flat
     first = start + before
-    out = padded[:, first: first + T].copy()
+    out = padded[:, first : first + T].copy()
     for d in range(1, width):
-        out += padded[:, first + d: first + d + T]
+        out += padded[:, first + d : first + d + T]
     with np.errstate(invalid="ignore", divide="ignore"):
         out /= (hi - lo)[None, :, None]
     return out.reshape(x.shape)
@@ -309,7 +314,7 @@ class MotionExtraction(_PoseAnonymizer):
     def _apply(self, x, table, rows, plan):
         out = np.zeros_like(x)
         if self.lag < x.shape[1]:
-            out[:, : x.shape[1] - self.lag] = x[:, self.lag:] - x[:, : -self.lag]
+            out[:, : x.shape[1] - self.lag] = x[:, self.lag :] - x[:, : -self.lag]
         return out
 
 
@@ -325,8 +330,7 @@ class TrajectoryFeatures(_PoseAnonymizer):
     id: ClassVar[str] = "gait.trajectory_features"
 
     window: int = param(1, help="frames on each side of the current one", low=1)
-    baseline: Literal["all", "edges"] = param("all", help="window mean, or interpolation between the window's "
-                                                          "edges")
+    baseline: Literal["all", "edges"] = param("all", help="window mean, or interpolation between the window's edges")
     output: Literal["residual", "average"] = param("residual", help="frame minus baseline, or the baseline")
 
     def _apply(self, x, table, rows, plan):
@@ -336,10 +340,10 @@ class TrajectoryFeatures(_PoseAnonymizer):
             return out
         t = np.arange(w, T - w)
         if self.baseline == "all":
-            ref = sliding_mean(x, -w, 2 * w + 1)[:, w: T - w]
+            ref = sliding_mean(x, -w, 2 * w + 1)[:, w : T - w]
         else:
             ref = (x[:, t - w] + x[:, t + w]) / 2.0
-        out[:, w: T - w] = x[:, t] - ref if self.output == "residual" else ref
+        out[:, w : T - w] = x[:, t] - ref if self.output == "residual" else ref
         return out
 
 
@@ -358,10 +362,15 @@ class _PartSelection(_PoseAnonymizer):
     keep: ClassVar[bool] = True
     layout: ClassVar[str] = "float32"  # a selection: exact in float32
 
-    parts: tuple[str, ...] = param(("left_leg", "right_leg"), help="body parts: " + ", ".join(BODY_PARTS),
-                                   check=_parts_ok, check_text="names among " + ", ".join(BODY_PARTS))
-    joints: tuple[str, ...] = param((), help="further joints by name (the table's joint names; j0, j1, … when it "
-                                             "has none)")
+    parts: tuple[str, ...] = param(
+        ("left_leg", "right_leg"),
+        help="body parts: " + ", ".join(BODY_PARTS),
+        check=_parts_ok,
+        check_text="names among " + ", ".join(BODY_PARTS),
+    )
+    joints: tuple[str, ...] = param(
+        (), help="further joints by name (the table's joint names; j0, j1, … when it has none)"
+    )
     body_parts: str = param("", help=BODY_PARTS_HELP, check=valid_body_parts_json, check_text=BODY_PARTS_CHECK)
 
     def __attrs_post_init__(self) -> None:
@@ -412,8 +421,12 @@ class RemoveParts(_PartSelection):
     keep: ClassVar[bool] = False
     example_params: ClassVar[dict] = {"parts": (), "joints": ("j0",)}
 
-    parts: tuple[str, ...] = param(("head",), help="body parts: " + ", ".join(BODY_PARTS), check=_parts_ok,
-                                   check_text="names among " + ", ".join(BODY_PARTS))
+    parts: tuple[str, ...] = param(
+        ("head",),
+        help="body parts: " + ", ".join(BODY_PARTS),
+        check=_parts_ok,
+        check_text="names among " + ", ".join(BODY_PARTS),
+    )
 
 
 #: SEBA's fixed per-part translations (mm, for its 0.5 m default), as multiples of ``distance``.
@@ -480,13 +493,17 @@ class SizeNormalization(_PoseAnonymizer):
         table's rows (by height)."""
         if self.by == "height":
             if self.height_attribute not in table.attribute_names:
-                raise TableError(f"{self.id}: by='height' needs the attribute {self.height_attribute!r} "
-                                 f"(height_attribute); the table has {table.attribute_names}; use by='skeleton'")
+                raise TableError(
+                    f"{self.id}: by='height' needs the attribute {self.height_attribute!r} "
+                    f"(height_attribute); the table has {table.attribute_names}; use by='skeleton'"
+                )
             h = np.asarray(table.attribute(self.height_attribute), dtype=np.float64)
             bad = ~(np.isfinite(h) & (h > 0))
             if bad.any():
-                raise TableError(f"{self.id}: attribute {self.height_attribute!r} is missing or not positive for "
-                                 f"samples {list(table.sample_ids[bad][:5])}")
+                raise TableError(
+                    f"{self.id}: attribute {self.height_attribute!r} is missing or not positive for "
+                    f"samples {list(table.sample_ids[bad][:5])}"
+                )
             return h * unit_scale(table)
         assert x is not None, "by='skeleton' measures the poses x"
         vertical = x[..., up_axis(table)]  # (N, T, J)
@@ -636,8 +653,7 @@ def parse_step(text: str) -> tuple[str, dict[str, Any]]:
 
 def _local_anonymizers() -> dict[str, type]:
     """This module's anonymizers by id (found without the registry, which may still be being built)."""
-    return {c.id: c for c in globals().values()
-            if isinstance(c, type) and issubclass(c, _PoseAnonymizer) and c.id}
+    return {c.id: c for c in globals().values() if isinstance(c, type) and issubclass(c, _PoseAnonymizer) and c.id}
 
 
 def _steps_syntax_ok(steps: tuple) -> bool:
@@ -682,17 +698,22 @@ class GaitChain(Chain):
     payloads: ClassVar[tuple[str, ...]] = ("pose",)
     example_params: ClassVar[dict[str, Any]] = {}
 
-    steps: tuple[str, ...] = param(("gait.coarsen_time:factor=4", "gait.noise:scale=0.5"),  # type: ignore[assignment]
-                                   help="the steps, each 'id:name=value,…' or a JSON object {id, params}",
-                                   check=_steps_syntax_ok,
-                                   check_text="a non-empty list of 'id:name=value,…' or JSON {\"id\", \"params\"}")
+    steps: tuple[str, ...] = param(
+        ("gait.coarsen_time:factor=4", "gait.noise:scale=0.5"),  # type: ignore[assignment]
+        help="the steps, each 'id:name=value,…' or a JSON object {id, params}",
+        check=_steps_syntax_ok,
+        check_text='a non-empty list of \'id:name=value,…\' or JSON {"id", "params"}',
+    )
     seed: int = param(0, help="base seed of the steps that take a seed and do not set it")
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
-        warnings.warn("gait.chain is deprecated: use any.chain with steps = [{id = \"...\", params = {...}}, ...] "
-                      "(bioanon_gait.anonymizers.chain_steps converts the old steps)", DeprecationWarning,
-                      stacklevel=3)
+        warnings.warn(
+            'gait.chain is deprecated: use any.chain with steps = [{id = "...", params = {...}}, ...] '
+            "(bioanon_gait.anonymizers.chain_steps converts the old steps)",
+            DeprecationWarning,
+            stacklevel=3,
+        )
 
     @classmethod
     def local_step_classes(cls) -> dict[str, type]:
@@ -705,8 +726,7 @@ class GaitChain(Chain):
         out = super().build_steps()
         for i, m in enumerate(out):
             if not ({"pose", "*"} & set(m.payloads)):
-                raise ParameterError(self.id, f"steps[{i}]", self.steps[i], f"{m.id} is not an anonymizer of pose "
-                                                                            "data")
+                raise ParameterError(self.id, f"steps[{i}]", self.steps[i], f"{m.id} is not an anonymizer of pose data")
         return out
 
     def as_any_chain(self) -> Chain:
@@ -724,4 +744,3 @@ class GaitRandomSetMean(RandomSetMean):
     id: ClassVar[str] = "gait.random_set_mean"
     trait: ClassVar[str] = "gait"
     payloads: ClassVar[tuple[str, ...]] = ("pose",)
-

@@ -19,9 +19,23 @@ import attrs
 import numpy as np
 
 from bioanon.api import (
-    CentroidRecognizer, device_param, fitted, import_torch, infer, labels_of, method_training, param, precision_param,
-    preflight_weights, resolve_device, softmax_head, stage, to_device, train_net, weights_param,
+    CentroidRecognizer,
+    device_param,
+    fitted,
+    import_torch,
+    infer,
+    labels_of,
+    method_training,
+    param,
+    precision_param,
+    preflight_weights,
     require_fitted,
+    resolve_device,
+    softmax_head,
+    stage,
+    to_device,
+    train_net,
+    weights_param,
 )
 
 from .features import CENTERING_HELP, Centering, center
@@ -43,9 +57,15 @@ def _build_net(torch: Any, c_in: int, channels: int, emb: int, n_classes: int, d
             super().__init__()
             c = channels
             self.backbone = nn.Sequential(
-                nn.Conv1d(c_in, c, 5, padding=2), nn.BatchNorm1d(c), nn.ReLU(),
-                nn.Conv1d(c, c, 5, padding=4, dilation=2), nn.BatchNorm1d(c), nn.ReLU(),
-                nn.Conv1d(c, 2 * c, 3, padding=4, dilation=4), nn.BatchNorm1d(2 * c), nn.ReLU(),
+                nn.Conv1d(c_in, c, 5, padding=2),
+                nn.BatchNorm1d(c),
+                nn.ReLU(),
+                nn.Conv1d(c, c, 5, padding=4, dilation=2),
+                nn.BatchNorm1d(c),
+                nn.ReLU(),
+                nn.Conv1d(c, 2 * c, 3, padding=4, dilation=4),
+                nn.BatchNorm1d(2 * c),
+                nn.ReLU(),
             )
             self.embedding = nn.Linear(4 * c, emb)
             self.head = softmax_head(emb, n_classes, dropout=dropout, label_smoothing=0.1)
@@ -63,8 +83,9 @@ def _build_net(torch: Any, c_in: int, channels: int, emb: int, n_classes: int, d
     return TemporalNet()
 
 
-_FREEZE_HELP = ("keep the pretrained convolutional backbone fixed (train only the embedding layer and the "
-                "classification head)")
+_FREEZE_HELP = (
+    "keep the pretrained convolutional backbone fixed (train only the embedding layer and the classification head)"
+)
 
 
 @attrs.define(kw_only=True)
@@ -93,8 +114,7 @@ class TemporalCnn(CentroidRecognizer):
     batch_size: int = param(32, help="training batch size", low=2)
     learning_rate: float = param(2e-3, help="Adam learning rate", low=0.0, low_inclusive=False)
     weight_decay: float = param(1e-4, help="Adam weight decay", low=0.0)
-    dropout: float = param(0.2, help="dropout before the classification head", low=0.0, high=1.0,
-                           high_inclusive=False)
+    dropout: float = param(0.2, help="dropout before the classification head", low=0.0, high=1.0, high_inclusive=False)
     augment: bool = param(True, help="random temporal crops (75-100 %) and jitter during training")
     seed: int = param(0, help="random seed (initialization, batches, augmentation)")
     threads: int = param(0, help="CPU threads (0 = all cores)", low=0, affects_output=False)
@@ -145,14 +165,22 @@ class TemporalCnn(CentroidRecognizer):
             if self.augment:
                 length = int(rng.integers(max(4, int(0.75 * t)), t + 1))
                 offset = int(rng.integers(0, t - length + 1))
-                xb = xb[:, :, offset:offset + length]
+                xb = xb[:, :, offset : offset + length]
                 xb = xb + 0.05 * torch.randn(xb.shape, generator=jitter, device=dev, dtype=xb.dtype)
             return xb, yt[idx]
 
         net = train_net(
-            self._builder(torch, c, max(len(classes), 2)), batch, n, epochs=self.epochs,
-            batch_size=self.batch_size, lr=self.learning_rate, weight_decay=self.weight_decay, scheduler="cosine",
-            install=_INSTALL, **method_training(self, train, label=label, device=dev)).net
+            self._builder(torch, c, max(len(classes), 2)),
+            batch,
+            n,
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            lr=self.learning_rate,
+            weight_decay=self.weight_decay,
+            scheduler="cosine",
+            install=_INSTALL,
+            **method_training(self, train, label=label, device=dev),
+        ).net
         self.model_, self.device_ = net, dev
         return self
 
@@ -162,6 +190,12 @@ class TemporalCnn(CentroidRecognizer):
     def embed(self, table) -> np.ndarray:
         require_fitted(self, "model_", call="fit() or enroll()", before="embed()")
         import_torch(self.id, _INSTALL)
-        e = infer(self.model_.embed, self._inputs(table), out_shape=(self.embedding_dim,), threads=self.threads,
-                  device=cast(str, self.device_), precision=self.precision)
+        e = infer(
+            self.model_.embed,
+            self._inputs(table),
+            out_shape=(self.embedding_dim,),
+            threads=self.threads,
+            device=cast(str, self.device_),
+            precision=self.precision,
+        )
         return e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)

@@ -25,8 +25,10 @@ Centering = Literal["frame", "sequence", "none"]
 
 _BLOCK = 256  # sequences centred at once by GaitFeatures.transform (flatten)
 FEATURES_HELP = "flatten: all root-relative poses; simple: first principal pose directions + mean pose"
-CENTERING_HELP = ("translation invariance: subtract each frame's joint centroid (frame), the sequence mean "
-                  "(sequence), or nothing (none)")
+CENTERING_HELP = (
+    "translation invariance: subtract each frame's joint centroid (frame), the sequence mean "
+    "(sequence), or nothing (none)"
+)
 
 
 def center(x: np.ndarray, centering: str) -> np.ndarray:
@@ -78,7 +80,7 @@ class GaitFeatures:
     n_pcs: int = 1
     references_: np.ndarray | None = attrs.field(default=None, init=False, repr=False)
 
-    def fit(self, x: np.ndarray) -> "GaitFeatures":
+    def fit(self, x: np.ndarray) -> GaitFeatures:
         if self.kind == "simple":
             v, _ = principal_directions(center(x, self.centering), self.n_pcs)
             self.references_ = reference_directions(v)
@@ -88,8 +90,8 @@ class GaitFeatures:
         if self.kind == "flatten":  # sample by sample, so in blocks: no float64 copy of the whole set
             out = np.empty((len(x), int(np.prod(x.shape[1:]))), np.float32)
             for start in range(0, len(x), _BLOCK):
-                c = center(x[start:start + _BLOCK], self.centering)
-                out[start:start + _BLOCK] = c.reshape(len(c), -1)
+                c = center(x[start : start + _BLOCK], self.centering)
+                out[start : start + _BLOCK] = c.reshape(len(c), -1)
             return out
         c = center(x, self.centering)
         v, mean = principal_directions(c, self.n_pcs)

@@ -27,9 +27,23 @@ def register_anonymizers(register):
     """The gait anonymizations, with the random-set mean on poses."""
     from . import anonymizers as a
 
-    for cls in (a.NoiseInjection, a.CoarsenTime, a.CoarsenPrecision, a.Resample, a.RollingAverage,
-                a.MotionExtraction, a.TrajectoryFeatures, a.KeepParts, a.RemoveParts, a.SumOfParts,
-                a.SizeNormalization, a.AxisNormalization, a.AveragePose, a.FirstPose, a.GaitRandomSetMean):
+    for cls in (
+        a.NoiseInjection,
+        a.CoarsenTime,
+        a.CoarsenPrecision,
+        a.Resample,
+        a.RollingAverage,
+        a.MotionExtraction,
+        a.TrajectoryFeatures,
+        a.KeepParts,
+        a.RemoveParts,
+        a.SumOfParts,
+        a.SizeNormalization,
+        a.AxisNormalization,
+        a.AveragePose,
+        a.FirstPose,
+        a.GaitRandomSetMean,
+    ):
         register(cls)
     import warnings
 

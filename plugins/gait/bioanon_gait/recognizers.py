@@ -16,8 +16,18 @@ from typing import ClassVar, Literal
 
 import attrs
 
-from bioanon.api import (ClassifierOptions, FeatureRecognizer, NearestNeighbors, PcaSvm, RandomForest, fitted,
-                         n_components_ok, param, require_fitted, scores_param)
+from bioanon.api import (
+    ClassifierOptions,
+    FeatureRecognizer,
+    NearestNeighbors,
+    PcaSvm,
+    RandomForest,
+    fitted,
+    n_components_ok,
+    param,
+    require_fitted,
+    scores_param,
+)
 
 from .features import CENTERING_HELP, FEATURES_HELP, Centering, Features, GaitFeatures
 from .skeleton import poses
@@ -37,9 +47,13 @@ class _GaitRecognizer(FeatureRecognizer, ClassifierOptions):
     features: Features = param("flatten", help=FEATURES_HELP)
     centering: Centering = param("frame", help=CENTERING_HELP)
     n_pcs: int = param(1, help="principal pose directions in the simple features (the paper: the first)", low=1)
-    n_components: int | float = param(1.0, help="PCA of the classifier: share of variance in (0, 1] or a count "
-                                                "(1.0: all components — best on UCalgary, 28 subjects)",
-                                      check=n_components_ok, check_text="a float in (0, 1] or an int >= 1")
+    n_components: int | float = param(
+        1.0,
+        help="PCA of the classifier: share of variance in (0, 1] or a count "
+        "(1.0: all components — best on UCalgary, 28 subjects)",
+        check=n_components_ok,
+        check_text="a float in (0, 1] or an int >= 1",
+    )
 
     extractor_: GaitFeatures | None = fitted()
 
@@ -83,8 +97,13 @@ class GaitRandomForest(_GaitRecognizer):
     scores: str = scores_param("proba")
 
     def inner_recognizer(self):
-        return RandomForest(n_estimators=self.n_estimators, seed=self.seed, n_jobs=self.n_jobs,
-                            n_components=self.n_components, **self.classifier_options())
+        return RandomForest(
+            n_estimators=self.n_estimators,
+            seed=self.seed,
+            n_jobs=self.n_jobs,
+            n_components=self.n_components,
+            **self.classifier_options(),
+        )
 
 
 @attrs.define(kw_only=True)
@@ -98,5 +117,6 @@ class GaitKnn(_GaitRecognizer):
     metric: Literal["euclidean", "cosine"] = param("euclidean", help="distance")
 
     def inner_recognizer(self):
-        return NearestNeighbors(k=self.k, metric=self.metric, n_components=self.n_components,
-                                **self.classifier_options())
+        return NearestNeighbors(
+            k=self.k, metric=self.metric, n_components=self.n_components, **self.classifier_options()
+        )

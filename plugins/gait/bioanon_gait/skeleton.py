@@ -120,8 +120,10 @@ def check_body_parts(parts: Mapping[str, Sequence[str]], joints: Sequence[str], 
             raise TableError(f"{where}: body part {part!r} must list joint names, got {names!r}")
         for name in names:
             if name not in known:
-                raise TableError(f"{where}: body part {part!r} names joint {name!r}, which is not one of the "
-                                 f"joints {list(joints)[:8]}{' …' if len(joints) > 8 else ''}")
+                raise TableError(
+                    f"{where}: body part {part!r} names joint {name!r}, which is not one of the "
+                    f"joints {list(joints)[:8]}{' …' if len(joints) > 8 else ''}"
+                )
             if name in seen:
                 raise TableError(f"{where}: joint {name!r} is in body parts {seen[name]!r} and {part!r}")
             seen[name] = part
@@ -164,8 +166,10 @@ def valid_body_parts_json(text: str) -> bool:
     )
 
 
-BODY_PARTS_HELP = ('body parts as a JSON object part -> joint names, e.g. {"left_leg": ["knee_left"]}, '
-                   "overriding the table's metadata (default \"\": the table's own)")
+BODY_PARTS_HELP = (
+    'body parts as a JSON object part -> joint names, e.g. {"left_leg": ["knee_left"]}, '
+    "overriding the table's metadata (default \"\": the table's own)"
+)
 BODY_PARTS_CHECK = "'' or a JSON object mapping parts (" + ", ".join(BODY_PARTS) + ") to lists of joint names"
 
 
@@ -183,7 +187,8 @@ def body_part_indices(table: Any, override: str = "", *, method_id: str = "") ->
         raise TableError(
             f"{method_id}: the table has no body-part groups (metadata 'body_parts'); load it with a gait "
             f"source that defines them, or give the parameter body_parts as JSON, e.g. "
-            f'{{"left_leg": [{", ".join(repr(j) for j in joints[:2])}]}}')
+            f'{{"left_leg": [{", ".join(repr(j) for j in joints[:2])}]}}'
+        )
     parts = check_body_parts(parts, joints, where=method_id or "body_parts")
     index = {name: i for i, name in enumerate(joints)}
     return {p: np.array([index[n] for n in names], dtype=np.int64) for p, names in parts.items()}

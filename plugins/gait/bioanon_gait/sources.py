@@ -29,8 +29,17 @@ import attrs
 import numpy as np
 
 from bioanon.api import (
-    FILE_COLUMNS, SUBJECT_COLUMNS, DataError, DatasetSource, TableError, key_columns, param, parse_cell, read_csv_rows,
-    resolve_within, uniform_column,
+    FILE_COLUMNS,
+    SUBJECT_COLUMNS,
+    DataError,
+    DatasetSource,
+    TableError,
+    key_columns,
+    param,
+    parse_cell,
+    read_csv_rows,
+    resolve_within,
+    uniform_column,
 )
 
 from .skeleton import (
@@ -69,8 +78,9 @@ def read_manifest(path: str | Path) -> tuple[Path, list[dict[str, Any]]]:
     file_col, subject_col = key_columns(header, str(p))
     for required, col, names in (("path", file_col, FILE_COLUMNS), ("subject", subject_col, SUBJECT_COLUMNS)):
         if col is None:
-            raise TableError(f"{p}:1: the manifest header has no {required!r} column (nor {', '.join(names[1:])}; "
-                             f"got {header})")
+            raise TableError(
+                f"{p}:1: the manifest header has no {required!r} column (nor {', '.join(names[1:])}; got {header})"
+            )
     header = ["path" if h == file_col else "subject" if h == subject_col else h for h in header]
     rows = []
     first_line: dict[str, int] = {}
@@ -83,8 +93,10 @@ def read_manifest(path: str | Path) -> tuple[Path, list[dict[str, Any]]]:
         except DataError as e:
             raise TableError(str(e)) from None
         if row["path"] in first_line:
-            raise TableError(f"{p}:{line}: column {file_col!r}: {row['path']!r} is listed twice (lines "
-                             f"{first_line[row['path']]} and {line}); each file may have one row")
+            raise TableError(
+                f"{p}:{line}: column {file_col!r}: {row['path']!r} is listed twice (lines "
+                f"{first_line[row['path']]} and {line}); each file may have one row"
+            )
         first_line[row["path"]] = line
         row["_line"] = line
         rows.append(row)
@@ -105,8 +117,12 @@ def _sample_ids(rows: list[dict[str, Any]], manifest: Path) -> list[str]:
     if "sample_id" in rows[0]:
         ids = [r["sample_id"] for r in rows]
     else:  # the path relative to the manifest's folder, without extension: stable and unique
-        ids = [str(Path(r["path"]).relative_to(manifest.parent.resolve()).with_suffix("")) if
-               Path(r["path"]).is_relative_to(manifest.parent.resolve()) else Path(r["path"]).stem for r in rows]
+        ids = [
+            str(Path(r["path"]).relative_to(manifest.parent.resolve()).with_suffix(""))
+            if Path(r["path"]).is_relative_to(manifest.parent.resolve())
+            else Path(r["path"]).stem
+            for r in rows
+        ]
     seen: dict[str, int] = {}
     for r, sid in zip(rows, ids, strict=True):
         if sid in seen:
@@ -119,8 +135,9 @@ class EmptyFileError(TableError, DataError):
     """A data file without data rows: a :class:`~bioanon.errors.DataError` as well as a TableError."""
 
 
-def read_numeric_csv(path: str | Path, *, delimiter: str = ",", header: bool = True,
-                     usecols: list[int] | None = None) -> tuple[list[str], np.ndarray]:
+def read_numeric_csv(
+    path: str | Path, *, delimiter: str = ",", header: bool = True, usecols: list[int] | None = None
+) -> tuple[list[str], np.ndarray]:
     """A numeric CSV file as (header cells, float64 array rows × columns).
 
     The fast path is ``np.loadtxt``; when it fails the file is scanned to name the first bad line and cell.
@@ -201,21 +218,33 @@ def _valid_marker_parts(v: str) -> bool:
     return v == "plug_in_gait" or valid_body_parts_json(v)
 
 
-def _table(*, sequences: list[np.ndarray], subjects: list[str], sample_ids: list[str],
-           attributes: dict[str, list[Any]], frames: int, meta: dict[str, Any]):
+def _table(
+    *,
+    sequences: list[np.ndarray],
+    subjects: list[str],
+    sample_ids: list[str],
+    attributes: dict[str, list[Any]],
+    frames: int,
+    meta: dict[str, Any],
+):
     """Resample the sequences and build the validated gait table."""
     from bioanon.api import SampleTable
 
     pose = resample_ragged(sequences, frames)
-    return SampleTable.from_arrays(subject=np.array(subjects, dtype=object),
-                                   sample_id=np.array(sample_ids, dtype=object),
-                                   payloads={"pose": pose}, attributes=attributes, metadata=meta)
+    return SampleTable.from_arrays(
+        subject=np.array(subjects, dtype=object),
+        sample_id=np.array(sample_ids, dtype=object),
+        payloads={"pose": pose},
+        attributes=attributes,
+        metadata=meta,
+    )
 
 
 # --------------------------------------------------------------------------------------------------- UCalgary
 
 _UCALGARY_NAME = re.compile(
-    r"subject(?P<subject>\d+)_Seq_(?P<run>\d+)_Gen_(?P<sex>[MF])_GeometricPositions_(?P<gait>[A-Z]+)\.csv$")
+    r"subject(?P<subject>\d+)_Seq_(?P<run>\d+)_Gen_(?P<sex>[MF])_GeometricPositions_(?P<gait>[A-Z]+)\.csv$"
+)
 
 
 @attrs.define(kw_only=True)
@@ -245,13 +274,15 @@ class UCalgaryGait(DatasetSource):
 
     id: ClassVar[str] = "gait.ucalgary"
     trait: ClassVar[str] = "gait"
-    reference: ClassVar[str] = ("Kozlow, Abid, Yanushkevich: Utilizing gait traits to improve e-border watchlist "
-                                "performance, IEEE SSCI 2017")
+    reference: ClassVar[str] = (
+        "Kozlow, Abid, Yanushkevich: Utilizing gait traits to improve e-border watchlist performance, IEEE SSCI 2017"
+    )
 
     frames: int = param(100, help=_FRAMES_HELP, low=2)
     include_oa: bool = param(False, help="keep the experimental OA runs (the data's authors say: ignore them)")
     sex_policy: Literal["majority", "as_labelled", "null"] = param(
-        "majority", help="how to resolve subjects whose files disagree on sex (subject 8)")
+        "majority", help="how to resolve subjects whose files disagree on sex (subject 8)"
+    )
 
     def _entries(self, root: Path) -> list[dict[str, Any]]:
         meta = root / "metadata.csv"
@@ -260,8 +291,16 @@ class UCalgaryGait(DatasetSource):
             out = []
             for r in rows:
                 try:
-                    out.append({"path": Path(r["path"]), "subject": str(int(r["subject"])), "run": int(r["run"]),
-                                "sex": r["sex"].strip(), "gait_type": r["gait_type"].strip(), "line": r["_line"]})
+                    out.append(
+                        {
+                            "path": Path(r["path"]),
+                            "subject": str(int(r["subject"])),
+                            "run": int(r["run"]),
+                            "sex": r["sex"].strip(),
+                            "gait_type": r["gait_type"].strip(),
+                            "line": r["_line"],
+                        }
+                    )
                 except (KeyError, ValueError) as e:
                     raise TableError(f"{meta}:{r['_line']}: malformed row ({e})") from None
                 _check_ucalgary_row(meta, out[-1])
@@ -269,22 +308,35 @@ class UCalgaryGait(DatasetSource):
             for entry in out:
                 key = (entry["subject"], entry["run"])
                 if key in seen:
-                    raise TableError(f"{meta}: subject {key[0]} run {key[1]} is listed twice (lines {seen[key]} "
-                                     f"and {entry['line']})")
+                    raise TableError(
+                        f"{meta}: subject {key[0]} run {key[1]} is listed twice (lines {seen[key]} and {entry['line']})"
+                    )
                 seen[key] = entry["line"]
             return out
         files = sorted(root.glob("sub*/Run*/*GeometricPositions*.csv"))
         if not files:
-            raise TableError(f"{root}: neither metadata.csv nor sub*/Run*/*GeometricPositions*.csv files found; "
-                             "is this the UCalgary gait folder?")
+            raise TableError(
+                f"{root}: neither metadata.csv nor sub*/Run*/*GeometricPositions*.csv files found; "
+                "is this the UCalgary gait folder?"
+            )
         out = []
         for f in files:
             m = _UCALGARY_NAME.search(f.name)
             if m is None:
-                raise TableError(f"{f}: file name does not follow subject{{N}}_Seq_{{k}}_Gen_{{M|F}}_"
-                                 "GeometricPositions_{{type}}.csv")
-            out.append({"path": f, "subject": str(int(m["subject"])), "run": int(m["run"]), "sex": m["sex"],
-                        "gait_type": m["gait"], "line": None})
+                raise TableError(
+                    f"{f}: file name does not follow subject{{N}}_Seq_{{k}}_Gen_{{M|F}}_"
+                    "GeometricPositions_{{type}}.csv"
+                )
+            out.append(
+                {
+                    "path": f,
+                    "subject": str(int(m["subject"])),
+                    "run": int(m["run"]),
+                    "sex": m["sex"],
+                    "gait_type": m["gait"],
+                    "line": None,
+                }
+            )
         return out
 
     def load(self, path=None):
@@ -300,12 +352,14 @@ class UCalgaryGait(DatasetSource):
             try:
                 names, data = read_numeric_csv(e["path"], usecols=list(range(54)))
             except EmptyFileError:  # the source has one empty file (subject 6); an empty walk is no sample
-                skipped.append(str(Path(e["path"]).relative_to(root)) if Path(e["path"]).is_relative_to(root)
-                               else str(e["path"]))
+                skipped.append(
+                    str(Path(e["path"]).relative_to(root)) if Path(e["path"]).is_relative_to(root) else str(e["path"])
+                )
                 continue
             if not names or "foot left" not in names[0].lower():
-                raise TableError(f"{e['path']}:1: header does not start with 'Foot Left X' (not a UCalgary "
-                                 f"GeometricPositions file?)")
+                raise TableError(
+                    f"{e['path']}:1: header does not start with 'Foot Left X' (not a UCalgary GeometricPositions file?)"
+                )
             _finite_or_raise(data, e["path"])
             sequences.append(data.reshape(len(data), 18, 3))
             lengths.append(len(data))
@@ -330,15 +384,30 @@ class UCalgaryGait(DatasetSource):
                     resolved[s] = str(values[np.argmax(counts)])
             sex = [resolved[s] for s in subjects]
         meta = gait_metadata(
-            joints=KINECT_V2_18, body_parts=KINECT_V2_18_PARTS, frames=self.frames,
-            frame_rate=frame_rate_after(30.0, lengths, self.frames), source_frame_rate=30.0, units="m", up_axis=1,
-            source=self.id, params=self.get_params(), skipped_empty_files=skipped)
+            joints=KINECT_V2_18,
+            body_parts=KINECT_V2_18_PARTS,
+            frames=self.frames,
+            frame_rate=frame_rate_after(30.0, lengths, self.frames),
+            source_frame_rate=30.0,
+            units="m",
+            up_axis=1,
+            source=self.id,
+            params=self.get_params(),
+            skipped_empty_files=skipped,
+        )
         return _table(
-            sequences=sequences, subjects=subjects, sample_ids=[f"sub{e['subject']}_run{e['run']}" for e in entries],
-            attributes={"sex": sex, "gait_type": [e["gait_type"] for e in entries],
-                        "run": np.array([e["run"] for e in entries], np.int64),
-                        "n_frames": np.array(lengths, np.int64)},
-            frames=self.frames, meta=meta)
+            sequences=sequences,
+            subjects=subjects,
+            sample_ids=[f"sub{e['subject']}_run{e['run']}" for e in entries],
+            attributes={
+                "sex": sex,
+                "gait_type": [e["gait_type"] for e in entries],
+                "run": np.array([e["run"] for e in entries], np.int64),
+                "n_frames": np.array(lengths, np.int64),
+            },
+            frames=self.frames,
+            meta=meta,
+        )
 
 
 def _check_ucalgary_row(meta: Path, e: dict[str, Any]) -> None:
@@ -396,8 +465,12 @@ class CsvGait(DatasetSource):
     units: Literal["m", "cm", "mm"] = param("m", help="unit of the coordinates")
     up_axis: Literal["x", "y", "z"] = param("y", help="the vertical axis")
     delimiter: str = param(",", help="cell delimiter", check=lambda v: len(v) == 1, check_text="one character")
-    body_parts: str = param("", help="body parts as JSON: part -> joint names (default: none)",
-                            check=valid_body_parts_json, check_text=BODY_PARTS_CHECK)
+    body_parts: str = param(
+        "",
+        help="body parts as JSON: part -> joint names (default: none)",
+        check=valid_body_parts_json,
+        check_text=BODY_PARTS_CHECK,
+    )
 
     def load(self, path=None):
         if path is None:
@@ -416,13 +489,24 @@ class CsvGait(DatasetSource):
             sequences.append(x.reshape(len(x), len(joints), 3))
         assert joints is not None
         meta = gait_metadata(
-            joints=joints, body_parts=json.loads(self.body_parts) if self.body_parts else {}, frames=self.frames,
+            joints=joints,
+            body_parts=json.loads(self.body_parts) if self.body_parts else {},
+            frames=self.frames,
             frame_rate=frame_rate_after(self.frame_rate, [len(s) for s in sequences], self.frames),
-            source_frame_rate=self.frame_rate or None, units=self.units, up_axis="xyz".index(self.up_axis),
-            source=self.id, params=self.get_params())
-        return _table(sequences=sequences, subjects=[r["subject"] for r in rows],
-                      sample_ids=_sample_ids(rows, manifest),
-                      attributes=_manifest_attributes(rows), frames=self.frames, meta=meta)
+            source_frame_rate=self.frame_rate or None,
+            units=self.units,
+            up_axis="xyz".index(self.up_axis),
+            source=self.id,
+            params=self.get_params(),
+        )
+        return _table(
+            sequences=sequences,
+            subjects=[r["subject"] for r in rows],
+            sample_ids=_sample_ids(rows, manifest),
+            attributes=_manifest_attributes(rows),
+            frames=self.frames,
+            meta=meta,
+        )
 
 
 # --------------------------------------------------------------------------------------------------- C3D
@@ -482,13 +566,19 @@ class C3dGait(DatasetSource):
 
     id: ClassVar[str] = "gait.c3d"
     trait: ClassVar[str] = "gait"
-    reference: ClassVar[str] = ("Horst et al.: Explaining the unique nature of individual gait patterns with deep "
-                                "learning, Scientific Reports 9, 2019")
+    reference: ClassVar[str] = (
+        "Horst et al.: Explaining the unique nature of individual gait patterns with deep "
+        "learning, Scientific Reports 9, 2019"
+    )
 
     frames: int = param(100, help=_FRAMES_HELP, low=2)
     markers: tuple[str, ...] = param((), help="marker labels to keep, in this order (default: all of the first file)")
-    body_parts: str = param("", help="'' (none), 'plug_in_gait', or JSON part -> marker labels",
-                            check=_valid_marker_parts, check_text="'', 'plug_in_gait' or " + BODY_PARTS_CHECK)
+    body_parts: str = param(
+        "",
+        help="'' (none), 'plug_in_gait', or JSON part -> marker labels",
+        check=_valid_marker_parts,
+        check_text="'', 'plug_in_gait' or " + BODY_PARTS_CHECK,
+    )
     up_axis: Literal["x", "y", "z"] = param("z", help="the vertical axis")
 
     def load(self, path=None):
@@ -503,8 +593,10 @@ class C3dGait(DatasetSource):
             index = {lab: i for i, lab in enumerate(file_labels)}
             missing = [lab for lab in labels if lab not in index]
             if missing:
-                raise TableError(f"{r['path']}: markers {missing[:5]} are not in this file (it has "
-                                 f"{file_labels[:8]}{' …' if len(file_labels) > 8 else ''})")
+                raise TableError(
+                    f"{r['path']}: markers {missing[:5]} are not in this file (it has "
+                    f"{file_labels[:8]}{' …' if len(file_labels) > 8 else ''})"
+                )
             cols = [index[lab] for lab in labels]
             xyz, valid = xyz[:, cols], valid[:, cols]
             never = [labels[m] for m in np.flatnonzero(~valid.any(axis=0))]
@@ -519,12 +611,24 @@ class C3dGait(DatasetSource):
         if unit not in UNITS:
             raise TableError(f"{rows[0]['path']}: POINT:UNITS = {units!r} is not one of {list(UNITS)}")
         meta = gait_metadata(
-            joints=labels, body_parts=_body_parts_choice(self.body_parts, labels, self.id), frames=self.frames,
-            frame_rate=frame_rate_after(rate, [len(s) for s in sequences], self.frames), source_frame_rate=rate,
-            units=unit, up_axis="xyz".index(self.up_axis), source=self.id, params=self.get_params())
-        return _table(sequences=sequences, subjects=[r["subject"] for r in rows],
-                      sample_ids=_sample_ids(rows, manifest),
-                      attributes=_manifest_attributes(rows), frames=self.frames, meta=meta)
+            joints=labels,
+            body_parts=_body_parts_choice(self.body_parts, labels, self.id),
+            frames=self.frames,
+            frame_rate=frame_rate_after(rate, [len(s) for s in sequences], self.frames),
+            source_frame_rate=rate,
+            units=unit,
+            up_axis="xyz".index(self.up_axis),
+            source=self.id,
+            params=self.get_params(),
+        )
+        return _table(
+            sequences=sequences,
+            subjects=[r["subject"] for r in rows],
+            sample_ids=_sample_ids(rows, manifest),
+            attributes=_manifest_attributes(rows),
+            frames=self.frames,
+            meta=meta,
+        )
 
 
 # --------------------------------------------------------------------------------------------------- SEBA
@@ -587,8 +691,10 @@ class SebaGait(DatasetSource):
                 if isinstance(content, dict) and _trait(content) == "motion":
                     metas.append(m)
             if len(metas) != 1:
-                raise TableError(f"{path}: found {len(metas)} SEBA motion sets "
-                                 f"({[m.name for m in metas]}); name one with the parameter 'set'")
+                raise TableError(
+                    f"{path}: found {len(metas)} SEBA motion sets "
+                    f"({[m.name for m in metas]}); name one with the parameter 'set'"
+                )
             return metas[0], path / metas[0].name[: -len(".meta.yaml")]
         raise TableError(f"{path}: not a SEBA data folder, set folder or <set>.meta.yaml file")
 
@@ -633,30 +739,49 @@ class SebaGait(DatasetSource):
         widths = {s.shape[1] for s in sequences}
         if len(widths) != 1:
             first = next(f for f, s in zip(files, sequences, strict=True) if s.shape[1] != sequences[0].shape[1])
-            raise TableError(f"{first}: {sequences[0].shape[1] // 1} markers in {files[0].name} but a different "
-                             f"number here")
+            raise TableError(
+                f"{first}: {sequences[0].shape[1] // 1} markers in {files[0].name} but a different number here"
+            )
         n_markers = sequences[0].shape[1]
         names = meta.get("markers") or meta.get("marker_names")
-        joints = [str(n) for n in names] if isinstance(names, list) and len(names) == n_markers else \
-            [f"m{i}" for i in range(n_markers)]
+        joints = (
+            [str(n) for n in names]
+            if isinstance(names, list) and len(names) == n_markers
+            else [f"m{i}" for i in range(n_markers)]
+        )
         parts = {}
         for part, idx in (meta.get("body_parts_to_marker") or {}).items():
             try:
                 parts[part] = [joints[int(i)] for i in idx]
             except (IndexError, TypeError, ValueError):
-                raise TableError(f"{meta_path}: body_parts_to_marker[{part!r}] = {idx!r} is not a list of marker "
-                                 f"indices below {n_markers}") from None
+                raise TableError(
+                    f"{meta_path}: body_parts_to_marker[{part!r}] = {idx!r} is not a list of marker "
+                    f"indices below {n_markers}"
+                ) from None
         fps = meta.get("fps")
         fps = float(fps) if isinstance(fps, (int, float)) and fps > 0 else None
         keys = list(dict.fromkeys(k for row in attrs_rows for k in row))
         attributes = {k: uniform_column([_scalar(row.get(k)) for row in attrs_rows]) for k in keys}
         attributes = {k: v for k, v in attributes.items() if k not in ("subject", "sample_id")}
         out_meta = gait_metadata(
-            joints=joints, body_parts=parts, frames=self.frames,
-            frame_rate=frame_rate_after(fps, [len(s) for s in sequences], self.frames), source_frame_rate=fps,
-            units=self.units, up_axis="xyz".index(self.up_axis), source=self.id, params=self.get_params())
-        return _table(sequences=sequences, subjects=subjects, sample_ids=ids, attributes=attributes,
-                      frames=self.frames, meta=out_meta)
+            joints=joints,
+            body_parts=parts,
+            frames=self.frames,
+            frame_rate=frame_rate_after(fps, [len(s) for s in sequences], self.frames),
+            source_frame_rate=fps,
+            units=self.units,
+            up_axis="xyz".index(self.up_axis),
+            source=self.id,
+            params=self.get_params(),
+        )
+        return _table(
+            sequences=sequences,
+            subjects=subjects,
+            sample_ids=ids,
+            attributes=attributes,
+            frames=self.frames,
+            meta=out_meta,
+        )
 
 
 def _trait(meta: dict) -> Any:

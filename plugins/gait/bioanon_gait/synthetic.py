@@ -62,11 +62,16 @@ class SyntheticGait(DatasetSource):
         sex = rng.integers(0, 2, size=S)  # 0 = F, 1 = M
         height = np.where(sex == 1, 1.77, 1.64) + ind * 0.07 * rng.standard_normal(S)
         body = {
-            "thigh": 0.245 * subject_factor(0.05), "shank": 0.246 * subject_factor(0.05),
-            "foot": 0.10 * subject_factor(0.08), "torso": 0.29 * subject_factor(0.05),
-            "neck_head": 0.10 * subject_factor(0.08), "upper_arm": 0.186 * subject_factor(0.05),
-            "forearm": 0.146 * subject_factor(0.05), "shoulder_w": 0.23 * subject_factor(0.07),
-            "hip_w": 0.16 * subject_factor(0.08), "shoulder_drop": 0.03 * subject_factor(0.3),
+            "thigh": 0.245 * subject_factor(0.05),
+            "shank": 0.246 * subject_factor(0.05),
+            "foot": 0.10 * subject_factor(0.08),
+            "torso": 0.29 * subject_factor(0.05),
+            "neck_head": 0.10 * subject_factor(0.08),
+            "upper_arm": 0.186 * subject_factor(0.05),
+            "forearm": 0.146 * subject_factor(0.05),
+            "shoulder_w": 0.23 * subject_factor(0.07),
+            "hip_w": 0.16 * subject_factor(0.08),
+            "shoulder_drop": 0.03 * subject_factor(0.3),
         }
         male = sex == 1  # sexual dimorphism beyond height: broader shoulders, narrower hips
         body["shoulder_w"] *= np.where(male, 1.10, 0.92)
@@ -75,10 +80,14 @@ class SyntheticGait(DatasetSource):
         gait = {
             "cadence": 1.8 * subject_factor(0.07),  # steps per second
             "stride": 1.45 * subject_factor(0.07),  # stride length / leg length
-            "hip_amp": np.deg2rad(22.0) * subject_factor(0.12), "knee_amp": np.deg2rad(55.0) * subject_factor(0.1),
-            "arm_amp": np.deg2rad(18.0) * subject_factor(0.35), "elbow": np.deg2rad(20.0) * subject_factor(0.4),
-            "sway": 0.025 * subject_factor(0.35), "bounce": 0.02 * subject_factor(0.3),
-            "lean": np.deg2rad(4.0) * subject_factor(0.8), "toe_out": np.deg2rad(8.0) * subject_factor(0.6),
+            "hip_amp": np.deg2rad(22.0) * subject_factor(0.12),
+            "knee_amp": np.deg2rad(55.0) * subject_factor(0.1),
+            "arm_amp": np.deg2rad(18.0) * subject_factor(0.35),
+            "elbow": np.deg2rad(20.0) * subject_factor(0.4),
+            "sway": 0.025 * subject_factor(0.35),
+            "bounce": 0.02 * subject_factor(0.3),
+            "lean": np.deg2rad(4.0) * subject_factor(0.8),
+            "toe_out": np.deg2rad(8.0) * subject_factor(0.6),
         }
 
         # ---- sequences: pace, phase, start, per-walk variation
@@ -101,11 +110,14 @@ class SyntheticGait(DatasetSource):
         x = np.zeros((N, T, 18, 3))
         col = lambda v: v[:, None]  # noqa: E731 - per-sequence value broadcast over frames
         hip_h = leg * 0.98 + b["foot"] * 0.3
-        base = np.stack([
-            start[:, 0, None] + col(g["sway"]) * np.sin(phase),
-            col(hip_h) + col(g["bounce"]) * np.cos(2 * phase),
-            start[:, 2, None] + col(speed) * t[None, :],
-        ], axis=-1)  # (N, T, 3) pelvis centre
+        base = np.stack(
+            [
+                start[:, 0, None] + col(g["sway"]) * np.sin(phase),
+                col(hip_h) + col(g["bounce"]) * np.cos(2 * phase),
+                start[:, 2, None] + col(speed) * t[None, :],
+            ],
+            axis=-1,
+        )  # (N, T, 3) pelvis centre
         x[:, :, _J["spine_base"]] = base
         lean = col(g["lean"])
         up = np.stack([np.zeros_like(lean), np.cos(lean), np.sin(lean)], axis=-1)  # trunk direction (N, 1, 3)
@@ -123,31 +135,60 @@ class SyntheticGait(DatasetSource):
             ph = phase + offset
             hip = base + sign * lateral * col(b["hip_w"] / 2)[..., None]
             thigh = col(g["hip_amp"]) * np.sin(ph)
-            knee_flex = col(g["knee_amp"]) * 0.5 * (1 - np.cos(ph - 0.6)) ** 1.5 / 2 ** 0.5
+            knee_flex = col(g["knee_amp"]) * 0.5 * (1 - np.cos(ph - 0.6)) ** 1.5 / 2**0.5
             knee = hip + sagittal(thigh) * col(b["thigh"])[..., None]
             ankle = knee + sagittal(thigh - knee_flex) * col(b["shank"])[..., None]
-            foot_dir = np.stack([sign * np.sin(col(g["toe_out"])) * np.ones_like(ph), -0.25 * np.ones_like(ph),
-                                 np.cos(col(g["toe_out"])) * np.ones_like(ph)], axis=-1)
+            foot_dir = np.stack(
+                [
+                    sign * np.sin(col(g["toe_out"])) * np.ones_like(ph),
+                    -0.25 * np.ones_like(ph),
+                    np.cos(col(g["toe_out"])) * np.ones_like(ph),
+                ],
+                axis=-1,
+            )
             foot = ankle + foot_dir * col(b["foot"])[..., None]
-            shoulder = (neck + sign * lateral * col(b["shoulder_w"] / 2)[..., None]
-                        - up * col(b["shoulder_drop"])[..., None])
+            shoulder = (
+                neck + sign * lateral * col(b["shoulder_w"] / 2)[..., None] - up * col(b["shoulder_drop"])[..., None]
+            )
             arm = -col(g["arm_amp"]) * np.sin(ph)  # arms swing against the same-side leg
             elbow = shoulder + sagittal(arm) * col(b["upper_arm"])[..., None]
             wrist = elbow + sagittal(arm + col(g["elbow"]) * (1 + 0.3 * np.sin(ph))) * col(b["forearm"])[..., None]
-            for name, value in (("hip", hip), ("knee", knee), ("ankle", ankle), ("foot", foot),
-                                ("shoulder", shoulder), ("elbow", elbow), ("wrist", wrist)):
+            for name, value in (
+                ("hip", hip),
+                ("knee", knee),
+                ("ankle", ankle),
+                ("foot", foot),
+                ("shoulder", shoulder),
+                ("elbow", elbow),
+                ("wrist", wrist),
+            ):
                 x[:, :, _J[f"{name}_{side}"]] = value
         x += self.noise * rng.standard_normal(x.shape)
 
         width = len(str(S - 1))
         names = np.array([f"w{i:0{width}d}" for i in range(S)], dtype=object)
         kw = len(str(K - 1))
-        sample_ids = np.array([f"{names[s]}_{k:0{kw}d}" for s, k in zip(subj, np.tile(np.arange(K), S), strict=True)],
-                              dtype=object)
-        meta = gait_metadata(joints=KINECT_V2_18, body_parts=KINECT_V2_18_PARTS, frame_rate=self.frame_rate,
-                             frames=T, units="m", up_axis=1, source=self.id, params=self.get_params())
+        sample_ids = np.array(
+            [f"{names[s]}_{k:0{kw}d}" for s, k in zip(subj, np.tile(np.arange(K), S), strict=True)], dtype=object
+        )
+        meta = gait_metadata(
+            joints=KINECT_V2_18,
+            body_parts=KINECT_V2_18_PARTS,
+            frame_rate=self.frame_rate,
+            frames=T,
+            units="m",
+            up_axis=1,
+            source=self.id,
+            params=self.get_params(),
+        )
         return SampleTable.from_arrays(
-            subject=names[subj], sample_id=sample_ids, payloads={"pose": x.astype(np.float32)},
-            attributes={"sex": np.array(["F", "M"], dtype=object)[sex[subj]],
-                        "height": np.round(height[subj], 3), "activity": np.array(PACES, dtype=object)[pace]},
-            metadata=meta)
+            subject=names[subj],
+            sample_id=sample_ids,
+            payloads={"pose": x.astype(np.float32)},
+            attributes={
+                "sex": np.array(["F", "M"], dtype=object)[sex[subj]],
+                "height": np.round(height[subj], 3),
+                "activity": np.array(PACES, dtype=object)[pace],
+            },
+            metadata=meta,
+        )

@@ -71,7 +71,7 @@ def _dp(a: np.ndarray, b: np.ndarray, kind: str, window: int) -> np.ndarray:
         cur.fill(inf)
         if lo <= hi:
             n = hi - lo + 1
-            pa, pb = at[lo - 1: hi], br[U - k + lo: U - k + hi + 1]  # (n, D, B) each
+            pa, pb = at[lo - 1 : hi], br[U - k + lo : U - k + hi + 1]  # (n, D, B) each
             c, t = cost[:n], tmp[:n]
             if wide is None:  # few dimensions (per joint: 3): accumulate them one by one
                 np.subtract(pa[:, 0], pb[:, 0], out=c)
@@ -86,15 +86,15 @@ def _dp(a: np.ndarray, b: np.ndarray, kind: str, window: int) -> np.ndarray:
                 np.multiply(w, w, out=w)
                 np.sum(w, axis=1, out=c)
             np.sqrt(c, out=c)
-            dest = cur[lo: hi + 1]
-            np.minimum(prev[lo - 1: hi], prev[lo: hi + 1], out=dest)  # min(up, left)
+            dest = cur[lo : hi + 1]
+            np.minimum(prev[lo - 1 : hi], prev[lo : hi + 1], out=dest)  # min(up, left)
             if kind == "dtw":
                 dest += c
                 np.multiply(c, 2.0, out=t)
-                t += prev2[lo - 1: hi]  # diagonal step, weighing twice
+                t += prev2[lo - 1 : hi]  # diagonal step, weighing twice
                 np.minimum(dest, t, out=dest)
             else:
-                np.minimum(dest, prev2[lo - 1: hi], out=dest)
+                np.minimum(dest, prev2[lo - 1 : hi], out=dest)
                 np.maximum(dest, c, out=dest)
         prev2, prev, cur = prev, cur, prev2
     end = prev[T].copy()
@@ -107,8 +107,11 @@ def sequence_distance(a: np.ndarray, b: np.ndarray, kind: str, window: int = 0) 
     if kind == "euclidean":
         return np.linalg.norm(a - b, axis=2).mean(axis=1)
     step = max(1, _BLOCK_VALUES // max(1, max(a.shape[1], b.shape[1]) * a.shape[2]))
-    return np.concatenate([_dp(a[s:s + step], b[s:s + step], kind, window) for s in range(0, len(a), step)]) \
-        if len(a) else np.zeros(0)
+    return (
+        np.concatenate([_dp(a[s : s + step], b[s : s + step], kind, window) for s in range(0, len(a), step)])
+        if len(a)
+        else np.zeros(0)
+    )
 
 
 def pose_distance(x: np.ndarray, y: np.ndarray, kind: str, per: str = "joint", window: int = 0) -> np.ndarray:
@@ -194,8 +197,9 @@ class GaitAttributeAccuracy(UtilityMeasure):
     attribute: str = param("sex", help="attribute to predict")
     features: Features = param("simple", help=FEATURES_HELP)
     centering: Centering = param("frame", help=CENTERING_HELP)
-    classifier: Literal["random_forest", "logistic_regression", "knn"] = param("random_forest",
-                                                                               help="the attribute classifier")
+    classifier: Literal["random_forest", "logistic_regression", "knn"] = param(
+        "random_forest", help="the attribute classifier"
+    )
     seed: int = param(0, help="random seed (random forest)")
     n_jobs: int = param(1, help="parallel jobs of the random forest (-1 = all cores)", affects_output=False)
 
@@ -207,8 +211,9 @@ class GaitAttributeAccuracy(UtilityMeasure):
 
     def fit(self, clear):
         self.extractor_ = GaitFeatures(kind=self.features, centering=self.centering).fit(poses(clear))
-        self.inner_ = AttributeAccuracy(attribute=self.attribute, classifier=self.classifier, seed=self.seed,
-                                        n_jobs=self.n_jobs).fit(self._features(clear))
+        self.inner_ = AttributeAccuracy(
+            attribute=self.attribute, classifier=self.classifier, seed=self.seed, n_jobs=self.n_jobs
+        ).fit(self._features(clear))
         return self
 
     def measure(self, original, anonymized) -> np.ndarray:

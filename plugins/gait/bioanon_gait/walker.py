@@ -8,5 +8,4 @@ from .synthetic import PACES, SyntheticGait
 
 __all__ = ["PACES", "SyntheticGait"]
 
-warnings.warn("bioanon_gait.walker is deprecated: import from bioanon_gait.synthetic", DeprecationWarning,
-              stacklevel=2)
+warnings.warn("bioanon_gait.walker is deprecated: import from bioanon_gait.synthetic", DeprecationWarning, stacklevel=2)

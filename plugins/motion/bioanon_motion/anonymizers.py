@@ -17,6 +17,7 @@ from typing import Any, ClassVar, cast
 
 import attrs
 import numpy as np
+
 from bioanon.api import Anonymizer, BioanonError, fitted, param
 
 from .signals import channel_names_of, sample_rate_of, table_rng
@@ -46,8 +47,10 @@ class _ImuAnonymizer(Anonymizer):
         column = self.payload_column(table, self.payload or None)
         x = np.asarray(table.payload(column))
         if x.ndim != 3:
-            raise BioanonError(f"{self.id}: payload {column!r} must be (window, channels) per sample, got per-sample "
-                               f"shape {x.shape[1:]}")
+            raise BioanonError(
+                f"{self.id}: payload {column!r} must be (window, channels) per sample, got per-sample "
+                f"shape {x.shape[1:]}"
+            )
         return column, x
 
     @staticmethod
@@ -105,7 +108,7 @@ def _channel_stats(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     count, mean, m2 = 0, np.zeros(c), np.zeros(c)
     per = max(1, _BLOCK_VALUES // max(1, c))
     for s in range(0, len(flat), per):
-        block = np.ascontiguousarray(flat[s:s + per].T, dtype=np.float64)  # (C, rows)
+        block = np.ascontiguousarray(flat[s : s + per].T, dtype=np.float64)  # (C, rows)
         k = block.shape[1]
         bmean = block.mean(axis=1)
         block -= bmean[:, None]
@@ -182,8 +185,9 @@ class LowPass(_ImuAnonymizer):
 
     id: ClassVar[str] = "motion.lowpass"
 
-    cutoff_hz: float = param(3.0, help="cut-off frequency in Hz (below the Nyquist frequency)", low=0.0,
-                             low_inclusive=False)
+    cutoff_hz: float = param(
+        3.0, help="cut-off frequency in Hz (below the Nyquist frequency)", low=0.0, low_inclusive=False
+    )
     order: int = param(4, help="Butterworth filter order", low=1, high=12)
     sample_rate: float = param(0.0, help="sample rate in Hz (0: from the table's metadata)", low=0.0)
 
@@ -194,8 +198,10 @@ class LowPass(_ImuAnonymizer):
         column, x = self._get(table)
         fs = sample_rate_of(table, self.sample_rate)
         if self.cutoff_hz >= fs / 2:
-            raise BioanonError(f"{self.id}: cutoff_hz={self.cutoff_hz:g} must be below the Nyquist frequency "
-                               f"{fs / 2:g} Hz (sample rate {fs:g} Hz)")
+            raise BioanonError(
+                f"{self.id}: cutoff_hz={self.cutoff_hz:g} must be below the Nyquist frequency "
+                f"{fs / 2:g} Hz (sample rate {fs:g} Hz)"
+            )
         sos = butter(self.order, self.cutoff_hz, btype="low", fs=fs, output="sos")
         # mirror-extend each window by ~3 cut-off periods so the edges start from a steady state
         padlen = min(max(3 * (2 * len(sos) + 1), int(np.ceil(3 * fs / self.cutoff_hz))), x.shape[1] - 1)
@@ -217,8 +223,9 @@ class Resample(_ImuAnonymizer):
 
     factor: int = param(4, help="downsampling factor (new rate = rate / factor)", low=2)
     antialias: bool = param(True, help="low-pass before downsampling (polyphase filter)")
-    interpolation: str = param("linear", help="how the low-rate signal is brought back to the original length",
-                               choices=("linear", "hold"))
+    interpolation: str = param(
+        "linear", help="how the low-rate signal is brought back to the original length", choices=("linear", "hold")
+    )
 
     def transform(self, table):
         """Anonymize every window of ``table`` (same sample ids, same order)."""
@@ -251,8 +258,9 @@ class Quantize(_ChannelStats):
 
     id: ClassVar[str] = "motion.quantize"
 
-    step: float = param(0.5, help="grid width (in channel standard deviations when relative)", low=0.0,
-                        low_inclusive=False)
+    step: float = param(
+        0.5, help="grid width (in channel standard deviations when relative)", low=0.0, low_inclusive=False
+    )
     relative: bool = param(True, help="the step is relative to each channel's standard deviation")
 
     def transform(self, table):
@@ -287,10 +295,15 @@ class ChannelRemoval(_ChannelStats):
     id: ClassVar[str] = "motion.channel_removal"
     example_params: ClassVar[dict] = {"channels": ("ch0", "ch3")}
 
-    channels: tuple[str, ...] = param(("gyro_*",), help="channel-name patterns to remove",
-                                      check=lambda v: len(v) > 0, check_text="at least one pattern")
-    mode: str = param("zero", help="zero, mean (background mean) or drop (changes the shape)",
-                      choices=("zero", "mean", "drop"))
+    channels: tuple[str, ...] = param(
+        ("gyro_*",),
+        help="channel-name patterns to remove",
+        check=lambda v: len(v) > 0,
+        check_text="at least one pattern",
+    )
+    mode: str = param(
+        "zero", help="zero, mean (background mean) or drop (changes the shape)", choices=("zero", "mean", "drop")
+    )
 
     def removed(self, names: list[str]) -> np.ndarray:
         """Boolean mask of the channels the patterns select."""
@@ -334,8 +347,9 @@ class Normalize(_ImuAnonymizer):
         column, x = self._get(table)
         out = np.empty(x.shape, dtype=np.float32)
         for rows in _blocks(x):  # per block, channels first: the statistics reduce a contiguous time axis
-            out[rows] = self._normalize(np.ascontiguousarray(x[rows].transpose(0, 2, 1), dtype=np.float64)) \
-                .transpose(0, 2, 1)
+            out[rows] = self._normalize(np.ascontiguousarray(x[rows].transpose(0, 2, 1), dtype=np.float64)).transpose(
+                0, 2, 1
+            )
         return self._put(table, column, out)
 
     def _normalize(self, x: np.ndarray) -> np.ndarray:

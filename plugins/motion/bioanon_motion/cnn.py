@@ -18,9 +18,25 @@ from typing import Any, ClassVar, cast
 
 import attrs
 import numpy as np
+
 from bioanon.api import (
-    CentroidRecognizer, DataError, TableError, device_param, fitted, import_torch, infer, labels_of, method_training,
-    param, precision_param, preflight_weights, require_fitted, resolve_device, softmax_head, stage, train_net,
+    CentroidRecognizer,
+    DataError,
+    TableError,
+    device_param,
+    fitted,
+    import_torch,
+    infer,
+    labels_of,
+    method_training,
+    param,
+    precision_param,
+    preflight_weights,
+    require_fitted,
+    resolve_device,
+    softmax_head,
+    stage,
+    train_net,
     weights_param,
 )
 
@@ -44,14 +60,21 @@ def _build_model(n_channels: int, n_classes: int, width: int, embedding_dim: int
 
     class Net(module):
         """The network: convolutional trunk, embedding layer, classification head."""
+
         def __init__(self) -> None:
             """Build the layers."""
             super().__init__()
             w = width
             self.backbone = nn.Sequential(
-                nn.Conv1d(n_channels, w, 7, padding=3, bias=False), nn.BatchNorm1d(w), nn.ReLU(),
-                nn.Conv1d(w, 2 * w, 5, stride=2, padding=2, bias=False), nn.BatchNorm1d(2 * w), nn.ReLU(),
-                nn.Conv1d(2 * w, 2 * w, 3, stride=2, padding=1, bias=False), nn.BatchNorm1d(2 * w), nn.ReLU(),
+                nn.Conv1d(n_channels, w, 7, padding=3, bias=False),
+                nn.BatchNorm1d(w),
+                nn.ReLU(),
+                nn.Conv1d(w, 2 * w, 5, stride=2, padding=2, bias=False),
+                nn.BatchNorm1d(2 * w),
+                nn.ReLU(),
+                nn.Conv1d(2 * w, 2 * w, 3, stride=2, padding=1, bias=False),
+                nn.BatchNorm1d(2 * w),
+                nn.ReLU(),
             )
             self.embedding = nn.Linear(4 * w, embedding_dim)
             self.head = softmax_head(embedding_dim, n_classes, dropout=0.2)
@@ -92,21 +115,27 @@ class ImuCnn(CentroidRecognizer):
     example_params: ClassVar[dict] = {"epochs": 2, "threads": 1}
 
     epochs: int = param(15, help="training passes over the training set", low=1)
-    batch_size: int = param(64, help="mini-batch size (changes the optimization, so it is part of the result)",
-                            low=1)
+    batch_size: int = param(64, help="mini-batch size (changes the optimization, so it is part of the result)", low=1)
     lr: float = param(3e-3, help="AdamW learning rate", low=0.0, low_inclusive=False)
     weight_decay: float = param(1e-4, help="AdamW weight decay", low=0.0)
     width: int = param(32, help="channels of the first convolution (the others have twice as many)", low=1)
     embedding_dim: int = param(64, help="embedding dimension", low=2)
     seed: int = param(0, help="random seed (initialization and batch order)")
-    threads: int = param(0, help="torch CPU threads (0: every core; 1 is faster on a machine busy with other "
-                         "work)", low=0, affects_output=False)
+    threads: int = param(
+        0,
+        help="torch CPU threads (0: every core; 1 is faster on a machine busy with other work)",
+        low=0,
+        affects_output=False,
+    )
     payload: str = param("", help="payload column (default: imu)")
     device: str = device_param()
     precision: str = precision_param()
     weights: str = weights_param()
-    freeze: bool = param(False, help="keep the pretrained convolutional backbone fixed (train only the embedding "
-                         "layer and the classification head)")
+    freeze: bool = param(
+        False,
+        help="keep the pretrained convolutional backbone fixed (train only the embedding "
+        "layer and the classification head)",
+    )
 
     model_: Any = fitted()
     mean_: np.ndarray | None = fitted()
@@ -152,9 +181,17 @@ class ImuCnn(CentroidRecognizer):
         inputs = stage(torch.from_numpy(self._input(x)), dev)
         targets = stage(torch.from_numpy(y.astype(np.int64)), dev)
         model = train_net(
-            self._builder(x.shape[2], len(classes)), lambda idx, rng: (inputs[idx], targets[idx]), len(targets),
-            epochs=self.epochs, batch_size=self.batch_size, lr=self.lr, weight_decay=self.weight_decay,
-            optimizer="adamw", install=_INSTALL, **method_training(self, train, label=label, device=dev)).net
+            self._builder(x.shape[2], len(classes)),
+            lambda idx, rng: (inputs[idx], targets[idx]),
+            len(targets),
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            lr=self.lr,
+            weight_decay=self.weight_decay,
+            optimizer="adamw",
+            install=_INSTALL,
+            **method_training(self, train, label=label, device=dev),
+        ).net
         self.model_, self.device_ = model, dev
         return self
 
@@ -165,9 +202,14 @@ class ImuCnn(CentroidRecognizer):
         """L2-normalized embeddings (N, embedding_dim)."""
         require_fitted(self, "model_", call="fit() or enroll()", before="embed()")
         _torch()
-        e = infer(self.model_.embed, self._input(self._x(table)), out_shape=(self.embedding_dim,),
-                  batch_size=1024, threads=self.threads, dtype=np.float64, device=cast(str, self.device_),
-                  precision=self.precision)
+        e = infer(
+            self.model_.embed,
+            self._input(self._x(table)),
+            out_shape=(self.embedding_dim,),
+            batch_size=1024,
+            threads=self.threads,
+            dtype=np.float64,
+            device=cast(str, self.device_),
+            precision=self.precision,
+        )
         return e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
-
-

@@ -10,5 +10,9 @@ from .synthetic import SyntheticMotion
 
 __all__ = ["CsvRecordings", "MotionSense", "PhoneGait", "SyntheticMotion"]
 
-warnings.warn("bioanon_motion.datasets is deprecated: import from bioanon_motion.sources (the synthetic generator: "
-              "bioanon_motion.synthetic)", DeprecationWarning, stacklevel=2)
+warnings.warn(
+    "bioanon_motion.datasets is deprecated: import from bioanon_motion.sources (the synthetic generator: "
+    "bioanon_motion.synthetic)",
+    DeprecationWarning,
+    stacklevel=2,
+)

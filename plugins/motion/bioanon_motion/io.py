@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+
 from bioanon.api import DataError
 
 __all__ = ["MotionDataError", "MotionDataNotFound", "read_numeric", "require_path"]
@@ -54,8 +55,9 @@ def _name(names: list[str], k: int) -> str:
     return names[k] if k < len(names) else f"field {k + 1}"
 
 
-def _locate_problem(path: Path, delimiter: str | None, header: bool, need: list[int], names: list[str],
-                    n_fields: int | None) -> str:
+def _locate_problem(
+    path: Path, delimiter: str | None, header: bool, need: list[int], names: list[str], n_fields: int | None
+) -> str:
     """Scan the file line by line and describe the first problem (only called after the fast path failed)."""
     with open(path, encoding="utf-8", errors="replace", newline="") as f:
         seen_header = not header
@@ -73,8 +75,10 @@ def _locate_problem(path: Path, delimiter: str | None, header: bool, need: list[
                 return f"{path}, line {lineno}: expected {n_fields} fields, found {len(fields)}"
             for k in need:
                 if k >= len(fields):
-                    return (f"{path}, line {lineno}: missing value for column {_name(names, k)!r} "
-                            f"(only {len(fields)} fields)")
+                    return (
+                        f"{path}, line {lineno}: missing value for column {_name(names, k)!r} "
+                        f"(only {len(fields)} fields)"
+                    )
                 v = fields[k].strip()
                 if v == "":
                     return f"{path}, line {lineno}: missing value in column {_name(names, k)!r}"
@@ -133,14 +137,19 @@ def read_numeric(
         missing = [c for c in columns if str(c) not in names]
         if missing:
             shown = ", ".join(repr(n) for n in names if not n.startswith("Unnamed"))
-            raise MotionDataError(f"{p}, line 1: missing column(s) {', '.join(repr(str(m)) for m in missing)}; "
-                                  f"the header has {shown or 'no named columns'}")
+            raise MotionDataError(
+                f"{p}, line 1: missing column(s) {', '.join(repr(str(m)) for m in missing)}; "
+                f"the header has {shown or 'no named columns'}"
+            )
         idx = [names.index(str(c)) for c in columns]
     else:
         idx = [int(c) for c in columns]
         if idx and max(idx) >= df.shape[1]:
-            raise MotionDataError(_locate_problem(p, delimiter, header, idx, names, max(idx) + 1)
-                                  if len(df) else f"{p}: expected at least {max(idx) + 1} fields")
+            raise MotionDataError(
+                _locate_problem(p, delimiter, header, idx, names, max(idx) + 1)
+                if len(df)
+                else f"{p}: expected at least {max(idx) + 1} fields"
+            )
     if len(df) == 0:
         raise MotionDataError(f"{p}: no data rows" + (" (only a header)" if header else ""))
     if n_fields is not None and (df.shape[1] != n_fields or df.isna().to_numpy().any()):  # short lines pad NaN

@@ -25,11 +25,18 @@ def register_datasets(register):
 def register_anonymizers(register):
     """Noise, filtering, resampling, quantization, channel removal, normalization, random-set mean."""
     from .anonymizers import ChannelRemoval, GaussianNoise, LaplaceNoise, LowPass, Normalize, Quantize, Resample
-
     from .random_set_mean import MotionRandomSetMean
 
-    for cls in (GaussianNoise, LaplaceNoise, LowPass, Resample, Quantize, ChannelRemoval, Normalize,
-                MotionRandomSetMean):
+    for cls in (
+        GaussianNoise,
+        LaplaceNoise,
+        LowPass,
+        Resample,
+        Quantize,
+        ChannelRemoval,
+        Normalize,
+        MotionRandomSetMean,
+    ):
         register(cls)
 
 
@@ -40,8 +47,12 @@ def register_recognizers(register):
     from .recognizers import FeaturesKnn, FeaturesLda, FeaturesRf, FeaturesSvm
 
     # the old ids (motion.features_<classifier>) keep working with a deprecation warning (issue 19 naming rule)
-    for cls, old in ((FeaturesRf, "motion.features_rf"), (FeaturesSvm, "motion.features_svm"),
-                     (FeaturesLda, "motion.features_lda"), (FeaturesKnn, "motion.features_knn")):
+    for cls, old in (
+        (FeaturesRf, "motion.features_rf"),
+        (FeaturesSvm, "motion.features_svm"),
+        (FeaturesLda, "motion.features_lda"),
+        (FeaturesKnn, "motion.features_knn"),
+    ):
         register(cls, deprecated_aliases=(old,))
     register(ImuCnn)
 

@@ -21,8 +21,18 @@ from typing import Any, ClassVar
 
 import attrs
 import numpy as np
-from bioanon.api import (ClassifierOptions, FeatureRecognizer, LdaCosine, NearestNeighbors, PcaSvm, RandomForest,
-                         n_components_ok, param, scores_param)
+
+from bioanon.api import (
+    ClassifierOptions,
+    FeatureRecognizer,
+    LdaCosine,
+    NearestNeighbors,
+    PcaSvm,
+    RandomForest,
+    n_components_ok,
+    param,
+    scores_param,
+)
 
 from .signals import sample_rate_of, window_features
 
@@ -71,17 +81,23 @@ class FeaturesRf(_FeatureRecognizer):
 
     n_estimators: int = param(300, help="number of trees", low=1)
     max_features: str = param("sqrt", help="features considered per split", choices=("sqrt", "log2", "all"))
-    n_components: int | float = param(1.0, help=_N_COMPONENTS_HELP, check=n_components_ok,
-                                      check_text="a float in (0, 1] or an int >= 1")
+    n_components: int | float = param(
+        1.0, help=_N_COMPONENTS_HELP, check=n_components_ok, check_text="a float in (0, 1] or an int >= 1"
+    )
     seed: int = param(0, help="random seed")
     n_jobs: int = param(1, help="parallel jobs (-1 = all cores)", affects_output=False)
     scores: str = scores_param("proba")
 
     def inner_recognizer(self):
         """A fresh core recognizer with this method's parameters."""
-        return RandomForest(n_estimators=self.n_estimators, max_features=self.max_features,
-                            n_components=self.n_components, seed=self.seed, n_jobs=self.n_jobs,
-                            **self.classifier_options())
+        return RandomForest(
+            n_estimators=self.n_estimators,
+            max_features=self.max_features,
+            n_components=self.n_components,
+            seed=self.seed,
+            n_jobs=self.n_jobs,
+            **self.classifier_options(),
+        )
 
 
 @attrs.define(kw_only=True)
@@ -93,15 +109,17 @@ class FeaturesSvm(_FeatureRecognizer):
 
     kernel: str = param("rbf", help="SVM kernel", choices=("linear", "rbf"))
     c: float = param(10.0, help="SVM regularization C", low=0.0, low_inclusive=False)
-    n_components: int | float = param(0.99, help=_N_COMPONENTS_HELP, check=n_components_ok,
-                                      check_text="a float in (0, 1] or an int >= 1")
+    n_components: int | float = param(
+        0.99, help=_N_COMPONENTS_HELP, check=n_components_ok, check_text="a float in (0, 1] or an int >= 1"
+    )
     seed: int = param(0, help="random seed (randomized PCA on very large data; Platt scaling with scores = proba)")
     scores: str = scores_param()
 
     def inner_recognizer(self):
         """A fresh core recognizer with this method's parameters."""
-        return PcaSvm(kernel=self.kernel, c=self.c, n_components=self.n_components, seed=self.seed,
-                      **self.classifier_options())
+        return PcaSvm(
+            kernel=self.kernel, c=self.c, n_components=self.n_components, seed=self.seed, **self.classifier_options()
+        )
 
 
 @attrs.define(kw_only=True)
@@ -112,16 +130,20 @@ class FeaturesLda(_FeatureRecognizer):
 
     id: ClassVar[str] = "motion.lda"
 
-    n_components: int | float = param(0.99, help=_N_COMPONENTS_HELP, check=n_components_ok,
-                                      check_text="a float in (0, 1] or an int >= 1")
+    n_components: int | float = param(
+        0.99, help=_N_COMPONENTS_HELP, check=n_components_ok, check_text="a float in (0, 1] or an int >= 1"
+    )
     lda_dims: int = param(0, help="LDA dimensions (0 = all, classes - 1)", low=0)
-    shrinkage: float = param(0.05, help="shrink the within-class scatter towards a scaled identity", low=0.0,
-                             high=1.0)
+    shrinkage: float = param(0.05, help="shrink the within-class scatter towards a scaled identity", low=0.0, high=1.0)
 
     def inner_recognizer(self):
         """A fresh core recognizer with this method's parameters."""
-        return LdaCosine(n_components=self.n_components, lda_dims=self.lda_dims, shrinkage=self.shrinkage,
-                         **self.classifier_options())
+        return LdaCosine(
+            n_components=self.n_components,
+            lda_dims=self.lda_dims,
+            shrinkage=self.shrinkage,
+            **self.classifier_options(),
+        )
 
 
 @attrs.define(kw_only=True)
@@ -133,10 +155,12 @@ class FeaturesKnn(_FeatureRecognizer):
 
     k: int = param(1, help="nearest enrolled windows per class averaged into its score", low=1)
     metric: str = param("euclidean", help="distance", choices=("euclidean", "cosine"))
-    n_components: int | float = param(0.99, help=_N_COMPONENTS_HELP, check=n_components_ok,
-                                      check_text="a float in (0, 1] or an int >= 1")
+    n_components: int | float = param(
+        0.99, help=_N_COMPONENTS_HELP, check=n_components_ok, check_text="a float in (0, 1] or an int >= 1"
+    )
 
     def inner_recognizer(self):
         """A fresh core recognizer with this method's parameters."""
-        return NearestNeighbors(k=self.k, metric=self.metric, n_components=self.n_components,
-                                **self.classifier_options())
+        return NearestNeighbors(
+            k=self.k, metric=self.metric, n_components=self.n_components, **self.classifier_options()
+        )

@@ -17,6 +17,7 @@ import hashlib
 from typing import Any
 
 import numpy as np
+
 from bioanon.api import DataError, ParameterError
 
 __all__ = [
@@ -148,7 +149,7 @@ def window_features(x: np.ndarray, sample_rate: float = DEFAULT_SAMPLE_RATE, n_b
     acf = acf / np.where(acf[:, :1, :] > 1e-12, acf[:, :1, :], 1.0)
     lo, hi = max(1, int(round(0.25 * sample_rate))), min(t - 1, int(round(1.5 * sample_rate)))
     if hi > lo:
-        seg = acf[:, lo:hi + 1, :]
+        seg = acf[:, lo : hi + 1, :]
         peak, lag = seg.max(axis=1), (seg.argmax(axis=1) + lo) / sample_rate
     else:
         peak, lag = np.zeros((n, c)), np.zeros((n, c))
@@ -156,8 +157,12 @@ def window_features(x: np.ndarray, sample_rate: float = DEFAULT_SAMPLE_RATE, n_b
 
     iu = np.triu_indices(c, 1)
     corr = np.einsum("nti,ntj->nij", z, z)[:, iu[0], iu[1]] / t
-    blocks = [np.stack(stats, axis=1).reshape(n, -1), bands.reshape(n, -1), np.stack(spectral, axis=1).reshape(n, -1),
-              corr]
+    blocks = [
+        np.stack(stats, axis=1).reshape(n, -1),
+        bands.reshape(n, -1),
+        np.stack(spectral, axis=1).reshape(n, -1),
+        corr,
+    ]
     out = np.concatenate(blocks, axis=1)
     return np.nan_to_num(out, nan=0.0, posinf=0.0, neginf=0.0).astype(np.float32)
 

@@ -25,8 +25,17 @@ from typing import Any, ClassVar
 
 import attrs
 import numpy as np
+
 from bioanon.api import (
-    FILE_COLUMNS, SUBJECT_COLUMNS, DataError, DatasetSource, Metadata, file_key, jsonable, param, resolve_within,
+    FILE_COLUMNS,
+    SUBJECT_COLUMNS,
+    DataError,
+    DatasetSource,
+    Metadata,
+    file_key,
+    jsonable,
+    param,
+    resolve_within,
 )
 
 from .io import MotionDataError, read_numeric, require_path
@@ -52,13 +61,17 @@ class _WindowedSource(DatasetSource):
     trait: ClassVar[str] = "motion"
 
     window: int = param(128, help="window length in samples", low=2)
-    stride: int = param(128, help="samples between the starts of consecutive windows (= window: no overlap)",
-                        low=1)
-    max_windows_per_recording: int = param(0, help="keep at most this many windows of each recording, the first "
-                                           "ones (0: all) — balances long and short recordings", low=0)
+    stride: int = param(128, help="samples between the starts of consecutive windows (= window: no overlap)", low=1)
+    max_windows_per_recording: int = param(
+        0,
+        help="keep at most this many windows of each recording, the first "
+        "ones (0: all) — balances long and short recordings",
+        low=0,
+    )
 
-    def _table(self, recordings: Sequence[_Recording], channels: list[str], sample_rate: float,
-               attribute_names: Sequence[str]) -> Any:
+    def _table(
+        self, recordings: Sequence[_Recording], channels: list[str], sample_rate: float, attribute_names: Sequence[str]
+    ) -> Any:
         """Cut every recording into windows and build the table (attributes repeated per window)."""
         from bioanon.api import SampleTable
 
@@ -67,8 +80,10 @@ class _WindowedSource(DatasetSource):
         counts = np.array([len(w) for w in wins], dtype=np.int64)
         if counts.sum() == 0:
             longest = max((len(r.data) for r in recordings), default=0)
-            raise MotionDataError(f"{self.id}: no recording is at least window={self.window} samples long "
-                                  f"(longest: {longest}); choose a shorter window")
+            raise MotionDataError(
+                f"{self.id}: no recording is at least window={self.window} samples long "
+                f"(longest: {longest}); choose a shorter window"
+            )
         keep = counts > 0
         x = np.concatenate([w for w, k in zip(wins, keep, strict=True) if k], axis=0, dtype=np.float32)  # the one copy
         recs = [r for r, k in zip(recordings, keep, strict=True) if k]
@@ -76,11 +91,21 @@ class _WindowedSource(DatasetSource):
         index = np.arange(counts.sum()) - np.repeat(np.cumsum(counts) - counts, counts)  # window index per recording
         names = np.repeat(np.array([r.name for r in recs], dtype=object), counts)
         sample_id = names + np.char.zfill(index.astype(str), 4).astype(object)
-        attributes = {a: np.repeat(_tidy(np.array([r.attributes.get(a) for r in recs], dtype=object)), counts)
-                      for a in attribute_names}  # one value per recording, repeated per window
-        meta = {"trait": "motion", "source": self.id, "channels": list(channels), "sample_rate": float(sample_rate),
-                "window": self.window, "stride": self.stride, "params": jsonable(self.get_params()),
-                "recordings": len(recs), "short_recordings": int((~keep).sum())}
+        attributes = {
+            a: np.repeat(_tidy(np.array([r.attributes.get(a) for r in recs], dtype=object)), counts)
+            for a in attribute_names
+        }  # one value per recording, repeated per window
+        meta = {
+            "trait": "motion",
+            "source": self.id,
+            "channels": list(channels),
+            "sample_rate": float(sample_rate),
+            "window": self.window,
+            "stride": self.stride,
+            "params": jsonable(self.get_params()),
+            "recordings": len(recs),
+            "short_recordings": int((~keep).sum()),
+        }
         return SampleTable.from_arrays(
             subject=np.repeat(np.array([r.subject for r in recs], dtype=object), counts).astype(str),
             sample_id=sample_id.astype(str),
@@ -145,11 +170,17 @@ class MotionSense(_WindowedSource):
     id: ClassVar[str] = "motion.motionsense"
     reference: ClassVar[str] = "Malekzadeh et al., Mobile sensor data anonymization, IoTDI 2019 (MotionSense)"
 
-    channels: str = param("paper", help="channel set: paper (rotationRate + userAcceleration), all (12), "
-                          "rotation, acceleration", choices=tuple(_MS_CHANNELS))
-    activities: tuple[str, ...] = param(MOTIONSENSE_ACTIVITIES, help="activities to load (codes)",
-                                        check=lambda v: len(v) > 0 and set(v) <= set(MOTIONSENSE_ACTIVITIES),
-                                        check_text="a non-empty subset of " + ", ".join(MOTIONSENSE_ACTIVITIES))
+    channels: str = param(
+        "paper",
+        help="channel set: paper (rotationRate + userAcceleration), all (12), rotation, acceleration",
+        choices=tuple(_MS_CHANNELS),
+    )
+    activities: tuple[str, ...] = param(
+        MOTIONSENSE_ACTIVITIES,
+        help="activities to load (codes)",
+        check=lambda v: len(v) > 0 and set(v) <= set(MOTIONSENSE_ACTIVITIES),
+        check_text="a non-empty subset of " + ", ".join(MOTIONSENSE_ACTIVITIES),
+    )
     sample_rate: float = param(50.0, help="sampling rate of the recordings in Hz", low=0.0, low_inclusive=False)
 
     def load(self, path=None):
@@ -160,8 +191,10 @@ class MotionSense(_WindowedSource):
             if root.name == "A_DeviceMotion_data":
                 data_dir, root = root, root.parent
             else:
-                raise MotionDataError(f"{self.id}: {str(root)!r} has no A_DeviceMotion_data/ folder (expected "
-                                      f"A_DeviceMotion_data/<activity>_<trial>/sub_<n>.csv and data_subjects_info.csv)")
+                raise MotionDataError(
+                    f"{self.id}: {str(root)!r} has no A_DeviceMotion_data/ folder (expected "
+                    f"A_DeviceMotion_data/<activity>_<trial>/sub_<n>.csv and data_subjects_info.csv)"
+                )
         info = self._subjects_info(root)
         cols = list(_MS_CHANNELS[self.channels])
         recordings = []
@@ -180,42 +213,67 @@ class MotionSense(_WindowedSource):
                 if code not in info:
                     raise MotionDataError(f"{f}: subject {code} is not listed in {root / 'data_subjects_info.csv'}")
                 subject = f"sub_{code:02d}"
-                recordings.append(_Recording(
-                    data=read_numeric(f, cols, delimiter=",", header=True), subject=subject,
-                    name=f"{folder.name}/{subject}/",
-                    attributes={"activity": activity, "trial": trial, "recording": folder.name + "/" + subject,
-                                **info[code]}))
+                recordings.append(
+                    _Recording(
+                        data=read_numeric(f, cols, delimiter=",", header=True),
+                        subject=subject,
+                        name=f"{folder.name}/{subject}/",
+                        attributes={
+                            "activity": activity,
+                            "trial": trial,
+                            "recording": folder.name + "/" + subject,
+                            **info[code],
+                        },
+                    )
+                )
         if not recordings:
-            raise MotionDataError(f"{self.id}: no recordings of activities {list(self.activities)} under "
-                                  f"{str(data_dir)!r} (expected <activity>_<trial>/sub_<n>.csv)")
-        return self._table(recordings, cols, self.sample_rate,
-                           ["activity", "trial", "gender", "age", "height", "weight", "recording"])
+            raise MotionDataError(
+                f"{self.id}: no recordings of activities {list(self.activities)} under "
+                f"{str(data_dir)!r} (expected <activity>_<trial>/sub_<n>.csv)"
+            )
+        return self._table(
+            recordings, cols, self.sample_rate, ["activity", "trial", "gender", "age", "height", "weight", "recording"]
+        )
 
     @staticmethod
     def _subjects_info(root: Path) -> dict[int, dict[str, Any]]:
         """``code -> {weight, height, age, gender}`` from data_subjects_info.csv."""
         path = root / "data_subjects_info.csv"
         if not path.is_file():
-            raise MotionDataError(f"motion.motionsense: {str(path)!r} is missing (columns code, weight, height, "
-                                  f"age, gender)")
+            raise MotionDataError(
+                f"motion.motionsense: {str(path)!r} is missing (columns code, weight, height, age, gender)"
+            )
         v = read_numeric(path, ["code", "weight", "height", "age", "gender"], delimiter=",", header=True)
         bad = np.flatnonzero(~np.isin(v[:, 4], (0, 1)))
         if bad.size:
-            raise MotionDataError(f"{path}: gender must be 0 (female) or 1 (male), got {v[bad[0], 4]:g} "
-                                  f"(data row {bad[0] + 1})")
+            raise MotionDataError(
+                f"{path}: gender must be 0 (female) or 1 (male), got {v[bad[0], 4]:g} (data row {bad[0] + 1})"
+            )
         with open(path, encoding="utf-8", errors="replace") as f:  # line numbers of the data rows, for messages
             lines = [n for n, ln in enumerate(f, 1) if ln.strip()][1:]
         if len(lines) != len(v):
             lines = list(range(2, len(v) + 2))
-        meta = Metadata(str(path), "subject", "code", [f"{c:g}" for c in v[:, 0]], lines,
-                        {"weight": v[:, 1].tolist(), "height": v[:, 2].tolist(), "age": v[:, 3].tolist(),
-                         "gender": v[:, 4].tolist()})
+        meta = Metadata(
+            str(path),
+            "subject",
+            "code",
+            [f"{c:g}" for c in v[:, 0]],
+            lines,
+            {
+                "weight": v[:, 1].tolist(),
+                "height": v[:, 2].tolist(),
+                "age": v[:, 3].tolist(),
+                "gender": v[:, 4].tolist(),
+            },
+        )
         try:
             meta.match_subjects([], warn=False)  # a code on several lines must have one set of values
         except DataError as e:
             raise MotionDataError(str(e)) from None
-        return {int(c): {"weight": float(w), "height": float(h), "age": int(a), "gender": ("female", "male")[int(g)]}
-                for c, w, h, a, g in v}
+        return {
+            int(c): {"weight": float(w), "height": float(h), "age": int(a), "gender": ("female", "male")[int(g)]}
+            for c, w, h, a, g in v
+        }
 
 
 # --------------------------------------------------------------------------------------------------- phone gait
@@ -254,17 +312,23 @@ class PhoneGait(_WindowedSource):
     the evaluation's subject-disjoint splits honest; ``shared_users=False`` gives ``<subset>/<user>`` ids."""
 
     id: ClassVar[str] = "motion.phone_gait"
-    reference: ClassVar[str] = ("Zou et al., Robust Gait Recognition by Integrating Inertial and RGBD Sensors, "
-                                "IEEE Trans. Cybernetics 2018")
+    reference: ClassVar[str] = (
+        "Zou et al., Robust Gait Recognition by Integrating Inertial and RGBD Sensors, IEEE Trans. Cybernetics 2018"
+    )
 
     window: int = param(64, help="window length in samples", low=2)
     stride: int = param(64, help="samples between the starts of consecutive windows (= window: no overlap)", low=1)
-    max_windows_per_recording: int = param(0, help="keep at most this many windows of each recording, the first "
-                                           "ones (0: all); 2 balances the long ten_users segments (~11 windows) "
-                                           "against the short fifteen_users ones (1-2)", low=0)
+    max_windows_per_recording: int = param(
+        0,
+        help="keep at most this many windows of each recording, the first "
+        "ones (0: all); 2 balances the long ten_users segments (~11 windows) "
+        "against the short fifteen_users ones (1-2)",
+        low=0,
+    )
     subset: str = param("both", help="which sub-set(s) to load", choices=("both", "ten_users", "fifteen_users"))
-    channels: str = param("acc_gyro", help="channel set: acc_gyro (6), all (+ pressure), acc, gyro",
-                          choices=tuple(_PG_CHANNELS))
+    channels: str = param(
+        "acc_gyro", help="channel set: acc_gyro (6), all (+ pressure), acc, gyro", choices=tuple(_PG_CHANNELS)
+    )
     shared_users: bool = param(True, help="treat equal user initials in the two sub-sets as one subject")
     sample_rate: float = param(50.0, help="sampling rate of the recordings in Hz", low=0.0, low_inclusive=False)
 
@@ -289,29 +353,46 @@ class PhoneGait(_WindowedSource):
                     continue
                 user, speed, pocket, k = m.groups()
                 if _SPEED[speed] != speed_dir or user != user_dir:
-                    raise MotionDataError(f"{f}: file name says user {user!r}, speed {_SPEED[speed]!r} but it is in "
-                                          f"{speed_dir}/{user_dir}/")
-                recordings.append(self._recording(f, fields, "ten_users", user, {
-                    "speed": _SPEED[speed], "pocket": _POCKET[pocket], "style": None}))
+                    raise MotionDataError(
+                        f"{f}: file name says user {user!r}, speed {_SPEED[speed]!r} but it is in "
+                        f"{speed_dir}/{user_dir}/"
+                    )
+                recordings.append(
+                    self._recording(
+                        f, fields, "ten_users", user, {"speed": _SPEED[speed], "pocket": _POCKET[pocket], "style": None}
+                    )
+                )
         if want_fifteen and fifteen.is_dir():
             for f in sorted(fifteen.glob("*.txt")):
                 m = _PG_FIFTEEN.match(f.name)
                 if not m:
                     continue
                 user, style, speed, pocket, k = m.groups()
-                recordings.append(self._recording(f, fields, "fifteen_users", user, {
-                    "speed": _SPEED[speed], "pocket": _POCKET[pocket], "style": f"m{style}"}))
+                recordings.append(
+                    self._recording(
+                        f,
+                        fields,
+                        "fifteen_users",
+                        user,
+                        {"speed": _SPEED[speed], "pocket": _POCKET[pocket], "style": f"m{style}"},
+                    )
+                )
         if not recordings:
-            raise MotionDataError(f"{self.id}: no recordings found under {str(root)!r} (see `bioanon describe "
-                                  f"{self.id}` for the layout)")
+            raise MotionDataError(
+                f"{self.id}: no recordings found under {str(root)!r} (see `bioanon describe {self.id}` for the layout)"
+            )
         return self._table(recordings, names, self.sample_rate, ["speed", "pocket", "style", "subset", "recording"])
 
     def _recording(self, f: Path, fields: list[int], subset: str, user: str, attrs_: dict) -> _Recording:
         """Read one segment file."""
         subject = user if self.shared_users else f"{subset}/{user}"
         name = f"{subset}/{f.stem}"
-        return _Recording(data=read_numeric(f, fields, delimiter=None, header=False, n_fields=8), subject=subject,
-                          name=name + "/", attributes={**attrs_, "subset": subset, "recording": name})
+        return _Recording(
+            data=read_numeric(f, fields, delimiter=None, header=False, n_fields=8),
+            subject=subject,
+            name=name + "/",
+            attributes={**attrs_, "subset": subset, "recording": name},
+        )
 
 
 # --------------------------------------------------------------------------------------------------- generic CSV
@@ -372,8 +453,10 @@ class CsvRecordings(_WindowedSource):
         subject_col = _key_column(man.columns, self.subject_column, "subject", SUBJECT_COLUMNS)
         missing = [c for c in (file_col, subject_col, *self.attributes) if c not in man.columns]
         if missing:
-            raise MotionDataError(f"{manifest}, line 1: missing column(s) {', '.join(map(repr, missing))}; the "
-                                  f"header has {', '.join(map(repr, man.columns))}")
+            raise MotionDataError(
+                f"{manifest}, line 1: missing column(s) {', '.join(map(repr, missing))}; the "
+                f"header has {', '.join(map(repr, man.columns))}"
+            )
         if len(man) == 0:
             raise MotionDataError(f"{manifest}: no recordings listed (only a header)")
         attr_names = list(self.attributes) or [c for c in man.columns if c not in (file_col, subject_col)]
@@ -381,8 +464,10 @@ class CsvRecordings(_WindowedSource):
             for kind, names, col in (("file", FILE_COLUMNS, file_col), ("subject", SUBJECT_COLUMNS, subject_col)):
                 other = [c for c in attr_names if str(c).strip().lower() in names]
                 if other:
-                    raise MotionDataError(f"{manifest}, line 1: columns {[col, *other]} all name the {kind}; keep "
-                                          f"one, or choose the attributes with the parameter 'attributes'")
+                    raise MotionDataError(
+                        f"{manifest}, line 1: columns {[col, *other]} all name the {kind}; keep "
+                        f"one, or choose the attributes with the parameter 'attributes'"
+                    )
         attr_values = {a: _manifest_column(man[a]) for a in attr_names}
         channels = list(self.channels)
         recordings = []
@@ -395,8 +480,10 @@ class CsvRecordings(_WindowedSource):
                 what = file_col if not rel else subject_col
                 raise MotionDataError(f"{manifest}, line {line}: empty {what!r}")
             if file_key(rel) in first_line:
-                raise MotionDataError(f"{manifest}, line {line}: column {file_col!r}: {rel!r} is listed twice (lines "
-                                      f"{first_line[file_key(rel)]} and {line}); each recording may have one row")
+                raise MotionDataError(
+                    f"{manifest}, line {line}: column {file_col!r}: {rel!r} is listed twice (lines "
+                    f"{first_line[file_key(rel)]} and {line}); each recording may have one row"
+                )
             first_line[file_key(rel)] = line
             try:
                 f = resolve_within(manifest.parent, rel, where=f"{manifest}, line {line}")
@@ -409,8 +496,11 @@ class CsvRecordings(_WindowedSource):
                 channels = self._all_channels(f, delim)
             cols: list[str | int] = channels if self.header else [_field_number(c, manifest) for c in channels]
             data = read_numeric(f, cols, delimiter=delim, header=self.header)
-            recordings.append(_Recording(data=data, subject=subject, name=f"{rel}/",
-                                         attributes={a: attr_values[a][i] for a in attr_names}))
+            recordings.append(
+                _Recording(
+                    data=data, subject=subject, name=f"{rel}/", attributes={a: attr_values[a][i] for a in attr_names}
+                )
+            )
         names = channels if self.header else [f"ch{c}" for c in channels]
         return self._table(recordings, names, self.sample_rate, attr_names)
 
@@ -428,8 +518,11 @@ class CsvRecordings(_WindowedSource):
         try:
             head = pd.read_csv(f, sep=r"\s+" if delim is None else delim, header=0 if self.header else None, nrows=1)
         except (pd.errors.EmptyDataError, pd.errors.ParserError, UnicodeDecodeError, ValueError) as e:
-            raise MotionDataError(f"{f}: the file is empty" if isinstance(e, pd.errors.EmptyDataError)
-                                  else f"{f}: not a readable text table ({type(e).__name__}: {e})") from None
+            raise MotionDataError(
+                f"{f}: the file is empty"
+                if isinstance(e, pd.errors.EmptyDataError)
+                else f"{f}: not a readable text table ({type(e).__name__}: {e})"
+            ) from None
         if self.header:
             cols = [str(c) for c in head.columns if str(c) != self.time_column and not str(c).startswith("Unnamed")]
         else:
@@ -463,8 +556,9 @@ def _key_column(columns: Any, chosen: str, kind: str, names: tuple[str, ...]) ->
 def _field_number(c: str, manifest: Path) -> int:
     """A 0-based field number given as text, or a clear error."""
     if not str(c).isdigit():
-        raise MotionDataError(f"motion.csv: without a header, channels are 0-based field numbers; got {c!r} "
-                              f"(manifest {manifest})")
+        raise MotionDataError(
+            f"motion.csv: without a header, channels are 0-based field numbers; got {c!r} (manifest {manifest})"
+        )
     return int(c)
 
 

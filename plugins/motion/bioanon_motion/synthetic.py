@@ -6,6 +6,7 @@ from typing import ClassVar
 
 import attrs
 import numpy as np
+
 from bioanon.api import DatasetSource, jsonable, param
 
 __all__ = ["SyntheticMotion"]
@@ -64,8 +65,9 @@ class SyntheticMotion(DatasetSource):
         t = np.arange(T) / self.sample_rate
         h = np.arange(1, H + 1)
         phi0 = rng.uniform(0, 2 * np.pi, size=n)
-        arg = (2 * np.pi * f[:, None, None] * t[None, :, None] * h[None, None, :]
-               + phi0[:, None, None] * h[None, None, :])  # (n, T, H)
+        arg = (
+            2 * np.pi * f[:, None, None] * t[None, :, None] * h[None, None, :] + phi0[:, None, None] * h[None, None, :]
+        )  # (n, T, H)
         waves = np.sin(arg[:, :, None, :] + phase[subj][:, None, :, :])  # (n, T, C, H)
         x = np.einsum("ntch,nch->ntc", waves, amp[subj])
         x *= (_INTENSITY[act][:, None] * emphasis[act])[:, None, :]
@@ -78,9 +80,17 @@ class SyntheticMotion(DatasetSource):
             subject=names[subj],
             sample_id=np.char.add(np.char.add(names[subj], "/"), np.char.zfill(index.astype(str), 4)),
             payloads={"imu": x.astype(np.float32)},
-            attributes={"activity": np.array(_ACTIVITIES)[act], "gender": np.array(["female", "male"])[gender[subj]],
-                        "age": age[subj].astype(np.int64)},
-            metadata={"trait": "motion", "source": self.id, "sample_rate": float(self.sample_rate),
-                      "channels": ["acc_x", "acc_y", "acc_z", "gyro_x", "gyro_y", "gyro_z"], "window": T,
-                      "params": jsonable(self.get_params())},
+            attributes={
+                "activity": np.array(_ACTIVITIES)[act],
+                "gender": np.array(["female", "male"])[gender[subj]],
+                "age": age[subj].astype(np.int64),
+            },
+            metadata={
+                "trait": "motion",
+                "source": self.id,
+                "sample_rate": float(self.sample_rate),
+                "channels": ["acc_x", "acc_y", "acc_z", "gyro_x", "gyro_y", "gyro_z"],
+                "window": T,
+                "params": jsonable(self.get_params()),
+            },
         )

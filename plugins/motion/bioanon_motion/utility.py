@@ -17,8 +17,9 @@ from typing import Any, ClassVar
 
 import attrs
 import numpy as np
-from bioanon.api import AttributeAccuracy as _CoreAttributeAccuracy, UtilityMeasure, align, fitted, param
-from bioanon.api import DataError, require_fitted
+
+from bioanon.api import AttributeAccuracy as _CoreAttributeAccuracy
+from bioanon.api import DataError, UtilityMeasure, align, fitted, param, require_fitted
 
 from .recognizers import features_table
 from .signals import dtw_distance, pearson_per_channel
@@ -40,8 +41,9 @@ class AttributeAccuracy(UtilityMeasure):
     reference: ClassVar[str] = "utility-preserving-anonymization.txt §5.1.3"
 
     attribute: str = param("activity", help="attribute to predict (one of the table's attributes)")
-    classifier: str = param("random_forest", help="the attribute classifier",
-                            choices=("random_forest", "logistic_regression", "knn"))
+    classifier: str = param(
+        "random_forest", help="the attribute classifier", choices=("random_forest", "logistic_regression", "knn")
+    )
     n_bands: int = param(8, help="spectral energy bands per channel in the window features", low=1, high=64)
     payload: str = param("", help="payload column (default: imu)")
     seed: int = param(0, help="random seed (random forest)")
@@ -55,8 +57,9 @@ class AttributeAccuracy(UtilityMeasure):
 
     def fit(self, clear):
         """Train the attribute classifier on clear windows."""
-        self.inner_ = _CoreAttributeAccuracy(attribute=self.attribute, classifier=self.classifier, seed=self.seed,
-                                             n_jobs=self.n_jobs)
+        self.inner_ = _CoreAttributeAccuracy(
+            attribute=self.attribute, classifier=self.classifier, seed=self.seed, n_jobs=self.n_jobs
+        )
         self.inner_.fit(self._features(clear))
         return self
 
@@ -73,6 +76,7 @@ class AttributeAccuracy(UtilityMeasure):
 @attrs.define(kw_only=True)
 class _PairedImu(UtilityMeasure):
     """Shared plumbing of the paired measures: clear and anonymized windows matched by sample id."""
+
     trait: ClassVar[str] = "motion"
     payloads: ClassVar[tuple[str, ...]] = ("imu",)
     paired: ClassVar[bool] = True
@@ -85,9 +89,11 @@ class _PairedImu(UtilityMeasure):
         column = self.payload_column(original, self.payload or None)
         a, b = np.asarray(original.payload(column)), np.asarray(anonymized.payload(column))
         if a.shape != b.shape:
-            raise DataError(f"{self.id}: clear windows {a.shape[1:]} and anonymized windows {b.shape[1:]} differ in "
-                             f"shape (e.g. motion.channel_removal with mode='drop'); a paired measure needs equal "
-                             f"shapes")
+            raise DataError(
+                f"{self.id}: clear windows {a.shape[1:]} and anonymized windows {b.shape[1:]} differ in "
+                f"shape (e.g. motion.channel_removal with mode='drop'); a paired measure needs equal "
+                f"shapes"
+            )
         return a, b
 
 
@@ -118,8 +124,13 @@ class Dtw(_PairedImu):
     id: ClassVar[str] = "motion.dtw"
     higher_is_better: ClassVar[bool] = False
 
-    band: float = param(0.1, help="Sakoe-Chiba band as a share of the window length (1.0: unconstrained)",
-                        low=0.0, high=1.0, low_inclusive=False)
+    band: float = param(
+        0.1,
+        help="Sakoe-Chiba band as a share of the window length (1.0: unconstrained)",
+        low=0.0,
+        high=1.0,
+        low_inclusive=False,
+    )
     standardize: bool = param(True, help="divide every channel by its clear-data standard deviation")
     seed: int = param(0, help="random seed of the pairing that defines the floor")
     batch_size: int = param(512, help="windows per vectorized batch (bounds memory)", low=1, affects_output=False)
@@ -137,12 +148,17 @@ class Dtw(_PairedImu):
     def _distance(self, a: np.ndarray, b: np.ndarray) -> np.ndarray:
         """DTW distance of paired windows, in batches."""
         if self.standardize:
-            std = self.std_ if self.std_ is not None and len(self.std_) == a.shape[2] else np.where(
-                a.reshape(-1, a.shape[2]).std(axis=0) > 1e-12, a.reshape(-1, a.shape[2]).std(axis=0), 1.0)
+            std = (
+                self.std_
+                if self.std_ is not None and len(self.std_) == a.shape[2]
+                else np.where(a.reshape(-1, a.shape[2]).std(axis=0) > 1e-12, a.reshape(-1, a.shape[2]).std(axis=0), 1.0)
+            )
             a, b = a / std, b / std
         out = np.empty(len(a))
         for s in range(0, len(a), self.batch_size):  # batches bound the N × T × T cost matrices
-            out[s:s + self.batch_size] = dtw_distance(a[s:s + self.batch_size], b[s:s + self.batch_size], self.band)
+            out[s : s + self.batch_size] = dtw_distance(
+                a[s : s + self.batch_size], b[s : s + self.batch_size], self.band
+            )
         return out
 
     def measure(self, original, anonymized) -> np.ndarray:

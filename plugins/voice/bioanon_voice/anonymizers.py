@@ -33,8 +33,9 @@ class _VoiceAnonymizer(Anonymizer):
         raise NotImplementedError
 
 
-def mcadams(x: np.ndarray, sr: int, alpha: float, order: int = 20, win_ms: float = 20.0,
-            hop_ms: float = 10.0) -> np.ndarray:
+def mcadams(
+    x: np.ndarray, sr: int, alpha: float, order: int = 20, win_ms: float = 20.0, hop_ms: float = 10.0
+) -> np.ndarray:
     """McAdams-coefficient anonymization of one signal (VoicePrivacy 2020 baseline B2).
 
     Frame-wise LPC analysis (sqrt-Hann analysis/synthesis windows, 50 % overlap); every complex pole's angle
@@ -83,10 +84,15 @@ class McAdams(_VoiceAnonymizer):
     id: ClassVar[str] = "voice.mcadams"
     reference: ClassVar[str] = "Patino et al., Speaker anonymisation using the McAdams coefficient, 2021 (B2)"
 
-    alpha: float = param(0.8, help="McAdams coefficient α (pole angle φ → φ^α)", low=0.0, low_inclusive=False,
-                         high=2.0)
-    alpha_range: tuple[float, ...] = param((), help="(lo, hi): draw α per speaker uniformly (overrides alpha)",
-                                           low=0.0, high=2.0, check=_range_ok, check_text="() or (lo, hi), lo <= hi")
+    alpha: float = param(0.8, help="McAdams coefficient α (pole angle φ → φ^α)", low=0.0, low_inclusive=False, high=2.0)
+    alpha_range: tuple[float, ...] = param(
+        (),
+        help="(lo, hi): draw α per speaker uniformly (overrides alpha)",
+        low=0.0,
+        high=2.0,
+        check=_range_ok,
+        check_text="() or (lo, hi), lo <= hi",
+    )
     order: int = param(20, help="LPC order", low=2, high=64)
     win_ms: float = param(20.0, help="analysis window in ms", low=2.0, high=200.0)
     hop_ms: float = param(10.0, help="hop in ms (half the window gives exact overlap-add)", low=1.0, high=100.0)
@@ -110,9 +116,14 @@ class PitchShift(_VoiceAnonymizer):
     id: ClassVar[str] = "voice.pitch_shift"
 
     semitones: float = param(4.0, help="shift in semitones (positive = higher)", low=-24.0, high=24.0)
-    semitones_range: tuple[float, ...] = param((), help="(lo, hi): draw the shift per speaker (overrides "
-                                               "semitones)", low=-24.0, high=24.0, check=_range_ok,
-                                               check_text="() or (lo, hi), lo <= hi")
+    semitones_range: tuple[float, ...] = param(
+        (),
+        help="(lo, hi): draw the shift per speaker (overrides semitones)",
+        low=-24.0,
+        high=24.0,
+        check=_range_ok,
+        check_text="() or (lo, hi), lo <= hi",
+    )
     seed: int = param(0, help="random seed (per-speaker shift)")
 
     def _one(self, x, sr, subject, sample_id):
@@ -166,8 +177,14 @@ class FrequencyWarp(_VoiceAnonymizer):
     id: ClassVar[str] = "voice.frequency_warp"
 
     alpha: float = param(1.15, help="warping factor α (1 = identity)", low=0.5, high=2.0)
-    alpha_range: tuple[float, ...] = param((), help="(lo, hi): draw α per speaker (overrides alpha)", low=0.5,
-                                           high=2.0, check=_range_ok, check_text="() or (lo, hi), lo <= hi")
+    alpha_range: tuple[float, ...] = param(
+        (),
+        help="(lo, hi): draw α per speaker (overrides alpha)",
+        low=0.5,
+        high=2.0,
+        check=_range_ok,
+        check_text="() or (lo, hi), lo <= hi",
+    )
     n_fft: int = param(512, help="STFT size (capped by the utterance length)", low=16)
     seed: int = param(0, help="random seed (per-speaker α)")
 
@@ -192,8 +209,9 @@ class SpeedChange(_VoiceAnonymizer):
     def _one(self, x, sr, subject, sample_id):
         if self.factor == 1.0 or len(x) < 2:
             return x
-        from scipy.signal import resample_poly
         from fractions import Fraction
+
+        from scipy.signal import resample_poly
 
         fr = Fraction(1.0 / self.factor).limit_denominator(200)
         y = resample_poly(x.astype(np.float64), fr.numerator, fr.denominator)

@@ -71,10 +71,12 @@ class Recognizer:
         except ImportError:
             raise MissingDependencyError("voice.asr_wer", {"pocketsphinx": ASR_INSTALL}) from None
         model = get_model_path()
-        cfg = Config(hmm=os.path.join(model, "en-us", "en-us"), dict=os.path.join(model, "en-us",
-                                                                                  "cmudict-en-us.dict"),
-                     loglevel="FATAL", lm=None if (vocabulary or grammar) else os.path.join(model, "en-us",
-                                                                                             "en-us.lm.bin"))
+        cfg = Config(
+            hmm=os.path.join(model, "en-us", "en-us"),
+            dict=os.path.join(model, "en-us", "cmudict-en-us.dict"),
+            loglevel="FATAL",
+            lm=None if (vocabulary or grammar) else os.path.join(model, "en-us", "en-us.lm.bin"),
+        )
         self._decoder = Decoder(cfg)
         if grammar:
             if not os.path.isfile(grammar):

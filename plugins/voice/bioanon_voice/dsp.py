@@ -105,7 +105,7 @@ def mel_filterbank(sr: int, n_fft: int, n_mels: int, fmin: float = 20.0, fmax: f
     up = (freqs[None] - lo) / np.maximum(ce - lo, EPS)
     down = (hi - freqs[None]) / np.maximum(hi - ce, EPS)
     fb = np.maximum(0.0, np.minimum(up, down))
-    fb *= (2.0 / np.maximum(hi - lo, EPS))
+    fb *= 2.0 / np.maximum(hi - lo, EPS)
     return fb
 
 
@@ -142,8 +142,15 @@ def frame_stats(feats: np.ndarray, deltas: bool = True, energy_quantile: float =
     return np.concatenate(parts)
 
 
-def feature_stats(audio: list[np.ndarray], sr: int, kind: str = "mfcc", n_coeffs: int = 20, n_mels: int = 40,
-                  deltas: bool = True, energy_quantile: float = 0.3) -> np.ndarray:
+def feature_stats(
+    audio: list[np.ndarray],
+    sr: int,
+    kind: str = "mfcc",
+    n_coeffs: int = 20,
+    n_mels: int = 40,
+    deltas: bool = True,
+    energy_quantile: float = 0.3,
+) -> np.ndarray:
     """(N, D) float32 utterance statistics: mean+std of MFCCs (``kind="mfcc"``) or log mel energies
     (``kind="fbank"``), with their deltas; frames below the ``energy_quantile`` of the log energy (c0 / mean
     log-mel) are dropped as silence."""
@@ -158,8 +165,9 @@ def feature_stats(audio: list[np.ndarray], sr: int, kind: str = "mfcc", n_coeffs
     return np.asarray(out, dtype=np.float32)
 
 
-def segment_features(audio: list[np.ndarray], sr: int, n_coeffs: int = 20, segments: int = 5,
-                     energy_quantile: float = 0.3) -> np.ndarray:
+def segment_features(
+    audio: list[np.ndarray], sr: int, n_coeffs: int = 20, segments: int = 5, energy_quantile: float = 0.3
+) -> np.ndarray:
     """(N, segments·n_coeffs + 2·n_coeffs) float32: MFCC means over ``segments`` equal stretches of the
     non-silent frames (the temporal order that spoken content needs), plus the utterance mean and std."""
     out = []

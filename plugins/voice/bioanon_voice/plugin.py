@@ -27,7 +27,6 @@ def register_datasets(register):
 def register_anonymizers(register):
     """The signal-level voice anonymizations."""
     from . import anonymizers as a
-
     from .random_set_mean import VoiceRandomSetMean
 
     for cls in (a.McAdams, a.PitchShift, a.FrequencyWarp, a.SpeedChange, a.AdditiveNoise, VoiceRandomSetMean):
@@ -38,9 +37,8 @@ def register_anonymizers(register):
 def register_recognizers(register):
     """The voice attackers."""
     from .recognizers import MfccLda, MfccLogReg, MfccSvm
-    from .xvector import XVector
-
     from .resemblyzer_encoder import Resemblyzer, resemblyzer_available
+    from .xvector import XVector
 
     # the old ids (voice.mfcc_<classifier>) keep working with a deprecation warning: the features are a parameter
     for cls, old in ((MfccSvm, "voice.mfcc_svm"), (MfccLogReg, "voice.mfcc_logreg"), (MfccLda, "voice.mfcc_lda")):
@@ -74,12 +72,17 @@ def utterance_features(table):
     audio, sr = audio_of(table)
     if not audio:
         return np.zeros((0, feature_dim(**cfg)), dtype=np.float32)
-    return feature_stats(audio, sr, **{k: cfg[k] for k in ("n_coeffs", "n_mels", "deltas", "energy_quantile")},
-                         kind=cfg["kind"])
+    return feature_stats(
+        audio, sr, **{k: cfg[k] for k in ("n_coeffs", "n_mels", "deltas", "energy_quantile")}, kind=cfg["kind"]
+    )
 
 
 @hookimpl
 def register_payload_features(register):
     """``audio`` → utterance MFCC statistics, for the trait-agnostic methods."""
-    register("audio", utterance_features, description="utterance MFCC statistics (mean and std of 20 MFCCs and "
-             "their deltas, silent frames dropped; 80 values)")
+    register(
+        "audio",
+        utterance_features,
+        description="utterance MFCC statistics (mean and std of 20 MFCCs and "
+        "their deltas, silent frames dropped; 80 values)",
+    )

@@ -50,20 +50,23 @@ class VoiceRandomSetMean(RandomSetMean):
     purity: float | Literal["population"] = RandomSetMean.default_for("purity", 0.8)
     weight: float = RandomSetMean.default_for("weight", 10.0)
     retention: float = RandomSetMean.default_for("retention", 0.01)
-    features: FeatureKind = param("mfcc", help="frame features summarized per utterance: MFCCs or log mel "
-                                  "filter-bank energies")
+    features: FeatureKind = param(
+        "mfcc", help="frame features summarized per utterance: MFCCs or log mel filter-bank energies"
+    )
     n_coeffs: int = param(20, help="MFCCs per frame (features = 'mfcc')", low=2, high=80)
     n_mels: int = param(40, help="mel bands", low=8, high=128)
     deltas: bool = param(True, help="also the mean and std of the frame-to-frame differences")
-    energy_quantile: float = param(0.3, help="drop frames below this quantile of the frame energy "
-                                   "(silence)", low=0.0, high=0.9)
+    energy_quantile: float = param(
+        0.3, help="drop frames below this quantile of the frame energy (silence)", low=0.0, high=0.9
+    )
 
     def feature_table(self, table: Any) -> Any:
         """``table`` with its audio replaced by the utterance statistics (``features``, audio dropped)."""
-        return stats_table(table, self.features, self.n_coeffs, self.n_mels, self.deltas,
-                           self.energy_quantile, who=self.id)
+        return stats_table(
+            table, self.features, self.n_coeffs, self.n_mels, self.deltas, self.energy_quantile, who=self.id
+        )
 
-    def fit(self, background: Any) -> "VoiceRandomSetMean":
+    def fit(self, background: Any) -> VoiceRandomSetMean:
         """Estimate feature relevance on the clear background's utterance statistics (see
         ``any.random_set_mean``)."""
         if background is not None and {"audio", "features"} & set(background.payload_names):

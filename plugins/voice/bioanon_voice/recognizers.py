@@ -14,8 +14,17 @@ from typing import ClassVar, Literal
 import attrs
 import numpy as np
 
-from bioanon.api import (ClassifierOptions, FeatureRecognizer, LdaCosine, LogisticRegression, PcaSvm,
-                         n_components_ok, param, reuse_computed, scores_param)
+from bioanon.api import (
+    ClassifierOptions,
+    FeatureRecognizer,
+    LdaCosine,
+    LogisticRegression,
+    PcaSvm,
+    n_components_ok,
+    param,
+    reuse_computed,
+    scores_param,
+)
 
 from .dsp import audio_of, feature_stats
 
@@ -26,11 +35,17 @@ FeatureKind = Literal["mfcc", "fbank"]
 FEATURES_KEY = "voice_features"
 
 
-def feature_config(kind: str = "mfcc", n_coeffs: int = 20, n_mels: int = 40, deltas: bool = True,
-                   energy_quantile: float = 0.3) -> dict:
+def feature_config(
+    kind: str = "mfcc", n_coeffs: int = 20, n_mels: int = 40, deltas: bool = True, energy_quantile: float = 0.3
+) -> dict:
     """The settings of :func:`~bioanon_voice.dsp.feature_stats` as a JSON-able dict (stored in the metadata)."""
-    return {"kind": str(kind), "n_coeffs": int(n_coeffs), "n_mels": int(n_mels), "deltas": bool(deltas),
-            "energy_quantile": float(energy_quantile)}
+    return {
+        "kind": str(kind),
+        "n_coeffs": int(n_coeffs),
+        "n_mels": int(n_mels),
+        "deltas": bool(deltas),
+        "energy_quantile": float(energy_quantile),
+    }
 
 
 def feature_dim(kind: str = "mfcc", n_coeffs: int = 20, n_mels: int = 40, deltas: bool = True, **_) -> int:
@@ -39,8 +54,16 @@ def feature_dim(kind: str = "mfcc", n_coeffs: int = 20, n_mels: int = 40, deltas
     return per_frame * (4 if deltas else 2)
 
 
-def stats_table(table, kind: str = "mfcc", n_coeffs: int = 20, n_mels: int = 40, deltas: bool = True,
-                energy_quantile: float = 0.3, *, who: str = "voice"):
+def stats_table(
+    table,
+    kind: str = "mfcc",
+    n_coeffs: int = 20,
+    n_mels: int = 40,
+    deltas: bool = True,
+    energy_quantile: float = 0.3,
+    *,
+    who: str = "voice",
+):
     """The table with its audio replaced by utterance statistics (``features`` payload; ``audio`` dropped).
 
     A table without ``audio`` but with ``features`` (e.g. the output of ``voice.random_set_mean``) is used as
@@ -54,20 +77,28 @@ def stats_table(table, kind: str = "mfcc", n_coeffs: int = 20, n_mels: int = 40,
     if "audio" not in names and "features" in names:
         got = table.metadata.get(FEATURES_KEY)
         if got is not None and got != cfg:
-            raise TableError(f"{who}: the table's 'features' payload holds utterance statistics computed with "
-                             f"{got}, but this method is set to {cfg}; set its parameters (features, n_coeffs, "
-                             f"n_mels, deltas, energy_quantile) to match")
+            raise TableError(
+                f"{who}: the table's 'features' payload holds utterance statistics computed with "
+                f"{got}, but this method is set to {cfg}; set its parameters (features, n_coeffs, "
+                f"n_mels, deltas, energy_quantile) to match"
+            )
         x = table.payload("features")
         want = feature_dim(**cfg)
         if not isinstance(x, np.ndarray) or x.ndim != 2 or x.shape[1] != want:
             shape = x.shape[1:] if isinstance(x, np.ndarray) else "variable-length"
-            raise TableError(f"{who}: the table has no 'audio' and its 'features' payload has shape {shape} per "
-                             f"utterance, not the ({want},) utterance statistics of {cfg}")
+            raise TableError(
+                f"{who}: the table has no 'audio' and its 'features' payload has shape {shape} per "
+                f"utterance, not the ({want},) utterance statistics of {cfg}"
+            )
         return table
     audio, sr = audio_of(table)
     # the same utterances come back for every scenario and setting: computed once per process
-    x = reuse_computed("voice.feature_stats", {**cfg, "sample_rate": sr}, audio,
-                       lambda: feature_stats(audio, sr, kind, n_coeffs, n_mels, deltas, energy_quantile))
+    x = reuse_computed(
+        "voice.feature_stats",
+        {**cfg, "sample_rate": sr},
+        audio,
+        lambda: feature_stats(audio, sr, kind, n_coeffs, n_mels, deltas, energy_quantile),
+    )
     return table.with_payload("features", x, drop="audio").with_metadata(**{FEATURES_KEY: cfg})
 
 
@@ -84,15 +115,20 @@ class _StatsRecognizer(FeatureRecognizer, ClassifierOptions):
     n_coeffs: int = param(20, help="MFCCs per frame (features = 'mfcc')", low=2, high=80)
     n_mels: int = param(40, help="mel bands", low=8, high=128)
     deltas: bool = param(True, help="also the mean and std of the frame-to-frame differences")
-    energy_quantile: float = param(0.3, help="drop frames below this quantile of the frame energy (silence)",
-                                   low=0.0, high=0.9)
-    n_components: int | float = param(0.99, help="PCA of the back-end: share of variance in (0, 1] or a count",
-                                      check=n_components_ok, check_text="a float in (0, 1] or an int >= 1")
-
+    energy_quantile: float = param(
+        0.3, help="drop frames below this quantile of the frame energy (silence)", low=0.0, high=0.9
+    )
+    n_components: int | float = param(
+        0.99,
+        help="PCA of the back-end: share of variance in (0, 1] or a count",
+        check=n_components_ok,
+        check_text="a float in (0, 1] or an int >= 1",
+    )
 
     def feature_table(self, table):
-        return stats_table(table, self.features, self.n_coeffs, self.n_mels, self.deltas, self.energy_quantile,
-                           who=self.id)
+        return stats_table(
+            table, self.features, self.n_coeffs, self.n_mels, self.deltas, self.energy_quantile, who=self.id
+        )
 
 
 @attrs.define(kw_only=True)
@@ -131,8 +167,7 @@ class MfccLda(_StatsRecognizer):
 
     id: ClassVar[str] = "voice.lda"
 
-    shrinkage: float = param(0.05, help="shrink the within-class scatter towards a scaled identity", low=0.0,
-                             high=1.0)
+    shrinkage: float = param(0.05, help="shrink the within-class scatter towards a scaled identity", low=0.0, high=1.0)
 
     def inner_recognizer(self):
         return LdaCosine(n_components=self.n_components, shrinkage=self.shrinkage, **self.classifier_options())

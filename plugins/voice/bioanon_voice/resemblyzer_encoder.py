@@ -18,8 +18,16 @@ import attrs
 import numpy as np
 
 from bioanon.api import (
-    CentroidRecognizer, MissingDependencyError, class_sums, device_param, import_torch, infer, param,
-    precision_param, resolve_device, reuse_computed,
+    CentroidRecognizer,
+    MissingDependencyError,
+    class_sums,
+    device_param,
+    import_torch,
+    infer,
+    param,
+    precision_param,
+    resolve_device,
+    reuse_computed,
 )
 
 from .dsp import audio_of
@@ -97,20 +105,28 @@ class Resemblyzer(CentroidRecognizer):
     trait: ClassVar[str] = "voice"
     payloads: ClassVar[tuple[str, ...]] = ("audio",)
     has_embedding: ClassVar[bool] = True
-    reference: ClassVar[str] = ("Wan et al., Generalized end-to-end loss for speaker verification, 2018; "
-                                "github:resemble-ai/Resemblyzer")
+    reference: ClassVar[str] = (
+        "Wan et al., Generalized end-to-end loss for speaker verification, 2018; github:resemble-ai/Resemblyzer"
+    )
 
-    rate: float = param(1.3, help="partial utterances per second (≥ 0.625: the partials must cover the "
-                        "utterance)", low=0.625, high=20.0)
-    min_coverage: float = param(0.75, help="keep the last partial if it covers this share of 1.6 s",
-                                low=0.0, low_inclusive=False, high=1.0)
+    rate: float = param(
+        1.3, help="partial utterances per second (≥ 0.625: the partials must cover the utterance)", low=0.625, high=20.0
+    )
+    min_coverage: float = param(
+        0.75, help="keep the last partial if it covers this share of 1.6 s", low=0.0, low_inclusive=False, high=1.0
+    )
     batch_size: int = param(64, help="partial utterances per encoder batch", low=1, affects_output=False)
-    threads: int = param(1, help="torch intra-op threads (0 = all cores; the LSTM on short batches gains "
-                         "little from more, and loses much on a busy machine)", low=0, affects_output=False)
+    threads: int = param(
+        1,
+        help="torch intra-op threads (0 = all cores; the LSTM on short batches gains "
+        "little from more, and loses much on a busy machine)",
+        low=0,
+        affects_output=False,
+    )
     device: str = device_param()
     precision: str = precision_param("fp32")
 
-    def fit(self, train: Any, label: str = "subject") -> "Resemblyzer":
+    def fit(self, train: Any, label: str = "subject") -> Resemblyzer:
         """Nothing to learn: the encoder is pretrained."""
         return self
 
@@ -126,8 +142,15 @@ class Resemblyzer(CentroidRecognizer):
         scenario) are computed once per process and reused (:func:`bioanon.api.reuse_computed`)."""
         dev = resolve_device(self.device, who=self.id)
         audio, sr = audio_of(table)
-        settings = {"rate": self.rate, "min_coverage": self.min_coverage, "batch_size": self.batch_size,
-                    "threads": self.threads, "precision": self.precision, "device": dev, "sample_rate": sr}
+        settings = {
+            "rate": self.rate,
+            "min_coverage": self.min_coverage,
+            "batch_size": self.batch_size,
+            "threads": self.threads,
+            "precision": self.precision,
+            "device": dev,
+            "sample_rate": sr,
+        }
         return reuse_computed(self.id + ":embed", settings, audio, lambda: self._embed(audio, sr, dev))
 
     def _embed(self, audio: list[np.ndarray], sr: int, dev: str) -> np.ndarray:
@@ -149,8 +172,15 @@ class Resemblyzer(CentroidRecognizer):
         if n == 0:
             return np.zeros((0, 256), dtype=np.float32)
         mels = np.stack(partials).astype(np.float32)
-        e = infer(enc, mels, out_shape=(256,), batch_size=self.batch_size, threads=self.threads, device=dev,
-                  precision=self.precision)
+        e = infer(
+            enc,
+            mels,
+            out_shape=(256,),
+            batch_size=self.batch_size,
+            threads=self.threads,
+            device=dev,
+            precision=self.precision,
+        )
         e = np.nan_to_num(e)  # an all-zero partial has no direction (0/0 in the encoder)
         sums = class_sums(e, np.asarray(owner), n)
         return (sums / np.maximum(np.linalg.norm(sums, axis=1, keepdims=True), 1e-12)).astype(np.float32)

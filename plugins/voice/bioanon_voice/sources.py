@@ -24,6 +24,7 @@ class DatasetError(DataError):
     """A voice data set that cannot be loaded (missing, empty, or a bad file); a :class:`~bioanon.errors.DataError`
     (so also a BioanonError and a ValueError)."""
 
+
 _AUDIO_EXT = (".wav", ".flac", ".ogg", ".aiff", ".aif")
 
 
@@ -51,8 +52,10 @@ def read_audio(path: Path, target_sr: int, native_sr: int | None) -> tuple[np.nd
             x = librosa.resample(x, orig_sr=sr, target_sr=target_sr, res_type="soxr_hq").astype(np.float32)
         return x, target_sr
     if native_sr is not None and sr != native_sr:
-        raise BadAudioFile(f"{path}: sample rate {sr} Hz, expected {native_sr} Hz (set the parameter "
-                           f"sample_rate to resample every file)")
+        raise BadAudioFile(
+            f"{path}: sample rate {sr} Hz, expected {native_sr} Hz (set the parameter "
+            f"sample_rate to resample every file)"
+        )
     return x, sr
 
 
@@ -63,12 +66,23 @@ class _FileSource(DatasetSource):
     trait: ClassVar[str] = "voice"
     native_rate: ClassVar[int | None] = None
 
-    sample_rate: int = param(0, help="resample every file to this rate in Hz (0 = keep the data set's native "
-                                     "rate; a file at another rate is then a bad file)", low=0)
-    skip_bad_files: bool = param(False, help="skip corrupt/empty/non-audio/wrong-rate files and list them in "
-                                             "metadata['skipped_files'] (default: raise naming the file)")
-    max_per_speaker: int = param(0, help="keep at most this many utterances per speaker (0 = all), taken in a "
-                                         "stable order that spreads over the utterance index", low=0)
+    sample_rate: int = param(
+        0,
+        help="resample every file to this rate in Hz (0 = keep the data set's native "
+        "rate; a file at another rate is then a bad file)",
+        low=0,
+    )
+    skip_bad_files: bool = param(
+        False,
+        help="skip corrupt/empty/non-audio/wrong-rate files and list them in "
+        "metadata['skipped_files'] (default: raise naming the file)",
+    )
+    max_per_speaker: int = param(
+        0,
+        help="keep at most this many utterances per speaker (0 = all), taken in a "
+        "stable order that spreads over the utterance index",
+        low=0,
+    )
     speakers: tuple[str, ...] = param((), help="load only these speakers (empty = all)")
 
     def _records(self, root: Path) -> list[tuple]:
@@ -122,10 +136,18 @@ class _FileSource(DatasetSource):
             if all(isinstance(e, (int, np.integer)) for e in v):
                 attributes[k] = v.astype(np.int64)
         return SampleTable.from_arrays(
-            subject=np.array(subjects, dtype=object), sample_id=np.array(ids, dtype=object),
-            payloads={"audio": audio}, attributes=attributes,
-            metadata={"trait": "voice", "source": self.id, "sample_rate": int(rate),
-                      "skipped_files": skipped, "params": self.get_params()})
+            subject=np.array(subjects, dtype=object),
+            sample_id=np.array(ids, dtype=object),
+            payloads={"audio": audio},
+            attributes=attributes,
+            metadata={
+                "trait": "voice",
+                "source": self.id,
+                "sample_rate": int(rate),
+                "skipped_files": skipped,
+                "params": self.get_params(),
+            },
+        )
 
 
 def _speaker_attrs(recs: list[tuple[Path, str, dict]], meta, names: tuple[str, ...]) -> None:
@@ -199,8 +221,9 @@ class AudioMnist(_FileSource):
                 if not m:
                     continue
                 if m.group(2) != d.name:
-                    raise DatasetError(f"{p}: the file name says speaker {m.group(2)!r}, but it is in the folder "
-                                       f"{d.name!r}")
+                    raise DatasetError(
+                        f"{p}: the file name says speaker {m.group(2)!r}, but it is in the folder {d.name!r}"
+                    )
                 out.append((p, d.name, {"digit": int(m.group(1)), "index": int(m.group(3))}))
         if meta is not None:
             _speaker_attrs(out, meta, ("gender", "accent", "native_speaker", "age"))
@@ -225,8 +248,9 @@ class AudioMnist(_FileSource):
         if not isinstance(raw, dict) or not all(isinstance(v, dict) for v in raw.values()):
             raise DatasetError(f"{meta_file}: expected a JSON object of speaker -> object of fields")
         keys = list(raw)
-        cols: dict[str, list] = {k: [str(v[k]) if k in v else None for v in raw.values()]
-                                 for k in ("gender", "accent", "native_speaker")}
+        cols: dict[str, list] = {
+            k: [str(v[k]) if k in v else None for v in raw.values()] for k in ("gender", "accent", "native_speaker")
+        }
         cols["age"] = [_int_or_none(v.get("age")) for v in raw.values()]
         return Metadata(str(meta_file), "subject", "speaker", keys, list(range(1, len(keys) + 1)), cols)
 
@@ -326,8 +350,9 @@ class SpeakerFolder(_FileSource):
                     out.append((p, d.name, {}))
         mf = root / self.metadata_file
         if mf.is_file() and out:
-            cols = read_metadata_csv(mf).join([p.relative_to(root).as_posix() for p, _, _ in out],
-                                              [s for _, s, _ in out])
+            cols = read_metadata_csv(mf).join(
+                [p.relative_to(root).as_posix() for p, _, _ in out], [s for _, s, _ in out]
+            )
             for j, (_, _, at) in enumerate(out):
                 at.update({k: v[j] for k, v in cols.items()})
         return out
@@ -365,8 +390,9 @@ def _unique_keys(path: Path, rows: list[tuple[int, list[str]]]) -> dict[str, tup
     out: dict[str, tuple[int, list[str]]] = {}
     for no, fields in rows:
         if fields[0] in out:
-            raise KaldiDataError(f"{path}, line {no}: {fields[0]!r} is listed again (first on line "
-                                 f"{out[fields[0]][0]})")
+            raise KaldiDataError(
+                f"{path}, line {no}: {fields[0]!r} is listed again (first on line {out[fields[0]][0]})"
+            )
         out[fields[0]] = (no, fields)
     return out
 
@@ -425,12 +451,16 @@ class KaldiDir(_FileSource):
     Errors name the file and line (:class:`KaldiDataError`, a :class:`~bioanon.errors.DataError`)."""
 
     id: ClassVar[str] = "voice.kaldi"
-    reference: ClassVar[str] = ("https://kaldi-asr.org/doc/data_prep.html; VoicePrivacy 2024 evaluation plan, "
-                                "arXiv:2404.02677")
+    reference: ClassVar[str] = (
+        "https://kaldi-asr.org/doc/data_prep.html; VoicePrivacy 2024 evaluation plan, arXiv:2404.02677"
+    )
 
     subsets: tuple[str, ...] = param((), help="load only these data directories (sub-folder names; empty = all)")
-    wav_root: str = param("", help="folder that relative wav.scp paths are relative to (empty = the data "
-                                   "directory, else its first ancestor, up to 3 levels up, where the file exists)")
+    wav_root: str = param(
+        "",
+        help="folder that relative wav.scp paths are relative to (empty = the data "
+        "directory, else its first ancestor, up to 3 levels up, where the file exists)",
+    )
 
     def _order_key(self, rec):
         return (rec[2]["subset"], rec[3])
@@ -438,19 +468,28 @@ class KaldiDir(_FileSource):
     def _data_dirs(self, root: Path) -> list[Path]:
         """The data directories under ``root`` (itself when it holds ``wav.scp``), filtered by ``subsets``."""
         if root.is_file():
-            raise KaldiDataError(f"{self.id}: {str(root)!r} is a file; give the data directory (with wav.scp) or "
-                                 f"the folder holding data directories")
-        dirs = [root] if (root / "wav.scp").is_file() else sorted(
-            d for d in root.iterdir() if d.is_dir() and (d / "wav.scp").is_file())
+            raise KaldiDataError(
+                f"{self.id}: {str(root)!r} is a file; give the data directory (with wav.scp) or "
+                f"the folder holding data directories"
+            )
+        dirs = (
+            [root]
+            if (root / "wav.scp").is_file()
+            else sorted(d for d in root.iterdir() if d.is_dir() and (d / "wav.scp").is_file())
+        )
         if not dirs:
-            raise KaldiDataError(f"{self.id}: no wav.scp in {str(root)!r} or in its sub-folders (a Kaldi data "
-                                 f"directory holds wav.scp and utt2spk)")
+            raise KaldiDataError(
+                f"{self.id}: no wav.scp in {str(root)!r} or in its sub-folders (a Kaldi data "
+                f"directory holds wav.scp and utt2spk)"
+            )
         if self.subsets:
             names = {d.name for d in dirs}
             missing = [s for s in self.subsets if s not in names]
             if missing:
-                raise KaldiDataError(f"{self.id}: subsets {missing} not found under {str(root)!r}; data "
-                                     f"directories there: {sorted(names)}")
+                raise KaldiDataError(
+                    f"{self.id}: subsets {missing} not found under {str(root)!r}; data "
+                    f"directories there: {sorted(names)}"
+                )
             dirs = [d for d in dirs if d.name in self.subsets]
         return dirs
 
@@ -473,11 +512,14 @@ class KaldiDir(_FileSource):
                     f"{where}: piped commands are not supported ({value.strip()!r}); bioanon reads plain audio file "
                     f"paths and the decode-only pipes 'flac -c -d -s FILE |' and 'sox FILE -t wav - |' (it reads "
                     f"FILE itself and runs nothing): convert the audio to files first (run the command into a .wav "
-                    f"file) and list those")
+                    f"file) and list those"
+                )
             value = decoded
         if re.search(r"\.ark:\d+$", value):
-            raise KaldiDataError(f"{where}: archive offsets are not supported ({value.strip()!r}); extract the "
-                                 f"audio to files first (wav-copy ark:... ark,scp:...)")
+            raise KaldiDataError(
+                f"{where}: archive offsets are not supported ({value.strip()!r}); extract the "
+                f"audio to files first (wav-copy ark:... ark,scp:...)"
+            )
         p = Path(value)
         if p.is_absolute():
             return p
@@ -489,8 +531,10 @@ class KaldiDir(_FileSource):
                 return base / p
         if self.skip_bad_files:
             return d / p  # reported as a skipped file
-        raise KaldiDataError(f"{where}: audio file {value!r} not found (looked relative to "
-                             f"{', '.join(repr(str(b)) for b in bases)}; set wav_root)")
+        raise KaldiDataError(
+            f"{where}: audio file {value!r} not found (looked relative to "
+            f"{', '.join(repr(str(b)) for b in bases)}; set wav_root)"
+        )
 
     def _records(self, root):
         out: list[tuple] = []
@@ -505,8 +549,10 @@ class KaldiDir(_FileSource):
     def _dir_records(self, d: Path, seen: dict[str, str]) -> list[tuple]:
         """The records of one data directory; ``seen`` maps utterance ids already loaded to their wav.scp line."""
         if (d / "segments").is_file():
-            raise KaldiDataError(f"{d / 'segments'}: segments files (utterances cut from longer recordings) are "
-                                 f"not supported; extract each segment to its own audio file first")
+            raise KaldiDataError(
+                f"{d / 'segments'}: segments files (utterances cut from longer recordings) are "
+                f"not supported; extract each segment to its own audio file first"
+            )
         scp, u2s = d / "wav.scp", d / "utt2spk"
         if not u2s.is_file():
             raise KaldiDataError(f"{d}: no utt2spk file (a Kaldi data directory needs wav.scp and utt2spk)")
@@ -517,8 +563,10 @@ class KaldiDir(_FileSource):
             if utt in wavs:
                 raise KaldiDataError(f"{where}: utterance {utt!r} is listed again (first on line {wavs[utt][0]})")
             if utt in seen:
-                raise KaldiDataError(f"{where}: utterance {utt!r} is also in {seen[utt]}; load the data "
-                                     f"directories separately (parameter subsets) or give them distinct ids")
+                raise KaldiDataError(
+                    f"{where}: utterance {utt!r} is also in {seen[utt]}; load the data "
+                    f"directories separately (parameter subsets) or give them distinct ids"
+                )
             value = " ".join(fields[1:]) if len(fields) > 2 else fields[1]
             wavs[utt] = (no, self._wav_path(d, value, where))
         spk = {}
@@ -564,8 +612,9 @@ class KaldiDir(_FileSource):
             sex[s] = v
         missing = sorted(speakers - set(sex))
         if missing:
-            raise KaldiDataError(f"{f}: no line for the speaker(s) {missing[:5]}{' …' if len(missing) > 5 else ''} "
-                                 f"of {d / 'utt2spk'}")
+            raise KaldiDataError(
+                f"{f}: no line for the speaker(s) {missing[:5]}{' …' if len(missing) > 5 else ''} of {d / 'utt2spk'}"
+            )
         return sex
 
     @staticmethod
@@ -578,23 +627,29 @@ class KaldiDir(_FileSource):
             for no, fields in _kaldi_lines(f, 1, "an utterance id"):
                 utt = fields[0]
                 if len(fields) != 1 or utt not in wavs:
-                    raise KaldiDataError(f"{f}, line {no}: expected an utterance id of {d / 'wav.scp'}, got "
-                                         f"{' '.join(fields)!r}")
+                    raise KaldiDataError(
+                        f"{f}, line {no}: expected an utterance id of {d / 'wav.scp'}, got {' '.join(fields)!r}"
+                    )
                 role[utt], where[utt] = ENROLMENT, f"{f}, line {no}"
         f = d / "trials"
         if f.is_file():
             for no, fields in _kaldi_lines(f, 3, "'<enrolment speaker> <utterance> target|nontarget'"):
                 if len(fields) != 3 or fields[2] not in ("target", "nontarget"):
-                    raise KaldiDataError(f"{f}, line {no}: expected '<enrolment speaker> <utterance> "
-                                         f"target|nontarget', got {' '.join(fields)!r}")
+                    raise KaldiDataError(
+                        f"{f}, line {no}: expected '<enrolment speaker> <utterance> "
+                        f"target|nontarget', got {' '.join(fields)!r}"
+                    )
                 model, utt, kind = fields
                 if utt not in wavs:
                     raise KaldiDataError(f"{f}, line {no}: utterance {utt!r} is not in {d / 'wav.scp'}")
                 if (kind == "target") != (model == spk[utt]):
-                    raise KaldiDataError(f"{f}, line {no}: a {kind} trial of speaker {model!r}, but utterance "
-                                         f"{utt!r} is of speaker {spk[utt]!r} ({d / 'utt2spk'})")
+                    raise KaldiDataError(
+                        f"{f}, line {no}: a {kind} trial of speaker {model!r}, but utterance "
+                        f"{utt!r} is of speaker {spk[utt]!r} ({d / 'utt2spk'})"
+                    )
                 if role.get(utt) == ENROLMENT:
-                    raise KaldiDataError(f"{f}, line {no}: utterance {utt!r} is a trial and also an enrolment "
-                                         f"utterance ({where[utt]})")
+                    raise KaldiDataError(
+                        f"{f}, line {no}: utterance {utt!r} is a trial and also an enrolment utterance ({where[utt]})"
+                    )
                 role[utt] = TRIAL
         return role

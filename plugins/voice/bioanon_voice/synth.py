@@ -8,5 +8,6 @@ from .synthetic import SyntheticVoice, resonator, synth_vowels
 
 __all__ = ["SyntheticVoice", "resonator", "synth_vowels"]
 
-warnings.warn("bioanon_voice.synth is deprecated: import from bioanon_voice.synthetic", DeprecationWarning,
-              stacklevel=2)
+warnings.warn(
+    "bioanon_voice.synth is deprecated: import from bioanon_voice.synthetic", DeprecationWarning, stacklevel=2
+)

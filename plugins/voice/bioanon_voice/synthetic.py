@@ -17,16 +17,19 @@ import numpy as np
 from bioanon.api import DatasetSource, param
 
 # (F1, F2, F3) of some vowels in Hz (adult male averages)
-_VOWELS = np.array([
-    [730, 1090, 2440],  # a
-    [270, 2290, 3010],  # i
-    [300, 870, 2240],   # u
-    [530, 1840, 2480],  # e
-    [570, 840, 2410],   # o
-    [660, 1720, 2410],  # ae
-    [440, 1020, 2240],  # schwa-ish
-    [390, 1990, 2550],  # I
-], dtype=np.float64)
+_VOWELS = np.array(
+    [
+        [730, 1090, 2440],  # a
+        [270, 2290, 3010],  # i
+        [300, 870, 2240],  # u
+        [530, 1840, 2480],  # e
+        [570, 840, 2410],  # o
+        [660, 1720, 2410],  # ae
+        [440, 1020, 2240],  # schwa-ish
+        [390, 1990, 2550],  # I
+    ],
+    dtype=np.float64,
+)
 _BANDWIDTHS = np.array([80.0, 100.0, 140.0])
 
 
@@ -40,8 +43,9 @@ def resonator(x: np.ndarray, f: float, bw: float, sr: int) -> np.ndarray:
     return lfilter([sum(a)], a, x)
 
 
-def synth_vowels(formants: np.ndarray, f0: np.ndarray, sr: int, rng: np.random.Generator,
-                 breath: float = 0.02) -> np.ndarray:
+def synth_vowels(
+    formants: np.ndarray, f0: np.ndarray, sr: int, rng: np.random.Generator, breath: float = 0.02
+) -> np.ndarray:
     """Synthesize a sequence of vowel segments: ``formants`` (V, 3) Hz, ``f0`` per-sample contour (N,)."""
     n = len(f0)
     phase = np.cumsum(f0 / sr)
@@ -127,7 +131,8 @@ class SyntheticVoice(DatasetSource):
         if self.with_features:
             payloads["features"] = feature_stats(audio, sr)
         return SampleTable.from_arrays(
-            subject=names[subj], payloads=payloads,
-            attributes={"digit": np.array(digit, dtype=np.int64),
-                        "gender": np.array(["male", "female"])[gender[subj]]},
-            metadata={"trait": "voice", "source": self.id, "sample_rate": sr, "params": self.get_params()})
+            subject=names[subj],
+            payloads=payloads,
+            attributes={"digit": np.array(digit, dtype=np.int64), "gender": np.array(["male", "female"])[gender[subj]]},
+            metadata={"trait": "voice", "source": self.id, "sample_rate": sr, "params": self.get_params()},
+        )

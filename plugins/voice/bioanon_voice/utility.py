@@ -32,12 +32,18 @@ class ContentAccuracy(AttributeAccuracy):
     example_params: ClassVar[dict] = {"attribute": "group"}
 
     attribute: str = param("digit", help="the content attribute to predict (e.g. 'digit')")
-    classifier: str = param("logistic_regression", help="the content classifier",
-                            choices=("random_forest", "logistic_regression", "knn"))
+    classifier: str = param(
+        "logistic_regression", help="the content classifier", choices=("random_forest", "logistic_regression", "knn")
+    )
     n_coeffs: int = param(20, help="MFCCs per frame", low=2, high=80)
-    segments: int = param(5, help="MFCC means over this many equal stretches of the speech (temporal order); "
-                                  "0 = utterance mean+std statistics only (needed for tables of features "
-                                  "without audio)", low=0, high=50)
+    segments: int = param(
+        5,
+        help="MFCC means over this many equal stretches of the speech (temporal order); "
+        "0 = utterance mean+std statistics only (needed for tables of features "
+        "without audio)",
+        low=0,
+        high=50,
+    )
 
     def _x(self, table) -> np.ndarray:
         from bioanon.api import TableError
@@ -46,9 +52,11 @@ class ContentAccuracy(AttributeAccuracy):
 
         if "audio" not in table.payload_names and "features" in table.payload_names:
             if self.segments:
-                raise TableError(f"{self.id}: the table has utterance statistics ('features', e.g. from "
-                                 f"voice.random_set_mean) and no audio, so segment features cannot be computed; "
-                                 f"set segments = 0 to train and score on the same utterance statistics")
+                raise TableError(
+                    f"{self.id}: the table has utterance statistics ('features', e.g. from "
+                    f"voice.random_set_mean) and no audio, so segment features cannot be computed; "
+                    f"set segments = 0 to train and score on the same utterance statistics"
+                )
             return stats_table(table, "mfcc", self.n_coeffs, who=self.id).payload("features")
         audio, sr = audio_of(table)
         if self.segments:
@@ -65,8 +73,7 @@ def f0_track(x: np.ndarray, sr: int, hop_ms: float, fmin: float = 75.0, fmax: fl
     x = np.asarray(x, dtype=np.float32)
     if len(x) < frame:
         x = np.pad(x, (0, frame - len(x)))
-    f0, voiced, _ = librosa.pyin(x, fmin=fmin, fmax=fmax, sr=sr, frame_length=frame, hop_length=hop,
-                                 center=True)
+    f0, voiced, _ = librosa.pyin(x, fmin=fmin, fmax=fmax, sr=sr, frame_length=frame, hop_length=hop, center=True)
     f0 = np.where(voiced & np.isfinite(f0), f0, 0.0)
     return np.where((f0 >= fmin) & (f0 <= fmax), f0, 0.0)
 
@@ -111,9 +118,17 @@ class PitchCorrelation(UtilityMeasure):
     def measure(self, original, anonymized) -> np.ndarray:
         anonymized = align(original, anonymized)
         (xa, sr), (xb, sr_b) = audio_of(original), audio_of(anonymized)
-        return np.array([pitch_correlation(f0_track(a, sr, self.hop_ms, self.fmin, self.fmax),
-                                           f0_track(b, sr_b, self.hop_ms, self.fmin, self.fmax), self.max_lag)
-                         for a, b in zip(xa, xb, strict=True)], dtype=np.float64)
+        return np.array(
+            [
+                pitch_correlation(
+                    f0_track(a, sr, self.hop_ms, self.fmin, self.fmax),
+                    f0_track(b, sr_b, self.hop_ms, self.fmin, self.fmax),
+                    self.max_lag,
+                )
+                for a, b in zip(xa, xb, strict=True)
+            ],
+            dtype=np.float64,
+        )
 
 
 @attrs.define(kw_only=True)
@@ -149,8 +164,9 @@ class SignalToDistortion(UtilityMeasure):
         return out
 
 
-def similarity_matrix(x: np.ndarray, y: np.ndarray, codes: np.ndarray, n_speakers: int, slope: float,
-                      intercept: float) -> np.ndarray:
+def similarity_matrix(
+    x: np.ndarray, y: np.ndarray, codes: np.ndarray, n_speakers: int, slope: float, intercept: float
+) -> np.ndarray:
     """S(i, j) = σ(mean calibrated LLR over the utterance pairs of speakers i (rows of ``x``) and j (rows of
     ``y``)), for L2-normalized embeddings of the same utterances in two conditions. The LLR is linear in the
     cosine score, so its mean is ``slope · mean cosine + intercept``; the sums over pairs are products of
@@ -161,8 +177,9 @@ def similarity_matrix(x: np.ndarray, y: np.ndarray, codes: np.ndarray, n_speaker
     sx, sy = class_sums(x, codes, n_speakers), class_sums(y, codes, n_speakers)
     total = sx @ sy.T
     counts = np.bincount(codes, minlength=n_speakers).astype(np.float64)
-    self_pairs = np.bincount(codes, weights=np.einsum("ij,ij->i", x.astype(np.float64), y.astype(np.float64)),
-                             minlength=n_speakers)
+    self_pairs = np.bincount(
+        codes, weights=np.einsum("ij,ij->i", x.astype(np.float64), y.astype(np.float64)), minlength=n_speakers
+    )
     pairs = np.outer(counts, counts)
     total[np.diag_indices(n_speakers)] -= self_pairs
     pairs[np.diag_indices(n_speakers)] -= counts
@@ -209,17 +226,27 @@ class VoiceDistinctiveness(UtilityMeasure):
     trait: ClassVar[str] = "voice"
     payloads: ClassVar[tuple[str, ...]] = ("audio", "features")
     paired: ClassVar[bool] = True
-    reference: ClassVar[str] = ("Noé et al., Speech pseudonymisation assessment using voice similarity "
-                                "matrices, Interspeech 2020; VoicePrivacy 2020/2022 evaluation plans")
+    reference: ClassVar[str] = (
+        "Noé et al., Speech pseudonymisation assessment using voice similarity "
+        "matrices, Interspeech 2020; VoicePrivacy 2020/2022 evaluation plans"
+    )
 
-    verifier: str = param("voice.svm", help="id of the speaker-verification recognizer (needs an "
-                          "embedding; trained on the clear data given to fit, default parameters)")
-    condition: str = param("aa", help="'aa': anonymized-anonymized similarities (METRICS.md, VPC 2022); "
-                           "'oa': original-anonymized (VPC 2020)", choices=("aa", "oa"))
-    floor_db: float = param(-10.0, help="the floor used to normalize utility (dB below the clear level)",
-                            high=0.0, high_inclusive=False)
-    calibration_pairs: int = param(200_000, help="at most this many training trials calibrate the scores "
-                                   "(drawn at random)", low=10)
+    verifier: str = param(
+        "voice.svm",
+        help="id of the speaker-verification recognizer (needs an "
+        "embedding; trained on the clear data given to fit, default parameters)",
+    )
+    condition: str = param(
+        "aa",
+        help="'aa': anonymized-anonymized similarities (METRICS.md, VPC 2022); 'oa': original-anonymized (VPC 2020)",
+        choices=("aa", "oa"),
+    )
+    floor_db: float = param(
+        -10.0, help="the floor used to normalize utility (dB below the clear level)", high=0.0, high_inclusive=False
+    )
+    calibration_pairs: int = param(
+        200_000, help="at most this many training trials calibrate the scores (drawn at random)", low=10
+    )
     seed: int = param(0, help="random seed (calibration trials)")
 
     verifier_: Any = fitted()
@@ -242,8 +269,10 @@ class VoiceDistinctiveness(UtilityMeasure):
         subjects = np.asarray(clear.subjects).astype(str)
         _, codes = np.unique(subjects, return_inverse=True)
         if codes.max(initial=-1) < 1:
-            raise TableError(f"{self.id}: calibrating the verifier needs at least 2 speakers in the clear "
-                             f"training table, it has {len(np.unique(subjects))}")
+            raise TableError(
+                f"{self.id}: calibrating the verifier needs at least 2 speakers in the clear "
+                f"training table, it has {len(np.unique(subjects))}"
+            )
         self.verifier_ = cls().fit(clear, "subject")
         e = self._embed(clear)
         n = len(e)
@@ -256,8 +285,10 @@ class VoiceDistinctiveness(UtilityMeasure):
             j = (i + rng.integers(1, n, self.calibration_pairs)) % n  # j != i
         same = codes[i] == codes[j]
         if same.all() or not same.any():
-            raise TableError(f"{self.id}: the clear training table gives no "
-                             f"{'different' if same.all() else 'same'}-speaker trials to calibrate on")
+            raise TableError(
+                f"{self.id}: the clear training table gives no "
+                f"{'different' if same.all() else 'same'}-speaker trials to calibrate on"
+            )
         s = np.einsum("ij,ij->i", e[i], e[j])
         lr = LogisticRegression(class_weight="balanced").fit(s[:, None], same)
         self.slope_, self.intercept_ = float(lr.coef_[0, 0]), float(lr.intercept_[0])
@@ -269,12 +300,15 @@ class VoiceDistinctiveness(UtilityMeasure):
 
         require_fitted(self, "verifier_", call="fit(clear)", before="measure()")
         anonymized = align(original, anonymized)
-        names, codes, counts = np.unique(np.asarray(original.subjects).astype(str), return_inverse=True,
-                                         return_counts=True)
+        names, codes, counts = np.unique(
+            np.asarray(original.subjects).astype(str), return_inverse=True, return_counts=True
+        )
         keep = counts[codes] >= 2
         if (counts >= 2).sum() < 2:
-            raise TableError(f"{self.id}: G_VD needs at least 2 speakers with 2 or more utterances; the table has "
-                             f"{int((counts >= 2).sum())} of its {len(names)} speakers")
+            raise TableError(
+                f"{self.id}: G_VD needs at least 2 speakers with 2 or more utterances; the table has "
+                f"{int((counts >= 2).sum())} of its {len(names)} speakers"
+            )
         _, codes = np.unique(codes[keep], return_inverse=True)
         k = int(codes.max()) + 1
         eo = self._embed(original)[keep]
@@ -291,8 +325,10 @@ class VoiceDistinctiveness(UtilityMeasure):
         s_oo, s_xx = self.matrices(original, anonymized)
         d_oo, d_xx = diagonal_dominance(s_oo), diagonal_dominance(s_xx)
         if d_oo <= 0:
-            raise TableError(f"{self.id}: the verifier does not tell the original speakers apart at all "
-                             f"(D_diag(S_oo) = 0), so G_VD is undefined")
+            raise TableError(
+                f"{self.id}: the verifier does not tell the original speakers apart at all "
+                f"(D_diag(S_oo) = 0), so G_VD is undefined"
+            )
         return float(10.0 * np.log10(max(d_xx, 1e-10) / d_oo))
 
     def measure(self, original, anonymized) -> np.ndarray:
@@ -327,14 +363,19 @@ class AsrWordErrorRate(UtilityMeasure):
     example_params: ClassVar[dict] = {"transcript": "group", "vocabulary": ["zero", "one", "two"]}
 
     transcript: str = param("text", help="attribute column with the reference transcript (or label) of each sample")
-    vocabulary: tuple[str, ...] = param((), help="closed vocabulary of lower-case words for a grammar decoder (empty: "
-                                      "the bundled open language model)")
-    words: str = param("one", help="with a vocabulary: 'one' word per utterance or 'any' sequence of them",
-                       choices=("one", "any"))
+    vocabulary: tuple[str, ...] = param(
+        (), help="closed vocabulary of lower-case words for a grammar decoder (empty: the bundled open language model)"
+    )
+    words: str = param(
+        "one", help="with a vocabulary: 'one' word per utterance or 'any' sequence of them", choices=("one", "any")
+    )
     grammar: str = param("", help="a JSGF grammar file for the decoder (instead of vocabulary)")
     spell_digits: bool = param(True, help="spell digits out as words in references and transcripts ('7' = 'seven')")
-    average: str = param("corpus", help="'corpus': Σ errors / Σ reference words; 'utterance': mean per-utterance "
-                                        "WER", choices=("corpus", "utterance"))
+    average: str = param(
+        "corpus",
+        help="'corpus': Σ errors / Σ reference words; 'utterance': mean per-utterance WER",
+        choices=("corpus", "utterance"),
+    )
 
     def extract(self, table) -> list:
         from bioanon.api import progress_bar
@@ -342,20 +383,29 @@ class AsrWordErrorRate(UtilityMeasure):
         from .asr import Recognizer
 
         if self.grammar and self.vocabulary:
-            raise ParameterError(self.id, "grammar", self.grammar,
-                                 "empty when a vocabulary is given (one or the other)")
+            raise ParameterError(
+                self.id, "grammar", self.grammar, "empty when a vocabulary is given (one or the other)"
+            )
         asr = Recognizer(self.vocabulary, self.words, self.grammar)
         audio, sr = audio_of(table)
-        return [asr.transcribe(a, sr) for a in progress_bar(audio, desc=f"{self.id}: transcribing", unit="utt",
-                                                            leave=False)]
+        return [
+            asr.transcribe(a, sr) for a in progress_bar(audio, desc=f"{self.id}: transcribing", unit="utt", leave=False)
+        ]
 
     def compare(self, original, original_values, anonymized_values) -> np.ndarray:
         from .asr import normalize_words, word_errors
 
-        refs = [normalize_words(r, self.spell_digits) if r is not None and r == r else None
-                for r in original.attribute(self.transcript)]
-        errors = np.array([np.nan if r is None else word_errors(r, normalize_words(h, self.spell_digits))
-                           for r, h in zip(refs, anonymized_values, strict=True)], dtype=np.float64)
+        refs = [
+            normalize_words(r, self.spell_digits) if r is not None and r == r else None
+            for r in original.attribute(self.transcript)
+        ]
+        errors = np.array(
+            [
+                np.nan if r is None else word_errors(r, normalize_words(h, self.spell_digits))
+                for r, h in zip(refs, anonymized_values, strict=True)
+            ],
+            dtype=np.float64,
+        )
         n_ref = np.array([np.nan if r is None else len(r) for r in refs], dtype=np.float64)
         known = np.isfinite(n_ref) & (n_ref > 0)
         out = np.full(len(refs), np.nan)

@@ -19,9 +19,22 @@ import attrs
 import numpy as np
 
 from bioanon.api import (
-    CentroidRecognizer, arcface_head, device_param, fitted, import_torch, infer, labels_of, method_training, param,
-    precision_param, preflight_weights, resolve_device, stage, train_net, weights_param,
+    CentroidRecognizer,
+    arcface_head,
+    device_param,
+    fitted,
+    import_torch,
+    infer,
+    labels_of,
+    method_training,
+    param,
+    precision_param,
+    preflight_weights,
     require_fitted,
+    resolve_device,
+    stage,
+    train_net,
+    weights_param,
 )
 
 from .dsp import audio_of, log_mel
@@ -35,8 +48,18 @@ def _at_least(f: np.ndarray, frames: int) -> np.ndarray:
     return f if t >= frames else np.tile(f, (1, int(np.ceil(frames / t))))
 
 
-def _build(torch: Any, n_mels: int, channels: int, pool: int, frame_layers: int, emb: int, n_classes: int,
-           loss: str, margin: float, scale: float):
+def _build(
+    torch: Any,
+    n_mels: int,
+    channels: int,
+    pool: int,
+    frame_layers: int,
+    emb: int,
+    n_classes: int,
+    loss: str,
+    margin: float,
+    scale: float,
+):
     nn = torch.nn
     F = torch.nn.functional
     module: Any = nn.Module  # torch is imported lazily: a value here, not a type mypy knows
@@ -46,8 +69,14 @@ def _build(torch: Any, n_mels: int, channels: int, pool: int, frame_layers: int,
 
         def __init__(self) -> None:
             super().__init__()
-            self.layers = nn.Sequential(nn.ReLU(), nn.BatchNorm1d(emb), nn.Linear(emb, emb), nn.ReLU(),
-                                        nn.BatchNorm1d(emb), nn.Linear(emb, n_classes))
+            self.layers = nn.Sequential(
+                nn.ReLU(),
+                nn.BatchNorm1d(emb),
+                nn.Linear(emb, emb),
+                nn.ReLU(),
+                nn.BatchNorm1d(emb),
+                nn.Linear(emb, n_classes),
+            )
 
         def forward(self, e, labels=None):
             return self.layers(e)
@@ -62,17 +91,24 @@ def _build(torch: Any, n_mels: int, channels: int, pool: int, frame_layers: int,
             super().__init__()
             c = channels
             layers = [
-                nn.Conv1d(n_mels, c, 5, padding=2), nn.ReLU(), nn.BatchNorm1d(c),  # frame1 [t-2, t+2]
-                nn.Conv1d(c, c, 3, dilation=2, padding=2), nn.ReLU(), nn.BatchNorm1d(c),  # frame2 {t-2, t, t+2}
-                nn.Conv1d(c, c, 3, dilation=3, padding=3), nn.ReLU(), nn.BatchNorm1d(c),  # frame3 {t-3, t, t+3}
+                nn.Conv1d(n_mels, c, 5, padding=2),
+                nn.ReLU(),
+                nn.BatchNorm1d(c),  # frame1 [t-2, t+2]
+                nn.Conv1d(c, c, 3, dilation=2, padding=2),
+                nn.ReLU(),
+                nn.BatchNorm1d(c),  # frame2 {t-2, t, t+2}
+                nn.Conv1d(c, c, 3, dilation=3, padding=3),
+                nn.ReLU(),
+                nn.BatchNorm1d(c),  # frame3 {t-3, t, t+3}
             ]
             if frame_layers == 5:
                 layers += [nn.Conv1d(c, c, 1), nn.ReLU(), nn.BatchNorm1d(c)]  # frame4 {t}
             layers += [nn.Conv1d(c, pool, 1), nn.ReLU(), nn.BatchNorm1d(pool)]  # the last frame layer {t}
             self.backbone = nn.Sequential(*layers)
             self.embedding = nn.Linear(2 * pool, emb)
-            self.head = (Segment7Softmax() if loss == "softmax"
-                         else arcface_head(emb, n_classes, margin=margin, scale=scale))
+            self.head = (
+                Segment7Softmax() if loss == "softmax" else arcface_head(emb, n_classes, margin=margin, scale=scale)
+            )
 
         def embed(self, x):  # (B, n_mels, T) -> (B, emb)
             h = self.backbone(x)
@@ -85,12 +121,34 @@ def _build(torch: Any, n_mels: int, channels: int, pool: int, frame_layers: int,
     return XVectorNet()
 
 
-_FAST = {"n_mels": 30, "channels": 64, "frame_layers": 4, "pool_channels": 0, "embedding_dim": 64, "loss": "aam",
-         "epochs": 30, "batch_size": 32, "crop_frames": 60, "learning_rate": 0.002, "weight_decay": 1e-4,
-         "threads": 1}
-_PAPER = {"n_mels": 24, "channels": 512, "frame_layers": 5, "pool_channels": 1500, "embedding_dim": 512,
-          "loss": "softmax", "epochs": 60, "batch_size": 64, "crop_frames": 300, "learning_rate": 0.001,
-          "weight_decay": 1e-4, "threads": 0}
+_FAST = {
+    "n_mels": 30,
+    "channels": 64,
+    "frame_layers": 4,
+    "pool_channels": 0,
+    "embedding_dim": 64,
+    "loss": "aam",
+    "epochs": 30,
+    "batch_size": 32,
+    "crop_frames": 60,
+    "learning_rate": 0.002,
+    "weight_decay": 1e-4,
+    "threads": 1,
+}
+_PAPER = {
+    "n_mels": 24,
+    "channels": 512,
+    "frame_layers": 5,
+    "pool_channels": 1500,
+    "embedding_dim": 512,
+    "loss": "softmax",
+    "epochs": 60,
+    "batch_size": 64,
+    "crop_frames": 300,
+    "learning_rate": 0.001,
+    "weight_decay": 1e-4,
+    "threads": 0,
+}
 
 
 @attrs.define(kw_only=True)
@@ -126,40 +184,58 @@ class XVector(CentroidRecognizer):
     trait: ClassVar[str] = "voice"
     payloads: ClassVar[tuple[str, ...]] = ("audio",)
     has_embedding: ClassVar[bool] = True
-    reference: ClassVar[str] = ("Snyder et al., X-vectors: robust DNN embeddings for speaker recognition, ICASSP "
-                                "2018 (Table 1); Deng et al., ArcFace, 2019")
+    reference: ClassVar[str] = (
+        "Snyder et al., X-vectors: robust DNN embeddings for speaker recognition, ICASSP "
+        "2018 (Table 1); Deng et al., ArcFace, 2019"
+    )
     example_params: ClassVar[dict] = {"epochs": 2, "channels": 8, "embedding_dim": 8, "crop_frames": 20}
     presets: ClassVar[dict[str, dict[str, Any]]] = {"fast": _FAST, "paper": _PAPER}
 
-    preset: str = param("fast", help="fast: small CPU-friendly network (the defaults); paper: Snyder et al. 2018 "
-                        "Table 1 (512-channel TDNN, 1500-channel pooling, 512-d x-vector, softmax, 3 s crops)",
-                        choices=("fast", "paper"))
+    preset: str = param(
+        "fast",
+        help="fast: small CPU-friendly network (the defaults); paper: Snyder et al. 2018 "
+        "Table 1 (512-channel TDNN, 1500-channel pooling, 512-d x-vector, softmax, 3 s crops)",
+        choices=("fast", "paper"),
+    )
     n_mels: int = param(30, help="log mel bands per frame", low=8, high=128)
     channels: int = param(64, help="TDNN channels of the frame layers before the last", low=4)
-    frame_layers: int = param(4, help="TDNN frame layers: 4 (three context layers, one 1×1 layer) or 5 (Table 1: "
-                              "frame4 and frame5 are 1×1)", choices=(4, 5))
-    pool_channels: int = param(0, help="channels of the last frame layer, fed to statistics pooling "
-                               "(0 = 2 × channels)", low=0)
+    frame_layers: int = param(
+        4,
+        help="TDNN frame layers: 4 (three context layers, one 1×1 layer) or 5 (Table 1: frame4 and frame5 are 1×1)",
+        choices=(4, 5),
+    )
+    pool_channels: int = param(
+        0, help="channels of the last frame layer, fed to statistics pooling (0 = 2 × channels)", low=0
+    )
     embedding_dim: int = param(64, help="embedding dimension", low=2)
-    loss: str = param("aam", help="training loss: aam (additive angular margin softmax) or softmax (cross-entropy "
-                      "after a hidden segment7 layer, as in Snyder et al.)", choices=("aam", "softmax"))
+    loss: str = param(
+        "aam",
+        help="training loss: aam (additive angular margin softmax) or softmax (cross-entropy "
+        "after a hidden segment7 layer, as in Snyder et al.)",
+        choices=("aam", "softmax"),
+    )
     epochs: int = param(30, help="training epochs", low=1)
     batch_size: int = param(32, help="utterances per batch", low=2)
-    crop_frames: int = param(60, help="training crop length in 10 ms frames (shorter utterances are tiled)",
-                             low=8)
+    crop_frames: int = param(60, help="training crop length in 10 ms frames (shorter utterances are tiled)", low=8)
     margin: float = param(0.2, help="additive angular margin m (radians; loss = aam)", low=0.0, high=1.0)
     scale: float = param(30.0, help="logit scale s of the AAM-softmax (loss = aam)", low=1.0)
     learning_rate: float = param(0.002, help="Adam learning rate (cosine-annealed)", low=0.0, low_inclusive=False)
     weight_decay: float = param(1e-4, help="Adam weight decay", low=0.0)
     seed: int = param(0, help="random seed (initialization, crops, batches)")
-    threads: int = param(1, help="torch intra-op threads (0 = all cores). The fast preset's small batches run "
-                         "fastest on one: on two busy cores, two threads made a fit ten times slower; the paper "
-                         "preset uses every core", low=0, affects_output=False)
+    threads: int = param(
+        1,
+        help="torch intra-op threads (0 = all cores). The fast preset's small batches run "
+        "fastest on one: on two busy cores, two threads made a fit ten times slower; the paper "
+        "preset uses every core",
+        low=0,
+        affects_output=False,
+    )
     device: str = device_param()
     precision: str = precision_param()
     weights: str = weights_param()
-    freeze: bool = param(False, help="keep the pretrained TDNN frame layers fixed (train only the embedding layer "
-                         "and the training head)")
+    freeze: bool = param(
+        False, help="keep the pretrained TDNN frame layers fixed (train only the embedding layer and the training head)"
+    )
 
     model_: Any = fitted()
     device_: str | None = fitted()
@@ -174,8 +250,18 @@ class XVector(CentroidRecognizer):
 
     def _builder(self, torch: Any, n_classes: int):
         pool = self.pool_channels or 2 * self.channels
-        return lambda: _build(torch, self.n_mels, self.channels, pool, self.frame_layers, self.embedding_dim,
-                              n_classes, self.loss, self.margin, self.scale)
+        return lambda: _build(
+            torch,
+            self.n_mels,
+            self.channels,
+            pool,
+            self.frame_layers,
+            self.embedding_dim,
+            n_classes,
+            self.loss,
+            self.margin,
+            self.scale,
+        )
 
     def preflight(self, table) -> list[str]:
         """Problems found before any work: torch missing, or a ``weights`` file that does not fit the network
@@ -201,9 +287,17 @@ class XVector(CentroidRecognizer):
             return flat[rows].transpose(1, 2), yt[idx]  # (B, n_mels, crop)
 
         net = train_net(
-            self._builder(torch, max(len(classes), 2)), batch, len(feats), epochs=self.epochs,
-            batch_size=self.batch_size, lr=self.learning_rate, weight_decay=self.weight_decay, scheduler="cosine",
-            install=_INSTALL, **method_training(self, train, label=label, device=dev)).net
+            self._builder(torch, max(len(classes), 2)),
+            batch,
+            len(feats),
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            lr=self.learning_rate,
+            weight_decay=self.weight_decay,
+            scheduler="cosine",
+            install=_INSTALL,
+            **method_training(self, train, label=label, device=dev),
+        ).net
         self.model_, self.device_ = net, dev
         return self
 
@@ -215,6 +309,13 @@ class XVector(CentroidRecognizer):
         import_torch(self.id, _INSTALL)
         # utterances of one length form one batch (no padding, which would change the statistics pooling)
         frames = [_at_least(f, 8) for f in self._frames(table)]
-        e = infer(self.model_.embed, frames, out_shape=(self.embedding_dim,), batch_size=64, threads=self.threads,
-                  device=cast(str, self.device_), precision=self.precision)
+        e = infer(
+            self.model_.embed,
+            frames,
+            out_shape=(self.embedding_dim,),
+            batch_size=64,
+            threads=self.threads,
+            device=cast(str, self.device_),
+            precision=self.precision,
+        )
         return e / np.maximum(np.linalg.norm(e, axis=1, keepdims=True), 1e-12)
