@@ -32,7 +32,7 @@ demo: setup
 plugin-template: setup
 	$(PIP) install -q -e examples/plugin-template
 
-test: setup plugin-template
+test: setup plugin-template lint
 	BIOANON_STRICT_PLUGINS=1 $(BIN)/python -m pytest tests examples/plugin-template/tests
 
 # ruff (lint and format) and mypy (strict on the core, mypy's default checks on the plugins); part of `make test`
