@@ -1,6 +1,6 @@
 # Two commands do everything on a fresh machine (Python 3.11 with venv):
 #   make demo   create .venv, install torch, the core and all four plugins, run the main job
-#   make test   the same set-up, then the whole test suite (incl. the plugin template's tests)
+#   make test   the same set-up, then the linters and the whole test suite (incl. the plugin template's tests)
 # Both are idempotent: the set-up reruns only when a pyproject.toml changed.
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)

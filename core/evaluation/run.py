@@ -548,6 +548,25 @@ _sets_for = scenario_tables
 # --------------------------------------------------------------------------------------------------- results
 
 
+def _run_columns(st: Mapping[str, Any], row: Mapping[str, Any], labels: Mapping[str, str]) -> dict[str, Any]:
+    """The columns that place a metric row in the run (shared by the metrics and the breakdown tables): the
+    score task ``st``'s anonymizer setting, repeat, recognizer and scenario, and ``row``'s selection."""
+    selector, n, draw = row["selection"].split("|")
+    return {
+        "anonymizer": st["anonymizer"],
+        "setting": st["setting"],
+        "setting_index": st["setting_index"],
+        "params": st["params"],
+        "repeat": st["repeat"],
+        "selector": selector,
+        "n_subjects": int(n),
+        "draw": int(draw),
+        "recognizer": st["recognizer"],
+        "scenario": st["scenario"],
+        "label": labels.get(st["key"], "subject"),
+    }
+
+
 def collect_metrics(plan: Plan, records: Mapping[str, Any]) -> Any:
     """The tidy metrics table: one row per score task × selection × metric, with the evaluation's ``label``
     ("subject" for identity, else the attribute), a ``note`` that explains undefined values (NaN) and missing or
@@ -562,20 +581,9 @@ def collect_metrics(plan: Plan, records: Mapping[str, Any]) -> Any:
         if rec is None:
             continue
         for row in rec["rows"]:
-            selector, n, draw = row["selection"].split("|")
             rows.append(
                 {
-                    "anonymizer": st["anonymizer"],
-                    "setting": st["setting"],
-                    "setting_index": st["setting_index"],
-                    "params": st["params"],
-                    "repeat": st["repeat"],
-                    "selector": selector,
-                    "n_subjects": int(n),
-                    "draw": int(draw),
-                    "recognizer": st["recognizer"],
-                    "scenario": st["scenario"],
-                    "label": labels.get(st["key"], "subject"),
+                    **_run_columns(st, row, labels),
                     **{k: row[k] for k in ("metric", "value", "ci_low", "ci_high", "chance", "n_probes")},
                     "note": row.get("note", ""),
                     "comparator": rec.get("comparator", ""),
@@ -642,20 +650,9 @@ def collect_breakdown(plan: Plan, records: Mapping[str, Any]) -> Any:
     for st in plan.score_tasks:
         rec = records.get(st["key"])
         for row in (rec or {}).get("breakdown", []):
-            selector, n, draw = row["selection"].split("|")
             rows.append(
                 {
-                    "anonymizer": st["anonymizer"],
-                    "setting": st["setting"],
-                    "setting_index": st["setting_index"],
-                    "params": st["params"],
-                    "repeat": st["repeat"],
-                    "selector": selector,
-                    "n_subjects": int(n),
-                    "draw": int(draw),
-                    "recognizer": st["recognizer"],
-                    "scenario": st["scenario"],
-                    "label": labels.get(st["key"], "subject"),
+                    **_run_columns(st, row, labels),
                     "group_subjects": row["n_subjects"],
                     **{
                         k: row[k]
