@@ -38,7 +38,8 @@ def op(fn: Callable[..., dict[str, Any]]) -> Callable[..., dict[str, Any]]:
 
 @attrs.frozen
 class TaskSpec:
-    """One unit of work: ``OPS[op](cache, **args)`` returns a JSON-able record stored under ``key``."""
+    """One unit of work: ``OPS[op](cache, context=<the run context>, key=key, **args)`` returns a JSON-able
+    record stored under ``key``."""
 
     key: str
     op: str
@@ -121,13 +122,13 @@ def run_task(task: TaskSpec, cache: Cache, context: RunContext | None = None) ->
         return done
     context = context if context is not None else current_context()
     with context.activate(), using_weight_cache(cache):  # trained networks are kept beside the results
-        record = OPS[task.op](cache, key=task.key, **task.args)
+        record = OPS[task.op](cache, context=context, key=task.key, **task.args)
     cache.put_json(task.key, record)
     return record
 
 
-def _create(spec: Mapping[str, Any]) -> Method:
-    return current_context().create(spec["id"], **spec.get("params", {}))
+def _create(context: RunContext, spec: Mapping[str, Any]) -> Method:
+    return context.create(spec["id"], **spec.get("params", {}))
 
 
 def _table(cache: Cache, key: str) -> SampleTable:
@@ -144,6 +145,7 @@ def _table(cache: Cache, key: str) -> SampleTable:
 def split(
     cache: Cache,
     *,
+    context: RunContext,
     dataset: str,
     rates: list[float],
     seed: int,
@@ -206,6 +208,7 @@ def _cross_parts(
 def templates(
     cache: Cache,
     *,
+    context: RunContext,
     method: dict[str, Any],
     fit: str,
     label: str,
@@ -219,7 +222,7 @@ def templates(
     ``features``; subjects, sample ids, attributes and metadata kept)."""
     from ..errors import ConfigError
 
-    m = cast(Recognizer, _create(method))  # a recognizer that embeds (checked next)
+    m = cast(Recognizer, _create(context, method))  # a recognizer that embeds (checked next)
     if not getattr(m, "has_embedding", False):
         raise ConfigError(f"[templates] recognizer {m.id} has no embedding (has_embedding is false)")
     parts = {"background": background, "attacker": attacker, "evaluation": evaluation}
@@ -257,11 +260,18 @@ def template_table(table: SampleTable, templates: NDArray[Any]) -> SampleTable:
 
 @op
 def anonymize(
-    cache: Cache, *, method: dict[str, Any], background: str, attacker: str, evaluation: str, key: str
+    cache: Cache,
+    *,
+    context: RunContext,
+    method: dict[str, Any],
+    background: str,
+    attacker: str,
+    evaluation: str,
+    key: str,
 ) -> dict[str, Any]:
     """Fit the anonymizer on the background set; anonymize the attacker and evaluation sets. With an empty
     background (``rates.background = 0``) the anonymizer is fitted on each set it anonymizes."""
-    m = cast(Anonymizer, _create(method))
+    m = cast(Anonymizer, _create(context, method))
     back = _table(cache, background)
     if len(back):
         m.fit(back)
@@ -269,7 +279,7 @@ def anonymize(
     for name, k_in in (("attacker", attacker), ("evaluation", evaluation)):
         clear = _table(cache, k_in)
         if not len(back):
-            m = cast(Anonymizer, _create(method)).fit(clear)
+            m = cast(Anonymizer, _create(context, method)).fit(clear)
         anon = m.transform(clear)
         if not np.array_equal(anon.sample_ids, clear.sample_ids):
             raise BioanonError(f"{m.id} changed the sample ids or their order")
@@ -282,10 +292,17 @@ def anonymize(
 
 @op
 def deanonymize(
-    cache: Cache, *, method: dict[str, Any], clear_attacker: str, anon_attacker: str, anon_evaluation: str, key: str
+    cache: Cache,
+    *,
+    context: RunContext,
+    method: dict[str, Any],
+    clear_attacker: str,
+    anon_attacker: str,
+    anon_evaluation: str,
+    key: str,
 ) -> dict[str, Any]:
     """Train the de-anonymizer on (clear, anonymized) attacker pairs; apply it to the anonymized evaluation set."""
-    m = cast(Deanonymizer, _create(method))
+    m = cast(Deanonymizer, _create(context, method))
     m.fit(_table(cache, clear_attacker), _table(cache, anon_attacker))
     anon = _table(cache, anon_evaluation)
     out = m.transform(anon)
@@ -295,9 +312,11 @@ def deanonymize(
 
 
 @op
-def select(cache: Cache, *, method: dict[str, Any], n: int, evaluation: str, attacker: str, key: str) -> dict[str, Any]:
+def select(
+    cache: Cache, *, context: RunContext, method: dict[str, Any], n: int, evaluation: str, attacker: str, key: str
+) -> dict[str, Any]:
     """Select n subjects of the anonymized evaluation set (the selector may train on the anonymized attacker set)."""
-    m = cast(Selector, _create(method))
+    m = cast(Selector, _create(context, method))
     subjects = m.select(_table(cache, evaluation), n, attacker=_table(cache, attacker))
     return {"subjects": [str(s) for s in subjects]}
 
@@ -350,6 +369,7 @@ def _mixed(clear: SampleTable, anon: SampleTable, share: float, seed: int) -> Sa
 def score(
     cache: Cache,
     *,
+    context: RunContext,
     recognizer: dict[str, Any],
     scenario: str,
     label: str,
@@ -398,7 +418,7 @@ def score(
         else:
             train_id = [train_kind, sets[f"{train_kind}_attacker"]]
             train = attacker[train_kind]
-        rec = current_context().fit(recognizer, train_id, label, train)
+        rec = context.fit(recognizer, train_id, label, train)
     rows: list[dict[str, Any]] = []
     groups_out: list[dict[str, Any]] = []
     probes_out: dict[str, str] = {}
@@ -416,6 +436,7 @@ def score(
         probes = _rows(evaluation[probe_kind], test_part.sample_ids)
         if on_enrolment:
             rec = _fit_on_enrolment(
+                context,
                 recognizer,
                 label,
                 train_kind,
@@ -459,6 +480,7 @@ def score(
 
 
 def _fit_on_enrolment(
+    context: RunContext,
     recognizer: dict[str, Any],
     label: str,
     train_kind: str,
@@ -487,7 +509,7 @@ def _fit_on_enrolment(
             return _rows(evaluation[train_kind], ids)
 
     # the enrolment part is fixed by the evaluation tables, the subjects, the enrolment share and the seed
-    return current_context().fit(recognizer, [*train_id, sorted(subjects), enrolment, seed], label, train)
+    return context.fit(recognizer, [*train_id, sorted(subjects), enrolment, seed], label, train)
 
 
 def cv_rows(rec: Any) -> list[dict[str, Any]]:
@@ -539,10 +561,10 @@ def _scores_table(scores: Any, true: NDArray[Any], probes: SampleTable) -> Sampl
 
 
 @op
-def extract(cache: Cache, *, measure: dict[str, Any], table: str, key: str) -> dict[str, Any]:
+def extract(cache: Cache, *, context: RunContext, measure: dict[str, Any], table: str, key: str) -> dict[str, Any]:
     """The slow first stage of a two-stage utility measure (``UtilityMeasure.extracts``, e.g. speech
     recognition) on one table, as its own cached task: ``{"sample_ids": [...], "values": [...]}``."""
-    m = cast(UtilityMeasure, _create(measure))
+    m = cast(UtilityMeasure, _create(context, measure))
     t = _table(cache, table)
     values = list(m.extract(t))
     if len(values) != len(t):
@@ -566,6 +588,7 @@ def _extracted(cache: Cache, task_key: str, table: SampleTable) -> list[Any]:
 def utility(
     cache: Cache,
     *,
+    context: RunContext,
     measure: dict[str, Any],
     clear_attacker: str,
     clear_evaluation: str,
@@ -581,7 +604,7 @@ def utility(
     task keys) holds the first stage of a two-stage measure."""
     from ..metrics import bootstrap_ci
 
-    m = cast(UtilityMeasure, _create(measure))
+    m = cast(UtilityMeasure, _create(context, measure))
     m.fit(_table(cache, clear_attacker))
     clear = _table(cache, clear_evaluation)
     anon = _table(cache, anon_evaluation)
@@ -612,7 +635,14 @@ def utility(
 
 @op
 def protocol(
-    cache: Cache, *, attribute: str, clear_evaluation: str, anon_evaluation: str, seed: int, key: str
+    cache: Cache,
+    *,
+    context: RunContext,
+    attribute: str,
+    clear_evaluation: str,
+    anon_evaluation: str,
+    seed: int,
+    key: str,
 ) -> dict[str, Any]:
     """The paper's own evaluation protocol (``utility-preserving-anonymization.txt`` §5.1.3) on the evaluation
     set: attribute-of-interest accuracy of a random forest trained on original data, mixture, top-k mixture and

@@ -229,13 +229,13 @@ def _score_cache(tmp_path):
 
 def _run_score(cache, sets, fit, subjects, scenario="parrot", ctx=None):
     rec = {"id": "any.lda_cosine", "params": {"lda_dims": 1}}
-    with (ctx or RunContext(bioanon.get_registry())).activate():  # the run's store of fits
-        return _score_rows(cache, sets, fit, subjects, scenario, rec)
+    return _score_rows(cache, sets, fit, subjects, scenario, rec, ctx or RunContext(bioanon.get_registry()))
 
 
-def _score_rows(cache, sets, fit, subjects, scenario, rec):
+def _score_rows(cache, sets, fit, subjects, scenario, rec, ctx):
     out = tasks.score(
         cache,
+        context=ctx,  # the run's store of fits
         recognizer=rec,
         scenario=scenario,
         label="subject",
