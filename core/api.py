@@ -127,7 +127,8 @@ travel with a protection (``Anonymizer.comparator``), ``reuse_computed``, and ``
 
 1.2 added the run context: ``current_context`` (the active run's :class:`~bioanon.context.RunContext`, whose
 ``registry`` a method uses to build another method by id) and ``RunContext``; ``reuse_computed`` reuses within
-the active run."""
+the active run; renamed ids: ``register(cls, deprecated_aliases=(old_id, ...))`` (the old id warns once) and
+``warn_deprecated`` (a DeprecationWarning attributed to the user's code, so that it is shown)."""
 
 # name -> (module, attribute or None for the module itself), imported on first access
 _LAZY: dict[str, tuple[str, str | None]] = {
@@ -168,6 +169,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "read_csv_rows": ("bioanon.metadata", "read_csv_rows"),
     "read_metadata_csv": ("bioanon.metadata", "read_metadata_csv"),
     "progress_bar": ("bioanon.log", "progress_bar"),  # 1.1
+    "warn_deprecated": ("bioanon.log", "warn_deprecated"),  # 1.2
     # reusable building blocks
     "RandomSetMean": ("bioanon.builtin.random_set_mean", "RandomSetMean"),
     "Chain": ("bioanon.builtin.anonymizers", "Chain"),  # 1.1
@@ -273,6 +275,7 @@ __all__ = [  # every name of the API (the lazy ones included)
     "reuse_computed",
     "scores_param",
     "softmax_head",
+    "warn_deprecated",
     "stage",
     "table_rng",
     "testing",
@@ -345,6 +348,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
         uniform_column as uniform_column,
     )
     from .log import progress_bar as progress_bar
+    from .log import warn_deprecated as warn_deprecated
     from .metadata import (
         FILE_COLUMNS as FILE_COLUMNS,
     )

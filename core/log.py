@@ -24,11 +24,21 @@ import importlib.util
 import logging
 import os
 import sys
+import warnings
 from collections.abc import Iterable, Iterator
 from typing import Any
 
 LOGGER_NAME = "bioanon"
 logger = logging.getLogger(LOGGER_NAME)
+
+
+def warn_deprecated(message: str) -> None:
+    """A DeprecationWarning attributed to the first caller outside bioanon and its plugins (the user's script,
+    notebook or the ``bioanon`` command), so that Python's default filters show it, once per calling line."""
+    frame, level = sys._getframe(1), 2
+    while frame.f_back is not None and str(frame.f_globals.get("__name__", "")).startswith("bioanon"):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, DeprecationWarning, stacklevel=level)
 
 
 def in_notebook() -> bool:

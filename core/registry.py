@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import fnmatch
-import os
 import re
-import sys
-import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from types import MappingProxyType
 from typing import Any, cast
@@ -14,6 +11,7 @@ from typing import Any, cast
 import attrs
 
 from .errors import PluginError, UnknownMethodError
+from .log import warn_deprecated
 from .methods import KIND_CLASSES, KINDS, Method
 
 ID_PATTERN = re.compile(r"^[a-z][a-z0-9_]*\.[a-z0-9][a-z0-9_:\-]*$")
@@ -113,16 +111,9 @@ class Registry(Mapping[str, Entry]):
             return
         self._warned.add(old)
         new = self._deprecated[old]
-        # attribute the warning to the first caller outside bioanon (the user's script or config loader call)
-        here = os.path.dirname(os.path.abspath(__file__)) + os.sep
-        frame, level = sys._getframe(1), 2
-        while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
-            frame, level = frame.f_back, level + 1
-        warnings.warn(
+        warn_deprecated(
             f"method id {old!r} is deprecated: use {new!r} (same method and parameters; {old!r} will "
-            f"be removed in a future version)",
-            DeprecationWarning,
-            stacklevel=level,
+            f"be removed in a future version)"
         )
 
     def current_id(self, method_id: str) -> str:

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import warnings
 from collections.abc import Sequence
 from typing import Any, ClassVar, Literal
 
 import attrs
 import numpy as np
 
-from bioanon.api import Anonymizer, Chain, Method, ParameterError, RandomSetMean, TableError, param
+from bioanon.api import Anonymizer, Chain, Method, ParameterError, RandomSetMean, TableError, param, warn_deprecated
 
 from .skeleton import (
     BODY_PARTS,
@@ -708,11 +707,9 @@ class GaitChain(Chain):
 
     def __attrs_post_init__(self) -> None:
         super().__attrs_post_init__()
-        warnings.warn(
+        warn_deprecated(
             'gait.chain is deprecated: use any.chain with steps = [{id = "...", params = {...}}, ...] '
-            "(bioanon_gait.anonymizers.chain_steps converts the old steps)",
-            DeprecationWarning,
-            stacklevel=3,
+            "(bioanon_gait.anonymizers.chain_steps converts the old steps)"
         )
 
     @classmethod
