@@ -28,7 +28,7 @@ import attrs
 
 from .cache import Cache
 from .context import RunContext, active_context
-from .errors import BioanonError
+from .errors import BioanonError, ConfigError
 from .log import progress_bar
 
 if TYPE_CHECKING:  # types only
@@ -71,7 +71,7 @@ def resolve_jobs(jobs: int | None = None) -> int:
     env = os.environ.get(JOBS_ENV, "").strip()
     if env:
         if not env.isdigit():
-            raise BioanonError(f"{JOBS_ENV}={env!r} is not a number of jobs (a positive integer; 0 = every core)")
+            raise ConfigError(f"{JOBS_ENV}={env!r} is not a number of jobs (a positive integer; 0 = every core)")
         if int(env) > 0:
             return int(env)
     return cores()

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from .errors import BioanonError
+from .errors import BioanonError, DataError, TableError
 from .fileio import atomic_write, output_problem
 from .table import SampleTable
 
@@ -115,13 +115,13 @@ def _write_csv(table: SampleTable, path: Path) -> None:
     import pandas as pd
 
     if table.payload_names != ["features"]:
-        raise BioanonError(
+        raise TableError(
             f"{path}: a CSV holds tabular features only, but the table has the payload(s) "
             f"{table.payload_names}; write .arrow or .parquet, or a folder for images/audio"
         )
     x = np.asarray(table.payload("features"))
     if x.ndim != 2:
-        raise BioanonError(f"{path}: a CSV holds one feature vector per sample; 'features' has shape {x.shape[1:]}")
+        raise TableError(f"{path}: a CSV holds one feature vector per sample; 'features' has shape {x.shape[1:]}")
     df = pd.DataFrame(_attribute_frame(table))
     feats = pd.DataFrame(x, columns=[f"feature_{i}" for i in range(x.shape[1])])
     out = pd.concat([df, feats], axis=1)
@@ -138,7 +138,7 @@ def _write_folder(table: SampleTable, path: Path) -> None:
 
     kinds = [n for n in table.payload_names if n in ("image", "audio")]
     if len(kinds) != 1:
-        raise BioanonError(
+        raise TableError(
             f"{path}: a folder of files holds images or audio; the table has {table.payload_names}; "
             "write .arrow or .parquet instead"
         )
@@ -179,14 +179,14 @@ def _write_files(table: SampleTable, kind: str, root: Path) -> list[str]:
         for rel, img in zip(names, x, strict=True):
             img = np.asarray(img)
             if img.dtype != np.uint8:
-                raise BioanonError(f"images must be uint8 to be written as PNG, got {img.dtype}")
+                raise TableError(f"images must be uint8 to be written as PNG, got {img.dtype}")
             Image.fromarray(img[..., 0] if img.ndim == 3 and img.shape[2] == 1 else img).save(root / rel)
     else:
         from scipy.io import wavfile
 
         rate = table.metadata.get("sample_rate")
         if not rate:
-            raise BioanonError("the audio table has no 'sample_rate' in its metadata; cannot write WAV files")
+            raise TableError("the audio table has no 'sample_rate' in its metadata; cannot write WAV files")
         for rel, a in zip(names, x, strict=True):
             wavfile.write(root / rel, int(rate), np.asarray(a, dtype=np.float32))
     return names
@@ -197,10 +197,10 @@ def read_table(path: str | os.PathLike[str]) -> SampleTable:
     p = Path(path)
     suffix = p.suffix.lower()
     if suffix not in TABLE_SUFFIXES:
-        raise BioanonError(
+        raise DataError(
             f"{p}: any.table reads sample tables saved as {' or '.join(TABLE_SUFFIXES)}; "
             f"got {suffix or 'no suffix'} (a folder of files is read by the trait's folder source)"
         )
     if not p.is_file():
-        raise BioanonError(f"{p}: no such file")
+        raise DataError(f"{p}: no such file")
     return SampleTable.load(p, validate=True) if suffix == ".arrow" else SampleTable.from_parquet(p, validate=True)

@@ -28,7 +28,7 @@ from numpy.typing import NDArray
 
 from ..cache import Cache, table_fingerprint
 from ..context import RunContext
-from ..errors import BioanonError
+from ..errors import BioanonError, ConfigError
 from ..fileio import atomic_write, atomic_write_text, jsonable
 from ..table import LOAD_WARNINGS, SampleTable, _part_sizes
 from .checks import data_problems, device_problems
@@ -1060,7 +1060,7 @@ def _evaluate_in(
         cfg = attrs.evolve(cfg, run=attrs.evolve(cfg.run, device=device))
     if jobs is not None:
         if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 0:
-            raise BioanonError(f"jobs must be a number of worker processes (0 = every core), got {jobs!r}")
+            raise ConfigError(f"jobs must be a number of worker processes (0 = every core), got {jobs!r}")
         cfg = attrs.evolve(cfg, run=attrs.evolve(cfg.run, jobs=jobs))
     with using_device(cfg.run.device or None):
         return _evaluate(
@@ -1126,7 +1126,7 @@ def _evaluate(
                 context=context,
             )
         elif isinstance(executor, str):
-            raise BioanonError(f"unknown executor {executor!r}; use 'local' or 'dask'")
+            raise ConfigError(f"unknown executor {executor!r}; use 'local' or 'dask'")
         exe = executor.run(plan.tasks)
         result = _results(cfg, plan, exe, cache, folder, started, estimate, report)
     except KeyboardInterrupt:

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, cast
 import attrs
 import numpy as np
 
-from bioanon.api import Anonymizer, BioanonError, fitted, param
+from bioanon.api import Anonymizer, ParameterError, TableError, fitted, param
 
 from .signals import channel_names_of, sample_rate_of, table_rng
 
@@ -47,7 +47,7 @@ class _ImuAnonymizer(Anonymizer):
         column = self.payload_column(table, self.payload or None)
         x = np.asarray(table.payload(column))
         if x.ndim != 3:
-            raise BioanonError(
+            raise TableError(
                 f"{self.id}: payload {column!r} must be (window, channels) per sample, got per-sample "
                 f"shape {x.shape[1:]}"
             )
@@ -198,9 +198,11 @@ class LowPass(_ImuAnonymizer):
         column, x = self._get(table)
         fs = sample_rate_of(table, self.sample_rate)
         if self.cutoff_hz >= fs / 2:
-            raise BioanonError(
-                f"{self.id}: cutoff_hz={self.cutoff_hz:g} must be below the Nyquist frequency "
-                f"{fs / 2:g} Hz (sample rate {fs:g} Hz)"
+            raise ParameterError(
+                self.id,
+                "cutoff_hz",
+                self.cutoff_hz,
+                f"below the Nyquist frequency {fs / 2:g} Hz (sample rate {fs:g} Hz)",
             )
         sos = butter(self.order, self.cutoff_hz, btype="low", fs=fs, output="sos")
         # mirror-extend each window by ~3 cut-off periods so the edges start from a steady state
@@ -311,7 +313,7 @@ class ChannelRemoval(_ChannelStats):
         for pat in self.channels:
             hit = np.array([fnmatch.fnmatchcase(n, pat) for n in names], bool)
             if not hit.any():
-                raise BioanonError(f"{self.id}: channel pattern {pat!r} matches none of the channels {names}")
+                raise ParameterError(self.id, "channels", pat, f"patterns that match some of the channels {names}")
             mask |= hit
         return mask
 
@@ -322,7 +324,7 @@ class ChannelRemoval(_ChannelStats):
         mask = self.removed(names)
         if self.mode == "drop":
             if mask.all():
-                raise BioanonError(f"{self.id}: mode='drop' would remove every channel")
+                raise ParameterError(self.id, "mode", "drop", "'zero' or 'mean' when the patterns select every channel")
             out = self._put(table, column, x[:, :, ~mask])
             if table.metadata.get("channels") is not None:
                 out = out.with_metadata(channels=[n for n, m in zip(names, mask, strict=True) if not m])
