@@ -548,6 +548,22 @@ _sets_for = scenario_tables
 # --------------------------------------------------------------------------------------------------- results
 
 
+#: The columns that place a metric row in the run, first in the metrics and the breakdown tables.
+RUN_COLUMNS = [
+    "anonymizer",
+    "setting",
+    "setting_index",
+    "params",
+    "repeat",
+    "selector",
+    "n_subjects",
+    "draw",
+    "recognizer",
+    "scenario",
+    "label",
+]
+
+
 def _run_columns(st: Mapping[str, Any], row: Mapping[str, Any], labels: Mapping[str, str]) -> dict[str, Any]:
     """The columns that place a metric row in the run (shared by the metrics and the breakdown tables): the
     score task ``st``'s anonymizer setting, repeat, recognizer and scenario, and ``row``'s selection."""
@@ -564,7 +580,7 @@ def _run_columns(st: Mapping[str, Any], row: Mapping[str, Any], labels: Mapping[
         "recognizer": st["recognizer"],
         "scenario": st["scenario"],
         "label": labels.get(st["key"], "subject"),
-    }
+    }  # the keys of RUN_COLUMNS, in its order
 
 
 def collect_metrics(plan: Plan, records: Mapping[str, Any]) -> Any:
@@ -590,17 +606,7 @@ def collect_metrics(plan: Plan, records: Mapping[str, Any]) -> Any:
                 }
             )
     cols = [
-        "anonymizer",
-        "setting",
-        "setting_index",
-        "params",
-        "repeat",
-        "selector",
-        "n_subjects",
-        "draw",
-        "recognizer",
-        "scenario",
-        "label",
+        *RUN_COLUMNS,
         "metric",
         "value",
         "ci_low",
@@ -614,17 +620,7 @@ def collect_metrics(plan: Plan, records: Mapping[str, Any]) -> Any:
 
 
 BREAKDOWN_COLUMNS = [
-    "anonymizer",
-    "setting",
-    "setting_index",
-    "params",
-    "repeat",
-    "selector",
-    "n_subjects",
-    "draw",
-    "recognizer",
-    "scenario",
-    "label",
+    *RUN_COLUMNS,
     "by",
     "group",
     "metric",
