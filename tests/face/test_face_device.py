@@ -332,8 +332,10 @@ def test_fantomas_on_cuda_matches_the_cpu(faces):
 
 @needs_cuda
 def test_arcface_on_cuda_matches_the_cpu(colour):
-    cpu = ArcFace(device="cpu", precision="fp32", **ARCFACE).fit(colour)
-    gpu = ArcFace(device="cuda", precision="fp32", **ARCFACE).fit(colour)
+    # no dropout: its masks come from each device's own generator (on an H100 the first epoch's loss was 7.7 %
+    # apart with dropout 0.2); initialization, batch order and augmentation are drawn on the host, so the same
+    cpu = ArcFace(device="cpu", precision="fp32", **ARCFACE, dropout=0.0).fit(colour)
+    gpu = ArcFace(device="cuda", precision="fp32", **ARCFACE, dropout=0.0).fit(colour)
     assert gpu.device_.startswith("cuda")
     first_cpu, first_gpu = cpu.history_[0]["train_loss"], gpu.history_[0]["train_loss"]
     assert abs(first_gpu - first_cpu) <= 0.05 * abs(first_cpu), (first_cpu, first_gpu)

@@ -40,14 +40,16 @@ class TestXVectorDevice(NetworkContract):
     params = {"epochs": 3, "channels": 8, "embedding_dim": 8, "crop_frames": 20, "threads": 1, "seed": 1}
     wider = {"channels": 16}
     first_layer = ("(8, 30, 5)", "(16, 30, 5)")
-    cuda_params = {"epochs": 15, "channels": 32, "embedding_dim": 32, "crop_frames": 30}
-    cuda_top1 = 0.3  # chance 1/12
+    # 8 speakers, 8 enrolment utterances each: the CPU reaches 0.77-0.86 over seeds (12 speakers with 4 each gave
+    # 0.23-0.40, as weak as an MFCC SVM there, so a threshold of 0.3 was a coin flip on any device)
+    cuda_params = {"epochs": 30, "channels": 32, "embedding_dim": 32, "crop_frames": 30}
+    cuda_top1 = 0.5  # chance 1/8
 
     def data(self, n_subjects: int = 6):
         return _data(n_subjects)
 
     def cuda_data(self):
-        data = bioanon.load_dataset("voice.synthetic", n_speakers=12, utterances_per_speaker=8, seed=0)
+        data = bioanon.load_dataset("voice.synthetic", n_speakers=8, utterances_per_speaker=16, seed=0)
         enrol, probes = data.split_within_subjects([0.5, 0.5], seed=0)
         return enrol, enrol, probes
 
