@@ -43,6 +43,7 @@ Device and training helpers for torch methods
     parameters :func:`device_param`, :func:`precision_param`, :func:`weights_param`; :func:`resolve_device`;
     :func:`import_torch` (a clear install hint when torch is missing); the shared trainer :func:`train_net`
     with :func:`method_training`, :func:`preflight_weights`, :func:`infer`, :func:`stage`, :func:`to_device`,
+    :func:`batch_rows` (a batch's indices on a staged tensor's device without a GPU stall; 1.2),
     heads :func:`arcface_head`, :func:`softmax_head` and the choices :data:`OPTIMIZERS`, :data:`SCHEDULERS`.
 
 Reading data sets
@@ -149,6 +150,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "OPTIMIZERS": ("bioanon.nettrain", "OPTIMIZERS"),
     "SCHEDULERS": ("bioanon.nettrain", "SCHEDULERS"),
     "arcface_head": ("bioanon.nettrain", "arcface_head"),
+    "batch_rows": ("bioanon.nettrain", "batch_rows"),
     "infer": ("bioanon.nettrain", "infer"),
     "method_training": ("bioanon.nettrain", "method_training"),
     "preflight_weights": ("bioanon.nettrain", "preflight_weights"),
@@ -240,6 +242,7 @@ __all__ = [  # every name of the API (the lazy ones included)
     "WeightsError",
     "align",
     "arcface_head",
+    "batch_rows",
     "check_method",
     "class_sums",
     "current_context",
@@ -393,6 +396,9 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
     )
     from .nettrain import (
         arcface_head as arcface_head,
+    )
+    from .nettrain import (
+        batch_rows as batch_rows,
     )
     from .nettrain import (
         infer as infer,

@@ -136,6 +136,28 @@ class NetworkContract:
                 self.make(device="cuda").fit(self.data())
 
     @needs_cuda
+    def test_cuda_batches_do_not_wait_for_the_gpu(self, monkeypatch):
+        """Drawing a training batch on CUDA makes no synchronizing copy (torch's sync debug mode raises on one):
+        a small network is launch-bound, and a stall per batch drains the GPU's queue."""
+        real = self.module.train_net
+        drawn: list[bool] = []
+
+        def train_net(build, batch, n, **kw):
+            rng = np.random.default_rng(0)
+            torch.cuda.synchronize()
+            torch.cuda.set_sync_debug_mode("error")
+            try:
+                tensors = batch(rng.permutation(n)[:4], rng)
+            finally:
+                torch.cuda.set_sync_debug_mode("default")
+            drawn.append(all(t.device.type == "cuda" for t in tensors))
+            return real(build, batch, n, **kw)
+
+        monkeypatch.setattr(self.module, "train_net", train_net)
+        self.make(device="cuda").fit(self.data())
+        assert drawn == [True]
+
+    @needs_cuda
     def test_cuda_matches_cpu(self, spy):
         cpu = self.make(precision="fp32").fit(self.data())
         e_cpu = cpu.embed(self.data())

@@ -15,7 +15,7 @@ import numpy as np
 from ..device import resolve_device
 from ..errors import TableError, require_fitted
 from ..methods import Anonymizer, device_param, feature_matrix, fitted, param, precision_param
-from ..nettrain import infer, method_training, softmax_head, stage, train_net
+from ..nettrain import batch_rows, infer, method_training, softmax_head, stage, train_net
 from ..torchutil import import_torch
 
 __all__ = ["Pfrnet"]
@@ -229,10 +229,7 @@ class Pfrnet(Anonymizer):
             )
 
         def batch(idx: np.ndarray, rng: np.random.Generator) -> list[Any]:
-            rows = torch.from_numpy(idx)
-            if data[0].device.type != "cpu":
-                rows = rows.to(data[0].device, non_blocking=True)
-            return [a[rows] for a in data]
+            return [a[batch_rows(idx, a)] for a in data]
 
         def loss(net: Any, *tensors: Any) -> Any:
             terms = _losses(torch, net, *tensors)

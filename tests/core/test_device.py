@@ -32,6 +32,7 @@ from torchcontract import blobs as _blobs  # noqa: E402
 from bioanon.cache import Cache  # noqa: E402
 from bioanon.nettrain import (  # noqa: E402
     WeightsError,
+    batch_rows,
     check_weights,
     infer,
     load_weights,
@@ -329,6 +330,34 @@ def test_training_on_cuda_matches_cpu_within_tolerance():
     e_gpu = infer(gpu.net.embed, x.numpy(), out_shape=(8,), device="cuda")
     cos = (e_cpu * e_gpu).sum(1) / np.linalg.norm(e_cpu, axis=1) / np.linalg.norm(e_gpu, axis=1)
     assert np.median(cos) > 0.98
+
+
+def test_batch_rows_index_like_numpy_on_the_cpu():
+    x = torch.arange(20.0).reshape(10, 2)
+    idx = np.array([7, 2, 2, 9])
+    rows = batch_rows(idx, x)
+    assert rows.dtype == torch.int64 and rows.device.type == "cpu"
+    assert torch.equal(x[rows], x[idx])
+    assert torch.equal(x[batch_rows(np.array([[1, 3], [0, 0]], dtype=np.int32), x)], x[torch.tensor([[1, 3], [0, 0]])])
+
+
+@needs_cuda
+def test_batch_rows_on_cuda_do_not_wait_for_the_gpu():
+    x = torch.arange(20.0, device="cuda").reshape(10, 2)
+    idx = np.array([7, 2, 2, 9])
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")  # a synchronizing copy raises
+    try:
+        picked = x[batch_rows(idx, x)]
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert picked.device.type == "cuda" and torch.equal(picked.cpu(), x.cpu()[idx])
+    torch.cuda.set_sync_debug_mode("error")
+    try:  # the check can fail: a numpy index makes torch copy it to the GPU synchronously
+        with pytest.raises(RuntimeError, match="synchroniz"):
+            x[idx]
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
 
 
 # --------------------------------------------------------------------------------------------------- presets

@@ -26,6 +26,7 @@ from bioanon.api import (
     MissingDependencyError,
     ParameterError,
     arcface_head,
+    batch_rows,
     device_param,
     fitted,
     import_torch,
@@ -330,11 +331,10 @@ class ArcFace(CentroidRecognizer):
         xt, yt = stage(torch.from_numpy(x), dev), stage(torch.from_numpy(y.astype(np.int64)), dev)
 
         def batch(idx: np.ndarray, rng: np.random.Generator):
-            i = torch.from_numpy(idx).to(xt.device, non_blocking=True)
-            xb = to_device(xt[i], dev).float() / 255.0
+            xb = to_device(xt[batch_rows(idx, xt)], dev).float() / 255.0
             if self.augment:
                 xb = augment(torch, xb, rng)
-            return (xb - mean) / std, yt[i.to(yt.device)]
+            return (xb - mean) / std, yt[batch_rows(idx, yt)]
 
         trained = train_net(
             lambda: _build_net(torch, self, table_channels, max(len(classes), 2)),

@@ -17,6 +17,7 @@ import numpy as np
 
 from bioanon.api import (
     UtilityMeasure,
+    batch_rows,
     device_param,
     fitted,
     import_torch,
@@ -162,7 +163,7 @@ class PerceptualSimilarity(UtilityMeasure):
         gen = torch.Generator(device=dev)
 
         def batch(idx: np.ndarray, rng: np.random.Generator):
-            xb = to_device(xt[torch.from_numpy(idx).to(xt.device, non_blocking=True)], dev).float() / 255.0
+            xb = to_device(xt[batch_rows(idx, xt)], dev).float() / 255.0
             if self.augment:
                 xb = augment(torch, xb, rng)
             clean = (xb - mean) / std

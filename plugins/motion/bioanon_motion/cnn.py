@@ -23,6 +23,7 @@ from bioanon.api import (
     CentroidRecognizer,
     DataError,
     TableError,
+    batch_rows,
     device_param,
     fitted,
     import_torch,
@@ -182,7 +183,7 @@ class ImuCnn(CentroidRecognizer):
         targets = stage(torch.from_numpy(y.astype(np.int64)), dev)
         model = train_net(
             self._builder(x.shape[2], len(classes)),
-            lambda idx, rng: (inputs[idx], targets[idx]),
+            lambda idx, rng: (inputs[batch_rows(idx, inputs)], targets[batch_rows(idx, targets)]),
             len(targets),
             epochs=self.epochs,
             batch_size=self.batch_size,

@@ -21,6 +21,7 @@ import numpy as np
 from bioanon.api import (
     CentroidRecognizer,
     arcface_head,
+    batch_rows,
     device_param,
     fitted,
     import_torch,
@@ -283,8 +284,8 @@ class XVector(CentroidRecognizer):
 
         def batch(idx: np.ndarray, rng: np.random.Generator):
             first = starts[idx] + rng.integers(0, lengths[idx] - crop + 1)  # a random crop of each utterance
-            rows = torch.from_numpy(first).to(flat.device)[:, None] + steps  # (B, crop) frame indices
-            return flat[rows].transpose(1, 2), yt[idx]  # (B, n_mels, crop)
+            rows = batch_rows(first, flat)[:, None] + steps  # (B, crop) frame indices
+            return flat[rows].transpose(1, 2), yt[batch_rows(idx, yt)]  # (B, n_mels, crop)
 
         net = train_net(
             self._builder(torch, max(len(classes), 2)),
