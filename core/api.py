@@ -43,7 +43,7 @@ Device and training helpers for torch methods
     parameters :func:`device_param`, :func:`precision_param`, :func:`weights_param`; :func:`resolve_device`;
     :func:`import_torch` (a clear install hint when torch is missing); the shared trainer :func:`train_net`
     with :func:`method_training`, :func:`preflight_weights`, :func:`infer`, :func:`stage`, :func:`to_device`,
-    :func:`batch_rows` (a batch's indices on a staged tensor's device without a GPU stall; 1.2),
+    :func:`batch_rows` and :func:`take_rows` (a batch's rows of staged tensors without a GPU stall; 1.2),
     heads :func:`arcface_head`, :func:`softmax_head` and the choices :data:`OPTIMIZERS`, :data:`SCHEDULERS`.
 
 Reading data sets
@@ -155,6 +155,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "method_training": ("bioanon.nettrain", "method_training"),
     "preflight_weights": ("bioanon.nettrain", "preflight_weights"),
     "softmax_head": ("bioanon.nettrain", "softmax_head"),
+    "take_rows": ("bioanon.nettrain", "take_rows"),
     "stage": ("bioanon.nettrain", "stage"),
     "to_device": ("bioanon.nettrain", "to_device"),
     "train_net": ("bioanon.nettrain", "train_net"),
@@ -281,6 +282,7 @@ __all__ = [  # every name of the API (the lazy ones included)
     "warn_deprecated",
     "stage",
     "table_rng",
+    "take_rows",
     "testing",
     "to_device",
     "train_net",
@@ -414,6 +416,9 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
     )
     from .nettrain import (
         stage as stage,
+    )
+    from .nettrain import (
+        take_rows as take_rows,
     )
     from .nettrain import (
         to_device as to_device,

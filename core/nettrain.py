@@ -50,6 +50,7 @@ __all__ = [
     "file_digest",
     "stage",
     "batch_rows",
+    "take_rows",
     "preflight_weights",
     "method_training",
 ]
@@ -282,6 +283,17 @@ def batch_rows(idx: np.ndarray, like: Any) -> Any:
     if like.device.type == "cpu":
         return rows
     return rows.to(like.device, non_blocking=True)
+
+
+def take_rows(idx: np.ndarray, *tensors: Any) -> tuple[Any, ...]:
+    """``t[idx]`` for each of the staged ``tensors`` (the batch of every tensor a loss takes), the index copied
+    once per device with :func:`batch_rows` (staged tensors may sit on the GPU or, when too large, pinned on the
+    CPU)."""
+    rows: dict[Any, Any] = {}
+    for t in tensors:
+        if t.device not in rows:
+            rows[t.device] = batch_rows(idx, t)
+    return tuple(t[rows[t.device]] for t in tensors)
 
 
 def stage(t: Any, device: str, share: float = 0.25) -> Any:

@@ -16,7 +16,7 @@ import numpy as np
 from ..device import resolve_device
 from ..errors import DataError, require_fitted
 from ..methods import Deanonymizer, device_param, fitted, param, precision_param, weights_param
-from ..nettrain import batch_rows, infer, method_training, preflight_weights, stage, train_net
+from ..nettrain import infer, method_training, preflight_weights, stage, take_rows, train_net
 from ..payloads import restore_dtype
 from ..torchutil import import_torch
 from .deanonymizers import paired_payloads
@@ -164,8 +164,7 @@ class MlpInversion(Deanonymizer):
         loss_fn = torch.nn.MSELoss()
 
         def batch(idx: np.ndarray, rng: np.random.Generator) -> tuple[Any, Any]:
-            rows = batch_rows(idx, x_tr)
-            return x_tr[rows], y_tr[rows if y_tr.device == x_tr.device else batch_rows(idx, y_tr)]
+            return take_rows(idx, x_tr, y_tr)
 
         trained = train_net(
             lambda: self._net(torch, xs.shape[1], ys.shape[1], self.seed),

@@ -15,7 +15,7 @@ import numpy as np
 from ..device import resolve_device
 from ..errors import TableError, require_fitted
 from ..methods import Anonymizer, device_param, feature_matrix, fitted, param, precision_param
-from ..nettrain import batch_rows, infer, method_training, softmax_head, stage, train_net
+from ..nettrain import infer, method_training, softmax_head, stage, take_rows, train_net
 from ..torchutil import import_torch
 
 __all__ = ["Pfrnet"]
@@ -229,7 +229,7 @@ class Pfrnet(Anonymizer):
             )
 
         def batch(idx: np.ndarray, rng: np.random.Generator) -> list[Any]:
-            return [a[batch_rows(idx, a)] for a in data]
+            return list(take_rows(idx, *data))
 
         def loss(net: Any, *tensors: Any) -> Any:
             terms = _losses(torch, net, *tensors)

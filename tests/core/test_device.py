@@ -38,6 +38,7 @@ from bioanon.nettrain import (  # noqa: E402
     load_weights,
     read_state_dict,
     softmax_head,
+    take_rows,
     train_net,
     training_key,
     using_weight_cache,
@@ -339,6 +340,27 @@ def test_batch_rows_index_like_numpy_on_the_cpu():
     assert rows.dtype == torch.int64 and rows.device.type == "cpu"
     assert torch.equal(x[rows], x[idx])
     assert torch.equal(x[batch_rows(np.array([[1, 3], [0, 0]], dtype=np.int32), x)], x[torch.tensor([[1, 3], [0, 0]])])
+
+
+def test_take_rows_indexes_every_tensor_with_one_index_per_device(monkeypatch):
+    import bioanon.nettrain as nettrain
+
+    x, y = torch.arange(20.0).reshape(10, 2), torch.arange(10) * 3
+    idx = np.array([4, 0, 4])
+    made = []
+    real = nettrain.batch_rows
+    monkeypatch.setattr(nettrain, "batch_rows", lambda i, like: made.append(like.device) or real(i, like))
+    xb, yb = take_rows(idx, x, y)
+    assert torch.equal(xb, x[idx]) and torch.equal(yb, y[idx]) and len(made) == 1
+
+
+@needs_cuda
+def test_take_rows_across_a_gpu_and_pinned_cpu_tensor():
+    x, y = torch.arange(20.0).reshape(10, 2).pin_memory(), torch.arange(10, device="cuda") * 3
+    idx = np.array([9, 1])
+    xb, yb = take_rows(idx, x, y)
+    assert xb.device.type == "cpu" and yb.device.type == "cuda"
+    assert torch.equal(xb, x[idx]) and torch.equal(yb.cpu(), y.cpu()[idx])
 
 
 @needs_cuda

@@ -26,7 +26,6 @@ from bioanon.api import (
     MissingDependencyError,
     ParameterError,
     arcface_head,
-    batch_rows,
     device_param,
     fitted,
     import_torch,
@@ -39,6 +38,7 @@ from bioanon.api import (
     require_fitted,
     resolve_device,
     stage,
+    take_rows,
     to_device,
     train_net,
     weights_param,
@@ -331,10 +331,11 @@ class ArcFace(CentroidRecognizer):
         xt, yt = stage(torch.from_numpy(x), dev), stage(torch.from_numpy(y.astype(np.int64)), dev)
 
         def batch(idx: np.ndarray, rng: np.random.Generator):
-            xb = to_device(xt[batch_rows(idx, xt)], dev).float() / 255.0
+            xi, yb = take_rows(idx, xt, yt)
+            xb = to_device(xi, dev).float() / 255.0
             if self.augment:
                 xb = augment(torch, xb, rng)
-            return (xb - mean) / std, yt[batch_rows(idx, yt)]
+            return (xb - mean) / std, yb
 
         trained = train_net(
             lambda: _build_net(torch, self, table_channels, max(len(classes), 2)),

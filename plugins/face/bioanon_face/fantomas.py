@@ -317,7 +317,7 @@ class Fantomas(Deanonymizer):
 
     # ---------------------------------------------------------------------------------------------------- fit
     def fit(self, clear, anonymized):
-        from bioanon.api import batch_rows, method_training, resolve_device, stage, train_net
+        from bioanon.api import method_training, resolve_device, stage, take_rows, train_net
 
         torch = _torch(self.id)
         dev = resolve_device(self.device, who=self.id)
@@ -340,8 +340,7 @@ class Fantomas(Deanonymizer):
         loss_fn = self._loss_fn(torch)
 
         def batch(idx: np.ndarray, rng: np.random.Generator):
-            i = batch_rows(idx, x_tr)
-            return x_tr[i], y_tr[i if y_tr.device == x_tr.device else batch_rows(idx, y_tr)]
+            return take_rows(idx, x_tr, y_tr)
 
         def validation(net):
             total = 0.0

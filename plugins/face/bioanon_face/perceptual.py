@@ -17,7 +17,6 @@ import numpy as np
 
 from bioanon.api import (
     UtilityMeasure,
-    batch_rows,
     device_param,
     fitted,
     import_torch,
@@ -28,6 +27,7 @@ from bioanon.api import (
     require_fitted,
     resolve_device,
     stage,
+    take_rows,
     to_device,
     train_net,
 )
@@ -163,7 +163,8 @@ class PerceptualSimilarity(UtilityMeasure):
         gen = torch.Generator(device=dev)
 
         def batch(idx: np.ndarray, rng: np.random.Generator):
-            xb = to_device(xt[batch_rows(idx, xt)], dev).float() / 255.0
+            (xi,) = take_rows(idx, xt)
+            xb = to_device(xi, dev).float() / 255.0
             if self.augment:
                 xb = augment(torch, xb, rng)
             clean = (xb - mean) / std

@@ -20,7 +20,6 @@ import numpy as np
 
 from bioanon.api import (
     CentroidRecognizer,
-    batch_rows,
     device_param,
     fitted,
     import_torch,
@@ -34,6 +33,7 @@ from bioanon.api import (
     resolve_device,
     softmax_head,
     stage,
+    take_rows,
     to_device,
     train_net,
     weights_param,
@@ -162,13 +162,14 @@ class TemporalCnn(CentroidRecognizer):
         jitter = torch.Generator(device=dev).manual_seed(self.seed)
 
         def batch(idx: np.ndarray, rng: np.random.Generator):
-            xb = to_device(xt[batch_rows(idx, xt)], dev)
+            xb, yb = take_rows(idx, xt, yt)
+            xb = to_device(xb, dev)
             if self.augment:
                 length = int(rng.integers(max(4, int(0.75 * t)), t + 1))
                 offset = int(rng.integers(0, t - length + 1))
                 xb = xb[:, :, offset : offset + length]
                 xb = xb + 0.05 * torch.randn(xb.shape, generator=jitter, device=dev, dtype=xb.dtype)
-            return xb, yt[batch_rows(idx, yt)]
+            return xb, yb
 
         net = train_net(
             self._builder(torch, c, max(len(classes), 2)),

@@ -23,7 +23,6 @@ from bioanon.api import (
     CentroidRecognizer,
     DataError,
     TableError,
-    batch_rows,
     device_param,
     fitted,
     import_torch,
@@ -37,6 +36,7 @@ from bioanon.api import (
     resolve_device,
     softmax_head,
     stage,
+    take_rows,
     train_net,
     weights_param,
 )
@@ -183,7 +183,7 @@ class ImuCnn(CentroidRecognizer):
         targets = stage(torch.from_numpy(y.astype(np.int64)), dev)
         model = train_net(
             self._builder(x.shape[2], len(classes)),
-            lambda idx, rng: (inputs[batch_rows(idx, inputs)], targets[batch_rows(idx, targets)]),
+            lambda idx, rng: take_rows(idx, inputs, targets),
             len(targets),
             epochs=self.epochs,
             batch_size=self.batch_size,
