@@ -67,6 +67,7 @@ class RunContext:
     registry : the method registry (default: :func:`bioanon.get_registry`'s).
     cache : the run's :class:`~bioanon.cache.Cache`, if it has one.
     device : the run's device text (``""``: not set; see :mod:`bioanon.device`).
+    memory : bytes of working memory one task may use (``[run] memory`` shared by the workers; 0 = a default).
     fitted : the store of fitted recognizers (default: a new one).
     computed : the store of content-derived arrays (default: a new one).
     """
@@ -77,12 +78,14 @@ class RunContext:
         *,
         cache: Cache | None = None,
         device: str = "",
+        memory: int = 0,
         fitted: FittedRecognizers | None = None,
         computed: ComputedFeatures | None = None,
     ) -> None:
         self._registry = registry  # None: the default registry, looked up on first use
         self.cache = cache
         self.device = device
+        self.memory = memory
         self.fitted = fitted if fitted is not None else FittedRecognizers()
         self.computed = computed if computed is not None else ComputedFeatures()
         self.run_id = uuid.uuid4().hex  # tells a worker whether a context it holds is this run's
@@ -149,12 +152,13 @@ class RunContext:
 
     # -- pickling (to worker processes) --------------------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
-        return {"cache": self.cache, "device": self.device, "run_id": self.run_id}
+        return {"cache": self.cache, "device": self.device, "memory": self.memory, "run_id": self.run_id}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """In a worker: the registry built from the installed entry points on first use, empty stores."""
         self._registry = None
         self.cache, self.device, self.run_id = state["cache"], state["device"], state["run_id"]
+        self.memory = int(state.get("memory", 0))
         self.fitted, self.computed = FittedRecognizers(), ComputedFeatures()
 
 

@@ -904,10 +904,16 @@ class Recognizer(Method):
 
     ``fit(train, label)`` trains the model (optional for training-free recognizers), ``enroll(gallery, label)``
     builds class references, ``score(probes)`` returns a :class:`ScoreMatrix`. Identity and attribute inference
-    share this contract (``label="subject"`` or an attribute name)."""
+    share this contract (``label="subject"`` or an attribute name).
+
+    An evaluation scores a large probe set a block of probes at a time (within ``[run] memory``), which gives
+    the same scores as one call when each probe's scores depend on that probe alone. A recognizer whose scores
+    of one probe depend on the other probes (e.g. normalizing over the probe set) sets
+    ``scores_probes_independently = False`` and is always called with every probe at once."""
 
     kind: ClassVar[str] = "recognizer"
     has_embedding: ClassVar[bool] = False
+    scores_probes_independently: ClassVar[bool] = True
 
     def fit(self, train: Any, label: str = "subject") -> Recognizer:
         return self

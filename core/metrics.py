@@ -27,6 +27,7 @@ from .errors import BioanonError
 
 __all__ = [
     "MetricError",
+    "NonmatedCounts",
     "attribute_accuracy",
     "balanced_accuracy",
     "balanced_top_k_accuracy",
@@ -315,11 +316,16 @@ def per_subject_accuracy(scores: Any, true_idx: Any, k: int = 1) -> np.ndarray:
     """
     s = _score_matrix(scores)
     ti = _true_idx(true_idx, s.shape[0], s.shape[1])
-    h = top_k_hits(s, ti, k)
-    n = np.bincount(ti, minlength=s.shape[1]).astype(float)
-    tot = np.bincount(ti, weights=h, minlength=s.shape[1])
+    return per_class_mean(top_k_hits(s, ti, k), ti, s.shape[1])
+
+
+def per_class_mean(hits: np.ndarray, true_idx: np.ndarray, n_classes: int) -> np.ndarray:
+    """Mean of per-probe ``hits`` over each class's probes, (n_classes,), NaN for classes without probes."""
+    n = np.bincount(true_idx, minlength=n_classes).astype(float)
+    tot = np.bincount(true_idx, weights=hits, minlength=n_classes)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(n > 0, tot / np.where(n > 0, n, 1.0), np.nan)
+        out: np.ndarray = np.where(n > 0, tot / np.where(n > 0, n, 1.0), np.nan)
+        return out
 
 
 def balanced_top_k_accuracy(scores: Any, true_idx: Any, k: int = 1) -> float:
@@ -380,7 +386,9 @@ def _pav(M: np.ndarray, N: np.ndarray) -> _PAV:
     blocks gap_0, eq_0, gap_1, …, eq_{L-1}, gap_L (elementary index 2j = scores strictly between u_{j-1} and u_j,
     2j+1 = scores equal to u_j). Each gap holds one label only, and PAV pools equal-mean neighbours and tied scores
     anyway (a tie group is always pooled under the pessimistic ordering of BOSARIS/pyllr), so PAV on these blocks
-    equals PAV on the individual sorted scores. Cost: one sort of the larger set.
+    equals PAV on the individual sorted scores. Cost: one sort of the larger set. The larger set enters only
+    through its counts below and at each anchor value, which is what lets :class:`NonmatedCounts` compute the
+    same PAV from score blocks.
     """
     anchor_is_m = M.size <= N.size
     a, o = (M, N) if anchor_is_m else (N, M)
@@ -388,7 +396,15 @@ def _pav(M: np.ndarray, N: np.ndarray) -> _PAV:
     so = np.sort(o)
     lo = np.searchsorted(so, u, side="left")
     hi = np.searchsorted(so, u, side="right")
-    gaps = np.append(lo, so.size) - np.concatenate([[0], hi])  # other-set counts strictly inside gap j
+    return _pav_from_counts(u, ca, lo, hi, so.size, anchor_is_m)
+
+
+def _pav_from_counts(
+    u: np.ndarray, ca: np.ndarray, lo: np.ndarray, hi: np.ndarray, n_other: int, anchor_is_m: bool
+) -> _PAV:
+    """PAV from the anchor set's distinct values ``u`` (counts ``ca``) and, for each, the number of the other
+    set's scores below it (``lo``) and at or below it (``hi``), ``n_other`` scores in all (see :func:`_pav`)."""
+    gaps = np.append(lo, n_other) - np.concatenate([[0], hi])  # other-set counts strictly inside gap j
     L = u.size
     other = np.empty(2 * L + 1)
     other[0::2] = gaps
@@ -564,18 +580,33 @@ def linkability(M: Any, N: Any, n_bins: int | None = None) -> tuple[float, int]:
             + (f" from {M.size} mated scores (n_bins = min(|M|//10, 100); need ≥ 20)" if n_bins is None else "")
         )
     nb = int(nb)
-    lo, hi = min(M.min(), N.min()), max(M.max(), N.max())
-    if lo == hi:
+    edges = _linkability_edges(M, float(N.min()), float(N.max()), nb)
+    if edges is None:
         return 0.0, nb
-    edges = np.linspace(lo, hi, nb + 1)
+    return _linkability_from_hist(M, np.histogram(N, bins=edges)[0], edges), nb
+
+
+def _linkability_edges(M: np.ndarray, n_min: float, n_max: float, nb: int) -> np.ndarray | None:
+    """The ``nb + 1`` equal-width bin edges over the pooled range of M and N (N given by its range); None when
+    every pooled score is equal (M and N indistinguishable: D↔sys = 0)."""
+    lo, hi = min(M.min(), n_min), max(M.max(), n_max)
+    if lo == hi:
+        return None
+    return np.linspace(lo, hi, nb + 1)
+
+
+def _linkability_from_hist(M: np.ndarray, n_counts: np.ndarray, edges: np.ndarray) -> float:
+    """D↔sys from the mated scores and the non-mated scores' bin counts over ``edges`` (densities as
+    ``np.histogram(density=True)`` computes them)."""
     centres = (edges[1:] + edges[:-1]) / 2.0
     y1 = np.histogram(M, bins=edges, density=True)[0]
-    y2 = np.histogram(N, bins=edges, density=True)[0]
+    db = np.array(np.diff(edges), float)
+    y2 = n_counts / db / n_counts.sum()
     lr = np.divide(y1, y2, out=np.ones_like(y1), where=y2 != 0)
     d = 2.0 * lr / (1.0 + lr) - 1.0
     d[lr <= 1.0] = 0.0
     d[(y2 == 0) & (y1 != 0)] = 1.0
-    return _trapezoid(d * y1, centres), nb
+    return _trapezoid(d * y1, centres)
 
 
 def verification_metrics(M: Any, N: Any) -> dict[str, float]:
@@ -601,6 +632,78 @@ def verification_metrics(M: Any, N: Any) -> dict[str, float]:
         "n_mated": int(M.size),
         "n_nonmated": int(N.size),
     }
+
+
+class NonmatedCounts:
+    """The verification metrics of :func:`verification_metrics` from the mated scores and the non-mated scores
+    given in blocks (:meth:`add`), in memory of the order of the mated scores and one block.
+
+    PAV (EER, min Cllr) needs of the non-mated scores only how many lie below and at each distinct mated score,
+    and D↔sys only their histogram over the pooled range; ``n_min``/``n_max`` (the non-mated scores' range, from
+    a first pass over the blocks) fix that range, ``n_finite`` says whether every non-mated score is finite.
+    The counts are integers, so the result equals :func:`verification_metrics` on the concatenated scores,
+    whatever the blocks (tested). ``linkability=False`` skips D↔sys.
+
+    Parameters
+    ----------
+    M : array_like
+        All mated scores.
+    n_min, n_max : float
+        Range of all non-mated scores (needed for D↔sys only).
+    n_finite : bool
+        Whether every non-mated score is finite (D↔sys is NaN otherwise, as in :func:`verification_metrics`).
+    """
+
+    def __init__(
+        self,
+        M: Any,
+        *,
+        n_min: float = math.nan,
+        n_max: float = math.nan,
+        n_finite: bool = True,
+        linkability: bool = True,
+    ) -> None:
+        self.mated = _vector(M, "mated scores M")
+        self.anchor, self.anchor_counts = np.unique(self.mated, return_counts=True)
+        self.below = np.zeros(self.anchor.size, dtype=np.int64)
+        self.at_or_below = np.zeros(self.anchor.size, dtype=np.int64)
+        self.n_nonmated = 0
+        nb = min(self.mated.size // 10, 100)
+        self.bins = nb if linkability and nb >= 2 and n_finite and np.isfinite(self.mated).all() else 0
+        self.edges = _linkability_edges(self.mated, n_min, n_max, nb) if self.bins else None
+        self.hist = np.zeros(nb, dtype=np.int64) if self.edges is not None else None
+
+    def add(self, N: Any) -> None:
+        """Count one block of non-mated scores (any shape; NaN refused)."""
+        block = np.asarray(N, dtype=float).reshape(-1)
+        if np.isnan(block).any():
+            raise MetricError("non-mated scores N contains NaN")
+        so = np.sort(block)
+        self.below += np.searchsorted(so, self.anchor, side="left")
+        self.at_or_below += np.searchsorted(so, self.anchor, side="right")
+        self.n_nonmated += so.size
+        if self.hist is not None and self.edges is not None:
+            self.hist += np.histogram(so, bins=self.edges)[0]
+
+    def result(self) -> dict[str, float]:
+        """The dict of :func:`verification_metrics` (MetricError without non-mated scores)."""
+        if self.n_nonmated == 0:
+            raise MetricError("non-mated scores N is empty")
+        p = _pav_from_counts(self.anchor, self.anchor_counts, self.below, self.at_or_below, self.n_nonmated, True)
+        if not self.bins:
+            dsys = math.nan
+        elif self.hist is None or self.edges is None:
+            dsys = 0.0  # every pooled score equal
+        else:
+            dsys = _linkability_from_hist(self.mated, self.hist, self.edges)
+        return {
+            "eer": _eer_from_pav(p),
+            "min_cllr": _min_cllr_from_pav(p),
+            "linkability": float(dsys),
+            "linkability_bins": int(self.bins),
+            "n_mated": int(self.mated.size),
+            "n_nonmated": int(self.n_nonmated),
+        }
 
 
 # ----------------------------------------------------------------------------------------------------------------
@@ -653,12 +756,23 @@ def kl_from_uniform(posteriors: Any, base: float | None = None) -> float:
     if np.isnan(p).any() or (p < 0).any():
         raise MetricError("posteriors must be non-negative numbers")
     sums = p.sum(axis=1)
+    check_posterior_sums(sums)
+    kl = float(np.mean(kl_rows(p)))
+    return kl / math.log(base) if base is not None else kl
+
+
+def check_posterior_sums(sums: np.ndarray) -> None:
+    """MetricError unless every posterior row sum is 1 within 1e-6."""
     if not np.allclose(sums, 1.0, rtol=0, atol=1e-6):
         raise MetricError(f"posterior rows must sum to 1 (found sums in [{sums.min():.6g}, {sums.max():.6g}])")
+
+
+def kl_rows(p: np.ndarray) -> np.ndarray:
+    """KL(p_q ‖ uniform) in nats of each row of a (checked) posterior matrix: Σ_g p_g log(p_g·|G|)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         terms = np.where(p > 0, p * np.log(p * p.shape[1]), 0.0)
-    kl = float(np.mean(terms.sum(axis=1)))
-    return kl / math.log(base) if base is not None else kl
+    out: np.ndarray = terms.sum(axis=1)
+    return out
 
 
 _STRATEGIES = ("vote", "average", "linear", "log")
@@ -891,10 +1005,26 @@ def _ratio_parts(
     _, ci = np.unique(c, return_inverse=True)
     ci = ci.reshape(-1)
     C = int(ci.max()) + 1
-    cell = inv * C + ci
-    A = np.bincount(cell, weights=v, minlength=G * C).reshape(G, C)
-    D = np.bincount(cell, minlength=G * C).reshape(G, C).astype(float)
+    if G * C <= _DENSE_CELLS:
+        cell = inv * C + ci
+        A = np.bincount(cell, weights=v, minlength=G * C).reshape(G, C)
+        D = np.bincount(cell, minlength=G * C).reshape(G, C).astype(float)
+        return A, D
+    # sparse (subject, class) cells: with identity as the class there are G × G of them, almost all empty
+    from scipy import sparse
+
+    cells, pos = np.unique(inv.astype(np.int64) * C + ci, return_inverse=True)
+    rows, cols = cells // C, cells % C
+    A = sparse.csr_array((np.bincount(pos, weights=v), (rows, cols)), shape=(G, C))
+    D = sparse.csr_array((np.bincount(pos).astype(float), (rows, cols)), shape=(G, C))
     return A, D
+
+
+#: Up to this many (subject, class) cells the balanced statistic's parts are dense arrays, beyond it sparse ones
+#: (with identity as the class there are G² cells, almost all empty). Both give the same statistic; the dense
+#: one is kept where it fits so that results stay bit-identical to earlier versions (BCa counts replicates
+#: equal to the estimate, which a last-bit difference in the summation order can move).
+_DENSE_CELLS = 4_000_000
 
 
 def _ratio_stat(num: np.ndarray, den: np.ndarray) -> np.ndarray:
@@ -977,9 +1107,22 @@ def _estimate_and_jackknife(
         jack = np.array([float(metric(idx[inv != g])) for g in range(G)]) if G > 1 else np.array([theta])
         return theta, jack
     A, D = _ratio_parts(metric, inv, G, size, statistic, classes)
-    ta, td = A.sum(axis=0), D.sum(axis=0)
+    ta, td = np.asarray(A.sum(axis=0)).reshape(-1), np.asarray(D.sum(axis=0)).reshape(-1)
     theta = float(_ratio_stat(ta, td))
-    jack = _ratio_stat(ta[None, :] - A, td[None, :] - D)
+    if isinstance(A, np.ndarray):
+        return theta, _ratio_stat(ta[None, :] - A, td[None, :] - D)
+    # sparse cells: leaving subject g out changes only the classes of g's cells
+    coo_a, coo_d = A.tocoo(), D.tocoo()
+    g, c, a, d = coo_a.row, coo_a.col, coo_a.data, coo_d.data
+    ok = td > 0
+    r = np.where(ok, ta / np.where(ok, td, 1.0), 0.0)
+    left = td[c] - d
+    kept = left > 0
+    r_left = np.where(kept, (ta[c] - a) / np.where(kept, left, 1.0), 0.0)
+    delta = np.bincount(g, weights=r_left - r[c], minlength=G)
+    k = ok.sum() - np.bincount(g, weights=~kept, minlength=G)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        jack = np.where(k > 0, (r.sum() + delta) / np.maximum(k, 1), np.nan)
     return theta, jack
 
 

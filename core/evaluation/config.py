@@ -104,7 +104,7 @@ DATASET_FILE_CHECKS = ("stat", "content")
 _RATE_KEYS = ("background", "attacker", "evaluation", "enrolment")
 _SHARE_KEYS = ("background", "attacker", "evaluation")
 _SELECTION_KEYS = ("selectors", "subject_counts", "random_draws")
-_RUN_KEYS = ("device", "jobs")
+_RUN_KEYS = ("device", "jobs", "memory")
 _REPORT_KEYS = (
     "bootstrap",
     "confidence",
@@ -298,10 +298,53 @@ class RunSpec:
     """How the run executes (not what it computes): ``device`` is the torch device of every torch-backed method
     whose own ``device`` parameter is ``""`` — ``""`` here means unset (``BIOANON_DEVICE``, else ``auto``);
     ``--device`` on the command line overrides it (see :mod:`bioanon.device`). ``jobs``: worker processes of the
-    local executor (0 = unset: ``BIOANON_JOBS``, else every usable core; ``--jobs`` overrides it)."""
+    local executor (0 = unset: ``BIOANON_JOBS``, else every usable core; ``--jobs`` overrides it). ``memory``:
+    the memory the run's working arrays may use, shared by its workers (``""`` = half the machine's; a byte count,
+    ``"8 GB"``, ``"512 MiB"`` or ``"25%"``): it sizes the blocks that score matrices are computed and read in,
+    and never changes a result."""
 
     device: str = ""
     jobs: int = 0
+    memory: str = ""
+
+
+#: ``[run] memory`` when unset: the share of the machine's memory a run may use for its working arrays.
+DEFAULT_MEMORY_SHARE = 0.5
+_MEMORY_UNITS = {"": 1, "b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12, "kib": 2**10, "mib": 2**20}
+_MEMORY_UNITS.update({"gib": 2**30, "tib": 2**40, "k": 2**10, "m": 2**20, "g": 2**30, "t": 2**40})
+#: The smallest memory budget a run accepts (below it the block sizes become absurd).
+MIN_MEMORY = 64 * 2**20
+
+
+def parse_memory(text: Any, total: int) -> int:
+    """Bytes of a ``[run] memory`` setting: a byte count, a size with a unit (``"8 GB"``, ``"512MiB"``) or a
+    share of the machine's ``total`` memory (``"25%"``); ``""`` = :data:`DEFAULT_MEMORY_SHARE` of it. ConfigError
+    with the reason on anything else."""
+    if _is_int(text):
+        return int(text)
+    if not isinstance(text, str):
+        raise ConfigError(f'expected a size such as "8 GB", "512 MiB" or "50%", {_got(text)}')
+    t = text.strip().lower().replace(" ", "")
+    if not t:
+        return int(DEFAULT_MEMORY_SHARE * total)
+    if t.endswith("%"):
+        share = float(t[:-1]) if t[:-1].replace(".", "", 1).isdigit() else math.nan
+        if not 0 < share <= 100:
+            raise ConfigError(f"expected a share of the machine's memory in (0, 100] %, got {text!r}")
+        return int(share / 100 * total)
+    number = t.rstrip("kmgtib")
+    unit = t[len(number) :]
+    if unit not in _MEMORY_UNITS or not number.replace(".", "", 1).isdigit():
+        raise ConfigError(f'expected a size such as "8 GB", "512 MiB" or "50%", got {text!r}')
+    return int(float(number) * _MEMORY_UNITS[unit])
+
+
+def machine_memory() -> int:
+    """The machine's physical memory in bytes (8 GiB where it cannot be read)."""
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 8 * 2**30
 
 
 @attrs.frozen
@@ -687,7 +730,15 @@ class _Validator:
         if not _is_int(jobs) or jobs < 0:
             self.add("run.jobs", f"expected a number of worker processes (0 = every core), {_got(jobs)}")
             jobs = 0
-        return RunSpec(device=device, jobs=jobs)
+        memory = raw.get("memory", "")
+        try:
+            if parse_memory(memory, machine_memory()) < MIN_MEMORY:
+                self.add("run.memory", f"expected at least 64 MiB, {_got(memory)}")
+                memory = ""
+        except ConfigError as e:
+            self.add("run.memory", str(e))
+            memory = ""
+        return RunSpec(device=device, jobs=jobs, memory=str(memory) if _is_int(memory) else memory)
 
     def suitability(self) -> None:
         """Every method suits the data set's trait (a trait method on another trait's data fails), and every

@@ -519,16 +519,26 @@ def data_description(cfg: Any, data: SampleTable) -> dict[str, Any]:
     }
 
 
+def task_memory(cfg: Any) -> int:
+    """Bytes of working memory one task may use: ``[run] memory`` (default half the machine's) shared by the
+    local executor's workers."""
+    from ..executors import resolve_jobs
+    from .config import machine_memory, parse_memory
+
+    return parse_memory(cfg.run.memory, machine_memory()) // max(1, resolve_jobs(cfg.run.jobs or None))
+
+
 def estimate_resources(
-    plan: Plan, cfg: Any, data_bytes: int, cache: Cache, attacker_bytes: int = 0
+    plan: Plan, cfg: Any, data_bytes: int, cache: Cache, attacker_bytes: int = 0, n_rows: int = 0
 ) -> ResourceEstimate:
     """Estimate what the tasks still to compute will write to the cache and need in memory.
 
     A split writes the data set once more; an anonymization writes the attacker and evaluation shares; a
     de-anonymization the evaluation share; scores and JSON records are small (≈ 64 KiB each, or the per-probe
     score matrices when kept). Peak memory: the data set, its anonymized copy and a working copy of the largest
-    task's inputs. ``attacker_bytes``: the size of ``[attacker_dataset]`` (split and anonymized with the
-    rest)."""
+    task's inputs, and the working memory of the largest score matrix, within the per-task memory budget
+    (:func:`task_memory`). ``attacker_bytes``: the size of ``[attacker_dataset]`` (split and anonymized with the
+    rest); ``n_rows``: the data set's samples."""
     share = {"split": 1.0, "anonymize": cfg.rates.attacker + cfg.rates.evaluation, "deanonymize": cfg.rates.evaluation}
     disk = 0
     new = 0
@@ -538,7 +548,19 @@ def estimate_resources(
         new += 1
         disk += int(share.get(t.stage, 0.0) * data_bytes) + 64 * 1024
         disk += attacker_bytes if t.stage in ("split", "anonymize") else 0
-    return ResourceEstimate(disk, 3 * data_bytes + 256 * 1024 * 1024, new)
+    # the score matrices are read in blocks within the per-task budget, whatever their size (scoring.py)
+    from .scoring import DEFAULT_BLOCK_BYTES
+
+    scores = min(task_memory(cfg), DEFAULT_BLOCK_BYTES, _largest_score_matrix(plan, cfg, n_rows))
+    return ResourceEstimate(disk, 3 * data_bytes + scores + 256 * 1024 * 1024, new)
+
+
+def _largest_score_matrix(plan: Plan, cfg: Any, n_rows: int) -> int:
+    """Working bytes of the largest score matrix of the plan (an upper bound: the evaluation share's samples ×
+    its subjects, :data:`~bioanon.evaluation.scoring.BYTES_PER_SCORE` each)."""
+    from .scoring import BYTES_PER_SCORE
+
+    return int(cfg.rates.evaluation * n_rows) * int(plan.n_evaluation_subjects) * BYTES_PER_SCORE
 
 
 #: The tables a scenario reads (:func:`bioanon.evaluation.scenarios.scenario_tables`; the old name).
@@ -1082,6 +1104,7 @@ def _evaluate(
 
     cache = cache if isinstance(cache, Cache) else Cache(cache)
     context.cache, context.device = cache, cfg.run.device or ""
+    context.memory = task_memory(cfg)
     if out_dir is RUNS_IN_CACHE:
         out_dir = runs_folder(cache)
     # the run folder exists (and is writable) before any work; it says whether the run is going, done or not
@@ -1098,7 +1121,7 @@ def _evaluate(
             attacker_bytes = int(attacker.arrow.nbytes)
         log.info("building the plan (%d samples of %d subjects)", table.num_rows, table.num_subjects)
         plan = build_plan(cfg, cache, table, dataset_key, attacker_key)
-        estimate = estimate_resources(plan, cfg, data_bytes, cache, attacker_bytes)
+        estimate = estimate_resources(plan, cfg, data_bytes, cache, attacker_bytes, table.num_rows)
         check_disk_space(estimate, cache)
         log.info("plan: %d task(s), %s", len(plan.tasks), estimate)
         devices = _device_record(cfg, plan)

@@ -1,15 +1,205 @@
-"""Metric rows from one score matrix: identification, verification and per-subject figures with CIs."""
+"""Metric rows from one score matrix: identification, verification and per-subject figures with CIs.
+
+A score matrix (probes × classes) grows with the product of the probe and class counts, so the metrics read it
+in blocks of probe rows (:class:`ScoreBlocks`): ranks by counting the scores above the genuine one, the
+verification metrics from counts (:class:`bioanon.metrics.NonmatedCounts`), never a sort or a float64 copy of
+the whole matrix. The results equal those of the whole-matrix formulas, whatever the block size (tested)."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import Any
+import tempfile
+from collections.abc import Callable, Iterator
+from typing import IO, Any
 
 import numpy as np
 
 from .. import metrics as M
 from ..builtin.utility import _valid
+
+#: Working memory per score of one block in the metric passes: the block as the recognizer gave it (≤ 8 bytes),
+#: its float64 copy (8), the comparison masks (2), the non-mated scores (8) and their sorted copy (8), with room.
+BYTES_PER_SCORE = 48
+#: The working memory of one block when no budget is given (a whole matrix handed to :func:`score_metrics`).
+DEFAULT_BLOCK_BYTES = 256 * 1024 * 1024
+
+
+def block_rows(n_classes: int, memory: int) -> int:
+    """Probe rows per block so that one block's working memory stays within ``memory`` bytes (at least 1)."""
+    return max(1, int(memory) // (BYTES_PER_SCORE * max(int(n_classes), 1)))
+
+
+class ScoreBlocks:
+    """A score matrix (probes × classes, higher = more alike) held as blocks of probe rows.
+
+    Made from a whole matrix (:meth:`of`: the blocks are views, nothing is copied) or by a recognizer scoring
+    its probes a block at a time (:meth:`from_recognizer`). Blocks a recognizer computed stay in memory while
+    their bytes fit the block budget, else they go to an anonymous temporary file (deleted when closed or
+    collected) and are read back one at a time, so the memory a pass needs is one block's, whatever the size of
+    the matrix. Iterating gives ``(first_row, block)`` in probe order, as often as needed."""
+
+    def __init__(self, classes: Any, n_probes: int, blocks: list[np.ndarray], spill: IO[bytes] | None = None):
+        self.classes = np.asarray(classes)
+        self.n_probes = int(n_probes)
+        self._blocks = blocks  # in memory, or (spill) empty arrays that give each block's shape and dtype
+        self._spill = spill
+
+    @property
+    def n_classes(self) -> int:
+        return int(self.classes.shape[0])
+
+    @property
+    def n_blocks(self) -> int:
+        return len(self._blocks)
+
+    @property
+    def spilled(self) -> bool:
+        """Whether the blocks are in a temporary file rather than in memory."""
+        return self._spill is not None
+
+    @classmethod
+    def of(cls, scores: Any, *, memory: int = DEFAULT_BLOCK_BYTES) -> ScoreBlocks:
+        """Blocks over a whole matrix: a :class:`ScoreBlocks` as it is, else anything with ``scores`` (probes ×
+        classes) and ``classes`` (a :class:`~bioanon.ScoreMatrix`), cut into row views of ``memory`` bytes of
+        working memory each."""
+        if isinstance(scores, ScoreBlocks):
+            return scores
+        S = M._score_matrix(scores.scores)
+        rows = block_rows(S.shape[1], memory)
+        return cls(scores.classes, S.shape[0], [S[i : i + rows] for i in range(0, S.shape[0], rows)])
+
+    @classmethod
+    def from_recognizer(cls, recognizer: Any, probes: Any, *, memory: int, n_classes: int = 0) -> ScoreBlocks:
+        """The scores of an enrolled ``recognizer`` for the ``probes`` table, computed a block of probes at a
+        time within ``memory`` bytes, at most :data:`DEFAULT_BLOCK_BYTES` (``n_classes``: the expected class
+        count, e.g. the enrolled labels, which sizes the blocks; 0 = unknown). A matrix that fits is scored in one
+        call, exactly as a whole;
+        so is every matrix of a recognizer that declares ``scores_probes_independently = False`` (its score of
+        one probe depends on the others). The class labels of every block must agree."""
+        n = len(probes)
+        one_call = not getattr(recognizer, "scores_probes_independently", True)
+        # larger blocks than DEFAULT_BLOCK_BYTES gain no speed, only memory
+        memory = min(int(memory), DEFAULT_BLOCK_BYTES)
+        if one_call or n * max(n_classes, 1) * BYTES_PER_SCORE <= memory:
+            sm = recognizer.score(probes)
+            S = M._score_matrix(sm.scores)
+            return cls.of(sm, memory=memory) if S.shape[0] == n else _wrong_rows(recognizer, S.shape[0], n)
+        rows = block_rows(n_classes, memory)
+        keep_bytes = memory  # the blocks' own bytes held in memory before they go to a temporary file
+        blocks: list[np.ndarray] = []
+        spill: IO[bytes] | None = None
+        classes: np.ndarray | None = None
+        held = 0
+        for start, part in zip(range(0, n, rows), probes.iter_batches(rows), strict=True):  # zero-copy slices
+            sm = recognizer.score(part)
+            block = M._score_matrix(sm.scores)
+            if block.shape[0] != min(rows, n - start):
+                _wrong_rows(recognizer, block.shape[0], min(rows, n - start))
+            if classes is None:
+                classes = np.asarray(sm.classes)
+            elif not np.array_equal(classes, np.asarray(sm.classes)):
+                raise M.MetricError(
+                    f"{getattr(recognizer, 'id', recognizer)}: the classes of its scores differ between blocks of "
+                    "probes; declare scores_probes_independently = False on the recognizer"
+                )
+            held += block.nbytes
+            if spill is None and held > keep_bytes:  # from now on in a temporary file, the blocks so far too
+                spill = tempfile.TemporaryFile(prefix="bioanon-scores-")
+                for b in blocks:
+                    np.ascontiguousarray(b).tofile(spill)
+                blocks = [np.empty((b.shape[0], 0), b.dtype) for b in blocks]
+            if spill is not None:
+                np.ascontiguousarray(block).tofile(spill)
+                blocks.append(np.empty((block.shape[0], 0), block.dtype))
+            else:
+                blocks.append(block)
+        assert classes is not None  # n > 0 here: a matrix that fits was scored in one call
+        return cls(classes, n, blocks, spill)
+
+    def __iter__(self) -> Iterator[tuple[int, np.ndarray]]:
+        start = 0
+        if self._spill is not None:
+            self._spill.seek(0)
+        for b in self._blocks:
+            if self._spill is not None:
+                count = b.shape[0] * self.n_classes
+                b = np.fromfile(self._spill, dtype=b.dtype, count=count).reshape(b.shape[0], self.n_classes)
+            yield start, b
+            start += b.shape[0]
+
+    def dense(self, dtype: Any = np.float64) -> np.ndarray:
+        """The whole matrix in one array (for the per-probe score tables a user asks for)."""
+        out = np.empty((self.n_probes, self.n_classes), dtype=dtype)
+        for start, b in self:
+            out[start : start + b.shape[0]] = b
+        return out
+
+    def close(self) -> None:
+        """Delete the temporary file, if any."""
+        if self._spill is not None:
+            self._spill.close()
+            self._spill = None
+            self._blocks = []
+
+
+def _wrong_rows(recognizer: Any, got: int, expected: int) -> Any:
+    raise M.MetricError(
+        f"{getattr(recognizer, 'id', recognizer)}: its score matrix has {got} rows for {expected} probes"
+    )
+
+
+def _nonmated(S: np.ndarray, true_idx: np.ndarray) -> np.ndarray:
+    """The non-mated scores of a block (every score but each probe's own class), row-major."""
+    mask = np.ones(S.shape, dtype=bool)
+    mask[np.arange(S.shape[0]), true_idx] = False
+    out: np.ndarray = S[mask]
+    return out
+
+
+class _FirstPass:
+    """What one pass over the blocks gives: each probe's rank, tie count and mated score, whether the rows are
+    posteriors (and their row sums and KL from uniform), and the non-mated scores' range and finiteness."""
+
+    def __init__(self, blocks: ScoreBlocks, true_idx: np.ndarray) -> None:
+        P, C = blocks.n_probes, blocks.n_classes
+        self.rank = np.empty(P, np.int64)
+        self.ties = np.empty(P, np.int64)
+        self.mated = np.empty(P)
+        self.sums = np.empty(P)
+        self.kl = np.empty(P)
+        self.posterior = True
+        self.n_min, self.n_max, self.n_finite = math.inf, -math.inf, True
+        for start, block in blocks:
+            S = np.array(M._score_matrix(block), dtype=np.float64)  # one block's float64 copy
+            stop = start + S.shape[0]
+            ti = true_idx[start:stop]
+            m = S[np.arange(S.shape[0]), ti]
+            self.rank[start:stop] = 1 + np.count_nonzero(S > m[:, None], axis=1)
+            self.ties[start:stop] = np.count_nonzero(S == m[:, None], axis=1) - 1
+            self.mated[start:stop] = m
+            if self.posterior:
+                sums = S.sum(axis=1)
+                self.posterior = bool(np.all(S >= 0) and np.allclose(sums, 1.0, atol=1e-6))
+                if self.posterior:
+                    self.sums[start:stop] = sums
+                    self.kl[start:stop] = M.kl_rows(S)
+            if C > 1:
+                N = _nonmated(S, ti)
+                self.n_min, self.n_max = min(self.n_min, float(N.min())), max(self.n_max, float(N.max()))
+                self.n_finite = self.n_finite and bool(np.isfinite(N).all())
+
+    def hits(self, k: int) -> np.ndarray:
+        return np.clip((k - self.rank + 1) / (self.ties + 1.0), 0.0, 1.0)
+
+
+def _verification(blocks: ScoreBlocks, true_idx: np.ndarray, first: _FirstPass) -> dict[str, float]:
+    """The verification metrics of all the blocks' scores (a second pass: the non-mated scores counted)."""
+    counts = M.NonmatedCounts(first.mated, n_min=first.n_min, n_max=first.n_max, n_finite=first.n_finite)
+    for start, block in blocks:
+        S = np.asarray(block, dtype=np.float64)
+        counts.add(_nonmated(S, true_idx[start : start + S.shape[0]]))
+    return counts.result()
+
 
 #: Fewer subjects than this: the CI over subjects is approximate (simulated coverage of the expanded BCa interval
 #: ≈ 92–94 % at 6 subjects for accuracies far from 0.5, 93–97 % from 10 on); such rows say so in their note.
@@ -43,10 +233,11 @@ def score_metrics(
     with fewer than 20 mated scores, EER and min Cllr without non-mated scores, chance-normalized accuracy when
     chance is 1). ``note`` also flags CIs that are missing or approximate (fewer than 2 or :data:`FEW_SUBJECTS`
     subjects, or no variation between subjects)."""
-    S = np.asarray(scores.scores, dtype=np.float64)
-    classes = np.asarray(scores.classes).astype(str)
+    blocks = ScoreBlocks.of(scores)
+    classes = np.asarray(blocks.classes).astype(str)
     true_idx = M.label_indices(np.asarray(true_labels).astype(str), classes)
-    n_probes, n_classes = S.shape
+    n_probes, n_classes = blocks.n_probes, blocks.n_classes
+    first = _FirstPass(blocks, true_idx)
     alpha = 1.0 - confidence
     n_subjects = len(np.unique(groups))
     rows: list[dict[str, Any]] = []
@@ -92,17 +283,18 @@ def score_metrics(
             }
         )
 
-    hits1 = M.top_k_hits(S, true_idx, 1)
+    hits1 = first.hits(1)
     c1 = M.majority_chance(true_idx) if attribute else M.chance_level(n_classes, 1)
     lo, hi = ci(hits1)
     add("top1", hits1.mean(), lo, hi, c1)
     add("mixture", 1.0 - hits1.mean(), 1.0 - hi, 1.0 - lo, 1.0 - c1)
     for k in (5, 10):
         if n_classes > k and not attribute:
-            hits = M.top_k_hits(S, true_idx, k)
+            hits = first.hits(k)
             add(f"top{k}", hits.mean(), *ci(hits), chance=M.chance_level(n_classes, k))
-    if np.all(S >= 0) and np.allclose(S.sum(axis=1), 1.0, atol=1e-6):
-        add("kl_uniform", M.kl_from_uniform(S), chance=0.0, note="")
+    if first.posterior:
+        M.check_posterior_sums(first.sums)
+        add("kl_uniform", float(np.mean(first.kl)), chance=0.0, note="")
     if c1 < 1:
         cna: Callable[[float], float] = lambda a: (a - c1) / (1 - c1)  # noqa: E731 - monotone map of the top-1 CI
         add("cna1", cna(hits1.mean()), cna(lo), cna(hi), 0.0)
@@ -115,7 +307,7 @@ def score_metrics(
         )
     add(
         "balanced_accuracy",
-        M.balanced_top_k_accuracy(S, true_idx, 1),
+        float(np.nanmean(M.per_class_mean(hits1, true_idx, n_classes))),
         *ci(hits1, "balanced", classes=true_idx),
         chance=1.0 / n_classes,
     )
@@ -125,9 +317,8 @@ def score_metrics(
         *ci(hits1, "subject"),
         chance=c1,
     )
-    mated, nonmated = M.mated_nonmated(S, true_idx)
-    if mated.size and nonmated.size:
-        v = M.verification_metrics(mated, nonmated)
+    if n_classes > 1:
+        v = _verification(blocks, true_idx, first)
         add("eer", v["eer"], chance=0.5, note="")
         add("min_cllr", v["min_cllr"], chance=1.0, note="")
         if v["linkability_bins"] >= 2:
@@ -137,15 +328,11 @@ def score_metrics(
                 "linkability",
                 math.nan,
                 chance=0.0,
-                note=f"undefined: {mated.size} mated scores, fewer than the 20 needed for 2 histogram bins "
+                note=f"undefined: {n_probes} mated scores, fewer than the 20 needed for 2 histogram bins "
                 f"(n_bins = min(⌊|M|/10⌋, 100)); with 1 bin D↔sys would be 0 by construction",
             )
     else:
-        why = (
-            "undefined: no non-mated scores (the gallery has a single class)"
-            if not nonmated.size
-            else "undefined: no mated scores"
-        )
+        why = "undefined: no non-mated scores (the gallery has a single class)"
         for metric, chance in (("eer", 0.5), ("min_cllr", 1.0), ("linkability", 0.0)):
             add(metric, math.nan, chance=chance, note=why)
     return rows
@@ -179,10 +366,17 @@ def breakdown_metrics(
     as in VoicePrivacy's per-sex trial lists; without ``within`` (an attribute label), against every class.
     Mated scores: a probe against its own class; non-mated: against the other classes kept. No CI (as for the
     overall EER and min Cllr); a group without mated or non-mated scores gives NaN with a note."""
-    S = np.asarray(scores.scores, dtype=np.float64)
-    classes = np.asarray(scores.classes).astype(str)
+    blocks = ScoreBlocks.of(scores)
+    classes = np.asarray(blocks.classes).astype(str)
     true = np.asarray(true_labels).astype(str)
+    true_idx = M.label_indices(true, classes)
+    mated = np.empty(blocks.n_probes)
+    for first_row, block in blocks:  # a first pass: the mated scores, the anchors of every group's counts
+        ti = true_idx[first_row : first_row + block.shape[0]]
+        mated[first_row : first_row + block.shape[0]] = np.asarray(block, dtype=np.float64)[np.arange(len(ti)), ti]
     rows: list[dict[str, Any]] = []
+    # every group of every attribute: its probes, the classes its trials keep, its non-mated counts
+    cells: list[tuple[dict[str, Any], np.ndarray, np.ndarray, M.NonmatedCounts | None]] = []
     for by, values in attributes.items():
         values = np.asarray(values)
         known = _valid(values)  # probes whose value is missing (None, NaN) belong to no group
@@ -193,24 +387,36 @@ def breakdown_metrics(
             mask = group_of == g
             t = true[mask]
             keep = np.isin(classes, t) if within else np.ones(len(classes), dtype=bool)
-            mated, nonmated = M.mated_nonmated(S[mask][:, keep], M.label_indices(t, classes[keep]))
+            n_mated, n_kept = int(mask.sum()), int(keep.sum())
             base = {
                 "by": by,
                 "group": group,
-                "n_probes": int(mask.sum()),
+                "n_probes": n_mated,
                 "n_subjects": int(len(np.unique(t))),
-                "n_mated": int(mated.size),
-                "n_nonmated": int(nonmated.size),
+                "n_mated": n_mated,
+                "n_nonmated": n_mated * (n_kept - 1),
             }
-            if mated.size and nonmated.size:
-                v = M.verification_metrics(mated, nonmated)
-                for metric, chance in BREAKDOWN_METRICS:
-                    rows.append({**base, "metric": metric, "value": float(v[metric]), "chance": chance, "note": ""})
-            else:
-                why = (
-                    f"undefined: the group's probes meet a single {'enrolled subject' if within else 'class'}, "
-                    "so there are no non-mated scores"
-                )
-                for metric, chance in BREAKDOWN_METRICS:
-                    rows.append({**base, "metric": metric, "value": math.nan, "chance": chance, "note": why})
+            counts = M.NonmatedCounts(mated[mask], linkability=False) if n_kept > 1 else None
+            cells.append((base, mask, keep, counts))
+    for first_row, block in blocks:  # the second pass: each group's non-mated scores counted
+        S = np.asarray(block, dtype=np.float64)
+        for _, mask, keep, counts in cells:
+            in_block = mask[first_row : first_row + S.shape[0]]
+            if counts is None or not in_block.any():
+                continue
+            position = np.cumsum(keep) - 1  # column of each kept class in the kept columns
+            ti = position[true_idx[first_row : first_row + S.shape[0]][in_block]]
+            counts.add(_nonmated(S[in_block][:, keep], ti))
+    for base, _, _, counts in cells:
+        if counts is not None:
+            v = counts.result()
+            for metric, chance in BREAKDOWN_METRICS:
+                rows.append({**base, "metric": metric, "value": float(v[metric]), "chance": chance, "note": ""})
+        else:
+            why = (
+                f"undefined: the group's probes meet a single {'enrolled subject' if within else 'class'}, "
+                "so there are no non-mated scores"
+            )
+            for metric, chance in BREAKDOWN_METRICS:
+                rows.append({**base, "metric": metric, "value": math.nan, "chance": chance, "note": why})
     return rows

@@ -398,7 +398,7 @@ def score(
     anonymized for parrot, a mix for %-parrot), then enrolled as usual. A cross-validated recognizer
     (``cv_folds``) adds the spread of its per-fold balanced accuracies (rows ``cv_balanced_accuracy``,
     ``_std``, ``_min``, ``_max``)."""
-    from .scoring import breakdown_metrics, score_metrics
+    from .scoring import DEFAULT_BLOCK_BYTES, ScoreBlocks, breakdown_metrics, score_metrics
 
     train_kind, enrol_kind, probe_kind = scenario_sets(scenario)
     mix_seed = derived_seed(seed, "mix")
@@ -449,8 +449,11 @@ def score(
                 mix_seed,
             )
         rec.enroll(gallery, label)
-        scores = rec.score(probes)
         true = probes.subjects if label == "subject" else probes.attribute(label)
+        enrolled = gallery.subjects if label == "subject" else gallery.attribute(label)
+        scores = ScoreBlocks.from_recognizer(
+            rec, probes, memory=context.memory or DEFAULT_BLOCK_BYTES, n_classes=len(np.unique(enrolled.astype(str)))
+        )
         groups = probes.subjects
         for r in score_metrics(
             scores,
@@ -472,6 +475,7 @@ def score(
             k = output_key(key, "scores:" + sel["id"])
             cache.put_table(k, _scores_table(scores, true, probes))
             probes_out[sel["id"]] = k
+        scores.close()
     used = getattr(rec, "comparator_used", lambda: "")()  # a protection's declared comparator, if one was used
     out: dict[str, Any] = {"rows": rows, "scores": probes_out, "comparator": used}
     if breakdown:
@@ -548,13 +552,13 @@ def _rows(table: SampleTable, ids: NDArray[Any]) -> SampleTable:
 
 
 def _scores_table(scores: Any, true: NDArray[Any], probes: SampleTable) -> SampleTable:
-    """The per-probe score matrix as a table: payload ``scores`` (float64, exactly the matrix the metrics were
-    computed from: float32 rounding flipped top-1 decisions between near-tied classes), the true label, and the
-    column classes in the metadata."""
+    """The per-probe score matrix (:class:`~bioanon.evaluation.scoring.ScoreBlocks`) as a table: payload
+    ``scores`` (float64, exactly the matrix the metrics were computed from: float32 rounding flipped top-1
+    decisions between near-tied classes), the true label, and the column classes in the metadata."""
     return SampleTable.from_arrays(
         subject=probes.subjects,
         sample_id=probes.sample_ids,
-        payloads={"scores": np.asarray(scores.scores, dtype=np.float64)},
+        payloads={"scores": scores.dense(np.float64)},
         attributes={"true_label": np.asarray(true).astype(str)},
         metadata={"classes": [str(c) for c in scores.classes]},
     )

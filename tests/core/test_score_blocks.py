@@ -1,0 +1,265 @@
+"""Score matrices read in blocks of probes (issue 29, item 1): the metrics of any block size equal the
+whole-matrix formulas exactly (tie-heavy data, posteriors, float32, infinite scores, one class), a large matrix
+spills to a temporary file, and the metric passes never hold a sorted or float64 copy of the whole matrix."""
+
+from __future__ import annotations
+
+import math
+import tracemalloc
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+import bioanon
+from bioanon import metrics as M
+from bioanon.api import SampleTable, ScoreMatrix
+from bioanon.evaluation.scoring import ScoreBlocks, breakdown_metrics, score_metrics
+
+
+def _reference_rows(S, true, groups, **kw):
+    """The rows as the whole-matrix formulas give them (what score_metrics computed before blocks)."""
+    S = np.asarray(S, dtype=np.float64)
+    classes = np.array([f"c{i}" for i in range(S.shape[1])])
+    ti = M.label_indices(true, classes)
+    out = {
+        "top1": M.top_k_accuracy(S, ti, 1),
+        "balanced_accuracy": M.balanced_top_k_accuracy(S, ti, 1),
+    }
+    if S.shape[1] > 5:
+        out["top5"] = M.top_k_accuracy(S, ti, 5)
+    if S.shape[1] > 1:
+        mated, nonmated = M.mated_nonmated(S, ti)
+        v = M.verification_metrics(mated, nonmated)
+        out.update(eer=v["eer"], min_cllr=v["min_cllr"], linkability=v["linkability"])
+    if np.all(S >= 0) and np.allclose(S.sum(axis=1), 1.0, atol=1e-6):
+        out["kl_uniform"] = M.kl_from_uniform(S)
+    return out
+
+
+def _values(rows):
+    return {r["metric"]: (r["value"], r["ci_low"], r["ci_high"], r["note"]) for r in rows}
+
+
+def _same(a, b):
+    return a == b or (isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b))
+
+
+def _tie_heavy(n_classes=12, per=5, seed=0, dtype=np.float64):
+    """Scores rounded to a few levels: many ties between classes and between mated and non-mated scores."""
+    rng = np.random.default_rng(seed)
+    true = np.repeat([f"c{i}" for i in range(n_classes)], per)
+    S = rng.integers(0, 4, size=(true.size, n_classes)).astype(dtype)
+    S[np.arange(true.size), np.repeat(np.arange(n_classes), per)] += rng.integers(0, 3, size=true.size)
+    return S, true
+
+
+def _matrices():
+    S, true = _tie_heavy()
+    yield "ties", S, true
+    S32, true32 = _tie_heavy(dtype=np.float32, seed=1)
+    yield "float32 ties", S32 + np.float32(0.25) * np.random.default_rng(2).random(S32.shape, np.float32), true32
+    rng = np.random.default_rng(3)
+    P = rng.random((60, 12)) + 3.0 * (np.repeat(np.arange(12), 5)[:, None] == np.arange(12))
+    yield "posteriors", P / P.sum(axis=1, keepdims=True), true
+    Sinf = S.copy()
+    Sinf[3, 4] = np.inf
+    yield "infinite", Sinf, true
+    yield "one class", rng.normal(size=(8, 1)), np.array(["c0"] * 8)
+
+
+@pytest.mark.parametrize("case", [c[0] for c in _matrices()])
+def test_every_block_size_gives_the_whole_matrix_metrics_exactly(case):
+    _, S, true = next(c for c in _matrices() if c[0] == case)
+    groups = np.char.add("s", (np.arange(true.size) % 7).astype(str))
+    classes = np.array([f"c{i}" for i in range(S.shape[1])])
+    sm = SimpleNamespace(scores=S, classes=classes)
+    whole = _values(score_metrics(sm, true, groups, bootstrap=50, seed=3))
+    ref = _reference_rows(S, true, groups)
+    for metric, value in ref.items():
+        assert _same(whole[metric][0], value), (case, metric, whole[metric][0], value)
+    row_bytes = S.shape[1] * 48
+    for rows_per_block in (1, 2, 7, S.shape[0] - 1):
+        blocks = ScoreBlocks.of(sm, memory=rows_per_block * row_bytes)
+        assert blocks.n_blocks == math.ceil(S.shape[0] / rows_per_block)
+        got = _values(score_metrics(blocks, true, groups, bootstrap=50, seed=3))
+        assert got.keys() == whole.keys()
+        for metric in whole:
+            assert all(_same(a, b) for a, b in zip(got[metric], whole[metric], strict=True)), (case, metric)
+
+
+def test_nonmated_counts_equal_verification_metrics_on_any_split():
+    rng = np.random.default_rng(5)
+    for trial in range(20):
+        mated = np.round(rng.normal(1.0, 1.0, size=rng.integers(1, 60)), 1)
+        nonmated = np.round(rng.normal(0.0, 1.0, size=rng.integers(60, 400)), 1)
+        ref = M.verification_metrics(mated, nonmated)
+        counts = M.NonmatedCounts(mated, n_min=nonmated.min(), n_max=nonmated.max())
+        for part in np.array_split(rng.permutation(nonmated), rng.integers(1, 9)):
+            counts.add(part)
+        got = counts.result()
+        for k, v in ref.items():
+            assert _same(float(got[k]), float(v)), (trial, k, got[k], v)
+
+
+class _CentroidLike:
+    """A recognizer whose scores of a probe depend on that probe only (a dot product with class references)."""
+
+    id = "test.centroid"
+
+    def __init__(self, refs, classes):
+        self.refs, self.classes, self.calls = refs, classes, []
+
+    def score(self, probes):
+        x = probes.payload("features")
+        self.calls.append(len(x))
+        return ScoreMatrix(np.round(x @ self.refs.T, 1), self.classes, probes.sample_ids)
+
+
+def _probe_table(n=300, d=8, n_classes=30, seed=0):
+    rng = np.random.default_rng(seed)
+    subjects = np.repeat([f"c{i}" for i in range(n_classes)], n // n_classes)
+    refs = rng.normal(size=(n_classes, d))
+    x = refs[np.repeat(np.arange(n_classes), n // n_classes)] + rng.normal(scale=1.5, size=(n, d))
+    table = SampleTable.from_arrays(
+        subject=subjects, sample_id=[f"p{i}" for i in range(n)], payloads={"features": x.astype(np.float32)}
+    )
+    return table, refs, np.array([f"c{i}" for i in range(n_classes)])
+
+
+def test_a_recognizer_scores_in_blocks_spilled_to_a_file_with_the_same_metrics():
+    table, refs, classes = _probe_table()
+    whole_rec = _CentroidLike(refs, classes)
+    whole = ScoreBlocks.from_recognizer(whole_rec, table, memory=10**9, n_classes=30)
+    assert whole_rec.calls == [300] and not whole.spilled  # fits: one call, as a whole
+    rec = _CentroidLike(refs, classes)
+    small = ScoreBlocks.from_recognizer(rec, table, memory=40 * 30 * 48, n_classes=30)
+    assert rec.calls == [40] * 7 + [20] and small.spilled  # 8 blocks, held in a temporary file
+    np.testing.assert_array_equal(small.dense(), whole.dense())
+    true, groups = table.subjects, table.subjects
+    a = _values(score_metrics(whole, true, groups, bootstrap=50))
+    b = _values(score_metrics(small, true, groups, bootstrap=50))
+    assert a.keys() == b.keys() and all(all(_same(x, y) for x, y in zip(a[k], b[k], strict=True)) for k in a)
+    by = {"half": np.where(np.arange(300) < 150, "first", "second")}
+    assert breakdown_metrics(whole, true, by) == breakdown_metrics(small, true, by)
+    small.close()
+
+
+def test_breakdown_in_blocks_equals_the_whole_matrix_formulas():
+    S, true = _tie_heavy(n_classes=10, per=6, seed=7)
+    classes = np.array([f"c{i}" for i in range(10)])
+    sex = np.where(np.isin(true, classes[:4]), "f", "m").astype(object)
+    sex[5] = None  # a probe outside every group stays out (a missing value)
+    values = {"sex": sex}
+    blocks = ScoreBlocks.of(SimpleNamespace(scores=S, classes=classes), memory=3 * 10 * 48)
+    rows = breakdown_metrics(blocks, true, values)
+    for r in rows:
+        mask = values["sex"] == r["group"]
+        keep = np.isin(classes, true[mask])
+        mated, nonmated = M.mated_nonmated(S[mask][:, keep], M.label_indices(true[mask], classes[keep]))
+        assert r["n_nonmated"] == nonmated.size
+        ref = M.verification_metrics(mated, nonmated)[r["metric"]] if nonmated.size else math.nan
+        assert _same(r["value"], ref), r
+    assert {r["group"] for r in rows} == {"f", "m"} and all(r["n_probes"] > 1 for r in rows)
+
+
+def test_the_metric_passes_never_copy_or_sort_the_whole_matrix():
+    """With a small block budget the metrics' extra memory stays a fraction of the matrix: a float64 copy or a
+    sort of all the scores (8 bytes each) would need 2× its float32 size."""
+    rng = np.random.default_rng(0)
+    n_classes, per = 200, 40
+    true = np.repeat([f"c{i}" for i in range(n_classes)], per)
+    S = rng.normal(size=(true.size, n_classes)).astype(np.float32)  # 8,000 × 200 float32: 6.4 MB
+    S[np.arange(true.size), np.repeat(np.arange(n_classes), per)] += 2.0
+    sm = SimpleNamespace(scores=S, classes=np.array([f"c{i}" for i in range(n_classes)]))
+    blocks = ScoreBlocks.of(sm, memory=100 * n_classes * 48)  # 100 probes a block
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        rows = score_metrics(blocks, true, true, bootstrap=20)
+        peak = tracemalloc.get_traced_memory()[1] - base
+    finally:
+        tracemalloc.stop()
+    assert {r["metric"] for r in rows} >= {"top1", "eer", "min_cllr", "linkability"}
+    assert peak < 0.5 * S.nbytes, f"peak {peak / 1e6:.1f} MB for a {S.nbytes / 1e6:.1f} MB matrix"
+
+
+def test_an_evaluation_with_a_small_memory_budget_gives_the_same_metrics(tmp_path, monkeypatch):
+    from bioanon.evaluation import scoring
+
+    calls = []
+    real = ScoreBlocks.from_recognizer.__func__
+
+    def spy(cls, recognizer, probes, *, memory, n_classes=0):
+        out = real(cls, recognizer, probes, memory=memory, n_classes=n_classes)
+        calls.append((memory, out.n_blocks, out.spilled))
+        return out
+
+    cfg = {
+        "name": "blocks",
+        "seed": 1,
+        "dataset": {"source": "any.synthetic", "params": {"n_subjects": 40, "samples_per_subject": 6, "dim": 16}},
+        "anonymizers": [{"id": "any.gaussian_noise", "grid": {"sigma": [0.5]}}],
+        "recognizers": [{"id": "any.cosine_centroid"}],
+        "scenarios": ["naive"],
+        "report": {"bootstrap": 50},
+    }
+    whole = bioanon.evaluate(cfg, out_dir=None, cache=tmp_path / "a", progress=False, report=False)
+    # the smallest budget (64 MiB) with each score counted as 1 MB of working memory: blocks of a few probes
+    monkeypatch.setattr(scoring, "BYTES_PER_SCORE", 2**20)
+    monkeypatch.setattr(ScoreBlocks, "from_recognizer", classmethod(spy))
+    small = bioanon.evaluate(
+        {**cfg, "run": {"memory": "64 MiB", "jobs": 1}},
+        out_dir=None,
+        cache=tmp_path / "b",
+        progress=False,
+        report=False,
+    )
+    assert calls and all(memory == 64 * 2**20 and n > 10 for memory, n, _ in calls), calls
+    cols = ["anonymizer", "setting", "scenario", "recognizer", "metric", "value"]
+    a = whole.metrics[cols].sort_values(cols[:5]).reset_index(drop=True)
+    b = small.metrics[cols].sort_values(cols[:5]).reset_index(drop=True)
+    assert a[cols[:5]].equals(b[cols[:5]])
+    # a BLAS may round a product of a few rows differently from one of many: values equal up to that
+    np.testing.assert_allclose(a["value"], b["value"], rtol=1e-9, atol=1e-12)
+
+
+def test_balanced_ci_over_many_subjects_uses_sparse_cells_with_the_same_result(monkeypatch):
+    """Identity as the class gives G × G (subject, class) cells: beyond a size they are sparse, with the same
+    jackknife and replicates (up to the summation order) as the dense arrays."""
+    rng = np.random.default_rng(4)
+    groups = np.repeat(np.arange(60), 4)
+    hits = rng.random(groups.size)
+    inv, G, size = M._groups(groups, 100)
+    dense = M._estimate_and_jackknife(hits, inv, G, size, "balanced", groups)
+    reps_dense = M.bootstrap_distribution(hits, groups, n_resamples=100, seed=1, statistic="balanced", classes=groups)
+    monkeypatch.setattr(M, "_DENSE_CELLS", 0)
+    A, _ = M._ratio_parts(hits, inv, G, size, "balanced", groups)
+    assert not isinstance(A, np.ndarray) and A.nnz == 60  # one cell per subject, not 3,600
+    sparse = M._estimate_and_jackknife(hits, inv, G, size, "balanced", groups)
+    reps_sparse = M.bootstrap_distribution(hits, groups, n_resamples=100, seed=1, statistic="balanced", classes=groups)
+    assert sparse[0] == pytest.approx(dense[0], abs=1e-12)
+    np.testing.assert_allclose(sparse[1], dense[1], atol=1e-12)
+    np.testing.assert_allclose(reps_sparse, reps_dense, atol=1e-12)
+
+
+def test_the_run_memory_setting(monkeypatch):
+    from evalconfigs import config
+
+    from bioanon.errors import ConfigError
+    from bioanon.evaluation.config import load_config, parse_memory
+    from bioanon.evaluation.run import task_memory
+
+    total = 16 * 2**30
+    assert parse_memory("", total) == 8 * 2**30  # default: half the machine's
+    assert parse_memory("8 GB", total) == 8 * 10**9 and parse_memory("512MiB", total) == 512 * 2**20
+    assert parse_memory("25%", total) == 4 * 2**30 and parse_memory(2**30, total) == 2**30
+    for bad in ("lots", "0%", "150%", "8 XB", 1.5):
+        with pytest.raises(ValueError):
+            parse_memory(bad, total)
+    cfg = load_config(config(run={"memory": "2 GiB", "jobs": 2}))
+    assert cfg.run.memory == "2 GiB" and load_config(cfg.to_dict()) == cfg
+    assert task_memory(cfg) == 2**30  # shared by the 2 workers
+    for bad, why in (("lots", "expected a size"), ("1 MB", "at least 64 MiB"), (True, "expected a size")):
+        with pytest.raises(ConfigError, match=rf"run\.memory: .*{why}"):
+            load_config(config(run={"memory": bad}))
