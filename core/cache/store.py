@@ -97,6 +97,10 @@ def _wrap_table(tbl: pa.Table) -> Any:
 
 
 _MISSING = object()
+#: Schema metadata of a row-selection entry (:meth:`Cache.put_rows`): the key of its base table, and whether it
+#: carries table metadata of its own.
+_ROWS_OF = b"bioanon.rows_of"
+_HAS_META = b"bioanon.rows_meta"
 
 
 def _json_default(obj: Any) -> Any:
@@ -347,11 +351,42 @@ class Cache:
             self._count("writes")
         return path
 
+    def put_rows(self, key: str, base_key: str, rows: Any, schema_metadata: Any = None) -> str:
+        """Store under ``key`` the rows ``rows`` (positions, in their order) of the stored table ``base_key``: a
+        row selection, not a copy. :meth:`get_table` gives it back as that table's rows with ``schema_metadata``
+        (the selection's own table metadata, e.g. its lineage; default: the base table's). The entry is a small
+        table of row positions; the base table must stay in the cache (a selection whose base is gone reads as
+        missing)."""
+        positions = pa.array(np.asarray(rows, dtype=np.int64))
+        meta = {k: v for k, v in (schema_metadata or {}).items() if k != _ROWS_OF}
+        meta[_ROWS_OF] = self._check_key(base_key).encode()
+        meta[_HAS_META] = b"1" if schema_metadata is not None else b"0"
+        return self.put_table(key, pa.table({"row": positions}).replace_schema_metadata(meta))
+
+    def _resolve_rows(self, path: str, tbl: pa.Table, stat: os.stat_result | None) -> Any:
+        """The base table's rows of a row-selection entry (see :meth:`put_rows`); None if the base is gone or
+        the entry does not fit it (then moved aside)."""
+        meta = dict(tbl.schema.metadata or {})
+        base = self.get_table(meta.pop(_ROWS_OF).decode())
+        if base is None:
+            return None
+        rows = tbl.column("row").to_numpy() if tbl.num_columns == 1 else None
+        base_tbl = base.arrow if hasattr(base, "arrow") else base
+        if rows is None or (rows.size and (rows.min() < 0 or rows.max() >= base_tbl.num_rows)):
+            self._quarantine(path, ValueError("row selection does not fit its base table"), stat)
+            return None
+        taken = base_tbl if rows.size == base_tbl.num_rows and np.array_equal(rows, np.arange(rows.size)) else None
+        taken = base_tbl.take(pa.array(rows)) if taken is None else taken  # all rows in order: memory-mapped as is
+        if meta.pop(_HAS_META) == b"1":
+            taken = taken.replace_schema_metadata(meta)
+        return _wrap_table(taken)
+
     def get_table(self, key: str) -> Any:
         """The stored table for ``key`` as a SampleTable (memory-mapped on local disks), or ``None``.
 
         An unreadable entry (truncated, corrupt) is moved aside as ``*.corrupt`` with a
-        :class:`CacheWarning` and counts as a miss.
+        :class:`CacheWarning` and counts as a miss. A row selection (:meth:`put_rows`) gives its base table's
+        rows.
         """
         path = self.table_path(key)
         stat = None
@@ -376,6 +411,10 @@ class Cache:
             self._count("misses")
             return None
         self._touch(path)
+        if _ROWS_OF in (tbl.schema.metadata or {}):
+            selected = self._resolve_rows(path, tbl, stat)
+            self._count("hits" if selected is not None else "misses")
+            return selected
         self._count("hits")
         return _wrap_table(tbl)
 

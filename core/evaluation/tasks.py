@@ -162,6 +162,7 @@ def split(
     seeded ``attacker_subjects`` share of its subjects); ``dataset`` gives only background and evaluation
     (``rates[1]`` is 0) and its ``training_only`` subjects are left out."""
     table = _table(cache, dataset)
+    bases = [(dataset, table)]
     extra = None
     if training_only:
         import pyarrow as pa
@@ -170,7 +171,8 @@ def split(
         mask = pc.is_in(table.arrow.column("subject"), value_set=pa.array(list(training_only), pa.string()))
         extra, table = table.filter(mask), table.filter(pc.invert(mask))
     if attacker_dataset is not None:
-        parts = _cross_parts(table, _table(cache, attacker_dataset), rates, seed, attacker_subjects)
+        bases.append((attacker_dataset, _table(cache, attacker_dataset)))
+        parts = _cross_parts(table, bases[-1][1], rates, seed, attacker_subjects)
         extra = None  # the attacker's data are the other data set's only
     elif rates[0] == 0:
         parts = [table.filter(np.zeros(len(table), dtype=bool)), *table.split_subjects(rates[1:], seed)]
@@ -181,9 +183,31 @@ def split(
     out = {}
     for name, part in zip(("background", "attacker", "evaluation"), parts, strict=True):
         k = output_key(key, name)
-        cache.put_table(k, part.with_lineage_step({"step": "split:" + name, "fingerprint": k}))
+        store_rows_of(cache, k, part.with_lineage_step({"step": "split:" + name, "fingerprint": k}), bases)
         out[name] = k
     return {"outputs": out, "subjects": {n: p.subject_names for n, p in zip(out, parts, strict=True)}}
+
+
+def store_rows_of(cache: Cache, key: str, part: SampleTable, bases: Sequence[tuple[str, SampleTable]]) -> None:
+    """Store ``part`` under ``key`` as a row selection of the first stored table of ``bases`` (key, table) that
+    holds all its samples with the same columns (found by sample id and subject): each table is stored once, its subsets
+    are row positions. A copy where none does (or where sample ids repeat)."""
+    import pyarrow.compute as pc
+
+    ids = part.arrow.column("sample_id")
+    for base_key, base in bases:
+        base_ids = base.arrow.column("sample_id")
+        if not part.arrow.schema.equals(base.arrow.schema, check_metadata=False):
+            continue
+        if pc.count_distinct(base_ids).as_py() != len(base_ids):
+            continue
+        rows = pc.index_in(ids, value_set=base_ids)
+        if rows.null_count == 0 and pc.all(
+            pc.equal(base.arrow.column("subject").take(rows), part.arrow.column("subject"))
+        ).as_py() in (True, None):  # the same samples (two data sets may share sample ids)
+            cache.put_rows(key, base_key, rows.to_numpy(zero_copy_only=False), part.arrow.schema.metadata)
+            return
+    cache.put_table(key, part)
 
 
 def _cross_parts(

@@ -1,0 +1,73 @@
+"""Each table is stored once (issue 29, item 3): the parts of a split are row selections of the stored data set,
+not copies, and read back as the same rows; a rates-only change adds no copy of the data either."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+import bioanon
+from bioanon.cache import Cache
+
+
+def _config(rates=(0.2, 0.4, 0.4)):
+    return {
+        "name": "stored-once",
+        "seed": 2,
+        "dataset": {"source": "any.synthetic", "params": {"n_subjects": 30, "samples_per_subject": 6, "dim": 16}},
+        "rates": dict(zip(("background", "attacker", "evaluation"), rates, strict=True)),
+        "anonymizers": [{"id": "any.gaussian_noise", "grid": {"sigma": [0.5, 1.0]}}],
+        "recognizers": [{"id": "any.cosine_centroid"}],
+        "scenarios": ["naive"],
+        "report": {"bootstrap": 20},
+    }
+
+
+def _stored_rows(cache_root: Path) -> dict[str, list[str]]:
+    """Hash of every stored feature row → the table files that hold it (as written, selections unresolved)."""
+    where: dict[str, list[str]] = {}
+    for path in sorted(cache_root.glob("tables/*/*.arrow")):
+        tbl = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
+        if "features" not in tbl.column_names:
+            continue
+        ids = tbl.column("sample_id").to_pylist()
+        values = np.asarray(bioanon.api.SampleTable(tbl, validate=False).payload("features"))
+        for sid, row in zip(ids, values, strict=True):
+            where.setdefault(sid + hashlib.sha1(row.tobytes()).hexdigest(), []).append(path.name)
+    return where
+
+
+def test_no_table_is_stored_twice(tmp_path):
+    cache = Cache(tmp_path / "cache")
+    r = bioanon.evaluate(_config(), out_dir=None, cache=cache, progress=False, report=False)
+    twice = {k: v for k, v in _stored_rows(tmp_path / "cache").items() if len(v) > 1}
+    assert not twice, f"{len(twice)} rows stored more than once, e.g. {next(iter(twice.values()))}"
+    # a rates-only change: a new split, and still no row stored twice
+    r2 = bioanon.evaluate(_config((0.1, 0.45, 0.45)), out_dir=None, cache=cache, progress=False, report=False)
+    twice = {k: v for k, v in _stored_rows(tmp_path / "cache").items() if len(v) > 1}
+    assert not twice, f"{len(twice)} rows stored more than once after a rates change"
+    assert len(r.metrics) and len(r2.metrics)
+
+
+def test_a_row_selection_reads_back_as_its_rows_and_a_missing_base_as_a_miss(tmp_path):
+    from bioanon.api import SampleTable
+
+    cache = Cache(tmp_path)
+    table = SampleTable.from_arrays(
+        subject=np.repeat(["a", "b", "c"], 2),
+        sample_id=[f"x{i}" for i in range(6)],
+        payloads={"features": np.arange(12, dtype=np.float32).reshape(6, 2)},
+    )
+    base_key, key = "ab" * 16, "cd" * 16
+    cache.put_table(base_key, table)
+    part = table.take([4, 1, 2]).with_lineage_step({"step": "split:test", "fingerprint": key})
+    cache.put_rows(key, base_key, [4, 1, 2], part.arrow.schema.metadata)
+    got = cache.get_table(key)
+    assert got.sample_ids.tolist() == ["x4", "x1", "x2"] and got.lineage == part.lineage
+    np.testing.assert_array_equal(got.payload("features"), part.payload("features"))
+    assert Path(cache.table_path(key)).stat().st_size < Path(cache.table_path(base_key)).stat().st_size
+    Path(cache.table_path(base_key)).unlink()
+    assert cache.get_table(key) is None  # its base is gone: a miss, recomputed by the task that made it
