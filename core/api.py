@@ -29,7 +29,8 @@ Hooks and registration
 
 Sample table and payload helpers
     :class:`SampleTable` (one row per sample, payload columns, subject, attributes, lineage);
-    :func:`restore_dtype`, :func:`flatten_payload`, :func:`table_rng` (a seeded generator per table).
+    :func:`restore_dtype`, :func:`flatten_payload`, :func:`table_rng` (a seeded generator per table);
+    :func:`blas_threads` (1.3; one BLAS thread around batched small linear algebra).
 
 Errors
     :class:`BioanonError` (base of all), :class:`ParameterError`, :class:`TableError`, :class:`DataError`,
@@ -61,7 +62,8 @@ Reusable building blocks
     their SEBA-style options for a wrapper: the :class:`ClassifierOptions` mixin (``cv_folds``, ``keep``; pass
     ``classifier_options()`` to the inner recognizer) and :func:`scores_param` (``scores``);
     :func:`reuse_computed` (1.1) reuses within the active run an array computed from array content by a fixed
-    function (a pretrained encoder's embeddings, feature extraction); :func:`current_context` (1.2) gives the
+    function (a pretrained encoder's embeddings, feature extraction), and with ``rows`` (1.3) across runs,
+    per sample, through the cache; :func:`current_context` (1.2) gives the
     active run's :class:`RunContext` (its ``registry`` builds another method by id).
 
 Testing and conformance
@@ -129,7 +131,12 @@ travel with a protection (``Anonymizer.comparator``), ``reuse_computed``, and ``
 1.2 added the run context: ``current_context`` (the active run's :class:`~bioanon.context.RunContext`, whose
 ``registry`` a method uses to build another method by id) and ``RunContext``; ``reuse_computed`` reuses within
 the active run; renamed ids: ``register(cls, deprecated_aliases=(old_id, ...))`` (the old id warns once) and
-``warn_deprecated`` (a DeprecationWarning attributed to the user's code, so that it is shown)."""
+``warn_deprecated`` (a DeprecationWarning attributed to the user's code, so that it is shown).
+
+1.3 added per-sample reuse: ``reuse_computed(..., rows=...)`` keeps a fixed per-sample function's result rows
+per sample in the run's cache, so that a new split or other rates compute only the samples not met before;
+and ``Recognizer.scores_probes_independently`` (default true: an evaluation may score the probes in blocks);
+``blas_threads`` (BLAS limited to one thread, or ``n``, inside a ``with`` block: batched small linear algebra)."""
 
 # name -> (module, attribute or None for the module itself), imported on first access
 _LAZY: dict[str, tuple[str, str | None]] = {
@@ -138,6 +145,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "flatten_payload": ("bioanon.payloads", "flatten_payload"),
     "restore_dtype": ("bioanon.payloads", "restore_dtype"),
     "table_rng": ("bioanon.payloads", "table_rng"),
+    "blas_threads": ("bioanon.payloads", "blas_threads"),  # 1.3
     # errors of the device and training helpers
     "DeviceError": ("bioanon.device", "DeviceError"),
     "WeightsError": ("bioanon.nettrain", "WeightsError"),
@@ -244,6 +252,7 @@ __all__ = [  # every name of the API (the lazy ones included)
     "align",
     "arcface_head",
     "batch_rows",
+    "blas_threads",
     "check_method",
     "class_sums",
     "current_context",
@@ -426,6 +435,7 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
     from .nettrain import (
         train_net as train_net,
     )
+    from .payloads import blas_threads as blas_threads
     from .payloads import flatten_payload as flatten_payload
     from .payloads import restore_dtype as restore_dtype
     from .payloads import table_rng as table_rng

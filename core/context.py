@@ -178,12 +178,25 @@ def reuse_computed(
     params: Mapping[str, Any],
     inputs: Sequence[NDArray[Any]] | NDArray[Any],
     compute: Callable[[], NDArray[Any]],
+    *,
+    rows: Callable[[NDArray[Any]], NDArray[Any]] | None = None,
 ) -> NDArray[Any]:
     """``compute()``, reused from the active run's store of computed arrays when the same ``what`` (e.g. the
     method id and step), ``params`` and input arrays were computed before in this run. For a deterministic
     function of the inputs only (a pretrained encoder, fixed feature extraction), never for fitted or seeded
-    state. Outside any run (no active :class:`RunContext`) it simply computes."""
+    state. Outside any run (no active :class:`RunContext`) it simply computes.
+
+    ``rows`` (API 1.3), for a function with one result row per input sample: ``rows(indices)`` computes the
+    rows of the samples ``inputs[indices]`` alone. The rows are then also kept per sample in the run's cache
+    (keyed by each sample's content, ``what``, ``params`` and the code of ``rows``' module), so that a later
+    run meeting the same samples in other tables (a new split, other rates, another selection) computes only
+    the samples it has not met (:func:`bioanon.fit_memo.reuse_per_sample`)."""
     ctx = _ACTIVE.get()
     if ctx is None:
         return compute()
+    if rows is not None and ctx.cache is not None and FittedRecognizers.enabled() and len(inputs):
+        from .fit_memo import reuse_per_sample
+
+        cache, per_sample = ctx.cache, rows
+        return ctx.computed.get(what, params, inputs, lambda: reuse_per_sample(cache, what, params, inputs, per_sample))
     return ctx.computed.get(what, params, inputs, compute)

@@ -99,6 +99,51 @@ class FittedRecognizers:
             self.hits = self.misses = 0
 
 
+def sample_digests(samples: Sequence[np.ndarray] | np.ndarray) -> list[str]:
+    """One :func:`content_digest` per sample: the rows of an array, or the arrays of a sequence (a ragged
+    payload)."""
+    return [content_digest(a) for a in samples]
+
+
+def reuse_per_sample(
+    cache: Any,
+    what: str,
+    params: Mapping[str, Any],
+    samples: Sequence[np.ndarray] | np.ndarray,
+    rows: Callable[[np.ndarray], np.ndarray],
+) -> np.ndarray:
+    """The result rows of a fixed per-sample function for ``samples`` (``rows(indices)`` computes the rows of
+    ``samples[indices]``, one per sample, in order), kept per sample in ``cache`` under ``what``, ``params``
+    and the code of the module that defines ``rows``: only the samples not met before are computed (a new
+    split or other rates reuse every unchanged sample's row)."""
+    import inspect
+
+    from .cache import fingerprint
+    from .fileio import file_digest
+
+    try:
+        source = inspect.getsourcefile(rows)
+        code = file_digest(source) if source else getattr(rows, "__module__", "")
+    except (TypeError, OSError):
+        code = getattr(rows, "__module__", "")
+    namespace = fingerprint({"what": what, "params": dict(params), "code": code, "per_sample": 1})
+    digests = sample_digests(samples)
+    values, found = cache.sample_rows(namespace, digests)
+    missing = np.flatnonzero(~found)
+    if missing.size or values is None:
+        new = np.asarray(rows(missing))
+        if len(new) != missing.size:
+            from .errors import BioanonError
+
+            raise BioanonError(f"{what}: {len(new)} result rows for {missing.size} samples")
+        cache.put_sample_rows(namespace, [digests[i] for i in missing], new)
+        if values is None:
+            return new
+        values[missing] = new
+    out: np.ndarray = values
+    return out
+
+
 def content_digest(arrays: Sequence[np.ndarray] | np.ndarray) -> str:
     """A digest of the dtype, shape and bytes of every array of ``arrays`` (one array or a sequence, e.g. a
     ragged payload), in order."""

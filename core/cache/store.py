@@ -194,6 +194,10 @@ class Cache:
             raise CacheError(f"invalid cache key {key!r}: expected 16-64 lowercase hex characters")
         return key
 
+    def _samples_dir(self, namespace: str) -> str:
+        namespace = self._check_key(namespace)
+        return f"{self.root}/samples/{namespace[:2]}/{namespace}"
+
     def _path(self, kind: str, key: str) -> str:
         key = self._check_key(key)
         ext = {"tables": "arrow", "json": "json", "blobs": "bin"}[kind]
@@ -444,6 +448,80 @@ class Cache:
 
     # -- JSON --------------------------------------------------------------------------------------------------
 
+    # -- per-sample results ----------------------------------------------------------------------------------
+
+    def put_sample_rows(self, namespace: str, digests: Any, values: Any) -> None:
+        """Store one result row per sample (``values[i]`` for the sample whose content digest is ``digests[i]``)
+        under ``namespace`` (a key: the function and its parameters). Entries are immutable tables written
+        atomically; a namespace gathers them, so a later call that meets the same samples in another table (a
+        new split, other rates, another selection) finds their rows (:meth:`sample_rows`)."""
+        values = np.ascontiguousarray(values)
+        digests = [str(d) for d in digests]
+        if len(digests) != len(values):
+            raise CacheError(f"put_sample_rows: {len(digests)} digests for {len(values)} rows")
+        if not digests:
+            return
+        from .keys import fingerprint
+
+        flat = values.reshape(len(values), -1)
+        column = pa.FixedSizeListArray.from_arrays(pa.array(flat.reshape(-1)), max(flat.shape[1], 1))
+        meta = {b"dtype": values.dtype.str.encode(), b"shape": json.dumps(list(values.shape[1:])).encode()}
+        tbl = pa.table({"digest": pa.array(digests, pa.string()), "value": column}).replace_schema_metadata(meta)
+        key = fingerprint({"namespace": namespace, "digests": digests})
+        path = f"{self._samples_dir(namespace)}/{key}.arrow"
+        if self._exists(path):
+            return
+
+        def write(sink: Any) -> None:
+            with pa.ipc.new_file(sink, tbl.schema) as writer:
+                writer.write_table(tbl)
+
+        if self._atomic_write(path, write):
+            self._count("writes")
+
+    def sample_rows(self, namespace: str, digests: Any) -> tuple[np.ndarray | None, np.ndarray]:
+        """The rows stored under ``namespace`` for the samples ``digests`` (see :meth:`put_sample_rows`):
+        ``(values, found)``, ``values`` in the order of ``digests`` (rows not found are zeros; None when none
+        is found) and ``found`` a boolean mask. An unreadable entry is moved aside and its rows count as not
+        found."""
+        digests = np.asarray([str(d) for d in digests], dtype=object)
+        found = np.zeros(len(digests), dtype=bool)
+        values: np.ndarray | None = None
+        selector = pafs.FileSelector(self._samples_dir(namespace), allow_not_found=True)
+        try:
+            infos = [i for i in self.fs.get_file_info(selector) if _classify(i.base_name) == "entry"]
+        except (pa.ArrowException, OSError) as exc:
+            raise CacheError(f"cannot list cache {self.uri}: {exc}") from exc
+        import pyarrow.compute as pc
+
+        wanted = pa.array(digests.tolist(), pa.string())
+        for info in sorted(infos, key=lambda i: i.path):
+            if found.all():
+                break
+            try:
+                source = pa.memory_map(info.path, "r") if self._local else self.fs.open_input_file(info.path)
+                tbl = pa.ipc.open_file(source).read_all()
+                meta = tbl.schema.metadata or {}
+                dtype, shape = np.dtype(meta[b"dtype"].decode()), tuple(json.loads(meta[b"shape"]))
+            except FileNotFoundError:
+                continue
+            except (pa.ArrowException, OSError, ValueError, KeyError) as exc:
+                self._quarantine(info.path, exc)
+                continue
+            pos = pc.index_in(wanted, value_set=tbl.column("digest")).to_numpy(zero_copy_only=False)
+            take = ~found & ~np.isnan(pos.astype(float))
+            if not take.any():
+                continue
+            flat = tbl.column("value").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+            rows = flat.reshape((tbl.num_rows, *shape)).astype(dtype, copy=False)
+            if values is None:
+                values = np.zeros((len(digests), *shape), dtype=dtype)
+            values[take] = rows[pos[take].astype(np.int64)]
+            found |= take
+            self._touch(info.path)
+        self._count("hits" if found.any() else "misses")
+        return values, found
+
     def has_json(self, key: str) -> bool:
         """Whether a JSON entry for ``key`` exists."""
         return self._exists(self.json_path(key))
@@ -539,7 +617,7 @@ class Cache:
     def _walk(self) -> list[tuple[str, str, pafs.FileInfo]]:
         """(kind, class, info) of every file under ``tables/`` and ``json/``."""
         out = []
-        for kind in ("tables", "json", "blobs"):
+        for kind in ("tables", "json", "blobs", "samples"):
             selector = pafs.FileSelector(f"{self.root}/{kind}", recursive=True, allow_not_found=True)
             try:
                 infos = self.fs.get_file_info(selector)
@@ -556,7 +634,7 @@ class Cache:
         total = 0
         for kind, cls, info in self._walk():
             if cls == "entry":
-                counts[kind] += 1
+                counts["tables" if kind == "samples" else kind] += 1
             elif cls in counts:
                 counts[cls] += 1
             total += info.size or 0

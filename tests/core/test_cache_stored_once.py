@@ -71,3 +71,36 @@ def test_a_row_selection_reads_back_as_its_rows_and_a_missing_base_as_a_miss(tmp
     assert Path(cache.table_path(key)).stat().st_size < Path(cache.table_path(base_key)).stat().st_size
     Path(cache.table_path(base_key)).unlink()
     assert cache.get_table(key) is None  # its base is gone: a miss, recomputed by the task that made it
+
+
+def test_per_sample_rows_are_found_again_in_any_order_and_a_damaged_entry_is_recomputed(tmp_path):
+    import warnings
+
+    from bioanon.fit_memo import reuse_per_sample
+
+    cache = Cache(tmp_path)
+    samples = [np.full(3 + i % 2, i, dtype=np.float32) for i in range(10)]  # ragged, like audio
+    calls: list[list[int]] = []
+
+    def rows(idx):
+        calls.append([int(i) for i in idx])
+        return np.stack([np.array([samples[i].sum(), len(samples[i])], np.float32) for i in idx])
+
+    def run(subset):
+        return reuse_per_sample(
+            cache, "test.sums", {"p": 1}, [samples[i] for i in subset], lambda idx: rows([subset[i] for i in idx])
+        )
+
+    first = run([0, 1, 2, 3, 4, 5])
+    again = run([5, 3, 7, 1, 9])  # 3 met before, 2 new
+    assert calls == [[0, 1, 2, 3, 4, 5], [7, 9]]
+    np.testing.assert_array_equal(again, np.stack([first[5], first[3], rows([7])[0], first[1], rows([9])[0]]))
+    calls.clear()
+    for entry in (tmp_path / "samples").rglob("*.arrow"):
+        entry.write_bytes(b"damaged")
+    with warnings.catch_warnings(record=True):
+        warnings.simplefilter("always")
+        redo = run([0, 1])
+    assert calls == [[0, 1]] and redo.tolist() == first[:2].tolist()
+    assert list((tmp_path / "samples").rglob("*.corrupt"))  # moved aside
+    assert cache.info().n_tables >= 1  # per-sample entries are listed with the tables

@@ -37,3 +37,32 @@ def test_reused_utterance_statistics_give_the_results_of_recomputing(tmp_path, m
     )
     assert fresh_ctx.computed.hits == fresh_ctx.computed.misses == 0
     assert len(fresh.metrics) and fresh.metrics.equals(reused.metrics)
+
+
+def test_a_rates_only_change_computes_no_utterance_statistics_again(tmp_path, monkeypatch):
+    """Utterance statistics are kept per utterance in the cache (issue 29, item 2): after a change of the
+    rates alone, every clear utterance's statistics come from the cache, and the results equal a fresh run."""
+    import bioanon_voice.recognizers as recognizers
+
+    from bioanon.fit_memo import sample_digests
+
+    computed: list[str] = []
+    real = recognizers.feature_stats
+
+    def counting(audio, *args):
+        computed.extend(sample_digests(audio))
+        return real(audio, *args)
+
+    monkeypatch.setattr(recognizers, "feature_stats", counting)
+    cfg = {**_cfg(), "run": {"jobs": 1}}
+    first = bioanon.evaluate(cfg, out_dir=None, cache=tmp_path / "c", progress=False, report=False)
+    clear = set(sample_digests(bioanon.load_dataset("voice.synthetic", **cfg["dataset"]["params"]).payload("audio")))
+    assert clear <= set(computed)  # the first run computed every clear utterance
+    n_first = len(computed)
+    computed.clear()
+    other = {**cfg, "rates": {"background": 0.0, "attacker": 0.34, "evaluation": 0.66, "enrolment": 0.5}}
+    second = bioanon.evaluate(other, out_dir=None, cache=tmp_path / "c", progress=False, report=False)
+    assert not clear & set(computed), "a clear utterance's statistics were computed again"
+    assert len(computed) < n_first
+    fresh = bioanon.evaluate(other, out_dir=None, cache=tmp_path / "fresh", progress=False, report=False)
+    assert len(second.metrics) and fresh.metrics.equals(second.metrics)

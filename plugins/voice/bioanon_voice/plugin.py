@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from bioanon.api import hookimpl
 
-BIOANON_API = ">=1.2,<2"  # 1.1: two-stage utility measures (extracts), progress_bar; 1.2: current_context
+BIOANON_API = (
+    ">=1.3,<2"  # 1.1: two-stage utility measures (extracts), progress_bar; 1.2: current_context; 1.3: per-sample reuse
+)
 """The range of bioanon.api versions this plugin works with (PEP 440)."""
 
 

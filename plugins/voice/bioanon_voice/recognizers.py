@@ -98,6 +98,8 @@ def stats_table(
         {**cfg, "sample_rate": sr},
         audio,
         lambda: feature_stats(audio, sr, kind, n_coeffs, n_mels, deltas, energy_quantile),
+        # per utterance: kept per sample in the cache, so another split or other rates reuse it
+        rows=lambda idx: feature_stats([audio[i] for i in idx], sr, kind, n_coeffs, n_mels, deltas, energy_quantile),
     )
     return table.with_payload("features", x, drop="audio").with_metadata(**{FEATURES_KEY: cfg})
 

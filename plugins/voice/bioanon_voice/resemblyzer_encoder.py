@@ -139,7 +139,8 @@ class Resemblyzer(CentroidRecognizer):
     def embed(self, table: Any) -> np.ndarray:
         """(N, 256) L2-normalized utterance embeddings. The encoder is fixed, so the embeddings of the same
         utterances (the clear evaluation set under every anonymizer setting, the anonymized one under every
-        scenario) are computed once per process and reused (:func:`bioanon.api.reuse_computed`)."""
+        scenario) are computed once per process and reused (:func:`bioanon.api.reuse_computed`), and kept per
+        utterance in the run's cache: another split or other rates embed only the utterances not met before."""
         dev = resolve_device(self.device, who=self.id)
         audio, sr = audio_of(table)
         settings = {
@@ -151,7 +152,13 @@ class Resemblyzer(CentroidRecognizer):
             "device": dev,
             "sample_rate": sr,
         }
-        return reuse_computed(self.id + ":embed", settings, audio, lambda: self._embed(audio, sr, dev))
+        return reuse_computed(
+            self.id + ":embed",
+            settings,
+            audio,
+            lambda: self._embed(audio, sr, dev),
+            rows=lambda idx: self._embed([audio[i] for i in idx], sr, dev),  # per utterance: kept per sample
+        )
 
     def _embed(self, audio: list[np.ndarray], sr: int, dev: str) -> np.ndarray:
         enc = encoder(self.id, dev)
