@@ -55,16 +55,28 @@ class SyntheticFeatures(DatasetSource):
         group_effect[:, d_id + d_attr :] = 0
         activity_effect = rng.standard_normal((self.n_activities, D)).astype(np.float32)
         activity_effect[:, : d_id + d_attr] = 0
-        x = centres[subject] + self.attribute_scale * (group_effect[group[subject]] + activity_effect[activity])
+        # in blocks of rows (the same values as whole-array expressions; the noise is drawn in the same order),
+        # so that a large set needs no float64 or temporary copies of its size
+        x = np.empty((S * K, D), np.float32)
+        rows = max(1, 2**22 // max(D, 1))
+        for start in range(0, S * K, rows):
+            i = subject[start : start + rows]
+            effect = group_effect[group[i]] + activity_effect[activity[start : start + rows]]
+            x[start : start + rows] = centres[i] + self.attribute_scale * effect
         level = np.full(S, self.noise)
         if self.noise_heterogeneity:
             level *= np.exp(rng.standard_normal(S) * self.noise_heterogeneity)
-        x += rng.standard_normal((S * K, D)).astype(np.float32) * level[subject, None].astype(np.float32)
+        scale = level.astype(np.float32)
+        for start in range(0, S * K, rows):
+            n = min(rows, S * K - start)
+            x[start : start + n] += (
+                rng.standard_normal((n, D)).astype(np.float32) * scale[subject[start : start + n], None]
+            )
         width = len(str(S - 1))
         subjects = np.array([f"s{i:0{width}d}" for i in range(S)])[subject]
         return SampleTable.from_arrays(
             subject=subjects,
-            payloads={"features": x.astype(np.float32)},
+            payloads={"features": x},
             attributes={
                 "group": np.array(["a", "b"])[group[subject]],
                 "activity": activity.astype(np.int64),
