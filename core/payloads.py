@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from typing import Any, cast
 
 import numpy as np
@@ -38,3 +40,23 @@ def table_rng(table: Any, seed: int) -> np.random.Generator:
             h.update(memoryview(buf))
     h.update(str(len(ids)).encode())
     return np.random.default_rng([int(seed), int.from_bytes(h.digest()[:8], "little")])
+
+
+@contextlib.contextmanager
+def blas_threads(n: int = 1) -> Iterator[None]:
+    """BLAS and LAPACK (numpy's and SciPy's) limited to ``n`` threads inside the block, restored afterwards.
+
+    For batched small linear algebra: ``eigh`` or ``matmul`` over a stack of small matrices (per-sequence
+    ``(J·3) × (J·3)`` pose covariances, per-window channel correlations). Each matrix is too small to share
+    between threads, and OpenBLAS threads that wait by spinning make such a stack many times slower as soon as
+    another process keeps a core busy (a batched ``eigh`` of 2000 51×51 matrices: 0.35 s on one thread, over
+    1 s on two threads of a two-core machine with one other busy process). Costs a few milliseconds (the
+    loaded libraries are looked up each time): use it around a whole batch, not per matrix. Without
+    threadpoolctl (a scikit-learn dependency) the block runs unchanged."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:  # pragma: no cover - scikit-learn brings it
+        yield
+        return
+    with threadpool_limits(limits=max(1, int(n)), user_api="blas"):
+        yield

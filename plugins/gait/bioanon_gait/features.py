@@ -20,6 +20,8 @@ from typing import Literal
 import attrs
 import numpy as np
 
+from bioanon.api import blas_threads
+
 Features = Literal["flatten", "simple"]
 Centering = Literal["frame", "sequence", "none"]
 
@@ -44,13 +46,16 @@ def principal_directions(x: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]
     """Per sequence: the first ``k`` principal directions of its poses and its mean pose.
 
     ``x`` is ``(N, T, J, 3)``; returns ``(N, k, J·3)`` (unit vectors; zero rows for directions without
-    variance) and ``(N, J·3)``. One batched eigendecomposition of the ``(J·3) × (J·3)`` pose covariances."""
+    variance) and ``(N, J·3)``. One batched eigendecomposition of the ``(J·3) × (J·3)`` pose covariances, on
+    one BLAS thread (:func:`~bioanon.api.blas_threads`: the matrices are too small to share between threads)."""
     n, t = x.shape[:2]
     p = x.reshape(n, t, -1)
     mean = p.mean(axis=1)
     c = p - mean[:, None]
-    cov = np.einsum("ntd,nte->nde", c, c) / max(t, 1)
-    w, v = np.linalg.eigh(cov)  # ascending eigenvalues; columns of v are the directions
+    with blas_threads(1):
+        cov = np.matmul(c.transpose(0, 2, 1), c)  # (N, D, D): one small GEMM per sequence (einsum: ~10x slower)
+        cov /= max(t, 1)
+        w, v = np.linalg.eigh(cov)  # ascending eigenvalues; columns of v are the directions
     k_have = min(k, v.shape[2])
     out = np.zeros((n, k, p.shape[2]))
     top = v[:, :, ::-1][:, :, :k_have].transpose(0, 2, 1)  # (n, k, D), largest variance first
@@ -63,10 +68,11 @@ def reference_directions(v: np.ndarray) -> np.ndarray:
     """Sign-free reference per principal component: the leading eigenvector of ``Σ_i v_i v_iᵀ`` (``v``:
     ``(N, k, D)``) → ``(k, D)``, itself given a deterministic sign (largest entry positive)."""
     refs = []
-    for j in range(v.shape[1]):  # loop over components (few), vectorized over samples
-        _, _, vt = np.linalg.svd(v[:, j], full_matrices=False)
-        r = vt[0]
-        refs.append(r * (1.0 if r[np.argmax(np.abs(r))] >= 0 else -1.0))
+    with blas_threads(1):  # a thin (N, D) SVD: on two threads of a busy machine 10x slower
+        for j in range(v.shape[1]):  # loop over components (few), vectorized over samples
+            _, _, vt = np.linalg.svd(v[:, j], full_matrices=False)
+            r = vt[0]
+            refs.append(r * (1.0 if r[np.argmax(np.abs(r))] >= 0 else -1.0))
     return np.stack(refs)
 
 
@@ -96,6 +102,7 @@ class GaitFeatures:
         c = center(x, self.centering)
         v, mean = principal_directions(c, self.n_pcs)
         ref = self.references_ if self.references_ is not None else reference_directions(v)
-        sign = np.where(np.einsum("nkd,kd->nk", v, ref) < 0, -1.0, 1.0)
+        dots = np.matmul(v.transpose(1, 0, 2), ref[:, :, None])[..., 0].T  # (N, k): v[i, j] · ref[j]
+        sign = np.where(dots < 0, -1.0, 1.0)
         v = v * sign[..., None]
         return np.concatenate([v.reshape(len(v), -1), mean], axis=1).astype(np.float32)

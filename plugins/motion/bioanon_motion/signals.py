@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from bioanon.api import DataError, ParameterError
+from bioanon.api import DataError, ParameterError, blas_threads
 
 __all__ = [
     "DEFAULT_SAMPLE_RATE",
@@ -136,11 +136,11 @@ def window_features(x: np.ndarray, sample_rate: float = DEFAULT_SAMPLE_RATE, n_b
     edges = np.linspace(0.0, freqs[-1] + 1e-9, n_bands + 1)
     band_of = np.clip(np.searchsorted(edges, freqs, side="right") - 1, 0, n_bands - 1)
     onehot = np.eye(n_bands)[band_of]  # (K, B)
-    bands = np.einsum("nkc,kb->nbc", power, onehot) / tot_safe[:, None, :]
+    bands = np.matmul(onehot.T, power) / tot_safe[:, None, :]  # (B, K) @ (N, K, C) -> (N, B, C)
     p = power / tot_safe[:, None, :]
     entropy = -(p * np.log(np.where(p > 0, p, 1.0))).sum(axis=1) / np.log(max(len(freqs), 2))
     dominant = freqs[np.argmax(power[:, 1:, :], axis=1) + 1] if len(freqs) > 1 else np.zeros((n, c))
-    centroid = np.einsum("nkc,k->nc", p, freqs)
+    centroid = np.matmul(freqs, p)  # (K,) @ (N, K, C) -> (N, C)
     spectral = [np.log1p(total), dominant, centroid, entropy]
 
     # autocorrelation (via FFT, zero-padded) at gait-cycle lags
@@ -156,7 +156,8 @@ def window_features(x: np.ndarray, sample_rate: float = DEFAULT_SAMPLE_RATE, n_b
     spectral += [peak, lag]
 
     iu = np.triu_indices(c, 1)
-    corr = np.einsum("nti,ntj->nij", z, z)[:, iu[0], iu[1]] / t
+    with blas_threads(1):  # one small (C, T) @ (T, C) product per window (einsum: ~10x slower)
+        corr = np.matmul(z.transpose(0, 2, 1), z)[:, iu[0], iu[1]] / t
     blocks = [
         np.stack(stats, axis=1).reshape(n, -1),
         bands.reshape(n, -1),

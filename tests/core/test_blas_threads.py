@@ -1,0 +1,49 @@
+"""BLAS threads on the hot path (issue 29): ``blas_threads`` limits every loaded BLAS to one thread inside its
+block and restores the limits after it; a local pool's workers get ``cores // jobs`` threads (at least one)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+import scipy.linalg  # noqa: F401 - SciPy's own OpenBLAS is loaded, so the check covers both libraries
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from bioanon.api import blas_threads
+
+
+def _blas_threads() -> list[int]:
+    return [lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"]
+
+
+def test_blas_threads_limits_every_blas_library_and_restores_the_limits():
+    assert _blas_threads(), "no BLAS library found by threadpoolctl"
+    # start from two threads (on any machine, a one-core one included): the limit to one must be visible
+    with threadpool_limits(2, user_api="blas"):
+        assert set(_blas_threads()) == {2}
+        with blas_threads():
+            assert set(_blas_threads()) == {1}
+            np.linalg.eigh(np.eye(3)[None].repeat(4, axis=0))  # works inside the block
+        assert set(_blas_threads()) == {2}  # restored
+        with blas_threads(1), pytest.raises(ZeroDivisionError):
+            1 / 0  # noqa: B018
+        assert set(_blas_threads()) == {2}  # restored after an exception too
+
+
+@pytest.mark.slow
+def test_pool_workers_get_their_share_of_the_cores(monkeypatch):
+    """Two workers sharing a budget of two cores: one thread each for BLAS and OpenMP, ``$BIOANON_CORES=1``
+    (torch and the methods' ``threads=0`` follow it); libraries loaded later read the same limit from the
+    environment (``OPENBLAS_NUM_THREADS``, ``OMP_NUM_THREADS``)."""
+    from bioanon.executors import _pool, _worker_settings
+
+    monkeypatch.setenv("BIOANON_CORES", "2")
+    assert _worker_settings(2) == (2, 1) and _worker_settings(3) == (3, 1) and _worker_settings(1) == (1, 2)
+    pool = _pool(2)
+    infos = [f.result(timeout=120) for f in [pool.submit(threadpool_info) for _ in range(4)]]
+    envs = [f.result(timeout=120) for f in [pool.submit(os.getenv, "BIOANON_CORES") for _ in range(4)]]
+    threads = {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"}
+    limits = [f.result(timeout=120) for f in [pool.submit(os.getenv, name) for name in sorted(threads)]]
+    assert all(info for info in infos) and {lib["num_threads"] for info in infos for lib in info} == {1}
+    assert set(envs) == {"1"} and set(limits) == {"1"}
