@@ -43,7 +43,6 @@ def test_a_rates_only_change_computes_no_utterance_statistics_again(tmp_path, mo
     """Utterance statistics are kept per utterance in the cache (issue 29, item 2): after a change of the
     rates alone, every clear utterance's statistics come from the cache, and the results equal a fresh run."""
     import bioanon_voice.recognizers as recognizers
-
     from bioanon.fit_memo import sample_digests
 
     computed: list[str] = []
@@ -55,7 +54,7 @@ def test_a_rates_only_change_computes_no_utterance_statistics_again(tmp_path, mo
 
     monkeypatch.setattr(recognizers, "feature_stats", counting)
     cfg = {**_cfg(), "run": {"jobs": 1}}
-    first = bioanon.evaluate(cfg, out_dir=None, cache=tmp_path / "c", progress=False, report=False)
+    bioanon.evaluate(cfg, out_dir=None, cache=tmp_path / "c", progress=False, report=False)
     clear = set(sample_digests(bioanon.load_dataset("voice.synthetic", **cfg["dataset"]["params"]).payload("audio")))
     assert clear <= set(computed)  # the first run computed every clear utterance
     n_first = len(computed)
