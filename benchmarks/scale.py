@@ -1,0 +1,514 @@
+"""Scale: how an evaluation's time, memory and cache grow with the number of samples (issue 29, item 6).
+
+    python -m benchmarks.scale [--quick] [--max-samples N] [--time-cap S] [--json out.json]
+    BIOANON_BENCH_SCALE_MAX_SAMPLES=32000 python -m benchmarks.run scale   # the same limit through the runner
+    (BIOANON_BENCH_SCALE_TIME_CAP=S likewise sets --time-cap)
+
+Every evaluation is a separate process, ``bioanon evaluate CONFIG --cache-dir DIR --out DIR --jobs N --no-report
+--quiet`` on a fresh cache, so its wall time, peak resident memory (``ru_maxrss`` of ``os.wait4``: the process's
+own, not this one's) and imports count. The config: ``any.synthetic`` (20 samples of 256 float32 values per
+subject), ``any.gaussian_noise`` at two settings (grid ``sigma``), recognizers ``any.cosine_centroid`` and
+``any.lda_cosine``, scenarios naive and parrot, ``[report] bootstrap = 100``, one repeat, the default rates
+(0.2 / 0.4 / 0.4).
+
+* Growth: 8k / 32k / 128k / 512k / 1M samples (400 / 1,600 / 6,400 / 25,600 / 51,200 subjects), ``--jobs 1``
+  (one process: its peak memory is the run's). Identification runs on a FIXED identity set — a random selection
+  of 150 and of 50 subjects (every size has ≥ 160 evaluation subjects) — because identifying among all subjects
+  is quadratic in the data by nature (P probes × C classes grow together), so the linear-growth target applies
+  to a fixed set. Per size: wall time, peak RSS, payload bytes (n × 256 × 4), the cache's size on disk after the
+  run (apparent bytes) and the task seconds per stage. Targets: peak RSS ≤ 3× payload + 300 MiB at every size;
+  the log–log exponent of time vs samples over the sizes that ran ≤ log 4.5 / log 4 ≈ 1.085 (×4 data → ≤ ×4.5
+  time). Before each size its time, memory and cache are extrapolated linearly from the previous size (×1.3
+  safety); a size that would exceed the memory available (``MemAvailable``), the free disk or the time cap
+  (default 20 min per run) is skipped, with the larger ones, and a note says so.
+* All subjects: the default selection (every evaluation subject) at 8k and 32k samples, wall and peak RSS, with
+  the score matrix size P × C for context (this path is quadratic). Target: peak RSS ≤ 3× payload + 300 MiB.
+* A rates-only change: the 32k growth run's cache, rerun with only ``[rates]`` changed (0.1 / 0.45 / 0.45).
+  Counts of tasks recomputed and reused (``environment.json`` ``tasks.by_stage`` of the run folder); the figure is
+  the number of anonymization or embedding tasks (stages ``templates``, ``anonymize``, ``extract``) recomputed,
+  target 0.
+* Parallel: ``--jobs 2`` vs ``--jobs 1`` at 128k samples (or the largest size allowed by ``--max-samples``),
+  each cold on a fresh cache, interleaved 1, 2, 1, 2 (best of each), first on a quiet machine, then with a second
+  CPU-bound process running. Targets: speed-up ≥ 1.6 quiet, ≥ 1.0 loaded. The peak RSS of a ``--jobs 2`` run is
+  the largest single process of its tree (``wait4``), not the sum of the workers.
+
+Quick mode: 400 / 1,600 / 6,400 samples, a selection of 6 and 3 subjects, all subjects at 400 and 1,600, the
+parallel case at 1,600, one interleaved round: a smoke run — start-up (~2–3 s a process) dominates, so its
+ratios say nothing about the targets.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.common import figure, main
+
+SAMPLES_PER_SUBJECT = 20
+DIM = 256
+SUBJECTS = [400, 1_600, 6_400, 25_600, 51_200]  # 8k / 32k / 128k / 512k / 1M samples
+QUICK_SUBJECTS = [20, 80, 320]  # 400 / 1,600 / 6,400 samples
+COUNTS = [150, 50]  # the fixed identity set: ≤ the 160 evaluation subjects of the smallest size
+QUICK_COUNTS = [6, 3]  # ≤ the 8 evaluation subjects of 20 subjects
+RATES_AFTER = {"background": 0.1, "attacker": 0.45, "evaluation": 0.45}
+EMBEDDING_STAGES = ("templates", "anonymize", "extract")  # stages that anonymize or embed samples
+SAFETY = 1.3
+EXPONENT_TARGET = math.log(4.5) / math.log(4)  # ×4 data → ≤ ×4.5 time
+MIB = 2**20
+RSS_BASE_MIB = 300
+MAX_SAMPLES_ENV = "BIOANON_BENCH_SCALE_MAX_SAMPLES"
+TIME_CAP_ENV = "BIOANON_BENCH_SCALE_TIME_CAP"
+DEFAULT_TIME_CAP_S = 1200.0
+CLI = "import sys; from bioanon.cli import main; sys.exit(main(sys.argv[1:]))"
+
+
+def bench_config(n_subjects: int, counts: list[int] | None, rates: dict[str, float] | None = None) -> dict[str, Any]:
+    """The evaluation config at ``n_subjects`` × 20 samples; ``counts`` None: every evaluation subject."""
+    selection: dict[str, Any] = {"selectors": ["random"], "random_draws": 1}
+    if counts:
+        selection["subject_counts"] = list(counts)
+    cfg: dict[str, Any] = {
+        "name": "scale",
+        "seed": 0,
+        "repeats": 1,
+        "dataset": {
+            "source": "any.synthetic",
+            "params": {"n_subjects": n_subjects, "samples_per_subject": SAMPLES_PER_SUBJECT, "dim": DIM},
+        },
+        "anonymizers": [{"id": "any.gaussian_noise", "name": "noise", "grid": {"sigma": [0.5, 1.0]}}],
+        "recognizers": [{"id": "any.cosine_centroid"}, {"id": "any.lda_cosine"}],
+        "scenarios": ["naive", "parrot"],
+        "selection": selection,
+        "report": {"bootstrap": 100},
+    }
+    if rates:
+        cfg["rates"] = dict(rates)
+    return cfg
+
+
+def write_config(cfg: dict[str, Any], path: Path) -> Path:
+    from bioanon.evaluation.config import load_config
+
+    path.write_text(load_config(cfg).to_toml())
+    return path
+
+
+def dir_bytes(path: Path) -> int:
+    """Apparent size of every file under ``path`` (0 when it does not exist)."""
+    total = 0
+    for root, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.lstat(os.path.join(root, name)).st_size
+            except OSError:
+                pass
+    return total
+
+
+def mem_available() -> int | None:
+    """``MemAvailable`` of ``/proc/meminfo`` in bytes, None off Linux."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None
+
+
+def estimate(prev: dict[str, Any], samples: int, power: float = 1.0) -> dict[str, float]:
+    """Wall seconds, peak RSS and cache bytes at ``samples``, extrapolated from the run ``prev`` as
+    (samples / prev samples) ** power × the safety factor."""
+    f = (samples / prev["samples"]) ** power * SAFETY
+    return {
+        "wall_s": prev["wall_s"] * f,
+        "peak_bytes": prev["peak_mib"] * MIB * f,
+        "cache_bytes": prev["cache_bytes"] * f,
+    }
+
+
+def skip_reason(est: dict[str, float], *, memory: int | None, disk: int | None, time_cap_s: float) -> str | None:
+    """Why a run with estimate ``est`` must not start (None: it may)."""
+    if memory is not None and est["peak_bytes"] > memory:
+        return f"estimated peak RSS {est['peak_bytes'] / MIB:.0f} MiB > MemAvailable {memory / MIB:.0f} MiB"
+    if disk is not None and est["cache_bytes"] > disk:
+        return f"estimated cache {est['cache_bytes'] / MIB:.0f} MiB > free disk {disk / MIB:.0f} MiB"
+    if est["wall_s"] > time_cap_s:
+        return f"estimated wall {est['wall_s']:.0f} s > the time cap {time_cap_s:.0f} s"
+    return None
+
+
+def loglog_exponent(samples: list[int], seconds: list[float]) -> float:
+    """Slope of log(seconds) against log(samples) (least squares)."""
+    return float(np.polyfit(np.log(samples), np.log(seconds), 1)[0])
+
+
+def rss_limit_bytes(samples: int) -> int:
+    """The memory target: 3× the payload (samples × 256 × 4 bytes) + 300 MiB."""
+    return 3 * samples * DIM * 4 + RSS_BASE_MIB * MIB
+
+
+def cli_evaluate(config: Path, cache: Path, out: Path, run_id: str, jobs: int, limit_s: float) -> dict[str, Any]:
+    """One ``bioanon evaluate`` in a fresh process: wall seconds, its peak RSS (MiB), and what its run folder
+    says (tasks per stage, the largest P and C of its metric rows). Killed after ``limit_s``."""
+    cmd = [sys.executable, "-c", CLI, "evaluate", str(config), "--out", str(out), "--run-id", run_id]
+    cmd += ["--cache-dir", str(cache), "--jobs", str(jobs), "--quiet", "--no-report"]
+    env = {k: v for k, v in os.environ.items() if k != "BIOANON_JOBS"}
+    with tempfile.TemporaryFile() as err:
+        t0 = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env)
+        killer = threading.Timer(limit_s, proc.kill)
+        killer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        finally:
+            killer.cancel()
+        wall = time.perf_counter() - t0
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        err.seek(0)
+        tail = err.read().decode(errors="replace")[-1500:]
+    if proc.returncode != 0:
+        killed = proc.returncode == -9 and wall >= limit_s
+        raise RuntimeError(
+            f"bioanon evaluate {'was killed after ' + str(round(wall)) + ' s' if killed else 'failed'} "
+            f"({proc.returncode}): {tail}"
+        )
+    folder = out / run_id
+    tasks = json.loads((folder / "environment.json").read_text())["tasks"]
+    import pyarrow.parquet as pq
+
+    metrics = pq.read_table(folder / "metrics.parquet", columns=["n_subjects", "n_probes"]).to_pydict()
+    return {
+        "wall_s": round(wall, 3),
+        "peak_mib": round(usage.ru_maxrss / 1024, 1),
+        "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+        "tasks": {k: tasks[k] for k in ("executed", "cached", "failed")},
+        "by_stage": {
+            s: {k: (round(v, 3) if k == "seconds" else int(v)) for k, v in rec.items()}
+            for s, rec in tasks.get("by_stage", {}).items()
+        },
+        "classes": max((n for n in metrics["n_subjects"] if n is not None), default=0),
+        "probes": max((n for n in metrics["n_probes"] if n is not None), default=0),
+    }
+
+
+def _max_samples() -> int | None:
+    value = os.environ.get(MAX_SAMPLES_ENV, "")
+    return int(value) if value.strip() else None
+
+
+class _Runner:
+    """Runs the cases in ``root``, collecting notes."""
+
+    def __init__(self, root: Path, time_cap_s: float):
+        self.root, self.time_cap_s = root, time_cap_s
+        self.notes: list[str] = []
+        self.counter = 0
+
+    def evaluate(self, cfg: dict[str, Any], cache: Path, jobs: int = 1, tag: str = "run") -> dict[str, Any]:
+        self.counter += 1
+        run_id = f"{tag}-{self.counter}"
+        config = write_config(cfg, self.root / f"{run_id}.toml")
+        rec = cli_evaluate(config, cache, self.root / "out", run_id, jobs, 1.5 * self.time_cap_s)
+        rec["cache_bytes"] = dir_bytes(cache)
+        return rec
+
+    def check(self, label: str, prev: dict[str, Any] | None, samples: int, power: float = 1.0) -> str | None:
+        """A note (and the reason) when the run at ``samples`` must be skipped; None when it may start."""
+        if prev is None:
+            return None
+        est = estimate(prev, samples, power)
+        reason = skip_reason(
+            est, memory=mem_available(), disk=shutil.disk_usage(self.root).free, time_cap_s=self.time_cap_s
+        )
+        if reason:
+            self.notes.append(f"{label} at {samples:,} samples skipped (and every larger size): {reason}")
+        return reason
+
+
+def growth(r: _Runner, subjects: list[int], counts: list[int], max_samples: int | None) -> list[dict[str, Any]]:
+    """The growth series on a fixed identity set; stops at the first size that is over a limit."""
+    runs: list[dict[str, Any]] = []
+    for s in subjects:
+        n = s * SAMPLES_PER_SUBJECT
+        if max_samples is not None and n > max_samples:
+            r.notes.append(f"growth: {n:,} samples not run (--max-samples {max_samples:,})")
+            continue
+        if r.check("growth", runs[-1] if runs else None, n):
+            break
+        cache = r.root / f"growth-{n}"
+        rec = r.evaluate(bench_config(s, counts), cache, tag=f"growth{n}")
+        stage_s = sum(v["seconds"] for v in rec["by_stage"].values())
+        rec.update(
+            samples=n,
+            subjects=s,
+            payload_bytes=n * DIM * 4,
+            cache=str(cache),
+            other_s=round(rec["wall_s"] - stage_s, 3),
+        )
+        runs.append(rec)
+    return runs
+
+
+def growth_figures(runs: list[dict[str, Any]], quick: bool) -> list[dict[str, Any]]:
+    figures = []
+    for rec in runs:
+        limit = rss_limit_bytes(rec["samples"])
+        figures.append(
+            figure(
+                f"scale: peak RSS at {rec['samples']:,} samples (fixed identity set, --jobs 1)",
+                value=rec["peak_mib"],
+                unit="MiB",
+                target=f"≤ {limit / MIB:.0f} MiB (3× payload + {RSS_BASE_MIB} MiB)",
+                passed=rec["peak_mib"] * MIB <= limit,
+                wall_s=rec["wall_s"],
+                payload_mib=round(rec["payload_bytes"] / MIB, 1),
+                cache_mib=round(rec["cache_bytes"] / MIB, 1),
+                peak_over_payload=round(rec["peak_mib"] * MIB / rec["payload_bytes"], 2),
+                stage_seconds={k: v["seconds"] for k, v in rec["by_stage"].items()},
+                other_s=rec["other_s"],
+                tasks=rec["tasks"]["executed"],
+            )
+        )
+    if len(runs) >= 2:
+        samples = [x["samples"] for x in runs]
+        walls = [x["wall_s"] for x in runs]
+        slope = loglog_exponent(samples, walls)
+        figures.append(
+            figure(
+                "scale: log-log exponent of wall time vs samples (fixed identity set)",
+                value=slope,
+                unit="",
+                target=f"≤ {EXPONENT_TARGET:.3f} (×4 data → ≤ ×4.5 time)",
+                passed=slope <= EXPONENT_TARGET,
+                samples=samples,
+                wall_s=walls,
+                step_ratios=[round(b / a, 2) for a, b in zip(walls[:-1], walls[1:], strict=True)],
+                quick=quick,
+            )
+        )
+    return figures
+
+
+def all_subjects(r: _Runner, subjects: list[int], max_samples: int | None) -> tuple[list[dict[str, Any]], list[Any]]:
+    runs: list[dict[str, Any]] = []
+    figures = []
+    for s in subjects:
+        n = s * SAMPLES_PER_SUBJECT
+        if max_samples is not None and n > max_samples:
+            r.notes.append(f"all subjects: {n:,} samples not run (--max-samples {max_samples:,})")
+            continue
+        if r.check("all subjects", runs[-1] if runs else None, n, power=2.0):  # quadratic: P × C
+            break
+        cache = r.root / f"all-{n}"
+        rec = r.evaluate(bench_config(s, None), cache, tag=f"all{n}")
+        rec.update(samples=n, subjects=s)
+        shutil.rmtree(cache, ignore_errors=True)
+        runs.append(rec)
+        limit = rss_limit_bytes(n)
+        figures.append(
+            figure(
+                f"scale: peak RSS at {n:,} samples, every evaluation subject identified",
+                value=rec["peak_mib"],
+                unit="MiB",
+                target=f"≤ {limit / MIB:.0f} MiB (3× payload + {RSS_BASE_MIB} MiB)",
+                passed=rec["peak_mib"] * MIB <= limit,
+                wall_s=rec["wall_s"],
+                probes=rec["probes"],
+                classes=rec["classes"],
+                score_cells=rec["probes"] * rec["classes"],
+                score_matrix_mib=round(rec["probes"] * rec["classes"] * 4 / MIB, 1),
+                cache_mib=round(rec["cache_bytes"] / MIB, 1),
+                stage_seconds={k: v["seconds"] for k, v in rec["by_stage"].items()},
+            )
+        )
+    return runs, figures
+
+
+def rates_only(r: _Runner, base: dict[str, Any] | None, counts: list[int]) -> tuple[dict[str, Any], list[Any]]:
+    """Rerun the growth run ``base`` on its own cache with only ``[rates]`` changed."""
+    if base is None:
+        r.notes.append("rates-only change: not measured (its growth run did not run)")
+        return {}, []
+    cache = Path(base["cache"])
+    before = dir_bytes(cache)
+    rec = r.evaluate(bench_config(base["subjects"], counts, RATES_AFTER), cache, tag=f"rates{base['samples']}")
+    recomputed = {s: v["executed"] for s, v in rec["by_stage"].items() if s in EMBEDDING_STAGES}
+    n = sum(recomputed.values())
+    info = {
+        "samples": base["samples"],
+        "rates_after": RATES_AFTER,
+        "first": {"wall_s": base["wall_s"], **base["tasks"]},
+        "rerun": {"wall_s": rec["wall_s"], "peak_mib": rec["peak_mib"], **rec["tasks"]},
+        "rerun_by_stage": {s: {"executed": v["executed"], "cached": v["cached"]} for s, v in rec["by_stage"].items()},
+        "cache_mib_before": round(before / MIB, 1),
+        "cache_mib_after": round(rec["cache_bytes"] / MIB, 1),
+    }
+    r.notes.append(
+        f"rates-only change at {base['samples']:,} samples: {rec['tasks']['executed']} task(s) recomputed, "
+        f"{rec['tasks']['cached']} reused; per stage (recomputed/reused): "
+        + ", ".join(f"{s} {v['executed']}/{v['cached']}" for s, v in rec["by_stage"].items())
+    )
+    if n:
+        r.notes.append(
+            "rates-only change: the anonymize tasks are keyed by the split parts they read (fitted on the "
+            "background part, applied to the attacker and evaluation parts), so new shares give new keys"
+        )
+    fig = figure(
+        f"scale: anonymization/embedding tasks recomputed after a rates-only change ({base['samples']:,} samples)",
+        value=n,
+        unit="tasks",
+        target="0",
+        passed=n == 0,
+        by_stage=recomputed,
+        recomputed=rec["tasks"]["executed"],
+        reused=rec["tasks"]["cached"],
+        first_wall_s=base["wall_s"],
+        rerun_wall_s=rec["wall_s"],
+        cache_mib_before=info["cache_mib_before"],
+        cache_mib_after=info["cache_mib_after"],
+    )
+    return info, [fig]
+
+
+def parallel(
+    r: _Runner, base: dict[str, Any] | None, counts: list[int], rounds: int
+) -> tuple[dict[str, Any], list[Any]]:
+    """``--jobs 2`` vs ``--jobs 1``, cold, interleaved; quiet, then beside a CPU-bound process."""
+    if base is None:
+        r.notes.append("parallel: not measured (its growth size did not run)")
+        return {}, []
+    try:
+        usable = len(os.sched_getaffinity(0))
+    except AttributeError:
+        usable = os.cpu_count() or 1
+    if usable < 2:
+        r.notes.append(f"parallel: only {usable} usable core(s): --jobs 2 cannot be faster; measured anyway")
+    cfg = bench_config(base["subjects"], counts)
+    info: dict[str, Any] = {"samples": base["samples"], "cores": usable}
+    figures = []
+    for mode in ("quiet", "loaded"):
+        walls: dict[int, list[float]] = {1: [], 2: []}
+        peaks: dict[int, list[float]] = {1: [], 2: []}
+        load = [round(os.getloadavg()[0], 2)]
+        hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if mode == "loaded" else None
+        try:
+            for _ in range(rounds):
+                for jobs in (1, 2):
+                    cache = r.root / f"par-{mode}-{jobs}"
+                    rec = r.evaluate(cfg, cache, jobs=jobs, tag=f"par-{mode}-j{jobs}")
+                    shutil.rmtree(cache, ignore_errors=True)
+                    walls[jobs].append(rec["wall_s"])
+                    peaks[jobs].append(rec["peak_mib"])
+        finally:
+            if hog is not None:
+                hog.kill()
+                hog.wait()
+        load.append(round(os.getloadavg()[0], 2))
+        speedup = min(walls[1]) / min(walls[2])
+        target = 1.6 if mode == "quiet" else 1.0
+        info[mode] = {"jobs_1_s": walls[1], "jobs_2_s": walls[2], "peak_mib": peaks, "load_average": load}
+        figures.append(
+            figure(
+                f"scale: speed-up --jobs 2 / --jobs 1 at {base['samples']:,} samples, {mode}"
+                + (" (a CPU-bound process beside it)" if mode == "loaded" else ""),
+                value=speedup,
+                target=f"≥ {target}",
+                passed=speedup >= target,
+                jobs_1_s=walls[1],
+                jobs_2_s=walls[2],
+                peak_mib_jobs_1=max(peaks[1]),
+                peak_mib_jobs_2_largest_process=max(peaks[2]),
+                load_average=load,
+                cores=usable,
+            )
+        )
+    return info, figures
+
+
+def run(quick: bool = False, *, max_samples: int | None = None, time_cap_s: float | None = None) -> dict[str, Any]:
+    """Run the scale benchmark (``quick``: tiny sizes, for the smoke test). ``max_samples`` (default
+    ``$BIOANON_BENCH_SCALE_MAX_SAMPLES``) leaves out every run above that many samples; ``time_cap_s`` (default
+    ``$BIOANON_BENCH_SCALE_TIME_CAP``, else 20 min): no run is started whose estimated wall time is over it (a run
+    past 1.5× it is killed)."""
+    max_samples = max_samples if max_samples is not None else _max_samples()
+    if time_cap_s is None:
+        time_cap_s = float(os.environ.get(TIME_CAP_ENV, "") or DEFAULT_TIME_CAP_S)
+    subjects = QUICK_SUBJECTS if quick else SUBJECTS
+    counts = QUICK_COUNTS if quick else COUNTS
+    figures: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="bioanon-scale-") as tmp:
+        r = _Runner(Path(tmp), time_cap_s)
+        if quick:
+            r.notes.append("quick: tiny sizes; start-up dominates, so the ratios say nothing about the targets")
+        if max_samples is not None:
+            r.notes.append(f"limited to ≤ {max_samples:,} samples per run")
+        runs = growth(r, subjects, counts, max_samples)
+        figures += growth_figures(runs, quick)
+        by_subjects = {x["subjects"]: x for x in runs}
+        everyone, figs = all_subjects(r, subjects[:2], max_samples)
+        figures += figs
+        rates, figs = rates_only(r, by_subjects.get(subjects[1]), counts)
+        figures += figs
+        # the parallel case: 128k samples (quick: 1,600), or the largest growth size below it that ran
+        want = subjects[1] if quick else subjects[2]
+        candidates = [x for x in runs if x["subjects"] <= want]
+        par_base = candidates[-1] if candidates else None
+        if par_base is not None and par_base["subjects"] != want:
+            r.notes.append(
+                f"parallel: run at {par_base['samples']:,} samples instead of {want * SAMPLES_PER_SUBJECT:,} "
+                "(the larger size was not run)"
+            )
+        par, figs = parallel(r, par_base, counts, rounds=1 if quick else 2)
+        figures += figs
+        for x in runs:
+            x.pop("cache", None)
+    return {
+        "benchmark": "scale",
+        "quick": quick,
+        "figures": figures,
+        "notes": r.notes,
+        "growth": runs,
+        "all_subjects": everyone,
+        "rates_only": rates,
+        "parallel": par,
+        "limits": {"max_samples": max_samples, "time_cap_s": time_cap_s, "mem_available_mib": _mib(mem_available())},
+    }
+
+
+def _mib(n: int | None) -> float | None:
+    return None if n is None else round(n / MIB, 1)
+
+
+def _take_options() -> None:
+    """``--max-samples N`` and ``--time-cap S`` of the module's command line, passed on through the environment
+    (the shared ``main`` knows only ``--quick`` and ``--json``)."""
+    argv = sys.argv[1:]
+    for flag, env in (("--max-samples", MAX_SAMPLES_ENV), ("--time-cap", TIME_CAP_ENV)):
+        for i, a in enumerate(argv):
+            if a == flag and i + 1 < len(argv):
+                os.environ[env] = argv[i + 1]
+                del argv[i : i + 2]
+                break
+            if a.startswith(flag + "="):
+                os.environ[env] = a.split("=", 1)[1]
+                del argv[i]
+                break
+    sys.argv[1:] = argv
+
+
+if __name__ == "__main__":
+    _take_options()
+    main(run, __doc__)
