@@ -128,9 +128,12 @@ def test_quick_run_measures_every_case():
     for g in res["growth"]:
         assert g["peak_mib"] > 50 and g["wall_s"] > 0 and g["cache_bytes"] > g["payload_bytes"]
         assert g["classes"] == max(scale.QUICK_COUNTS) and g["tasks"]["failed"] == 0
-    assert [a["classes"] for a in res["all_subjects"]] == [8, 32]  # every evaluation subject
+    # every evaluation subject; on a busy machine the larger run may be skipped by its time estimate, with a note
+    everyone = [a["classes"] for a in res["all_subjects"]]
+    skipped = any(n.startswith("all subjects at 1,600 samples skipped") for n in res["notes"])
+    assert everyone == [8, 32] or (everyone == [8] and skipped), (everyone, res["notes"])
     names = [f["name"] for f in res["figures"]]
-    assert sum("peak RSS" in n for n in names) == 5 and sum("speed-up" in n for n in names) == 2
+    assert sum("peak RSS" in n for n in names) == 3 + len(everyone) and sum("speed-up" in n for n in names) == 2
     assert any("exponent" in n for n in names)
     rates = next(f for f in res["figures"] if "rates-only" in f["name"])
     stages = res["rates_only"]["rerun_by_stage"]
