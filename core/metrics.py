@@ -634,6 +634,10 @@ def verification_metrics(M: Any, N: Any) -> dict[str, float]:
     }
 
 
+#: Non-mated scores placed among the anchors at a time (:meth:`NonmatedCounts.add`).
+_COUNT_CHUNK = 1 << 20
+
+
 class NonmatedCounts:
     """The verification metrics of :func:`verification_metrics` from the mated scores and the non-mated scores
     given in blocks (:meth:`add`), in memory of the order of the mated scores and one block.
@@ -678,12 +682,21 @@ class NonmatedCounts:
         block = np.asarray(N, dtype=float).reshape(-1)
         if np.isnan(block).any():
             raise MetricError("non-mated scores N contains NaN")
-        so = np.sort(block)
-        self.below += np.searchsorted(so, self.anchor, side="left")
-        self.at_or_below += np.searchsorted(so, self.anchor, side="right")
-        self.n_nonmated += so.size
-        if self.hist is not None and self.edges is not None:
-            self.hist += np.histogram(so, bins=self.edges)[0]
+        # no sort of the block: each score is placed among the (few, sorted) anchors instead. A score n lies
+        # below u_j iff j ≥ #{anchors ≤ n}, and at or below u_j iff j ≥ #{anchors < n}
+        L = self.anchor.size
+        below = np.zeros(L + 1, dtype=np.int64)
+        at_or_below = np.zeros(L + 1, dtype=np.int64)
+        for start in range(0, block.size, _COUNT_CHUNK):  # chunks: the index arrays stay small
+            part = block[start : start + _COUNT_CHUNK]
+            below += np.bincount(np.searchsorted(self.anchor, part, side="right"), minlength=L + 1)
+            at_or_below += np.bincount(np.searchsorted(self.anchor, part, side="left"), minlength=L + 1)
+            if self.hist is not None and self.edges is not None:
+                # equal-width bins over the edges' range: numpy's bin-index path, the same counts as bins=edges
+                self.hist += np.histogram(part, bins=self.hist.size, range=(self.edges[0], self.edges[-1]))[0]
+        self.below += np.cumsum(below)[:L]
+        self.at_or_below += np.cumsum(at_or_below)[:L]
+        self.n_nonmated += block.size
 
     def result(self) -> dict[str, float]:
         """The dict of :func:`verification_metrics` (MetricError without non-mated scores)."""

@@ -88,7 +88,9 @@ def test_every_block_size_gives_the_whole_matrix_metrics_exactly(case):
             assert all(_same(a, b) for a, b in zip(got[metric], whole[metric], strict=True)), (case, metric)
 
 
-def test_nonmated_counts_equal_verification_metrics_on_any_split():
+@pytest.mark.parametrize("chunk", [1 << 20, 7])
+def test_nonmated_counts_equal_verification_metrics_on_any_split(chunk, monkeypatch):
+    monkeypatch.setattr(M, "_COUNT_CHUNK", chunk)
     rng = np.random.default_rng(5)
     for trial in range(20):
         mated = np.round(rng.normal(1.0, 1.0, size=rng.integers(1, 60)), 1)
