@@ -45,7 +45,13 @@ class GaussianNoise(Anonymizer):
         scale = self.sigma * (float(np.std(x, dtype=np.float64)) if self.relative else 1.0)
         rng = table_rng(table, self.seed)  # independent noise for every table, reproducible per table
         noisy = x.astype(np.float32, copy=True)
-        noisy += rng.standard_normal(x.shape, dtype=np.float32) * np.float32(scale)
+        # the noise in blocks of rows, drawn in order (the same values as one draw of the whole shape): no
+        # temporaries of the size of the set
+        rows = max(1, 2**22 // max(int(np.prod(x.shape[1:])), 1))
+        for start in range(0, len(noisy), rows):
+            noise = rng.standard_normal((min(rows, len(noisy) - start), *x.shape[1:]), dtype=np.float32)
+            noise *= np.float32(scale)
+            noisy[start : start + rows] += noise
         return table.with_payload(column, restore_dtype(noisy, x.dtype))
 
 

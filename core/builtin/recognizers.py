@@ -232,21 +232,23 @@ class FeatureSpace:
         mean = x.mean(axis=0, dtype=np.float64).astype(np.float32)
         scale = x.std(axis=0, dtype=np.float64).astype(np.float32) if standardize else np.ones(x.shape[1], np.float32)
         scale[scale < 1e-8] = 1.0
-        xs = x - mean
-        xs /= scale  # in place: one temporary of the size of x, not two
         rank = max(1, min(len(x) - 1, x.shape[1], max_rank or x.shape[1]))
-        if min(xs.shape) > _RANDOMIZED_ABOVE:
-            from sklearn.utils.extmath import randomized_svd
-
-            _, s, vt = randomized_svd(xs, min(rank, 512), random_state=seed)
-            squares = np.square(xs, dtype=np.float64)
+        rows = fit_block_rows(x.shape[1])
+        if len(x) > rows and len(x) >= x.shape[1] and x.shape[1] <= _RANDOMIZED_ABOVE:
+            # a tall set: the Gram matrix and the total variance summed over blocks of rows, in float64, with
+            # no float64 (or standardized) copy of the whole set
+            gram = np.zeros((x.shape[1], x.shape[1]))
+            total_sq = 0.0
+            for start in range(0, len(x), rows):
+                xb = x[start : start + rows] - mean
+                xb /= scale
+                xb64 = xb.astype(np.float64)
+                gram += xb64.T @ xb64
+                total_sq += float(np.square(xb64).sum())
+            s, vt = _eigh_svd(gram)
+            squares = np.array([total_sq])
         else:
-            # one float64 copy serves the Gram SVD and then, squared in place, the total variance: the float32
-            # copy and a further float64 array of the squares are never held beside it
-            squares = np.asarray(xs, dtype=np.float64)
-            del xs
-            s, vt = _gram_svd(squares)
-            np.square(squares, out=squares)
+            s, vt, squares = cls._pca_whole(x, mean, scale, rank, seed)
         var = s.astype(np.float64) ** 2
         keep = var > var[0] * 1e-10 if var.size and var[0] > 0 else np.zeros(var.size, bool)
         k = int(min(rank, max(1, keep.sum())))
@@ -261,6 +263,28 @@ class FeatureSpace:
         del vt  # (the (n, D) float64 directions are not held while the space scales its projection)
         return cls(mean, scale, projection)
 
+    @staticmethod
+    def _pca_whole(
+        x: np.ndarray, mean: np.ndarray, scale: np.ndarray, rank: int, seed: int
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Singular values, directions and the squares (or anything whose sum is the total variance) of the
+        standardized set, computed on the whole of it."""
+        xs = x - mean
+        xs /= scale  # in place: one temporary of the size of x, not two
+        if min(xs.shape) > _RANDOMIZED_ABOVE:
+            from sklearn.utils.extmath import randomized_svd
+
+            _, s, vt = randomized_svd(xs, min(rank, 512), random_state=seed)
+            squares = np.square(xs, dtype=np.float64)
+        else:
+            # one float64 copy serves the Gram SVD and then, squared in place, the total variance: the float32
+            # copy and a further float64 array of the squares are never held beside it
+            squares = np.asarray(xs, dtype=np.float64)
+            del xs
+            s, vt = _gram_svd(squares)
+            np.square(squares, out=squares)
+        return s, vt, squares
+
     def then(self, projection: np.ndarray) -> FeatureSpace:
         """This space followed by a further linear map (D', K) of its output."""
         return FeatureSpace(self.mean, self.scale, (self.projection @ projection).astype(np.float32))
@@ -272,6 +296,19 @@ class FeatureSpace:
         return z
 
 
+def fit_block_rows(dim: int) -> int:
+    """Rows of a block when a fit sums over a large training set in float64 (32 MiB a block, at least 4,096
+    rows). A set of at most this many rows is computed whole, exactly as before blocks existed."""
+    return max(4096, 2**25 // (8 * max(int(dim), 1)))
+
+
+def _eigh_svd(gram: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Singular values and right singular vectors (descending) from the Gram matrix ``xᵀx`` of a tall ``x``."""
+    w, v = np.linalg.eigh(gram)
+    w, v = w[::-1], v[:, ::-1]
+    return np.sqrt(np.clip(w, 0.0, None)), np.ascontiguousarray(v.T)
+
+
 def _gram_svd(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Singular values and right singular vectors of ``x`` (descending) from the eigen-decomposition of the
     smaller Gram matrix in float64 — several times faster than a thin SVD of a tall or wide matrix. Of a wide
@@ -280,9 +317,7 @@ def _gram_svd(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     x = np.asarray(x, dtype=np.float64)
     n, d = x.shape
     if n >= d:
-        w, v = np.linalg.eigh(x.T @ x)
-        w, v = w[::-1], v[:, ::-1]
-        return np.sqrt(np.clip(w, 0.0, None)), np.ascontiguousarray(v.T)
+        return _eigh_svd(x.T @ x)
     w, u = np.linalg.eigh(x @ x.T)
     w, u = w[::-1], u[:, ::-1]
     s = np.sqrt(np.clip(w, 0.0, None))
@@ -727,11 +762,25 @@ class LdaCosine(_SpaceRecognizer):
         space = FeatureSpace.pca(
             x, self.n_components, standardize=self.standardize, max_rank=max(1, len(x) - n_classes)
         )
-        z = space.transform(x).astype(np.float64)
         counts = np.bincount(y, minlength=n_classes).astype(np.float64)
-        means = class_sums(z, y, n_classes) / counts[:, None]
-        centered = z - means[y]
-        sw = centered.T @ centered / max(len(z) - n_classes, 1)
+        rows = fit_block_rows(x.shape[1])
+        if len(x) <= rows:
+            z = space.transform(x).astype(np.float64)
+            means = class_sums(z, y, n_classes) / counts[:, None]
+            centered = z - means[y]
+            sw = centered.T @ centered / max(len(z) - n_classes, 1)
+        else:  # a large set: class sums and within-class scatter over blocks, no float64 copy of it all
+            z32 = space.transform(x)
+            means = np.zeros((n_classes, z32.shape[1]))
+            for start in range(0, len(z32), rows):
+                means += class_sums(z32[start : start + rows], y[start : start + rows], n_classes)
+            means /= counts[:, None]
+            sw = np.zeros((z32.shape[1], z32.shape[1]))
+            for start in range(0, len(z32), rows):
+                c = z32[start : start + rows].astype(np.float64) - means[y[start : start + rows]]
+                sw += c.T @ c
+            sw /= max(len(z32) - n_classes, 1)
+            z = z32
         mu = counts @ means / counts.sum()
         sb = ((means - mu).T * counts) @ (means - mu) / counts.sum()
         d = z.shape[1]

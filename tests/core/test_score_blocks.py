@@ -265,3 +265,24 @@ def test_the_run_memory_setting(monkeypatch):
     for bad, why in (("lots", "expected a size"), ("1 MB", "at least 64 MiB"), (True, "expected a size")):
         with pytest.raises(ConfigError, match=rf"run\.memory: .*{why}"):
             load_config(config(run={"memory": bad}))
+
+
+def test_pca_and_lda_fits_over_blocks_match_the_whole_set(monkeypatch):
+    """A large training set is summed over blocks of rows (no float64 copy of it all); the fitted space is the
+    one the whole-set computation gives, up to rounding."""
+    from bioanon.builtin import recognizers as R
+
+    table = bioanon.load_dataset("any.synthetic", n_subjects=40, samples_per_subject=12, dim=24, seed=3)
+    whole = R.LdaCosine().fit(table)
+    monkeypatch.setattr(R, "fit_block_rows", lambda dim: 50)  # 480 rows: 10 blocks
+    blocks = R.LdaCosine().fit(table)
+    np.testing.assert_allclose(
+        np.abs(blocks.embed(table)), np.abs(whole.embed(table)), rtol=1e-4, atol=1e-5
+    )  # directions up to sign
+    x = table.payload("features")
+    a, b = R.FeatureSpace.pca(x, 0.9), R.FeatureSpace.pca(x, 0.9)
+    monkeypatch.undo()
+    c = R.FeatureSpace.pca(x, 0.9)
+    assert a.projection.shape == c.projection.shape
+    np.testing.assert_allclose(np.abs(a.projection), np.abs(c.projection), rtol=1e-4, atol=1e-5)
+    np.testing.assert_array_equal(a.projection, b.projection)
