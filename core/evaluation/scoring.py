@@ -22,6 +22,9 @@ from ..builtin.utility import _valid
 BYTES_PER_SCORE = 48
 #: The working memory of one block when no budget is given (a whole matrix handed to :func:`score_metrics`).
 DEFAULT_BLOCK_BYTES = 256 * 1024 * 1024
+#: The working memory of the rows a metric pass reads at a time (its temporaries: a float64 copy, the masks,
+#: the non-mated scores).
+PASS_BYTES = 32 * 1024 * 1024
 
 
 def block_rows(n_classes: int, memory: int) -> int:
@@ -127,6 +130,14 @@ class ScoreBlocks:
             yield start, b
             start += b.shape[0]
 
+    def passes(self) -> Iterator[tuple[int, np.ndarray]]:
+        """``(first_row, rows)`` over every block in views of at most :data:`PASS_BYTES` of working memory: what
+        a metric pass reads at a time (a block the recognizer scored in one call may be larger)."""
+        rows = block_rows(self.n_classes, PASS_BYTES)
+        for start, block in self:
+            for i in range(0, block.shape[0], rows):
+                yield start + i, block[i : i + rows]
+
     def dense(self, dtype: Any = np.float64) -> np.ndarray:
         """The whole matrix in one array (for the per-probe score tables a user asks for)."""
         out = np.empty((self.n_probes, self.n_classes), dtype=dtype)
@@ -169,8 +180,8 @@ class _FirstPass:
         self.kl = np.empty(P)
         self.posterior = True
         self.n_min, self.n_max, self.n_finite = math.inf, -math.inf, True
-        for start, block in blocks:
-            S = np.array(M._score_matrix(block), dtype=np.float64)  # one block's float64 copy
+        for start, block in blocks.passes():
+            S = np.asarray(M._score_matrix(block), dtype=np.float64)  # a float64 copy of a pass block at most
             stop = start + S.shape[0]
             ti = true_idx[start:stop]
             m = S[np.arange(S.shape[0]), ti]
@@ -195,7 +206,7 @@ class _FirstPass:
 def _verification(blocks: ScoreBlocks, true_idx: np.ndarray, first: _FirstPass) -> dict[str, float]:
     """The verification metrics of all the blocks' scores (a second pass: the non-mated scores counted)."""
     counts = M.NonmatedCounts(first.mated, n_min=first.n_min, n_max=first.n_max, n_finite=first.n_finite)
-    for start, block in blocks:
+    for start, block in blocks.passes():
         S = np.asarray(block, dtype=np.float64)
         counts.add(_nonmated(S, true_idx[start : start + S.shape[0]]))
     return counts.result()
@@ -371,7 +382,7 @@ def breakdown_metrics(
     true = np.asarray(true_labels).astype(str)
     true_idx = M.label_indices(true, classes)
     mated = np.empty(blocks.n_probes)
-    for first_row, block in blocks:  # a first pass: the mated scores, the anchors of every group's counts
+    for first_row, block in blocks.passes():  # a first pass: the mated scores, every group's anchors
         ti = true_idx[first_row : first_row + block.shape[0]]
         mated[first_row : first_row + block.shape[0]] = np.asarray(block, dtype=np.float64)[np.arange(len(ti)), ti]
     rows: list[dict[str, Any]] = []
@@ -398,7 +409,7 @@ def breakdown_metrics(
             }
             counts = M.NonmatedCounts(mated[mask], linkability=False) if n_kept > 1 else None
             cells.append((base, mask, keep, counts))
-    for first_row, block in blocks:  # the second pass: each group's non-mated scores counted
+    for first_row, block in blocks.passes():  # the second pass: each group's non-mated scores counted
         S = np.asarray(block, dtype=np.float64)
         for _, mask, keep, counts in cells:
             in_block = mask[first_row : first_row + S.shape[0]]
