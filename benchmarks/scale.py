@@ -31,6 +31,8 @@ subject), ``any.gaussian_noise`` at two settings (grid ``sigma``), recognizers `
   each cold on a fresh cache, interleaved 1, 2, 1, 2 (best of each), first on a quiet machine, then with a second
   CPU-bound process running. Targets: speed-up ≥ 1.6 quiet, ≥ 1.0 loaded. The peak RSS of a ``--jobs 2`` run is
   the largest single process of its tree (``wait4``), not the sum of the workers.
+* Dask: the parallel case's growth run again on a local Dask cluster of 2 workers (``--executor dask``), whose
+  metric rows (values and CI bounds) must equal the local run's. Target: 0 rows differ.
 
 Quick mode: 400 / 1,600 / 6,400 samples, a selection of 6 and 3 subjects, all subjects at 400 and 1,600, the
 parallel case at 1,600, one interleaved round: a smoke run — start-up (~2–3 s a process) dominates, so its
@@ -160,11 +162,14 @@ def rss_limit_bytes(samples: int) -> int:
     return 3 * samples * DIM * 4 + RSS_BASE_MIB * MIB
 
 
-def cli_evaluate(config: Path, cache: Path, out: Path, run_id: str, jobs: int, limit_s: float) -> dict[str, Any]:
+def cli_evaluate(
+    config: Path, cache: Path, out: Path, run_id: str, jobs: int, limit_s: float, extra: tuple[str, ...] = ()
+) -> dict[str, Any]:
     """One ``bioanon evaluate`` in a fresh process: wall seconds, its peak RSS (MiB), and what its run folder
-    says (tasks per stage, the largest P and C of its metric rows). Killed after ``limit_s``."""
+    says (tasks per stage, the largest P and C of its metric rows). Killed after ``limit_s``. ``extra``: more
+    command-line options (e.g. ``--executor dask``)."""
     cmd = [sys.executable, "-c", CLI, "evaluate", str(config), "--out", str(out), "--run-id", run_id]
-    cmd += ["--cache-dir", str(cache), "--jobs", str(jobs), "--quiet", "--no-report"]
+    cmd += ["--cache-dir", str(cache), "--jobs", str(jobs), "--quiet", "--no-report", *extra]
     env = {k: v for k, v in os.environ.items() if k != "BIOANON_JOBS"}
     with tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
@@ -191,6 +196,7 @@ def cli_evaluate(config: Path, cache: Path, out: Path, run_id: str, jobs: int, l
 
     metrics = pq.read_table(folder / "metrics.parquet", columns=["n_subjects", "n_probes"]).to_pydict()
     return {
+        "folder": str(folder),
         "wall_s": round(wall, 3),
         "peak_mib": round(usage.ru_maxrss / 1024, 1),
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
@@ -217,11 +223,13 @@ class _Runner:
         self.notes: list[str] = []
         self.counter = 0
 
-    def evaluate(self, cfg: dict[str, Any], cache: Path, jobs: int = 1, tag: str = "run") -> dict[str, Any]:
+    def evaluate(
+        self, cfg: dict[str, Any], cache: Path, jobs: int = 1, tag: str = "run", extra: tuple[str, ...] = ()
+    ) -> dict[str, Any]:
         self.counter += 1
         run_id = f"{tag}-{self.counter}"
         config = write_config(cfg, self.root / f"{run_id}.toml")
-        rec = cli_evaluate(config, cache, self.root / "out", run_id, jobs, 1.5 * self.time_cap_s)
+        rec = cli_evaluate(config, cache, self.root / "out", run_id, jobs, 1.5 * self.time_cap_s, extra)
         rec["cache_bytes"] = dir_bytes(cache)
         return rec
 
@@ -438,6 +446,73 @@ def parallel(
     return info, figures
 
 
+def metric_rows(folder: str) -> Any:
+    """The metric rows of a results folder, sorted by their run columns (for comparing two runs)."""
+    import pandas as pd
+
+    m = pd.read_parquet(Path(folder) / "metrics.parquet")
+    keys = [
+        c
+        for c in (
+            "anonymizer",
+            "setting",
+            "repeat",
+            "selector",
+            "n_subjects",
+            "draw",
+            "recognizer",
+            "scenario",
+            "label",
+            "metric",
+        )
+        if c in m.columns
+    ]
+    return m.sort_values(keys).reset_index(drop=True)[[*keys, "value", "ci_low", "ci_high"]]
+
+
+def dask_case(r: _Runner, base: dict[str, Any] | None, counts: list[int]) -> tuple[dict[str, Any], list[Any]]:
+    """The growth run ``base`` again on a local Dask cluster of 2 workers (``--executor dask --jobs 2``, a fresh
+    cache): its metric rows must equal the local run's (value and CI bounds)."""
+    try:
+        import distributed  # noqa: F401
+    except ImportError:
+        r.notes.append("dask: not measured (distributed is not installed: pip install 'bioanon[dask]')")
+        return {}, []
+    if base is None or not base.get("folder"):
+        r.notes.append("dask: not measured (its growth size did not run)")
+        return {}, []
+    cache = r.root / "dask"
+    rec = r.evaluate(bench_config(base["subjects"], counts), cache, jobs=2, tag="dask", extra=("--executor", "dask"))
+    shutil.rmtree(cache, ignore_errors=True)
+    local, remote = metric_rows(base["folder"]), metric_rows(rec["folder"])
+    same = local.shape == remote.shape and bool(local.equals(remote))
+    differ = (
+        int(
+            (
+                (local[["value", "ci_low", "ci_high"]] != remote[["value", "ci_low", "ci_high"]])
+                & ~(local[["value", "ci_low", "ci_high"]].isna() & remote[["value", "ci_low", "ci_high"]].isna())
+            )
+            .any(axis=1)
+            .sum()
+        )
+        if local.shape == remote.shape
+        else max(len(local), len(remote))
+    )
+    info = {"samples": base["samples"], "wall_s": rec["wall_s"], "local_wall_s": base["wall_s"], "rows": len(local)}
+    fig = figure(
+        f"scale: metric rows that differ between a local Dask cluster (2 workers) and the local run at "
+        f"{base['samples']:,} samples",
+        value=0 if same else differ,
+        unit="rows",
+        target="0",
+        passed=same,
+        rows=len(local),
+        dask_wall_s=rec["wall_s"],
+        local_wall_s=base["wall_s"],
+    )
+    return info, [fig]
+
+
 def run(quick: bool = False, *, max_samples: int | None = None, time_cap_s: float | None = None) -> dict[str, Any]:
     """Run the scale benchmark (``quick``: tiny sizes, for the smoke test). ``max_samples`` (default
     ``$BIOANON_BENCH_SCALE_MAX_SAMPLES``) leaves out every run above that many samples; ``time_cap_s`` (default
@@ -473,8 +548,11 @@ def run(quick: bool = False, *, max_samples: int | None = None, time_cap_s: floa
             )
         par, figs = parallel(r, par_base, counts, rounds=1 if quick else 2)
         figures += figs
-        for x in runs:
+        dask, figs = dask_case(r, par_base, counts)
+        figures += figs
+        for x in [*runs, *everyone]:
             x.pop("cache", None)
+            x.pop("folder", None)
     return {
         "benchmark": "scale",
         "quick": quick,
@@ -484,6 +562,7 @@ def run(quick: bool = False, *, max_samples: int | None = None, time_cap_s: floa
         "all_subjects": everyone,
         "rates_only": rates,
         "parallel": par,
+        "dask": dask,
         "limits": {"max_samples": max_samples, "time_cap_s": time_cap_s, "mem_available_mib": _mib(mem_available())},
     }
 

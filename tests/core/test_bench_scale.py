@@ -64,7 +64,7 @@ def test_module_options_go_through_the_environment(monkeypatch):
 def _fake_evaluate(calls):
     """A stand-in for one ``bioanon evaluate``: time and memory linear in the samples."""
 
-    def evaluate(self, cfg, cache, jobs=1, tag="run"):
+    def evaluate(self, cfg, cache, jobs=1, tag="run", extra=()):
         p = cfg["dataset"]["params"]
         n = p["n_subjects"] * p["samples_per_subject"]
         calls.append((tag, n, jobs, cfg.get("rates")))
@@ -135,6 +135,9 @@ def test_quick_run_measures_every_case():
     names = [f["name"] for f in res["figures"]]
     assert sum("peak RSS" in n for n in names) == 3 + len(everyone) and sum("speed-up" in n for n in names) == 2
     assert any("exponent" in n for n in names)
+    dask = [f for f in res["figures"] if "Dask" in f["name"]]
+    if not any("distributed is not installed" in n for n in res["notes"]):
+        assert len(dask) == 1 and dask[0]["value"] == 0 and dask[0]["passed"], dask  # the same rows as locally
     rates = next(f for f in res["figures"] if "rates-only" in f["name"])
     stages = res["rates_only"]["rerun_by_stage"]
     assert rates["value"] == sum(v["executed"] for s, v in stages.items() if s in scale.EMBEDDING_STAGES)
