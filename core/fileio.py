@@ -32,6 +32,19 @@ def file_digest(path: str | os.PathLike[str]) -> str:
     return _memo_digest(os.path.abspath(path), st.st_size, st.st_mtime_ns)
 
 
+def code_digest(obj: object) -> str:
+    """A digest of the source file that defines ``obj`` (a class or function): results computed by its code
+    are keyed by it, so that a change to the code recomputes them. Its module's name where there is no file."""
+    import inspect
+
+    module = str(getattr(obj, "__module__", ""))
+    try:
+        source = inspect.getsourcefile(obj)  # type: ignore[arg-type]
+    except (TypeError, OSError):
+        return module
+    return file_digest(source) if source else module
+
+
 def atomic_write(path: str | os.PathLike[str], write: Callable[..., object]) -> None:
     """Write via ``write(fileobj)`` (a binary file object) to a temp file next to ``path``, fsync, then os.replace
     onto ``path``."""

@@ -116,17 +116,10 @@ def reuse_per_sample(
     ``samples[indices]``, one per sample, in order), kept per sample in ``cache`` under ``what``, ``params``
     and the code of the module that defines ``rows``: only the samples not met before are computed (a new
     split or other rates reuse every unchanged sample's row)."""
-    import inspect
-
     from .cache import fingerprint
-    from .fileio import file_digest
+    from .fileio import code_digest
 
-    try:
-        source = inspect.getsourcefile(rows)
-        code = file_digest(source) if source else getattr(rows, "__module__", "")
-    except (TypeError, OSError):
-        code = getattr(rows, "__module__", "")
-    namespace = fingerprint({"what": what, "params": dict(params), "code": code, "per_sample": 1})
+    namespace = fingerprint({"what": what, "params": dict(params), "code": code_digest(rows), "per_sample": 1})
     digests = sample_digests(samples)
     values, found = cache.sample_rows(namespace, digests)
     missing = np.flatnonzero(~found)

@@ -190,10 +190,17 @@ def ranks(scores: Any, true_idx: Any) -> tuple[np.ndarray, np.ndarray]:
     """
     s = _score_matrix(scores)
     ti = _true_idx(true_idx, s.shape[0], s.shape[1])
-    true_s = s[np.arange(s.shape[0]), ti][:, None]
-    r = 1 + np.count_nonzero(s > true_s, axis=1)
-    t = np.count_nonzero(s == true_s, axis=1) - 1
-    return r.astype(np.int64), t.astype(np.int64)
+    r, t, _ = _ranks_of(s, ti)
+    return r, t
+
+
+def _ranks_of(s: np.ndarray, ti: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rank, tie count and genuine (mated) score of each probe of a checked score matrix (see :func:`ranks`):
+    counted, never sorted."""
+    true_s = s[np.arange(s.shape[0]), ti]
+    r = 1 + np.count_nonzero(s > true_s[:, None], axis=1)
+    t = np.count_nonzero(s == true_s[:, None], axis=1) - 1
+    return r.astype(np.int64), t.astype(np.int64), true_s
 
 
 def _hits(r: np.ndarray, t: np.ndarray, k: int) -> np.ndarray:
@@ -350,10 +357,15 @@ def mated_nonmated(scores: Any, true_idx: Any) -> tuple[np.ndarray, np.ndarray]:
     """
     s = _score_matrix(scores)
     ti = _true_idx(true_idx, s.shape[0], s.shape[1])
-    rows = np.arange(s.shape[0])
+    return s[np.arange(s.shape[0]), ti].astype(float), _nonmated_of(s, ti).astype(float)
+
+
+def _nonmated_of(s: np.ndarray, ti: np.ndarray) -> np.ndarray:
+    """Every score of a checked matrix but each probe's own class (row-major)."""
     mask = np.ones(s.shape, dtype=bool)
-    mask[rows, ti] = False
-    return s[rows, ti].astype(float), s[mask].astype(float)
+    mask[np.arange(s.shape[0]), ti] = False
+    out: np.ndarray = s[mask]
+    return out
 
 
 class _PAV(NamedTuple):

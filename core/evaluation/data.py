@@ -112,14 +112,10 @@ def import_key(spec: Any) -> str | None:
     import inspect
 
     from ..cache import fingerprint
-    from ..fileio import content_digest, file_digest
+    from ..fileio import code_digest, content_digest, file_digest
 
     source = spec.create()
-    try:
-        code = inspect.getsourcefile(type(source))
-        code_id = file_digest(code) if code else type(source).__module__
-    except TypeError:
-        code_id = type(source).__module__
+    code_id = code_digest(type(source))
     # modules the source reads its files with (e.g. bioanon.interop for any.hf): a change to them re-imports
     for module in getattr(type(source), "import_code", ()):
         path = inspect.getsourcefile(importlib.import_module(module))

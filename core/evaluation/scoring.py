@@ -17,8 +17,8 @@ import numpy as np
 from .. import metrics as M
 from ..builtin.utility import _valid
 
-#: Working memory per score of one block in the metric passes: the block as the recognizer gave it (≤ 8 bytes),
-#: its float64 copy (8), the comparison masks (2), the non-mated scores (8) and their sorted copy (8), with room.
+#: Working memory per score of one block: the block as the recognizer gave it (≤ 8 bytes), the recognizer's own
+#: temporaries, and in a metric pass a float64 copy (8), the comparison masks (2) and the non-mated scores (8).
 BYTES_PER_SCORE = 48
 #: The working memory of one block when no budget is given (a whole matrix handed to :func:`score_metrics`).
 DEFAULT_BLOCK_BYTES = 256 * 1024 * 1024
@@ -76,9 +76,9 @@ class ScoreBlocks:
         """The scores of an enrolled ``recognizer`` for the ``probes`` table, computed a block of probes at a
         time within ``memory`` bytes, at most :data:`DEFAULT_BLOCK_BYTES` (``n_classes``: the expected class
         count, e.g. the enrolled labels, which sizes the blocks; 0 = unknown). A matrix that fits is scored in one
-        call, exactly as a whole;
-        so is every matrix of a recognizer that declares ``scores_probes_independently = False`` (its score of
-        one probe depends on the others). The class labels of every block must agree."""
+        call, exactly as a whole; so is every matrix of a recognizer that declares
+        ``scores_probes_independently = False`` (its score of one probe depends on the others). The class labels
+        of every block must agree."""
         n = len(probes)
         one_call = not getattr(recognizer, "scores_probes_independently", True)
         # larger blocks than DEFAULT_BLOCK_BYTES gain no speed, only memory
@@ -159,14 +159,6 @@ def _wrong_rows(recognizer: Any, got: int, expected: int) -> Any:
     )
 
 
-def _nonmated(S: np.ndarray, true_idx: np.ndarray) -> np.ndarray:
-    """The non-mated scores of a block (every score but each probe's own class), row-major."""
-    mask = np.ones(S.shape, dtype=bool)
-    mask[np.arange(S.shape[0]), true_idx] = False
-    out: np.ndarray = S[mask]
-    return out
-
-
 class _FirstPass:
     """What one pass over the blocks gives: each probe's rank, tie count and mated score, whether the rows are
     posteriors (and their row sums and KL from uniform), and the non-mated scores' range and finiteness."""
@@ -184,10 +176,7 @@ class _FirstPass:
             S = np.asarray(M._score_matrix(block), dtype=np.float64)  # a float64 copy of a pass block at most
             stop = start + S.shape[0]
             ti = true_idx[start:stop]
-            m = S[np.arange(S.shape[0]), ti]
-            self.rank[start:stop] = 1 + np.count_nonzero(S > m[:, None], axis=1)
-            self.ties[start:stop] = np.count_nonzero(S == m[:, None], axis=1) - 1
-            self.mated[start:stop] = m
+            self.rank[start:stop], self.ties[start:stop], self.mated[start:stop] = M._ranks_of(S, ti)
             if self.posterior:
                 sums = S.sum(axis=1)
                 self.posterior = bool(np.all(S >= 0) and np.allclose(sums, 1.0, atol=1e-6))
@@ -195,12 +184,12 @@ class _FirstPass:
                     self.sums[start:stop] = sums
                     self.kl[start:stop] = M.kl_rows(S)
             if C > 1:
-                N = _nonmated(S, ti)
+                N = M._nonmated_of(S, ti)
                 self.n_min, self.n_max = min(self.n_min, float(N.min())), max(self.n_max, float(N.max()))
                 self.n_finite = self.n_finite and bool(np.isfinite(N).all())
 
     def hits(self, k: int) -> np.ndarray:
-        return np.clip((k - self.rank + 1) / (self.ties + 1.0), 0.0, 1.0)
+        return M._hits(self.rank, self.ties, k)
 
 
 def _verification(blocks: ScoreBlocks, true_idx: np.ndarray, first: _FirstPass) -> dict[str, float]:
@@ -208,7 +197,7 @@ def _verification(blocks: ScoreBlocks, true_idx: np.ndarray, first: _FirstPass) 
     counts = M.NonmatedCounts(first.mated, n_min=first.n_min, n_max=first.n_max, n_finite=first.n_finite)
     for start, block in blocks.passes():
         S = np.asarray(block, dtype=np.float64)
-        counts.add(_nonmated(S, true_idx[start : start + S.shape[0]]))
+        counts.add(M._nonmated_of(S, true_idx[start : start + S.shape[0]]))
     return counts.result()
 
 
@@ -387,7 +376,7 @@ def breakdown_metrics(
         mated[first_row : first_row + block.shape[0]] = np.asarray(block, dtype=np.float64)[np.arange(len(ti)), ti]
     rows: list[dict[str, Any]] = []
     # every group of every attribute: its probes, the classes its trials keep, its non-mated counts
-    cells: list[tuple[dict[str, Any], np.ndarray, np.ndarray, M.NonmatedCounts | None]] = []
+    cells: list[tuple[dict[str, Any], np.ndarray, np.ndarray, np.ndarray, M.NonmatedCounts | None]] = []
     for by, values in attributes.items():
         values = np.asarray(values)
         known = _valid(values)  # probes whose value is missing (None, NaN) belong to no group
@@ -408,17 +397,17 @@ def breakdown_metrics(
                 "n_nonmated": n_mated * (n_kept - 1),
             }
             counts = M.NonmatedCounts(mated[mask], linkability=False) if n_kept > 1 else None
-            cells.append((base, mask, keep, counts))
+            position = np.cumsum(keep) - 1  # column of each kept class among the kept columns
+            cells.append((base, mask, keep, position, counts))
     for first_row, block in blocks.passes():  # the second pass: each group's non-mated scores counted
         S = np.asarray(block, dtype=np.float64)
-        for _, mask, keep, counts in cells:
+        for _, mask, keep, position, counts in cells:
             in_block = mask[first_row : first_row + S.shape[0]]
             if counts is None or not in_block.any():
                 continue
-            position = np.cumsum(keep) - 1  # column of each kept class in the kept columns
             ti = position[true_idx[first_row : first_row + S.shape[0]][in_block]]
-            counts.add(_nonmated(S[in_block][:, keep], ti))
-    for base, _, _, counts in cells:
+            counts.add(M._nonmated_of(S[in_block][:, keep], ti))
+    for base, _, _, _, counts in cells:
         if counts is not None:
             v = counts.result()
             for metric, chance in BREAKDOWN_METRICS:

@@ -115,14 +115,17 @@ class _CentroidLike:
     def score(self, probes):
         x = probes.payload("features")
         self.calls.append(len(x))
-        return ScoreMatrix(np.round(x @ self.refs.T, 1), self.classes, probes.sample_ids)
+        return ScoreMatrix(
+            np.round(x.astype(np.float64) @ self.refs.T.astype(np.float64), 1), self.classes, probes.sample_ids
+        )
 
 
 def _probe_table(n=300, d=8, n_classes=30, seed=0):
+    # small integers: every product and sum is exact, so any BLAS and any block of rows gives the same scores
     rng = np.random.default_rng(seed)
     subjects = np.repeat([f"c{i}" for i in range(n_classes)], n // n_classes)
-    refs = rng.normal(size=(n_classes, d))
-    x = refs[np.repeat(np.arange(n_classes), n // n_classes)] + rng.normal(scale=1.5, size=(n, d))
+    refs = rng.integers(-2, 3, size=(n_classes, d)).astype(np.float32)
+    x = refs[np.repeat(np.arange(n_classes), n // n_classes)] + rng.integers(-2, 3, size=(n, d))
     table = SampleTable.from_arrays(
         subject=subjects, sample_id=[f"p{i}" for i in range(n)], payloads={"features": x.astype(np.float32)}
     )
