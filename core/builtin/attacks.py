@@ -33,6 +33,7 @@ from .recognizers import (
     UsesDeclaredComparator,
     _l2_normalize,
     _SpaceRecognizer,
+    column_std,
     declared_comparator,
     scores_param,
     svc,
@@ -170,7 +171,7 @@ class SimilarityAttributeAttack(UsesDeclaredComparator, Recognizer):
         standardize = self.standardize if self.comparator_ is None else "none"
         self.mean_ = x.mean(axis=0, dtype=np.float64).astype(np.float32) if standardize != "none" else None
         if standardize == "zscore":
-            scale = x.std(axis=0, dtype=np.float64).astype(np.float32)
+            scale = column_std(x).astype(np.float32)
             scale[scale < 1e-8] = 1.0
             self.scale_ = scale
         else:

@@ -20,6 +20,7 @@ from ..nettrain import infer, method_training, preflight_weights, stage, take_ro
 from ..payloads import restore_dtype
 from ..torchutil import import_torch
 from .deanonymizers import paired_payloads
+from .recognizers import column_std
 
 __all__ = ["MlpInversion"]
 
@@ -30,7 +31,7 @@ def _torch() -> Any:
 
 def _standardize_stats(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     mean = a.mean(axis=0, dtype=np.float64)
-    scale = a.std(axis=0, dtype=np.float64)
+    scale = column_std(a)
     scale[scale < 1e-8] = 1.0
     return mean.astype(np.float32), scale.astype(np.float32)
 

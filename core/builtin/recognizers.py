@@ -27,6 +27,7 @@ with bioanon-voice). The fitted space checks that later tables give vectors of t
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from typing import Any, ClassVar, Protocol, cast
 
 import attrs
@@ -205,9 +206,9 @@ class FeatureSpace:
     scaled_projection: np.ndarray = attrs.field(init=False, repr=False)  # projection / scale, (D, K) float32
 
     def __attrs_post_init__(self) -> None:
-        scaled = self.projection.astype(np.float64)
-        scaled /= self.scale.astype(np.float64)[:, None]  # in place: one (D, K) float64 array, not two
-        object.__setattr__(self, "scaled_projection", scaled.astype(np.float32))
+        # in float32: the quotient of two float32 numbers rounded once is the float64 one rounded again (double
+        # rounding is exact for division), so no (D, K) float64 array is needed
+        object.__setattr__(self, "scaled_projection", self.projection / self.scale[:, None])
         for a in (self.mean, self.scale, self.projection, self.scaled_projection):
             a.setflags(write=False)
 
@@ -230,10 +231,16 @@ class FeatureSpace:
         components: ``n_components`` is a share of variance (float) or a count (int), capped by the data rank
         and ``max_rank``."""
         mean = x.mean(axis=0, dtype=np.float64).astype(np.float32)
-        scale = x.std(axis=0, dtype=np.float64).astype(np.float32) if standardize else np.ones(x.shape[1], np.float32)
+        scale = column_std(x).astype(np.float32) if standardize else np.ones(x.shape[1], np.float32)
         scale[scale < 1e-8] = 1.0
         rank = max(1, min(len(x) - 1, x.shape[1], max_rank or x.shape[1]))
         rows = fit_block_rows(x.shape[1])
+        if len(x) < x.shape[1] and len(x) <= _RANDOMIZED_ABOVE:
+            # a wide set (pixels, flattened sequences): the samples' Gram matrix summed over blocks of columns;
+            # only the kept directions are computed, straight into the float32 projection
+            s, total_sq, directions = cls._pca_wide(x, mean, scale)
+            k = cls._kept(s, rank, n_components, total_sq)
+            return cls(mean, scale, directions(k))
         if len(x) > rows and len(x) >= x.shape[1] and x.shape[1] <= _RANDOMIZED_ABOVE:
             # a tall set: the Gram matrix and the total variance summed over blocks of rows, in float64, with
             # no float64 (or standardized) copy of the whole set
@@ -249,19 +256,62 @@ class FeatureSpace:
             squares = np.array([total_sq])
         else:
             s, vt, squares = cls._pca_whole(x, mean, scale, rank, seed)
-        var = s.astype(np.float64) ** 2
-        keep = var > var[0] * 1e-10 if var.size and var[0] > 0 else np.zeros(var.size, bool)
-        k = int(min(rank, max(1, keep.sum())))
         total = float(squares.sum()) if isinstance(n_components, float) else 0.0
         del squares
-        if isinstance(n_components, float):
-            share = np.cumsum(var) / max(total, 1e-30)
-            k = min(k, int(np.searchsorted(share, n_components - 1e-9)) + 1)
-        else:
-            k = min(k, n_components)
+        k = cls._kept(s, rank, n_components, total)
         projection = np.ascontiguousarray(vt[:k].T, dtype=np.float32)
         del vt  # (the (n, D) float64 directions are not held while the space scales its projection)
         return cls(mean, scale, projection)
+
+    @staticmethod
+    def _kept(s: np.ndarray, rank: int, n_components: int | float, total: float) -> int:
+        """How many principal directions to keep: those with a non-negligible variance, at most ``rank``, and
+        ``n_components`` of them (an int) or as many as reach that share of the ``total`` variance (a float)."""
+        var = s.astype(np.float64) ** 2
+        keep = var > var[0] * 1e-10 if var.size and var[0] > 0 else np.zeros(var.size, bool)
+        k = int(min(rank, max(1, keep.sum())))
+        if isinstance(n_components, float):
+            share = np.cumsum(var) / max(total, 1e-30)
+            return min(k, int(np.searchsorted(share, n_components - 1e-9)) + 1)
+        return min(k, n_components)
+
+    @staticmethod
+    def _pca_wide(
+        x: np.ndarray, mean: np.ndarray, scale: np.ndarray
+    ) -> tuple[np.ndarray, float, Callable[[int], np.ndarray]]:
+        """Of a wide set (fewer samples N than features D): the singular values of the standardized set, its
+        total variance and a function giving the first ``k`` directions as a (D, k) float32 projection. The
+        N × N Gram matrix is summed over float64 blocks of at most 8 MiB of columns, so no standardized or
+        float64 copy of the whole set (nor the N × D directions in float64) is ever held."""
+        n, d = x.shape
+
+        def standardized_blocks() -> Iterator[tuple[slice, np.ndarray]]:
+            for cols in column_blocks(d, n):
+                xb = x[:, cols] - mean[cols]
+                xb /= scale[cols]
+                yield cols, xb.astype(np.float64)
+
+        gram = np.zeros((n, n))
+        total = 0.0
+        for _, xb in standardized_blocks():
+            gram += xb @ xb.T
+            total += float(np.square(xb).sum())
+        w, u = np.linalg.eigh(gram)
+        del gram
+        u = u[:, ::-1]
+        s = np.sqrt(np.clip(w[::-1], 0.0, None))
+
+        def directions(k: int) -> np.ndarray:
+            out = np.empty((d, k), np.float32)
+            if k and s[0] > 0:
+                uk = u[:, :k] / s[:k]
+                for cols, xb in standardized_blocks():
+                    out[cols] = xb.T @ uk
+            else:  # an all-constant set: no direction at all
+                out[:] = 0.0
+            return out
+
+        return s, total, directions
 
     @staticmethod
     def _pca_whole(
@@ -294,6 +344,36 @@ class FeatureSpace:
         temporary instead of two (centring first keeps float32 precise when the mean dwarfs the spread)."""
         z: np.ndarray = (x - self.mean) @ self.scaled_projection
         return z
+
+
+def column_blocks(d: int, rows: int) -> list[slice]:
+    """Slices of the columns of a ``rows`` × ``d`` array, each at most 8 MiB in float64 (at least one column)."""
+    width = max(1, 2**20 // max(int(rows), 1))
+    return [slice(a, min(a + width, d)) for a in range(0, d, width)]
+
+
+def column_std(x: np.ndarray) -> np.ndarray:
+    """``x.std(axis=0, dtype=float64)`` bit for bit, without a float64 copy of the whole of ``x``: the squared
+    deviations are summed over blocks of at most 8 MiB of rows, each block's sum continuing from the previous
+    one's (the running sum is the block's first row), which is numpy's own row-by-row order."""
+    if x.ndim != 2 or x.size <= 2**20 or min(x.shape) < 2:
+        return np.asarray(x.std(axis=0, dtype=np.float64))
+    n, d = x.shape
+    mean = np.add.reduce(x, axis=0, dtype=np.float64, keepdims=True)
+    mean /= n
+    rows = max(2, 2**20 // d)
+    buf = np.empty((rows + 1, d))
+    acc = np.zeros(d)
+    for start in range(0, n, rows):
+        block = x[start : start + rows]
+        dev = buf[1 : 1 + len(block)]
+        np.subtract(block, mean, out=dev)
+        np.multiply(dev, dev, out=dev)
+        first = 1 if start == 0 else 0  # the first block's sum starts from its own first row, as numpy's does
+        buf[0] = acc
+        acc = np.add.reduce(buf[first : 1 + len(block)], axis=0)
+    acc /= n
+    return np.sqrt(acc)
 
 
 def fit_block_rows(dim: int) -> int:

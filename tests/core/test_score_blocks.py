@@ -289,3 +289,40 @@ def test_pca_and_lda_fits_over_blocks_match_the_whole_set(monkeypatch):
     assert a.projection.shape == c.projection.shape
     np.testing.assert_allclose(np.abs(a.projection), np.abs(c.projection), rtol=1e-4, atol=1e-5)
     np.testing.assert_array_equal(a.projection, b.projection)
+
+
+@pytest.mark.parametrize("shape", [(912, 1200), (70_000, 16), (5, 300_000), (9_000, 1), (3, 2)])
+def test_column_std_is_numpys_std_bit_for_bit(shape):
+    """The per-feature scale of every standardizing fit, summed over 8 MiB blocks of rows: exactly numpy's
+    ``std(axis=0, dtype=float64)`` (same order of additions), without its float64 copy of the whole set."""
+    from bioanon.builtin.recognizers import column_std
+
+    rng = np.random.default_rng(sum(shape))
+    x = (rng.standard_normal(shape) * rng.uniform(0.1, 100, shape[1]) + rng.uniform(-1e3, 1e3, shape[1])).astype(
+        np.float32
+    )
+    np.testing.assert_array_equal(column_std(x), x.std(axis=0, dtype=np.float64))
+
+
+def test_a_wide_pca_is_the_svd_of_the_standardized_set_without_float64_copies_of_it():
+    """Fewer samples than features (pixels, flattened sequences): the kept directions are those of an SVD of the
+    standardized set, and the fit's working memory stays under the size of one float64 copy of the set."""
+    import tracemalloc
+
+    from bioanon.builtin.recognizers import FeatureSpace
+
+    rng = np.random.default_rng(0)
+    n, d = 300, 40_000
+    x = (rng.standard_normal((n, 40)) @ rng.standard_normal((40, d)) + rng.standard_normal((n, d))).astype(np.float32)
+    tracemalloc.start()
+    space = FeatureSpace.pca(x, 0.9)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    k = space.projection.shape[1]
+    xs = (x.astype(np.float64) - x.mean(axis=0, dtype=np.float64)) / x.std(axis=0, dtype=np.float64)
+    _, s, vt = np.linalg.svd(xs, full_matrices=False)
+    share = np.cumsum(s**2) / np.sum(s**2)
+    assert k == int(np.searchsorted(share, 0.9 - 1e-9)) + 1
+    np.testing.assert_allclose(np.abs(space.projection), np.abs(vt[:k].T), atol=2e-4)
+    # a float64 copy of the set alone is 8·n·d bytes (the whole-set computation held three such arrays)
+    assert peak < 0.5 * 8 * n * d

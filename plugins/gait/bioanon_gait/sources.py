@@ -635,12 +635,13 @@ class C3dGait(DatasetSource):
 
 
 def _load_yaml(path: Path) -> Any:
-    """A YAML file read with ``yaml.safe_load`` (no Python tags); errors name the file and line."""
+    """A YAML file read with YAML's safe loader (no Python tags; libyaml's C one where installed, several
+    times faster on SEBA's thousands of attribute files); errors name the file and line."""
     import yaml
 
     try:
         with open(path, encoding="utf-8") as fh:
-            return yaml.safe_load(fh)
+            return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
