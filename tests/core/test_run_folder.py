@@ -71,17 +71,61 @@ def test_concurrent_runs_of_one_config_get_distinct_folders(tmp_path, monkeypatc
     assert read_status(r.run_dir)["state"] == "complete"
 
 
+#: An anonymizer (``pause.gate``) that, at its setting ``step = 5``, says it has started (``<gate>.ready``) and
+#: then waits until the test releases it (``<gate>.release``): the Ctrl-C test interrupts the run at a known state
+#: (the settings before done, the fifth running) instead of guessing a time.
+GATE_PLUGIN = """
+import time
+from pathlib import Path
+from typing import ClassVar
+import attrs
+import bioanon
+from bioanon import Anonymizer, param
+
+@attrs.define(kw_only=True)
+class Gate(Anonymizer):
+    \"\"\"Identity, except that setting 5 waits for the test's release file.\"\"\"
+    id: ClassVar[str] = "pause.gate"
+    trait: ClassVar[str] = "any"
+    payloads: ClassVar[tuple] = ("features",)
+    step: int = param(1, help="setting")
+    gate: str = param("", help="file prefix")
+
+    def transform(self, table):
+        if self.step == 5:
+            Path(self.gate + ".ready").touch()
+            while not Path(self.gate + ".release").exists():
+                time.sleep(0.02)
+        return table
+
+@bioanon.hookimpl
+def register_anonymizers(register):
+    register(Gate)
+"""
+GATED_CLI = f"""
+import sys, types
+mod = types.ModuleType("pause_plugin")
+exec({GATE_PLUGIN!r}, mod.__dict__)
+from bioanon.plugins import get_plugin_manager
+get_plugin_manager().register_plugin(mod, "pause")
+from bioanon.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
 @pytest.mark.slow
-def test_ctrl_c_prints_one_line_exits_130_and_resumes(tmp_path):
+def test_ctrl_c_prints_one_line_exits_130_and_resumes(tmp_path, register_bioanon_plugin):
+    import types
+
+    mod = types.ModuleType("pause_plugin")
+    exec(GATE_PLUGIN, mod.__dict__)  # noqa: S102 - the test's own plugin, to write the config here
+    register_bioanon_plugin(mod, "pause")
+    gate = tmp_path / "gate"
     cfg = config(
         **{
             **SMALL,
             "anonymizers": [
-                {
-                    "id": "any.gaussian_noise",
-                    "name": "noise",
-                    "grid": {"sigma": [0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0]},
-                }
+                {"id": "pause.gate", "name": "gate", "params": {"gate": str(gate)}, "grid": {"step": [1, 2, 5, 7]}}
             ],
         }
     )
@@ -89,33 +133,26 @@ def test_ctrl_c_prints_one_line_exits_130_and_resumes(tmp_path):
     toml.write_text(load_config(cfg).to_toml())
     cache_dir = tmp_path / "cache"
     env = {**os.environ, "BIOANON_CACHE": str(cache_dir), "PYTHONUNBUFFERED": "1"}
-    cmd = [
-        sys.executable,
-        "-m",
-        "bioanon.cli",
-        "evaluate",
-        str(toml),
-        "--out",
-        str(tmp_path / "res"),
-        "--run-id",
-        "r",
-        "--quiet",
-        "--no-report",
-    ]
+    cmd = [sys.executable, "-c", GATED_CLI, "evaluate", str(toml), "--out", str(tmp_path / "res")]
+    cmd += ["--run-id", "r", "--quiet", "--no-report"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-    deadline = time.time() + 120
-    while time.time() < deadline and _json_count(cache_dir) < 6 and proc.poll() is None:
-        time.sleep(0.05)
-    if proc.poll() is not None:
-        pytest.skip("the run finished before it could be interrupted")
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
+    try:
+        while not (tmp_path / "gate.ready").exists():  # a state: the fifth setting is running
+            if proc.poll() is not None:
+                pytest.fail(f"the run ended before the gate: {proc.stderr.read() if proc.stderr else ''}")
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
     assert proc.returncode == 130, err
     assert "Traceback" not in err
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and "interrupted:" in lines[0] and "resume" in lines[0], err
     status = read_status(tmp_path / "res" / "r")
     assert status["state"] == "interrupted" and 0 < status["tasks_saved"] < status["tasks_total"]
+    (tmp_path / "gate.release").touch()
     done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr
     assert read_status(tmp_path / "res" / "r")["state"] == "complete"
