@@ -69,6 +69,7 @@ class Trained:
     net: Any
     history: list[dict[str, float]] = field(default_factory=list)
     best_epoch: int = 0
+    precision: str = "fp32"  # the precision the weights were trained in (after any fallback to fp32)
 
     @property
     def losses(self) -> list[float]:
@@ -160,98 +161,121 @@ def train_net(
         found = _load_trained(torch, store, store_key, build, seed, dev)
         if found is not None:
             return found
-    rng = np.random.default_rng(seed)
-    history: list[dict[str, float]] = []
-    best, best_state, best_epoch, waited = float("inf"), None, 0, 0
     cuda = dev.startswith("cuda")
-    with torch_threads(threads), torch.random.fork_rng(devices=_rng_devices(dev)):
-        torch.manual_seed(seed)
-        net = build()
-        if init is not None:
-            init(net)
-        net = net.to(dev)
-        frozen = _freeze(net, freeze, method_id)
-        step_loss: Callable[..., Any] = loss if loss is not None else (lambda model, *tensors: model.loss(*tensors))
-        params = [p for p in net.parameters() if p.requires_grad]
-        if optimizer == "sgd":
-            opt = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
-        else:
-            opt_cls = torch.optim.Adam if optimizer == "adam" else torch.optim.AdamW
-            # on CUDA one fused kernel updates every parameter (the same Adam step; fewer launches per batch)
-            fused = {"fused": True} if cuda and all(p.is_floating_point() for p in params) else {}
-            opt = opt_cls(params, lr=lr, weight_decay=weight_decay, **fused)
-        if scheduler == "cosine":
-            sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)
-        elif scheduler == "plateau":
-            sched = torch.optim.lr_scheduler.ReduceLROnPlateau(
-                opt, mode="min", factor=plateau_factor, patience=plateau_patience
-            )
-        elif scheduler == "multistep":
-            steps = sorted({max(1, int(round(f * epochs))) for f in milestones})
-            sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=steps, gamma=0.1)
-        else:
-            sched = None
-        scaler = torch.amp.GradScaler(dev.split(":")[0]) if prec == "fp16" else None
-        min_batch = 2 if has_batch_norm(net) else 1
-        bar = _epoch_bar(epochs, method_id, progress)
-        for epoch in range(1, epochs + 1):
-            net.train()
-            if frozen is not None:
-                frozen.eval()
-            order = rng.permutation(n)
-            total = torch.zeros((), dtype=torch.float64, device=dev)
-            seen = 0
-            lr_now = float(opt.param_groups[0]["lr"])
-            for start in range(0, n, batch_size):
-                idx = order[start : start + batch_size]
-                if len(idx) < min_batch:  # batch norm needs two samples
-                    continue
-                tensors = [to_device(t, dev) for t in batch(idx, rng)]
-                opt.zero_grad(set_to_none=True)
-                with autocast(torch, dev, prec):
-                    value = step_loss(net, *tensors)
-                if scaler is not None:
-                    scaler.scale(value).backward()
-                    scaler.step(opt)
-                    scaler.update()
-                else:
-                    value.backward()
-                    opt.step()
-                total += value.detach().double() * len(idx)
-                seen += len(idx)
-            record = {"epoch": epoch, "train_loss": float(total) / max(seen, 1), "lr": lr_now}
-            if validation is not None:
-                net.eval()
-                with torch.no_grad(), autocast(torch, dev, prec):
-                    record["val_loss"] = float(validation(net))
-            history.append(record)
-            if bar is not None:
-                bar.set_postfix({k: f"{v:.4g}" for k, v in record.items() if k.endswith("loss")}, refresh=False)
-                bar.update()
-            monitored = record.get("val_loss", record["train_loss"])
-            if sched is not None:
-                if scheduler == "plateau":
-                    sched.step(monitored)
-                else:
-                    sched.step()
-            if monitored < best:
-                best, best_epoch, waited = monitored, epoch, 0
-                if keep_best:
-                    best_state = {k: v.detach().clone() for k, v in net.state_dict().items()}
+
+    def attempt(prec: str) -> Trained | None:
+        """Train from the seed in ``prec``; None when a reduced precision gave a non-finite loss."""
+        rng = np.random.default_rng(seed)
+        history: list[dict[str, float]] = []
+        best, best_state, best_epoch, waited = float("inf"), None, 0, 0
+        with torch_threads(threads), torch.random.fork_rng(devices=_rng_devices(dev)):
+            torch.manual_seed(seed)
+            net = build()
+            if init is not None:
+                init(net)
+            net = net.to(dev)
+            frozen = _freeze(net, freeze, method_id)
+            step_loss: Callable[..., Any] = loss if loss is not None else (lambda model, *tensors: model.loss(*tensors))
+            params = [p for p in net.parameters() if p.requires_grad]
+            if optimizer == "sgd":
+                opt = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
             else:
-                waited += 1
-                if validation is not None and patience and waited >= patience:
-                    break
-        if bar is not None:
-            bar.close()
-        if keep_best and best_state is not None:
-            net.load_state_dict(best_state)
-        else:
-            best_epoch = len(history)
-        net.eval()
-        if cuda:
-            torch.cuda.synchronize(dev)
-    trained = Trained(net=net, history=history, best_epoch=best_epoch)
+                opt_cls = torch.optim.Adam if optimizer == "adam" else torch.optim.AdamW
+                # on CUDA one fused kernel updates every parameter (the same Adam step; fewer launches per batch)
+                fused = {"fused": True} if cuda and all(p.is_floating_point() for p in params) else {}
+                opt = opt_cls(params, lr=lr, weight_decay=weight_decay, **fused)
+            if scheduler == "cosine":
+                sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)
+            elif scheduler == "plateau":
+                sched = torch.optim.lr_scheduler.ReduceLROnPlateau(
+                    opt, mode="min", factor=plateau_factor, patience=plateau_patience
+                )
+            elif scheduler == "multistep":
+                steps = sorted({max(1, int(round(f * epochs))) for f in milestones})
+                sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=steps, gamma=0.1)
+            else:
+                sched = None
+            scaler = torch.amp.GradScaler(dev.split(":")[0]) if prec == "fp16" else None
+            min_batch = 2 if has_batch_norm(net) else 1
+            bar = _epoch_bar(epochs, method_id, progress)
+            for epoch in range(1, epochs + 1):
+                net.train()
+                if frozen is not None:
+                    frozen.eval()
+                order = rng.permutation(n)
+                total = torch.zeros((), dtype=torch.float64, device=dev)
+                seen = 0
+                lr_now = float(opt.param_groups[0]["lr"])
+                for start in range(0, n, batch_size):
+                    idx = order[start : start + batch_size]
+                    if len(idx) < min_batch:  # batch norm needs two samples
+                        continue
+                    tensors = [to_device(t, dev) for t in batch(idx, rng)]
+                    opt.zero_grad(set_to_none=True)
+                    with autocast(torch, dev, prec):
+                        value = step_loss(net, *tensors)
+                    if scaler is not None:
+                        scaler.scale(value).backward()
+                        scaler.step(opt)
+                        scaler.update()
+                    else:
+                        value.backward()
+                        opt.step()
+                    total += value.detach().double() * len(idx)
+                    seen += len(idx)
+                record = {"epoch": epoch, "train_loss": float(total) / max(seen, 1), "lr": lr_now}
+                if validation is not None:
+                    net.eval()
+                    with torch.no_grad(), autocast(torch, dev, prec):
+                        record["val_loss"] = float(validation(net))
+                history.append(record)
+                if prec != "fp32" and not all(np.isfinite(v) for k, v in record.items() if k.endswith("loss")):
+                    if bar is not None:
+                        bar.close()
+                    failed.append(epoch)  # reduced precision overflowed: the caller trains again in fp32
+                    return None
+                if bar is not None:
+                    bar.set_postfix({k: f"{v:.4g}" for k, v in record.items() if k.endswith("loss")}, refresh=False)
+                    bar.update()
+                monitored = record.get("val_loss", record["train_loss"])
+                if sched is not None:
+                    if scheduler == "plateau":
+                        sched.step(monitored)
+                    else:
+                        sched.step()
+                if monitored < best:
+                    best, best_epoch, waited = monitored, epoch, 0
+                    if keep_best:
+                        best_state = {k: v.detach().clone() for k, v in net.state_dict().items()}
+                else:
+                    waited += 1
+                    if validation is not None and patience and waited >= patience:
+                        break
+            if bar is not None:
+                bar.close()
+            if keep_best and best_state is not None:
+                net.load_state_dict(best_state)
+            else:
+                best_epoch = len(history)
+            net.eval()
+            if cuda:
+                torch.cuda.synchronize(dev)
+        return Trained(net=net, history=history, best_epoch=best_epoch, precision=prec)
+
+    failed: list[int] = []
+    trained = attempt(prec)
+    if trained is None:
+        import warnings
+
+        warnings.warn(
+            f"{method_id}: training in {prec} on {dev} gave a non-finite loss at epoch {failed[0]}; trained again "
+            f"from the same seed in fp32 (set precision = 'fp32' to skip the {prec} attempt)",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        trained = attempt("fp32")
+        if trained is None:  # pragma: no cover - fp32 never returns None
+            raise BioanonError(f"{method_id}: training failed in fp32 too")
     if store is not None and store_key:
         _store_trained(torch, store, store_key, trained)
     return trained
@@ -395,6 +419,7 @@ def _store_trained(torch: Any, cache: Any, key: str, trained: Trained) -> None:
             "state_dict": state,
             "history": trained.history,
             "best_epoch": trained.best_epoch,
+            "precision": trained.precision,
         },
         buf,
     )
@@ -420,7 +445,8 @@ def _load_trained(torch: Any, cache: Any, key: str, build: Callable[[], Any], se
         cache.discard_blob(key, exc)
         return None
     net = net.to(dev).eval()
-    return Trained(net=net, history=list(saved["history"]), best_epoch=int(saved["best_epoch"]))
+    precision = str(saved.get("precision", "fp32"))
+    return Trained(net=net, history=list(saved["history"]), best_epoch=int(saved["best_epoch"]), precision=precision)
 
 
 # ------------------------------------------------------------------------------------------------------ heads

@@ -163,3 +163,22 @@ def test_bad_choices_name_the_method():
         _fit(x, y, scheduler="step", method_id="my.method")
     with pytest.raises(ParameterError, match="parameter 'optimizer' = 'rmsprop'"):
         _fit(x, y, optimizer="rmsprop")
+
+
+def test_a_non_finite_reduced_precision_loss_trains_again_in_fp32_with_a_warning():
+    """CPU bf16 can overflow (seen on AMX CPUs): the run does not go on with a non-finite loss, it says so and
+    trains again from the same seed in fp32, giving the fp32 network."""
+    x, y = _blobs()
+
+    def overflowing(net, xb, yb):  # a loss that overflows only under autocast, as a bf16 overflow would
+        value = net.loss(xb, yb)
+        return value * float("inf") if torch.is_autocast_enabled("cpu") else value
+
+    with pytest.warns(RuntimeWarning, match=r"non-finite loss at epoch 1; trained again .* in fp32"):
+        t = _fit(x, y, epochs=3, precision="bf16", loss=overflowing)
+    assert t.precision == "fp32" and len(t.history) == 3
+    assert all(np.isfinite(r["train_loss"]) for r in t.history)
+    ref = _fit(x, y, epochs=3, precision="fp32")
+    for k, v in ref.net.state_dict().items():
+        torch.testing.assert_close(t.net.state_dict()[k], v)
+    assert _fit(x, y, epochs=2, precision="bf16").precision == "bf16"  # a finite bf16 run stays bf16
