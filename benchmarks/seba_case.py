@@ -22,6 +22,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -34,6 +36,7 @@ import numpy as np
 
 from benchmarks.common import figure, main
 
+CLI = "import sys; from bioanon.cli import main; sys.exit(main(sys.argv[1:]))"
 SEBA = {"cold_s": 18.55, "warm_s": 2.65, "peak_mb": 136.0}
 MARKERS = 17
 PARTS = {
@@ -134,31 +137,8 @@ def grid_config(n_cells: int, quick: bool) -> dict[str, Any]:
 
 def _cli_run(config: Path, out: Path, cache: Path, jobs: int) -> tuple[float, float]:
     """(wall seconds, peak resident MB) of ``bioanon evaluate`` in a fresh process."""
-    cmd = [
-        sys.executable,
-        "-c",
-        "import sys; from bioanon.cli import main; sys.exit(main(sys.argv[1:]))",
-        "evaluate",
-        str(config),
-        "--out",
-        str(out),
-        "--cache-dir",
-        str(cache),
-        "--jobs",
-        str(jobs),
-        "--quiet",
-        "--no-report",
-    ]
-    env = {k: v for k, v in os.environ.items() if k != "BIOANON_JOBS"}
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - t0
-    err = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise RuntimeError(f"bioanon evaluate failed ({proc.returncode}): {err[-1500:]}")
-    return seconds, usage.ru_maxrss / 1024
+    cmd = [sys.executable, "-c", CLI, "evaluate", str(config), "--out", str(out), "--cache-dir", str(cache)]
+    return _timed([*cmd, "--jobs", str(jobs), "--quiet", "--no-report"])
 
 
 #: What ``bioanon evaluate`` of this case imports before it reads any data (the libraries of the table, the
@@ -208,6 +188,110 @@ def _case(tmp: Path, cfg: dict[str, Any], name: str, repeat: int, jobs_all: int)
         "all_cold_s": [round(x, 2) for x in cold],
         "all_warm_s": [round(x, 3) for x in warm],
     }
+
+
+# -- side by side with SEBA itself -----------------------------------------------------------------------------
+
+#: SEBA's run config of the issue's case (noise injection + random 20 identities + SVM, attacker trained on
+#: anonymized data; 2 / 57 / 41 identities as SEBA's truncating splitter makes them of 100), as
+#: ``../shared/peers/seba-side-by-side`` runs it.
+SEBA_RUN_CONFIG = """- repeat: 1
+  config:
+    exp: anon
+    dataset: {dataset}
+    cleanup: true
+    seed: seed
+    selector: {{name: random, params: {{ids: 20}}}}
+    anonymization: {{name: noise_injection, params: {{distribution: normal, scaling: 1.0, type: direct}}}}
+    privacy: {{name: sklearn, params: {{feature_rep: simple, classifier: svm, number_of_splits: 10}}}}
+    rates: {{anonbg: 0.02, attacker: 0.58, enroll: 0.75}}
+"""
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}(\.meta\.yaml)?$")
+
+
+def _timed(cmd: list[str], cwd: Path | None = None) -> tuple[float, float]:
+    """(wall seconds, peak resident MB) of ``cmd`` in a fresh process; fails with its last output."""
+    env = {k: v for k, v in os.environ.items() if k != "BIOANON_JOBS"}
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env)
+    out = proc.stdout.read() if proc.stdout else b""
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - t0
+    text = out.decode(errors="replace")
+    if os.waitstatus_to_exitcode(status) != 0 or "Run failed" in text:
+        raise RuntimeError(f"{' '.join(cmd[:3])} failed: {text[-1500:]}")
+    return seconds, usage.ru_maxrss / 1024
+
+
+def side_by_side(seba: Path, python: Path, workdir: Path, dataset: str, rounds: int = 3) -> dict[str, Any]:
+    """SEBA's ``main.py`` and ``bioanon evaluate`` cold on the same files (``workdir/data/<dataset>``), runs
+    interleaved, on a quiet machine and beside a CPU-bound process. A cold SEBA run starts with none of the sets
+    SEBA derived before (its uuid-named folders under ``workdir/data`` are removed; nothing else is)."""
+    data = workdir / "data"
+    config = workdir / "configs" / f"bioanon_side_by_side__{dataset}.yaml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(SEBA_RUN_CONFIG.format(dataset=dataset))
+    ours_cfg = seba_config(data / f"{dataset}.meta.yaml", 150)
+    ours_cfg["rates"] = {"background": 0.02, "attacker": 0.57, "evaluation": 0.41, "enrolment": 0.75}
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        ours_toml = _toml(ours_cfg, tmp / "ours.toml")
+        out: dict[str, Any] = {}
+        for mode in ("quiet", "loaded"):
+            busy = None
+            if mode == "loaded":
+                busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+            try:
+                seba_s, seba_mb, ours_s, ours_mb = [], [], [], []
+                for r in range(rounds):
+                    for entry in data.iterdir():
+                        if _UUID.match(entry.name):
+                            shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
+                    s, mb = _timed([str(python), str(seba / "main.py"), str(config)], cwd=workdir)
+                    seba_s.append(round(s, 2))
+                    seba_mb.append(round(mb, 1))
+                    cmd = [sys.executable, "-c", CLI, "evaluate", str(ours_toml), "--out", str(tmp / "out")]
+                    s, mb = _timed([*cmd, "--cache-dir", str(tmp / f"{mode}{r}"), "--jobs", "1", "-q", "--no-report"])
+                    ours_s.append(round(s, 2))
+                    ours_mb.append(round(mb, 1))
+            finally:
+                if busy is not None:
+                    busy.kill()
+                    busy.wait()
+            out[mode] = {"seba_s": seba_s, "ours_s": ours_s, "seba_mb": seba_mb, "ours_mb": ours_mb}
+    return out
+
+
+def side_by_side_figures(sbs: dict[str, Any], floor: dict[str, float]) -> list[dict[str, Any]]:
+    figures = []
+    for mode, r in sbs.items():
+        ratio = statistics.median(r["seba_s"]) / statistics.median(r["ours_s"])
+        figures.append(
+            figure(
+                f"SEBA case side by side with SEBA v1.0 on the same files, cold, {mode}: SEBA's time / ours",
+                value=ratio,
+                unit="×",
+                target="≥ 5×",
+                passed=ratio >= 5,
+                **r,
+            )
+        )
+    quiet = sbs["quiet"]
+    peak, seba_peak = max(quiet["ours_mb"]), max(quiet["seba_mb"])
+    figures.append(
+        figure(
+            "SEBA case side by side: our peak resident memory / SEBA's (same files, --jobs 1)",
+            value=peak / seba_peak,
+            unit="×",
+            target="≤ 1.5×",
+            passed=peak <= 1.5 * seba_peak,
+            peak_mb=peak,
+            seba_mb=seba_peak,
+            libraries_mb=floor["imports_mb"],
+            data_and_work_mb=round(peak - floor["imports_mb"], 1),
+        )
+    )
+    return figures
 
 
 def run(quick: bool = False) -> dict[str, Any]:
@@ -322,6 +406,16 @@ def run(quick: bool = False) -> dict[str, Any]:
                 cores=n,
                 sizes=runs,
             )
+        )
+    peer = {k: os.environ.get(k, "") for k in ("SEBA_DIR", "SEBA_PYTHON", "SEBA_WORKDIR")}
+    dataset = os.environ.get("SEBA_DATASET", "synthgait_tm")
+    if not quick and all(peer.values()):
+        sbs = side_by_side(Path(peer["SEBA_DIR"]), Path(peer["SEBA_PYTHON"]), Path(peer["SEBA_WORKDIR"]), dataset)
+        figures.extend(side_by_side_figures(sbs, floor))
+    else:
+        notes.append(
+            "SEBA itself was not run beside us (set SEBA_DIR, SEBA_PYTHON and SEBA_WORKDIR as "
+            "../shared/peers/seba-side-by-side/README.md sets it up; SEBA_DATASET, default synthgait_tm)"
         )
     return {"benchmark": "seba_case", "quick": quick, "figures": figures, "notes": notes}
 
