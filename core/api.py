@@ -136,7 +136,10 @@ the active run; renamed ids: ``register(cls, deprecated_aliases=(old_id, ...))``
 1.3 added per-sample reuse: ``reuse_computed(..., rows=...)`` keeps a fixed per-sample function's result rows
 per sample in the run's cache, so that a new split or other rates compute only the samples not met before;
 and ``Recognizer.scores_probes_independently`` (default true: an evaluation may score the probes in blocks);
-``blas_threads`` (BLAS limited to one thread, or ``n``, inside a ``with`` block: batched small linear algebra)."""
+``blas_threads`` (BLAS limited to one thread, or ``n``, inside a ``with`` block: batched small linear algebra).
+
+1.4 added ``Deanonymizer.held_out_ids`` (the sample ids of the attacker pairs a fit held out: an evaluation
+checks on them that the de-anonymizer learned, and marks its rows when it did not) and ``paired_ids``."""
 
 # name -> (module, attribute or None for the module itself), imported on first access
 _LAZY: dict[str, tuple[str, str | None]] = {
@@ -186,6 +189,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "Chain": ("bioanon.builtin.anonymizers", "Chain"),  # 1.1
     "AttributeAccuracy": ("bioanon.builtin.utility", "AttributeAccuracy"),
     "align": ("bioanon.methods", "align"),
+    "paired_ids": ("bioanon.builtin.deanonymizers", "paired_ids"),
     "paired_payloads": ("bioanon.builtin.deanonymizers", "paired_payloads"),
     "ClassifierOptions": ("bioanon.builtin.recognizers", "ClassifierOptions"),
     "LdaCosine": ("bioanon.builtin.recognizers", "LdaCosine"),
@@ -273,6 +277,7 @@ __all__ = [  # every name of the API (the lazy ones included)
     "make_table",
     "method_training",
     "n_components_ok",
+    "paired_ids",
     "paired_payloads",
     "param",
     "parse_cell",
@@ -320,6 +325,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
     from . import testing as testing
     from .builtin.anonymizers import Chain as Chain
+    from .builtin.deanonymizers import paired_ids as paired_ids
     from .builtin.deanonymizers import paired_payloads as paired_payloads
     from .builtin.random_set_mean import RandomSetMean as RandomSetMean
     from .builtin.recognizers import (

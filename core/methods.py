@@ -878,6 +878,12 @@ class Deanonymizer(Method):
     def transform(self, table: Any) -> Any:
         raise NotImplementedError
 
+    def held_out_ids(self) -> np.ndarray | None:
+        """The sample ids of the attacker's pairs the last fit held out and did not train on (its validation
+        share), or None. An evaluation de-anonymizes them and compares the result with trivial baselines, so a
+        de-anonymizer that learned nothing is flagged instead of passing for a weak attack (API 1.4)."""
+        return None
+
     payload_column = _require_payload
 
 

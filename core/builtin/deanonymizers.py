@@ -12,15 +12,28 @@ from ..methods import Deanonymizer, fitted, param
 from ..payloads import flatten_payload, restore_dtype
 
 
-def paired_payloads(clear: Any, anonymized: Any, column: str) -> tuple[np.ndarray, np.ndarray]:
-    """Flattened payloads of the samples present in both tables, matched by sample id."""
+def _pairing(clear: Any, anonymized: Any) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+    """(sample ids of the pairs, their rows in ``clear``, in ``anonymized``); rows None: the tables' own order."""
     ids_c, ids_a = clear.sample_ids, anonymized.sample_ids
     if len(ids_c) == len(ids_a) and np.array_equal(ids_c, ids_a):
-        return flatten_payload(clear.payload(column)), flatten_payload(anonymized.payload(column))
+        return np.asarray(ids_c), None, None
     common, ic, ia = np.intersect1d(ids_c, ids_a, return_indices=True)
     if len(common) == 0:
         raise TableError("the clear and anonymized tables share no sample ids: cannot pair them")
-    return flatten_payload(clear.payload(column))[ic], flatten_payload(anonymized.payload(column))[ia]
+    return common, ic, ia
+
+
+def paired_ids(clear: Any, anonymized: Any) -> np.ndarray:
+    """The sample ids of the pairs :func:`paired_payloads` gives, in its order (a de-anonymizer that holds out
+    some pairs names them by these ids: :meth:`~bioanon.methods.Deanonymizer.held_out_ids`)."""
+    return _pairing(clear, anonymized)[0]
+
+
+def paired_payloads(clear: Any, anonymized: Any, column: str) -> tuple[np.ndarray, np.ndarray]:
+    """Flattened payloads of the samples present in both tables, matched by sample id."""
+    _, ic, ia = _pairing(clear, anonymized)
+    y, x = flatten_payload(clear.payload(column)), flatten_payload(anonymized.payload(column))
+    return (y, x) if ic is None or ia is None else (y[ic], x[ia])
 
 
 @attrs.define(kw_only=True)

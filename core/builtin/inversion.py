@@ -19,7 +19,7 @@ from ..methods import Deanonymizer, device_param, fitted, param, precision_param
 from ..nettrain import infer, method_training, preflight_weights, stage, take_rows, train_net
 from ..payloads import restore_dtype
 from ..torchutil import import_torch
-from .deanonymizers import paired_payloads
+from .deanonymizers import paired_ids, paired_payloads
 from .recognizers import column_std
 
 __all__ = ["MlpInversion"]
@@ -128,6 +128,10 @@ class MlpInversion(Deanonymizer):
     history_: list[dict[str, float]] | None = fitted()
     best_epoch_: int | None = fitted()
     device_: str | None = fitted()
+    held_out_: np.ndarray | None = fitted()  # sample ids of the validation pairs (not trained on)
+
+    def held_out_ids(self) -> np.ndarray | None:
+        return self.held_out_
 
     def _threads(self) -> int:
         return self.threads
@@ -159,6 +163,7 @@ class MlpInversion(Deanonymizer):
         n_val = int(round(self.validation * n)) if n >= 10 else 0
         perm = np.random.default_rng(self.seed).permutation(n)
         val, tr = perm[:n_val], perm[n_val:]
+        self.held_out_ = paired_ids(clear, anonymized)[np.sort(val)] if n_val else None
         dev = resolve_device(self.device, who=self.id)
         x_tr, y_tr = (stage(torch.from_numpy(np.ascontiguousarray(a[tr])), dev) for a in (xs, ys))
         x_va, y_va = (torch.from_numpy(np.ascontiguousarray(a[val])).to(dev) for a in (xs, ys))

@@ -49,6 +49,7 @@ from .rundir import RunFolder, RunInterrupted
 from .scenarios import (
     ATTACK_SCENARIOS,  # noqa: F401 -- re-exported (bioanon.evaluation.run.ATTACK_SCENARIOS)
     CLEAR,
+    NOT_CONVERGED,
     headline_metric_of,
     planned_scenarios,
     scenario_tables,
@@ -325,6 +326,7 @@ def build_plan(
                     "anon_evaluation": anon["evaluation"],
                 }
                 deps_anon: tuple[str, ...] = (t_split.key, t_anon.key)
+                t_de = None
                 if cfg.deanonymizer is not None:
                     t_de = add(
                         make_task(
@@ -404,6 +406,8 @@ def build_plan(
                                 "repeat": r,
                                 "recognizer": rec_spec.name,
                                 "scenario": scen,
+                                # the de-anonymization task whose output this scenario reads ("" when none)
+                                "deanonymizer_task": t_de.key if t_de and "deanon_evaluation" in needed else "",
                             }
                         )
                 for u_spec in cfg.utility:
@@ -618,12 +622,14 @@ def collect_metrics(plan: Plan, records: Mapping[str, Any]) -> Any:
         rec = records.get(st["key"])
         if rec is None:
             continue
+        unlearned = not_learned_note(records.get(st.get("deanonymizer_task", "")))
         for row in rec["rows"]:
+            note = "; ".join(n for n in (unlearned, row.get("note", "")) if n)
             rows.append(
                 {
                     **_run_columns(st, row, labels),
                     **{k: row[k] for k in ("metric", "value", "ci_low", "ci_high", "chance", "n_probes")},
-                    "note": row.get("note", ""),
+                    "note": note,
                     "comparator": rec.get("comparator", ""),
                 }
             )
@@ -919,6 +925,31 @@ def tradeoff_tables(metrics: Any, utility: Any, has_deanon: bool) -> tuple[Any, 
     return tradeoff, auc
 
 
+def not_learned_note(record: Mapping[str, Any] | None) -> str:
+    """The note of the metric rows that read a de-anonymization task's output: "" unless its learning check
+    (:func:`~bioanon.evaluation.tasks.learning_check`) found that it did not learn."""
+    check = (record or {}).get("learning") or {}
+    if not check.get("checked") or check.get("learned", True):
+        return ""
+    return (
+        f"{NOT_CONVERGED}: on {check['pairs']} held-out attacker pairs its error {check['error']:.4g} is no better "
+        f"than the anonymized input's {check['identity_error']:.4g} or the mean's {check['mean_error']:.4g}"
+    )
+
+
+def learning_warnings(plan: Plan, records: Mapping[str, Any]) -> list[str]:
+    """One line per de-anonymization task that did not learn, naming the setting and repeat."""
+    out = []
+    for t in plan.tasks:
+        note = not_learned_note(records.get(t.key)) if t.op == "deanonymize" else ""
+        if note:
+            out.append(
+                f"{t.label}: {t.args['method']['id']} {note}; its rows are marked '{NOT_CONVERGED}' and no "
+                f"setting is called irreversible on its strength (train longer, more pairs, or another seed)"
+            )
+    return out
+
+
 def sanity_warnings(metrics: Any) -> list[str]:
     """The attacker-too-weak guard: a recognizer whose clear-level CI of the headline metric (top-1 for identity,
     balanced accuracy for an attribute) contains chance."""
@@ -1183,7 +1214,7 @@ def _results(
     tradeoff, auc = tradeoff_tables(metrics, utility, cfg.deanonymizer is not None)
     protocol_df = collect_protocol(plan, exe.records)
     breakdown = collect_breakdown(plan, exe.records)
-    warnings = plan.warnings + sanity_warnings(metrics)
+    warnings = plan.warnings + learning_warnings(plan, exe.records) + sanity_warnings(metrics)
     labels = {t.key: t.label for t in plan.tasks}
     failures = [{"task": labels.get(k, k), "error": e} for k, e in exe.failed.items()]
     failures += [{"task": labels.get(k, k), "error": e} for k, e in exe.skipped.items()]

@@ -67,6 +67,9 @@ NAIVE = "naive"
 LAZY = "lazy"
 PARROT = "parrot"
 DEANON = "deanon"
+#: The start of the note on the metric rows of a de-anonymizer that did not learn (its learning check failed);
+#: the reversibility table does not judge a setting on such rows.
+NOT_CONVERGED = "attacker did not converge"
 
 SCENARIOS = (NAIVE, LAZY, PARROT, DEANON)
 """Scenario names a config may list (besides ``parrot:<share>``)."""

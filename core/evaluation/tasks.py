@@ -325,14 +325,70 @@ def deanonymize(
     anon_evaluation: str,
     key: str,
 ) -> dict[str, Any]:
-    """Train the de-anonymizer on (clear, anonymized) attacker pairs; apply it to the anonymized evaluation set."""
+    """Train the de-anonymizer on (clear, anonymized) attacker pairs; apply it to the anonymized evaluation set.
+    The record says whether it learned (:func:`learning_check` on the pairs it held out)."""
     m = cast(Deanonymizer, _create(context, method))
-    m.fit(_table(cache, clear_attacker), _table(cache, anon_attacker))
+    clear, anonymized = _table(cache, clear_attacker), _table(cache, anon_attacker)
+    m.fit(clear, anonymized)
+    learning = learning_check(m, clear, anonymized)
     anon = _table(cache, anon_evaluation)
     out = m.transform(anon)
     k = output_key(key, "evaluation")
     cache.put_table(k, out.with_lineage_step({"step": m.id, "fingerprint": k}))
-    return {"outputs": {"evaluation": k}}
+    return {"outputs": {"evaluation": k}, "learning": learning}
+
+
+#: A de-anonymizer has learned when its reconstruction error on the pairs it held out is at most this share of
+#: the better trivial baseline's: the anonymized input itself, or the mean of the clear payloads it trained on.
+LEARNED_BELOW = 0.95
+
+
+def learning_check(m: Deanonymizer, clear: SampleTable, anonymized: SampleTable) -> dict[str, Any]:
+    """Whether the fitted de-anonymizer ``m`` learned: on the attacker pairs its fit held out
+    (:meth:`~bioanon.methods.Deanonymizer.held_out_ids`), the mean squared error of its output against the clear
+    payloads, beside that of two trivial baselines — the anonymized payloads themselves and the mean of the clear
+    payloads of the pairs it trained on. ``learned`` is False when it does no better than
+    :data:`LEARNED_BELOW` × the better baseline (a collapsed or untrained model); ``checked`` is False (with
+    ``why``) when the method held out no pairs or its payload has no fixed shape."""
+    from ..payloads import flatten_payload
+
+    ids = m.held_out_ids()
+    if ids is None or len(ids) == 0:
+        return {"checked": False, "why": f"{m.id} held out no attacker pairs (its validation share is 0 or too few)"}
+    column = getattr(m, "column_", None) or m.payload_column(anonymized, getattr(m, "payload", "") or None)
+    if None in anonymized.payload_shape(column):
+        return {"checked": False, "why": f"payload {column!r} has no fixed shape"}
+
+    def rows(table: SampleTable, wanted: np.ndarray) -> np.ndarray:
+        have = np.asarray(table.sample_ids)
+        order = np.argsort(have, kind="stable")
+        at = np.searchsorted(have, wanted, sorter=order)
+        return order[np.clip(at, 0, len(have) - 1)]
+
+    def flat(table: SampleTable) -> np.ndarray:  # (a fixed-shape payload: one array)
+        return flatten_payload(cast(np.ndarray, table.payload(column))).astype(np.float64)
+
+    ids = np.asarray(ids)
+    held_c, held_a = rows(clear, ids), rows(anonymized, ids)
+    y = flat(clear.take(held_c))
+    probes = anonymized.take(held_a)
+    x, restored = flat(probes), flat(m.transform(probes))
+    trained_on = np.flatnonzero(np.isin(clear.sample_ids, anonymized.sample_ids) & ~np.isin(clear.sample_ids, ids))
+    mean = np.zeros(y.shape[1])
+    payload = cast(np.ndarray, clear.payload(column))
+    for start in range(0, len(trained_on), 4096):  # the clear training payloads summed in blocks
+        mean += flatten_payload(payload[trained_on[start : start + 4096]]).sum(axis=0, dtype=np.float64)
+    mean /= max(len(trained_on), 1)
+    error = float(np.mean((restored - y) ** 2))
+    identity, mean_error = float(np.mean((x - y) ** 2)), float(np.mean((mean - y) ** 2))
+    return {
+        "checked": True,
+        "pairs": int(len(ids)),
+        "error": error,
+        "identity_error": identity,
+        "mean_error": mean_error,
+        "learned": bool(error <= LEARNED_BELOW * min(identity, mean_error)),
+    }
 
 
 @op

@@ -436,7 +436,9 @@ def _reversibility_html(rev: pd.DataFrame, t: tuple[float, float], figs: list[di
         f"<p>R = clip((A_deanon − A_naive)/(A_clear − A_naive), 0, 1), averaged over recognizers (selector "
         f"<code>{_esc(res.first_selector)}</code>, largest subject count). Categories: irreversible (R &lt; "
         f"{_esc(f'{t[0]:g}')}), partially reversible (&lt; {_esc(f'{t[1]:g}')}), highly reversible (otherwise); these "
-        f"thresholds are bioanon's own choice and configurable (<code>report.reversibility_thresholds</code>).</p>"
+        f"thresholds are bioanon's own choice and configurable (<code>report.reversibility_thresholds</code>). A "
+        f"setting whose de-anonymizer did not learn (its held-out reconstruction no better than the anonymized "
+        f"input or the mean) is not judged: a failed training says nothing about reversibility.</p>"
         + _table(["anonymizer", "setting", "R", "category", "recognizers", "subjects"], rows, num_from=2)
         + _figures(figs)
     )

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .. import metrics as _metrics
-from ..evaluation.scenarios import CLEAR, DEANON, NAIVE, attack_rows, display_key, worst_case
+from ..evaluation.scenarios import CLEAR, DEANON, NAIVE, NOT_CONVERGED, attack_rows, display_key, worst_case
 from .results import _SETTING, _load, _order, _Results, _unique
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -237,6 +237,11 @@ def _reversibility(res: _Results, thresholds: tuple[float, float]) -> pd.DataFra
     if top.empty or DEANON not in set(top["scenario"]):
         return pd.DataFrame(columns=cols)
     agg = _mean_runs(top, _SETTING + ["n_subjects", "recognizer", "scenario"])
+    # settings whose de-anonymizer did not learn (in some repeat): R would only measure the failed training
+    failed = top[(top["scenario"] == DEANON) & top["note"].astype(str).str.startswith(NOT_CONVERGED)]
+    unjudged = {
+        (a, i, n) for a, i, n in zip(failed["anonymizer"], failed["setting_index"], failed["n_subjects"], strict=True)
+    }
     rows = []
     for (anon, idx, setting, n), g in agg.groupby(_SETTING + ["n_subjects"], dropna=False, sort=False):
         w = g.pivot_table(index="recognizer", columns="scenario", values="value", aggfunc="mean")
@@ -246,6 +251,8 @@ def _reversibility(res: _Results, thresholds: tuple[float, float]) -> pd.DataFra
         if w.empty:
             continue
         r, cat = _metrics.reversibility(w[DEANON], w[NAIVE], w[CLEAR], thresholds)
+        if (anon, idx, n) in unjudged:
+            cat = f"not judged: {NOT_CONVERGED}"
         rows.append((anon, setting, idx, n, r, cat, len(w)))
     return _setting_order(res, pd.DataFrame(rows, columns=cols)).reset_index(drop=True)
 

@@ -180,3 +180,51 @@ def test_cuda_matches_cpu_within_tolerance(tanh_data):
     assert next(gpu_m.model_.parameters()).is_cuda
     gpu = _mse(gpu_m, a_te, c_te)
     assert abs(gpu - cpu) < 0.2 * cpu + 1e-3, (cpu, gpu)  # other kernels: close, not bitwise
+
+
+def test_the_learning_check_tells_a_trained_inversion_from_a_collapsed_one(fitted, tanh_data):
+    """On the pairs the fit held out: a trained inversion beats both trivial baselines (the anonymized input, the
+    mean); one that cannot learn (a learning rate of 1e-12) is no better than the mean and is flagged."""
+    from bioanon.evaluation.tasks import LEARNED_BELOW, learning_check
+
+    (c_tr, a_tr), _ = tanh_data
+    held = fitted.held_out_ids()
+    assert len(held) == round(0.1 * 1500) and not np.isin(held, []).any()
+    good = learning_check(fitted, c_tr, a_tr)
+    assert good["checked"] and good["learned"] and good["pairs"] == len(held)
+    assert good["error"] < 0.5 * min(good["identity_error"], good["mean_error"])  # seed 0: ~0.05 vs ~1
+    stuck = MlpInversion(**{**PARAMS, "lr": 1e-12, "epochs": 2}).fit(c_tr, a_tr)
+    bad = learning_check(stuck, c_tr, a_tr)
+    assert bad["checked"] and not bad["learned"]
+    assert bad["error"] > LEARNED_BELOW * bad["mean_error"], bad  # an untrained net outputs about the mean
+    unchecked = learning_check(MlpInversion(**{**PARAMS, "validation": 0.0}).fit(c_tr, a_tr), c_tr, a_tr)
+    assert unchecked == {"checked": False, "why": unchecked["why"]} and "held out no" in unchecked["why"]
+
+
+def test_an_evaluation_flags_a_de_anonymizer_that_did_not_learn(tmp_path):
+    """The run says so in one line naming the setting and repeat, the deanon rows of metrics.parquet carry the
+    note, and the reversibility table does not call the setting irreversible on the strength of that model."""
+    from evalconfigs import SMALL, config
+
+    from bioanon.evaluation.scenarios import NOT_CONVERGED
+    from bioanon.report import _reversibility
+    from bioanon.report.results import _load
+
+    cfg = config(
+        **{
+            **SMALL,
+            "anonymizers": [{"id": "any.block_permutation", "name": "perm"}],
+            "scenarios": ["naive", "deanon"],
+            "deanonymizer": {"id": "any.mlp_inversion", "params": {**PARAMS, "lr": 1e-12, "epochs": 2}},
+            "utility": [],
+        }
+    )
+    r = bioanon.evaluate(cfg, out_dir=tmp_path, run_id="r", cache=tmp_path / "c", progress=False, report=False)
+    lines = [w for w in r.warnings if NOT_CONVERGED in w]
+    assert len(lines) == 1 and "perm repeat 0" in lines[0] and "any.mlp_inversion" in lines[0], r.warnings
+    m = r.metrics
+    deanon, others = m[m.scenario == "deanon"], m[m.scenario != "deanon"]
+    assert len(deanon) and deanon.note.str.startswith(NOT_CONVERGED).all()
+    assert not others.note.str.contains(NOT_CONVERGED).any()
+    rev = _reversibility(_load(r.run_dir), (0.1, 0.5))
+    assert len(rev) and (rev.category == f"not judged: {NOT_CONVERGED}").all()

@@ -159,8 +159,10 @@ def test_fantomas_is_deterministic_and_checkpoints(tmp_path):
     assert out.shape == probe.payload("image").shape  # back at 32×32 from the 16×16 network
     assert np.array_equal(out, b.transform(probe).payload("image"))
     assert len(a.history_) == 3 and "val_loss" in a.history_[0]  # 4 of the 40 pairs held out
+    held = a.held_out_ids()  # named for the evaluation's learning check
+    assert len(held) == 4 and set(held) <= set(attacker.sample_ids) and np.array_equal(held, b.held_out_ids())
     few = Fantomas(**params).fit(attacker.take(np.arange(8)), anon.transform(attacker.take(np.arange(8))))
-    assert "val_loss" not in few.history_[0]  # fewer than 10 pairs: nothing held out
+    assert "val_loss" not in few.history_[0] and few.held_out_ids() is None  # fewer than 10 pairs: none held out
     path = tmp_path / "fantomas.pt"
     a.save_checkpoint(path)
     loaded = Fantomas.load_checkpoint(path)

@@ -258,6 +258,10 @@ class Fantomas(Deanonymizer):
     device_: str | None = fitted()  # the concrete device the network is on
     history_: list | None = fitted()
     best_epoch_: int | None = fitted()
+    held_out_: np.ndarray | None = fitted()  # sample ids of the validation pairs (not trained on)
+
+    def held_out_ids(self) -> np.ndarray | None:
+        return self.held_out_
 
     # ------------------------------------------------------------------------------------------------ helpers
     def _work_size(self, h: int, w: int) -> tuple[int, int]:
@@ -317,7 +321,7 @@ class Fantomas(Deanonymizer):
 
     # ---------------------------------------------------------------------------------------------------- fit
     def fit(self, clear, anonymized):
-        from bioanon.api import method_training, resolve_device, stage, take_rows, train_net
+        from bioanon.api import method_training, paired_ids, resolve_device, stage, take_rows, train_net
 
         torch = _torch(self.id)
         dev = resolve_device(self.device, who=self.id)
@@ -332,6 +336,7 @@ class Fantomas(Deanonymizer):
         n_val = int(round(self.validation * n)) if n >= 10 and self.validation > 0 else 0
         perm = np.random.default_rng(self.seed).permutation(n)
         val, tr = np.sort(perm[:n_val]), np.sort(perm[n_val:])
+        self.held_out_ = paired_ids(clear, anonymized)[val] if n_val else None
         x_all, y_all = self._to_array(x, size), self._to_array(y, size)
         del x, y
         x_tr, y_tr = stage(torch.from_numpy(x_all[tr]), dev), stage(torch.from_numpy(y_all[tr]), dev)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from bioanon.api import hookimpl
 
-BIOANON_API = ">=1.1,<2"  # 1.1: require_fitted (NotFittedError)
+BIOANON_API = ">=1.4,<2"  # 1.1: require_fitted (NotFittedError); 1.4: paired_ids, Deanonymizer.held_out_ids
 """The range of bioanon.api versions this plugin works with (PEP 440)."""
 
 
