@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -30,6 +31,8 @@ import numpy as np
 from .errors import BioanonError, ParameterError
 from .fileio import file_digest
 from .torchutil import import_torch, torch_threads
+
+log = logging.getLogger(__name__)
 
 __all__ = [
     "Trained",
@@ -70,6 +73,14 @@ class Trained:
     history: list[dict[str, float]] = field(default_factory=list)
     best_epoch: int = 0
     precision: str = "fp32"  # the precision the weights were trained in (after any fallback to fp32)
+    seed: int = 0  # the seed of the kept run (another than the one asked for after restarts)
+    learned: bool | None = None  # whether its best monitored loss beat the baseline (None: no baseline given)
+
+    @property
+    def best_loss(self) -> float:
+        """The lowest monitored loss (validation, else training) of the run."""
+        key = "val_loss" if self.history and "val_loss" in self.history[0] else "train_loss"
+        return min((r[key] for r in self.history), default=float("inf"))
 
     @property
     def losses(self) -> list[float]:
@@ -105,6 +116,10 @@ def train_net(
     keep_best: bool | None = None,
     plateau_patience: int = 5,
     plateau_factor: float = 0.5,
+    warmup: int = 0,
+    baseline: float | None = None,
+    restarts: int = 0,
+    min_gain: float = 0.05,
     device: str = "cpu",
     precision: str = "fp32",
     init: Callable[[Any], None] | None = None,
@@ -136,6 +151,14 @@ def train_net(
     ``patience`` > 0, training stops after ``patience`` epochs without a lower validation loss. ``keep_best``
     (default: whenever there is validation) restores the weights of the epoch with the lowest monitored loss.
 
+    ``warmup``: the first ``warmup`` epochs raise the learning rate linearly to ``lr`` (``lr·e/warmup`` in epoch
+    e; the scheduler starts after them, cosine annealing over the remaining epochs). ``baseline``: the monitored
+    loss of a trivial answer (e.g. the input returned unchanged, or the mean target); a training whose best
+    monitored loss is not below ``(1 − min_gain)·baseline`` has not learned, and is run again from the seeds
+    ``seed + 1``, ``seed + 2``, … at most ``restarts`` times; the best run is kept, and
+    :attr:`Trained.learned` says whether it beat the baseline (None without one), :attr:`Trained.seed` which
+    seed it came from.
+
     ``device``: where the network trains (a device text, resolved by :func:`bioanon.device.resolve_device`).
     ``precision``: ``fp32``, ``bf16``, ``fp16`` (autocast; fp16 with a gradient scaler) or ``auto``
     (:func:`bioanon.device.resolve_precision`). ``freeze``: the name of a submodule (e.g. ``"backbone"``) whose
@@ -163,8 +186,11 @@ def train_net(
             return found
     cuda = dev.startswith("cuda")
 
-    def attempt(prec: str) -> Trained | None:
-        """Train from the seed in ``prec``; None when a reduced precision gave a non-finite loss."""
+    if warmup < 0 or restarts < 0:
+        raise ParameterError(method_id, "warmup" if warmup < 0 else "restarts", min(warmup, restarts), "≥ 0")
+
+    def attempt(prec: str, seed: int) -> Trained | None:
+        """Train from ``seed`` in ``prec``; None when a reduced precision gave a non-finite loss."""
         rng = np.random.default_rng(seed)
         history: list[dict[str, float]] = []
         best, best_state, best_epoch, waited = float("inf"), None, 0, 0
@@ -185,7 +211,7 @@ def train_net(
                 fused = {"fused": True} if cuda and all(p.is_floating_point() for p in params) else {}
                 opt = opt_cls(params, lr=lr, weight_decay=weight_decay, **fused)
             if scheduler == "cosine":
-                sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=epochs)
+                sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(1, epochs - warmup))
             elif scheduler == "plateau":
                 sched = torch.optim.lr_scheduler.ReduceLROnPlateau(
                     opt, mode="min", factor=plateau_factor, patience=plateau_patience
@@ -202,6 +228,9 @@ def train_net(
                 net.train()
                 if frozen is not None:
                     frozen.eval()
+                if epoch <= warmup:  # linear warm-up; the scheduler takes over after it
+                    for group in opt.param_groups:
+                        group["lr"] = lr * epoch / warmup
                 order = rng.permutation(n)
                 total = torch.zeros((), dtype=torch.float64, device=dev)
                 seen = 0
@@ -238,7 +267,7 @@ def train_net(
                     bar.set_postfix({k: f"{v:.4g}" for k, v in record.items() if k.endswith("loss")}, refresh=False)
                     bar.update()
                 monitored = record.get("val_loss", record["train_loss"])
-                if sched is not None:
+                if sched is not None and epoch > warmup:
                     if scheduler == "plateau":
                         sched.step(monitored)
                     else:
@@ -260,22 +289,40 @@ def train_net(
             net.eval()
             if cuda:
                 torch.cuda.synchronize(dev)
-        return Trained(net=net, history=history, best_epoch=best_epoch, precision=prec)
+        return Trained(net=net, history=history, best_epoch=best_epoch, precision=prec, seed=seed)
+
+    import warnings
 
     failed: list[int] = []
-    trained = attempt(prec)
-    if trained is None:
-        import warnings
 
-        warnings.warn(
-            f"{method_id}: training in {prec} on {dev} gave a non-finite loss at epoch {failed[0]}; trained again "
-            f"from the same seed in fp32 (set precision = 'fp32' to skip the {prec} attempt)",
-            RuntimeWarning,
-            stacklevel=2,
-        )
-        trained = attempt("fp32")
-        if trained is None:  # pragma: no cover - fp32 never returns None
-            raise BioanonError(f"{method_id}: training failed in fp32 too")
+    def run(seed: int) -> Trained:
+        trained = attempt(prec, seed)
+        if trained is None:
+            warnings.warn(
+                f"{method_id}: training in {prec} on {dev} gave a non-finite loss at epoch {failed[-1]}; trained "
+                f"again from the same seed in fp32 (set precision = 'fp32' to skip the {prec} attempt)",
+                RuntimeWarning,
+                stacklevel=3,
+            )
+            trained = attempt("fp32", seed)
+            if trained is None:  # pragma: no cover - fp32 never returns None
+                raise BioanonError(f"{method_id}: training failed in fp32 too")
+        if baseline is not None:
+            trained.learned = bool(trained.best_loss < (1.0 - min_gain) * baseline)
+        return trained
+
+    trained = run(seed)
+    for k in range(1, restarts + 1):
+        if trained.learned is not False:
+            break
+        log.warning(
+            "%s: the training from seed %d did not learn (best monitored loss %.4g, a trivial answer's %.4g); "
+            "training again from seed %d (restart %d of at most %d)",
+            method_id, trained.seed, trained.best_loss, baseline, seed + k, k, restarts,
+        )  # fmt: skip
+        again = run(seed + k)
+        if again.best_loss < trained.best_loss:
+            trained = again
     if store is not None and store_key:
         _store_trained(torch, store, store_key, trained)
     return trained
@@ -420,6 +467,8 @@ def _store_trained(torch: Any, cache: Any, key: str, trained: Trained) -> None:
             "history": trained.history,
             "best_epoch": trained.best_epoch,
             "precision": trained.precision,
+            "seed": trained.seed,
+            "learned": trained.learned,
         },
         buf,
     )
@@ -446,7 +495,15 @@ def _load_trained(torch: Any, cache: Any, key: str, build: Callable[[], Any], se
         return None
     net = net.to(dev).eval()
     precision = str(saved.get("precision", "fp32"))
-    return Trained(net=net, history=list(saved["history"]), best_epoch=int(saved["best_epoch"]), precision=precision)
+    learned = saved.get("learned")
+    return Trained(
+        net=net,
+        history=list(saved["history"]),
+        best_epoch=int(saved["best_epoch"]),
+        precision=precision,
+        seed=int(saved.get("seed", seed)),
+        learned=None if learned is None else bool(learned),
+    )
 
 
 # ------------------------------------------------------------------------------------------------------ heads

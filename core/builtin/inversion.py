@@ -110,6 +110,13 @@ class MlpInversion(Deanonymizer):
     weight_decay: float = param(0.0, help="Adam weight decay (L2)", low=0.0)
     validation: float = param(0.1, help="share of the pairs held out for early stopping (0: none)", low=0.0, high=0.5)
     patience: int = param(10, help="epochs without a lower validation loss before stopping (0: never stop)", low=0)
+    warmup: int = param(0, help="epochs of linear learning-rate warm-up", low=0)
+    restarts: int = param(
+        2,
+        help="trainings again from the next seeds when the validation loss never beat the anonymized input's or "
+        "the mean's (a model that did not learn)",
+        low=0,
+    )
     seed: int = param(0, help="random seed (initialization, validation split, batch order)")
     threads: int = param(0, help="torch intra-op threads (0 = all available cores)", low=0, affects_output=False)
     payload: str = param("", help="payload column (default: the first supported one present)")
@@ -129,6 +136,8 @@ class MlpInversion(Deanonymizer):
     best_epoch_: int | None = fitted()
     device_: str | None = fitted()
     held_out_: np.ndarray | None = fitted()  # sample ids of the validation pairs (not trained on)
+    learned_: bool | None = fitted()  # whether the kept training beat the trivial answers (None: no validation)
+    seed_used_: int | None = fitted()  # the seed of the kept training (seed + k after k restarts)
 
     def held_out_ids(self) -> np.ndarray | None:
         return self.held_out_
@@ -184,10 +193,14 @@ class MlpInversion(Deanonymizer):
             validation=(lambda net: loss_fn(net(x_va).float(), y_va)) if n_val else None,
             patience=self.patience,
             keep_best=True,
+            warmup=self.warmup,
+            # trivial answers in the standardized space: the standardized input itself, the mean (zero)
+            baseline=min(float(np.mean((xs[val] - ys[val]) ** 2)), float(np.mean(ys[val] ** 2))) if n_val else None,
+            restarts=self.restarts,
             **method_training(self, x, y, label="mlp_inversion", device=dev),
         )
         self.model_, self.history_, self.best_epoch_ = trained.net, trained.history, trained.best_epoch
-        self.device_ = dev
+        self.device_, self.learned_, self.seed_used_ = dev, trained.learned, trained.seed
         return self
 
     # ------------------------------------------------------------------------------------------- transform

@@ -182,3 +182,39 @@ def test_a_non_finite_reduced_precision_loss_trains_again_in_fp32_with_a_warning
     for k, v in ref.net.state_dict().items():
         torch.testing.assert_close(t.net.state_dict()[k], v)
     assert _fit(x, y, epochs=2, precision="bf16").precision == "bf16"  # a finite bf16 run stays bf16
+
+
+def test_warm_up_raises_the_rate_linearly_then_the_schedule_takes_over():
+    x, y = _blobs()
+    t = _fit(x, y, epochs=6, warmup=3, scheduler="cosine")
+    lrs = [r["lr"] for r in t.history]
+    np.testing.assert_allclose(lrs[:3], [1e-2 / 3, 2e-2 / 3, 1e-2])
+    assert lrs[3] == pytest.approx(1e-2) and lrs[5] < lrs[4] < lrs[3]  # cosine over the 3 epochs after it
+
+
+def test_a_training_that_does_not_beat_the_baseline_restarts_from_the_next_seed(caplog):
+    """A run whose best loss never beats a trivial answer's is trained again from seed + 1, + 2, ... (bounded); the
+    best run is kept and says whether it learned and from which seed."""
+    x, y = _blobs()
+    baseline = float(np.log(int(y.max()) + 1))  # cross-entropy of the uniform guess
+
+    def build(dead_seeds):
+        net = _classifier(x.shape[1], int(y.max()) + 1)
+        if torch.initial_seed() in dead_seeds:  # a collapsed start: the features are zeroed, the loss stays put
+            net.body[-1].weight.data.zero_()
+            net.body[-1].weight.requires_grad_(False)
+            net.body[-1].bias.data.zero_()
+            net.body[-1].bias.requires_grad_(False)
+        return net
+
+    def fit(dead, restarts):
+        return train_net(lambda: build(dead), lambda idx, rng: (x[idx], y[idx]), len(x), epochs=4, batch_size=32,
+                         lr=1e-2, threads=1, baseline=baseline, restarts=restarts)  # fmt: skip
+
+    with caplog.at_level("WARNING", logger="bioanon.nettrain"):
+        t = fit({0}, restarts=2)
+    assert t.learned is True and t.seed == 1 and t.best_loss < 0.95 * baseline
+    assert sum("did not learn" in r.getMessage() for r in caplog.records) == 1
+    stuck = fit({0, 1, 2, 3}, restarts=2)  # never learns: three runs in all, and it says so
+    assert stuck.learned is False and stuck.seed in (0, 1, 2)
+    assert fit(set(), restarts=2).seed == 0  # a run that learns is never restarted
