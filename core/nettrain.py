@@ -117,7 +117,7 @@ def train_net(
     plateau_patience: int = 5,
     plateau_factor: float = 0.5,
     warmup: int = 0,
-    baseline: float | None = None,
+    baseline: float | Callable[[], float] | None = None,
     restarts: int = 0,
     min_gain: float = 0.05,
     device: str = "cpu",
@@ -153,7 +153,8 @@ def train_net(
 
     ``warmup``: the first ``warmup`` epochs raise the learning rate linearly to ``lr`` (``lr·e/warmup`` in epoch
     e; the scheduler starts after them, cosine annealing over the remaining epochs). ``baseline``: the monitored
-    loss of a trivial answer (e.g. the input returned unchanged, or the mean target); a training whose best
+    loss of a trivial answer (e.g. the input returned unchanged, or the mean target; or a function computing it);
+    a training whose best
     monitored loss is not below ``(1 − min_gain)·baseline`` has not learned, and is run again from the seeds
     ``seed + 1``, ``seed + 2``, … at most ``restarts`` times; the best run is kept, and
     :attr:`Trained.learned` says whether it beat the baseline (None without one), :attr:`Trained.seed` which
@@ -186,6 +187,8 @@ def train_net(
             return found
     cuda = dev.startswith("cuda")
 
+    # computed only when there is a training to judge (not for cached weights)
+    base_loss = float(baseline()) if callable(baseline) else baseline
     if warmup < 0 or restarts < 0:
         raise ParameterError(method_id, "warmup" if warmup < 0 else "restarts", min(warmup, restarts), "≥ 0")
 
@@ -307,8 +310,8 @@ def train_net(
             trained = attempt("fp32", seed)
             if trained is None:  # pragma: no cover - fp32 never returns None
                 raise BioanonError(f"{method_id}: training failed in fp32 too")
-        if baseline is not None:
-            trained.learned = bool(trained.best_loss < (1.0 - min_gain) * baseline)
+        if base_loss is not None:
+            trained.learned = bool(trained.best_loss < (1.0 - min_gain) * base_loss)
         return trained
 
     trained = run(seed)
@@ -318,7 +321,7 @@ def train_net(
         log.warning(
             "%s: the training from seed %d did not learn (best monitored loss %.4g, a trivial answer's %.4g); "
             "training again from seed %d (restart %d of at most %d)",
-            method_id, trained.seed, trained.best_loss, baseline, seed + k, k, restarts,
+            method_id, trained.seed, trained.best_loss, base_loss, seed + k, k, restarts,
         )  # fmt: skip
         again = run(seed + k)
         if again.best_loss < trained.best_loss:

@@ -34,7 +34,7 @@ CUDA = torch.cuda.is_available()
 needs_cuda = pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU (none on this machine)")
 no_cuda = pytest.mark.skipif(CUDA, reason="checks the error on a machine without CUDA")
 
-FANTOMAS = dict(features=2, resolution=(16, 16), epochs=2, batch_size=8, threads=1)
+FANTOMAS = dict(features=2, resolution=(16, 16), epochs=2, batch_size=8, lr=1e-4, warmup=0, restarts=0, threads=1)
 ARCFACE = dict(size=16, width=4, embedding_dim=8, epochs=2, batch_size=8, threads=1)
 PERCEPTUAL = dict(size=16, width=2, epochs=2, batch_size=8, threads=1)
 

@@ -5,9 +5,10 @@ attacker and the de-anonymizers trained on a disjoint attacker set of subjects:
   ablation does not (the linear layer is what inverts global permutations); the learned permutation is exact;
 - k-Same-Pixel: identification after Fantômas stays far below clear level.
 
-Deviations from the paper's training, to stay within about a minute per model on two CPU cores: images at 48×40
-(not 224×224), 16 features, learning rate 1e-3 (paper 1e-4), batch 16 (paper 64), at most 60 epochs (paper 200;
-early stopping and the plateau schedule as in the paper). With the paper's 1e-4 and batch 64, 60 epochs left the
+Deviations from the paper's training, to stay within about a minute per model on two CPU cores: the ``fast``
+preset's training (16 features, learning rate 1e-3 with 5 epochs of warm-up — paper 1e-4 —, batch 16 — paper 64
+—, at most 60 epochs — paper 200 —; early stopping and the plateau schedule as in the paper), at 48×40 (the preset
+works at 64×64; the paper at 224×224). With the paper's 1e-4 and batch 64, 60 epochs left the
 model far from converged (measured 0.23 top-1 on block permutation). Run with ``-s`` to see the measurements.
 """
 
@@ -48,10 +49,17 @@ def _fit(cls, clear, anonymized):
     return m, time.perf_counter() - t
 
 
-def test_fantomas_reverses_block_permutation_and_conv_only_does_not(orl):
-    attacker, evaluation = orl.split_subjects([0.6, 0.4], seed=0)  # 24 / 16 subjects
-    gallery, probes = evaluation.split_within_subjects([0.5, 0.5], seed=1)
-    perm = bioanon.get_method("face.block_permutation", block_size=8, key=1)
+@pytest.mark.parametrize("repeat", [0, 1])
+def test_fantomas_reverses_block_permutation_in_every_repeat_and_conv_only_does_not(orl, repeat):
+    """The ``fast`` preset's training (60 epochs, rate 1e-3 with 5 epochs of warm-up, batch 16; here at 48×40)
+    on two repeats — other subjects, permutation key and seed each: Fantômas restores near clear-level
+    identification every time (≥ 0.8 of clear), the convolution-only ablation never does and is flagged as a
+    model that did not learn (no better than the anonymized input or the mean face on its held-out pairs)."""
+    from bioanon.evaluation.tasks import learning_check
+
+    attacker, evaluation = orl.split_subjects([0.6, 0.4], seed=repeat)  # 24 / 16 subjects
+    gallery, probes = evaluation.split_within_subjects([0.5, 0.5], seed=1 + repeat)
+    perm = bioanon.get_method("face.block_permutation", block_size=8, key=1 + repeat)
     anon_attacker, anon_probes = perm.transform(attacker), perm.transform(probes)
     chance = 1 / evaluation.num_subjects
     clear = _top1(gallery, probes)
@@ -60,18 +68,24 @@ def test_fantomas_reverses_block_permutation_and_conv_only_does_not(orl):
     exact = bioanon.get_method("face.learned_permutation").fit(attacker, anon_attacker).transform(anon_probes)
     assert np.array_equal(exact.payload("image"), probes.payload("image"))
 
-    fantomas, t_lin = _fit(Fantomas, attacker, anon_attacker)
-    conv, t_conv = _fit(FantomasConv, attacker, anon_attacker)
+    fast = dict(preset="fast", resolution=SIZE, seed=repeat, threads=1)
+    t = time.perf_counter()
+    fantomas = Fantomas(**fast).fit(attacker, anon_attacker)
+    t_lin = time.perf_counter() - t
+    conv = FantomasConv(**fast, restarts=0).fit(attacker, anon_attacker)  # (it cannot learn: no restarts)
     with_linear = _top1(gallery, fantomas.transform(anon_probes))
     conv_only = _top1(gallery, conv.transform(anon_probes))
     print(
-        f"block permutation: chance {chance:.3f} clear {clear:.3f} naive {naive:.3f} fantomas {with_linear:.3f} "
-        f"({t_lin:.0f}s, {len(fantomas.history_)} epochs) conv-only {conv_only:.3f} ({t_conv:.0f}s)"
+        f"repeat {repeat}, block permutation: chance {chance:.3f} clear {clear:.3f} naive {naive:.3f} fantomas "
+        f"{with_linear:.3f} ({t_lin:.0f}s, {len(fantomas.history_)} epochs, seed {fantomas.seed_used_}) conv-only "
+        f"{conv_only:.3f}"
     )
     assert clear > 0.9
     assert naive < 0.4
-    assert with_linear >= clear - 0.15, (with_linear, clear)  # E1.1: near clear level
+    assert with_linear >= 0.8 * clear, (with_linear, clear)  # E1.1: near clear level, in every repeat
     assert conv_only < 0.4 and conv_only < with_linear - 0.4, (conv_only, with_linear)  # E2.2
+    assert fantomas.learned_ and learning_check(fantomas, attacker, anon_attacker)["learned"]
+    assert conv.learned_ is False and not learning_check(conv, attacker, anon_attacker)["learned"]
 
 
 def test_k_same_pixel_stays_far_below_clear_after_fantomas(orl):
