@@ -29,6 +29,15 @@ def _torch() -> Any:
     return import_torch("any.mlp_inversion", "pip install 'bioanon[torch]'")
 
 
+def _trivial_loss(xs: np.ndarray, ys: np.ndarray) -> float:
+    """The mean squared error of trivial answers in the standardized space: the mean (zero), and the input itself
+    when it has the output's size."""
+    losses = [float(np.mean(ys.astype(np.float64) ** 2))]
+    if xs.shape == ys.shape:
+        losses.append(float(np.mean((xs.astype(np.float64) - ys) ** 2)))
+    return min(losses)
+
+
 def _standardize_stats(a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     mean = a.mean(axis=0, dtype=np.float64)
     scale = column_std(a)
@@ -194,8 +203,7 @@ class MlpInversion(Deanonymizer):
             patience=self.patience,
             keep_best=True,
             warmup=self.warmup,
-            # trivial answers in the standardized space: the standardized input itself, the mean (zero)
-            baseline=min(float(np.mean((xs[val] - ys[val]) ** 2)), float(np.mean(ys[val] ** 2))) if n_val else None,
+            baseline=_trivial_loss(xs[val], ys[val]) if n_val else None,
             restarts=self.restarts,
             **method_training(self, x, y, label="mlp_inversion", device=dev),
         )

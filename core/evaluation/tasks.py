@@ -9,6 +9,7 @@ half-read.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
@@ -380,7 +381,8 @@ def learning_check(m: Deanonymizer, clear: SampleTable, anonymized: SampleTable)
         mean += flatten_payload(payload[trained_on[start : start + 4096]]).sum(axis=0, dtype=np.float64)
     mean /= max(len(trained_on), 1)
     error = float(np.mean((restored - y) ** 2))
-    identity, mean_error = float(np.mean((x - y) ** 2)), float(np.mean((mean - y) ** 2))
+    identity = float(np.mean((x - y) ** 2)) if x.shape == y.shape else math.inf  # (inf: another shape)
+    mean_error = float(np.mean((mean - y) ** 2))
     return {
         "checked": True,
         "pairs": int(len(ids)),
