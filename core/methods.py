@@ -881,8 +881,10 @@ class Deanonymizer(Method):
     def held_out_ids(self) -> np.ndarray | None:
         """The sample ids of the attacker's pairs the last fit held out and did not train on (its validation
         share), or None. An evaluation de-anonymizes them and compares the result with trivial baselines, so a
-        de-anonymizer that learned nothing is flagged instead of passing for a weak attack (API 1.4)."""
-        return None
+        de-anonymizer that learned nothing is flagged instead of passing for a weak attack (API 1.4). By
+        default the fitted attribute ``held_out_`` (a learned de-anonymizer sets it in ``fit``), else None."""
+        held: np.ndarray | None = getattr(self, "held_out_", None)
+        return held
 
     payload_column = _require_payload
 

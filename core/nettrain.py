@@ -78,9 +78,11 @@ class Trained:
 
     @property
     def best_loss(self) -> float:
-        """The lowest monitored loss (validation, else training) of the run."""
-        key = "val_loss" if self.history and "val_loss" in self.history[0] else "train_loss"
-        return min((r[key] for r in self.history), default=float("inf"))
+        """The monitored loss (validation, else training) of the epoch whose weights the network holds."""
+        if not self.history:
+            return float("inf")
+        record = self.history[max(self.best_epoch, 1) - 1]
+        return float(record.get("val_loss", record["train_loss"]))
 
     @property
     def losses(self) -> list[float]:
@@ -187,10 +189,11 @@ def train_net(
             return found
     cuda = dev.startswith("cuda")
 
+    for name, value in (("warmup", warmup), ("restarts", restarts)):
+        if value < 0:
+            raise ParameterError(method_id, name, value, "≥ 0")
     # computed only when there is a training to judge (not for cached weights)
     base_loss = float(baseline()) if callable(baseline) else baseline
-    if warmup < 0 or restarts < 0:
-        raise ParameterError(method_id, "warmup" if warmup < 0 else "restarts", min(warmup, restarts), "≥ 0")
 
     def attempt(prec: str, seed: int) -> Trained | None:
         """Train from ``seed`` in ``prec``; None when a reduced precision gave a non-finite loss."""

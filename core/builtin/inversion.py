@@ -148,9 +148,6 @@ class MlpInversion(Deanonymizer):
     learned_: bool | None = fitted()  # whether the kept training beat the trivial answers (None: no validation)
     seed_used_: int | None = fitted()  # the seed of the kept training (seed + k after k restarts)
 
-    def held_out_ids(self) -> np.ndarray | None:
-        return self.held_out_
-
     def _threads(self) -> int:
         return self.threads
 

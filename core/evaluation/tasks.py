@@ -360,21 +360,13 @@ def learning_check(m: Deanonymizer, clear: SampleTable, anonymized: SampleTable)
     if None in anonymized.payload_shape(column):
         return {"checked": False, "why": f"payload {column!r} has no fixed shape"}
 
-    def rows(table: SampleTable, wanted: np.ndarray) -> np.ndarray:
-        have = np.asarray(table.sample_ids)
-        order = np.argsort(have, kind="stable")
-        at = np.searchsorted(have, wanted, sorter=order)
-        return order[np.clip(at, 0, len(have) - 1)]
+    from ..builtin.deanonymizers import paired_payloads
 
-    def flat(table: SampleTable) -> np.ndarray:  # (a fixed-shape payload: one array)
-        return flatten_payload(cast(np.ndarray, table.payload(column))).astype(np.float64)
-
-    ids = np.asarray(ids)
-    held_c, held_a = rows(clear, ids), rows(anonymized, ids)
-    y = flat(clear.take(held_c))
-    probes = anonymized.take(held_a)
-    x, restored = flat(probes), flat(m.transform(probes))
-    trained_on = np.flatnonzero(np.isin(clear.sample_ids, anonymized.sample_ids) & ~np.isin(clear.sample_ids, ids))
+    held_c, held_a = np.isin(clear.sample_ids, ids), np.isin(anonymized.sample_ids, ids)
+    truth, probes = clear.filter(held_c), anonymized.filter(held_a)
+    y, x = (a.astype(np.float64) for a in paired_payloads(truth, probes, column))
+    restored = paired_payloads(truth, m.transform(probes), column)[1].astype(np.float64)
+    trained_on = np.flatnonzero(~held_c & np.isin(clear.sample_ids, anonymized.sample_ids))
     mean = np.zeros(y.shape[1])
     payload = cast(np.ndarray, clear.payload(column))
     for start in range(0, len(trained_on), 4096):  # the clear training payloads summed in blocks

@@ -84,8 +84,12 @@ def test_fantomas_reverses_block_permutation_in_every_repeat_and_conv_only_does_
     assert naive < 0.4
     assert with_linear >= 0.8 * clear, (with_linear, clear)  # E1.1: near clear level, in every repeat
     assert conv_only < 0.4 and conv_only < with_linear - 0.4, (conv_only, with_linear)  # E2.2
-    assert fantomas.learned_ and learning_check(fantomas, attacker, anon_attacker)["learned"]
-    assert conv.learned_ is False and not learning_check(conv, attacker, anon_attacker)["learned"]
+    # the learning check, on errors with margins (not on its verdict): Fantômas far below the trivial answers,
+    # conv-only no better than them
+    good, flat = learning_check(fantomas, attacker, anon_attacker), learning_check(conv, attacker, anon_attacker)
+    print(f"learning check: fantomas {good}, conv-only {flat}")
+    assert good["error"] < 0.5 * min(good["identity_error"], good["mean_error"]), good
+    assert flat["error"] > 0.8 * min(flat["identity_error"], flat["mean_error"]), flat
 
 
 def test_k_same_pixel_stays_far_below_clear_after_fantomas(orl):

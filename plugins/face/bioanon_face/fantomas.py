@@ -275,9 +275,6 @@ class Fantomas(Deanonymizer):
     learned_: bool | None = fitted()  # whether the kept training beat the trivial answers (None: no validation)
     seed_used_: int | None = fitted()  # the seed of the kept training (seed + k after k restarts)
 
-    def held_out_ids(self) -> np.ndarray | None:
-        return self.held_out_
-
     # ------------------------------------------------------------------------------------------------ helpers
     def _work_size(self, h: int, w: int) -> tuple[int, int]:
         if self.resolution != (0, 0):
