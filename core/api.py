@@ -41,7 +41,8 @@ Errors
     method finds one missing as it runs).
 
 Device and training helpers for torch methods
-    parameters :func:`device_param`, :func:`precision_param`, :func:`weights_param`; :func:`resolve_device`;
+    parameters :func:`device_param`, :func:`precision_param`, :func:`weights_param`, :func:`cuda_graphs_param`
+    (1.5); :func:`resolve_device`;
     :func:`import_torch` (a clear install hint when torch is missing); the shared trainer :func:`train_net`
     with :func:`method_training`, :func:`preflight_weights`, :func:`infer`, :func:`stage`, :func:`to_device`,
     :func:`batch_rows` and :func:`take_rows` (a batch's rows of staged tensors without a GPU stall; 1.2),
@@ -139,7 +140,10 @@ and ``Recognizer.scores_probes_independently`` (default true: an evaluation may 
 ``blas_threads`` (BLAS limited to one thread, or ``n``, inside a ``with`` block: batched small linear algebra).
 
 1.4 added ``Deanonymizer.held_out_ids`` (the sample ids of the attacker pairs a fit held out: an evaluation
-checks on them that the de-anonymizer learned, and marks its rows when it did not) and ``paired_ids``."""
+checks on them that the de-anonymizer learned, and marks its rows when it did not) and ``paired_ids``.
+
+1.5 added ``cuda_graphs_param`` (a method's switch for training steps run as CUDA graphs; the trainer's
+``cuda_graphs`` argument, passed by ``method_training``)."""
 
 # name -> (module, attribute or None for the module itself), imported on first access
 _LAZY: dict[str, tuple[str, str | None]] = {
@@ -154,6 +158,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "WeightsError": ("bioanon.nettrain", "WeightsError"),
     # device and training helpers for torch methods
     "device_param": ("bioanon.methods", "device_param"),
+    "cuda_graphs_param": ("bioanon.methods", "cuda_graphs_param"),  # 1.5
     "precision_param": ("bioanon.methods", "precision_param"),
     "weights_param": ("bioanon.methods", "weights_param"),
     "resolve_device": ("bioanon.device", "resolve_device"),
@@ -261,6 +266,7 @@ __all__ = [  # every name of the API (the lazy ones included)
     "class_sums",
     "current_context",
     "device_param",
+    "cuda_graphs_param",
     "feature_matrix",
     "file_key",
     "fitted",
@@ -392,6 +398,9 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
     )
     from .methods import (
         align as align,
+    )
+    from .methods import (
+        cuda_graphs_param as cuda_graphs_param,
     )
     from .methods import (
         device_param as device_param,

@@ -175,12 +175,13 @@ def resolve_precision(precision: str, device: str) -> str:
     return "fp32"
 
 
-def autocast(torch: Any, device: str, precision: str) -> Any:
-    """``torch.autocast`` for a concrete device and a resolved precision (a no-op context for fp32)."""
+def autocast(torch: Any, device: str, precision: str, cache: bool = True) -> Any:
+    """``torch.autocast`` for a concrete device and a resolved precision (a no-op context for fp32); ``cache``
+    False turns off autocast's weight-cast cache (CUDA graphs need that)."""
     if precision == "fp32":
         return contextlib.nullcontext()
     dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device_type=device.split(":")[0], dtype=dtype)
+    return torch.autocast(device_type=device.split(":")[0], dtype=dtype, cache_enabled=cache)
 
 
 def describe_device(device: str) -> dict[str, Any]:

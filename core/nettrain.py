@@ -22,6 +22,7 @@ import contextlib
 import contextvars
 import functools
 import logging
+import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -75,6 +76,8 @@ class Trained:
     precision: str = "fp32"  # the precision the weights were trained in (after any fallback to fp32)
     seed: int = 0  # the seed of the kept run (another than the one asked for after restarts)
     learned: bool | None = None  # whether its best monitored loss beat the baseline (None: no baseline given)
+    # every training run, the kept one included, in order: seed, precision, epochs run, best monitored loss, learned
+    attempts: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def best_loss(self) -> float:
@@ -95,6 +98,61 @@ def has_batch_norm(net: Any) -> bool:
     import torch
 
     return any(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in net.modules())
+
+
+class GraphedLoss:
+    """A training loss whose forward and backward run as CUDA graphs, one graph per shape of the batch tensors
+    (``torch.cuda.make_graphed_callables``): a small network's step is otherwise bound by the launch of its many
+    tiny kernels. The optimizer step stays eager. A shape beyond the first ``limit`` runs eagerly; a failed
+    capture (a loss that synchronizes with the host, an operation graphs do not support) is logged once and
+    every later step runs eagerly. Capturing runs three warm-up passes on the batch, which would move the
+    batch-norm running statistics: they are restored, so only the dropout draws differ from an eager training.
+    Use it only for a loss whose computation is the same for the same input shapes (no host-side randomness or
+    data-dependent control flow): a graph replays what it recorded."""
+
+    def __init__(self, torch: Any, net: Any, step_loss: Callable[..., Any], method_id: str, limit: int = 64):
+        self.torch, self.net, self.step_loss, self.method_id, self.limit = torch, net, step_loss, method_id, limit
+        self.graphs: dict[tuple[Any, ...], Any] = {}
+        self.failed: str | None = None
+
+    def _wrap(self) -> Any:
+        net, step_loss = self.net, self.step_loss
+        module: Any = self.torch.nn.Module  # a value here (torch is imported lazily)
+
+        class LossOf(module):  # type: ignore[misc]  # each graph gets its own wrapper: the network's parameters, this loss
+            def __init__(self) -> None:
+                super().__init__()
+                self.net = net
+
+            def forward(self, *tensors: Any) -> Any:
+                return step_loss(self.net, *tensors)
+
+        return LossOf()
+
+    def __call__(self, *tensors: Any) -> Any:
+        key = tuple((tuple(t.shape), t.dtype, t.requires_grad) for t in tensors)
+        graphed = self.graphs.get(key)
+        if graphed is None and self.failed is None and len(self.graphs) < self.limit:
+            graphed = self._capture(key, tensors)
+        return graphed(*tensors) if graphed is not None else self.step_loss(self.net, *tensors)
+
+    def _capture(self, key: tuple[Any, ...], tensors: Sequence[Any]) -> Any:
+        torch = self.torch
+        buffers = [b.detach().clone() for b in self.net.buffers()]
+        try:
+            static = tuple(t.detach().clone(memory_format=torch.contiguous_format) for t in tensors)
+            graphed = torch.cuda.make_graphed_callables(self._wrap(), static, num_warmup_iters=3)
+        except Exception as exc:  # noqa: BLE001 - any capture failure: train eagerly, and say so
+            self.failed = f"{type(exc).__name__}: {exc}"
+            log.warning("%s: CUDA graph capture failed (%s); training without graphs", self.method_id, self.failed)
+            torch.cuda.synchronize()
+            return None
+        finally:
+            with torch.no_grad():
+                for b, saved in zip(self.net.buffers(), buffers, strict=True):
+                    b.copy_(saved)
+        self.graphs[key] = graphed
+        return graphed
 
 
 def train_net(
@@ -128,6 +186,7 @@ def train_net(
     freeze: str | None = None,
     store_key: str | None = None,
     progress: bool | None = None,
+    cuda_graphs: bool = False,
     method_id: str = "bioanon.nettrain",
     install: str = "pip install torch",
 ) -> Trained:
@@ -170,7 +229,10 @@ def train_net(
     its own cache), the trained weights and history are kept there under this key, and a later call with the
     same key — in this or another process — loads them instead of training (build it with
     :func:`training_key`). ``progress``: an epoch progress bar with the loss (default: when stderr is a
-    terminal and ``BIOANON_PROGRESS`` is not ``0``). ``threads``: torch intra-op threads (0 = all cores)."""
+    terminal and ``BIOANON_PROGRESS`` is not ``0``). ``threads``: torch intra-op threads (0 = all cores).
+    ``cuda_graphs``: on a CUDA device in fp32 or bf16, run the loss's forward and backward as CUDA graphs, one
+    per batch shape (:class:`GraphedLoss`; only for a loss without host-side randomness or data-dependent
+    control flow); ignored elsewhere."""
     torch = import_torch(method_id, install)
     from .device import autocast, resolve_device, resolve_precision
 
@@ -229,6 +291,7 @@ def train_net(
                 sched = None
             scaler = torch.amp.GradScaler(dev.split(":")[0]) if prec == "fp16" else None
             min_batch = 2 if has_batch_norm(net) else 1
+            graphed = GraphedLoss(torch, net, step_loss, method_id) if cuda_graphs and cuda and not scaler else None
             bar = _epoch_bar(epochs, method_id, progress)
             for epoch in range(1, epochs + 1):
                 net.train()
@@ -247,12 +310,17 @@ def train_net(
                         continue
                     tensors = [to_device(t, dev) for t in batch(idx, rng)]
                     opt.zero_grad(set_to_none=True)
-                    with autocast(torch, dev, prec):
-                        value = step_loss(net, *tensors)
+                    with autocast(torch, dev, prec, cache=graphed is None):
+                        value = step_loss(net, *tensors) if graphed is None else graphed(*tensors)
                     if scaler is not None:
                         scaler.scale(value).backward()
                         scaler.step(opt)
                         scaler.update()
+                    elif graphed is not None:
+                        with warnings.catch_warnings():  # the capture ran on a side stream: torch warns, harmlessly
+                            warnings.filterwarnings("ignore", "The AccumulateGrad node's stream", UserWarning)
+                            value.backward()
+                        opt.step()
                     else:
                         value.backward()
                         opt.step()
@@ -297,9 +365,8 @@ def train_net(
                 torch.cuda.synchronize(dev)
         return Trained(net=net, history=history, best_epoch=best_epoch, precision=prec, seed=seed)
 
-    import warnings
-
     failed: list[int] = []
+    attempts: list[dict[str, Any]] = []
 
     def run(seed: int) -> Trained:
         trained = attempt(prec, seed)
@@ -315,6 +382,15 @@ def train_net(
                 raise BioanonError(f"{method_id}: training failed in fp32 too")
         if base_loss is not None:
             trained.learned = bool(trained.best_loss < (1.0 - min_gain) * base_loss)
+        attempts.append(
+            {
+                "seed": trained.seed,
+                "precision": trained.precision,
+                "epochs": len(trained.history),
+                "best_loss": trained.best_loss,
+                "learned": trained.learned,
+            }
+        )
         return trained
 
     trained = run(seed)
@@ -329,6 +405,7 @@ def train_net(
         again = run(seed + k)
         if again.best_loss < trained.best_loss:
             trained = again
+    trained.attempts = attempts
     if store is not None and store_key:
         _store_trained(torch, store, store_key, trained)
     return trained
@@ -462,7 +539,6 @@ def _array_digest(a: np.ndarray) -> str:
 
 def _store_trained(torch: Any, cache: Any, key: str, trained: Trained) -> None:
     import io
-    import warnings
 
     buf = io.BytesIO()
     state = {k: v.detach().cpu() for k, v in trained.net.state_dict().items()}
@@ -475,6 +551,7 @@ def _store_trained(torch: Any, cache: Any, key: str, trained: Trained) -> None:
             "precision": trained.precision,
             "seed": trained.seed,
             "learned": trained.learned,
+            "attempts": trained.attempts,
         },
         buf,
     )
@@ -509,6 +586,7 @@ def _load_trained(torch: Any, cache: Any, key: str, build: Callable[[], Any], se
         precision=precision,
         seed=int(saved.get("seed", seed)),
         learned=None if learned is None else bool(learned),
+        attempts=[dict(a) for a in saved.get("attempts", [])],
     )
 
 
@@ -736,8 +814,8 @@ def load_weights(
 def method_training(method: Any, *data: Any, label: str = "", device: str) -> dict[str, Any]:
     """The :func:`train_net` arguments every torch method passes the same way: its ``seed``, ``threads``,
     ``precision``, the concrete ``device``, its ``weights`` file loaded before training (the head skipped),
-    ``freeze`` of its ``backbone``, the trained-weight cache key of ``method`` on ``data`` for ``label``, and its
-    id for messages."""
+    ``freeze`` of its ``backbone``, the trained-weight cache key of ``method`` on ``data`` for ``label``, its
+    ``cuda_graphs`` (False when it has none) and its id for messages."""
     weights = getattr(method, "weights", "")
     return {
         "seed": method.seed,
@@ -747,6 +825,7 @@ def method_training(method: Any, *data: Any, label: str = "", device: str) -> di
         "init": (lambda net: load_weights(net, weights, who=method.id)) if weights else None,
         "freeze": "backbone" if getattr(method, "freeze", False) else None,
         "store_key": training_key(method, *data, label=label),
+        "cuda_graphs": bool(getattr(method, "cuda_graphs", False)),
         "method_id": method.id,
     }
 

@@ -193,6 +193,7 @@ def test_weight_cache_reuses_training_across_calls(tmp_path):
         b = _train(x, y, calls=again, store_key="ab" * 16)
     assert first and not again  # the second call trained nothing
     assert b.history == a.history and b.best_epoch == a.best_epoch
+    assert b.attempts == a.attempts and [t["epochs"] for t in b.attempts] == [len(a.history)]
     np.testing.assert_array_equal(
         infer(a.net.embed, x.numpy(), out_shape=(8,)), infer(b.net.embed, x.numpy(), out_shape=(8,))
     )
@@ -331,6 +332,105 @@ def test_training_on_cuda_matches_cpu_within_tolerance():
     e_gpu = infer(gpu.net.embed, x.numpy(), out_shape=(8,), device="cuda")
     cos = (e_cpu * e_gpu).sum(1) / np.linalg.norm(e_cpu, axis=1) / np.linalg.norm(e_gpu, axis=1)
     assert np.median(cos) > 0.98
+
+
+def test_cuda_graphs_are_ignored_on_the_cpu():
+    x, y = _blobs()
+    eager = _train(x, y, device="cpu", epochs=3)
+    graphs = _train(x, y, device="cpu", epochs=3, cuda_graphs=True)
+    assert graphs.losses == eager.losses
+    for a, b in zip(eager.net.parameters(), graphs.net.parameters(), strict=True):
+        assert torch.equal(a, b)
+
+
+def _bn_net():
+    nn = torch.nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8))
+
+        def loss(self, x, y):
+            return nn.functional.cross_entropy(self.body(x)[:, :4], y)
+
+    return Net()
+
+
+def test_graphed_loss_keeps_batch_norm_statistics_and_one_graph_per_shape(monkeypatch):
+    """The capture's warm-up passes (here a stand-in for ``make_graphed_callables`` that runs them on the CPU)
+    would move the batch-norm running statistics: they are restored. Each shape is captured once."""
+    from bioanon.nettrain import GraphedLoss
+
+    made = []
+
+    def fake_make_graphed(module, sample_args, num_warmup_iters):
+        for _ in range(num_warmup_iters):
+            module(*sample_args)
+        made.append(tuple(t.shape for t in sample_args))
+        return module
+
+    monkeypatch.setattr(torch.cuda, "make_graphed_callables", fake_make_graphed)
+    net = _bn_net().train()
+    x, y = _blobs(40)
+    graphed = GraphedLoss(torch, net, lambda m, *t: m.loss(*t), "test.m")
+    before = [b.clone() for b in net.buffers()]
+    graphed(x[:16], y[:16])
+    after_one = [b.clone() for b in net.buffers()]
+    reference = _bn_net().train()
+    reference.load_state_dict({k: v for k, v in net.state_dict().items()})
+    for b, saved in zip(reference.buffers(), before, strict=True):
+        b.copy_(saved)
+    reference.loss(x[:16], y[:16])  # one eager pass from the statistics before the capture
+    for a, b in zip(after_one, reference.buffers(), strict=True):
+        assert torch.allclose(a, b)
+    graphed(x[16:32], y[16:32])
+    graphed(x[32:], y[32:])
+    assert made == [(torch.Size([16, 8]), torch.Size([16])), (torch.Size([8, 8]), torch.Size([8]))]
+
+
+def test_a_failed_graph_capture_trains_eagerly_and_says_so_once(monkeypatch, caplog):
+    from bioanon.nettrain import GraphedLoss
+
+    calls = []
+
+    def failing(*a, **k):
+        calls.append(1)
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(torch.cuda, "make_graphed_callables", failing)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda *a: None)
+    net = _bn_net().train()
+    x, y = _blobs(40)
+    graphed = GraphedLoss(torch, net, lambda m, *t: m.loss(*t), "test.m")
+    with caplog.at_level("WARNING", logger="bioanon.nettrain"):
+        value = graphed(x[:16], y[:16])
+        graphed(x[16:], y[16:])
+    assert value.requires_grad and torch.isfinite(value)
+    assert len(calls) == 1 and caplog.text.count("CUDA graph capture failed") == 1
+    assert "test.m" in caplog.text and "not permitted" in graphed.failed
+
+
+@needs_cuda
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_cuda_graph_training_matches_eager_training(precision, caplog, monkeypatch):
+    """Without dropout the graphed steps compute what the eager ones do: the same losses and weights (up to the
+    kernels' own rounding), one graph per batch shape (full batches and the last, smaller one), no fallback."""
+    import bioanon.nettrain as nettrain
+
+    captured = []
+    real = nettrain.GraphedLoss._capture
+    monkeypatch.setattr(nettrain.GraphedLoss, "_capture", lambda self, *a: captured.append(a[0]) or real(self, *a))
+    x, y = _blobs()
+    eager = _train(x, y, device="cuda", precision=precision, epochs=4)
+    with caplog.at_level("WARNING", logger="bioanon.nettrain"):
+        graphs = _train(x, y, device="cuda", precision=precision, epochs=4, cuda_graphs=True)
+    assert "capture failed" not in caplog.text
+    assert len(captured) == len({shape for shape in captured}) == (2 if len(x) % 32 else 1)
+    assert graphs.losses[-1] < 0.5 * graphs.losses[0]
+    assert graphs.losses == pytest.approx(eager.losses, rel=2e-2, abs=1e-3)
+    for a, b in zip(eager.net.parameters(), graphs.net.parameters(), strict=True):
+        assert torch.allclose(a, b, rtol=2e-2, atol=2e-3)
 
 
 def test_batch_rows_index_like_numpy_on_the_cpu():

@@ -215,6 +215,9 @@ def test_a_training_that_does_not_beat_the_baseline_restarts_from_the_next_seed(
         t = fit({0}, restarts=2)
     assert t.learned is True and t.seed == 1 and t.best_loss < 0.95 * baseline
     assert sum("did not learn" in r.getMessage() for r in caplog.records) == 1
+    assert [(a["seed"], a["epochs"], a["learned"]) for a in t.attempts] == [(0, 4, False), (1, 4, True)]
+    assert t.attempts[1]["best_loss"] == t.best_loss and t.attempts[0]["best_loss"] > t.best_loss
     stuck = fit({0, 1, 2, 3}, restarts=2)  # never learns: three runs in all, and it says so
     assert stuck.learned is False and stuck.seed in (0, 1, 2)
+    assert [a["seed"] for a in stuck.attempts] == [0, 1, 2] and not any(a["learned"] for a in stuck.attempts)
     assert fit(set(), restarts=2).seed == 0  # a run that learns is never restarted

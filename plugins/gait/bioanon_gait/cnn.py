@@ -20,6 +20,7 @@ import numpy as np
 
 from bioanon.api import (
     CentroidRecognizer,
+    cuda_graphs_param,
     device_param,
     fitted,
     import_torch,
@@ -121,6 +122,7 @@ class TemporalCnn(CentroidRecognizer):
     threads: int = param(0, help="CPU threads (0 = all cores)", low=0, affects_output=False)
     device: str = device_param()
     precision: str = precision_param()
+    cuda_graphs: bool = cuda_graphs_param()
     weights: str = weights_param()
     freeze: bool = param(False, help=_FREEZE_HELP)
 

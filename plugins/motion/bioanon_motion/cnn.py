@@ -23,6 +23,7 @@ from bioanon.api import (
     CentroidRecognizer,
     DataError,
     TableError,
+    cuda_graphs_param,
     device_param,
     fitted,
     import_torch,
@@ -131,6 +132,7 @@ class ImuCnn(CentroidRecognizer):
     payload: str = param("", help="payload column (default: imu)")
     device: str = device_param()
     precision: str = precision_param()
+    cuda_graphs: bool = cuda_graphs_param()
     weights: str = weights_param()
     freeze: bool = param(
         False,

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from bioanon.api import hookimpl
 
-BIOANON_API = ">=1.3,<2"  # 1.1: require_fitted (NotFittedError); 1.2: register(deprecated_aliases=); 1.3: blas_threads
+BIOANON_API = ">=1.5,<2"  # 1.1: require_fitted (NotFittedError); 1.2: register(deprecated_aliases=); 1.3: blas_threads
+# 1.5: cuda_graphs_param
 """The range of bioanon.api versions this plugin works with (PEP 440)."""
 
 
