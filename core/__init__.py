@@ -22,6 +22,7 @@ from .errors import (
     PluginError,
     TableError,
     UnknownMethodError,
+    unknown_param_error,
 )
 from .hookspecs import hookimpl
 from .methods import (
@@ -38,6 +39,7 @@ from .methods import (
 )
 
 if TYPE_CHECKING:  # types only
+    from collections.abc import Sequence
     from pathlib import Path
 
     from .evaluation.run import EvaluationResult
@@ -85,26 +87,50 @@ def get_registry() -> Registry:
 _context.set_default_registry(get_registry)  # what a context outside any run uses (bioanon.context)
 
 
-def get_method(method_id: str, /, **params: Any) -> Method:
-    """Create a method by id with validated parameters, e.g. ``get_method("any.gaussian_noise", sigma=0.3)``."""
+def get_method(method_id: str, **params: Any) -> Method:
+    """Create a method by id with validated parameters, e.g. ``get_method("any.gaussian_noise", sigma=0.3)`` or
+    ``get_method(method_id="any.gaussian_noise", sigma=0.3)``. ``method_id`` is never a method's parameter (the
+    registry refuses a method that declares it); a parameter the method does not have is a
+    :class:`~bioanon.errors.ParameterError` naming it and the accepted ones."""
     return get_registry().create(method_id, **params)
 
 
-def list_methods(*patterns: str, kind: str | None = None, trait: str | None = None) -> list[str]:
-    """Ids of the installed methods matching shell-style patterns, a kind and a trait."""
-    return [e.cls.id for e in get_registry().find(patterns, kind=kind, trait=trait)]
+def _either(function: str, name: str, positional: tuple[Any, ...], keyword: Any) -> tuple[Any, ...]:
+    """The values of a variable-length argument given either positionally or as ``name=[...]`` (a single value
+    counts as a list of one), never both (ParameterError naming the function)."""
+    if keyword is None:
+        return positional
+    if positional:
+        raise ParameterError(function, name, keyword, f"the {name} either positionally or as {name}=[...], not both")
+    return (keyword,) if isinstance(keyword, str) or not isinstance(keyword, (list, tuple)) else tuple(keyword)
 
 
-def evaluate(config: Any, /, **kwargs: Any) -> EvaluationResult:
+def list_methods(
+    *pattern_args: str, patterns: str | Sequence[str] | None = None, kind: str | None = None, trait: str | None = None
+) -> list[str]:
+    """Ids of the installed methods matching shell-style patterns (given positionally, or as ``patterns=[...]``),
+    a kind and a trait."""
+    chosen = _either("bioanon.list_methods", "patterns", pattern_args, patterns)
+    return [e.cls.id for e in get_registry().find(chosen, kind=kind, trait=trait)]
+
+
+def evaluate(config: Any, **kwargs: Any) -> EvaluationResult:
     """Run a strong evaluation from a TOML path, a dict or an EvalConfig; see
-    :func:`bioanon.evaluation.run.evaluate` for the options. Returns an EvaluationResult."""
+    :func:`bioanon.evaluation.run.evaluate` for the options (all keywords; one it does not take is a
+    :class:`~bioanon.errors.ParameterError` naming it and the accepted ones). Returns an EvaluationResult."""
+    import inspect
+
     from .evaluation.run import evaluate as _evaluate
 
+    accepted = [p for p in inspect.signature(_evaluate).parameters if p != "config"]
+    unknown = sorted(set(kwargs) - set(accepted))
+    if unknown:
+        raise unknown_param_error("bioanon.evaluate", unknown[0], kwargs[unknown[0]], accepted, what="option")
     kwargs.setdefault("context", _context.RunContext(get_registry()))
     return _evaluate(config, **kwargs)
 
 
-def example(name: str, /) -> Path:
+def example(name: str) -> Path:
     """The installed path of an example config, e.g. ``bioanon.evaluate(bioanon.example("quickstart"))``
     from any directory (``bioanon init`` lists the examples and copies one to edit)."""
     from .scaffold import example as _example
@@ -112,15 +138,21 @@ def example(name: str, /) -> Path:
     return _example(name)
 
 
-def anonymize(table: Any, /, *methods: Any) -> SampleTable:
-    """Apply anonymizers (instances or ids) in order, each fitted on the previous one's output; recorded in the
-    lineage as one step (an ``any.chain`` of them when there are several, as ``bioanon anonymize -m a -m b``).
-    Write the result with :func:`bioanon.export.write_table` (format by extension)."""
+def anonymize(table: Any, *method_args: Any, methods: Any = None) -> SampleTable:
+    """Apply anonymizers (instances or ids, given positionally after the table or as ``methods=[...]``) in order,
+    each fitted on the previous one's output; recorded in the lineage as one step (an ``any.chain`` of them when
+    there are several, as ``bioanon anonymize -m a -m b``). Write the result with
+    :func:`bioanon.export.write_table` (format by extension)."""
     from .export import anonymize as _anonymize
 
-    return _anonymize(table, methods, registry=get_registry())
+    chosen = _either("bioanon.anonymize", "methods", method_args, methods)
+    return _anonymize(table, chosen, registry=get_registry())
 
 
-def load_dataset(source_id: str, path: Any = None, /, **params: Any) -> SampleTable:
-    """Load a data set with a registered dataset source (``bioanon datasets`` lists them)."""
+def load_dataset(source_id: str, path: Any = None, **params: Any) -> SampleTable:
+    """Load a data set with a registered dataset source (``bioanon datasets`` lists them): ``path`` is where a
+    source that reads a data layout finds it (None for a generated one), the other keywords are the source's
+    parameters, e.g. ``load_dataset("face.folder", path="faces/", size=(64, 64))``. ``source_id`` and ``path``
+    are never a source's parameters (the registry refuses a source that declares them); a parameter the source
+    does not have is a :class:`~bioanon.errors.ParameterError` naming it and the accepted ones."""
     return _context.RunContext(get_registry()).load_dataset(source_id, path, **params)

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from numpy.typing import NDArray
 
-from .errors import BioanonError
+from .errors import BioanonError, unknown_param_error
 from .fit_memo import ComputedFeatures, FittedRecognizers
 
 if TYPE_CHECKING:  # types only: a registry module import would close a cycle through the plugin loader
@@ -101,13 +101,18 @@ class RunContext:
             self._registry = _default_registry()
         return self._registry
 
-    def create(self, method_id: str, kind: str | None = None, /, **params: Any) -> Method:
+    def create(self, method_id: str, kind: str | None = None, **params: Any) -> Method:
         """A method of this run's registry by id, with validated parameters."""
         return self.registry.create(method_id, kind, **params)
 
-    def load_dataset(self, source_id: str, path: Any = None, /, **params: Any) -> SampleTable:
-        """Load a data set with a dataset source of this run's registry (BioanonError naming the source when
-        it reads a data layout and no ``path`` is given)."""
+    def load_dataset(self, source_id: str, path: Any = None, **params: Any) -> SampleTable:
+        """Load a data set with a dataset source of this run's registry: ``path`` for the source's ``load``, the
+        other keywords its parameters (as :func:`bioanon.load_dataset`; BioanonError naming the source when it
+        reads a data layout and no ``path`` is given)."""
+        accepted = [f.alias or f.name for f in self.registry.get(source_id, "dataset").param_fields()]
+        unknown = [name for name in params if name not in accepted]
+        if unknown:  # named with ``path``, the keyword beside the source's parameters
+            raise unknown_param_error(source_id, unknown[0], params[unknown[0]], ["path", *accepted])
         source = cast("DatasetSource", self.create(source_id, "dataset", **params))  # of kind "dataset"
         if getattr(source, "needs_path", False) and path is None:
             raise BioanonError(f"{source_id} reads a data layout: give the path of the data set")

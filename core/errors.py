@@ -7,6 +7,7 @@ builtin keeps that builtin as a second base (``DataError`` is a ``ValueError``, 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, cast
 
 
@@ -23,6 +24,20 @@ class ParameterError(BioanonError, ValueError):
 
     def __reduce__(self) -> tuple[Any, ...]:  # the constructor's arguments, so it crosses process pools
         return type(self), (self.method_id, self.param, self.value, self.allowed)
+
+
+def unknown_param_error(
+    owner: str, name: str, value: Any, accepted: Sequence[str], *, what: str = "parameter"
+) -> ParameterError:
+    """The error for a keyword ``name`` that ``owner`` (a method id, a function) does not take: it names the
+    keyword, the closest accepted one and every accepted one (a method's parameters, a function's options)."""
+    import difflib
+
+    close = difflib.get_close_matches(name, list(accepted), n=1)
+    hint = f"did you mean {close[0]!r}? " if close else ""
+    listed = ", ".join(accepted) if accepted else "none"
+    more = f" (see `bioanon describe {owner}`)" if what == "parameter" and "." in owner else ""
+    return ParameterError(owner, name, value, f"no such {what}; {hint}accepted: {listed}{more}")
 
 
 class UnknownMethodError(BioanonError, LookupError):

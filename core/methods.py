@@ -34,7 +34,7 @@ import attrs
 import numpy as np
 
 from .device import DEVICE_HELP, PRECISIONS, check_device_text
-from .errors import DataError, ParameterError, require_fitted
+from .errors import DataError, ParameterError, require_fitted, unknown_param_error
 
 __all__ = [
     "KINDS",
@@ -437,6 +437,10 @@ class Method:
     presets: ClassVar[dict[str, dict[str, Any]]] = {}
 
     def __new__(cls, *args: Any, **given: Any) -> Method:
+        accepted = [f.alias or f.name for f in attrs.fields(cls) if f.init]
+        unknown = [name for name in given if name not in accepted]
+        if unknown:  # attrs' __init__ would raise a bare TypeError
+            raise unknown_param_error(cls.id or cls.__name__, unknown[0], given[unknown[0]], accepted)
         _GIVEN_PARAMS.set(frozenset(given))  # the parameters the caller set (a preset fills the others)
         return super().__new__(cls)
 
@@ -534,14 +538,10 @@ class Method:
 
     def with_params(self, **changes: Any) -> Method:
         """An unfitted copy with some parameters changed (validated again)."""
-        unknown = set(changes) - {f.name for f in self.param_fields()}
+        accepted = [f.name for f in self.param_fields()]
+        unknown = sorted(set(changes) - set(accepted))
         if unknown:
-            import difflib
-
-            name = sorted(unknown)[0]
-            close = difflib.get_close_matches(name, [f.name for f in self.param_fields()], n=1)
-            hint = f"did you mean {close[0]!r}?" if close else "see `bioanon describe " + self.id + "`"
-            raise ParameterError(self.id, name, changes[name], f"no such parameter; {hint}")
+            raise unknown_param_error(self.id, unknown[0], changes[unknown[0]], accepted)
         params = self.get_params()
         if self.presets and changes.get("preset", getattr(self, "preset", None)) != getattr(self, "preset", None):
             # another preset: parameters that hold what the old preset (else the default) gave them are left for

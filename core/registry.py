@@ -37,6 +37,11 @@ class Entry:
             raise PluginError(f"{self.cls.id}: deprecated aliases {stray} are not among its aliases {self.aliases}")
 
 
+# the keywords the public functions take beside a method's parameters (``get_method(method_id, **params)``,
+# ``load_dataset(source_id, path, **params)``): no method of the kind may declare a parameter of that name
+KEYWORDS_BESIDE_PARAMS: dict[str, tuple[str, ...]] = {"any": ("method_id",), "dataset": ("source_id", "path")}
+
+
 def validate_method_class(cls: object, kind: str) -> None:
     """Raise PluginError when ``cls`` cannot be registered as a method of ``kind``."""
     if not isinstance(cls, type):
@@ -57,6 +62,13 @@ def validate_method_class(cls: object, kind: str) -> None:
         raise PluginError(
             f"{method.id}: parameter names {clashes} clash with attributes of {base.__name__} "
             f"(e.g. id, kind, trait, distribution, payloads); rename them"
+        )
+    keywords = KEYWORDS_BESIDE_PARAMS["any"] + KEYWORDS_BESIDE_PARAMS.get(kind, ())
+    clashes = [f.name for f in method.param_fields() if f.name in keywords]
+    if clashes:
+        raise PluginError(
+            f"{method.id}: parameter names {clashes} clash with the keywords that bioanon.get_method / "
+            f"bioanon.load_dataset take beside a method's parameters ({', '.join(keywords)}); rename them"
         )
     missing = [f.name for f in method.param_fields() if f.default is attrs.NOTHING]
     if missing:

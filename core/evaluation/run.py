@@ -1010,6 +1010,14 @@ def _run_id(cfg: Any) -> str:
     return f"{safe}-{stamp}-{fingerprint(cfg.to_dict())[:6]}"
 
 
+def _config_digest(cfg: Any, data_key: str | None) -> str:
+    """What tells two runs of the same config apart from others (recorded in the run folder's status): the
+    validated config and, for data given directly instead of the configured source, its content fingerprint."""
+    from ..cache import fingerprint
+
+    return fingerprint({"config": cfg.to_dict(), "data": data_key})
+
+
 def evaluate(
     config: Any,
     *,
@@ -1037,7 +1045,9 @@ def evaluate(
         notebook never writes into its working directory; None: write nothing, only return the tables).
     run_id : the run directory's name (default: name, time and config fingerprint, with ``-2``, ``-3``, … when
         a concurrent run took it). The folder is created before any work and holds ``status.json``
-        (running / complete / failed / interrupted); a folder in use by a live run is refused.
+        (running / complete / failed / interrupted); a folder in use by a live run is refused. A rerun of the same
+        config (and data) whose latest run folder did not finish (interrupted, failed, or its process gone)
+        resumes into that folder and completes it, saying so in the log (see :mod:`bioanon.evaluation.rundir`).
     cache : a :class:`~bioanon.cache.Cache` or its root (default: ``$BIOANON_CACHE`` or the user cache).
     executor : ``"local"`` (default), ``"dask"``, or an object with ``run(tasks) -> ExecutionReport``.
     scheduler : for ``executor="dask"``: the scheduler address, or a ``distributed.Client``.
@@ -1138,11 +1148,18 @@ def _evaluate(
     context.memory = task_memory(cfg)
     if out_dir is RUNS_IN_CACHE:
         out_dir = runs_folder(cache)
-    # the run folder exists (and is writable) before any work; it says whether the run is going, done or not
-    folder = RunFolder.open(out_dir, run_id, _run_id(cfg)) if out_dir is not None else None
+    # the run folder exists (and is writable) before any work; it says whether the run is going, done or not; a
+    # rerun of a config whose latest run did not finish resumes into that run's folder
+    data_key = table_fingerprint(data) if data is not None and out_dir is not None else None
+    folder = None
+    if out_dir is not None:
+        folder = RunFolder.open(out_dir, run_id, _run_id(cfg), config_digest=_config_digest(cfg, data_key))
+        if folder.resumed:
+            log.info("resuming the %s run in %s (same config)", folder.resumed[-1]["state"], folder.path)
     plan: Plan | None = None
     try:
         table, dataset_key = import_data(cfg, data, cache)
+        dataset_key = dataset_key or data_key
         raise_problems(data_problems(cfg, table), f"config {cfg.name!r} does not suit its data")
         data_bytes = int(table.arrow.nbytes)
         check_disk_space(ResourceEstimate(2 * data_bytes, 0, 0), cache)  # room for the data set itself
