@@ -143,7 +143,11 @@ and ``Recognizer.scores_probes_independently`` (default true: an evaluation may 
 checks on them that the de-anonymizer learned, and marks its rows when it did not) and ``paired_ids``.
 
 1.5 added ``cuda_graphs_param`` (a method's switch for training steps run as CUDA graphs; the trainer's
-``cuda_graphs`` argument, passed by ``method_training``)."""
+``cuda_graphs`` argument, passed by ``method_training``).
+
+1.6 added ``Anonymizer.fit_defines_columns`` (a protection whose fit chooses its output columns, e.g. feature
+elimination: an evaluation refuses ``[rates] background = 0`` under ``[attacker_dataset]`` for it) and
+``Anonymizer.defines_columns_by_fit`` (the same per parameter setting, for composites such as ``any.chain``)."""
 
 # name -> (module, attribute or None for the module itself), imported on first access
 _LAZY: dict[str, tuple[str, str | None]] = {

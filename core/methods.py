@@ -27,7 +27,7 @@ import math
 import re
 import types
 import typing
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, ClassVar, Literal, cast
 
 import attrs
@@ -857,6 +857,20 @@ class Anonymizer(Method):
 
     kind: ClassVar[str] = "anonymizer"
     needs_fit: ClassVar[bool] = False
+    fit_defines_columns: ClassVar[bool] = False
+    """True when ``fit`` chooses the output's columns — which features are kept, or what each output value
+    means (``any.ive`` drops the features a forest finds telling of an attribute; ``any.pfrnet`` outputs a
+    learned code) —, so that two fits on different data give outputs that do not line up column by column. An
+    evaluation must then fit it once, on a background, and apply it to every set: ``[rates] background = 0``
+    under ``[attacker_dataset]`` (which would fit it on the attacker data and on the evaluated data apart) is
+    refused before any work (API 1.6)."""
+
+    @classmethod
+    def defines_columns_by_fit(cls, params: Mapping[str, Any]) -> bool:
+        """Whether this anonymizer with ``params`` has output columns chosen by its fit (see
+        :attr:`fit_defines_columns`, the default answer). A composite overrides it to answer for its parts
+        (``any.chain``: whether one of its steps does). Called on validated parameters, before any work."""
+        return cls.fit_defines_columns
 
     def fit(self, background: Any) -> Anonymizer:
         return self

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, ClassVar, cast
 
 import attrs
@@ -171,6 +172,15 @@ class Chain(Anonymizer):
         if method_id not in registry:
             raise UnknownMethodError(method_id, registry.suggest(method_id, "anonymizer"), kind="anonymizer")
         return registry.get(method_id)
+
+    @classmethod
+    def defines_columns_by_fit(cls, params: Mapping[str, Any]) -> bool:
+        """Whether one of the chain's steps has output columns chosen by its fit (then the chain's too)."""
+        try:
+            steps = cls(**params).current_steps()
+        except BioanonError:  # steps that cannot be built: reported where the chain is validated
+            return False
+        return any(type(m).defines_columns_by_fit(m.get_params()) for m in steps)
 
     def step_specs(self) -> list[tuple[str, dict[str, Any]]]:
         """``(id, params)`` of every step, in order."""

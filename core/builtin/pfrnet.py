@@ -149,6 +149,7 @@ class Pfrnet(Anonymizer):
     id: ClassVar[str] = "any.pfrnet"
     payloads: ClassVar[tuple[str, ...]] = ("features",)
     needs_fit: ClassVar[bool] = True
+    fit_defines_columns: ClassVar[bool] = True  # the output is a code learned on the fitting data
     requires: ClassVar[dict[str, str]] = {"torch": _INSTALL}
     reference: ClassVar[str] = (
         "Bortolato et al., Learning privacy-enhancing face representations through feature "

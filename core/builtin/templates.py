@@ -246,6 +246,7 @@ class Ive(Anonymizer):
     id: ClassVar[str] = "any.ive"
     payloads: ClassVar[tuple[str, ...]] = ("features",)
     needs_fit: ClassVar[bool] = True
+    fit_defines_columns: ClassVar[bool] = True  # the features kept are the fit's choice
     reference: ClassVar[str] = "Terhörst et al., IVE, ICB 2019; soft-biometric-attack.txt §II, Table I"
     example_params: ClassVar[dict[str, Any]] = {"attribute": "group", "per_step": 1, "steps": 2, "n_estimators": 10}
 

@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 
 from ..fileio import output_problem
-from .config import raise_problems
+from .config import background_fit_problems, raise_problems
 
 
 def reads_payload(cls: Any, payload_names: list[str], viewed: set[str] | frozenset[str] = frozenset()) -> bool:
@@ -200,6 +200,7 @@ def validate(
         from .data import load_data as _load
 
         data = _load(cfg)
+    problems += background_fit_problems(cfg)  # (an EvalConfig given as it is was not validated by load_config)
     problems += device_problems(cfg)
     if data is not None:
         problems += data_problems(cfg, data)

@@ -42,7 +42,7 @@ import attrs
 
 from ..errors import ConfigError, ParameterError
 from ..fileio import jsonable
-from ..methods import DatasetSource, Method, Recognizer
+from ..methods import Anonymizer, DatasetSource, Method, Recognizer
 from .scenarios import ALWAYS_SCENARIOS, DEANON, SCENARIOS, default_scenarios, parse_scenario
 
 if TYPE_CHECKING:  # types only
@@ -61,6 +61,8 @@ __all__ = [
     "RunSpec",
     "SelectionSpec",
     "TemplatesSpec",
+    "background_fit_problems",
+    "fit_defined_anonymizers",
     "load_config",
 ]
 
@@ -509,6 +511,58 @@ def raise_problems(problems: list[str], header: str) -> None:
         _raise(problems, f"{header} ({n} problem{'s' if n > 1 else ''})")
 
 
+def fit_defined_anonymizers(anonymizers: Iterable[MethodSpec | None]) -> list[tuple[int, MethodSpec]]:
+    """``(index, spec)`` of the configured anonymizers of which some setting has output columns chosen by its
+    fit (:attr:`~bioanon.methods.Anonymizer.fit_defines_columns`, answered per setting by
+    :meth:`~bioanon.methods.Anonymizer.defines_columns_by_fit`; ``None`` entries, which failed validation, are
+    skipped)."""
+    out = []
+    for i, spec in enumerate(anonymizers):
+        if spec is None:
+            continue
+        cls = spec.method_class()
+        if cls.kind == "anonymizer" and any(
+            cast("type[Anonymizer]", cls).defines_columns_by_fit(setting) for setting in spec.settings()
+        ):
+            out.append((i, spec))
+    return out
+
+
+def _shown(spec: MethodSpec) -> str:
+    return spec.id if spec.name == spec.id else f"{spec.id} ({spec.name!r})"
+
+
+def _background_fit_problems(
+    anonymizers: Iterable[MethodSpec | None], background: float, cross: bool
+) -> list[tuple[str, str]]:
+    """``(key path, message)`` of every anonymizer that ``background = 0`` under ``[attacker_dataset]`` would fit
+    apart on the attacker data and on the evaluated data although its output columns depend on the fit."""
+    if background != 0 or not cross:
+        return []
+    return [
+        (
+            f"anonymizers[{i}]",
+            f"{_shown(spec)} is fitted on the background and its output columns depend on that fit, but "
+            "[rates] background = 0 under [attacker_dataset] fits it apart on the attacker data set and on the "
+            "evaluated data, whose outputs then keep different columns that do not line up (the attacker's "
+            "classifiers fall below chance, which reads as protection); give a background share > 0 (e.g. 0.2: "
+            "[rates] background = 0.2, evaluation = 0.8) so that it is fitted once on the background and "
+            "applied identically to every set",
+        )
+        for i, spec in fit_defined_anonymizers(anonymizers)
+    ]
+
+
+def background_fit_problems(cfg: EvalConfig) -> list[str]:
+    """The anonymizers of ``cfg`` whose output columns their fit chooses (``any.ive``, ``any.pfrnet``, a chain
+    with one of them, a plugin's method declaring :attr:`~bioanon.methods.Anonymizer.fit_defines_columns`)
+    under ``[rates] background = 0`` and ``[attacker_dataset]``: one line each, naming the fix. :func:`load_config`
+    reports them; ``bioanon validate`` and :func:`~bioanon.evaluation.run.evaluate` check an already validated
+    :class:`EvalConfig` again before any work."""
+    problems = _background_fit_problems(cfg.anonymizers, cfg.rates.background, cfg.attacker_dataset is not None)
+    return [f"{path}: {message}" for path, message in problems]
+
+
 def _got(value: Any) -> str:
     return f"got {value!r} ({type(value).__name__})"
 
@@ -635,6 +689,8 @@ class _Validator:
             rates = self.rates(raw.get("rates", {}))
         anonymizers = self.methods(raw.get("anonymizers"), "anonymizers", "anonymizer", required=True, grid=True)
         self.unique_names(anonymizers, "anonymizers")
+        for path, message in _background_fit_problems(anonymizers, rates.background, "attacker_dataset" in raw):
+            self.add(path, message)
         deanonymizer = None
         if "deanonymizer" in raw:
             deanonymizer = self.method(raw["deanonymizer"], "deanonymizer", "deanonymizer")

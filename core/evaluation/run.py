@@ -32,7 +32,7 @@ from ..errors import BioanonError, ConfigError
 from ..fileio import atomic_write, atomic_write_text, jsonable
 from ..table import LOAD_WARNINGS, SampleTable, _part_sizes
 from .checks import data_problems, device_problems
-from .config import raise_problems
+from .config import background_fit_problems, fit_defined_anonymizers, raise_problems
 from .data import (  # noqa: F401 -- re-exported (the names of bioanon.evaluation.run before the split)
     ResourceEstimate,
     attacker_data_problems,
@@ -250,9 +250,16 @@ def build_plan(
             "(background/attacker/evaluation) empty"
         )
     if rates[0] == 0:
+        fitted = [spec.id for _, spec in fit_defined_anonymizers(cfg.anonymizers)]
         warnings.append(
             "rates.background = 0: no background set; every anonymizer is fitted on the set it "
             "anonymizes (the attacker and evaluation sets each on their own)"
+            + (
+                f"; the output columns of {', '.join(dict.fromkeys(fitted))} depend on that fit, so the attacker's "
+                "and the evaluated outputs may not line up (a background share > 0, e.g. 0.2, fits them once)"
+                if fitted
+                else ""
+            )
         )
     counts = sorted(set(cfg.selection.subject_counts), reverse=True) or [n_eval]
     reachable = [n for n in counts if n <= n_eval]
@@ -1114,6 +1121,8 @@ def _evaluate_in(
     from ..device import using_device
 
     cfg = config if isinstance(config, EvalConfig) else load_config(config, registry=context.registry)
+    if config is cfg:  # given validated: what could have changed since (e.g. attrs.evolve of its rates)
+        raise_problems(background_fit_problems(cfg), f"config {cfg.name!r} cannot run")
     raise_problems(device_problems(cfg, device), f"config {cfg.name!r} cannot run here")
     if device:
         cfg = attrs.evolve(cfg, run=attrs.evolve(cfg.run, device=device))
