@@ -31,6 +31,7 @@ from .recognizers import (
     _N_COMPONENTS_HELP,
     DECLARED_COMPARATOR_HELP,
     UsesDeclaredComparator,
+    _check_dim,
     _l2_normalize,
     _SpaceRecognizer,
     column_std,
@@ -236,30 +237,68 @@ class SimilarityAttributeAttack(UsesDeclaredComparator, Recognizer):
 # ------------------------------------------------------------------------------------------ classifier baselines
 
 
+_STANDARDIZE_HELP = (
+    "z-score every feature (fitted on the training set), then rotate onto the principal components "
+    "(SEBA's StandardScaler + PCA()); false (default): with n_components = 1.0 the classifier sees the features "
+    "as they are, as scikit-learn's classifier alone"
+)
+
+
+def _preset_param(presets: dict[str, dict[str, Any]]) -> Any:
+    """The ``preset`` parameter of an attribute classifier: ``"paper"`` (the declared defaults) or ``"seba"``."""
+    return param(
+        "paper",
+        choices=tuple(presets),
+        help="'paper': scikit-learn's defaults on the features as they are (soft-biometric-attack.txt Table IV's "
+        "'basic configurations'); 'seba': SEBA's pipeline (peers/seba.md 8.1: StandardScaler + PCA() + the "
+        "classifier, 10-fold cross-validation keeping the best fold); fills the parameters left at their defaults",
+        affects_output=False,
+    )
+
+
 @attrs.define(kw_only=True)
 class _AttributeClassifier(_SpaceRecognizer):
-    """Shared machinery of the baselines: ``fit(train, label)`` learns the feature space (standardization,
-    optional PCA) *and* trains the classifier on the labelled training set; ``enroll(gallery, label)`` records
-    the gallery's classes (fitting on the gallery when ``fit`` was not called); ``score`` gives the classifier's
-    scores in the enrolled classes' order (a class the classifier never saw scores below all others).
-    ``cv_folds`` cross-validates the classifier on the labelled training set in ``fit`` (SEBA's
-    cross-validated attacker; see :class:`~bioanon.builtin.recognizers.ClassifierOptions`)."""
+    """Shared machinery of the baselines: ``fit(train, label)`` learns the feature space (none by default;
+    standardization and PCA when asked) *and* trains the classifier on the labelled training set;
+    ``enroll(gallery, label)`` records the gallery's classes (fitting on the gallery when ``fit`` was not
+    called); ``score`` gives the classifier's scores in the enrolled classes' order (a class the classifier never
+    saw scores below all others). ``cv_folds`` cross-validates the classifier on the labelled training set in
+    ``fit`` (SEBA's cross-validated attacker; see :class:`~bioanon.builtin.recognizers.ClassifierOptions`).
+
+    The feature space: with the defaults (``standardize = false``, ``n_components = 1.0``) there is none, the
+    classifier is trained on the features as they are (no centring, scaling or rotation), as scikit-learn's
+    classifier alone and the paper's "basic configurations without optimisation" (soft-biometric-attack.txt
+    §V-A, Table IV). ``standardize = true`` z-scores every feature and rotates onto all principal components
+    (SEBA's ``Pipeline(StandardScaler, PCA(), classifier)``); ``n_components`` below 1.0 (a share of variance)
+    or a count keeps the leading principal components of the centred (with ``standardize``, z-scored) features."""
 
     payloads: ClassVar[tuple[str, ...]] = _PAYLOADS
 
     n_components: int | float = param(
         1.0, help=_N_COMPONENTS_HELP, check=n_components_ok, check_text="a float in (0, 1] or an int >= 1"
     )
+    standardize: bool = param(False, help=_STANDARDIZE_HELP)
 
     label_: str | None = fitted()
     model_classes_: np.ndarray | None = fitted()
+    raw_dim_: int | None = fitted()  # the number of features, when the classifier sees them as they are
+
+    def _as_they_are(self) -> bool:
+        """True when no feature space is learned: no standardization and every component kept (1.0)."""
+        return not self.standardize and isinstance(self.n_components, float) and self.n_components >= 1.0
 
     def fit(self, train: Any, label: str = "subject") -> _AttributeClassifier:
         y, ok = _labelled(train, label)
         if not ok.any():
             raise TableError(f"{self.id}: the training set has no sample with a {label!r} value")
-        super().fit(train.filter(ok) if not ok.all() else train, label)
-        z = self.embed(train)[ok]
+        if self._as_they_are():
+            x = self._x(train)
+            self.space_, self.raw_dim_ = None, int(x.shape[1])
+            z = x[ok]
+        else:
+            self.raw_dim_ = None
+            super().fit(train.filter(ok) if not ok.all() else train, label)
+            z = self.embed(train)[ok]
         classes, yi = np.unique(y[ok], return_inverse=True)
         self.model_classes_ = classes
         self.model_ = self._fit_model(z, yi, len(classes))
@@ -267,8 +306,16 @@ class _AttributeClassifier(_SpaceRecognizer):
         self.classes_ = None
         return self
 
+    def embed(self, table: Any) -> np.ndarray:
+        """The features the classifier sees: as they are (the defaults) or mapped through the fitted space."""
+        if self.raw_dim_ is None:
+            return super().embed(table)
+        x = self._x(table)
+        _check_dim(self, x, self.raw_dim_)
+        return x
+
     def enroll(self, gallery: Any, label: str = "subject") -> _AttributeClassifier:
-        if self.space_ is None or self.model_classes_ is None:
+        if self.model_classes_ is None:
             self.fit(gallery, label)
         elif label != self.label_:
             raise ParameterError(self.id, "label", label, f"{self.label_!r}, the label it was trained on")
@@ -285,18 +332,39 @@ class _AttributeClassifier(_SpaceRecognizer):
         return ScoreMatrix(align_columns(s, model_classes, classes), classes, probes.sample_ids)
 
 
+_SEBA = {"standardize": True, "n_components": 1.0, "cv_folds": 10, "keep": "best"}  # peers/seba.md 8.1
+
+_KNN_PRESETS: dict[str, dict[str, Any]] = {
+    "paper": {"standardize": False, "n_components": 1.0, "k": 5, "cv_folds": 0},
+    "seba": {**_SEBA, "k": 3},
+}
+
+
 @attrs.define(kw_only=True)
 class AttributeKnn(_AttributeClassifier):
     """k-nearest-neighbour attribute classifier trained on the attacker's labelled set (Table IV's kNN).
 
-    ``fit`` standardizes (and optionally projects with PCA) the training set and stores it with its labels;
-    scores are the shares of each class among the ``k`` nearest training samples (``predict_proba``)."""
+    ``fit`` stores the training set with its labels; scores are the shares of each class among the ``k``
+    nearest training samples (``predict_proba``). The defaults are scikit-learn's
+    (``KNeighborsClassifier()``: k = 5, Euclidean distance) on the features as they are, the paper's "basic
+    configurations without optimisation"; ``standardize = true`` z-scores every feature and rotates onto all
+    principal components first, ``n_components`` below 1.0 (or a count) keeps the leading ones. Presets
+    (``preset``): ``"paper"`` (default) is exactly these defaults; ``"seba"`` SEBA's ``Pipeline(StandardScaler,
+    PCA(), KNeighborsClassifier(3))`` cross-validated over 10 folds, keeping the best fold's estimator
+    (``standardize = true``, ``k = 3``, ``cv_folds = 10``, ``keep = "best"``)."""
 
     id: ClassVar[str] = "any.attribute_knn"
+    # 2: standardize = false with n_components = 1.0 means the features as they are (before: centred and
+    # rotated), so results cached under version 1 with that setting are not reused
+    version: ClassVar[str] = "2"
     reference: ClassVar[str] = "soft-biometric-attack.txt Table IV (kNN baseline)"
+    presets: ClassVar[dict[str, dict[str, Any]]] = _KNN_PRESETS
 
+    preset: str = _preset_param(_KNN_PRESETS)
     k: int = param(5, help="number of neighbours (scikit-learn's default)", low=1)
-    metric: str = param("euclidean", help="distance", choices=("euclidean", "cosine"))
+    metric: str = param(
+        "euclidean", help="distance (scikit-learn's default: euclidean)", choices=("euclidean", "cosine")
+    )
     scores: str = scores_param("proba")
 
     def _train(self, z: np.ndarray, y: np.ndarray) -> Any:
@@ -305,21 +373,42 @@ class AttributeKnn(_AttributeClassifier):
         return KNeighborsClassifier(n_neighbors=min(self.k, len(z)), metric=self.metric).fit(z, y)
 
 
+_SVM_PRESETS: dict[str, dict[str, Any]] = {
+    "paper": {"standardize": False, "n_components": 1.0, "scores": "decision", "cv_folds": 0},
+    "seba": {**_SEBA, "scores": "proba"},
+}
+
+
 @attrs.define(kw_only=True)
 class AttributeSvm(_AttributeClassifier):
     """Support-vector attribute classifier trained on the attacker's labelled set (Table IV's SVMs).
 
-    ``fit`` standardizes (and optionally projects with PCA) the training set and trains an SVC with the given
-    kernel (scikit-learn defaults otherwise: C = 1, gamma = 'scale', degree 3, as the paper's "basic
-    configurations"); scores are its one-vs-rest decision function, or with ``scores = "proba"`` its
-    Platt-scaled class probabilities (``SVC(probability=True)`` seeded with ``seed``)."""
+    ``fit`` trains an SVC with the given kernel on the labelled training set. The defaults are scikit-learn's
+    (``SVC(kernel=kernel)``: C = 1, gamma = 'scale', degree 3, coef0 0) on the features as they are (no
+    standardization, no PCA), the paper's "basic configurations without optimisation"; ``standardize = true``
+    z-scores every feature and rotates onto all principal components first, ``n_components`` below 1.0 (or a
+    count) keeps the leading ones. Scores are its one-vs-rest
+    decision function, or with ``scores = "proba"`` its Platt-scaled class probabilities
+    (``SVC(probability=True)`` seeded with ``seed``). Presets (``preset``): ``"paper"`` (default) is exactly
+    these defaults; ``"seba"`` SEBA's ``Pipeline(StandardScaler, PCA(), SVC(probability=True))``
+    cross-validated over 10 folds, keeping the best fold's estimator (``standardize = true``,
+    ``scores = "proba"``, ``cv_folds = 10``, ``keep = "best"``). Standardizing changes the result: gamma =
+    'scale' and the distances then weigh every feature alike, which on templates whose features differ in
+    spread can be markedly weaker (or stronger) than the paper's setting."""
 
     id: ClassVar[str] = "any.attribute_svm"
+    # 2: standardize = false with n_components = 1.0 means the features as they are (before: centred and
+    # rotated), so results cached under version 1 with that setting are not reused
+    version: ClassVar[str] = "2"
     reference: ClassVar[str] = "soft-biometric-attack.txt Table IV (SVM baselines)"
+    presets: ClassVar[dict[str, dict[str, Any]]] = _SVM_PRESETS
 
-    kernel: str = param("rbf", help="SVM kernel", choices=("rbf", "poly", "sigmoid", "linear"))
-    c: float = param(1.0, help="SVM regularization C", low=0.0, low_inclusive=False)
-    degree: int = param(3, help="degree of the poly kernel", low=1)
+    preset: str = _preset_param(_SVM_PRESETS)
+    kernel: str = param(
+        "rbf", help="SVM kernel (scikit-learn's default: rbf)", choices=("rbf", "poly", "sigmoid", "linear")
+    )
+    c: float = param(1.0, help="SVM regularization C (scikit-learn's default)", low=0.0, low_inclusive=False)
+    degree: int = param(3, help="degree of the poly kernel (scikit-learn's default)", low=1)
     seed: int = param(0, help="random seed (randomized PCA on very large data; Platt scaling with scores = proba)")
     scores: str = scores_param()
 

@@ -957,9 +957,42 @@ def learning_warnings(plan: Plan, records: Mapping[str, Any]) -> list[str]:
     return out
 
 
+#: The attacker-too-weak guard's bar, as a share of the way from chance to a perfect attack: a recognizer whose
+#: clear-level confidence interval lies wholly below chance + WEAK_ATTACKER_SHARE × (1 − chance) (a chance-
+#: normalized accuracy of 0.25) is too weak for its privacy figures to say much.
+WEAK_ATTACKER_SHARE = 0.25
+
+
+def weak_attacker_bar(chance: float, share: float = WEAK_ATTACKER_SHARE) -> float:
+    """The level below which a clear-level attacker is too weak: ``chance + share × (1 − chance)``."""
+    return chance + share * (1.0 - chance)
+
+
+def judge_attacker(value: float, ci_low: float, ci_high: float, chance: float) -> str:
+    """The attacker-too-weak guard's verdict on a recognizer's clear-level headline metric, judged on its
+    confidence interval, not on the point estimate:
+
+    * ``"weak"``: the whole CI lies below :func:`weak_attacker_bar` (the attacker is weak with confidence);
+    * ``"unclear"``: the CI reaches from chance (or below) to the bar (or above), too wide to tell a strong
+      attacker from one at chance (few subjects);
+    * ``"ok"``: otherwise, including a CI that straddles the bar but excludes chance (demonstrably above chance).
+
+    Without a CI (NaN bounds: bootstrap off, or fewer than 2 subjects) the value stands for both bounds."""
+    lo = value if math.isnan(ci_low) else ci_low
+    hi = value if math.isnan(ci_high) else ci_high
+    bar = weak_attacker_bar(chance)
+    if hi < bar - 1e-12:
+        return "weak"
+    if lo <= chance + 1e-12:
+        return "unclear"
+    return "ok"
+
+
 def sanity_warnings(metrics: Any) -> list[str]:
-    """The attacker-too-weak guard: a recognizer whose clear-level CI of the headline metric (top-1 for identity,
-    balanced accuracy for an attribute) contains chance."""
+    """The attacker-too-weak guard, per recognizer, selector and subject count, on the clear-level headline
+    metric (top-1 for identity, balanced accuracy for an attribute; mean value and CI bounds over repeats and
+    draws), as :func:`judge_attacker` decides: "attacker too weak" when its CI lies wholly below
+    :func:`weak_attacker_bar`, a softer "attacker strength unclear" note when its CI spans chance and the bar."""
     out: list[str] = []
     hm = headline_metric(metrics)
     name = {"top1": "top-1", "balanced_accuracy": "balanced accuracy"}[hm]
@@ -970,13 +1003,25 @@ def sanity_warnings(metrics: Any) -> list[str]:
         value=("value", "mean"), lo=("ci_low", "mean"), hi=("ci_high", "mean"), chance=("chance", "mean")
     )
     for (rec, sel, n), row in g.iterrows():
-        lo = row.lo if not math.isnan(row.lo) else row.value
-        if lo <= row.chance + 1e-12:
-            ci = f"CI {row.lo:.3f}–{row.hi:.3f}" if not math.isnan(row.lo) else "no CI"
+        verdict = judge_attacker(row.value, row.lo, row.hi, row.chance)
+        if verdict == "ok":
+            continue
+        no_ci = math.isnan(row.lo) or math.isnan(row.hi)
+        ci = "no CI: judged on the value" if no_ci else f"CI {row.lo:.3f}–{row.hi:.3f}"
+        bar = weak_attacker_bar(row.chance)
+        where = f"({sel}, {n} subjects)"
+        if verdict == "weak":
             out.append(
-                f"attacker too weak: {rec} reaches only {row.value:.3f} {name} on CLEAR data "
-                f"({ci}) against chance {row.chance:.3f} ({sel}, {n} subjects); "
-                f"its privacy figures say little"
+                f"attacker too weak: {rec} reaches only {row.value:.3f} {name} on CLEAR data ({ci}), below "
+                f"{bar:.3f}, a quarter of the way from chance {row.chance:.3f} to 1 {where}; its privacy figures "
+                f"say little: add a stronger attacker (another recognizer, more attacker data)"
+            )
+        else:
+            out.append(
+                f"attacker strength unclear: {rec} reaches {row.value:.3f} {name} on CLEAR data, but its {ci} "
+                f"spans chance {row.chance:.3f} and {bar:.3f}, a quarter of the way to 1 {where}: too few "
+                f"subjects to tell whether it beats chance (not a verdict on the attacker); its privacy figures "
+                f"are uncertain, more subjects or repeats narrow the CI"
             )
     return out
 

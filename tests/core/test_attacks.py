@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -61,7 +63,7 @@ def _privacy_enhancer(world, seed=1, iterations=8):
        its direction out, repeat), fitted once on a background population; identity neighbourhoods survive
        (only a few of 32 directions go);
     2. each template is scaled by a random positive factor (log-normal): a cosine comparator ignores it, the
-       classifiers (which standardize and compare raw vectors) do not.
+       classifiers (which compare the vectors as they are) do not.
     """
     from sklearn.svm import LinearSVC
 
@@ -259,3 +261,96 @@ def test_baselines_learn_the_attribute_in_fit(cls, params):
     # enrol never retrains: enrolling a one-group gallery keeps the trained model and its two classes
     rec.enroll(evaluation.filter(evaluation.attribute("group") == "a"), "group")
     assert set(rec.model_classes_) == {"a", "b"} and list(rec.score(evaluation).classes) == ["a"]
+
+
+# ------------------------------------------------------------------------------- defaults match the documentation
+
+
+def _spread_data(n_attacker=40, n_target=20, d=8, seed=8):
+    """Attacker and target tables whose features differ in spread by a factor of 30 (so any scaling shows), with
+    their raw float32 matrices and 0/1 gender labels."""
+    world = _world(seed=seed, d=d, k=40)
+    spread = np.geomspace(0.2, 6.0, d)
+    xa, sa, ya = _population(world, n_attacker, 3, seed=seed + 1)
+    xt, st, yt = _population(world, n_target, 2, seed=seed + 2)
+    xa, xt = (xa * spread).astype(np.float32), (xt * spread).astype(np.float32)
+    return _table(xa, sa, ya, "a"), _table(xt, st, yt, "t"), xa, ya, xt
+
+
+def test_baseline_defaults_are_the_documented_scikit_learn_defaults():
+    """The docstrings say: scikit-learn's defaults on the features as they are (the paper's "basic
+    configurations"); the declared parameters must be those, and the fitted classifier exactly scikit-learn's."""
+    from sklearn.neighbors import KNeighborsClassifier
+    from sklearn.svm import SVC
+
+    attacker, target, xa, ya, xt = _spread_data()
+    for kernel in ("rbf", "poly", "sigmoid", "linear"):
+        ours = AttributeSvm(kernel=kernel).fit(attacker, "gender").score(target)
+        d = SVC(kernel=kernel).fit(xa, ya).decision_function(xt)
+        np.testing.assert_allclose(ours.scores, np.stack([-d, d], axis=1), rtol=1e-6, atol=1e-6, err_msg=kernel)
+    if "probability" in SVC().get_params():  # (gone in scikit-learn >= 1.11, where bioanon calibrates itself)
+        ours = AttributeSvm(scores="proba").fit(attacker, "gender").score(target).scores
+        with warnings.catch_warnings():  # deprecated in scikit-learn 1.9
+            warnings.simplefilter("ignore", FutureWarning)
+            p = SVC(probability=True, random_state=0).fit(xa, ya).predict_proba(xt)
+        np.testing.assert_allclose(ours, p, atol=1e-6)
+    ours = AttributeKnn().fit(attacker, "gender").score(target).scores
+    np.testing.assert_allclose(ours, KNeighborsClassifier().fit(xa, ya).predict_proba(xt), atol=1e-12)
+
+    svm, knn, ref = AttributeSvm(), AttributeKnn(), SVC()
+    assert (svm.preset, svm.kernel, svm.c, svm.degree) == ("paper", ref.kernel, ref.C, ref.degree)
+    assert (svm.standardize, svm.n_components, svm.cv_folds, svm.scores) == (False, 1.0, 0, "decision")
+    assert (knn.preset, knn.k, knn.metric) == ("paper", KNeighborsClassifier().n_neighbors, "euclidean")
+    assert (knn.standardize, knn.n_components, knn.cv_folds) == (False, 1.0, 0)
+
+
+def test_standardize_is_seba_pipeline_and_the_seba_preset_sets_it():
+    """``standardize = true`` is SEBA's ``Pipeline(StandardScaler, PCA(), SVC)``; the ``seba`` preset fills it
+    (and SEBA's probabilities, 10-fold cross-validation and best fold) where the caller left the defaults."""
+    from sklearn.decomposition import PCA
+    from sklearn.neighbors import KNeighborsClassifier
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+    from sklearn.svm import SVC
+
+    attacker, target, xa, ya, xt = _spread_data()
+    for kernel in ("rbf", "poly"):
+        ours = AttributeSvm(kernel=kernel, standardize=True).fit(attacker, "gender").score(target).scores
+        d = make_pipeline(StandardScaler(), PCA(), SVC(kernel=kernel)).fit(xa, ya).decision_function(xt)
+        # (float32 features: our space and scikit-learn's pipeline round differently, and SVC stops at tol 1e-3)
+        np.testing.assert_allclose(ours, np.stack([-d, d], axis=1), rtol=2e-3, atol=2e-3, err_msg=kernel)
+        plain = AttributeSvm(kernel=kernel).fit(attacker, "gender").score(target).scores
+        assert np.abs(plain - ours).max() > 0.05, kernel  # the two settings differ on these features
+    ours = AttributeKnn(standardize=True, k=3).fit(attacker, "gender").score(target).scores
+    ref = make_pipeline(StandardScaler(), PCA(), KNeighborsClassifier(3)).fit(xa, ya).predict_proba(xt)
+    np.testing.assert_allclose(ours, ref, atol=1e-12)
+
+    seba = AttributeSvm(preset="seba")
+    assert (seba.standardize, seba.n_components, seba.scores, seba.cv_folds, seba.keep) == (
+        True,
+        1.0,
+        "proba",
+        10,
+        "best",
+    )
+    assert AttributeKnn(preset="seba").k == 3 and AttributeKnn(preset="seba").standardize
+    assert AttributeSvm(preset="seba", cv_folds=0, standardize=False).cv_folds == 0  # explicit values win
+    assert not AttributeSvm(preset="seba", standardize=False).standardize
+    back = seba.with_params(preset="paper")
+    assert (back.standardize, back.scores, back.cv_folds) == (False, "decision", 0)
+    with pytest.raises(ParameterError, match="preset"):
+        AttributeSvm(preset="fast")
+
+
+def test_unscaled_pca_and_a_new_layout_are_handled():
+    """``n_components`` below 1.0 without standardization centres and projects (a space is fitted); the
+    features-as-they-are path still refuses probes of another layout, naming both sizes."""
+    attacker, target, *_ = _spread_data()
+    rec = AttributeSvm(n_components=0.9).fit(attacker, "gender")
+    assert rec.space_ is not None and rec.raw_dim_ is None and rec.embed(target).shape[1] < 8
+    assert np.all(rec.space_.scale == 1.0)
+    raw = AttributeSvm().fit(attacker, "gender")
+    assert raw.space_ is None and raw.raw_dim_ == 8
+    other = SampleTable.from_arrays(subject=["x"], payloads={"features": np.zeros((1, 5), np.float32)})
+    with pytest.raises(TableError, match="5 values each.*fitted on samples of 8"):
+        raw.score(other)
