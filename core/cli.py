@@ -209,6 +209,11 @@ def cmd_describe(args: argparse.Namespace) -> int:
         print("payloads: " + ", ".join(d["payloads"]))
     if d["reference"]:
         print(textwrap.fill("reference: " + d["reference"], _width()))
+    if d.get("attribute_names") is not None:  # a dataset source that declares its attribute columns
+        names = ", ".join(d["attribute_names"]) or "none"
+        print(textwrap.fill("attribute columns: " + names, _width(), subsequent_indent="  "))
+    elif d["kind"] == "dataset":
+        print("attribute columns: those of the data (known once loaded)")
     print()
     for para in d["doc"].split("\n\n"):
         print(textwrap.fill(" ".join(para.split()), _width()))

@@ -404,6 +404,10 @@ class Method:
     # with the command, and creating it through the registry raises MissingDependencyError; config validation
     # reports it too). Import them inside the methods, never at module import.
     requires: ClassVar[dict[str, str]] = {}
+    # parameters whose values name attribute columns of the data (a string, or a tuple of strings; "" and
+    # "subject" name none): config validation checks them against the attribute columns the data set's source
+    # declares (DatasetSource.attribute_names), before any data is loaded
+    attribute_params: ClassVar[tuple[str, ...]] = ()
 
     @classmethod
     def missing_requirements(cls) -> dict[str, str]:
@@ -1131,13 +1135,28 @@ class DatasetSource(Method):
     The path is an argument, not a parameter, so it never enters a fingerprint: tables are fingerprinted
     by content. Problems found while loading that the user should see (files skipped, images without a face)
     go into the table metadata as sentences under ``load_warnings``; an evaluation lists them first among its
-    warnings."""
+    warnings.
+
+    ``attribute_names``: the attribute columns (names without ``attr.``) the source's tables can have, when
+    they do not depend on the data (an optional file may leave some out); ``None`` (the default) when the data
+    decide (a folder with a CSV of any columns). ``bioanon validate`` and config loading check the label and
+    every attribute name a config uses against a declared list, without loading the data; ``bioanon describe``
+    shows it."""
 
     kind: ClassVar[str] = "dataset"
     needs_path: ClassVar[bool] = True
+    attribute_names: ClassVar[tuple[str, ...] | None] = None
 
     def load(self, path: Any = None) -> Any:
         raise NotImplementedError
+
+    @classmethod
+    def describe(cls) -> dict[str, Any]:
+        """:meth:`Method.describe` plus ``attribute_names``: the declared attribute columns (None: unknown until
+        the data are loaded)."""
+        out = super().describe()
+        out["attribute_names"] = None if cls.attribute_names is None else list(cls.attribute_names)
+        return out
 
 
 KIND_CLASSES: dict[str, type[Method]] = {

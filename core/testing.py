@@ -285,6 +285,8 @@ def check_method(
         assert not missing, f"parameters without help text: {missing}"
         nodefault = [p["name"] for p in cls.param_specs() if p["required"]]
         assert not nodefault, f"parameters without default: {nodefault}"
+        unknown = [n for n in cls.attribute_params if n not in {p["name"] for p in cls.param_specs()}]
+        assert not unknown, f"attribute_params names no parameter: {unknown}"
 
     c.run("id_and_kind", id_and_kind)
     c.run("documented", documented)
@@ -384,6 +386,8 @@ def _behaviour_checks(cls: type[Method], c: _Checker, table: Any, label: str, pa
             a, b = source(**params).load(), source(**params).load()
             a.validate()
             assert len(a) > 0, "empty table"
+            undeclared = sorted(set(a.attribute_names) - set(source.attribute_names or a.attribute_names))
+            assert not undeclared, f"attribute columns {undeclared} are not in the declared attribute_names"
             assert table_fingerprint(a) == table_fingerprint(b), "same seed gave different data"
 
         c.run("loads_deterministically", loads)

@@ -23,6 +23,7 @@ class SyntheticFeatures(DatasetSource):
     can be measured. Columns: ``features`` (float32, D), ``attr.group``, ``attr.activity``, ``attr.age``."""
 
     id: ClassVar[str] = "any.synthetic"
+    attribute_names: ClassVar[tuple[str, ...] | None] = ("group", "activity", "age")
     needs_path: ClassVar[bool] = False
 
     n_subjects: int = param(30, help="number of subjects", low=2)

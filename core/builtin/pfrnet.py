@@ -147,6 +147,7 @@ class Pfrnet(Anonymizer):
     Deterministic for ``seed`` on one machine and device (``device``: :mod:`bioanon.device`)."""
 
     id: ClassVar[str] = "any.pfrnet"
+    attribute_params: ClassVar[tuple[str, ...]] = ("attribute",)
     payloads: ClassVar[tuple[str, ...]] = ("features",)
     needs_fit: ClassVar[bool] = True
     fit_defines_columns: ClassVar[bool] = True  # the output is a code learned on the fitting data

@@ -75,6 +75,7 @@ class RandomSetMean(Anonymizer):
     """
 
     id: ClassVar[str] = "any.random_set_mean"
+    attribute_params: ClassVar[tuple[str, ...]] = ("attribute", "additional_attributes", "sensitive_attribute")
     payloads: ClassVar[tuple[str, ...]] = ("features",)
     reference: ClassVar[str] = "utility-preserving-anonymization.txt (Algorithm 1)"
     example_params: ClassVar[dict[str, Any]] = {"attribute": "activity", "set_size": 4, "purity": 0.5}

@@ -142,6 +142,7 @@ class ClassificationSelection(Selector):
     the column otherwise)."""
 
     id: ClassVar[str] = "any.select_classification"
+    attribute_params: ClassVar[tuple[str, ...]] = ("by",)
     payloads: ClassVar[tuple[str, ...]] = ("features", "imu", "pose", "image")
 
     recognizer: str = param("any.lda_cosine", help="id of the recognizer that ranks the subjects")
@@ -240,6 +241,7 @@ class MetadataSelection(Selector):
     repeatedly the subject farthest from the mean of those chosen (see :func:`spread_greedy`)."""
 
     id: ClassVar[str] = "any.select_metadata"
+    attribute_params: ClassVar[tuple[str, ...]] = ("attributes",)
     payloads: ClassVar[tuple[str, ...]] = ("*",)
 
     attributes: tuple[str, ...] = param((), help="attribute names to use (empty = all)")

@@ -244,6 +244,7 @@ class Ive(Anonymizer):
     ignored by ``fit``."""
 
     id: ClassVar[str] = "any.ive"
+    attribute_params: ClassVar[tuple[str, ...]] = ("attribute",)
     payloads: ClassVar[tuple[str, ...]] = ("features",)
     needs_fit: ClassVar[bool] = True
     fit_defines_columns: ClassVar[bool] = True  # the features kept are the fit's choice

@@ -104,6 +104,7 @@ class AttributeAccuracy(UtilityMeasure):
     and 0.0 where not (NaN where the original value is null). Floor: the majority-class rate."""
 
     id: ClassVar[str] = "any.attribute_accuracy"
+    attribute_params: ClassVar[tuple[str, ...]] = ("attribute",)
     payloads: ClassVar[tuple[str, ...]] = ("features", "imu", "pose", "image")
     paired: ClassVar[bool] = False
     example_params: ClassVar[dict[str, Any]] = {"attribute": "group"}

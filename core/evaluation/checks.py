@@ -1,7 +1,8 @@
 """Checks that run before any computation: ``bioanon validate`` and the start of every evaluation.
 
 :func:`~bioanon.evaluation.config.load_config` checks the config itself (keys, ids, parameters and grids value
-by value, rates, paths, each method's trait against the data set's, the optional packages methods declare).
+by value, rates, paths, each method's trait against the data set's, the optional packages methods declare, the
+label and attribute names against the columns the data set's source declares).
 This module adds what needs more than the config: whether the results folder can be written, whether the
 devices asked for exist on this machine, and — once the data are loaded — whether every method finds a payload
 it reads, the label column exists, and each method's own preflight (e.g. a user's weights file that must fit

@@ -579,6 +579,36 @@ def _a(noun: str) -> str:
     return ("an " if noun[0] in "aeio" else "a ") + noun  # "a utility measure"
 
 
+#: Attribute names often written for another one: a name → the columns to suggest instead, where the data set has
+#: them (``label = "sex"`` on a source whose column is ``gender``).
+COLUMN_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "sex": ("gender",),
+    "gender": ("sex",),
+    "age": ("age_group",),
+    "age_group": ("age",),
+    "transcript": ("text",),
+    "text": ("transcript",),
+    "speaker": ("subject",),
+    "identity": ("subject",),
+    "user": ("subject",),
+}
+
+
+def column_suggestion(name: str, columns: Iterable[str]) -> str | None:
+    """The column of ``columns`` that ``name`` most likely means: the same name in another case (``male`` →
+    ``Male``), a synonym (:data:`COLUMN_SYNONYMS`: ``sex`` → ``gender``) or the closest spelling (difflib); None
+    when none is close."""
+    cols = list(columns)
+    by_case = {c.lower(): c for c in cols}
+    if name.lower() in by_case:
+        return by_case[name.lower()]
+    for other in COLUMN_SYNONYMS.get(name.lower(), ()):
+        if other in by_case:
+            return by_case[other]
+    close = difflib.get_close_matches(name, cols, n=1, cutoff=0.6)
+    return close[0] if close else None
+
+
 def _did_you_mean(word: str, options: Iterable[str]) -> str:
     options = list(options)
     close = difflib.get_close_matches(word, options, n=1, cutoff=0.6)
@@ -717,6 +747,22 @@ class _Validator:
         run = self.run(raw.get("run", {}))
         templates = self.templates(raw["templates"], rates) if "templates" in raw else None
         self.suitability()
+        method_specs = [(f"anonymizers[{i}]", s) for i, s in enumerate(anonymizers)]
+        method_specs += [("deanonymizer", deanonymizer)] + [(f"recognizers[{i}]", s) for i, s in enumerate(recognizers)]
+        method_specs += [
+            (f"selection.selectors[{i}]", s) for i, s in enumerate(selection.selectors if selection else ())
+        ]
+        method_specs += [(f"utility[{i}]", s) for i, s in enumerate(utility)]
+        used: list[tuple[str, str | None]] = [
+            ("label", label),
+            ("templates.label", templates.label if templates else None),
+        ]
+        used += [("report.paper_protocol", report.paper_protocol)]
+        used += [("report.breakdown", c) for c in (() if report.breakdown == "auto" else report.breakdown)]
+        used += [(where, name) for path, spec in method_specs if spec is not None for where, name in _used(path, spec)]
+        if templates is not None:
+            used += _used("templates", templates.recognizer)
+        self.attribute_columns(used, attacker_dataset, label)
         if self.problems:
             return None
         return EvalConfig(
@@ -810,6 +856,48 @@ class _Validator:
                     f"(`bioanon methods '{source.trait}.*' 'any.*' --kind {cls.kind}`)",
                 )
             self.requirements(cls, where)
+
+    def attribute_columns(
+        self, used: list[tuple[str, str | None]], attacker: AttackerDatasetSpec | None, label: str | None
+    ) -> None:
+        """Every attribute name the config uses (``used``: key path, name) is a column the data set's source
+        declares (:attr:`~bioanon.methods.DatasetSource.attribute_names`), and the attacker data set's declared
+        columns give the mapping's columns and, after it, the label. A source that declares none is checked once
+        its data are loaded (``bioanon validate --data``, the start of a run)."""
+        source = cast("type[DatasetSource] | None", self.resolved.get("dataset.source"))
+        if source is not None and source.attribute_names is not None:
+            declared = source.attribute_names
+            for where, name in used:
+                if not name or name == "subject" or name in declared:
+                    continue
+                options = [*declared, "subject"] if where.endswith("label") else list(declared)
+                hint = column_suggestion(name, options)
+                self.add(
+                    where,
+                    f"the data set {source.id} has no attribute column {name!r}; its attribute columns: "
+                    f"{', '.join(declared) or 'none'}" + (f"; did you mean {hint!r}?" if hint else ""),
+                )
+        theirs = cast("type[DatasetSource] | None", self.resolved.get("attacker_dataset.source"))
+        if attacker is None or theirs is None or theirs.attribute_names is None:
+            return
+        columns = theirs.attribute_names
+        for col in attacker.attributes:
+            if col not in columns:
+                hint = column_suggestion(col, columns)
+                self.add(
+                    f"attacker_dataset.attributes.{col}",
+                    f"the attacker data set {theirs.id} has no attribute column {col!r}; its attribute columns: "
+                    f"{', '.join(columns) or 'none'}" + (f"; did you mean {hint!r}?" if hint else ""),
+                )
+        mapped = [c for c in columns if c not in attacker.attributes] + [m.name for m in attacker.attributes.values()]
+        if label and label != "subject" and label not in mapped:
+            hint = column_suggestion(label, [c for c in columns if c not in attacker.attributes])
+            self.add(
+                "attacker_dataset",
+                f"the attacker data set {theirs.id} has no attribute column {label!r} (the evaluation's label) after "
+                f"the mapping; its attribute columns: {', '.join(mapped) or 'none'}; map one onto it with "
+                f'attacker_dataset.attributes = {{ {hint or "<column>"} = "{label}" }}',
+            )
 
     def requirements(self, cls: type[Method], where: str) -> None:
         missing = cls.missing_requirements()
@@ -1298,6 +1386,21 @@ class _Validator:
 
 
 _MISSING = object()
+
+
+def _used(path: str, spec: MethodSpec) -> list[tuple[str, str]]:
+    """``(key path, attribute name)`` of every attribute a configured method names through its
+    :attr:`~bioanon.methods.Method.attribute_params` (fixed parameters and grid values; a tuple value names
+    several)."""
+    out: list[tuple[str, str]] = []
+    for p in spec.method_class().attribute_params:
+        places = [(f"{path}.params.{p}", spec.params[p])] if p in spec.params else []
+        places += [(f"{path}.grid.{p}[{i}]", v) for i, v in enumerate(spec.grid.get(p, ()))]
+        for where, value in places:
+            for name in value if isinstance(value, (tuple, list)) else (value,):
+                if isinstance(name, str) and name.strip():
+                    out.append((where, name))
+    return out
 
 
 # --------------------------------------------------------------------------------------------------- output

@@ -87,7 +87,11 @@ def test_killed_worker_task_is_retried_elsewhere(cluster, tmp_path):
     assert victim not in client.run(os.getpid).values()
 
 
-def test_dask_keep_going_reports_failures(cluster, tmp_path):
+def test_dask_keep_going_reports_failures(cluster, tmp_path, monkeypatch):
+    from bioanon.builtin.datasets import SyntheticFeatures
+
+    # a source that does not declare its attribute columns: the missing attribute fails in the workers
+    monkeypatch.setattr(SyntheticFeatures, "attribute_names", None)
     _, client = cluster
     cfg = _cfg()
     cfg["recognizers"] = [{"id": "any.cosine_centroid"}, {"id": "any.pca_svm", "params": {"kernel": "rbf"}}]

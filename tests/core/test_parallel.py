@@ -49,7 +49,11 @@ def test_two_jobs_give_the_results_of_one(tmp_path, monkeypatch):
     assert again.executed == 0 and again.metrics.equals(one.metrics)  # warm: nothing recomputed
 
 
-def test_failures_in_workers_are_reported_and_dependents_skipped(tmp_path):
+def test_failures_in_workers_are_reported_and_dependents_skipped(tmp_path, monkeypatch):
+    from bioanon.builtin.datasets import SyntheticFeatures
+
+    # a source that does not declare its attribute columns: the missing attribute fails in the workers
+    monkeypatch.setattr(SyntheticFeatures, "attribute_names", None)
     cfg = _cfg()
     cfg["utility"] = [{"id": "any.attribute_accuracy", "params": {"attribute": "no_such_attribute"}}]
     with pytest.raises(bioanon.BioanonError, match="no_such_attribute"):

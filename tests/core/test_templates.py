@@ -197,7 +197,7 @@ def test_classifiers_fall_to_chance_while_the_similarity_attack_keeps_the_attrib
 def _config(**over):
     cfg = {
         "name": "tpl",
-        "label": "sex",
+        "label": "group",
         "scenarios": ["parrot"],
         "dataset": {"source": "any.synthetic", "params": {"n_subjects": 30, "samples_per_subject": 4}},
         "rates": {"background": 0.3, "attacker": 0.4, "evaluation": 0.3},

@@ -56,9 +56,14 @@ def test_cli_validate_lists_every_problem_at_once(tmp_path):
     assert "out: cannot create a run folder" in out.stderr and "is not a folder" in out.stderr
 
 
-def test_data_checks_name_the_label_and_the_payload(tmp_path):
+def test_data_checks_name_the_label_and_the_payload(monkeypatch):
+    # a source that does not declare its attribute columns: the label is checked once the data are loaded
+    from bioanon.builtin.datasets import SyntheticFeatures
+
+    monkeypatch.setattr(SyntheticFeatures, "attribute_names", None)
     cfg = config(**SMALL)
     cfg["label"] = "no_such_attribute"
+    validate(cfg)  # not checked without the data
     with pytest.raises(ConfigError, match=r"label: the data set has no attribute column 'attr.no_such_attribute'"):
         validate(cfg, load_data=True)
 
@@ -81,3 +86,62 @@ def test_evaluate_checks_payloads_before_any_work(tmp_path, register_bioanon_plu
     from bioanon.evaluation.rundir import read_status
 
     assert read_status(tmp_path / "out" / "r")["state"] == "failed"
+
+
+def test_validate_without_data_checks_every_attribute_name_against_the_declared_columns():
+    # any.synthetic declares group, activity and age: every name a config uses is checked without the data
+    cfg = config(**SMALL)
+    cfg["label"] = "gruop"
+    cfg["utility"] = [{"id": "any.attribute_accuracy", "params": {"attribute": "Activity"}}]
+    cfg["anonymizers"] = [{"id": "any.random_set_mean", "grid": {"attribute": ["activity", "mood"]}}]
+    cfg["selection"] = {"selectors": [{"id": "any.select_metadata", "params": {"attributes": ["age", "sex"]}}]}
+    cfg["report"] = {"breakdown": ["group", "gender"], "paper_protocol": "actvity"}
+    with pytest.raises(ConfigError) as e:
+        validate(cfg)
+    cols = "its attribute columns: group, activity, age"
+    assert e.value.problems == [
+        f"label: the data set any.synthetic has no attribute column 'gruop'; {cols}; did you mean 'group'?",
+        f"report.paper_protocol: the data set any.synthetic has no attribute column 'actvity'; {cols}; "
+        "did you mean 'activity'?",
+        f"report.breakdown: the data set any.synthetic has no attribute column 'gender'; {cols}",
+        f"anonymizers[0].grid.attribute[1]: the data set any.synthetic has no attribute column 'mood'; {cols}",
+        f"selection.selectors[0].params.attributes: the data set any.synthetic has no attribute column 'sex'; {cols}",
+        f"utility[0].params.attribute: the data set any.synthetic has no attribute column 'Activity'; {cols}; "
+        "did you mean 'activity'?",
+    ]
+    good = config(**SMALL)
+    good["label"] = "group"
+    good["utility"] = [{"id": "any.attribute_accuracy", "params": {"attribute": "activity"}}]
+    good["report"] = {"breakdown": ["group"], "paper_protocol": "activity"}
+    assert validate(good).label == "group"
+
+
+def test_validate_without_data_checks_the_attacker_data_sets_mapping():
+    cfg = config(**SMALL)
+    cfg["label"] = "group"
+    cfg["rates"] = {"background": 0.2, "evaluation": 0.8}
+    cfg["attacker_dataset"] = {"source": "any.synthetic", "attributes": {"groups": "group"}, "subject_prefix": "a:"}
+    with pytest.raises(ConfigError) as e:
+        validate(cfg)
+    assert e.value.problems == [
+        "attacker_dataset.attributes.groups: the attacker data set any.synthetic has no attribute column 'groups'; "
+        "its attribute columns: group, activity, age; did you mean 'group'?"
+    ]
+    cfg["attacker_dataset"]["attributes"] = {"group": "kind"}  # the label is renamed away
+    with pytest.raises(
+        ConfigError, match=r"attacker_dataset: .* no attribute column 'group' \(the evaluation's label\)"
+    ):
+        validate(cfg)
+    cfg["attacker_dataset"]["attributes"] = {"group": "group"}
+    assert validate(cfg).attacker_dataset is not None
+
+
+def test_column_suggestion_knows_spellings_cases_and_synonyms():
+    from bioanon.evaluation.config import column_suggestion
+
+    assert column_suggestion("sex", ["chapter", "text", "gender", "subset"]) == "gender"
+    assert column_suggestion("gender", ["subset", "role", "sex", "text"]) == "sex"
+    assert column_suggestion("male", ["Male", "Smiling"]) == "Male"
+    assert column_suggestion("actvity", ["group", "activity", "age"]) == "activity"
+    assert column_suggestion("speaker", ["gender", "subject"]) == "subject"
+    assert column_suggestion("sex", ["chapter", "text"]) is None  # no synonym present, nothing close

@@ -25,6 +25,7 @@ def test_orl_native_and_resized(shared_data):
     t = _src("face.orl").load(shared_data / "att_faces")
     t.validate()
     assert len(t) == 400 and t.num_subjects == 40
+    assert t.attribute_names == list(type(_src("face.orl")).attribute_names)
     x = t.payload("image")
     assert x.shape == (400, 112, 92, 1) and x.dtype == np.uint8
     assert t.sample_ids[0] == "s1/1" and t.metadata["trait"] == "face"

@@ -21,6 +21,7 @@ def test_ucalgary_loads_with_quirks_handled(shared_data):
     root = shared_data / "ucalgary_gait"
     t = bioanon.load_dataset("gait.ucalgary", root)
     assert len(t) == 167 and t.num_subjects == 28  # 172 files - 5 OA runs
+    assert set(t.attribute_names) == set(bioanon.get_registry().get("gait.ucalgary").attribute_names)
     assert t.payload_shape("pose") == (100, 18, 3)
     assert t.payload("pose").dtype == np.float32
     meta = t.metadata

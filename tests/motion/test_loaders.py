@@ -37,6 +37,7 @@ def test_motionsense_windows_shapes_and_labels(motionsense_dir, ms):
     t = bioanon.load_dataset("motion.motionsense", motionsense_dir)
     expected = {k: ms.n_windows(n, 128, 128) for k, n in ms.lengths.items()}
     assert len(t) == sum(expected.values()) == 17
+    assert set(t.attribute_names) == set(bioanon.get_registry().get("motion.motionsense").attribute_names)
     assert t.payload_shape("imu") == (128, 6)
     meta = t.metadata
     assert meta["channels"] == ms.columns[6:]  # rotationRate + userAcceleration, as in the paper
@@ -184,6 +185,7 @@ def _expected_phone_gait_windows(root: Path, window: int, stride: int) -> dict[s
 def test_phone_gait_real_data(shared_data, phone_gait):
     root = shared_data / PHONE_GAIT
     t = phone_gait
+    assert set(t.attribute_names) == set(bioanon.get_registry().get("motion.phone_gait").attribute_names)
     counts = _expected_phone_gait_windows(root, 64, 64)
     assert len(counts) == 995 and len(t) == sum(counts.values())
     assert t.payload_shape("imu") == (64, 6)

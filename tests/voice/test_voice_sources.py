@@ -43,6 +43,7 @@ def test_fsdd_fixture_loads(fsdd_dir):
     assert set(t.subjects) == {"alice", "bob"}
     assert sorted(set(t.attribute("digit").tolist())) == [0, 1, 2]
     assert set(t.attribute("accent")) == {"UK", "USA"}
+    assert set(t.attribute_names) == set(Fsdd.attribute_names)  # as declared (speakers.csv's language is not read)
     assert t.payload("audio")[0].dtype == np.float32
 
 
@@ -94,6 +95,7 @@ def test_audiomnist_fixture(tmp_path):
     t = AudioMnist(sample_rate=8000, skip_bad_files=True).load(tmp_path)
     assert len(t) == 4 and t.metadata["sample_rate"] == 8000 and len(t.metadata["skipped_files"]) == 1
     assert set(t.attribute("age").tolist()) == {25, 30} and set(t.attribute("gender")) == {"male", "female"}
+    assert set(t.attribute_names) <= set(AudioMnist.attribute_names)
 
 
 def test_librispeech_fixture(tmp_path):
@@ -113,6 +115,7 @@ def test_librispeech_fixture(tmp_path):
         LibriSpeech().load(sub)
     t = LibriSpeech(skip_bad_files=True).load(sub)
     assert len(t) == 4 and t.metadata["sample_rate"] == 16000
+    assert set(t.attribute_names) == set(LibriSpeech.attribute_names)
     assert dict(zip(t.subjects, t.attribute("gender"), strict=True)) == {"19": "F", "26": "M"}
     text = dict(zip(t.sample_ids, t.attribute("text"), strict=True))  # transcripts; none for speaker 26's chapter
     assert [v for k, v in sorted(text.items()) if "19-100" in k] == ["HELLO WORLD", "GOOD BYE"]
@@ -281,3 +284,42 @@ def test_audiomnist_meta_duplicates_and_misplaced_files(tmp_path):
         DatasetError, match=r"1_01_0\.wav: the file name says speaker '01', but it is in the folder '02'"
     ):
         AudioMnist().load(tmp_path)
+
+
+def _libri_config(tmp_path, label):
+    return {
+        "label": label,
+        "dataset": {"source": "voice.librispeech", "path": str(tmp_path)},
+        "anonymizers": [{"id": "any.identity"}],
+        "recognizers": [{"id": "any.attribute_svm"}],
+    }
+
+
+def test_validate_without_data_checks_the_declared_columns(tmp_path):
+    # LibriSpeech's speaker column is ``gender`` (from SPEAKERS.TXT's SEX field): ``sex`` is refused before any
+    # data are read (tmp_path holds none: loading would fail), naming the key, the source and the columns
+    from bioanon.errors import ConfigError
+    from bioanon.evaluation.checks import validate
+
+    with pytest.raises(ConfigError) as e:
+        validate(_libri_config(tmp_path, "sex"))
+    assert e.value.problems == [
+        "label: the data set voice.librispeech has no attribute column 'sex'; its attribute columns: chapter, text, "
+        "gender, subset; did you mean 'gender'?"
+    ]
+    assert validate(_libri_config(tmp_path, "gender")).label == "gender"
+    cfg = _libri_config(tmp_path, "subject")  # a method's default attribute is checked too: FSDD's digit
+    cfg["utility"] = [{"id": "voice.content_accuracy"}]
+    with pytest.raises(ConfigError, match=r"utility\[0\].params.attribute: .* no attribute column 'digit'"):
+        validate(cfg)
+
+
+def test_describe_names_the_columns_exactly(capsys):
+    from bioanon.cli import main
+
+    assert main(["describe", "voice.librispeech"]) == 0
+    out = capsys.readouterr().out
+    assert "attribute columns: chapter, text, gender, subset" in out
+    assert "(``sex`` column)" not in out and "the column is named ``gender``" in " ".join(out.split())
+    assert main(["describe", "voice.folder"]) == 0
+    assert "attribute columns: those of the data (known once loaded)" in capsys.readouterr().out

@@ -178,6 +178,7 @@ class OrlFaces(_ImageSource):
     of a subject vary in pose, expression and glasses. Grey, so C = 1 unless ``channels=3``."""
 
     id: ClassVar[str] = "face.orl"
+    attribute_names: ClassVar[tuple[str, ...] | None] = ("image_index",)
     reference: ClassVar[str] = "Samaria & Harter 1994; https://cam-orl.co.uk/facedatabase.html"
 
     def load(self, path: Any = None) -> SampleTable:
@@ -208,6 +209,7 @@ class MatFaces(_ImageSource):
     Subjects are ``<stem>_<label>``, sample ids ``<stem>_<n>`` (n = 0-based index in the file)."""
 
     id: ClassVar[str] = "face.mat"
+    attribute_names: ClassVar[tuple[str, ...] | None] = ()
 
     images_key: str = param("x", help="variable holding the images")
     label_key: str = param("label", help="variable holding the subject labels")

@@ -26,6 +26,7 @@ class SyntheticFaces(DatasetSource):
     --trait face`` is quick."""
 
     id: ClassVar[str] = "face.synthetic"
+    attribute_names: ClassVar[tuple[str, ...] | None] = ("expression", "glasses", "skin")
     trait: ClassVar[str] = "face"
     payloads: ClassVar[tuple[str, ...]] = ("image",)
     needs_path: ClassVar[bool] = False

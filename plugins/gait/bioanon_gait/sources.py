@@ -273,6 +273,7 @@ class UCalgaryGait(DatasetSource):
     rate (about 25 Hz for 100 frames). Coordinates are camera space: x right, y up, z away from the camera."""
 
     id: ClassVar[str] = "gait.ucalgary"
+    attribute_names: ClassVar[tuple[str, ...] | None] = ("sex", "gait_type", "run", "n_frames")
     trait: ClassVar[str] = "gait"
     reference: ClassVar[str] = (
         "Kozlow, Abid, Yanushkevich: Utilizing gait traits to improve e-border watchlist performance, IEEE SSCI 2017"

@@ -35,6 +35,7 @@ class SyntheticGait(DatasetSource):
     ``variability`` scales the within-subject variation between sequences; ``noise`` is the marker noise (m)."""
 
     id: ClassVar[str] = "gait.synthetic"
+    attribute_names: ClassVar[tuple[str, ...] | None] = ("sex", "height", "activity")
     trait: ClassVar[str] = "gait"
     needs_path: ClassVar[bool] = False
 

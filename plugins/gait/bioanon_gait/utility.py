@@ -189,6 +189,7 @@ class GaitAttributeAccuracy(UtilityMeasure):
     attribute, 0 where not. Floor: the majority-class rate."""
 
     id: ClassVar[str] = "gait.attribute_accuracy"
+    attribute_params: ClassVar[tuple[str, ...]] = ("attribute",)
     trait: ClassVar[str] = "gait"
     payloads: ClassVar[tuple[str, ...]] = ("pose",)
     paired: ClassVar[bool] = False

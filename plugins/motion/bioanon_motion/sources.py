@@ -168,6 +168,15 @@ class MotionSense(_WindowedSource):
     """
 
     id: ClassVar[str] = "motion.motionsense"
+    attribute_names: ClassVar[tuple[str, ...] | None] = (
+        "activity",
+        "trial",
+        "gender",
+        "age",
+        "height",
+        "weight",
+        "recording",
+    )
     reference: ClassVar[str] = "Malekzadeh et al., Mobile sensor data anonymization, IoTDI 2019 (MotionSense)"
 
     channels: str = param(
@@ -312,6 +321,7 @@ class PhoneGait(_WindowedSource):
     the evaluation's subject-disjoint splits honest; ``shared_users=False`` gives ``<subset>/<user>`` ids."""
 
     id: ClassVar[str] = "motion.phone_gait"
+    attribute_names: ClassVar[tuple[str, ...] | None] = ("speed", "pocket", "style", "subset", "recording")
     reference: ClassVar[str] = (
         "Zou et al., Robust Gait Recognition by Integrating Inertial and RGBD Sensors, IEEE Trans. Cybernetics 2018"
     )

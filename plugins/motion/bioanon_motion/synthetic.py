@@ -30,6 +30,7 @@ class SyntheticMotion(DatasetSource):
     demo's selections of 24, 12 and 6."""
 
     id: ClassVar[str] = "motion.synthetic"
+    attribute_names: ClassVar[tuple[str, ...] | None] = ("activity", "gender", "age")
     trait: ClassVar[str] = "motion"
     needs_path: ClassVar[bool] = False
 

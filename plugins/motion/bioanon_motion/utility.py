@@ -35,6 +35,7 @@ class AttributeAccuracy(UtilityMeasure):
     :func:`~bioanon_motion.signals.window_features`."""
 
     id: ClassVar[str] = "motion.attribute_accuracy"
+    attribute_params: ClassVar[tuple[str, ...]] = ("attribute",)
     trait: ClassVar[str] = "motion"
     payloads: ClassVar[tuple[str, ...]] = ("imu",)
     paired: ClassVar[bool] = False

@@ -170,6 +170,7 @@ class Fsdd(_FileSource):
     of speakers without recordings are ignored (:mod:`bioanon.metadata`)."""
 
     id: ClassVar[str] = "voice.fsdd"
+    attribute_names: ClassVar[tuple[str, ...] | None] = ("digit", "index", "gender", "accent")
     native_rate: ClassVar[int | None] = 8000
     reference: ClassVar[str] = "github:Jakobovski/free-spoken-digit-dataset"
 
@@ -202,6 +203,7 @@ class AudioMnist(_FileSource):
     an error naming it."""
 
     id: ClassVar[str] = "voice.audiomnist"
+    attribute_names: ClassVar[tuple[str, ...] | None] = ("digit", "index", "gender", "age", "accent", "native_speaker")
     native_rate: ClassVar[int | None] = 48000
     reference: ClassVar[str] = "github:soerenab/AudioMNIST"
 
@@ -267,13 +269,15 @@ class LibriSpeech(_FileSource):
     """LibriSpeech: ``<subset>/<speaker>/<chapter>/*.flac`` (16 kHz) and ``SPEAKERS.TXT``.
 
     The path is a subset folder (e.g. ``train-clean-100``) or the ``LibriSpeech`` folder (all subsets below it).
-    Attributes: ``chapter``, ``text`` (the utterance's transcript from the chapter's ``*.trans.txt``; null
-    without one) and the speaker's ``gender`` (``sex`` column) and ``subset`` from ``SPEAKERS.TXT``
-    (looked up next to the path and one level up). A speaker listed twice with different values is an error
+    Attribute columns: ``chapter``, ``text`` (the utterance's transcript from the chapter's ``*.trans.txt``;
+    null without one), ``gender`` (the speaker's ``F``/``M``, read from the ``SEX`` field of ``SPEAKERS.TXT``;
+    the column is named ``gender``, not ``sex``) and ``subset`` (the ``SUBSET`` field). ``SPEAKERS.TXT`` is
+    looked up next to the path and one level up. A speaker listed twice with different values is an error
     naming the lines; speakers without a line get a warning and null attributes; lines of speakers not
     loaded (other subsets) are ignored."""
 
     id: ClassVar[str] = "voice.librispeech"
+    attribute_names: ClassVar[tuple[str, ...] | None] = ("chapter", "text", "gender", "subset")
     native_rate: ClassVar[int | None] = 16000
     reference: ClassVar[str] = "https://www.openslr.org/12"
 
@@ -451,6 +455,7 @@ class KaldiDir(_FileSource):
     Errors name the file and line (:class:`KaldiDataError`, a :class:`~bioanon.errors.DataError`)."""
 
     id: ClassVar[str] = "voice.kaldi"
+    attribute_names: ClassVar[tuple[str, ...] | None] = ("subset", "role", "sex", "text")
     reference: ClassVar[str] = (
         "https://kaldi-asr.org/doc/data_prep.html; VoicePrivacy 2024 evaluation plan, arXiv:2404.02677"
     )

@@ -85,6 +85,7 @@ class SyntheticVoice(DatasetSource):
     audio and drop that stale ``features`` payload."""
 
     id: ClassVar[str] = "voice.synthetic"
+    attribute_names: ClassVar[tuple[str, ...] | None] = ("digit", "gender")
     trait: ClassVar[str] = "voice"
     needs_path: ClassVar[bool] = False
 

@@ -355,6 +355,7 @@ class AsrWordErrorRate(UtilityMeasure):
     grammar): in an evaluation each table is transcribed once, as its own cached task (``extracts``)."""
 
     id: ClassVar[str] = "voice.asr_wer"
+    attribute_params: ClassVar[tuple[str, ...]] = ("transcript",)
     trait: ClassVar[str] = "voice"
     payloads: ClassVar[tuple[str, ...]] = ("audio",)
     higher_is_better: ClassVar[bool] = False
