@@ -262,7 +262,24 @@ def cmd_cache(args: argparse.Namespace) -> int:
         print(f"cache: {cache.uri}")
         print(f"tables: {info.n_tables}   json: {info.n_json}   size: {format_bytes(info.total_bytes)}")
         if getattr(info, "n_temp", 0):
-            print(f"left-over temporary files: {info.n_temp} (removed by `bioanon cache clear`)")
+            print(f"left-over temporary files: {info.n_temp} (removed by `bioanon cache clean`)")
+        corrupt = cache.quarantined()
+        if corrupt:
+            print(f"moved aside as damaged: {len(corrupt)} (removed by `bioanon cache clear`)")
+            for path in corrupt[:20]:
+                print(f"  {path}")
+            if len(corrupt) > 20:
+                print(f"  … and {len(corrupt) - 20} more")
+        return 0
+    if args.action == "verify":
+        report = cache.verify(progress=None)
+        print(f"{report['checked']} entries checked, {len(report['damaged'])} damaged in {cache.uri}")
+        for path in report["damaged"]:
+            print(f"  moved aside: {path}.corrupt (computed again by the next run that needs it)")
+        return 1 if report["damaged"] else 0
+    if args.action == "clean":
+        removed = cache.clean()
+        print(f"removed {removed} left-over files (temporary files of writers that are gone) from {cache.uri}")
         return 0
     removed = cache.clear(older_than_days=args.older_than)
     print(f"removed {removed} entries from {cache.uri}")
@@ -774,10 +791,15 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(
         sub,
         "cache",
-        "show or clear the cache of derived tables",
-        "bioanon cache info\nbioanon cache clear --older-than 30",
+        "show, check, tidy or clear the cache of derived tables",
+        "bioanon cache info\nbioanon cache verify\nbioanon cache clean\nbioanon cache clear --older-than 30",
     )
-    p.add_argument("action", choices=["info", "clear"])
+    p.add_argument(
+        "action",
+        choices=["info", "verify", "clean", "clear"],
+        help="info: sizes and damaged entries; verify: check every entry's checksum (exit 1 if any was damaged: "
+        "moved aside); clean: remove temporary files of dead writers; clear: remove entries",
+    )
     p.add_argument("--cache-dir", default=None, help="cache location (default: $BIOANON_CACHE or the user cache)")
     p.add_argument("--older-than", type=float, default=None, metavar="DAYS", help="clear only older entries")
     p.add_argument("--json", action="store_true", help="machine-readable output")

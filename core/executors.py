@@ -101,6 +101,31 @@ def task_devices(task: Any) -> frozenset[str]:
     return frozenset(d for d in devices if d.startswith("cuda") or d == "mps")
 
 
+def reusable_records(cache: Cache, tasks: Sequence[Any]) -> dict[str, Any]:
+    """The records of the ``tasks`` that need not run again: cached, with their output tables present; and, for
+    a task whose output another task about to run reads, those tables read whole and matching their checksums.
+    A record that fails either check is removed with a warning naming its task (see
+    :func:`~bioanon.evaluation.tasks.reusable_record`), and its task runs again — which may in turn call for the
+    tables of the tasks it depends on to be checked."""
+    from .evaluation.tasks import reusable_record
+
+    by_key = {t.key: t for t in tasks}
+    records: dict[str, Any] = {}
+    for key, t in by_key.items():
+        record = reusable_record(cache, t)
+        if record is not None:
+            records[key] = record
+    checked: set[str] = set()
+    while True:
+        needed = {d for k, t in by_key.items() if k not in records for d in t.deps if d in records} - checked
+        if not needed:
+            return records
+        for key in needed:
+            checked.add(key)
+            if reusable_record(cache, by_key[key], deep=True, record=records[key]) is None:
+                del records[key]
+
+
 class LocalExecutor:
     """Run tasks on this machine, skipping those already complete in the cache.
 
@@ -140,7 +165,8 @@ class LocalExecutor:
     def run(self, tasks: Sequence[Any]) -> ExecutionReport:
         report = ExecutionReport()
         todo = [t for t in dict((t.key, t) for t in tasks).values()]
-        left = [t for t in todo if not self.cache.has_json(t.key)]
+        reusable = reusable_records(self.cache, todo)
+        left = [t for t in todo if t.key not in reusable]
         jobs = min(self.jobs, widest_level(left))
         context = self.context if self.context is not None else (active_context() or RunContext(cache=self.cache))
         if (
@@ -150,12 +176,14 @@ class LocalExecutor:
             and _default_registry(context)
         ):
             report.jobs = jobs
-            return self._run_pool(todo, report, jobs, context)
+            return self._run_pool(todo, report, jobs, context, reusable)
         log.info("running %d task(s) in this process", len(left))
-        return self._run_here(tasks, report, context)
+        return self._run_here(tasks, report, context, reusable)
 
     # -- in this process ------------------------------------------------------------------------------------
-    def _run_here(self, tasks: Sequence[Any], report: ExecutionReport, context: RunContext) -> ExecutionReport:
+    def _run_here(
+        self, tasks: Sequence[Any], report: ExecutionReport, context: RunContext, reusable: dict[str, Any]
+    ) -> ExecutionReport:
         from .evaluation.tasks import run_task
 
         bad: set[str] = set()
@@ -173,7 +201,7 @@ class LocalExecutor:
                     continue
                 if t.key in report.records:  # the same task twice in one plan
                     continue
-                record = self.cache.get_json(t.key)
+                record = reusable.get(t.key)
                 if record is not None:
                     report.cached += 1
                     report.count(stage, "cached")
@@ -196,7 +224,9 @@ class LocalExecutor:
         return report
 
     # -- in a pool of worker processes ----------------------------------------------------------------------
-    def _run_pool(self, tasks: list[Any], report: ExecutionReport, jobs: int, context: RunContext) -> ExecutionReport:
+    def _run_pool(
+        self, tasks: list[Any], report: ExecutionReport, jobs: int, context: RunContext, reusable: dict[str, Any]
+    ) -> ExecutionReport:
         from concurrent.futures import FIRST_COMPLETED, wait
         from concurrent.futures.process import BrokenProcessPool
 
@@ -205,7 +235,7 @@ class LocalExecutor:
         dependents: dict[str, list[Any]] = {}
         ready: list[Any] = []
         for t in tasks:
-            record = self.cache.get_json(t.key)
+            record = reusable.get(t.key)
             if record is not None:
                 report.records[t.key] = record
                 report.cached += 1
@@ -494,13 +524,14 @@ class DaskExecutor:
             by_key = {t.key: t for t in tasks}
             erred: dict[str, str] = {}
             pending = []
+            reusable = reusable_records(self.cache, tasks)
             for t in tasks:
                 if t.key in futures:
                     continue
-                if self.cache.has_json(t.key):
+                if t.key in reusable:
                     report.cached += 1
                     report.count(t.stage, "cached")
-                    report.records[t.key] = self.cache.get_json(t.key)
+                    report.records[t.key] = reusable[t.key]
                     continue
                 deps = [futures[d] for d in t.deps if d in futures]
                 fut = client.submit(

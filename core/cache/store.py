@@ -2,13 +2,19 @@
 
 :class:`Cache` stores Arrow IPC tables and JSON documents by fingerprint on any ``pyarrow.fs`` filesystem
 (local directory or object store shared by Dask workers). Writes go to a temporary file in the destination
-directory and are then renamed, so readers never see half a file; an unreadable entry is moved aside and
-treated as a miss; :meth:`Cache.clear` evicts entries by age.
+directory and are then renamed, so readers never see half a file. Every entry carries a SHA-256 of its bytes,
+verified on read: JSON documents and blobs begin with a header line holding it, a table has a ``.sha256`` file
+beside it (written before the table itself appears). An entry that is unreadable, or whose bytes no longer match
+(flipped bits, a truncated copy, a hand edit, an entry of an older bioanon without a checksum), is moved aside as
+``*.corrupt`` with a :class:`CacheWarning` and treated as a miss, so it is computed again.
+:meth:`Cache.verify` checks every entry, :meth:`Cache.clean` removes debris of dead writers, :meth:`Cache.clear`
+evicts entries by age.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import math
 import os
@@ -42,6 +48,41 @@ class CacheWarning(UserWarning):
     """A cache entry was unreadable (moved aside) or a computed result could not be stored."""
 
 
+class DamagedEntry(ValueError):
+    """A cache entry's bytes do not match its checksum (or it has none)."""
+
+
+_HEADER = b"bioanon-cache sha256="  # first line of a JSON or blob entry: the header, 64 hex digits, a newline
+_SUM_SUFFIX = ".sha256"  # beside a table entry: the SHA-256 of its bytes (64 hex digits)
+_HASH_CHUNK = 8 << 20
+_VERIFIED: dict[str, tuple[int, int, int]] = {}  # local table path -> (inode, size, mtime) whose hash was checked
+_VERIFIED_LOCK = threading.Lock()
+
+
+def _frame(payload: bytes) -> bytes:
+    """A JSON or blob entry's bytes: the checksum header line, then ``payload``."""
+    return _HEADER + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
+
+
+def _unframe(raw: bytes) -> bytes:
+    """The payload of an entry written by :func:`_frame`; :class:`DamagedEntry` when it does not match."""
+    head, sep, payload = raw.partition(b"\n")
+    if not sep or not head.startswith(_HEADER):
+        raise DamagedEntry("no checksum header (damaged, or written by an older bioanon)")
+    if hashlib.sha256(payload).hexdigest().encode() != head[len(_HEADER) :]:
+        raise DamagedEntry("its bytes do not match its checksum")
+    return payload
+
+
+def _sha256_stream(stream: Any) -> str:
+    h = hashlib.sha256()
+    while True:
+        chunk = stream.read(_HASH_CHUNK)
+        if not chunk:
+            return h.hexdigest()
+        h.update(chunk)
+
+
 def format_bytes(n: float) -> str:
     """Human-readable size with binary units: ``format_bytes(1536) == "1.5 KiB"``."""
     n = float(n)
@@ -72,12 +113,16 @@ class CacheInfo:
 
 
 _ENTRY_NAME = re.compile(r"[0-9a-f]{16,64}\.(arrow|json|bin)")
+_SUM_NAME = re.compile(r"[0-9a-f]{16,64}\.arrow\.sha256")
+_TEMP_PID = re.compile(r"\.tmp-(\d+)-[0-9a-f]+$")
 
 
 def _classify(name: str) -> str:
     """``entry``, ``temp``, ``corrupt`` or ``other`` for a file name inside ``tables/`` or ``json/``."""
     if _ENTRY_NAME.fullmatch(name):
         return "entry"
+    if _SUM_NAME.fullmatch(name):
+        return "sum"
     if ".tmp-" in name:
         return "temp"
     if name.endswith(".corrupt"):
@@ -239,8 +284,10 @@ class Cache:
         except Exception:  # noqa: BLE001 - the tag is a courtesy, never a failure
             pass
 
-    def _atomic_write(self, path: str, write: Callable[[Any], None]) -> bool:
-        """Write via a temp file + rename. Returns False if the entry appeared meanwhile (nothing written)."""
+    def _atomic_write(self, path: str, write: Callable[[Any], None], checksum: bool = False) -> bool:
+        """Write via a temp file + rename. Returns False if the entry appeared meanwhile (nothing written).
+        ``checksum``: the SHA-256 of the written bytes goes to ``<path>.sha256`` (atomically) before the entry
+        is renamed into place, so a reader never finds the entry without its checksum."""
         directory = path.rsplit("/", 1)[0]
         tmp = f"{path}.tmp-{os.getpid()}-{uuid.uuid4().hex}"
         try:
@@ -250,6 +297,10 @@ class Cache:
                     write(sink)
                 if self._fsync:
                     _fsync_path(tmp)
+                if checksum:
+                    with open(tmp, "rb") as f:
+                        digest = _sha256_stream(f)
+                    self._atomic_write(path + _SUM_SUFFIX, lambda sink: sink.write(digest.encode()))
                 try:
                     os.replace(tmp, path)
                 except PermissionError:
@@ -263,6 +314,10 @@ class Cache:
             else:
                 with self.fs.open_output_stream(tmp) as sink:
                     write(sink)
+                if checksum:
+                    with self.fs.open_input_stream(tmp) as f:
+                        digest = _sha256_stream(f)
+                    self._atomic_write(path + _SUM_SUFFIX, lambda sink: sink.write(digest.encode()))
                 self.fs.move(tmp, path)
         except BaseException as exc:
             self._remove_quietly(tmp)
@@ -293,10 +348,15 @@ class Cache:
             raise CacheError(f"cannot read cache entry {path}: {exc}") from exc
 
     def _touch(self, path: str) -> None:
-        """Record a use (local filesystems only), so ``clear(older_than_days=...)`` evicts unused entries."""
+        """Record a use (local filesystems only), so ``clear(older_than_days=...)`` evicts unused entries (a
+        table checked in this process stays checked: the new time is its new identity)."""
         if self._local:
             try:
                 os.utime(path)
+                with _VERIFIED_LOCK:
+                    if path in _VERIFIED:
+                        st = os.stat(path)
+                        _VERIFIED[path] = (st.st_ino, st.st_size, st.st_mtime_ns)
             except OSError:
                 pass
 
@@ -314,6 +374,10 @@ class Cache:
                 self.fs.move(path, dest)
         except (pa.ArrowException, OSError):
             return  # already moved or removed by another process
+        if path.endswith(".arrow"):
+            self._remove_quietly(path + _SUM_SUFFIX)
+            with _VERIFIED_LOCK:
+                _VERIFIED.pop(path, None)
         warnings.warn(
             f"bioanon cache: entry {path} is unreadable ({type(error).__name__}: {error}); "
             f"moved it to {dest} and treated it as a miss",
@@ -324,8 +388,48 @@ class Cache:
     # -- tables ----------------------------------------------------------------------------------------------
 
     def has_table(self, key: str) -> bool:
-        """Whether a table entry for ``key`` exists (it is not opened)."""
-        return self._exists(self.table_path(key))
+        """Whether a table entry for ``key`` exists with its checksum (it is not opened)."""
+        path = self.table_path(key)
+        return self._exists(path) and self._exists(path + _SUM_SUFFIX)
+
+    def _intact(self, path: str) -> bool:
+        """Whether the table file at ``path`` matches its checksum; a damaged one is moved aside (False)."""
+        try:
+            self._open_verified(path)
+        except FileNotFoundError:
+            return False
+        except (pa.ArrowException, OSError, ValueError, EOFError) as exc:
+            self._quarantine(path, exc)
+            return False
+        return True
+
+    def _open_verified(self, path: str) -> tuple[pa.Table, os.stat_result | None]:
+        """The Arrow table at ``path`` (memory-mapped on local disks), its bytes checked against its ``.sha256``
+        (once per process for an unchanged local file) and its data validated. Raises FileNotFoundError,
+        :class:`DamagedEntry` or Arrow's errors."""
+        stat = os.stat(path) if self._local else None
+        source = pa.memory_map(path, "r") if self._local else self.fs.open_input_file(path)
+        ident = (stat.st_ino, stat.st_size, stat.st_mtime_ns) if stat is not None else None
+        with _VERIFIED_LOCK:
+            checked = ident is not None and _VERIFIED.get(path) == ident
+        if not checked:
+            expected = self._read_bytes(path + _SUM_SUFFIX)
+            if expected is None:
+                raise DamagedEntry("its checksum file is missing (damaged, or written by an older bioanon)")
+            if self._local:
+                actual = hashlib.sha256(source.read_buffer()).hexdigest()
+                source.seek(0)
+            else:
+                with self.fs.open_input_stream(path) as f:
+                    actual = _sha256_stream(f)
+            if actual.encode() != expected.strip():
+                raise DamagedEntry("its bytes do not match its checksum")
+        tbl = pa.ipc.open_file(source).read_all()
+        tbl.validate(full=True)
+        if ident is not None and not checked:
+            with _VERIFIED_LOCK:
+                _VERIFIED[path] = ident
+        return tbl, stat
 
     def put_table(self, key: str, table: Any) -> str:
         """Store ``table`` (SampleTable, ``pyarrow.Table``, ``RecordBatch`` or ``RecordBatchReader``) under ``key``.
@@ -336,7 +440,7 @@ class Cache:
         path = self.table_path(key)
         reader = table if isinstance(table, pa.RecordBatchReader) else None
         tbl = None if reader is not None else _as_table(table, "put_table")
-        if self._exists(path):
+        if self._exists(path) and self._intact(path):
             return path
         if reader is not None:
 
@@ -351,7 +455,7 @@ class Cache:
                 with pa.ipc.new_file(sink, tbl.schema) as writer:
                     writer.write_table(tbl)
 
-        if self._atomic_write(path, write):
+        if self._atomic_write(path, write, checksum=True):
             self._count("writes")
         return path
 
@@ -395,19 +499,13 @@ class Cache:
         path = self.table_path(key)
         stat = None
         try:
-            if self._local:
-                stat = os.stat(path)
-                source = pa.memory_map(path, "r")
-            else:
-                source = self.fs.open_input_file(path)
-            tbl = pa.ipc.open_file(source).read_all()
-            tbl.validate(full=True)
+            tbl, stat = self._open_verified(path)
         except FileNotFoundError:
             self._count("misses")
             return None
         except PermissionError as exc:
             raise CacheError(f"cannot read cache entry {path}: {exc}") from exc
-        except (pa.ArrowException, OSError, ValueError, EOFError) as exc:
+        except (pa.ArrowException, OSError, ValueError, EOFError) as exc:  # DamagedEntry is a ValueError
             if not self._local and not self._exists(path):
                 self._count("misses")
                 return None
@@ -476,7 +574,7 @@ class Cache:
             with pa.ipc.new_file(sink, tbl.schema) as writer:
                 writer.write_table(tbl)
 
-        if self._atomic_write(path, write):
+        if self._atomic_write(path, write, checksum=True):
             self._count("writes")
 
     def sample_rows(self, namespace: str, digests: Any) -> tuple[np.ndarray | None, np.ndarray]:
@@ -499,8 +597,7 @@ class Cache:
             if found.all():
                 break
             try:
-                source = pa.memory_map(info.path, "r") if self._local else self.fs.open_input_file(info.path)
-                tbl = pa.ipc.open_file(source).read_all()
+                tbl, _stat = self._open_verified(info.path)
                 meta = tbl.schema.metadata or {}
                 dtype, shape = np.dtype(meta[b"dtype"].decode()), tuple(json.loads(meta[b"shape"]))
             except FileNotFoundError:
@@ -541,7 +638,8 @@ class Cache:
             ).encode("utf-8")
         except (TypeError, ValueError) as exc:
             raise CacheError(f"cannot store JSON entry {key}: {exc}") from exc
-        if self._atomic_write(path, lambda sink: sink.write(data)):
+        framed = _frame(data)
+        if self._atomic_write(path, lambda sink: sink.write(framed)):
             self._count("writes")
         return path
 
@@ -552,14 +650,18 @@ class Cache:
             self._count("misses")
             return _MISSING
         try:
-            value = json.loads(raw.decode("utf-8"))
-        except ValueError as exc:  # JSONDecodeError and UnicodeDecodeError
+            value = json.loads(_unframe(raw).decode("utf-8"))
+        except ValueError as exc:  # DamagedEntry, JSONDecodeError and UnicodeDecodeError
             self._quarantine(path, exc)
             self._count("misses")
             return _MISSING
         self._touch(path)
         self._count("hits")
         return value
+
+    def discard_json(self, key: str) -> None:
+        """Remove the JSON entry ``key`` (a record whose outputs are gone: it is computed again)."""
+        self._remove_quietly(self.json_path(key))
 
     def get_json(self, key: str, default: Any = None) -> Any:
         """The stored JSON value for ``key``, or ``default`` on a miss (unreadable entries are moved aside)."""
@@ -595,7 +697,8 @@ class Cache:
         path = self._path("blobs", key)
         if self._exists(path):
             return path
-        if self._atomic_write(path, lambda sink: sink.write(bytes(data))):
+        framed = _frame(bytes(data))
+        if self._atomic_write(path, lambda sink: sink.write(framed)):
             self._count("writes")
         return path
 
@@ -603,6 +706,12 @@ class Cache:
         """The stored bytes for ``key``, or None on a miss."""
         path = self._path("blobs", key)
         raw = self._read_bytes(path)
+        if raw is not None:
+            try:
+                raw = _unframe(raw)
+            except DamagedEntry as exc:
+                self._quarantine(path, exc)
+                raw = None
         self._count("misses" if raw is None else "hits")
         if raw is not None:
             self._touch(path)
@@ -629,7 +738,7 @@ class Cache:
         return out
 
     def info(self) -> CacheInfo:
-        """Counts and total size of the entries and of left-over files."""
+        """Counts and total size of the entries and of left-over files (checksum files count in the size)."""
         counts = {"tables": 0, "json": 0, "blobs": 0, "temp": 0, "corrupt": 0}
         total = 0
         for kind, cls, info in self._walk():
@@ -641,6 +750,67 @@ class Cache:
         return CacheInfo(
             self.uri, counts["tables"], counts["json"], total, counts["temp"], counts["corrupt"], counts["blobs"]
         )
+
+    def quarantined(self) -> list[str]:
+        """The paths of the entries moved aside as damaged (``*.corrupt``), oldest first."""
+        found = [(info.mtime_ns or 0, info.path) for _kind, cls, info in self._walk() if cls == "corrupt"]
+        return [path for _t, path in sorted(found)]
+
+    def verify(self, progress: bool | None = False) -> dict[str, Any]:
+        """Check every entry against its checksum (tables are read whole, and validated); a damaged one is moved
+        aside (``*.corrupt``, with a :class:`CacheWarning`) so that the next run computes it again. Returns
+        ``{"checked": n, "damaged": [paths]}``."""
+        from ..log import progress_bar
+
+        entries = [(kind, info) for kind, cls, info in self._walk() if cls == "entry"]
+        damaged: list[str] = []
+        for kind, info in progress_bar(entries, progress=progress, desc="verifying", unit="entry"):
+            path = info.path
+            try:
+                if path.endswith(".arrow"):
+                    with _VERIFIED_LOCK:
+                        _VERIFIED.pop(path, None)
+                    self._open_verified(path)
+                else:
+                    raw = self._read_bytes(path)
+                    if raw is None:
+                        continue
+                    payload = _unframe(raw)
+                    if kind == "json":
+                        json.loads(payload.decode("utf-8"))
+            except FileNotFoundError:
+                continue  # removed meanwhile
+            except (pa.ArrowException, OSError, ValueError, EOFError) as exc:
+                damaged.append(path)
+                self._quarantine(path, exc)
+        return {"checked": len(entries), "damaged": damaged}
+
+    def clean(self, *, older_than_hours: float = 24.0) -> int:
+        """Remove debris: temporary files of writers that are gone (their process no longer runs, or, where that
+        cannot be told, older than ``older_than_hours``) and table checksum files whose table never appeared
+        (older than ``older_than_hours``: a write in progress writes the checksum first). Entries and ``*.corrupt``
+        files are kept (``clear`` removes those). Returns how many files were removed."""
+        cutoff_ns = time.time_ns() - int(older_than_hours * 3600e9)
+        removed = 0
+        walked = self._walk()
+        tables = {info.path for _k, cls, info in walked if cls == "entry" and info.path.endswith(".arrow")}
+        for _kind, cls, info in walked:
+            old = info.mtime_ns is not None and info.mtime_ns < cutoff_ns
+            if cls == "temp":
+                m = _TEMP_PID.search(info.base_name)
+                if not (old or (m is not None and self._local and not _pid_alive(int(m.group(1))))):
+                    continue
+            elif cls == "sum":
+                if not old or info.path[: -len(_SUM_SUFFIX)] in tables:
+                    continue
+            else:
+                continue
+            try:
+                self.fs.delete_file(info.path)
+                removed += 1
+            except (pa.ArrowException, OSError):
+                continue
+        return removed
 
     def clear(self, *, older_than_days: float | None = None) -> int:
         """Remove entries, left-over temp files and moved-aside corrupt files; return how many were removed.
@@ -673,8 +843,21 @@ class Cache:
                 continue
             except (pa.ArrowException, OSError) as exc:
                 raise CacheError(f"cannot remove {info.path}: {exc}") from exc
-            removed += 1
+            removed += cls != "sum"  # a table's checksum file goes with it, uncounted
         return removed
+
+
+def _pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this machine (a process of another user counts as running)."""
+    if pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OSError):
+        return True
+    return True
 
 
 def _file_uri(path: str) -> str:

@@ -128,6 +128,47 @@ def run_task(task: TaskSpec, cache: Cache, context: RunContext | None = None) ->
     return record
 
 
+def record_outputs(record: Any) -> list[str]:
+    """The cache keys of the tables a task's record names as its outputs (``outputs`` and per-probe ``scores``)."""
+    keys: list[str] = []
+    if isinstance(record, Mapping):
+        for field in ("outputs", "scores"):
+            named = record.get(field)
+            if isinstance(named, Mapping):
+                keys += [k for k in named.values() if isinstance(k, str)]
+    return keys
+
+
+def reusable_record(cache: Cache, task: TaskSpec, *, deep: bool = False, record: Any = None) -> dict[str, Any] | None:
+    """The cached record of ``task`` (``record``: already read) if its output tables are all there — with ``deep``,
+    also readable and matching their checksums (they are read whole). A record whose outputs are missing or damaged
+    is removed with one :class:`~bioanon.cache.CacheWarning` naming the task, so that the task is computed again
+    (a damaged table itself is moved aside when it is read)."""
+    if record is None:
+        record = cache.get_json(task.key)
+    if record is None:
+        return None
+    outputs = record_outputs(record)
+    if deep:
+        bad = [k for k in outputs if cache.get_table(k) is None]
+    else:
+        bad = [k for k in outputs if not cache.has_table(k)]
+    if not bad:
+        return cast(dict[str, Any], record)
+    import warnings
+
+    from ..cache import CacheWarning
+
+    cache.discard_json(task.key)
+    warnings.warn(
+        f"bioanon cache: {task.label}: {len(bad)} of its stored output table(s) are missing or damaged "
+        f"({', '.join(k[:12] for k in bad[:3])}{' …' if len(bad) > 3 else ''}); computing the task again",
+        CacheWarning,
+        stacklevel=2,
+    )
+    return None
+
+
 def _create(context: RunContext, spec: Mapping[str, Any]) -> Method:
     return context.create(spec["id"], **spec.get("params", {}))
 

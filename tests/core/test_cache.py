@@ -402,7 +402,8 @@ def test_json_round_trip(cache):
     assert cache.has_json(key)
     assert cache.get_json(key) == {"eer": 0.25, "curve": [1, 2], "n": 3, "arr": [1.5, 2.0], "name": "é"}
     with open(path, "rb") as f:
-        assert f.read().startswith(b'{"arr":')  # plain JSON with sorted keys, nothing pickled
+        head, body = f.read().split(b"\n", 1)  # a checksum line, then plain JSON with sorted keys, nothing pickled
+    assert head.startswith(b"bioanon-cache sha256=") and body.startswith(b'{"arr":')
     with pytest.raises(CacheError, match="cannot store JSON"):
         cache.put_json("cd" * 16, {"p": pathlib.Path("x")})
 
