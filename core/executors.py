@@ -400,7 +400,9 @@ def _worker_settings(jobs: int) -> tuple[int, int]:
 
 
 def _init_worker(threads: int) -> None:
-    """A worker's share of the machine: ``threads`` for numpy/BLAS (threadpoolctl), torch and ``threads=0``."""
+    """A worker's share of the machine: ``threads`` for numpy/BLAS (threadpoolctl), torch and ``threads=0``; and
+    its life bound to the process that made the pool (:func:`_die_with_parent`)."""
+    _die_with_parent()
     os.environ["BIOANON_CORES"] = str(threads)
     for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[name] = str(threads)
@@ -416,6 +418,67 @@ def _init_worker(threads: int) -> None:
 
 
 _LIMITS: Any = None
+
+
+def _die_with_parent() -> None:
+    """In a pool worker: exit as soon as the process that made the pool dies, even by SIGKILL, so that no worker
+    (nor the fork server) outlives a killed run, holding memory and the run's stdout/stderr open.
+
+    Everywhere: a daemon thread blocks on the parent's sentinel (a pipe the parent holds open, or its process
+    handle on Windows) and ends the worker when it is ready, i.e. when the parent is gone. Linux, workers of the
+    fork server: the worker also gives back its copy of the fork server's "alive" pipe, so that the fork server
+    exits as soon as the parent does (not only once every worker did), and asks the kernel to SIGKILL the worker
+    when the fork server goes (``PR_SET_PDEATHSIG``): a worker busy in native code that holds the interpreter
+    lock still dies at once."""
+    import multiprocessing
+    import threading
+
+    parent = multiprocessing.parent_process()
+    if parent is None:  # not a child process
+        return
+    if sys.platform.startswith("linux") and _leave_fork_server():
+        _kill_on_parent_death()
+
+    def watch() -> None:
+        parent.join()  # returns when the parent has died (a pool's workers end before it closes its end)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="bioanon-parent-watchdog", daemon=True).start()
+
+
+def _leave_fork_server() -> bool:
+    """In a worker started by the fork server: close its copy of the server's "alive" pipe (which otherwise keeps
+    the server running while the worker lives, and the worker while the server lives); whether it did. A process
+    the worker starts itself with a fork server gets its own server."""
+    try:
+        from multiprocessing import forkserver
+
+        server: Any = forkserver._forkserver  # private: its fds are not a public API
+        with server._lock:
+            fd = server._forkserver_alive_fd
+            if server.get_inherited_fds() is None or server._forkserver_pid is not None or fd is None:
+                return False  # not a worker of a fork server (or one this Python version lays out otherwise)
+            os.close(fd)
+            server._forkserver_alive_fd = None
+            server._forkserver_address = None
+        return True
+    except (AttributeError, ImportError, OSError):  # pragma: no cover - other Python versions
+        return False
+
+
+def _kill_on_parent_death() -> None:
+    """Linux: the kernel SIGKILLs this process when its parent (here the single-threaded fork server) dies."""
+    import ctypes
+    import signal
+
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # 1: PR_SET_PDEATHSIG
+    except (AttributeError, OSError):  # pragma: no cover - no prctl: the watchdog thread still ends the worker
+        return
+    if os.getppid() != parent:  # the parent died before the request: nobody will send the signal
+        os._exit(1)
 
 
 def _pool(jobs: int) -> ProcessPoolExecutor:
@@ -448,6 +511,35 @@ def _close_pools() -> None:
     _POOLS.clear()
 
 
+def dask_host() -> str:
+    """The address a local Dask cluster listens on, for every service (scheduler, workers, nannies, dashboard):
+    ``$BIOANON_DASK_HOST`` (e.g. ``0.0.0.0`` to reach them from other machines), else ``127.0.0.1`` (this machine
+    only)."""
+    host = os.environ.get("BIOANON_DASK_HOST", "").strip() or "127.0.0.1"
+    if ":" in host or "/" in host or any(c.isspace() for c in host):
+        raise ConfigError(
+            f"BIOANON_DASK_HOST={host!r} is not an address for the local Dask cluster: give an IPv4 address or a "
+            "host name without port or scheme (e.g. 127.0.0.1, the default, or 0.0.0.0 for every interface)"
+        )
+    return host
+
+
+def local_dask_cluster(n_workers: int) -> Any:
+    """A ``distributed.LocalCluster`` of ``n_workers`` single-threaded worker processes, every service (the
+    dashboard included, on a free port) bound to :func:`dask_host`."""
+    from distributed import LocalCluster
+
+    host = dask_host()
+    return LocalCluster(  # type: ignore[no-untyped-call]  # distributed has no annotations
+        n_workers=n_workers,
+        threads_per_worker=1,
+        processes=True,
+        host=host,
+        dashboard_address=f"{host}:0",
+        silence_logs=40,
+    )
+
+
 def _run_on_worker(task: Any, cache: Cache, context: RunContext | None, *dependencies: Any) -> Any:
     """Executed on a Dask worker: the dependencies' records are only awaited, data comes from the cache; the
     task runs with the run's context (rebuilt on the worker, empty stores)."""
@@ -469,7 +561,8 @@ class DaskExecutor:
     cache : the shared cache (its root must be reachable from every worker).
     scheduler : the scheduler address (``tcp://host:8786``); or pass ``client``. With neither, a local cluster
         of ``jobs`` single-threaded worker processes is started for the run and closed after it (as Dask's own
-        ``Client()`` does).
+        ``Client()`` does), every service of it, the dashboard included, on 127.0.0.1 unless
+        ``$BIOANON_DASK_HOST`` names another address (:func:`local_dask_cluster`).
     client : an existing ``distributed.Client``.
     keep_going, progress : as for :class:`LocalExecutor`.
     retries : retries of a task that raised.
@@ -508,12 +601,7 @@ class DaskExecutor:
         elif self.scheduler is not None:
             client = Client(self.scheduler)  # type: ignore[no-untyped-call]  # distributed has no annotations
         else:  # a local cluster for this run
-            from distributed import LocalCluster
-
-            n = resolve_jobs(self.jobs)
-            cluster = LocalCluster(  # type: ignore[no-untyped-call]  # distributed has no annotations
-                n_workers=n, threads_per_worker=1, processes=True, dashboard_address=":0", silence_logs=40
-            )
+            cluster = local_dask_cluster(resolve_jobs(self.jobs))
             client = Client(cluster)  # type: ignore[no-untyped-call]
         report = ExecutionReport(
             jobs=sum(w.get("nthreads", 1) for w in client.scheduler_info().get("workers", {}).values()) or 1
