@@ -147,7 +147,11 @@ checks on them that the de-anonymizer learned, and marks its rows when it did no
 
 1.6 added ``Anonymizer.fit_defines_columns`` (a protection whose fit chooses its output columns, e.g. feature
 elimination: an evaluation refuses ``[rates] background = 0`` under ``[attacker_dataset]`` for it) and
-``Anonymizer.defines_columns_by_fit`` (the same per parameter setting, for composites such as ``any.chain``)."""
+``Anonymizer.defines_columns_by_fit`` (the same per parameter setting, for composites such as ``any.chain``);
+``DatasetSource.attribute_names`` (the attribute columns a source produces, None when the data decide) and
+``Method.attribute_params`` (the parameters that name attribute columns): configs are checked against them
+without loading the data. Method and source parameters may not be named ``method_id``, ``source_id`` or
+``path`` (the keywords of ``get_method`` and ``load_dataset``)."""
 
 # name -> (module, attribute or None for the module itself), imported on first access
 _LAZY: dict[str, tuple[str, str | None]] = {

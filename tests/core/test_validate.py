@@ -79,9 +79,10 @@ def test_evaluate_checks_payloads_before_any_work(tmp_path, register_bioanon_plu
         r"set has only features",
     ):
         bioanon.evaluate(cfg, out_dir=tmp_path / "out", run_id="r", cache=tmp_path / "cache", progress=False)
-    import json
+    from bioanon.cache import Cache
 
-    stored = [json.loads(p.read_text()) for p in (tmp_path / "cache").rglob("*.json")]
+    cache = Cache(tmp_path / "cache")
+    stored = [cache.get_json(p.stem) for p in (tmp_path / "cache").rglob("*.json")]
     assert all(set(v) == {"dataset", "source", "path", "rows"} for v in stored)  # the import only: no task ran
     from bioanon.evaluation.rundir import read_status
 
