@@ -11,7 +11,7 @@ PIP    := $(BIN)/python -m pip --disable-pip-version-check
 PLUGINS := plugins/face plugins/gait plugins/voice plugins/motion
 TORCH  := torch==2.14.1 torchvision==0.29.1
 
-.PHONY: setup demo test lint bench bench-gpu plugin-template dist docs clean
+.PHONY: setup demo test test-loaded lint bench bench-gpu plugin-template dist docs clean
 
 $(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -34,6 +34,12 @@ plugin-template: setup
 
 test: setup plugin-template lint
 	BIOANON_STRICT_PLUGINS=1 $(BIN)/python -m pytest tests examples/plugin-template/tests
+
+# the suite in a random order (SEED) beside a CPU-bound busy process: what a loaded machine does to it
+SEED ?= 1
+test-loaded: setup plugin-template
+	BIOANON_STRICT_PLUGINS=1 $(BIN)/python tools/busy.py --procs 1 -- \
+	  $(BIN)/python -m pytest tests examples/plugin-template/tests --shuffle $(SEED)
 
 # ruff (lint and format) and mypy (strict on the core, mypy's default checks on the plugins); part of `make test`
 lint: setup

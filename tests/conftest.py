@@ -30,3 +30,42 @@ def shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"real test data not found at {SHARED_DATA} (present in CI; see README)")
     return SHARED_DATA
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--shuffle",
+        type=int,
+        default=int(os.environ.get("BIOANON_TEST_SHUFFLE", "-1")),
+        metavar="SEED",
+        help="run the test files in a random order, and each file's tests in a random order, from SEED "
+        "(like pytest-randomly; default $BIOANON_TEST_SHUFFLE, else the written order): finds tests that "
+        "depend on what ran before them",
+    )
+
+
+def pytest_report_header(config):
+    seed = config.getoption("--shuffle")
+    return [f"bioanon: tests shuffled with --shuffle {seed}"] if seed >= 0 else []
+
+
+def pytest_collection_modifyitems(config, items):
+    """With ``--shuffle SEED``: files in a seeded random order, each file's tests shuffled within it (a file's
+    module-scoped fixtures are still set up once)."""
+    import random
+
+    seed = config.getoption("--shuffle")
+    if seed < 0:
+        return
+    rng = random.Random(seed)
+    by_file: dict[str, list] = {}
+    for item in items:
+        by_file.setdefault(str(item.path), []).append(item)
+    files = list(by_file)
+    rng.shuffle(files)
+    shuffled = []
+    for f in files:
+        group = by_file[f]
+        rng.shuffle(group)
+        shuffled += group
+    items[:] = shuffled
