@@ -539,7 +539,11 @@ class _StepOptionAction(argparse.Action):
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default="results", help="results folder (default: ./results)")
-    p.add_argument("--run-id", default=None, help="name of the run folder (default: name-time-fingerprint)")
+    p.add_argument(
+        "--run-id",
+        default=None,
+        help="name of the run folder inside --out: letters, digits, '.', '_', '-' (default: name-time-fingerprint)",
+    )
     p.add_argument("--cache-dir", default=None, help="cache location (default: $BIOANON_CACHE or the user cache)")
     p.add_argument("--keep-going", action="store_true", help="finish what does not depend on a failure")
     p.add_argument(

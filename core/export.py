@@ -5,7 +5,9 @@ Formats, chosen by the output path: ``.arrow`` (Arrow IPC, memory-mapped when re
 columns), or a path without a suffix: a folder of files — ``<subject>/<sample_id>.png`` for images,
 ``<subject>/<sample_id>.wav`` (32-bit float) for audio — with ``metadata.csv`` (``file``, ``subject``, ``attr.*``).
 Every write is atomic: a file or folder either appears whole or not at all, and an existing folder is never
-overwritten. ``any.table`` reads ``.arrow`` and ``.parquet`` back, so ``anonymize`` → ``evaluate`` round-trips.
+overwritten; the temp file or folder of a write that was killed is removed by the next write to the same
+path (its name carries the writer's pid). ``any.table`` reads ``.arrow`` and ``.parquet`` back, so
+``anonymize`` → ``evaluate`` round-trips.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from .errors import BioanonError, DataError, TableError
-from .fileio import atomic_write, output_problem
+from .fileio import atomic_write, output_problem, remove_dead_temps, temp_prefix
 from .table import SampleTable
 
 if TYPE_CHECKING:
@@ -144,7 +146,8 @@ def _write_folder(table: SampleTable, path: Path) -> None:
         )
     kind = kinds[0]
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    remove_dead_temps(path)  # what a killed write to the same place left
+    tmp = path.with_name(f"{temp_prefix(path)}dir.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir()
     try:

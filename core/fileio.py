@@ -6,6 +6,9 @@ import enum
 import functools
 import hashlib
 import os
+import re
+import shutil
+import socket
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -45,12 +48,86 @@ def code_digest(obj: object) -> str:
     return file_digest(source) if source else module
 
 
-def atomic_write(path: str | os.PathLike[str], write: Callable[..., object]) -> None:
-    """Write via ``write(fileobj)`` (a binary file object) to a temp file next to ``path``, fsync, then os.replace
-    onto ``path``."""
+def process_start(pid: int) -> str | None:
+    """When process ``pid`` started, as the kernel records it (Linux: field 22 of ``/proc/<pid>/stat``, clock
+    ticks since boot): with the pid, it tells a process from a later one that reuses its pid. None where the
+    process does not exist or the system does not say."""
+    try:
+        stat = Path(f"/proc/{int(pid)}/stat").read_bytes().decode("ascii", "replace")
+    except (OSError, ValueError):
+        return None
+    fields = stat[stat.rfind(")") + 2 :].split()  # after the command name, which may hold spaces and ')'
+    return fields[19] if len(fields) > 19 else None
+
+
+def pid_running(pid: int) -> bool:
+    """Whether process ``pid`` exists on this machine and has not exited (a zombie has)."""
+    if not isinstance(pid, int) or pid <= 0:  # 0 and negative pids name process groups
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, owned by another user
+    except OSError:
+        return False
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes().decode("ascii", "replace")
+    except OSError:
+        return True  # no /proc here: os.kill said it exists
+    return stat[stat.rfind(")") + 2 :][:1] not in ("Z", "X")  # exited, not yet reaped by its parent
+
+
+@functools.cache
+def _host_tag() -> str:
+    return hashlib.blake2b(socket.gethostname().encode("utf-8", "replace"), digest_size=3).hexdigest()
+
+
+def temp_prefix(path: str | os.PathLike[str]) -> str:
+    """The start of the name of a temp file (or folder) written next to ``path`` by this process:
+    ``.<name>.<host>-<pid>.`` (``<host>``: 6 hex characters of the host name), so that
+    :func:`remove_dead_temps` can tell the temp files of writers that died (killed mid-write) from those of
+    running ones."""
+    return f".{Path(path).name}.{_host_tag()}-{os.getpid()}."
+
+
+def remove_dead_temps(path: str | os.PathLike[str]) -> list[Path]:
+    """Remove the temp files and folders next to ``path`` (named by :func:`temp_prefix`, ending ``.tmp``) whose
+    writer on this machine is gone: what a killed write to ``path`` left. Those of live writers and of other
+    machines stay. Best effort (nothing is raised); returns what was removed."""
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{path.name}.", suffix=".tmp")
+    pattern = re.compile(rf"\.{re.escape(path.name)}\.([0-9a-f]{{6}})-(\d+)\.[^/]*\.tmp")
+    removed: list[Path] = []
+    try:
+        entries = [e.name for e in os.scandir(directory) if e.name.startswith(f".{path.name}.")]
+    except OSError:
+        return removed
+    for name in entries:
+        m = pattern.fullmatch(name)
+        if m is None or m.group(1) != _host_tag() or pid_running(int(m.group(2))):
+            continue
+        victim = directory / name
+        try:
+            if victim.is_dir() and not victim.is_symlink():
+                shutil.rmtree(victim)
+            else:
+                victim.unlink()
+        except OSError:
+            continue
+        removed.append(victim)
+    return removed
+
+
+def atomic_write(path: str | os.PathLike[str], write: Callable[..., object]) -> None:
+    """Write via ``write(fileobj)`` (a binary file object) to a temp file next to ``path``, fsync, then os.replace
+    onto ``path``. The temp file's name carries this process's id (:func:`temp_prefix`); those that killed
+    writers left next to ``path`` are removed first (:func:`remove_dead_temps`)."""
+    path = Path(path)
+    directory = path.parent if str(path.parent) else Path(".")
+    remove_dead_temps(path)
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=temp_prefix(path), suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)

@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from bioanon.errors import CacheError
-from bioanon.fileio import fsync_dir
+from bioanon.fileio import fsync_dir, pid_running
 
 from .keys import _as_table
 
@@ -798,7 +798,7 @@ class Cache:
             old = info.mtime_ns is not None and info.mtime_ns < cutoff_ns
             if cls == "temp":
                 m = _TEMP_PID.search(info.base_name)
-                if not (old or (m is not None and self._local and not _pid_alive(int(m.group(1))))):
+                if not (old or (m is not None and self._local and not pid_running(int(m.group(1))))):
                     continue
             elif cls == "sum":
                 if not old or info.path[: -len(_SUM_SUFFIX)] in tables:
@@ -845,19 +845,6 @@ class Cache:
                 raise CacheError(f"cannot remove {info.path}: {exc}") from exc
             removed += cls != "sum"  # a table's checksum file goes with it, uncounted
         return removed
-
-
-def _pid_alive(pid: int) -> bool:
-    """Whether a process ``pid`` runs on this machine (a process of another user counts as running)."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OSError):
-        return True
-    return True
 
 
 def _file_uri(path: str) -> str:

@@ -45,7 +45,7 @@ from .data import (  # noqa: F401 -- re-exported (the names of bioanon.evaluatio
     map_attacker_table,
     prepare_attacker_data,
 )
-from .rundir import RunFolder, RunInterrupted
+from .rundir import RunFolder, RunInterrupted, check_run_id
 from .scenarios import (
     ATTACK_SCENARIOS,  # noqa: F401 -- re-exported (bioanon.evaluation.run.ATTACK_SCENARIOS)
     CLEAR,
@@ -1096,8 +1096,10 @@ def evaluate(
     out_dir : where ``<run-id>/`` is written (default: ``runs/`` in the cache, see :func:`runs_folder`, so a
         notebook never writes into its working directory; None: write nothing, only return the tables).
     run_id : the run directory's name (default: name, time and config fingerprint, with ``-2``, ``-3``, … when
-        a concurrent run took it). The folder is created before any work and holds ``status.json``
-        (running / complete / failed / interrupted); a folder in use by a live run is refused. A rerun of the same
+        a concurrent run took it): a plain name (letters, digits, ``.``, ``_``, ``-``; no ``/`` or ``..``), else
+        a ConfigError before any work; a symbolic link out of ``out_dir`` is refused. The folder is created
+        before any work and holds ``status.json`` (running / complete / failed / interrupted); a folder in use
+        by a live run is refused; folders of runs that were killed are marked failed. A rerun of the same
         config (and data) whose latest run folder did not finish (interrupted, failed, or its process gone)
         resumes into that folder and completes it, saying so in the log (see :mod:`bioanon.evaluation.rundir`).
     cache : a :class:`~bioanon.cache.Cache` or its root (default: ``$BIOANON_CACHE`` or the user cache).
@@ -1163,6 +1165,7 @@ def _evaluate_in(
     from .config import EvalConfig, load_config
 
     started = time.time()
+    check_run_id(run_id)  # a plain folder name, before any work
     from ..device import using_device
 
     cfg = config if isinstance(config, EvalConfig) else load_config(config, registry=context.registry)

@@ -99,7 +99,7 @@ def test_a_folder_held_by_a_live_run_is_not_taken_one_whose_run_died_is(tmp_path
     _lock_as(r.run_dir, int(dead.stdout))
     again = _run(tmp_path, config(**SMALL))
     assert again.run_dir == r.run_dir and read_status(r.run_dir)["state"] == "complete"
-    assert [s["state"] for s in read_status(r.run_dir)["resumed"]] == ["running"]
+    assert [s["state"] for s in read_status(r.run_dir)["resumed"]] == ["failed"]  # marked failed when found
 
 
 def test_an_explicit_run_id_resumes_its_folder_of_the_same_config(tmp_path, monkeypatch):
