@@ -17,7 +17,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from ._version import __version__
-from .errors import BioanonError
+from .errors import BioanonError, ConfigError
+from .fileio import printable
 from .log import cli_logging, verbosity_level
 from .plugins import PluginLoadWarning, get_plugin_manager
 
@@ -36,7 +37,9 @@ EXIT_CODES = f"""\
 exit codes:
   {EXIT_OK:<4} success
   {EXIT_NO_RESULTS:<4} an evaluation finished but tasks failed or it produced no results
-  {EXIT_USAGE:<4} usage, config, parameter or data error (nothing was run)
+  {EXIT_USAGE:<4} usage, config, parameter or data error (nothing was run), or a file
+       that could not be written (disk full): finished tasks are cached, and
+       what was written before stays whole
   {EXIT_INTERRUPTED:<4} interrupted (Ctrl-C); the finished tasks are cached and the same command resumes"""
 
 
@@ -403,15 +406,14 @@ def _config_from_args(args: argparse.Namespace) -> Any:
     """The config path, or with --skip-bad-files the validated config with that dataset parameter set."""
     config: Any = args.config
     if args.skip_bad_files:
-        import tomllib
         from pathlib import Path
 
-        from .evaluation.config import load_config
+        from .evaluation.config import load_config, read_toml
 
         path = Path(args.config)
         try:
-            raw = tomllib.loads(path.read_text(encoding="utf-8"))
-        except (OSError, tomllib.TOMLDecodeError):
+            raw: Any = read_toml(path)
+        except ConfigError:
             raw = None  # let load_config report the problem with the file name
         if isinstance(raw, dict) and isinstance(raw.get("dataset"), dict):
             raw["dataset"].setdefault("params", {})["skip_bad_files"] = True
@@ -1053,7 +1055,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return int(args.func(args) or 0)
         except BioanonError as exc:
             log.debug("details", exc_info=True)
-            print(f"bioanon: error: {exc}", file=sys.stderr)
+            print(f"bioanon: error: {printable(str(exc))}", file=sys.stderr)  # undecodable file-name bytes as \xff
             return EXIT_USAGE
         except BrokenPipeError:
             return EXIT_OK

@@ -68,6 +68,11 @@ class CacheError(BioanonError, OSError):
     """The cache could not be read or written."""
 
 
+class WriteError(BioanonError, OSError):
+    """A file could not be written (the disk is full, the folder is read-only, …): names the file and the reason.
+    Files are written through a temp file and a rename, so what was there before stays as it was."""
+
+
 class PluginError(BioanonError):
     """A plugin failed to load or registered something invalid."""
 

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any, cast
 import numpy as np
 
 from .errors import BioanonError, DataError, TableError
-from .fileio import atomic_write, output_problem, remove_dead_temps, temp_prefix
+from .fileio import atomic_write, output_problem, remove_dead_temps, temp_prefix, write_error
 from .table import SampleTable
 
 if TYPE_CHECKING:
@@ -149,8 +149,9 @@ def _write_folder(table: SampleTable, path: Path) -> None:
     remove_dead_temps(path)  # what a killed write to the same place left
     tmp = path.with_name(f"{temp_prefix(path)}dir.tmp")
     shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir()
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp.mkdir()
         files = _write_files(table, kind, tmp)
         meta = pd.DataFrame({"file": files, **{k: v for k, v in _attribute_frame(table).items() if k != "sample_id"}})
         meta.insert(1, "sample_id", table.sample_ids)
@@ -158,8 +159,10 @@ def _write_folder(table: SampleTable, path: Path) -> None:
         if path.exists():
             path.rmdir()  # empty, checked above
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         shutil.rmtree(tmp, ignore_errors=True)
+        if isinstance(exc, OSError) and not isinstance(exc, BioanonError):  # e.g. disk full: name the folder
+            raise write_error(path, exc) from exc
         raise
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import errno
 import functools
 import hashlib
 import os
@@ -12,7 +13,10 @@ import socket
 import tempfile
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # types only
+    from .errors import WriteError
 
 
 def content_digest(path: str | os.PathLike[str]) -> str:
@@ -122,12 +126,19 @@ def remove_dead_temps(path: str | os.PathLike[str]) -> list[Path]:
 
 def atomic_write(path: str | os.PathLike[str], write: Callable[..., object]) -> None:
     """Write via ``write(fileobj)`` (a binary file object) to a temp file next to ``path``, fsync, then os.replace
-    onto ``path``. The temp file's name carries this process's id (:func:`temp_prefix`); those that killed
-    writers left next to ``path`` are removed first (:func:`remove_dead_temps`)."""
+    onto ``path``: a file that was there stays whole until the new one is complete. The temp file's name carries
+    this process's id (:func:`temp_prefix`); those that killed writers left next to ``path`` are removed first
+    (:func:`remove_dead_temps`).
+
+    Raises :class:`~bioanon.errors.WriteError` (an ``OSError``) naming ``path`` when the file cannot be written,
+    e.g. "disk full"; the temp file is removed."""
     path = Path(path)
     directory = path.parent if str(path.parent) else Path(".")
     remove_dead_temps(path)
-    fd, tmp = tempfile.mkstemp(dir=directory, prefix=temp_prefix(path), suffix=".tmp")
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=temp_prefix(path), suffix=".tmp")
+    except OSError as exc:
+        raise write_error(path, exc) from exc
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
@@ -135,13 +146,45 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[..., object]) -> 
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file the usual permissions
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         try:
             os.unlink(tmp)
         except FileNotFoundError:
             pass
+        from .errors import BioanonError
+
+        if isinstance(exc, OSError) and not isinstance(exc, BioanonError):
+            raise write_error(path, exc) from exc
         raise
     fsync_dir(directory)
+
+
+#: The errno values of a write that found no room: a full disk, an exceeded quota.
+NO_SPACE = frozenset({errno.ENOSPC, getattr(errno, "EDQUOT", errno.ENOSPC)})
+
+
+def write_error(path: str | os.PathLike[str], exc: OSError) -> WriteError:
+    """The :class:`~bioanon.errors.WriteError` for a failed write of ``path``: names the file and says
+    "disk full" when the device (or the user's quota) has no space left. Keeps ``exc.errno``."""
+    from .errors import WriteError
+
+    if exc.errno in NO_SPACE:
+        why = "disk full (no space left on the device); free some space or write elsewhere, then run it again"
+    else:
+        why = exc.strerror or str(exc)
+    err = WriteError(f"{printable(os.fspath(path))}: cannot write the file: {why}")
+    err.errno = exc.errno
+    return err
+
+
+def printable(text: str) -> str:
+    """``text`` (a path, a message) with the bytes of a file name that is not UTF-8 (which Python reads as
+    surrogate escapes, see :func:`os.fsdecode`) shown as ``\\xff``: safe to print, to write as UTF-8 and to
+    store in a table."""
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    except UnicodeEncodeError:  # a lone surrogate that is no escaped byte
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def fsync_dir(path: str | os.PathLike[str]) -> None:

@@ -192,8 +192,12 @@ def read_seba(path: str | os.PathLike[str]) -> Any:
         text = file.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"{file}: cannot read the SEBA config: {exc.strerror or exc}") from None
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{file}: not UTF-8 text ({exc.reason} at byte {exc.start}); is it a SEBA config?") from None
     try:
         return yaml.safe_load(text)
+    except RecursionError:  # the pure-Python YAML loader nests recursively
+        raise ConfigError(f"{file}: invalid YAML in the SEBA config: nested too deeply to read") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"{file}:{mark.line + 1}" if mark is not None else str(file)

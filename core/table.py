@@ -64,6 +64,7 @@ from .table_schema import (
     _payload_to_arrow,
     _shape_matches,
     _type_desc,
+    not_utf8_problem,
 )
 from .table_schema import LOAD_WARNINGS as LOAD_WARNINGS
 from .table_schema import _tensor_array as _tensor_array  # used by the tests
@@ -193,8 +194,10 @@ class SampleTable:
                 if np_values is not None and np_values.ndim != 1:
                     raise TableError(f"attribute {col!r} must be one-dimensional, got shape {np_values.shape}")
                 arr = pa.array(values)
-        except pa.ArrowException as e:
-            raise TableError(f"attribute {col!r}: cannot convert values to Arrow: {e}") from None
+        except (pa.ArrowException, UnicodeEncodeError) as e:
+            arrow = isinstance(values, (pa.Array, pa.ChunkedArray))
+            bad = None if arrow else not_utf8_problem(values, f"attribute {col!r}: value")
+            raise TableError(bad or f"attribute {col!r}: cannot convert values to Arrow: {e}") from None
         if pa.types.is_nested(arr.type) or isinstance(arr.type, pa.ExtensionType):
             raise TableError(f"attribute {col!r} must be a scalar type, got {arr.type}")
         if len(arr) != n:

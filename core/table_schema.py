@@ -8,7 +8,7 @@ This module knows no :class:`~bioanon.table.SampleTable`, so every module above 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from bioanon.errors import TableError
+from bioanon.fileio import printable
 
 #: Schema metadata key holding the JSON metadata dict.
 METADATA_KEY = b"bioanon"
@@ -119,7 +120,23 @@ def _as_string_array(values: Any, what: str) -> pa.Array:
             return pa.array(arr.tolist(), type=pa.string())
         return pa.array(arr, type=pa.string())
     except (pa.ArrowException, TypeError, ValueError) as e:
-        raise TableError(f"{what} must be strings: {e}") from None
+        raise TableError(not_utf8_problem(arr.tolist(), what) or f"{what} must be strings: {e}") from None
+
+
+def not_utf8_problem(values: Iterable[Any], what: str) -> str | None:
+    """The problem of the first string of ``values`` that is not valid UTF-8 (a file or folder name whose bytes
+    are not UTF-8, as Python reads them: :func:`os.fsdecode`), naming it with those bytes as ``\\xff``; None
+    when there is none."""
+    for v in values:
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                return (
+                    f"{what} '{printable(v)}' is not valid UTF-8 text (from a file or folder name that is not "
+                    "UTF-8?); rename the file or folder"
+                )
+    return None
 
 
 def _tensor_array(arr: np.ndarray, name: str) -> pa.Array:

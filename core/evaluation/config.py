@@ -36,7 +36,7 @@ import re
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypedDict, TypeGuard, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TypedDict, TypeGuard, cast
 
 import attrs
 
@@ -474,17 +474,7 @@ def load_config(
     elif isinstance(source, (str, os.PathLike)):
         file = Path(source)
         where = str(file)
-        try:
-            with open(file, "rb") as fh:
-                raw = tomllib.load(fh)
-        except FileNotFoundError:
-            _raise([f"{file}: no such config file"], f"invalid evaluation config {file}")
-        except IsADirectoryError:
-            _raise([f"{file}: is a directory, not a config file"], f"invalid evaluation config {file}")
-        except tomllib.TOMLDecodeError as exc:
-            _raise([f"{file}: invalid TOML: {exc}"], f"invalid evaluation config {file}")
-        except (OSError, UnicodeDecodeError) as exc:
-            _raise([f"{file}: cannot read: {exc}"], f"invalid evaluation config {file}")
+        raw = read_toml(file)
         if base_dir is None:
             base_dir = file.resolve().parent
     else:
@@ -498,7 +488,54 @@ def load_config(
     return config
 
 
-def _raise(problems: list[str], header: str) -> None:
+def read_toml(file: str | os.PathLike[str]) -> dict[str, Any]:
+    """A config file's TOML as a dict. The file is UTF-8, with or without the byte-order mark that some editors
+    write at its start.
+
+    Raises
+    ------
+    ConfigError : naming the file (and line) when it is missing, a folder, unreadable, not UTF-8, not valid
+        TOML, or nested too deeply to read.
+    """
+    file = Path(file)
+    header = f"invalid evaluation config {file}"
+    try:
+        data = file.read_bytes()
+    except FileNotFoundError:
+        _raise([f"{file}: no such config file"], header)
+    except IsADirectoryError:
+        _raise([f"{file}: is a directory, not a config file"], header)
+    except OSError as exc:
+        _raise([f"{file}: cannot read: {exc}"], header)
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        _raise([f"{file}: is UTF-16 text; save it as UTF-8"], header)
+    try:
+        text = data.decode("utf-8-sig")  # "-sig": without a byte-order mark at the start
+    except UnicodeDecodeError as exc:
+        _raise([f"{file}: not UTF-8 text ({exc.reason} at byte {exc.start}); save it as UTF-8"], header)
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        _raise([f"{file}: invalid TOML: {exc}"], header)
+    except RecursionError:  # tomllib parses nested arrays and inline tables recursively
+        _raise([_too_deep(file, text)], header)
+
+
+def _too_deep(file: Path, text: str) -> str:
+    """The problem line of a TOML text nested too deeply to parse: the file, and the line and key of the first
+    deep run of ``[`` / ``{`` (inline tables' keys between them allowed), when one is found."""
+    m = re.search(r"(?:[\[{](?:\s*[\w\-\"'.]+\s*=)?\s*){64,}", text)
+    if m is None:
+        return f"{file}: invalid TOML: arrays or inline tables nested too deeply to read"
+    line_no = text.count("\n", 0, m.start()) + 1
+    line = text[text.rfind("\n", 0, m.start()) + 1 : m.start()]
+    key = line.split("=", 1)[0].strip() if "=" in line else ""
+    depth = m.group().count("[") + m.group().count("{")
+    what = f"the value of {key!r}" if key else "a value"
+    return f"{file}:{line_no}: invalid TOML: {what} is nested too deeply to read ({depth} levels of arrays or tables)"
+
+
+def _raise(problems: list[str], header: str) -> NoReturn:
     err = ConfigError(header + ":\n" + "\n".join("  " + p for p in problems))
     err.problems = list(problems)  # type: ignore[attr-defined]
     raise err

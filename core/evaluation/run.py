@@ -1261,7 +1261,10 @@ def _evaluate(
         raise RunInterrupted(saved, total, folder.path if folder is not None else None) from None
     except BaseException as exc:
         if folder is not None:
-            folder.close("failed", error=f"{type(exc).__name__}: {exc}")
+            try:
+                folder.close("failed", error=f"{type(exc).__name__}: {exc}")
+            except OSError as status_exc:  # e.g. the disk is still full: report the first error, not this one
+                log.warning("could not mark the run folder %s failed: %s", folder.path, status_exc)
         raise
     if folder is not None:
         folder.close(

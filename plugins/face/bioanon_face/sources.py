@@ -88,6 +88,16 @@ def _require_dir(path: Any, what: str) -> Path:
     return p
 
 
+def _text_lines(path: Path) -> list[str]:
+    """The lines of a UTF-8 text file (CelebA's lists); a TableError naming the file when it is not text."""
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as e:
+        raise TableError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); is it the right file?") from None
+    except OSError as e:
+        raise TableError(f"{path}: cannot read: {e.strerror or e}") from None
+
+
 @attrs.define(kw_only=True)
 class _ImageSource(DatasetSource):
     trait: ClassVar[str] = "face"
@@ -327,7 +337,7 @@ class CelebAFaces(_ImageSource):
                 )
         by_subject: dict[str, list[str]] = {}
         seen: dict[str, int] = {}
-        for line_no, line in enumerate(ident.read_text().splitlines(), start=1):
+        for line_no, line in enumerate(_text_lines(ident), start=1):
             parts = line.split()
             if not parts:
                 continue
@@ -347,7 +357,7 @@ class CelebAFaces(_ImageSource):
         subject_of = {f: s for s, v in keep.items() for f in v}
         attributes: dict[str, list[Any]] = {}
         if attr_file.is_file():
-            lines = attr_file.read_text().splitlines()
+            lines = _text_lines(attr_file)
             if len(lines) < 2:
                 raise TableError(f"{attr_file}: expected a count line and a header line of attribute names")
             attr_names = lines[1].split()

@@ -152,10 +152,12 @@ def read_numeric_csv(
             data = np.loadtxt(fh, delimiter=delimiter, dtype=np.float64, ndmin=2, usecols=usecols)
     except FileNotFoundError:
         raise TableError(f"{p}: no such file") from None
+    except UnicodeDecodeError as e:  # a ValueError: before the next clause, which rereads the file as text
+        raise TableError(f"{p}: not UTF-8 text ({e.reason} at byte {e.start}); is it a CSV file?") from None
     except (ValueError, IndexError):
         _raise_bad_line(p, delimiter, header, usecols)
         raise
-    except (OSError, UnicodeDecodeError) as e:
+    except OSError as e:
         raise TableError(f"{p}: cannot read: {e}") from None
     names = [h.strip() for h in head.rstrip("\r\n").split(delimiter)] if header else []
     if data.size == 0 or data.shape[0] == 0:
@@ -647,6 +649,8 @@ def _load_yaml(path: Path) -> Any:
         mark = getattr(e, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
         raise TableError(f"{where}: invalid YAML: {getattr(e, 'problem', e)}") from None
+    except UnicodeDecodeError as e:
+        raise TableError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); is it a YAML file?") from None
     except OSError as e:
         raise TableError(f"{path}: cannot read: {e}") from None
 
@@ -832,6 +836,8 @@ def _read_mocap(path: Path, position_range: Any) -> np.ndarray:
             raise TableError(f"{path}:{e.lineno}: invalid JSON: {e.msg}") from None
         except UnicodeDecodeError as e:
             raise TableError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start})") from None
+        except RecursionError:
+            raise TableError(f"{path}: invalid JSON: lists nested too deeply (expected frames of numbers)") from None
     try:
         x = np.asarray(data, dtype=np.float64)
     except (TypeError, ValueError):

@@ -10,6 +10,7 @@ naming the file, or with ``skip_bad_files = True`` are skipped and listed in ``m
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import ClassVar
@@ -36,6 +37,12 @@ def read_audio(path: Path, target_sr: int, native_sr: int | None) -> tuple[np.nd
     """Read one file as mono float32; resample to ``target_sr`` (> 0) or require ``native_sr``."""
     import soundfile as sf
 
+    name = os.fsencode(path)
+    try:
+        name.decode("utf-8")  # soundfile cannot open such a name, and a sample id is text
+    except UnicodeDecodeError:
+        shown = name.decode("utf-8", "backslashreplace")
+        raise BadAudioFile(f"{shown}: the file name is not valid UTF-8; rename the file") from None
     try:
         x, sr = sf.read(str(path), dtype="float32", always_2d=True)
     except Exception as e:  # noqa: BLE001 - soundfile raises LibsndfileError/RuntimeError/TypeError
@@ -247,6 +254,8 @@ class AudioMnist(_FileSource):
             raw = json.loads(meta_file.read_text(encoding="utf-8"), object_pairs_hook=pairs)
         except json.JSONDecodeError as e:
             raise DatasetError(f"{meta_file}: not valid JSON ({e})") from None
+        except UnicodeDecodeError as e:
+            raise DatasetError(f"{meta_file}: not UTF-8 text ({e.reason} at byte {e.start}); is it JSON?") from None
         if not isinstance(raw, dict) or not all(isinstance(v, dict) for v in raw.values()):
             raise DatasetError(f"{meta_file}: expected a JSON object of speaker -> object of fields")
         keys = list(raw)
