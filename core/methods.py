@@ -108,6 +108,27 @@ class _Constraint:
         return True
 
 
+#: The largest magnitude a float parameter takes on a side where its declaration sets no bound (``low``/``high`` of
+#: :func:`param`): beyond it a value is absurd for any method (a noise scale of 1e308 overflows every computation),
+#: and a method that needs more declares its own bound.
+FLOAT_PARAM_LIMIT = 1e12
+
+
+def float_problem(value: Any, constraint: _Constraint | None = None) -> str:
+    """What is wrong with the float(s) of a parameter value (a float, or the floats of a tuple): not finite
+    (inf, -inf, nan), or beyond :data:`FLOAT_PARAM_LIMIT` in magnitude on a side where ``constraint`` declares no
+    bound; ``""`` when nothing is. The text says what is allowed."""
+    values = value if isinstance(value, tuple) else (value,)
+    low = constraint.low if constraint is not None and constraint.low is not None else -FLOAT_PARAM_LIMIT
+    high = constraint.high if constraint is not None and constraint.high is not None else FLOAT_PARAM_LIMIT
+    for v in values:
+        if not isinstance(v, float):
+            continue
+        if not math.isfinite(v) or not low <= v <= high:
+            return f"a finite number in [{low:g}, {high:g}]"
+    return ""
+
+
 def param(
     default: Any = attrs.NOTHING,
     *,
@@ -127,7 +148,8 @@ def param(
     ----------
     default : the default value (required: every parameter has one, so ``Method()`` always works).
     help : one-line help text, shown by ``bioanon describe`` and ``--params``.
-    low, high, low_inclusive, high_inclusive : numeric range (applies to every element of a tuple value).
+    low, high, low_inclusive, high_inclusive : numeric range (applies to every element of a tuple value). A float
+        value must also be finite and, on a side without a bound here, within ±:data:`FLOAT_PARAM_LIMIT`.
     choices : the allowed values (a ``Literal[...]`` annotation does the same).
     check, check_text : any further predicate and the text that says what it allows.
     affects_output : False for parameters that cannot change results (batch size, threads, device, progress);
@@ -534,6 +556,9 @@ class Method:
             raise ParameterError(self.id or type(self).__name__, f.name, value, allowed)
         if c is not None and not c.ok(coerced):
             raise ParameterError(self.id or type(self).__name__, f.name, value, c.describe())
+        problem = float_problem(coerced, c)
+        if problem:
+            raise ParameterError(self.id or type(self).__name__, f.name, value, problem)
         return coerced
 
     def get_params(self) -> dict[str, Any]:

@@ -4,7 +4,8 @@
 by value, rates, paths, each method's trait against the data set's, the optional packages methods declare, the
 label and attribute names against the columns the data set's source declares).
 This module adds what needs more than the config: whether the results folder can be written, whether the
-devices asked for exist on this machine, and — once the data are loaded — whether every method finds a payload
+devices asked for exist on this machine, whether a method's existing ``weights`` file loads with the safe loader,
+and — once the data are loaded — whether every method finds a payload
 it reads, the label column exists, and each method's own preflight (e.g. a user's weights file that must fit
 the network, checked without computing anything) passes.
 """
@@ -17,7 +18,7 @@ from typing import Any
 import attrs
 
 from ..fileio import output_problem
-from .config import background_fit_problems, raise_problems
+from .config import background_fit_problems, evaluation_subjects, raise_problems
 
 
 def reads_payload(cls: Any, payload_names: list[str], viewed: set[str] | frozenset[str] = frozenset()) -> bool:
@@ -125,6 +126,14 @@ def data_problems(cfg: Any, table: Any) -> list[str]:
                 f"{table.attribute_names}"
             )
     problems += role_problems(table)
+    counts = cfg.selection.subject_counts
+    reach = evaluation_subjects(table.num_subjects, cfg.rates)
+    if counts and reach is not None and min(counts) > reach:
+        problems.append(
+            f"selection.subject_counts: no count in {sorted(counts)} is reachable: the evaluation set has at most "
+            f"{reach} of the data set's {table.num_subjects} subjects (rates.evaluation = {cfg.rates.evaluation:g}); "
+            f"give a count ≤ {reach}"
+        )
     if cfg.label != "subject" and cfg.label not in table.attribute_names:
         problems.append(
             f"label: the data set has no attribute column 'attr.{cfg.label}'; available: {table.attribute_names}"
@@ -149,6 +158,33 @@ def role_problems(table: Any) -> list[str]:
             f"values {list(ROLE_VALUES)} (or null), got {bad[:5]}"
         ]
     return []
+
+
+def weights_problems(cfg: Any) -> list[str]:
+    """Weights files (a method's ``weights`` parameter) that exist but do not load with the safe loader
+    (:func:`~bioanon.nettrain.read_state_dict`, ``weights_only=True``: a file that would run code is refused),
+    checked without the data; whether they fit the network is checked with the data (:func:`preflight_problems`).
+    A path that does not exist is left to those checks."""
+    problems: list[str] = []
+    seen: set[tuple[str, str]] = set()
+    for path, spec in _method_groups(cfg):
+        cls = spec.method_class()
+        if "weights" not in attrs.fields_dict(cls) or cls.missing_requirements():
+            continue
+        grid = spec.grid.get("weights", ()) if hasattr(spec, "grid") else ()
+        places = [(f"{path}.params.weights", spec.params.get("weights"))]
+        places += [(f"{path}.grid.weights[{i}]", v) for i, v in enumerate(grid)]
+        for where, file in places:
+            if not isinstance(file, str) or not file or not os.path.isfile(file) or (cls.id, file) in seen:
+                continue
+            seen.add((cls.id, file))
+            from ..nettrain import WeightsError, read_state_dict
+
+            try:
+                read_state_dict(file, who=cls.id)
+            except WeightsError as exc:
+                problems.append(f"{where}: {exc}")
+    return problems
 
 
 def preflight_problems(cfg: Any, table: Any) -> list[str]:
@@ -203,6 +239,7 @@ def validate(
         data = _load(cfg)
     problems += background_fit_problems(cfg)  # (an EvalConfig given as it is was not validated by load_config)
     problems += device_problems(cfg)
+    problems += weights_problems(cfg)
     if data is not None:
         problems += data_problems(cfg, data)
         if load_data and getattr(cfg, "attacker_dataset", None) is not None:

@@ -20,7 +20,12 @@ header line and then one line per problem, each starting with its key path::
 
 The problem lines (without indentation) are also available as ``error.problems``.
 
-Method parameters are validated by constructing the method for every grid setting. The loaded config is
+Method parameters are validated by constructing the method for every grid setting (a float parameter must be
+finite and, where its declaration sets no bound, within ±:data:`~bioanon.methods.FLOAT_PARAM_LIMIT`). What would
+only fail after minutes of work is refused here, from the config alone: a grid of more than
+:data:`MAX_GRID_SETTINGS` settings (before any is constructed), a plan of more than :data:`MAX_PLAN_SCORINGS`
+scorings, ``[report] bootstrap`` above :data:`MAX_BOOTSTRAP`, and subject counts of which none is reachable when
+the config fixes the data set's number of subjects (a generated data set's ``n_subjects``). The loaded config is
 *resolved*: aliases are replaced by canonical ids, every default is filled in and every method's parameters
 are completed with the method's own defaults, so ``cfg.to_dict()`` is a self-contained record of what ran and
 ``load_config(cfg.to_dict()) == cfg``.
@@ -82,6 +87,18 @@ class _ReportDefaults(TypedDict):
 
 
 DEFAULT_REPORT: _ReportDefaults = {"bootstrap": 1000, "confidence": 0.95, "per_probe_scores": False}
+
+# Limits on the size of an evaluation, checked when a config is loaded (so `bioanon validate` refuses an absurd
+# config at once, without the data, instead of a run failing after minutes of planning or on a MemoryError).
+MAX_BOOTSTRAP = 100_000
+"""The most bootstrap resamples ``[report] bootstrap`` takes (10,000 already gives stable 95 % intervals)."""
+MAX_GRID_SETTINGS = 10_000
+"""The most settings one anonymizer's grid may have (the product of its grid's value counts); checked before any
+setting is constructed."""
+MAX_PLAN_SCORINGS = 200_000
+"""The most score computations a plan may hold: repeats × anonymizer settings × selections (per selector: subject
+counts × random draws) × (recognizers × scenarios + utility measures). Planning takes a few kB of memory and
+some tens of microseconds per task before the first result, and each scoring is a task."""
 
 _KIND_NOUN = {
     "anonymizer": "anonymizer",
@@ -694,10 +711,17 @@ class _Validator:
                 self.add(key_path, f"unknown key; {_did_you_mean(str(k), keys)}")
         return out
 
-    def integer(self, raw: dict[str, Any], key: str, path: str, default: int, low: int) -> int:
+    def integer(
+        self, raw: dict[str, Any], key: str, path: str, default: int, low: int, high: int | None = None, why: str = ""
+    ) -> int:
+        """``raw[key]`` (``default`` when absent), an integer in [low, high]; else a problem at ``path`` (``why``:
+        the reason for ``high``, said with it)."""
         value = raw.get(key, default)
         if not _is_int(value) or value < low:
             self.add(path, f"expected an integer ≥ {low}, {_got(value)}")
+            return default
+        if high is not None and value > high:
+            self.add(path, f"expected an integer in [{low}, {high:,}]{why}, {_got(value)}")
             return default
         return value
 
@@ -777,12 +801,14 @@ class _Validator:
                 "'enrolment' fits the attacker on the evaluated subjects' enrolment part, so "
                 "[attacker_dataset] would train no attacker: remove one of them",
             )
-        selection = self.selection(raw.get("selection", {}))
+        selection = self.selection(raw.get("selection", {}), _declared_subjects(dataset), rates)
         utility = self.methods(raw.get("utility"), "utility", "utility", required=False)
         self.unique_names(utility, "utility")
         report = self.report(raw.get("report", {}))
         run = self.run(raw.get("run", {}))
         templates = self.templates(raw["templates"], rates) if "templates" in raw else None
+        if not self.problems:
+            self.plan_size(anonymizers, recognizers, scenarios, selection, utility, repeats)
         self.suitability()
         method_specs = [(f"anonymizers[{i}]", s) for i, s in enumerate(anonymizers)]
         method_specs += [("deanonymizer", deanonymizer)] + [(f"recognizers[{i}]", s) for i, s in enumerate(recognizers)]
@@ -1179,7 +1205,44 @@ class _Validator:
             self.add("deanonymizer", "given but unused: add 'deanon' to scenarios or remove [deanonymizer]")
         return tuple(out)
 
-    def selection(self, raw_any: Any) -> SelectionSpec | None:
+    def plan_size(
+        self,
+        anonymizers: list[MethodSpec | None],
+        recognizers: list[MethodSpec | None],
+        scenarios: tuple[str, ...],
+        selection: SelectionSpec | None,
+        utility: list[MethodSpec | None],
+        repeats: int,
+    ) -> None:
+        """Refuse a plan of more than :data:`MAX_PLAN_SCORINGS` score computations (see there), estimated from
+        the config alone before any plan is built; the problem gives the estimate, its factors and what to
+        lower."""
+        if selection is None:
+            return
+        settings = sum(math.prod(len(v) for v in s.grid.values()) for s in anonymizers if s is not None)
+        counts = max(1, len(selection.subject_counts))
+        selections = sum(
+            counts * (selection.random_draws if s.id == "any.select_random" else 1) for s in selection.selectors
+        )
+        per_selection = len(recognizers) * max(1, len(scenarios)) + len(utility)
+        total = repeats * settings * selections * per_selection
+        if total > MAX_PLAN_SCORINGS:
+            self.add(
+                "anonymizers",
+                f"the evaluation would compute {total:,} scorings ({repeats} repeat(s) × {settings:,} anonymizer "
+                f"setting(s) × {selections:,} selection(s) × ({len(recognizers)} recognizer(s) × "
+                f"{max(1, len(scenarios))} scenario(s) + {len(utility)} utility measure(s))); at most "
+                f"{MAX_PLAN_SCORINGS:,}: sweep fewer grid values, or lower repeats, selection.subject_counts or "
+                "selection.random_draws, or split the config",
+            )
+
+    def selection(
+        self, raw_any: Any, n_subjects: int | None = None, rates: Rates | None = None
+    ) -> SelectionSpec | None:
+        """The ``[selection]`` table; ``n_subjects``: the data set's subject count when the config fixes it (a
+        generated data set): subject counts of which none is reachable with the evaluation share (``rates``) of
+        that many subjects are refused (else they are checked with the data; a count beyond it beside reachable
+        ones is skipped with a warning by the run)."""
         raw = self.table(raw_any, "selection", _SELECTION_KEYS)
         selectors: list[MethodSpec | None] = []
         value = raw.get("selectors", list(DEFAULT_SELECTORS))
@@ -1212,6 +1275,14 @@ class _Validator:
                     self.add(f"selection.subject_counts[{i}]", f"expected an integer ≥ 2, {_got(n)}")
                 else:
                     counts.append(n)
+            reach = evaluation_subjects(n_subjects, rates)
+            if counts and rates is not None and reach is not None and min(counts) > reach:
+                self.add(
+                    "selection.subject_counts",
+                    f"no count in {sorted(counts)} is reachable: the evaluation set has at most {reach} of the data "
+                    f"set's {n_subjects} subjects (its parameters say so; rates.evaluation = "
+                    f"{rates.evaluation:g}); give a count ≤ {reach}",
+                )
         draws = self.integer(raw, "random_draws", "selection.random_draws", DEFAULT_RANDOM_DRAWS, 1)
         if any(s is None for s in selectors):
             return None
@@ -1221,7 +1292,15 @@ class _Validator:
     def report(self, raw_any: Any) -> ReportSpec:
         raw = self.table(raw_any, "report", _REPORT_KEYS)
         return ReportSpec(
-            bootstrap=self.integer(raw, "bootstrap", "report.bootstrap", DEFAULT_REPORT["bootstrap"], 0),
+            bootstrap=self.integer(
+                raw,
+                "bootstrap",
+                "report.bootstrap",
+                DEFAULT_REPORT["bootstrap"],
+                0,
+                MAX_BOOTSTRAP,
+                " (10,000 resamples already give stable intervals)",
+            ),
             confidence=self.number(raw, "confidence", "report.confidence", DEFAULT_REPORT["confidence"], 0, 1),
             per_probe_scores=self.boolean(
                 raw, "per_probe_scores", "report.per_probe_scores", DEFAULT_REPORT["per_probe_scores"]
@@ -1345,6 +1424,15 @@ class _Validator:
                         self.add(f"{path}.grid.{k}", "also given in params; give it in one place")
                     else:
                         sweep[k] = values
+        n_settings = math.prod(len(v) for v in sweep.values())
+        if n_settings > MAX_GRID_SETTINGS:
+            sizes = ", ".join(f"{k}: {len(v):,} values" for k, v in sweep.items())
+            self.add(
+                f"{path}.grid",
+                f"the grid has {n_settings:,} settings ({sizes}); at most {MAX_GRID_SETTINGS:,}: sweep fewer values "
+                "(or split the sweep over several configs)",
+            )
+            return None
         if cls is None:
             return None
         resolved = self.construct(cls, params, sweep, path)
@@ -1423,6 +1511,29 @@ class _Validator:
 
 
 _MISSING = object()
+
+#: Parameters of a generating data set source (one that takes no path) that fix its number of subjects.
+_SUBJECT_COUNT_PARAMS = ("n_subjects", "n_speakers")
+
+
+def _declared_subjects(dataset: DatasetSpec | None) -> int | None:
+    """The data set's number of subjects when its config fixes it: a source that generates its data (no path)
+    with an ``n_subjects`` (or ``n_speakers``) parameter; ``None`` when only the data tell."""
+    if dataset is None or dataset.path is not None:
+        return None
+    for name in _SUBJECT_COUNT_PARAMS:
+        value = dataset.params.get(name)
+        if _is_int(value):
+            return int(value)
+    return None
+
+
+def evaluation_subjects(n_subjects: int | None, rates: Rates | None) -> int | None:
+    """An upper bound of the evaluation set's subjects out of ``n_subjects`` (the largest-remainder split of
+    :func:`~bioanon.table.SampleTable.split_subjects` gives a part at most the ceiling of its share)."""
+    if n_subjects is None or rates is None or not 0 < rates.evaluation <= 1:
+        return None
+    return min(n_subjects, math.ceil(n_subjects * rates.evaluation - 1e-9))
 
 
 def _used(path: str, spec: MethodSpec) -> list[tuple[str, str]]:
