@@ -48,6 +48,7 @@ import attrs
 from ..errors import ConfigError, ParameterError
 from ..fileio import jsonable
 from ..methods import Anonymizer, DatasetSource, Method, Recognizer
+from ..sanity import ON_BAD
 from .scenarios import ALWAYS_SCENARIOS, DEANON, SCENARIOS, default_scenarios, parse_scenario
 
 if TYPE_CHECKING:  # types only
@@ -117,7 +118,7 @@ _TOP_SCALARS = ("name", "seed", "repeats", "label", "scenarios", "attacker_fit")
 ATTACKER_FITS = ("attacker", "enrolment")
 """``attacker_fit``: the recognizer is fitted on the attacker split (default) or, as SEBA, on the enrolment part
 of the selected evaluation subjects in the scenario's training kind."""
-_DATASET_KEYS = ("source", "path", "params", "files")
+_DATASET_KEYS = ("source", "path", "params", "files", "on_bad")
 _ATTACKER_DATASET_KEYS = _DATASET_KEYS + ("attributes", "subjects", "subject_prefix")
 DATASET_FILE_CHECKS = ("stat", "content")
 _RATE_KEYS = ("background", "attacker", "evaluation", "enrolment")
@@ -209,12 +210,17 @@ class DatasetSpec:
 
     ``files``: how a run recognizes data files it imported before (the imported table is then opened from the
     cache, memory-mapped, without parsing anything): ``"stat"`` (default) by their names, sizes and modification
-    times; ``"content"`` by a hash of their bytes (slower; for files rewritten with the same size and time)."""
+    times; ``"content"`` by a hash of their bytes (slower; for files rewritten with the same size and time).
+
+    ``on_bad``: what the data checks on import do with bad samples (:mod:`bioanon.sanity`): ``"error"``
+    (default) stops with an error naming them, ``"skip"`` drops them with one warning, ``"warn"`` keeps them
+    with a warning."""
 
     source: str
     path: str | None = None
     params: dict[str, Any] = attrs.field(factory=dict)
     files: str = "stat"
+    on_bad: str = "error"
     cls: type[Method] | None = attrs.field(default=None, eq=False, repr=False, kw_only=True)
 
     def create(self) -> DatasetSource:
@@ -232,6 +238,8 @@ class DatasetSpec:
         out["params"] = jsonable(self.params)
         if self.files != "stat":
             out["files"] = self.files
+        if self.on_bad != "error":
+            out["on_bad"] = self.on_bad
         return out
 
 
@@ -1008,10 +1016,14 @@ class _Validator:
         if files not in DATASET_FILE_CHECKS:
             self.add(f"{where}.files", f"expected one of {', '.join(DATASET_FILE_CHECKS)}, {_got(files)}")
             files = "stat"
+        on_bad = raw.get("on_bad", "error")
+        if on_bad not in ON_BAD:
+            self.add(f"{where}.on_bad", f"expected one of {', '.join(ON_BAD)}, {_got(on_bad)}")
+            on_bad = "error"
         resolved = self.construct(cls, params, {}, where)
         if resolved is None:
             return None
-        return DatasetSpec(cls.id, path, resolved[0], files, cls=cls)
+        return DatasetSpec(cls.id, path, resolved[0], files, on_bad, cls=cls)
 
     def rates(self, raw_any: Any) -> Rates:
         raw = self.table(raw_any, "rates", _RATE_KEYS)
@@ -1075,6 +1087,7 @@ class _Validator:
             base.path,
             base.params,
             base.files,
+            base.on_bad,
             attributes=attributes,
             subjects=float(share),
             subject_prefix=prefix,

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..cache import Cache, table_fingerprint
 from ..errors import BioanonError
+from ..sanity import SANITY_VERSION, check_data
 from ..table import SampleTable
 from .config import raise_problems
 
@@ -71,7 +72,8 @@ def import_data(cfg: Any, data: SampleTable | None, cache: Cache | None) -> tupl
     """The data set and its content fingerprint when known without hashing it (else None).
 
     With a ``cache``, an import done before is found there *before* anything is read: the key is the dataset
-    source (id, version, parameters, the code of its module) and the files under the path (names, sizes and
+    source (id, version, parameters, the code of its module), the ``on_bad`` policy of the data checks
+    (:mod:`bioanon.sanity`, applied to a new import before it is stored) and the files under the path (names, sizes and
     modification times, or their bytes with ``[dataset] files = "content"``); on a hit the stored table is
     opened memory-mapped. A new import is stored under its content fingerprint, with the import key pointing
     to it, and returned memory-mapped from there; a later run imports again when a file, a parameter or the
@@ -95,6 +97,9 @@ def import_dataset(spec: Any, cache: Cache | None, what: str = "data set") -> tu
 
     log.info("importing the %s %s%s", what, spec.source, f" from {spec.path}" if spec.path else "")
     table = current_context().load_dataset(spec.source, spec.path, **spec.params)
+    # the data checks (bioanon.sanity), with the policy [dataset] on_bad: an error, or the samples skipped or kept
+    # with a warning kept in the table's metadata (so a cached import still reports it)
+    table = check_data(table, getattr(spec, "on_bad", "error"), where=f"the {what} {dataset_name(spec)}")
     if key is None or cache is None:
         return table, None
     check_disk_space(ResourceEstimate(2 * int(table.arrow.nbytes), 0, 0), cache)  # room for the table itself
@@ -138,7 +143,15 @@ def import_key(spec: Any) -> str | None:
                 files.append([rel, st.st_size, st.st_mtime_ns])
     where = str(Path(spec.path).resolve()) if spec.path is not None and spec.files != "content" else None
     return fingerprint(
-        {"import": source.fingerprint(), "code": code_id, "path": where, "files": files, "check": spec.files}
+        {
+            "import": source.fingerprint(),
+            "code": code_id,
+            "path": where,
+            "files": files,
+            "check": spec.files,
+            "on_bad": getattr(spec, "on_bad", "error"),
+            "sanity": SANITY_VERSION,
+        }
     )
 
 

@@ -100,6 +100,11 @@ class _FileSource(DatasetSource):
     def _order_key(self, rec) -> tuple:
         return (str(rec[0]),)
 
+    def _unread(self, root: Path) -> list[dict]:
+        """Files of the data folder that are not read as samples but should have been (``{"file", "reason"}``):
+        listed in ``metadata["unread_files"]``, which the core's data checks report (``[dataset] on_bad``)."""
+        return []
+
     def load(self, path=None):
         from bioanon.api import SampleTable
 
@@ -152,6 +157,7 @@ class _FileSource(DatasetSource):
                 "source": self.id,
                 "sample_rate": int(rate),
                 "skipped_files": skipped,
+                "unread_files": self._unread(root),
                 "params": self.get_params(),
             },
         )
@@ -349,9 +355,21 @@ class SpeakerFolder(_FileSource):
     cells null). Key columns never become attributes. A per-file CSV's speaker column must match the folder;
     a file listed twice, a row naming no file, or conflicting rows of one speaker are errors naming the rows;
     files (speakers) without a row get null attributes and a warning. The full rules: :mod:`bioanon.metadata`.
-    With ``sample_rate = 0`` every file must have the rate of the first file read."""
+    With ``sample_rate = 0`` every file must have the rate of the first file read. Other files in a speaker folder
+    (not ``.wav``/``.flac``/``.ogg``/``.aiff``; hidden files aside) are listed in ``metadata["unread_files"]``: the
+    import reports them (an error by default, a warning with ``[dataset] on_bad = "skip"`` or ``"warn"``)."""
 
     id: ClassVar[str] = "voice.folder"
+
+    def _unread(self, root):
+        return [
+            {"file": str(p), "reason": f"not an audio file ({p.suffix or 'no extension'})"}
+            for d in sorted(q for q in root.iterdir() if q.is_dir() and not q.name.startswith("."))
+            for p in sorted(d.rglob("*"))
+            if p.is_file()
+            and p.suffix.lower() not in _AUDIO_EXT
+            and not any(part.startswith(".") for part in p.relative_to(root).parts)
+        ]
 
     metadata_file: str = param("metadata.csv", help="CSV of attributes, relative to the root (missing = none)")
 
