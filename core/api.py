@@ -151,7 +151,11 @@ elimination: an evaluation refuses ``[rates] background = 0`` under ``[attacker_
 ``DatasetSource.attribute_names`` (the attribute columns a source produces, None when the data decide) and
 ``Method.attribute_params`` (the parameters that name attribute columns): configs are checked against them
 without loading the data. Method and source parameters may not be named ``method_id``, ``source_id`` or
-``path`` (the keywords of ``get_method`` and ``load_dataset``)."""
+``path`` (the keywords of ``get_method`` and ``load_dataset``).
+
+1.7 added ``held_out_pairs`` (a de-anonymizer's seeded validation split of its pairs that keeps the augmented
+copies of a pair — ``[deanonymizer] augment`` — with their source: a copy of a held-out image is never trained
+on)."""
 
 # name -> (module, attribute or None for the module itself), imported on first access
 _LAZY: dict[str, tuple[str, str | None]] = {
@@ -203,6 +207,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "AttributeAccuracy": ("bioanon.builtin.utility", "AttributeAccuracy"),
     "align": ("bioanon.methods", "align"),
     "paired_ids": ("bioanon.builtin.deanonymizers", "paired_ids"),
+    "held_out_pairs": ("bioanon.builtin.deanonymizers", "held_out_pairs"),  # 1.7
     "paired_payloads": ("bioanon.builtin.deanonymizers", "paired_payloads"),
     "ClassifierOptions": ("bioanon.builtin.recognizers", "ClassifierOptions"),
     "LdaCosine": ("bioanon.builtin.recognizers", "LdaCosine"),
@@ -292,6 +297,7 @@ __all__ = [  # every name of the API (the lazy ones included)
     "method_training",
     "n_components_ok",
     "paired_ids",
+    "held_out_pairs",
     "paired_payloads",
     "param",
     "parse_cell",
@@ -339,6 +345,7 @@ def __dir__() -> list[str]:
 if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
     from . import testing as testing
     from .builtin.anonymizers import Chain as Chain
+    from .builtin.deanonymizers import held_out_pairs as held_out_pairs
     from .builtin.deanonymizers import paired_ids as paired_ids
     from .builtin.deanonymizers import paired_payloads as paired_payloads
     from .builtin.random_set_mean import RandomSetMean as RandomSetMean

@@ -23,6 +23,7 @@ class SyntheticFeatures(DatasetSource):
     can be measured. Columns: ``features`` (float32, D), ``attr.group``, ``attr.activity``, ``attr.age``."""
 
     id: ClassVar[str] = "any.synthetic"
+    payloads: ClassVar[tuple[str, ...]] = ("features",)
     attribute_names: ClassVar[tuple[str, ...] | None] = ("group", "activity", "age")
     needs_path: ClassVar[bool] = False
 

@@ -29,6 +29,38 @@ def paired_ids(clear: Any, anonymized: Any) -> np.ndarray:
     return _pairing(clear, anonymized)[0]
 
 
+def held_out_pairs(ids: Any, share: float, seed: int, minimum: int = 10) -> tuple[np.ndarray, np.ndarray]:
+    """(held-out, training) positions in ``ids`` (the sample ids of a de-anonymizer's pairs, e.g.
+    :func:`paired_ids`), in a seeded random order: a share ``share`` of the sources held out (none when fewer than
+    ``minimum`` sources). An augmented copy (:mod:`bioanon.augment`, ``<id>#flip``) shares its source's status:
+    the held-out positions are real pairs only, and the copies of a held-out source are in neither part, so no
+    flipped or shifted twin of a validation image is trained on. Without copies this is
+    ``perm[:n_val], perm[n_val:]`` of ``default_rng(seed).permutation(len(ids))`` (API 1.7)."""
+    from ..augment import augmented_source, is_augmented
+
+    arr = np.asarray(ids)
+    copies = is_augmented(arr) if len(arr) else np.zeros(0, dtype=bool)
+    if not copies.any():
+        n = len(arr)
+        n_val = int(round(share * n)) if n >= minimum and share > 0 else 0
+        perm = np.random.default_rng(seed).permutation(n)
+        return perm[:n_val], perm[n_val:]
+    sources = augmented_source(arr)
+    names, first, group = np.unique(sources, return_index=True, return_inverse=True)
+    order = np.argsort(first, kind="stable")  # groups in the order their first pair comes
+    rank_of_name = np.empty(len(names), dtype=np.int64)
+    rank_of_name[order] = np.arange(len(names))
+    n_groups = len(names)
+    n_val = int(round(share * n_groups)) if n_groups >= minimum and share > 0 else 0
+    perm = np.random.default_rng(seed).permutation(n_groups)
+    position = np.empty(n_groups, dtype=np.int64)
+    position[perm] = np.arange(n_groups)  # where each group (by first appearance) comes in the permutation
+    pair_rank = position[rank_of_name[group]]
+    ordered = np.argsort(pair_rank, kind="stable")
+    held = pair_rank[ordered] < n_val
+    return ordered[held & ~copies[ordered]], ordered[~held]
+
+
 def paired_payloads(clear: Any, anonymized: Any, column: str) -> tuple[np.ndarray, np.ndarray]:
     """Flattened payloads of the samples present in both tables, matched by sample id."""
     _, ic, ia = _pairing(clear, anonymized)

@@ -19,7 +19,7 @@ from ..methods import Deanonymizer, device_param, fitted, param, precision_param
 from ..nettrain import infer, method_training, preflight_weights, stage, take_rows, train_net
 from ..payloads import restore_dtype
 from ..torchutil import import_torch
-from .deanonymizers import paired_ids, paired_payloads
+from .deanonymizers import held_out_pairs, paired_ids, paired_payloads
 from .recognizers import column_std
 
 __all__ = ["MlpInversion"]
@@ -174,11 +174,10 @@ class MlpInversion(Deanonymizer):
         self.y_mean_, self.y_scale_ = _standardize_stats(y)
         xs = (x - self.x_mean_) / self.x_scale_
         ys = (y - self.y_mean_) / self.y_scale_
-        n = len(xs)
-        n_val = int(round(self.validation * n)) if n >= 10 else 0
-        perm = np.random.default_rng(self.seed).permutation(n)
-        val, tr = perm[:n_val], perm[n_val:]
-        self.held_out_ = paired_ids(clear, anonymized)[np.sort(val)] if n_val else None
+        ids = paired_ids(clear, anonymized)
+        val, tr = held_out_pairs(ids, self.validation, self.seed)  # augmented copies share their source's part
+        n_val = len(val)
+        self.held_out_ = ids[np.sort(val)] if n_val else None
         dev = resolve_device(self.device, who=self.id)
         x_tr, y_tr = (stage(torch.from_numpy(np.ascontiguousarray(a[tr])), dev) for a in (xs, ys))
         x_va, y_va = (torch.from_numpy(np.ascontiguousarray(a[val])).to(dev) for a in (xs, ys))

@@ -103,6 +103,7 @@ def data_problems(cfg: Any, table: Any) -> list[str]:
                     f"{where}: {cls.id} reads {' or '.join(cls.payloads)} data, but the data set has "
                     f"only {', '.join(payloads) or 'no payload'}"
                 )
+    problems += augment_problems(cfg, table, payloads)
     protocol = cfg.report.paper_protocol
     if protocol:
         from ..methods import FLAT_PAYLOADS
@@ -141,6 +142,32 @@ def data_problems(cfg: Any, table: Any) -> list[str]:
     if not problems:
         problems += preflight_problems(cfg, table)
     return problems
+
+
+def augment_problems(cfg: Any, table: Any, payloads: list[str]) -> list[str]:
+    """``[deanonymizer] augment`` against the data: the de-anonymizer's payload must be an image payload
+    (:data:`~bioanon.augment.AUGMENTABLE_PAYLOADS`, N×H×W×C) and the shift below a quarter of the image."""
+    from ..augment import AUGMENTABLE_PAYLOADS
+
+    augment = getattr(cfg, "augment", None)
+    if augment is None or cfg.deanonymizer is None:
+        return []
+    cls = cfg.deanonymizer.method_class()
+    column = cfg.deanonymizer.params.get("payload") or next((p for p in cls.payloads if p in payloads), None)
+    if column not in AUGMENTABLE_PAYLOADS or column not in table.payload_names:
+        return [
+            f"deanonymizer.augment: flips and shifts need an image payload ({', '.join(AUGMENTABLE_PAYLOADS)}); "
+            f"{cls.id} reads {column or 'none'} of the data's {', '.join(payloads) or 'no payload'}: remove augment"
+        ]
+    shape = table.payload_shape(column)
+    if len(shape) != 3 or None in shape:
+        return [f"deanonymizer.augment: payload {column!r} has samples of shape {shape}, not fixed H×W×C images"]
+    if 4 * augment.shift >= min(shape[0], shape[1]):
+        return [
+            f"deanonymizer.augment.shift: {augment.shift} pixels is a quarter of the {shape[0]}×{shape[1]} images "
+            f"or more; use at most {(min(shape[0], shape[1]) - 1) // 4}"
+        ]
+    return []
 
 
 def role_problems(table: Any) -> list[str]:

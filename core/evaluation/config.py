@@ -138,6 +138,7 @@ BREAKDOWN_AUTO = ("sex", "gender", "subset")
 them the data have."""
 DEFAULT_REVERSIBILITY = (0.1, 0.5)
 _METHOD_KEYS = ("id", "name", "params")
+_AUGMENT_KEYS = ("flip", "shift")
 _ANONYMIZER_KEYS = ("id", "name", "params", "grid")
 _TEMPLATES_KEYS = ("recognizer", "params", "fit", "label")
 TEMPLATE_FITS = ("background", "attacker")
@@ -375,6 +376,19 @@ def machine_memory() -> int:
 
 
 @attrs.frozen
+class AugmentSpec:
+    """``[deanonymizer] augment``: augmented copies of the attacker's clear images (a horizontal ``flip``; four
+    ``shift`` s of that many pixels, edges repeated), anonymized by the evaluated anonymizer and added to the
+    de-anonymizer's training pairs (:mod:`bioanon.augment`). Only for image payloads."""
+
+    flip: bool = False
+    shift: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"flip": self.flip, "shift": self.shift}
+
+
+@attrs.frozen
 class TemplatesSpec:
     """The ``[templates]`` stage: after the subject split and before anonymization, the template extractor
     ``recognizer`` (a recognizer that embeds: ``has_embedding``) is fitted on the ``fit`` part for ``label`` and
@@ -419,6 +433,8 @@ class EvalConfig:
     attacker_dataset: AttackerDatasetSpec | None = None
     attacker_fit: str = "attacker"  # ATTACKER_FITS
     templates: TemplatesSpec | None = None
+    augment: AugmentSpec | None = None
+    """``[deanonymizer] augment`` (None: the attacker's pairs as they are)."""
 
     def all_scenarios(self) -> tuple[str, ...]:
         """The listed scenarios plus the levels always reported (``clear``, ``chance``)."""
@@ -440,6 +456,8 @@ class EvalConfig:
         }
         if self.deanonymizer is not None:
             out["deanonymizer"] = self.deanonymizer.to_dict(grid=False)
+            if self.augment is not None:
+                out["deanonymizer"]["augment"] = self.augment.to_dict()
         out["recognizers"] = [r.to_dict(grid=False) for r in self.recognizers]
         out["selection"] = {
             "selectors": [s.to_dict(grid=False) for s in self.selection.selectors],
@@ -790,9 +808,13 @@ class _Validator:
         self.unique_names(anonymizers, "anonymizers")
         for path, message in _background_fit_problems(anonymizers, rates.background, "attacker_dataset" in raw):
             self.add(path, message)
-        deanonymizer = None
+        deanonymizer, augment = None, None
         if "deanonymizer" in raw:
-            deanonymizer = self.method(raw["deanonymizer"], "deanonymizer", "deanonymizer")
+            raw_de = raw["deanonymizer"]
+            if isinstance(raw_de, Mapping) and "augment" in raw_de:
+                augment = self.augment(raw_de["augment"], raw)
+                raw_de = {k: v for k, v in raw_de.items() if k != "augment"}
+            deanonymizer = self.method(raw_de, "deanonymizer", "deanonymizer")
         recognizers = self.methods(raw.get("recognizers"), "recognizers", "recognizer", required=True)
         self.unique_names(recognizers, "recognizers")
         scenarios = self.scenarios(raw, "deanonymizer" in raw)
@@ -854,7 +876,39 @@ class _Validator:
             attacker_dataset=attacker_dataset,
             attacker_fit=attacker_fit,
             templates=templates,
+            augment=augment,
         )
+
+    def augment(self, raw_any: Any, raw: Mapping[str, Any]) -> AugmentSpec | None:
+        """``[deanonymizer] augment = {flip = true, shift = 2}``: checked keys and values (a shift below a
+        quarter of the image is checked against the data, :func:`~bioanon.evaluation.checks.data_problems`);
+        refused for data sources that declare no image payload and with ``[templates]``. No copy at all
+        (``{}``, ``flip = false, shift = 0``) is None."""
+        from ..augment import AUGMENTABLE_PAYLOADS
+
+        path = "deanonymizer.augment"
+        if not isinstance(raw_any, Mapping):
+            self.add(path, f"expected a table such as {{flip = true, shift = 2}}, {_got(raw_any)}")
+            return None
+        table = self.table(raw_any, path, _AUGMENT_KEYS)
+        flip = self.boolean(table, "flip", f"{path}.flip", False)
+        shift = self.integer(table, "shift", f"{path}.shift", 0, 0)
+        if "templates" in raw:
+            self.add(
+                path, "[templates] turns the images into templates before any protection: nothing to flip or shift"
+            )
+        for key in ("dataset", "attacker_dataset"):
+            source = self.resolved.get(f"{key}.source")
+            declared = tuple(getattr(source, "payloads", ()) or ())
+            if declared and not set(declared) & set(AUGMENTABLE_PAYLOADS):
+                self.add(
+                    path,
+                    f"flips and shifts need image payloads ({', '.join(AUGMENTABLE_PAYLOADS)}), but the {key} "
+                    f"source {source.id} gives {', '.join(declared)}: remove augment",  # type: ignore[union-attr]
+                )
+        if not flip and shift == 0:
+            return None
+        return AugmentSpec(flip=flip, shift=shift)
 
     def templates(self, raw_any: Any, rates: Rates) -> TemplatesSpec | None:
         """The ``[templates]`` table: a recognizer that embeds, its params, the part it is fitted on."""

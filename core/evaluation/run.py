@@ -335,15 +335,20 @@ def build_plan(
                 deps_anon: tuple[str, ...] = (t_split.key, t_anon.key)
                 t_de = None
                 if cfg.deanonymizer is not None:
+                    de_args: dict[str, Any] = {
+                        "method": _method_dict(cfg.deanonymizer),
+                        "clear_attacker": clear["attacker"],
+                        "anon_attacker": anon["attacker"],
+                        "anon_evaluation": anon["evaluation"],
+                    }
+                    if cfg.augment is not None:  # only then: the keys of other runs stay the same
+                        de_args["augment"] = cfg.augment.to_dict()
+                        de_args["anonymizer"] = method
+                        de_args["background"] = clear["background"]
                     t_de = add(
                         make_task(
                             "deanonymize",
-                            {
-                                "method": _method_dict(cfg.deanonymizer),
-                                "clear_attacker": clear["attacker"],
-                                "anon_attacker": anon["attacker"],
-                                "anon_evaluation": anon["evaluation"],
-                            },
+                            de_args,
                             deps_anon,
                             stage="deanonymize",
                             label=f"de-anonymize {where}",
@@ -938,9 +943,17 @@ def not_learned_note(record: Mapping[str, Any] | None) -> str:
     check = (record or {}).get("learning") or {}
     if not check.get("checked") or check.get("learned", True):
         return ""
+    top1 = ""
+    if check.get("top1_probes"):
+        values = ", ".join(
+            f"{k} {check[f'top1_{k}']:.2f}"
+            for k in ("clear", "anonymized", "restored")
+            if check.get(f"top1_{k}") is not None
+        )
+        top1 = f" (1-NN top-1 of its {check['top1_probes']} probes: {values})"
     return (
         f"{NOT_CONVERGED}: on {check['pairs']} held-out attacker pairs its error {check['error']:.4g} is no better "
-        f"than the anonymized input's {check['identity_error']:.4g} or the mean's {check['mean_error']:.4g}"
+        f"than the anonymized input's {check['identity_error']:.4g} or the mean's {check['mean_error']:.4g}{top1}"
     )
 
 

@@ -324,6 +324,19 @@ def template_table(table: SampleTable, templates: NDArray[Any]) -> SampleTable:
     return SampleTable(out.arrow.drop_columns(others), validate=False) if others else out
 
 
+def _fitted_anonymizer(
+    context: RunContext, method: dict[str, Any], background: SampleTable, clear: SampleTable | None
+) -> Anonymizer:
+    """The anonymizer as the ``anonymize`` op fits it: on ``background``, or on ``clear`` (the set it
+    anonymizes) when the background is empty (unfitted when ``clear`` is None then)."""
+    m = cast(Anonymizer, _create(context, method))
+    if len(background):
+        m.fit(background)
+    elif clear is not None:
+        m.fit(clear)
+    return m
+
+
 @op
 def anonymize(
     cache: Cache,
@@ -337,15 +350,13 @@ def anonymize(
 ) -> dict[str, Any]:
     """Fit the anonymizer on the background set; anonymize the attacker and evaluation sets. With an empty
     background (``rates.background = 0``) the anonymizer is fitted on each set it anonymizes."""
-    m = cast(Anonymizer, _create(context, method))
     back = _table(cache, background)
-    if len(back):
-        m.fit(back)
+    m = _fitted_anonymizer(context, method, back, None)
     out: dict[str, str] = {}
     for name, k_in in (("attacker", attacker), ("evaluation", evaluation)):
         clear = _table(cache, k_in)
         if not len(back):
-            m = cast(Anonymizer, _create(context, method)).fit(clear)
+            m = _fitted_anonymizer(context, method, back, clear)
         anon = m.transform(clear)
         if not np.array_equal(anon.sample_ids, clear.sample_ids):
             raise BioanonError(f"{m.id} changed the sample ids or their order")
@@ -366,18 +377,63 @@ def deanonymize(
     anon_attacker: str,
     anon_evaluation: str,
     key: str,
+    augment: dict[str, Any] | None = None,
+    anonymizer: dict[str, Any] | None = None,
+    background: str = "",
 ) -> dict[str, Any]:
     """Train the de-anonymizer on (clear, anonymized) attacker pairs; apply it to the anonymized evaluation set.
-    The record says whether it learned (:func:`learning_check` on the pairs it held out)."""
+    The record says whether it learned (:func:`learning_check` on the pairs it held out).
+
+    ``augment`` (``{"flip": bool, "shift": int}``, ``[deanonymizer] augment``): the attacker also trains on
+    flipped and shifted copies of its clear images (:func:`bioanon.augment.augment_table`), anonymized by
+    ``anonymizer`` fitted as the ``anonymize`` op fits it for the attacker set (on ``background``, or on the
+    clear attacker set when the background is empty); the record gives their count (``augmented_pairs``). The
+    learning check reads the real pairs only."""
     m = cast(Deanonymizer, _create(context, method))
     clear, anonymized = _table(cache, clear_attacker), _table(cache, anon_attacker)
-    m.fit(clear, anonymized)
+    train_clear, train_anon, extra = clear, anonymized, 0
+    if augment is not None and anonymizer is not None:
+        train_clear, train_anon = augmented_pairs(context, m, clear, anonymized, augment, anonymizer, cache, background)
+        extra = len(train_clear) - len(clear)
+    m.fit(train_clear, train_anon)
+    del train_clear, train_anon
     learning = learning_check(m, clear, anonymized)
     anon = _table(cache, anon_evaluation)
     out = m.transform(anon)
     k = output_key(key, "evaluation")
     cache.put_table(k, out.with_lineage_step({"step": m.id, "fingerprint": k}))
-    return {"outputs": {"evaluation": k}, "learning": learning}
+    record: dict[str, Any] = {"outputs": {"evaluation": k}, "learning": learning}
+    if augment is not None:
+        record["augmented_pairs"] = int(extra)
+    return record
+
+
+def augmented_pairs(
+    context: RunContext,
+    m: Deanonymizer,
+    clear: SampleTable,
+    anonymized: SampleTable,
+    augment: Mapping[str, Any],
+    anonymizer: dict[str, Any],
+    cache: Cache,
+    background: str,
+) -> tuple[SampleTable, SampleTable]:
+    """The attacker's (clear, anonymized) pairs followed by their augmented copies: ``clear``'s images flipped
+    and shifted (:func:`bioanon.augment.augment_table` on the de-anonymizer ``m``'s payload), anonymized by
+    ``anonymizer`` fitted on the ``background`` table (key), or on ``clear`` when it is empty."""
+    from ..augment import augment_table
+
+    column = m.payload_column(anonymized, getattr(m, "payload", "") or None)
+    copies = augment_table(clear, column, bool(augment.get("flip", False)), int(augment.get("shift", 0)))
+    if not len(copies):
+        return clear, anonymized
+    back = _table(cache, background) if background else clear.filter(np.zeros(len(clear), dtype=bool))
+    a = _fitted_anonymizer(context, anonymizer, back, clear)
+    anon_copies = a.transform(copies)
+    if not np.array_equal(anon_copies.sample_ids, copies.sample_ids):
+        raise BioanonError(f"{a.id} changed the sample ids or their order")
+    anon_copies = with_comparator(anon_copies, a)
+    return SampleTable.concat([clear, copies]), SampleTable.concat([anonymized, anon_copies])
 
 
 #: A de-anonymizer has learned when its reconstruction error on the pairs it held out is at most this share of
@@ -391,7 +447,13 @@ def learning_check(m: Deanonymizer, clear: SampleTable, anonymized: SampleTable)
     payloads, beside that of two trivial baselines — the anonymized payloads themselves and the mean of the clear
     payloads of the pairs it trained on. ``learned`` is False when it does no better than
     :data:`LEARNED_BELOW` × the better baseline (a collapsed or untrained model); ``checked`` is False (with
-    ``why``) when the method held out no pairs or its payload has no fixed shape."""
+    ``why``) when the method held out no pairs or its payload has no fixed shape.
+
+    Beside it, identification on the held-out pairs (:func:`_held_out_top1`): a 1-nearest-neighbour (cosine on
+    the flattened payloads) with the attacker's other clear images as gallery and the held-out pairs' clear,
+    anonymized and restored images as probes gives ``top1_clear``, ``top1_anonymized`` (None when the
+    anonymized payload has another shape) and ``top1_restored`` over ``top1_probes`` probes — the held-out pairs
+    whose subject has a gallery image; ``top1_why`` says why there are none. They do not change ``learned``."""
     from ..payloads import flatten_payload
 
     ids = m.held_out_ids()
@@ -401,13 +463,16 @@ def learning_check(m: Deanonymizer, clear: SampleTable, anonymized: SampleTable)
     if None in anonymized.payload_shape(column):
         return {"checked": False, "why": f"payload {column!r} has no fixed shape"}
 
-    from ..builtin.deanonymizers import paired_payloads
+    from ..builtin.deanonymizers import _pairing, paired_payloads
 
     held_c, held_a = np.isin(clear.sample_ids, ids), np.isin(anonymized.sample_ids, ids)
     truth, probes = clear.filter(held_c), anonymized.filter(held_a)
     y, x = (a.astype(np.float64) for a in paired_payloads(truth, probes, column))
     restored = paired_payloads(truth, m.transform(probes), column)[1].astype(np.float64)
+    rows = _pairing(truth, probes)[1]
+    probe_subjects = truth.subjects if rows is None else truth.subjects[rows]
     trained_on = np.flatnonzero(~held_c & np.isin(clear.sample_ids, anonymized.sample_ids))
+    gallery = np.flatnonzero(~held_c)
     mean = np.zeros(y.shape[1])
     payload = cast(np.ndarray, clear.payload(column))
     for start in range(0, len(trained_on), 4096):  # the clear training payloads summed in blocks
@@ -423,7 +488,53 @@ def learning_check(m: Deanonymizer, clear: SampleTable, anonymized: SampleTable)
         "identity_error": identity,
         "mean_error": mean_error,
         "learned": bool(error <= LEARNED_BELOW * min(identity, mean_error)),
+        **_held_out_top1(
+            payload, clear.subjects, gallery, probe_subjects, {"clear": y, "anonymized": x, "restored": restored}
+        ),
     }
+
+
+def _held_out_top1(
+    payload: NDArray[Any],
+    subjects: NDArray[Any],
+    gallery: NDArray[Any],
+    probe_subjects: NDArray[Any],
+    probes: Mapping[str, NDArray[Any]],
+) -> dict[str, Any]:
+    """Top-1 identification of each set of flattened ``probes`` (name → P×D, the same P probes of
+    ``probe_subjects``) by the nearest (cosine) of the gallery rows ``gallery`` of ``payload`` (their subjects
+    ``subjects[gallery]``), read in blocks; probes whose subject has no gallery image are left out. A probe set
+    of another width than the gallery gives None."""
+    from ..payloads import flatten_payload
+
+    known = np.isin(probe_subjects, subjects[gallery])
+    if not known.any():
+        why = "no gallery image" if not len(gallery) else "none of the held-out subjects has another clear image"
+        return {"top1_why": f"identification on the held-out pairs not measured: {why} in the attacker's set"}
+    width = int(np.prod(payload.shape[1:]))
+
+    def unit(a: NDArray[Any]) -> NDArray[Any]:
+        a = a.astype(np.float32)
+        return cast(NDArray[Any], a / np.maximum(np.linalg.norm(a, axis=1, keepdims=True), np.float32(1e-12)))
+
+    sets = {k: unit(v[known]) for k, v in probes.items() if v.ndim == 2 and v.shape[1] == width}
+    n = int(known.sum())
+    best = {k: np.full(n, -np.inf, dtype=np.float32) for k in sets}
+    found = {k: np.empty(n, dtype=subjects.dtype) for k in sets}
+    for start in range(0, len(gallery), 4096):  # the gallery in blocks: scores of every probe against each block
+        rows = gallery[start : start + 4096]
+        g = unit(flatten_payload(payload[rows]))
+        for k, p in sets.items():
+            scores = p @ g.T
+            top = np.argmax(scores, axis=1)
+            value = scores[np.arange(n), top]
+            better = value > best[k]
+            best[k][better], found[k][better] = value[better], subjects[rows][top[better]]
+    truth = probe_subjects[known]
+    out: dict[str, Any] = {"top1_probes": n}
+    for k in probes:
+        out[f"top1_{k}"] = float(np.mean(found[k] == truth)) if k in sets else None
+    return out
 
 
 @op

@@ -338,7 +338,15 @@ class Fantomas(Deanonymizer):
 
     # ---------------------------------------------------------------------------------------------------- fit
     def fit(self, clear, anonymized):
-        from bioanon.api import method_training, paired_ids, resolve_device, stage, take_rows, train_net
+        from bioanon.api import (
+            held_out_pairs,
+            method_training,
+            paired_ids,
+            resolve_device,
+            stage,
+            take_rows,
+            train_net,
+        )
 
         torch = _torch(self.id)
         dev = resolve_device(self.device, who=self.id)
@@ -350,10 +358,10 @@ class Fantomas(Deanonymizer):
             raise ParameterError(self.id, "features", self.features, problem)
         self.column_, self.size_, self.channels_ = column, size, int(c)
         self.dtype_ = np.dtype(anonymized.payload(column).dtype).str
-        n_val = int(round(self.validation * n)) if n >= 10 and self.validation > 0 else 0
-        perm = np.random.default_rng(self.seed).permutation(n)
-        val, tr = np.sort(perm[:n_val]), np.sort(perm[n_val:])
-        self.held_out_ = paired_ids(clear, anonymized)[val] if n_val else None
+        ids = paired_ids(clear, anonymized)
+        val, tr = (np.sort(part) for part in held_out_pairs(ids, self.validation, self.seed))  # copies: by source
+        n_val = len(val)
+        self.held_out_ = ids[val] if n_val else None
         x_all, y_all = self._to_array(x, size), self._to_array(y, size)
         del x, y
         x_tr, y_tr = stage(torch.from_numpy(x_all[tr]), dev), stage(torch.from_numpy(y_all[tr]), dev)

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from bioanon.api import hookimpl
 
-BIOANON_API = ">=1.4,<2"  # 1.1: require_fitted (NotFittedError); 1.4: paired_ids, Deanonymizer.held_out_ids
+BIOANON_API = ">=1.7,<2"  # 1.1: require_fitted; 1.4: paired_ids, Deanonymizer.held_out_ids; 1.7: held_out_pairs
 """The range of bioanon.api versions this plugin works with (PEP 440)."""
 
 
