@@ -547,7 +547,13 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         help="name of the run folder inside --out: letters, digits, '.', '_', '-' (default: name-time-fingerprint)",
     )
     p.add_argument("--cache-dir", default=None, help="cache location (default: $BIOANON_CACHE or the user cache)")
-    p.add_argument("--keep-going", action="store_true", help="finish what does not depend on a failure")
+    p.add_argument(
+        "--keep-going",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="finish what does not depend on a failed task; --no-keep-going: stop at the first failure (default: "
+        "[run] keep_going, else stop unless a setting fails on its data, which fails that setting only)",
+    )
     p.add_argument(
         "--executor",
         choices=["local", "dask"],

@@ -64,6 +64,13 @@ class TableError(BioanonError, ValueError):
     """A sample table is malformed, or an operation on it cannot be done (e.g. a split part would be empty)."""
 
 
+class TooFewValuesError(TableError):
+    """The data a method got hold too few values of an attribute to do its work: e.g. a part of the subject split
+    with one gender, where a protection must learn to suppress gender. A problem of one setting's data, not of the
+    config: an evaluation fails that setting's tasks and lets the others finish (unless ``keep_going`` is false),
+    and ``[rates] stratify`` gives every part every value where the counts allow."""
+
+
 class CacheError(BioanonError, OSError):
     """The cache could not be read or written."""
 

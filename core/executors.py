@@ -28,7 +28,7 @@ import attrs
 
 from .cache import Cache
 from .context import RunContext, active_context
-from .errors import BioanonError, ConfigError
+from .errors import BioanonError, ConfigError, TooFewValuesError
 from .log import progress_bar
 
 if TYPE_CHECKING:  # types only
@@ -57,6 +57,21 @@ class ExecutionReport:
 
 class TaskFailed(BioanonError):
     """A task of the evaluation failed (the message names the task and the cause)."""
+
+
+#: The errors that fail only their task (and the tasks that depend on it) when ``keep_going`` is None, the
+#: default: a data problem of one setting, such as a part of the split that holds one value of the attribute a
+#: protection is fitted to suppress (:class:`~bioanon.errors.TooFewValuesError`). Any other error stops the run.
+SETTING_FAILURES: tuple[type[BaseException], ...] = (TooFewValuesError,)
+
+
+def stops_run(keep_going: bool | None, error: BaseException) -> bool:
+    """Whether a task failing with ``error`` stops the run: always with ``keep_going=False``, never with
+    ``True``, and with None (the default) unless it is a data problem of the task's setting
+    (:data:`SETTING_FAILURES`), which fails that task and what depends on it while the other settings finish."""
+    if keep_going is None:
+        return not isinstance(error, SETTING_FAILURES)
+    return not keep_going
 
 
 JOBS_ENV = "BIOANON_JOBS"
@@ -141,7 +156,8 @@ class LocalExecutor:
     Parameters
     ----------
     cache : the cache every task reads and writes.
-    keep_going : on a failure, record it, skip the tasks that depend on it, and finish the rest.
+    keep_going : on a failure, record it, skip the tasks that depend on it, and finish the rest; False: stop at
+        any failure; None (default): finish the rest after a data problem of one setting only (:func:`stops_run`).
     progress : show progress (per stage with one job; tasks done / total across workers with more).
     jobs : worker processes (None or 0: ``$BIOANON_JOBS``, else the usable cores).
     context : the run's context (default: the active one, else a fresh one per task).
@@ -153,7 +169,7 @@ class LocalExecutor:
         self,
         cache: Cache,
         *,
-        keep_going: bool = False,
+        keep_going: bool | None = None,
         progress: bool = True,
         jobs: int | None = 1,
         context: RunContext | None = None,
@@ -211,7 +227,7 @@ class LocalExecutor:
                         record = run_task(t, self.cache, context)
                     except Exception as exc:  # noqa: BLE001 - reported with the task's name
                         msg = f"{t.label}: {type(exc).__name__}: {exc}"
-                        if not self.keep_going:
+                        if stops_run(self.keep_going, exc):
                             raise TaskFailed(msg) from exc
                         bad.add(t.key)
                         report.failed[t.key] = msg + "\n" + traceback.format_exc(limit=3)
@@ -293,7 +309,7 @@ class LocalExecutor:
                         ) from exc
                     except Exception as exc:  # noqa: BLE001 - reported with the task's name
                         msg = f"{t.label}: {type(exc).__name__}: {exc}"
-                        if not self.keep_going:
+                        if stops_run(self.keep_going, exc):
                             raise TaskFailed(msg) from exc
                         report.failed[t.key] = msg
                         report.count(t.stage, "failed")
@@ -577,7 +593,7 @@ class DaskExecutor:
         *,
         scheduler: str | None = None,
         client: Any = None,
-        keep_going: bool = False,
+        keep_going: bool | None = None,
         progress: bool = True,
         retries: int = 1,
         jobs: int | None = None,
@@ -650,7 +666,7 @@ class DaskExecutor:
                     report.executed += 1
                     report.count(t.stage, "executed")
                     continue
-                if not self.keep_going:
+                if stops_run(self.keep_going, failure):
                     for f in pending:
                         f.cancel()
                     raise TaskFailed(f"{t.label}: {type(failure).__name__}: {failure}") from failure

@@ -754,7 +754,7 @@ class SampleTable:
 
     # ---------------------------------------------------------------------------------------------------- splits
 
-    def split_subjects(self, rates: Sequence[float], seed: int) -> list[SampleTable]:
+    def split_subjects(self, rates: Sequence[float], seed: int, *, stratify: Sequence[str] = ()) -> list[SampleTable]:
         """Split into subject-disjoint parts.
 
         The S distinct subjects are sorted (so the result does not depend on row order), permuted with
@@ -765,12 +765,22 @@ class SampleTable:
         of an integer counts as that integer and remainders are compared rounded to 9 decimals.) Rows keep
         their relative order in each part; metadata is kept.
 
+        With ``stratify`` (attribute names), each subject gets its value of every named attribute (its most
+        frequent value where its samples hold several; ties to the first in sorted order), and the subjects of each
+        stratum (one combination of values) are divided by the rates, in the order of the same permutation, so
+        that every part gets every stratum where the counts allow: each stratum gets the floors of its quotas and
+        its left-over subjects are settled across strata to keep the unstratified part sizes where they can (see
+        :func:`~bioanon.table_transforms.stratified_sizes`; the sizes depend on the strata, not on the seed). One
+        stratum gives the unstratified split.
+
         Parameters
         ----------
         rates : sequence of float
             One or more positive shares summing to 1 (±1e-9).
         seed : int
             Seed of the permutation.
+        stratify : sequence of str
+            Attribute columns (without ``attr.``) to stratify by; empty (default): no stratification.
 
         Returns
         -------
@@ -780,9 +790,9 @@ class SampleTable:
         Raises
         ------
         TableError
-            For invalid rates, or if a part would get no subject.
+            For invalid rates, if a part would get no subject, or for a ``stratify`` name that is no column.
         """
-        return _transforms.split_subjects(self, rates, seed)
+        return _transforms.split_subjects(self, rates, seed, stratify=stratify)
 
     def split_within_subjects(self, rates: Sequence[float], seed: int, *, min_per_part: int = 1) -> list[SampleTable]:
         """Split every subject's samples into parts (each part holds all subjects when counts allow).

@@ -18,6 +18,7 @@ from bioanon.errors import TableError
 from .table_schema import (
     _SHOW,
     _TOL,
+    ATTR_PREFIX,
     SAMPLE_ID,
     SUBJECT,
     _dump_meta,
@@ -163,17 +164,119 @@ def _parts_from_row_part(table: SampleTable, row_part: np.ndarray, k: int) -> li
     return [type(table)(table.arrow.filter(pa.array(row_part == i)), validate=False) for i in range(k)]
 
 
-def split_subjects(table: SampleTable, rates: Sequence[float], seed: int) -> list[SampleTable]:
+def _subject_values(table: SampleTable, name: str, codes: np.ndarray, s: int) -> tuple[np.ndarray, list[str], int]:
+    """(each subject's value code into the sorted values of attribute ``name`` — its most frequent value, ties to
+    the first in sorted order —, those values as text (a missing value is ``"<missing>"``), the number of subjects
+    whose samples hold more than one value)."""
+    column = ATTR_PREFIX + name
+    if column not in table.arrow.schema.names:
+        raise TableError(
+            f"cannot stratify by {name!r}: the table has no column {column!r}; its attribute columns: "
+            f"{table.attribute_names}"
+        )
+    col = table.arrow.column(column)
+    try:
+        text = pc.cast(col, pa.string()) if not pa.types.is_string(col.type) else col
+    except pa.ArrowException as exc:
+        raise TableError(f"cannot stratify by {name!r}: its values ({col.type}) have no text form: {exc}") from None
+    text = pc.fill_null(text, "<missing>")
+    values = pc.unique(text)
+    values = pc.take(values, pc.sort_indices(values))
+    vcode = np.asarray(pc.index_in(text, value_set=values).to_numpy(), dtype=np.int64)
+    v = len(values)
+    pair, count = np.unique(codes * v + vcode, return_counts=True)  # (subject, value) pairs and their samples
+    subject = pair // v
+    order = np.lexsort((pair % v, -count, subject))  # per subject: the most frequent value first, ties sorted
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = subject[order][1:] != subject[order][:-1]
+    chosen = np.empty(s, dtype=np.int64)
+    chosen[subject[order][first]] = (pair % v)[order][first]
+    varying = int(np.count_nonzero(np.bincount(subject, minlength=s) > 1))
+    return chosen, [str(x) for x in values.to_pylist()], varying
+
+
+def subject_strata(
+    table: SampleTable, names: Sequence[str]
+) -> tuple[np.ndarray, list[tuple[str, ...]], dict[str, int]]:
+    """The subject-level strata of ``names`` (attribute columns): (the stratum of each of the sorted subjects,
+    each stratum's values — one per name —, the number of subjects whose samples hold more than one value, per
+    name). A subject whose value varies is put in the stratum of its most frequent value (ties: the first in
+    sorted order)."""
+    uniq, codes = _subject_codes(table)
+    s = len(uniq)
+    columns, texts, varying = [], [], {}
+    for name in names:  # few attributes; each vectorized over samples and subjects
+        chosen, values, n_varying = _subject_values(table, name, codes, s)
+        columns.append(chosen)
+        texts.append(values)
+        varying[name] = n_varying
+    if not columns:
+        return np.zeros(s, dtype=np.int64), [()], varying
+    combos, stratum = np.unique(np.stack(columns, axis=1), axis=0, return_inverse=True)
+    labels = [tuple(texts[j][int(c)] for j, c in enumerate(row)) for row in combos]  # one per stratum (few)
+    return stratum.reshape(-1).astype(np.int64), labels, varying
+
+
+def stratified_sizes(counts: np.ndarray, rates: Sequence[float]) -> np.ndarray:
+    """Subjects of each stratum (``counts``, shape (H,)) per part: (H, k) int64, each within one subject of the
+    stratum's quota ``count * rate``. Every stratum first gets the floors of its quotas; the subjects left over
+    (fewer than k per stratum) are settled across strata, so that the part sizes stay those of the unstratified
+    largest-remainder split where they can (one stratum: exactly its sizes): strata with the most left over
+    first, each giving one subject to each of as many parts, preferring a part the stratum would otherwise miss
+    (where it has at least k subjects), then the parts furthest below their unstratified size, then the
+    stratum's largest remainders, then the lower part index. A stratum of at least k subjects still missing a
+    part then gives it one subject of its largest part, so that every part gets every stratum where the counts
+    allow. Depends only on the counts and the rates (not on the seed)."""
+    r = _check_rates(rates)
+    counts = np.asarray(counts, dtype=np.int64)
+    k = r.size
+    quota = counts[:, None].astype(np.float64) * r[None, :]
+    sizes = np.floor(quota + _TOL).astype(np.int64)
+    frac = np.round(np.maximum(quota - sizes, 0.0), 9)
+    left = counts - sizes.sum(axis=1)
+    below = _part_sizes(np.array([int(counts.sum())]), r)[0] - sizes.sum(axis=0)  # per part, vs the plain split
+    index = np.arange(k)
+    for h in np.lexsort((np.arange(len(counts)), -left)):  # strata, not samples; most left over first
+        if left[h] <= 0:
+            continue
+        missed = (sizes[h] == 0) & (counts[h] >= k)
+        chosen = np.lexsort((index, -frac[h], -below, ~missed))[: left[h]]
+        sizes[h, chosen] += 1
+        below[chosen] -= 1
+    rows = np.arange(len(counts))
+    for j in range(k):  # few parts
+        fix = (sizes[:, j] == 0) & (counts >= k)
+        if fix.any():
+            donor = np.argmax(sizes[fix], axis=1)
+            sizes[rows[fix], donor] -= 1
+            sizes[fix, j] += 1
+    return cast(np.ndarray, sizes)
+
+
+def split_subjects(
+    table: SampleTable, rates: Sequence[float], seed: int, *, stratify: Sequence[str] = ()
+) -> list[SampleTable]:
     """The body of :meth:`SampleTable.split_subjects` (documented there)."""
     r = _check_rates(rates)
     uniq, codes = _subject_codes(table)
     s = len(uniq)
+    perm = np.random.default_rng(seed).permutation(s)
+    part_of_subject = np.empty(s, dtype=np.int64)
+    if stratify:
+        stratum, _, _ = subject_strata(table, stratify)
+        sizes_hk = stratified_sizes(np.bincount(stratum), r.tolist())
+        empty = np.flatnonzero(sizes_hk.sum(axis=0) == 0)
+        if empty.size:
+            raise TableError(f"split rates {r.tolist()} over {s} subjects leave part {int(empty[0])} empty")
+        position = np.empty(s, dtype=np.int64)
+        position[perm] = np.arange(s)
+        order = np.lexsort((position, stratum))  # by stratum, then in the permutation's order
+        part_of_subject[order] = np.repeat(np.tile(np.arange(r.size), len(sizes_hk)), sizes_hk.reshape(-1))
+        return _parts_from_row_part(table, part_of_subject[codes], r.size)
     sizes = _part_sizes(np.array([s]), r)[0]
     empty = np.flatnonzero(sizes == 0)
     if empty.size:
         raise TableError(f"split rates {r.tolist()} over {s} subjects leave part {int(empty[0])} empty")
-    perm = np.random.default_rng(seed).permutation(s)
-    part_of_subject = np.empty(s, dtype=np.int64)
     part_of_subject[perm] = np.repeat(np.arange(r.size), sizes)
     return _parts_from_row_part(table, part_of_subject[codes], r.size)
 

@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import random_set_mean as engine
 from ..device import resolve_device
-from ..errors import ParameterError, TableError
+from ..errors import ParameterError, TableError, TooFewValuesError
 from ..methods import Anonymizer, device_param, fitted, labels_of, param
 from ..payloads import flatten_payload, restore_dtype
 
@@ -225,7 +225,7 @@ class RandomSetMean(Anonymizer):
                     if len(every) >= 2
                     else ""
                 )
-                raise TableError(
+                raise TooFewValuesError(
                     f"{self.id}: the relevance of the features to {name!r} (parameter {p}) needs records of at least "
                     f"two values of {name!r}, but {where} ({n} records) has only {every}{sub}; anonymize a table "
                     f"that holds several values of {name!r}, or set {self._RATIO_OF[p]} to 0 or 1 so that no "

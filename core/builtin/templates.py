@@ -24,7 +24,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from ..errors import ParameterError, TableError, require_fitted
+from ..errors import ParameterError, TableError, TooFewValuesError, require_fitted
 from ..methods import (
     Anonymizer,
     Comparator,
@@ -223,7 +223,7 @@ def attribute_fitting_data(method: Any, table: Any) -> tuple[np.ndarray, np.ndar
     values = np.full(len(raw), "", dtype=object)
     values[known] = raw[known].astype(str)
     if len(set(values[known].tolist())) < 2:
-        raise TableError(
+        raise TooFewValuesError(
             f"{method.id}: fit() needs at least two values of {method.attribute!r} in the fitting "
             f"data, got {sorted(set(values[known].tolist()))}"
         )

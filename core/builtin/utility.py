@@ -13,7 +13,7 @@ from typing import Any, ClassVar
 import attrs
 import numpy as np
 
-from ..errors import TableError, require_fitted
+from ..errors import TableError, TooFewValuesError, require_fitted
 from ..methods import UtilityMeasure, align, feature_matrix, fitted, param  # noqa: F401 -- align re-exported
 from ..payloads import flatten_payload
 
@@ -138,7 +138,9 @@ class AttributeAccuracy(UtilityMeasure):
         y = self._labels(clear)
         ok = _valid(y)
         if len(np.unique(y[ok].astype(str))) < 2:
-            raise TableError(f"{self.id}: attribute {self.attribute!r} needs at least 2 distinct values to train on")
+            raise TooFewValuesError(
+                f"{self.id}: attribute {self.attribute!r} needs at least 2 distinct values to train on"
+            )
         clf = {
             "random_forest": lambda: RandomForestClassifier(
                 n_estimators=200, random_state=self.seed, n_jobs=self.n_jobs

@@ -126,6 +126,13 @@ def data_problems(cfg: Any, table: Any) -> list[str]:
                 f"report.breakdown: the data set has no attribute column 'attr.{col}'; available: "
                 f"{table.attribute_names}"
             )
+    stratify = cfg.rates.stratify
+    for i, name in enumerate(() if isinstance(stratify, str) else stratify):
+        if name not in ("label", "subject") and name not in table.attribute_names:
+            problems.append(
+                f"rates.stratify[{i}]: the data set has no attribute column 'attr.{name}'; available: "
+                f"{table.attribute_names}"
+            )
     problems += role_problems(table)
     counts = cfg.selection.subject_counts
     reach = evaluation_subjects(table.num_subjects, cfg.rates)

@@ -121,10 +121,15 @@ of the selected evaluation subjects in the scenario's training kind."""
 _DATASET_KEYS = ("source", "path", "params", "files", "on_bad")
 _ATTACKER_DATASET_KEYS = _DATASET_KEYS + ("attributes", "subjects", "subject_prefix")
 DATASET_FILE_CHECKS = ("stat", "content")
-_RATE_KEYS = ("background", "attacker", "evaluation", "enrolment")
+_RATE_VALUE_KEYS = ("background", "attacker", "evaluation", "enrolment")
+_RATE_KEYS = _RATE_VALUE_KEYS + ("stratify",)
+#: ``[rates] stratify = "auto"``: the label when it is an attribute, and every attribute a configured method names.
+STRATIFY_AUTO = "auto"
+#: The name in ``[rates] stratify`` that stands for the config's ``label`` (when that is an attribute).
+STRATIFY_LABEL = "label"
 _SHARE_KEYS = ("background", "attacker", "evaluation")
 _SELECTION_KEYS = ("selectors", "subject_counts", "random_draws")
-_RUN_KEYS = ("device", "jobs", "memory")
+_RUN_KEYS = ("device", "jobs", "memory", "keep_going")
 _REPORT_KEYS = (
     "bootstrap",
     "confidence",
@@ -292,12 +297,18 @@ class Rates:
     form): ``evaluation`` is then the rest, 1 − background − attacker.
 
     With ``[attacker_dataset]`` the attacker set is that other data set: ``attacker`` is 0 (omit it or write
-    0), background + evaluation sum to 1 (default 0.2 / 0.8) and divide the evaluated data set."""
+    0), background + evaluation sum to 1 (default 0.2 / 0.8) and divide the evaluated data set.
+
+    ``stratify``: attribute names (``"label"`` for the config's label when that is an attribute) by which the
+    subject split is stratified (:meth:`~bioanon.table.SampleTable.split_subjects`), or ``"auto"``: the label
+    when it is an attribute and every attribute a configured method names (:func:`stratify_columns`); empty
+    (default): the plain split."""
 
     background: float = DEFAULT_RATES["background"]
     attacker: float = DEFAULT_RATES["attacker"]
     evaluation: float = DEFAULT_RATES["evaluation"]
     enrolment: float = DEFAULT_RATES["enrolment"]
+    stratify: tuple[str, ...] | str = ()
 
 
 @attrs.frozen
@@ -329,11 +340,16 @@ class RunSpec:
     local executor (0 = unset: ``BIOANON_JOBS``, else every usable core; ``--jobs`` overrides it). ``memory``:
     the memory the run's working arrays may use, shared by its workers (``""`` = half the machine's; a byte count,
     ``"8 GB"``, ``"512 MiB"`` or ``"25%"``): it sizes the blocks that score matrices are computed and read in,
-    and never changes a result."""
+    and never changes a result. ``keep_going``: what a failed task does to the run (``keep_going`` of
+    :func:`~bioanon.evaluation.run.evaluate`, which ``--keep-going`` / ``--no-keep-going`` override): ``true``
+    finishes everything that does not depend on it, ``false`` stops the run there, unset (None) stops it unless
+    the failure is a data problem of one setting (:func:`~bioanon.executors.stops_run`), which fails that
+    setting's tasks only."""
 
     device: str = ""
     jobs: int = 0
     memory: str = ""
+    keep_going: bool | None = None
 
 
 #: ``[run] memory`` when unset: the share of the machine's memory a run may use for its working arrays.
@@ -451,9 +467,12 @@ class EvalConfig:
             "scenarios": list(self.scenarios),
             "attacker_fit": self.attacker_fit,
             "dataset": self.dataset.to_dict(),
-            "rates": attrs.asdict(self.rates),
+            "rates": {k: v for k, v in attrs.asdict(self.rates).items() if k != "stratify"},
             "anonymizers": [a.to_dict() for a in self.anonymizers],
         }
+        if self.rates.stratify:  # only when asked, so that the configs (and digests) of other runs stay the same
+            stratify = self.rates.stratify
+            out["rates"]["stratify"] = stratify if isinstance(stratify, str) else list(stratify)
         if self.deanonymizer is not None:
             out["deanonymizer"] = self.deanonymizer.to_dict(grid=False)
             if self.augment is not None:
@@ -466,7 +485,7 @@ class EvalConfig:
         }
         out["utility"] = [u.to_dict(grid=False) for u in self.utility]
         out["report"] = {k: list(v) if isinstance(v, tuple) else v for k, v in attrs.asdict(self.report).items()}
-        out["run"] = attrs.asdict(self.run)
+        out["run"] = {k: v for k, v in attrs.asdict(self.run).items() if k != "keep_going" or v is not None}
         if self.attacker_dataset is not None:  # beside [dataset]
             items = list(out.items())
             i = list(out).index("dataset") + 1
@@ -641,6 +660,28 @@ def background_fit_problems(cfg: EvalConfig) -> list[str]:
     :class:`EvalConfig` again before any work."""
     problems = _background_fit_problems(cfg.anonymizers, cfg.rates.background, cfg.attacker_dataset is not None)
     return [f"{path}: {message}" for path, message in problems]
+
+
+def stratify_columns(cfg: EvalConfig) -> tuple[str, ...]:
+    """The attribute columns the subject split of ``cfg`` is stratified by: ``[rates] stratify`` with ``"label"``
+    replaced by the config's label; ``"auto"``: the label when it is an attribute (an identity label needs no
+    stratification: the split is subject-disjoint) and every attribute a configured method names through its
+    :attr:`~bioanon.methods.Method.attribute_params` (anonymizers, de-anonymizer, recognizers, selectors, utility
+    measures and the template extractor, in that order; every grid value). Empty: the plain split."""
+    stratify = cfg.rates.stratify
+    if not stratify:
+        return ()
+    if stratify != STRATIFY_AUTO:
+        return tuple(dict.fromkeys(cfg.label if name == STRATIFY_LABEL else name for name in stratify))
+    names = [cfg.label] if cfg.label != "subject" else []
+    specs: list[tuple[str, MethodSpec | None]] = [(f"anonymizers[{i}]", s) for i, s in enumerate(cfg.anonymizers)]
+    specs += [("deanonymizer", cfg.deanonymizer)] + [(f"recognizers[{i}]", s) for i, s in enumerate(cfg.recognizers)]
+    specs += [(f"selection.selectors[{i}]", s) for i, s in enumerate(cfg.selection.selectors)]
+    specs += [(f"utility[{i}]", s) for i, s in enumerate(cfg.utility)]
+    if cfg.templates is not None:
+        specs.append(("templates", cfg.templates.recognizer))
+    names += [name for path, spec in specs if spec is not None for _, name in _used(path, spec)]
+    return tuple(n for n in dict.fromkeys(names) if n != "subject")
 
 
 def _got(value: Any) -> str:
@@ -855,6 +896,7 @@ class _Validator:
         used += [(where, name) for path, spec in method_specs if spec is not None for where, name in _used(path, spec)]
         if templates is not None:
             used += _used("templates", templates.recognizer)
+        used += self.stratify_names(rates.stratify, label)
         self.attribute_columns(used, attacker_dataset, label)
         if self.problems:
             return None
@@ -965,7 +1007,16 @@ class _Validator:
         except ConfigError as e:
             self.add("run.memory", str(e))
             memory = ""
-        return RunSpec(device=device, jobs=jobs, memory=str(memory) if _is_int(memory) else memory)
+        keep_going = raw.get("keep_going")
+        if keep_going is not None and not isinstance(keep_going, bool):
+            self.add(
+                "run.keep_going",
+                f"expected true (finish what does not depend on a failed task) or false (stop at the first "
+                f"failure); leave it out to stop unless a setting fails on its data, {_got(keep_going)}",
+            )
+            keep_going = None
+        memory = str(memory) if _is_int(memory) else memory
+        return RunSpec(device=device, jobs=jobs, memory=memory, keep_going=keep_going)
 
     def suitability(self) -> None:
         """Every method suits the data set's trait (a trait method on another trait's data fails), and every
@@ -1023,6 +1074,24 @@ class _Validator:
                 f"the mapping; its attribute columns: {', '.join(mapped) or 'none'}; map one onto it with "
                 f'attacker_dataset.attributes = {{ {hint or "<column>"} = "{label}" }}',
             )
+
+    def stratify_names(self, stratify: tuple[str, ...] | str, label: str | None) -> list[tuple[str, str]]:
+        """``(key path, attribute name)`` of the names in ``[rates] stratify`` to check against the data set's
+        columns; ``"subject"``, and ``"label"`` beside ``label = "subject"``, are reported here."""
+        out: list[tuple[str, str]] = []
+        for i, name in enumerate(() if isinstance(stratify, str) else stratify):
+            where = f"rates.stratify[{i}]"
+            if name == "subject" or (name == STRATIFY_LABEL and label == "subject"):
+                self.add(
+                    where,
+                    f"{name!r} names the subject"
+                    + (" (the label)" if name == STRATIFY_LABEL else "")
+                    + ": the split is subject-disjoint, so every subject is in one part and there is nothing to "
+                    "stratify; name attribute columns (e.g. gender), or set label to an attribute to stratify by it",
+                )
+            elif name != STRATIFY_LABEL:
+                out.append((where, name))
+        return out
 
     def requirements(self, cls: type[Method], where: str) -> None:
         missing = cls.missing_requirements()
@@ -1103,7 +1172,7 @@ class _Validator:
                         "background and attacker (evaluation = the rest), or none",
                     )
             return Rates()
-        values, ok = self.rate_values(raw, _RATE_KEYS, DEFAULT_RATES)
+        values, ok = self.rate_values(raw, _RATE_VALUE_KEYS, DEFAULT_RATES)
         total = sum(values[k] for k in _SHARE_KEYS)
         if ok and abs(total - 1.0) > 1e-9:
             self.add(
@@ -1112,7 +1181,22 @@ class _Validator:
                 + " + ".join(f"{values[k]:g}" for k in _SHARE_KEYS)
                 + f" = {total:g}",
             )
-        return Rates(**values)
+        return Rates(**values, stratify=self.stratify(raw.get("stratify", ())))
+
+    def stratify(self, value: Any) -> tuple[str, ...] | str:
+        """``[rates] stratify``: ``"auto"`` or a list of distinct attribute names (checked against the data set's
+        columns with the other attribute names, in :meth:`attribute_columns`)."""
+        if value == STRATIFY_AUTO:
+            return STRATIFY_AUTO
+        if not isinstance(value, (list, tuple)) or not all(isinstance(v, str) and v.strip() for v in value):
+            self.add(
+                "rates.stratify",
+                f'expected a list of attribute names (e.g. ["gender"]; "label" = the label) or "auto", {_got(value)}',
+            )
+            return ()
+        if len(set(value)) != len(value):
+            self.add("rates.stratify", f"names an attribute twice: {list(value)}")
+        return tuple(dict.fromkeys(value))
 
     def attacker_dataset(self, raw_any: Any) -> AttackerDatasetSpec | None:
         """``[attacker_dataset]``: a data set like ``[dataset]``, plus the attribute mapping, the share of its
@@ -1213,6 +1297,7 @@ class _Validator:
         """``[rates]`` beside ``[attacker_dataset]``: background + evaluation = 1 divide the evaluated data set;
         ``attacker`` must be 0 or omitted (the attacker's subjects come from the attacker data set)."""
         raw = self.table(raw_any, "rates", _RATE_KEYS)
+        stratify = self.stratify(raw.get("stratify", ()))
         attacker = raw.get("attacker", 0)
         if not (_is_number(attacker) and attacker == 0):
             self.add(
@@ -1228,7 +1313,7 @@ class _Validator:
                 f"rates.{other}",
                 "missing: with [attacker_dataset] give both background and evaluation (they must sum to 1) or neither",
             )
-            return Rates(**DEFAULT_CROSS_RATES)
+            return Rates(**DEFAULT_CROSS_RATES, stratify=stratify)
         values, ok = self.rate_values(
             raw, ("background", "evaluation", "enrolment"), DEFAULT_CROSS_RATES, closed=("evaluation",)
         )
@@ -1240,7 +1325,7 @@ class _Validator:
                 f"with [attacker_dataset] background + evaluation must sum to 1, got "
                 f"{values['background']:g} + {values['evaluation']:g} = {total:g}",
             )
-        return Rates(**values)
+        return Rates(**values, stratify=stratify)
 
     def scenarios(self, raw: dict[str, Any], has_deanonymizer: bool) -> tuple[str, ...]:
         """The config's attack scenarios, each parsed by :func:`~bioanon.evaluation.scenarios.parse_scenario`."""

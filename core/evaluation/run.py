@@ -32,7 +32,7 @@ from ..errors import BioanonError, ConfigError
 from ..fileio import atomic_write, atomic_write_text, jsonable
 from ..table import LOAD_WARNINGS, SampleTable, _part_sizes
 from .checks import data_problems, device_problems
-from .config import background_fit_problems, fit_defined_anonymizers, raise_problems
+from .config import background_fit_problems, fit_defined_anonymizers, raise_problems, stratify_columns
 from .data import (  # noqa: F401 -- re-exported (the names of bioanon.evaluation.run before the split)
     ResourceEstimate,
     attacker_data_problems,
@@ -216,6 +216,62 @@ def _unsplittable(table: SampleTable, enrolment: float, label: str, cross: bool 
     return [str(s) for s in subjects[~ok]], warnings
 
 
+def _stratified_plan(
+    data: SampleTable, training_only: list[str], rates: list[float], names: tuple[str, ...], asked: Any
+) -> tuple[tuple[str, ...], NDArray[np.int64], list[str]]:
+    """The stratified split of the subjects the rates divide (``data`` without ``training_only``): the columns
+    it stratifies by (``asked == "auto"`` leaves out a column whose value varies within most subjects: a
+    per-sample attribute such as a transcript makes no subject strata), the subjects per part (background,
+    attacker, evaluation; as the split task will cut them: they do not depend on the seed) and the warnings:
+    subjects counted by their most frequent value, strata too small for every part to get one of them."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from ..table_transforms import stratified_sizes, subject_strata
+
+    table = data
+    if training_only:
+        mask = pc.is_in(data.arrow.column("subject"), value_set=pa.array(training_only, pa.string()))
+        table = data.filter(pc.invert(mask))
+    warnings: list[str] = []
+    stratum, labels, varying = subject_strata(table, names)
+    n_subjects = table.num_subjects
+    if asked == "auto":
+        per_sample = [n for n in names if varying[n] > n_subjects / 2]
+        if per_sample:
+            log.info(
+                "[rates] stratify = auto: not by %s (its value varies within most subjects)", ", ".join(per_sample)
+            )
+            names = tuple(n for n in names if n not in per_sample)
+            if not names:
+                return (), _part_sizes(np.array([n_subjects]), np.array(rates))[0], warnings
+            stratum, labels, varying = subject_strata(table, names)
+    for name in names:
+        if varying[name]:
+            warnings.append(
+                f"[rates] stratify: {varying[name]} of {n_subjects} subjects have samples with different values "
+                f"of {name!r}; each is counted in the stratum of its most frequent value"
+            )
+    used = [i for i, rate in enumerate(rates) if rate > 0]  # the parts the split divides (rate 0: none)
+    counts = np.bincount(stratum, minlength=len(labels))
+    per_stratum = stratified_sizes(counts, [rates[i] for i in used])
+    sizes = np.zeros(len(rates), dtype=np.int64)
+    sizes[used] = per_stratum.sum(axis=0)
+    small = np.flatnonzero((per_stratum == 0).any(axis=1))
+    if small.size:
+        parts = ("background", "attacker", "evaluation")
+        shown = ", ".join(
+            "/".join(f"{n}={v}" for n, v in zip(names, labels[i], strict=True)) + f" ({int(counts[i])} subjects)"
+            for i in small[:5]
+        )
+        warnings.append(
+            f"[rates] stratify: {small.size} of {len(labels)} strata have too few subjects for each of the parts "
+            f"({', '.join(parts[i] for i in used)}) to get one: {shown}{' …' if small.size > 5 else ''}; "
+            "some parts lack these values"
+        )
+    return names, sizes, warnings
+
+
 def build_plan(
     cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | None = None, attacker_key: str | None = None
 ) -> Plan:
@@ -242,6 +298,10 @@ def build_plan(
     rates = [cfg.rates.background, cfg.rates.attacker, cfg.rates.evaluation]
     n_split = data.num_subjects - len(training_only)  # the subjects the rates divide
     sizes = _part_sizes(np.array([n_split]), np.array(rates))[0]
+    stratify = stratify_columns(cfg)
+    if stratify and n_split:
+        stratify, sizes, notes = _stratified_plan(data, training_only, rates, stratify, cfg.rates.stratify)
+        warnings += notes
     n_eval = int(sizes[2])
     # background = 0: no background part, by request; attacker = 0: the attacker set is [attacker_dataset]
     if min(sizes[[i for i, rate in enumerate(rates) if rate > 0]]) < 1:
@@ -295,6 +355,8 @@ def build_plan(
         if cross:
             split_args["attacker_dataset"] = attacker_key
             split_args["attacker_subjects"] = cfg.attacker_dataset.subjects
+        if stratify:  # only when asked, so that the keys of plain splits stay the same
+            split_args["stratify"] = list(stratify)
         t_split = add(make_task("split", split_args, (), stage="split", label=f"split repeat {r}"))
         split_tasks.append({"key": t_split.key, "repeat": r})
         clear = {n: output_key(t_split.key, n) for n in ("background", "attacker", "evaluation")}
@@ -1092,7 +1154,7 @@ def evaluate(
     cache: Cache | str | os.PathLike[str] | None = None,
     executor: Any = "local",
     scheduler: Any = None,
-    keep_going: bool = False,
+    keep_going: bool | None = None,
     progress: bool = True,
     report: bool = True,
     device: str | None = None,
@@ -1118,7 +1180,11 @@ def evaluate(
     cache : a :class:`~bioanon.cache.Cache` or its root (default: ``$BIOANON_CACHE`` or the user cache).
     executor : ``"local"`` (default), ``"dask"``, or an object with ``run(tasks) -> ExecutionReport``.
     scheduler : for ``executor="dask"``: the scheduler address, or a ``distributed.Client``.
-    keep_going : finish everything that does not depend on a failed task, then report the failures.
+    keep_going : True: finish everything that does not depend on a failed task, then report the failures;
+        False: stop at the first failure (:class:`~bioanon.executors.TaskFailed`); None (default): ``[run]
+        keep_going`` of the config, else stop unless the failure is a data problem of one setting (such as a part
+        of the split holding one value of the attribute a protection suppresses): that setting's tasks fail, are
+        reported in ``failures``, and the other settings finish (:func:`~bioanon.executors.stops_run`).
     progress : progress bars per stage.
     report : render ``report.html`` with plots.
     device : the torch device of every torch-backed method whose ``device`` parameter is ``""``: ``auto``,
@@ -1168,7 +1234,7 @@ def _evaluate_in(
     cache: Any,
     executor: Any,
     scheduler: Any,
-    keep_going: bool,
+    keep_going: bool | None,
     progress: bool,
     report: bool,
     device: str | None,
@@ -1191,6 +1257,8 @@ def _evaluate_in(
         if not isinstance(jobs, int) or isinstance(jobs, bool) or jobs < 0:
             raise ConfigError(f"jobs must be a number of worker processes (0 = every core), got {jobs!r}")
         cfg = attrs.evolve(cfg, run=attrs.evolve(cfg.run, jobs=jobs))
+    if keep_going is None:
+        keep_going = cfg.run.keep_going
     with using_device(cfg.run.device or None):
         return _evaluate(
             context, cfg, data, out_dir, run_id, cache, executor, scheduler, keep_going, progress, report, started
@@ -1206,7 +1274,7 @@ def _evaluate(
     cache: Any,
     executor: Any,
     scheduler: Any,
-    keep_going: bool,
+    keep_going: bool | None,
     progress: bool,
     report: bool,
     started: float,

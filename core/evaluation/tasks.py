@@ -195,10 +195,12 @@ def split(
     training_only: Sequence[str] = (),
     attacker_dataset: str | None = None,
     attacker_subjects: float = 1.0,
+    stratify: Sequence[str] = (),
 ) -> dict[str, Any]:
     """Subject-disjoint split into background / attacker / evaluation. A background rate of 0 gives an empty
     background part (the attacker and evaluation shares then sum to 1 on their own). The ``training_only``
     subjects (too few samples to enrol and test) are left out of the rates and added to the attacker part.
+    ``stratify``: attribute columns the subjects are stratified by (:meth:`SampleTable.split_subjects`).
 
     With ``attacker_dataset`` (the key of ``[attacker_dataset]``'s table) the attacker part is that table (a
     seeded ``attacker_subjects`` share of its subjects); ``dataset`` gives only background and evaluation
@@ -214,12 +216,13 @@ def split(
         extra, table = table.filter(mask), table.filter(pc.invert(mask))
     if attacker_dataset is not None:
         bases.append((attacker_dataset, _table(cache, attacker_dataset)))
-        parts = _cross_parts(table, bases[-1][1], rates, seed, attacker_subjects)
+        parts = _cross_parts(table, bases[-1][1], rates, seed, attacker_subjects, stratify)
         extra = None  # the attacker's data are the other data set's only
     elif rates[0] == 0:
-        parts = [table.filter(np.zeros(len(table), dtype=bool)), *table.split_subjects(rates[1:], seed)]
+        empty = table.filter(np.zeros(len(table), dtype=bool))
+        parts = [empty, *table.split_subjects(rates[1:], seed, stratify=list(stratify))]
     else:
-        parts = table.split_subjects(rates, seed)
+        parts = table.split_subjects(rates, seed, stratify=list(stratify))
     if extra is not None:
         parts[1] = SampleTable.concat([parts[1], extra])
     out = {}
@@ -253,15 +256,20 @@ def store_rows_of(cache: Cache, key: str, part: SampleTable, bases: Sequence[tup
 
 
 def _cross_parts(
-    table: SampleTable, attacker: SampleTable, rates: list[float], seed: int, share: float
+    table: SampleTable,
+    attacker: SampleTable,
+    rates: list[float],
+    seed: int,
+    share: float,
+    stratify: Sequence[str] = (),
 ) -> list[SampleTable]:
     """[background, attacker, evaluation] of a cross-database protocol: background and evaluation from
-    ``table`` (``rates[0]``, ``rates[2]``; ``rates[1]`` is 0), the attacker part a seeded ``share`` of the
-    subjects of ``attacker`` (at least one)."""
+    ``table`` (``rates[0]``, ``rates[2]``; ``rates[1]`` is 0; stratified by the ``stratify`` columns), the
+    attacker part a seeded ``share`` of the subjects of ``attacker`` (at least one)."""
     if rates[0] == 0:
         background, evaluation = table.filter(np.zeros(len(table), dtype=bool)), table
     else:
-        background, evaluation = table.split_subjects([rates[0], rates[2]], seed)
+        background, evaluation = table.split_subjects([rates[0], rates[2]], seed, stratify=list(stratify))
     if share < 1:
         subjects = np.array(attacker.subject_names, dtype=object)
         n = max(1, int(round(share * len(subjects))))
