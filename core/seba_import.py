@@ -25,9 +25,11 @@ How entries become configs
     * ``exp: anon`` (strong attacker: train, enrol and probe anonymized) → scenario ``parrot``;
       ``exp: deanon`` → scenario ``deanon`` with the mapped ``[deanonymizer]`` (``noop`` → scenario ``naive``).
     * ``rates {anonbg, attacker, enroll}`` → ``[rates] background, attacker, evaluation = 1 − both,
-      enrolment``.
+      enrolment`` and ``rounding = "seba"`` (SEBA's truncated subject counts: ``int(N · share)`` background and
+      attacker subjects, the rest evaluated; 100 subjects with 0.02 / 0.58 give 2 / 57 / 41).
     * ``dataset: NAME`` is SEBA's ``data/NAME`` folder: ``gait.seba`` (``path`` = the data folder,
-      ``set = NAME``) for motion, ``face.folder`` (``path = data/NAME``) for faces.
+      ``set = NAME``) for motion, ``face.seba`` (the same, SEBA's flat ``<id>.<point>.jpg`` layout read as it is)
+      for faces.
 
 SEBA's trait comes from ``data/<set>.meta.yaml``; when that file is not at hand it is inferred from the method
 names (or given with ``trait=``).
@@ -39,8 +41,10 @@ config. Unknown SEBA method or parameter names, malformed YAML and missing keys 
 
 SEBA fidelity options
     SEBA's motion attacker cross-validates on the enrolment data and keeps the best fold, scores with
-    ``predict_proba`` and never uses the attacker set; its ``classification`` selector ranks by a stored
-    attribute. The bioanon options that reproduce this (recognizer params ``cv_folds``, ``keep``, ``scores``;
+    ``predict_proba``, never uses the attacker set and leaves the sign of each walk's principal direction to
+    scikit-learn's PCA; its ``classification`` selector ranks by a stored
+    attribute. The bioanon options that reproduce this (recognizer params ``cv_folds``, ``keep``, ``scores``,
+    ``signs``;
     the top-level ``attacker_fit``; selector params ``by``, ``order``) are added in one separate step,
     :func:`add_fidelity_options`; ``fidelity=False`` leaves them out, so the config uses bioanon's own
     attacker (trained on the anonymized attacker set, scored by its own rule).
@@ -1541,18 +1545,7 @@ def _config(
             )
         )
     else:
-        dataset = {"source": "face.folder", "path": str(Path(shown) / f["dataset"])}
-        notes.append(
-            Note(
-                where,
-                f"dataset {f['dataset']}",
-                "todo",
-                "SEBA keeps a face set flat "
-                "(data/<set>/<id>.<point>.jpg); face.folder reads <subject>/<image>: move each "
-                "identity's images into a folder named after it (identity attributes from <id>.yaml "
-                "into attributes.csv with a subject column)",
-            )
-        )
+        dataset = {"source": "face.seba", "path": shown, "params": {"set": f["dataset"]}}
     enrolments = sorted(cast("set[float]", {m.enroll for m in privacy}))  # privacy rounds have a share
     enrolment = enrolments[0] if enrolments else 0.5
     recognizers = [m.recognizer for m in privacy if m.recognizer is not None]  # (privacy holds only those)
@@ -1575,7 +1568,13 @@ def _config(
         "label": f["label"],
         "scenarios": f["scenarios"],
         "dataset": dataset,
-        "rates": {"background": bg, "attacker": att, "evaluation": round(1.0 - bg - att, 12), "enrolment": enrolment},
+        "rates": {
+            "background": bg,
+            "attacker": att,
+            "evaluation": round(1.0 - bg - att, 12),
+            "enrolment": enrolment,
+            "rounding": "seba",  # SEBA's int(N * share) subject counts (100 × 0.58 -> 57)
+        },
         "anonymizers": _anonymizers([m.anonymizer for m in members if m.anonymizer is not None]),
     }
     if f["deanonymizer"] is not None:
@@ -1591,6 +1590,16 @@ def _config(
                 f"and scores with predict_proba"
             )
             options += [(path, "cv_folds", folds, why), (path, "keep", "best", why), (path, "scores", "proba", why)]
+            if r.get("params", {}).get("features") == "simple":
+                options.append(
+                    (
+                        path,
+                        "signs",
+                        "svd",
+                        "SEBA's simple features keep the sign scikit-learn's PCA gives each walk's first principal "
+                        "direction (a subject's walks may get opposite signs); bioanon aligns them (stronger)",
+                    )
+                )
             options.append(
                 (
                     (),

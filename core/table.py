@@ -754,7 +754,14 @@ class SampleTable:
 
     # ---------------------------------------------------------------------------------------------------- splits
 
-    def split_subjects(self, rates: Sequence[float], seed: int, *, stratify: Sequence[str] = ()) -> list[SampleTable]:
+    def split_subjects(
+        self,
+        rates: Sequence[float],
+        seed: int,
+        *,
+        stratify: Sequence[str] = (),
+        rounding: str = "largest_remainder",
+    ) -> list[SampleTable]:
         """Split into subject-disjoint parts.
 
         The S distinct subjects are sorted (so the result does not depend on row order), permuted with
@@ -762,8 +769,10 @@ class SampleTable:
         largest-remainder (Hamilton) rule: with ``q_i = rates[i] * S``, part i first gets ``floor(q_i)``
         subjects; the ``S - sum(floor(q_i))`` remaining subjects go one each to the parts with the largest
         remainders ``q_i - floor(q_i)``, ties going to the lower part index. (In float64, ``q_i`` within 1e-9
-        of an integer counts as that integer and remainders are compared rounded to 9 decimals.) Rows keep
-        their relative order in each part; metadata is kept.
+        of an integer counts as that integer and remainders are compared rounded to 9 decimals.) With
+        ``rounding = "seba"`` the sizes follow SEBA's ``interid1to3`` splitter instead: every part but the last
+        gets ``int(S * rates[i])`` subjects (the float64 product truncated, no tolerance: 100 × 0.58 gives 57),
+        the last part the rest. Rows keep their relative order in each part; metadata is kept.
 
         With ``stratify`` (attribute names), each subject gets its value of every named attribute (its most
         frequent value where its samples hold several; ties to the first in sorted order), and the subjects of each
@@ -781,6 +790,8 @@ class SampleTable:
             Seed of the permutation.
         stratify : sequence of str
             Attribute columns (without ``attr.``) to stratify by; empty (default): no stratification.
+        rounding : {"largest_remainder", "seba"}, default "largest_remainder"
+            How the part sizes are rounded (see above).
 
         Returns
         -------
@@ -790,9 +801,10 @@ class SampleTable:
         Raises
         ------
         TableError
-            For invalid rates, if a part would get no subject, or for a ``stratify`` name that is no column.
+            For invalid rates or rounding, if a part would get no subject, for a ``stratify`` name that is no
+            column, or for ``stratify`` with ``rounding = "seba"`` (SEBA does not stratify).
         """
-        return _transforms.split_subjects(self, rates, seed, stratify=stratify)
+        return _transforms.split_subjects(self, rates, seed, stratify=stratify, rounding=rounding)
 
     def split_within_subjects(self, rates: Sequence[float], seed: int, *, min_per_part: int = 1) -> list[SampleTable]:
         """Split every subject's samples into parts (each part holds all subjects when counts allow).

@@ -30,9 +30,22 @@ if TYPE_CHECKING:  # annotations only: table.py imports this module, not the oth
     from .table import SampleTable
 
 
-def _part_sizes(count: np.ndarray, rates: np.ndarray) -> np.ndarray:
-    """Largest-remainder sizes, vectorized over ``count`` (shape (M,)) -> (M, k) int64."""
+#: How part sizes are rounded: bioanon's largest-remainder rule, or SEBA's truncation (``int(N * rate)`` for every
+#: part but the last, which gets the rest; SEBA's ``interid1to3`` splitter).
+ROUNDINGS = ("largest_remainder", "seba")
+
+
+def _part_sizes(count: np.ndarray, rates: np.ndarray, rounding: str = "largest_remainder") -> np.ndarray:
+    """Part sizes, vectorized over ``count`` (shape (M,)) -> (M, k) int64: largest remainder, or with
+    ``rounding = "seba"`` SEBA's truncation ``int(count * rate)`` (float64 product, no tolerance: 100 × 0.58 =
+    57.99… gives 57) for every part but the last, which gets the rest."""
+    if rounding not in ROUNDINGS:
+        raise TableError(f"rounding must be one of {', '.join(map(repr, ROUNDINGS))}, got {rounding!r}")
     q = count[:, None].astype(np.float64) * rates[None, :]
+    if rounding == "seba":
+        t = np.floor(q).astype(np.int64)
+        t[:, -1] = count - t[:, :-1].sum(axis=1)
+        return cast(np.ndarray, t)
     n = np.floor(q + _TOL).astype(np.int64)
     frac = np.round(np.maximum(q - n, 0.0), 9)
     left = count - n.sum(axis=1)
@@ -254,7 +267,12 @@ def stratified_sizes(counts: np.ndarray, rates: Sequence[float]) -> np.ndarray:
 
 
 def split_subjects(
-    table: SampleTable, rates: Sequence[float], seed: int, *, stratify: Sequence[str] = ()
+    table: SampleTable,
+    rates: Sequence[float],
+    seed: int,
+    *,
+    stratify: Sequence[str] = (),
+    rounding: str = "largest_remainder",
 ) -> list[SampleTable]:
     """The body of :meth:`SampleTable.split_subjects` (documented there)."""
     r = _check_rates(rates)
@@ -263,6 +281,8 @@ def split_subjects(
     perm = np.random.default_rng(seed).permutation(s)
     part_of_subject = np.empty(s, dtype=np.int64)
     if stratify:
+        if rounding != "largest_remainder":
+            raise TableError(f"split rounding {rounding!r} does not combine with stratify (SEBA does not stratify)")
         stratum, _, _ = subject_strata(table, stratify)
         sizes_hk = stratified_sizes(np.bincount(stratum), r.tolist())
         empty = np.flatnonzero(sizes_hk.sum(axis=0) == 0)
@@ -273,7 +293,7 @@ def split_subjects(
         order = np.lexsort((position, stratum))  # by stratum, then in the permutation's order
         part_of_subject[order] = np.repeat(np.tile(np.arange(r.size), len(sizes_hk)), sizes_hk.reshape(-1))
         return _parts_from_row_part(table, part_of_subject[codes], r.size)
-    sizes = _part_sizes(np.array([s]), r)[0]
+    sizes = _part_sizes(np.array([s]), r, rounding)[0]
     empty = np.flatnonzero(sizes == 0)
     if empty.size:
         raise TableError(f"split rates {r.tolist()} over {s} subjects leave part {int(empty[0])} empty")

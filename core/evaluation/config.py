@@ -309,6 +309,9 @@ class Rates:
     evaluation: float = DEFAULT_RATES["evaluation"]
     enrolment: float = DEFAULT_RATES["enrolment"]
     stratify: tuple[str, ...] | str = ()
+    #: how the subject shares become subject counts: ``"largest_remainder"`` (bioanon) or ``"seba"`` (SEBA's
+    #: truncation ``int(N * share)`` of background and attacker, the rest evaluated; set by ``bioanon import seba``)
+    rounding: str = "largest_remainder"
 
 
 @attrs.frozen
@@ -467,7 +470,11 @@ class EvalConfig:
             "scenarios": list(self.scenarios),
             "attacker_fit": self.attacker_fit,
             "dataset": self.dataset.to_dict(),
-            "rates": {k: v for k, v in attrs.asdict(self.rates).items() if k != "stratify"},
+            "rates": {  # stratify below when asked; rounding only when not the default (configs keep their dict)
+                k: v
+                for k, v in attrs.asdict(self.rates).items()
+                if k != "stratify" and (k != "rounding" or v != "largest_remainder")
+            },
             "anonymizers": [a.to_dict() for a in self.anonymizers],
         }
         if self.rates.stratify:  # only when asked, so that the configs (and digests) of other runs stay the same
@@ -1149,7 +1156,24 @@ class _Validator:
         return DatasetSpec(cls.id, path, resolved[0], files, on_bad, cls=cls)
 
     def rates(self, raw_any: Any) -> Rates:
-        raw = self.table(raw_any, "rates", _RATE_KEYS)
+        raw = self.table(raw_any, "rates", (*_RATE_KEYS, "rounding"))
+        rounding = self.rounding(raw.pop("rounding", "largest_remainder"))
+        return attrs.evolve(self._rates(raw), rounding=rounding)
+
+    def rounding(self, value: Any) -> str:
+        """``rates.rounding``: one of :data:`~bioanon.table_transforms.ROUNDINGS`."""
+        from ..table_transforms import ROUNDINGS
+
+        if value not in ROUNDINGS:
+            self.add(
+                "rates.rounding",
+                f"expected one of {', '.join(map(repr, ROUNDINGS))} (seba: SEBA's truncated subject counts), "
+                f"{_got(value)}",
+            )
+            return "largest_remainder"
+        return str(value)
+
+    def _rates(self, raw: dict[str, Any]) -> Rates:
         given = [k for k in _SHARE_KEYS if k in raw]
         if given == ["background", "attacker"]:  # SEBA's form: the evaluation set is the rest
             b, a = raw["background"], raw["attacker"]
@@ -1181,7 +1205,7 @@ class _Validator:
                 + " + ".join(f"{values[k]:g}" for k in _SHARE_KEYS)
                 + f" = {total:g}",
             )
-        return Rates(**values, stratify=self.stratify(raw.get("stratify", ())))
+        return Rates(**cast(dict[str, Any], values), stratify=self.stratify(raw.get("stratify", ())))
 
     def stratify(self, value: Any) -> tuple[str, ...] | str:
         """``[rates] stratify``: ``"auto"`` or a list of distinct attribute names (checked against the data set's
@@ -1313,7 +1337,7 @@ class _Validator:
                 f"rates.{other}",
                 "missing: with [attacker_dataset] give both background and evaluation (they must sum to 1) or neither",
             )
-            return Rates(**DEFAULT_CROSS_RATES, stratify=stratify)
+            return Rates(**cast(dict[str, Any], DEFAULT_CROSS_RATES), stratify=stratify)
         values, ok = self.rate_values(
             raw, ("background", "evaluation", "enrolment"), DEFAULT_CROSS_RATES, closed=("evaluation",)
         )
@@ -1325,7 +1349,7 @@ class _Validator:
                 f"with [attacker_dataset] background + evaluation must sum to 1, got "
                 f"{values['background']:g} + {values['evaluation']:g} = {total:g}",
             )
-        return Rates(**values, stratify=stratify)
+        return Rates(**cast(dict[str, Any], values), stratify=stratify)
 
     def scenarios(self, raw: dict[str, Any], has_deanonymizer: bool) -> tuple[str, ...]:
         """The config's attack scenarios, each parsed by :func:`~bioanon.evaluation.scenarios.parse_scenario`."""

@@ -297,7 +297,8 @@ def build_plan(
         cache.put_table(dataset_key, data)
     rates = [cfg.rates.background, cfg.rates.attacker, cfg.rates.evaluation]
     n_split = data.num_subjects - len(training_only)  # the subjects the rates divide
-    sizes = _part_sizes(np.array([n_split]), np.array(rates))[0]
+    rounding = getattr(cfg.rates, "rounding", "largest_remainder")
+    sizes = _part_sizes(np.array([n_split]), np.array(rates), rounding)[0]
     stratify = stratify_columns(cfg)
     if stratify and n_split:
         stratify, sizes, notes = _stratified_plan(data, training_only, rates, stratify, cfg.rates.stratify)
@@ -350,6 +351,8 @@ def build_plan(
     for r in range(cfg.repeats):
         seed_r = derived_seed(cfg.seed, "repeat", r)
         split_args = {"dataset": dataset_key, "rates": rates, "seed": seed_r}
+        if rounding != "largest_remainder":  # only when used, so other runs' split keys stay the same
+            split_args["rounding"] = rounding
         if training_only:
             split_args["training_only"] = training_only
         if cross:

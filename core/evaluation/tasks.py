@@ -196,8 +196,10 @@ def split(
     attacker_dataset: str | None = None,
     attacker_subjects: float = 1.0,
     stratify: Sequence[str] = (),
+    rounding: str = "largest_remainder",
 ) -> dict[str, Any]:
-    """Subject-disjoint split into background / attacker / evaluation. A background rate of 0 gives an empty
+    """Subject-disjoint split into background / attacker / evaluation (subject counts rounded by ``rounding``,
+    see :meth:`SampleTable.split_subjects`). A background rate of 0 gives an empty
     background part (the attacker and evaluation shares then sum to 1 on their own). The ``training_only``
     subjects (too few samples to enrol and test) are left out of the rates and added to the attacker part.
     ``stratify``: attribute columns the subjects are stratified by (:meth:`SampleTable.split_subjects`).
@@ -220,9 +222,9 @@ def split(
         extra = None  # the attacker's data are the other data set's only
     elif rates[0] == 0:
         empty = table.filter(np.zeros(len(table), dtype=bool))
-        parts = [empty, *table.split_subjects(rates[1:], seed, stratify=list(stratify))]
+        parts = [empty, *table.split_subjects(rates[1:], seed, stratify=list(stratify), rounding=rounding)]
     else:
-        parts = table.split_subjects(rates, seed, stratify=list(stratify))
+        parts = table.split_subjects(rates, seed, stratify=list(stratify), rounding=rounding)
     if extra is not None:
         parts[1] = SampleTable.concat([parts[1], extra])
     out = {}

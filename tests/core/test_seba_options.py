@@ -355,7 +355,8 @@ def test_enrolment_fit_and_cv_end_to_end(tmp_path):
 
 
 def test_two_share_rates_give_the_evaluation_the_rest():
-    rates = load_config(_cfg(rates={"background": 0.02, "attacker": 0.88, "enrolment": 0.75})).rates
+    few = {"selectors": ["random"], "subject_counts": [2], "random_draws": 1}  # 10 % of 24 subjects: 3 evaluated
+    rates = load_config(_cfg(rates={"background": 0.02, "attacker": 0.88, "enrolment": 0.75}, selection=few)).rates
     assert (rates.background, rates.attacker, rates.enrolment) == (0.02, 0.88, 0.75)
     assert math.isclose(rates.evaluation, 0.1)
     assert load_config(_cfg(rates={"background": 0, "attacker": 0.6})).rates.evaluation == pytest.approx(0.4)

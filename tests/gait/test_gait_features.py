@@ -67,3 +67,21 @@ def test_the_batched_linear_algebra_runs_on_one_blas_thread(monkeypatch):
     with threadpool_limits(2, user_api="blas"):  # two threads outside, on any machine
         F.principal_directions(F.center(_poses(), "none"), 2)
     assert len(seen) >= 2 and all(s == {1} for s in seen), seen
+
+
+def test_svd_signs_follow_sklearn_pca_as_seba_ran_it():
+    """``signs = "svd"``: each walk's first principal direction with the sign scikit-learn's PCA gave it in SEBA
+    (sklearn 1.3: ``svd_flip`` decided on U, the frames' projections), not aligned across walks."""
+    from sklearn.utils.extmath import svd_flip
+
+    x = _poses()[:-1]  # the sequences with motion (a still one has no direction to sign)
+    feats = F.GaitFeatures(kind="simple", centering="none", signs="svd").fit(x).transform(x)
+    d = x.shape[2] * 3
+    for seq, got in zip(x.astype(np.float64), feats, strict=True):
+        p = seq.reshape(len(seq), -1)
+        u, _, vt = np.linalg.svd(p - p.mean(axis=0), full_matrices=False)
+        _, vt = svd_flip(u, vt, u_based_decision=True)
+        np.testing.assert_allclose(got[:d], vt[0], atol=1e-4)  # the same direction and sign (float32 output)
+    aligned = F.GaitFeatures(kind="simple", centering="none").fit(x).transform(x)
+    assert len({np.sign(f[:d] @ aligned[0, :d]) for f in aligned}) == 1  # bioanon: one sign for all
+    assert len({np.sign(f[:d] @ aligned[0, :d]) for f in feats}) == 2  # SEBA's: both signs occur here

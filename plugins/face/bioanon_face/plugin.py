@@ -14,10 +14,10 @@ BIOANON_API = ">=1.7,<2"  # 1.1: require_fitted; 1.4: paired_ids, Deanonymizer.h
 @hookimpl
 def register_datasets(register):
     """The face data sources."""
-    from .sources import CelebAFaces, FolderFaces, MatFaces, OrlFaces
+    from .sources import CelebAFaces, FolderFaces, MatFaces, OrlFaces, SebaFaces
     from .synthetic import SyntheticFaces
 
-    for cls in (OrlFaces, MatFaces, FolderFaces, CelebAFaces, SyntheticFaces):
+    for cls in (OrlFaces, MatFaces, FolderFaces, SebaFaces, CelebAFaces, SyntheticFaces):
         register(cls)
 
 

@@ -10,7 +10,9 @@ sequence's mean position (keeps the path within the walk), ``none`` keeps absolu
   concatenated with the mean pose. A principal direction's sign is arbitrary (SVD may return ``v`` or ``−v``
   for the same motion), which makes the raw feature unstable; here each is flipped to point along a reference
   direction learned on the training set (the leading eigenvector of Σ v vᵀ over the training sequences, which
-  does not depend on the signs), so equal motions give equal features.
+  does not depend on the signs), so equal motions give equal features. ``signs = "svd"`` keeps the sign
+  scikit-learn's ``PCA`` (≤ 1.4, SEBA's pinned 1.3) gives instead: the frame with the largest projection on the
+  direction projects positively — per sequence, so a subject's walks may get opposite signs (SEBA's attacker).
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ from bioanon.api import blas_threads
 
 Features = Literal["flatten", "simple"]
 Centering = Literal["frame", "sequence", "none"]
+Signs = Literal["aligned", "svd"]
+SIGNS_HELP = (
+    "simple features: principal directions flipped along references learned on the training set (aligned), "
+    "or the sign scikit-learn's PCA gives each sequence (svd: SEBA's attacker, weaker)"
+)
 
 _BLOCK = 256  # sequences centred at once by GaitFeatures.transform (flatten)
 FEATURES_HELP = "flatten: all root-relative poses; simple: first principal pose directions + mean pose"
@@ -76,6 +83,18 @@ def reference_directions(v: np.ndarray) -> np.ndarray:
     return np.stack(refs)
 
 
+def svd_signs(x: np.ndarray, v: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    """(N, k) signs giving each sequence's directions ``v`` the sign scikit-learn's PCA (``svd_flip`` on U,
+    versions ≤ 1.4) gives them: the frame whose projection on the direction is largest in magnitude projects
+    positively. ``x`` is ``(N, T, J, 3)``, ``mean`` its ``(N, J·3)`` mean pose."""
+    n, t = x.shape[:2]
+    with blas_threads(1):
+        proj = np.matmul(x.reshape(n, t, -1) - mean[:, None], v.transpose(0, 2, 1))  # (N, T, k)
+    at = np.abs(proj).argmax(axis=1)  # (N, k): the frame of the largest |projection|
+    extreme = np.take_along_axis(proj, at[:, None, :], axis=1)[:, 0]
+    return np.where(extreme < 0, -1.0, 1.0)
+
+
 @attrs.define(kw_only=True)
 class GaitFeatures:
     """Feature extractor: ``fit(poses)`` learns what ``transform`` needs (the sign references of ``simple``),
@@ -84,10 +103,11 @@ class GaitFeatures:
     kind: str = "flatten"
     centering: str = "frame"
     n_pcs: int = 1
+    signs: str = "aligned"
     references_: np.ndarray | None = attrs.field(default=None, init=False, repr=False)
 
     def fit(self, x: np.ndarray) -> GaitFeatures:
-        if self.kind == "simple":
+        if self.kind == "simple" and self.signs == "aligned":
             v, _ = principal_directions(center(x, self.centering), self.n_pcs)
             self.references_ = reference_directions(v)
         return self
@@ -101,8 +121,11 @@ class GaitFeatures:
             return out
         c = center(x, self.centering)
         v, mean = principal_directions(c, self.n_pcs)
-        ref = self.references_ if self.references_ is not None else reference_directions(v)
-        dots = np.matmul(v.transpose(1, 0, 2), ref[:, :, None])[..., 0].T  # (N, k): v[i, j] · ref[j]
-        sign = np.where(dots < 0, -1.0, 1.0)
+        if self.signs == "svd":
+            sign = svd_signs(c, v, mean)
+        else:
+            ref = self.references_ if self.references_ is not None else reference_directions(v)
+            dots = np.matmul(v.transpose(1, 0, 2), ref[:, :, None])[..., 0].T  # (N, k): v[i, j] · ref[j]
+            sign = np.where(dots < 0, -1.0, 1.0)
         v = v * sign[..., None]
         return np.concatenate([v.reshape(len(v), -1), mean], axis=1).astype(np.float32)

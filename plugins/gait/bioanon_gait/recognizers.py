@@ -29,7 +29,7 @@ from bioanon.api import (
     scores_param,
 )
 
-from .features import CENTERING_HELP, FEATURES_HELP, Centering, Features, GaitFeatures
+from .features import CENTERING_HELP, FEATURES_HELP, SIGNS_HELP, Centering, Features, GaitFeatures, Signs
 from .skeleton import poses
 
 _REF = "false-sense-of-privacy.txt §5.5 (SVM, random forest, k-NN on flatten and simple features)"
@@ -47,6 +47,7 @@ class _GaitRecognizer(FeatureRecognizer, ClassifierOptions):
     features: Features = param("flatten", help=FEATURES_HELP)
     centering: Centering = param("frame", help=CENTERING_HELP)
     n_pcs: int = param(1, help="principal pose directions in the simple features (the paper: the first)", low=1)
+    signs: Signs = param("aligned", help=SIGNS_HELP)
     n_components: int | float = param(
         1.0,
         help="PCA of the classifier: share of variance in (0, 1] or a count "
@@ -64,7 +65,7 @@ class _GaitRecognizer(FeatureRecognizer, ClassifierOptions):
         return table.with_payload("features", self.extractor_.transform(poses(table)), drop="pose")
 
     def fit_features(self, train) -> None:
-        self.extractor_ = GaitFeatures(kind=self.features, centering=self.centering, n_pcs=self.n_pcs)
+        self.extractor_ = GaitFeatures(kind=self.features, centering=self.centering, n_pcs=self.n_pcs, signs=self.signs)
         self.extractor_.fit(poses(train))
 
 
