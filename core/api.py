@@ -155,7 +155,9 @@ without loading the data. Method and source parameters may not be named ``method
 
 1.7 added ``held_out_pairs`` (a de-anonymizer's seeded validation split of its pairs that keeps the augmented
 copies of a pair — ``[deanonymizer] augment`` — with their source: a copy of a held-out image is never trained
-on)."""
+on), and SEBA's data layout for sources that import it: ``seba_set`` (a set's meta file, folder and metadata),
+``seba_sample_attributes``, ``seba_attributes`` and ``read_seba_yaml`` (the safe YAML loader, errors naming the
+file)."""
 
 # name -> (module, attribute or None for the module itself), imported on first access
 _LAZY: dict[str, tuple[str, str | None]] = {
@@ -208,6 +210,10 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "align": ("bioanon.methods", "align"),
     "paired_ids": ("bioanon.builtin.deanonymizers", "paired_ids"),
     "held_out_pairs": ("bioanon.builtin.deanonymizers", "held_out_pairs"),  # 1.7
+    "read_seba_yaml": ("bioanon.seba_data", "read_seba_yaml"),  # 1.7
+    "seba_attributes": ("bioanon.seba_data", "seba_attributes"),  # 1.7
+    "seba_sample_attributes": ("bioanon.seba_data", "seba_sample_attributes"),  # 1.7
+    "seba_set": ("bioanon.seba_data", "seba_set"),  # 1.7
     "paired_payloads": ("bioanon.builtin.deanonymizers", "paired_payloads"),
     "ClassifierOptions": ("bioanon.builtin.recognizers", "ClassifierOptions"),
     "LdaCosine": ("bioanon.builtin.recognizers", "LdaCosine"),
@@ -298,6 +304,10 @@ __all__ = [  # every name of the API (the lazy ones included)
     "n_components_ok",
     "paired_ids",
     "held_out_pairs",
+    "read_seba_yaml",
+    "seba_attributes",
+    "seba_sample_attributes",
+    "seba_set",
     "paired_payloads",
     "param",
     "parse_cell",
@@ -469,6 +479,10 @@ if TYPE_CHECKING:  # what the lazy names are, for type checkers and IDEs
     from .payloads import flatten_payload as flatten_payload
     from .payloads import restore_dtype as restore_dtype
     from .payloads import table_rng as table_rng
+    from .seba_data import read_seba_yaml as read_seba_yaml
+    from .seba_data import seba_attributes as seba_attributes
+    from .seba_data import seba_sample_attributes as seba_sample_attributes
+    from .seba_data import seba_set as seba_set
     from .table import SampleTable as SampleTable
     from .testing import ConformanceReport as ConformanceReport
     from .testing import check_method as check_method

@@ -26,7 +26,6 @@ chooses whether they are dropped (``skip``) or kept whole, resized but uncropped
 
 from __future__ import annotations
 
-import json
 import re
 import warnings
 from pathlib import Path
@@ -39,11 +38,12 @@ from bioanon.api import (
     DataError,
     DatasetSource,
     Metadata,
-    MissingDependencyError,
     TableError,
     param,
     read_metadata_csv,
     resolve_within,
+    seba_sample_attributes,
+    seba_set,
     uniform_column,
 )
 
@@ -312,43 +312,6 @@ class FolderFaces(_ImageSource):
 SEBA_IMAGE_EXTENSIONS = (".jpg", ".png")
 
 
-def _seba_yaml(path: Path) -> Any:
-    """A SEBA YAML file read with YAML's safe loader (libyaml's C one where installed); errors name the file."""
-    try:
-        import yaml
-    except ImportError:
-        raise MissingDependencyError(
-            "face.seba", {"pyyaml": "pip install pyyaml"}, "it reads SEBA's YAML meta and attribute files"
-        ) from None
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        raise TableError(f"{where}: invalid YAML: {getattr(e, 'problem', e)}") from None
-    except UnicodeDecodeError as e:
-        raise TableError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); is it a YAML file?") from None
-    except OSError as e:
-        raise TableError(f"{path}: cannot read: {e}") from None
-
-
-def _seba_attrs(path: Path) -> dict[str, Any]:
-    """A SEBA attribute file (``<id>.yaml``, ``<id>.<point>.yaml``) as a dict; an empty file has none. Lists and
-    mappings (a face's ``bbox``, ``landmarks``) are kept as JSON text."""
-    content = _seba_yaml(path)
-    if content is None:
-        return {}
-    if not isinstance(content, dict):
-        raise TableError(f"{path}: expected a YAML mapping of attributes")
-    return {str(k): json.dumps(v, sort_keys=True) if isinstance(v, (list, dict)) else v for k, v in content.items()}
-
-
-def _seba_trait(meta: dict) -> Any:
-    """A SEBA set's trait (``trait``, or ``datatype`` in older meta files)."""
-    return meta.get("trait", meta.get("datatype"))
-
-
 @attrs.define(kw_only=True)
 class SebaFaces(_ImageSource):
     """Import a face data set in SEBA's flat layout (https://github.com/kit-ps/seba), so SEBA users can migrate.
@@ -368,36 +331,10 @@ class SebaFaces(_ImageSource):
 
     set: str = param("", help="name of the SEBA data set (default: the only face set in the folder)")
 
-    def _locate(self, path: Path) -> tuple[Path, Path]:
-        """(meta.yaml, set folder)."""
-        if path.is_file() and path.name.endswith(".meta.yaml"):
-            return path, path.parent / path.name[: -len(".meta.yaml")]
-        if path.is_dir() and (path.parent / f"{path.name}.meta.yaml").is_file() and not self.set:
-            return path.parent / f"{path.name}.meta.yaml", path
-        if path.is_dir():
-            if self.set:
-                meta = path / f"{self.set}.meta.yaml"
-                if not meta.is_file():
-                    raise TableError(f"{meta}: no such SEBA set meta file (parameter set = {self.set!r})")
-                return meta, path / self.set
-            metas = [m for m in sorted(path.glob("*.meta.yaml")) if _seba_trait(_meta_dict(m)) == "face"]
-            if len(metas) != 1:
-                raise TableError(
-                    f"{path}: found {len(metas)} SEBA face sets ({[m.name for m in metas]}); name one with the "
-                    f"parameter 'set'"
-                )
-            return metas[0], path / metas[0].name[: -len(".meta.yaml")]
-        raise TableError(f"{path}: not a SEBA data folder, set folder or <set>.meta.yaml file")
-
     def load(self, path: Any = None) -> SampleTable:
         if path is None:
             raise TableError(f"{self.id}: give the path of SEBA's data folder (or of a <set>.meta.yaml)")
-        meta_path, folder = self._locate(Path(path))
-        meta = _meta_dict(meta_path)
-        if _seba_trait(meta) != "face":
-            raise TableError(f"{meta_path}: trait is {_seba_trait(meta)!r}, expected 'face'")
-        if not folder.is_dir():
-            raise TableError(f"{folder}: the set folder named by {meta_path.name} does not exist")
+        _meta_path, folder, _meta = seba_set(path, self.set, "face", who=self.id)
         data_root = folder.parent
         files, subjects, ids, rows = [], [], [], []
         identity_attrs: dict[str, dict[str, Any]] = {}
@@ -414,34 +351,15 @@ class SebaFaces(_ImageSource):
             except DataError as e:
                 raise TableError(str(e)) from None
             identity, key = parts[0], f"{parts[0]}.{parts[1]}"
-            if identity not in identity_attrs:
-                ident_file = folder / f"{identity}.yaml"
-                identity_attrs[identity] = _seba_attrs(ident_file) if ident_file.is_file() else {}
-            own_file = folder / f"{key}.yaml"
-            own = _seba_attrs(own_file) if own_file.is_file() else {}
-            for where, a in ((folder / f"{identity}.yaml", identity_attrs[identity]), (own_file, own)):
-                for name, want in (("subject", identity), ("sample_id", key)):
-                    if name in a and str(a[name]) != want:
-                        raise TableError(f"{where}: {name} = {a[name]!r}, but the file name {f.name} says {want!r}")
+            rows.append(seba_sample_attributes(folder, identity, key, f.name, identity_attrs, who=self.id))
             files.append(f)
             subjects.append(identity)
             ids.append(key)
-            rows.append({**identity_attrs[identity], **own})
         if not files:
             raise TableError(f"{folder}: no <id>.<point>.jpg or .png images (SEBA's face layout)")
         names = [k for k in dict.fromkeys(k for row in rows for k in row) if k not in ("subject", "sample_id")]
         attributes = {k: [row.get(k) for row in rows] for k in names}
         return self._load_files(files, subjects, ids, self.id, attributes, seba_set=folder.name)
-
-
-def _meta_dict(path: Path) -> dict[str, Any]:
-    """A SEBA ``<set>.meta.yaml`` as a dict, a derived set's ``original_meta`` merged under its own keys."""
-    meta = _seba_yaml(path)
-    if not isinstance(meta, dict):
-        raise TableError(f"{path}: expected a YAML mapping (SEBA set metadata)")
-    if isinstance(meta.get("original_meta"), dict):
-        meta = {**meta["original_meta"], **{k: v for k, v in meta.items() if k != "original_meta"}}
-    return meta
 
 
 @attrs.define(kw_only=True)

@@ -39,6 +39,8 @@ from bioanon.api import (
     parse_cell,
     read_csv_rows,
     resolve_within,
+    seba_sample_attributes,
+    seba_set,
     uniform_column,
 )
 
@@ -637,24 +639,6 @@ class C3dGait(DatasetSource):
 # --------------------------------------------------------------------------------------------------- SEBA
 
 
-def _load_yaml(path: Path) -> Any:
-    """A YAML file read with YAML's safe loader (no Python tags; libyaml's C one where installed, several
-    times faster on SEBA's thousands of attribute files); errors name the file and line."""
-    import yaml
-
-    try:
-        with open(path, encoding="utf-8") as fh:
-            return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe
-    except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
-        raise TableError(f"{where}: invalid YAML: {getattr(e, 'problem', e)}") from None
-    except UnicodeDecodeError as e:
-        raise TableError(f"{path}: not UTF-8 text ({e.reason} at byte {e.start}); is it a YAML file?") from None
-    except OSError as e:
-        raise TableError(f"{path}: cannot read: {e}") from None
-
-
 @attrs.define(kw_only=True)
 class SebaGait(DatasetSource):
     """Import a data set in SEBA's motion layout (https://github.com/kit-ps/seba), so SEBA users can migrate.
@@ -679,44 +663,10 @@ class SebaGait(DatasetSource):
     units: Literal["m", "cm", "mm"] = param("mm", help="unit of the coordinates (SEBA's gait data: mm)")
     up_axis: Literal["x", "y", "z"] = param("z", help="the vertical axis")
 
-    def _locate(self, path: Path) -> tuple[Path, Path]:
-        """(meta.yaml, set folder)."""
-        if path.is_file() and path.name.endswith(".meta.yaml"):
-            return path, path.parent / path.name[: -len(".meta.yaml")]
-        if path.is_dir() and (path.parent / f"{path.name}.meta.yaml").is_file() and not self.set:
-            return path.parent / f"{path.name}.meta.yaml", path
-        if path.is_dir():
-            if self.set:
-                meta = path / f"{self.set}.meta.yaml"
-                if not meta.is_file():
-                    raise TableError(f"{meta}: no such SEBA set meta file")
-                return meta, path / self.set
-            metas = []
-            for m in sorted(path.glob("*.meta.yaml")):
-                content = _load_yaml(m) or {}
-                if isinstance(content, dict) and _trait(content) == "motion":
-                    metas.append(m)
-            if len(metas) != 1:
-                raise TableError(
-                    f"{path}: found {len(metas)} SEBA motion sets "
-                    f"({[m.name for m in metas]}); name one with the parameter 'set'"
-                )
-            return metas[0], path / metas[0].name[: -len(".meta.yaml")]
-        raise TableError(f"{path}: not a SEBA data folder, set folder or <set>.meta.yaml file")
-
     def load(self, path=None):
         if path is None:
             raise TableError(f"{self.id}: give the path of SEBA's data folder (or of a <set>.meta.yaml)")
-        meta_path, folder = self._locate(Path(path))
-        meta = _load_yaml(meta_path)
-        if not isinstance(meta, dict):
-            raise TableError(f"{meta_path}: expected a YAML mapping")
-        if "original_meta" in meta and isinstance(meta["original_meta"], dict):
-            meta = {**meta["original_meta"], **{k: v for k, v in meta.items() if k != "original_meta"}}
-        if _trait(meta) != "motion":
-            raise TableError(f"{meta_path}: trait is {_trait(meta)!r}, expected 'motion'")
-        if not folder.is_dir():
-            raise TableError(f"{folder}: the set folder named by {meta_path.name} does not exist")
+        meta_path, folder, meta = seba_set(path, self.set, "motion", who=self.id)
         files = sorted(f for f in folder.glob("*.mocap") if "empty" not in f.name)
         if not files:
             raise TableError(f"{folder}: no .mocap files")
@@ -732,16 +682,7 @@ class SebaGait(DatasetSource):
             sequences.append(x)
             ids.append(f.name[: -len(".mocap")])
             subjects.append(identity)
-            if identity not in identity_attrs:
-                ident_file = folder / f"{identity}.yaml"
-                identity_attrs[identity] = _attrs_of(ident_file) if ident_file.is_file() else {}
-            own = f.with_suffix(".yaml")
-            own_attrs = _attrs_of(own) if own.is_file() else {}
-            for where, a in ((folder / f"{identity}.yaml", identity_attrs[identity]), (own, own_attrs)):
-                for key, want in (("subject", identity), ("sample_id", ids[-1])):
-                    if key in a and str(a[key]) != want:
-                        raise TableError(f"{where}: {key} = {a[key]!r}, but the file name {f.name} says {want!r}")
-            attrs_rows.append({**identity_attrs[identity], **own_attrs})
+            attrs_rows.append(seba_sample_attributes(folder, identity, ids[-1], f.name, identity_attrs, who=self.id))
         widths = {s.shape[1] for s in sequences}
         if len(widths) != 1:
             first = next(f for f, s in zip(files, sequences, strict=True) if s.shape[1] != sequences[0].shape[1])
@@ -767,7 +708,7 @@ class SebaGait(DatasetSource):
         fps = meta.get("fps")
         fps = float(fps) if isinstance(fps, (int, float)) and fps > 0 else None
         keys = list(dict.fromkeys(k for row in attrs_rows for k in row))
-        attributes = {k: uniform_column([_scalar(row.get(k)) for row in attrs_rows]) for k in keys}
+        attributes = {k: uniform_column([row.get(k) for row in attrs_rows]) for k in keys}
         attributes = {k: v for k, v in attributes.items() if k not in ("subject", "sample_id")}
         out_meta = gait_metadata(
             joints=joints,
@@ -788,28 +729,6 @@ class SebaGait(DatasetSource):
             frames=self.frames,
             meta=out_meta,
         )
-
-
-def _trait(meta: dict) -> Any:
-    """A SEBA set's trait (``trait``, or ``datatype`` in older meta files)."""
-    return meta.get("trait", meta.get("datatype"))
-
-
-def _scalar(v: Any) -> Any:
-    """Attribute values must be scalars: lists and mappings are stored as JSON text."""
-    if isinstance(v, (list, dict)):
-        return json.dumps(v, sort_keys=True)
-    return v
-
-
-def _attrs_of(path: Path) -> dict:
-    """A SEBA attribute file as a dict (empty file: no attributes)."""
-    content = _load_yaml(path)
-    if content is None:
-        return {}
-    if not isinstance(content, dict):
-        raise TableError(f"{path}: expected a YAML mapping of attributes")
-    return {str(k): v for k, v in content.items()}
 
 
 def _fast_json(raw: bytes) -> Any:
