@@ -648,35 +648,34 @@ def _case_figures(case: Case, title: str, runs: dict[str, dict[str, Any]]) -> li
                 **context,
             )
         )
-        util = gpu.get("gpu_util_mean_training")
-        figs.append(
-            figure(
-                f"gpu: {title}, GPU utilization while training",
-                value=util if util is not None else float("nan"),
-                unit="%",
-                target=f">= {UTIL_TARGET:g} %",
-                passed=util is not None and util >= UTIL_TARGET,
-                method_on_gpu=on_gpu,
-            )
-        )
+        figs.append(_util_figure(f"gpu: {title}, GPU utilization while training", gpu.get("gpu_util_mean_training"),
+                                 method_on_gpu=on_gpu))  # fmt: skip
     else:
         figs.append(
             figure(f"gpu: {title}, CPU / GPU training time", value=speedup, target="(context)", passed=True, **context)
         )
-        util = gpu.get("gpu_util_mean")
         figs.append(
-            figure(
+            _util_figure(
                 f"gpu: {title}, GPU utilization during training",
-                value=util if util is not None else float("nan"),
-                unit="%",
-                target=f">= {UTIL_TARGET:g} %",
-                passed=util is not None and util >= UTIL_TARGET,
+                gpu.get("gpu_util_mean"),
                 gpu_util_max=gpu.get("gpu_util_max"),
                 util_samples=gpu.get("util_samples"),
                 method_on_gpu=on_gpu,
             )
         )
     return figs
+
+
+def _util_figure(name: str, util: float | None, **context: Any) -> dict[str, Any]:
+    """A GPU-utilization figure against :data:`UTIL_TARGET` (NaN and failed without samples)."""
+    return figure(
+        name,
+        value=util if util is not None else float("nan"),
+        unit="%",
+        target=f">= {UTIL_TARGET:g} %",
+        passed=util is not None and util >= UTIL_TARGET,
+        **context,
+    )
 
 
 def run(
