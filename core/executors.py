@@ -629,6 +629,11 @@ class DaskExecutor:
             erred: dict[str, str] = {}
             pending = []
             reusable = reusable_records(self.cache, tasks)
+            # a task's Dask key names the cache it writes to: the same task of a run on another cache (whose
+            # future a shared client may still hold) must run again, not hand back the other cache's record
+            from .cache import fingerprint
+
+            where = fingerprint(self.cache.uri)[:12]
             for t in tasks:
                 if t.key in futures:
                     continue
@@ -644,7 +649,7 @@ class DaskExecutor:
                     self.cache,
                     context,
                     *deps,
-                    key=f"bioanon-{t.stage}-{t.key}",
+                    key=f"bioanon-{t.stage}-{t.key}-{where}",
                     retries=self.retries,
                     pure=False,
                 )
