@@ -178,12 +178,12 @@ def test_file_names_that_are_not_utf8_are_named(tmp_path, capsys):
         for i in range(2):
             Image.fromarray(np.full((6, 5), 40 * i, np.uint8)).save(faces / subject / f"{i}.png", format="PNG")
     Image.fromarray(np.zeros((6, 5), np.uint8)).save(faces / "p1" / f"{NOT_UTF8}.png", format="PNG")
-    with pytest.raises(TableError, match=r"sample_id 'p1/caf\\xe9\.png' is not valid UTF-8 text"):
+    with pytest.raises(TableError, match=r"faces/p1/caf\\xe9\.png: the file or folder name is not valid UTF-8 text"):
         bioanon.load_dataset("face.folder", faces)
     code, err = run(
         capsys, "anonymize", "face.folder", str(faces), "-m", "any.identity", "--out", str(tmp_path / "o.arrow")
     )
-    assert code == 2 and r"'p1/caf\xe9.png' is not valid UTF-8" in err, err
+    assert code == 2 and r"p1/caf\xe9.png: the file or folder name is not valid UTF-8" in err, err
 
     voices = tmp_path / "voices"
     for subject in ("a", "b"):

@@ -26,6 +26,7 @@ chooses whether they are dropped (``skip``) or kept whole, resized but uncropped
 
 from __future__ import annotations
 
+import os
 import re
 import warnings
 from pathlib import Path
@@ -166,6 +167,10 @@ class _ImageSource(DatasetSource):
         attributes: dict[str, list[Any]] | None = None,
         **extra: Any,
     ) -> SampleTable:
+        for f in files:  # a name that is not UTF-8 cannot become a sample id: name the file (its bytes as \xff)
+            shown = os.fsencode(f).decode("utf-8", "backslashreplace")
+            if shown != str(f):
+                raise TableError(f"{shown}: the file or folder name is not valid UTF-8 text; rename it")
         images, kept, bad = read_images(files, self.skip_bad_files)
         if not images:
             raise TableError(f"{source}: no readable images")
