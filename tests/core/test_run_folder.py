@@ -32,20 +32,28 @@ def test_unwritable_out_fails_before_any_work(tmp_path):
     assert _json_count(tmp_path / "cache") == 0  # nothing was computed
 
 
-def test_status_marker_and_lock_follow_the_run(tmp_path):
+def test_status_marker_and_lock_follow_the_run(tmp_path, register_bioanon_plugin):
+    from evalconfigs import failing_recognizer_plugin
+
     r = bioanon.evaluate(
         config(**SMALL), out_dir=tmp_path, run_id="ok", cache=tmp_path / "c", progress=False, report=False
     )
     status = read_status(r.run_dir)
     assert status["state"] == "complete" and status["tasks"]["failed"] == 0
     assert not (r.run_dir / LOCK_FILE).exists()
+    register_bioanon_plugin(failing_recognizer_plugin("test.fails", ("features",), "boom"), "fails")
     bad = config(**SMALL)
-    bad["dataset"] = {"source": "any.synthetic", "params": {"n_subjects": 2}}  # rates leave a part empty
+    bad["recognizers"] = [{"id": "test.fails"}]  # valid, and fails while scoring: after the folder is made
     with pytest.raises(BioanonError):
-        bioanon.evaluate(bad, out_dir=tmp_path, run_id="bad", cache=tmp_path / "c", progress=False)
+        bioanon.evaluate(bad, out_dir=tmp_path, run_id="bad", cache=tmp_path / "c", progress=False, keep_going=False)
     status = read_status(tmp_path / "bad")
-    assert status["state"] == "failed" and "empty" in status["error"]
+    assert status["state"] == "failed" and "boom" in status["error"]
     assert not (tmp_path / "bad" / LOCK_FILE).exists()
+    tiny = config(**SMALL)
+    tiny["dataset"] = {"source": "any.synthetic", "params": {"n_subjects": 2}}  # refused by validation: no folder
+    with pytest.raises(BioanonError):
+        bioanon.evaluate(tiny, out_dir=tmp_path, run_id="tiny", cache=tmp_path / "c", progress=False)
+    assert not (tmp_path / "tiny").exists()
 
 
 def test_concurrent_runs_of_one_config_get_distinct_folders(tmp_path, monkeypatch):
