@@ -824,12 +824,12 @@ def device_param(default: str = "") -> Any:
 
 def cuda_graphs_param(default: bool = True) -> Any:
     """The ``cuda_graphs`` parameter of a torch-backed method whose training loss suits CUDA graphs (see
-    :class:`bioanon.nettrain.GraphedLoss`). Not part of the fingerprint: like ``threads`` it changes how the
+    :class:`bioanon.nettrain.GraphedStep`). Not part of the fingerprint: like ``threads`` it changes how the
     same training runs (on a CUDA device only the dropout draws differ), not what it computes."""
     return param(
         default,
-        help="on a CUDA device, run each training step's forward and backward as a CUDA graph (one per batch "
-        "shape): the same training with far fewer kernel launches; ignored on the CPU",
+        help="on a CUDA device, run each training step (forward, backward and the optimizer's update) as a CUDA "
+        "graph, one per batch shape: the same training with far fewer kernel launches; ignored on the CPU",
         affects_output=False,
     )
 

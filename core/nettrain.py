@@ -56,6 +56,8 @@ __all__ = [
     "batch_rows",
     "take_rows",
     "preflight_weights",
+    "GraphedStep",
+    "GraphedLoss",
     "method_training",
 ]
 
@@ -103,7 +105,8 @@ def has_batch_norm(net: Any) -> bool:
 class GraphedLoss:
     """A training loss whose forward and backward run as CUDA graphs, one graph per shape of the batch tensors
     (``torch.cuda.make_graphed_callables``): a small network's step is otherwise bound by the launch of its many
-    tiny kernels. The optimizer step stays eager. A shape beyond the first ``limit`` runs eagerly; a failed
+    tiny kernels. The optimizer step stays eager (:func:`train_net` uses it with SGD; Adam and AdamW train in
+    whole-step graphs, :class:`GraphedStep`). A shape beyond the first ``limit`` runs eagerly; a failed
     capture (a loss that synchronizes with the host, an operation graphs do not support) is logged once and
     every later step runs eagerly. Capturing runs three warm-up passes on the batch, which would move the
     batch-norm running statistics: they are restored, so only the dropout draws differ from an eager training.
@@ -145,7 +148,7 @@ class GraphedLoss:
         except Exception as exc:  # noqa: BLE001 - any capture failure: train eagerly, and say so
             self.failed = f"{type(exc).__name__}: {exc}"
             log.warning("%s: CUDA graph capture failed (%s); training without graphs", self.method_id, self.failed)
-            torch.cuda.synchronize()
+            _end_failed_capture(torch)
             return None
         finally:
             with torch.no_grad():
@@ -153,6 +156,147 @@ class GraphedLoss:
                     b.copy_(saved)
         self.graphs[key] = graphed
         return graphed
+
+
+class GraphedStep:
+    """A whole training step — the loss's forward and backward, the optimizer's update and the loss's running
+    sum — replayed as one CUDA graph per batch shape (``torch.cuda.graph``): one launch per step instead of the
+    hundreds of a small network's eager step, so the host no longer paces the GPU. The optimizer must be
+    capturable (Adam or AdamW with ``capturable=True`` and a tensor learning rate, which the schedule fills in
+    place). :meth:`step` copies a batch into the shape's static inputs and replays its graph; it returns False
+    when the step must run eagerly (a capture failed, logged once, or more than ``limit`` shapes).
+
+    Capturing runs the step on a side stream first (``warmup`` times for the first shape, once for the next:
+    lazy initializations and cuDNN's choice of algorithms must not happen inside a capture). Those passes would
+    move the weights, the optimizer's moments, the batch-norm statistics and the loss sum: everything is
+    restored afterwards (a moment that did not exist before is zeroed, which is the optimizer's fresh state), so
+    only the dropout draws differ from an eager training. Use it only for a loss without host-side randomness
+    or data-dependent control flow: a graph replays what it recorded."""
+
+    def __init__(
+        self,
+        torch: Any,
+        net: Any,
+        step_loss: Callable[..., Any],
+        opt: Any,
+        amp: Callable[[], Any],
+        method_id: str,
+        device: str,
+        limit: int = 64,
+        warmup: int = 3,
+    ):
+        self.torch, self.net, self.step_loss, self.opt, self.amp = torch, net, step_loss, opt, amp
+        self.method_id, self.limit, self.warmup = method_id, limit, warmup
+        self.total = torch.zeros((), dtype=torch.float64, device=device)  # the replayed steps' loss sum
+        self.graphs: dict[tuple[Any, ...], tuple[Any, tuple[Any, ...]]] = {}
+        self.failed: str | None = None
+
+    def step(self, tensors: Sequence[Any], rows: int) -> bool:
+        """Train on one batch (``rows`` samples) by replaying its shape's graph; False: run it eagerly."""
+        key = tuple((tuple(t.shape), t.dtype) for t in tensors) + (rows,)
+        entry = self.graphs.get(key)
+        if entry is None:
+            if self.failed is not None or len(self.graphs) >= self.limit:
+                return False
+            entry = self._capture(key, tensors, rows)
+            if entry is None:
+                return False
+        graph, static = entry
+        for s, t in zip(static, tensors, strict=True):
+            s.copy_(t, non_blocking=True)
+        graph.replay()
+        return True
+
+    def _run(self, static: tuple[Any, ...], rows: int) -> None:
+        """The step a graph records (gradients start from None: the backward writes them, never adds)."""
+        with self.amp():
+            value = self.step_loss(self.net, *static)
+        value.backward()
+        self.opt.step()
+        self.total.add_(value.detach().double() * rows)
+
+    def _capture(self, key: tuple[Any, ...], tensors: Sequence[Any], rows: int) -> Any:
+        torch = self.torch
+        saved = self._state()
+        static = tuple(t.detach().clone(memory_format=torch.contiguous_format) for t in tensors)
+        warmup = self.warmup if not self.graphs else 1
+        try:
+            with warnings.catch_warnings():  # a capture on a side stream: torch warns, harmlessly
+                warnings.filterwarnings("ignore", "The AccumulateGrad node's stream", UserWarning)
+                graph = self._record(lambda: self._run(static, rows), warmup)
+        except Exception as exc:  # noqa: BLE001 - any capture failure: train eagerly, and say so
+            self.failed = f"{type(exc).__name__}: {exc}"
+            log.warning("%s: CUDA graph capture failed (%s); training without graphs", self.method_id, self.failed)
+            graph = None
+        finally:
+            self._restore(saved)
+            self.opt.zero_grad(set_to_none=True)
+        if graph is None:
+            return None
+        self.graphs[key] = (graph, static)
+        return graph, static
+
+    def _record(self, run: Callable[[], None], warmup: int) -> Any:
+        """``run`` warmed up on a side stream, then captured into a CUDA graph on that same stream (as torch's
+        ``make_graphed_callables`` does: the autograd nodes the warm-up made remember their stream, and a
+        backward that had to join another stream would invalidate the capture)."""
+        torch = self.torch
+        torch.cuda.synchronize()
+        side = torch.cuda.Stream()
+        with torch.cuda.stream(side):
+            for _ in range(warmup):
+                self.opt.zero_grad(set_to_none=True)
+                run()
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        self.opt.zero_grad(set_to_none=True)
+        try:
+            with torch.cuda.graph(graph, stream=side):
+                run()
+        except Exception:
+            _end_failed_capture(torch)
+            raise
+        torch.cuda.synchronize()
+        return graph
+
+    def _tensors(self) -> list[Any]:
+        """Every tensor a step changes: weights, buffers, the optimizer's state and the loss sum."""
+        state = [v for s in self.opt.state.values() for v in s.values() if hasattr(v, "copy_")]
+        return [*self.net.parameters(), *self.net.buffers(), *state, self.total]
+
+    def _state(self) -> dict[int, Any]:
+        with self.torch.no_grad():
+            return {id(t): t.detach().clone() for t in self._tensors()}
+
+    def _restore(self, saved: dict[int, Any]) -> None:
+        with self.torch.no_grad():
+            for t in self._tensors():
+                old = saved.get(id(t))
+                if old is None:
+                    t.zero_()  # a moment made by the warm-up: an optimizer's fresh state is zero
+                else:
+                    t.copy_(old)
+
+
+def _end_failed_capture(torch: Any) -> None:
+    """Leave the CUDA random generator usable after a failed capture. A capture that fails at its end leaves
+    the default generator in capture mode, and every later random draw on the device (dropout) would fail with
+    "Offset increment outside graph capture": an empty capture begins and ends cleanly, which resets it."""
+    try:
+        torch.cuda.synchronize()
+        with torch.cuda.graph(torch.cuda.CUDAGraph()):
+            pass
+        torch.cuda.synchronize()
+    except Exception as exc:  # noqa: BLE001 - the training goes on eagerly; say what may follow
+        log.warning("could not reset the CUDA random generator after a failed capture (%s)", exc)
+
+
+def set_lr(group: dict[str, Any], value: float) -> None:
+    """Set a parameter group's learning rate, in place when it is a tensor (a captured step reads it there)."""
+    if hasattr(group["lr"], "fill_"):
+        group["lr"].fill_(value)
+    else:
+        group["lr"] = value
 
 
 def train_net(
@@ -230,9 +374,10 @@ def train_net(
     same key — in this or another process — loads them instead of training (build it with
     :func:`training_key`). ``progress``: an epoch progress bar with the loss (default: when stderr is a
     terminal and ``BIOANON_PROGRESS`` is not ``0``). ``threads``: torch intra-op threads (0 = all cores).
-    ``cuda_graphs``: on a CUDA device in fp32 or bf16, run the loss's forward and backward as CUDA graphs, one
-    per batch shape (:class:`GraphedLoss`; only for a loss without host-side randomness or data-dependent
-    control flow); ignored elsewhere."""
+    ``cuda_graphs``: on a CUDA device in fp32 or bf16, run each full batch's whole step (forward, backward and
+    the Adam/AdamW update) as a CUDA graph, one per batch shape (:class:`GraphedStep`; with SGD only the loss's
+    forward and backward, :class:`GraphedLoss`); only for a loss without host-side randomness or
+    data-dependent control flow; ignored elsewhere."""
     torch = import_torch(method_id, install)
     from .device import autocast, resolve_device, resolve_precision
 
@@ -271,13 +416,21 @@ def train_net(
             frozen = _freeze(net, freeze, method_id)
             step_loss: Callable[..., Any] = loss if loss is not None else (lambda model, *tensors: model.loss(*tensors))
             params = [p for p in net.parameters() if p.requires_grad]
+            scaler = torch.amp.GradScaler(dev.split(":")[0]) if prec == "fp16" else None
+            graphs = cuda_graphs and cuda and scaler is None
+            # Adam and AdamW train in whole-step graphs (capturable, the rate a tensor); SGD graphs its loss only
+            whole_step = graphs and optimizer != "sgd"
             if optimizer == "sgd":
                 opt = torch.optim.SGD(params, lr=lr, momentum=momentum, weight_decay=weight_decay)
             else:
                 opt_cls = torch.optim.Adam if optimizer == "adam" else torch.optim.AdamW
                 # on CUDA one fused kernel updates every parameter (the same Adam step; fewer launches per batch)
-                fused = {"fused": True} if cuda and all(p.is_floating_point() for p in params) else {}
-                opt = opt_cls(params, lr=lr, weight_decay=weight_decay, **fused)
+                fused: dict[str, Any] = {"fused": True} if cuda and all(p.is_floating_point() for p in params) else {}
+                rate: Any = lr
+                if whole_step:
+                    fused["capturable"] = True
+                    rate = torch.tensor(float(lr), dtype=torch.float32, device=dev)
+                opt = opt_cls(params, lr=rate, weight_decay=weight_decay, **fused)
             if scheduler == "cosine":
                 sched = torch.optim.lr_scheduler.CosineAnnealingLR(opt, T_max=max(1, epochs - warmup))
             elif scheduler == "plateau":
@@ -289,9 +442,13 @@ def train_net(
                 sched = torch.optim.lr_scheduler.MultiStepLR(opt, milestones=steps, gamma=0.1)
             else:
                 sched = None
-            scaler = torch.amp.GradScaler(dev.split(":")[0]) if prec == "fp16" else None
             min_batch = 2 if has_batch_norm(net) else 1
-            graphed = GraphedLoss(torch, net, step_loss, method_id) if cuda_graphs and cuda and not scaler else None
+            graphed = GraphedLoss(torch, net, step_loss, method_id) if graphs and not whole_step else None
+            stepper = (
+                GraphedStep(torch, net, step_loss, opt, lambda: autocast(torch, dev, prec, cache=False), method_id, dev)
+                if whole_step
+                else None
+            )
             bar = _epoch_bar(epochs, method_id, progress)
             for epoch in range(1, epochs + 1):
                 net.train()
@@ -299,7 +456,7 @@ def train_net(
                     frozen.eval()
                 if epoch <= warmup:  # linear warm-up; the scheduler takes over after it
                     for group in opt.param_groups:
-                        group["lr"] = lr * epoch / warmup
+                        set_lr(group, lr * epoch / warmup)
                 order = rng.permutation(n)
                 total = torch.zeros((), dtype=torch.float64, device=dev)
                 seen = 0
@@ -309,6 +466,10 @@ def train_net(
                     if len(idx) < min_batch:  # batch norm needs two samples
                         continue
                     tensors = [to_device(t, dev) for t in batch(idx, rng)]
+                    # full batches replay their shape's graph; the last, smaller one of an epoch runs eagerly
+                    if stepper is not None and len(idx) == batch_size and stepper.step(tensors, len(idx)):
+                        seen += len(idx)
+                        continue
                     opt.zero_grad(set_to_none=True)
                     with autocast(torch, dev, prec, cache=graphed is None):
                         value = step_loss(net, *tensors) if graphed is None else graphed(*tensors)
@@ -326,6 +487,9 @@ def train_net(
                         opt.step()
                     total += value.detach().double() * len(idx)
                     seen += len(idx)
+                if stepper is not None:
+                    total = total + stepper.total
+                    stepper.total.zero_()
                 record = {"epoch": epoch, "train_loss": float(total) / max(seen, 1), "lr": lr_now}
                 if validation is not None:
                     net.eval()

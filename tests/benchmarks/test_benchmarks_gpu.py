@@ -166,7 +166,9 @@ def test_quick_run_on_the_gpu(tmp_path):
     for case in res["cases"].values():
         run = case["runs"][res["devices"][1]]
         assert "error" not in run, run
-        assert run["peak_allocated_mib"] >= 0 and "gpu_util_mean" in run and case["speedup"] > 0
+        assert run["peak_allocated_mib"] >= 0 and "gpu_util_mean" in run
+        if "cpu" in case["runs"]:  # GPU-only cases (the eager comparison) have no speed-up
+            assert case["speedup"] > 0
     assert res["figures"]
 
 

@@ -3,6 +3,7 @@ cache, the user's weights files, presets, and how the device enters cache keys."
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 import warnings
@@ -411,23 +412,142 @@ def test_a_failed_graph_capture_trains_eagerly_and_says_so_once(monkeypatch, cap
     assert "test.m" in caplog.text and "not permitted" in graphed.failed
 
 
+class _ReplayByRunning:
+    """A stand-in for a captured CUDA graph on the CPU: a replay runs the recorded step again, its gradients
+    starting from None as in a captured step."""
+
+    def __init__(self, opt, run):
+        self.opt, self.run = opt, run
+
+    def replay(self):
+        self.opt.zero_grad(set_to_none=True)
+        self.run()
+
+
+def _fake_record(recorded):
+    def record(self, run, warmup):
+        for _ in range(warmup):  # the warm-up passes really run, and move every state a step moves
+            self.opt.zero_grad(set_to_none=True)
+            run()
+        recorded.append(warmup)
+        return _ReplayByRunning(self.opt, run)
+
+    return record
+
+
+def test_graphed_step_undoes_its_warm_up_and_replays_what_the_eager_step_computes(monkeypatch):
+    """The whole-step graph's capture (its graphs here stand-ins that run the step on the CPU) warms up on the
+    batch, which moves the weights, Adam's moments, the batch-norm statistics and the loss sum: all are put back,
+    so the replayed training equals the eager one bit for bit. One capture per batch shape."""
+    import copy
+
+    from bioanon.nettrain import GraphedStep
+
+    recorded = []
+    monkeypatch.setattr(GraphedStep, "_record", _fake_record(recorded))
+    x, y = _blobs(56)
+    torch.manual_seed(0)
+    net = _bn_net().train()
+    ref = copy.deepcopy(net)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+    ref_opt = torch.optim.Adam(ref.parameters(), lr=1e-2)
+    stepper = GraphedStep(torch, net, lambda m, *t: m.loss(*t), opt, contextlib.nullcontext, "test.m", "cpu")
+    expected_total = 0.0
+    for start in (0, 16, 32, 48, 0, 16):  # shapes 16, 16, 16, 8, 16, 16
+        xb, yb = x[start : start + 16], y[start : start + 16]
+        assert stepper.step([xb, yb], len(xb))
+        ref_opt.zero_grad(set_to_none=True)
+        value = ref.loss(xb, yb)
+        value.backward()
+        ref_opt.step()
+        expected_total += float(value) * len(xb)
+    assert recorded == [3, 1]  # the first shape warms up three times, the next once
+    for a, b in zip([*net.parameters(), *net.buffers()], [*ref.parameters(), *ref.buffers()], strict=True):
+        assert torch.equal(a, b)
+    for p, q in zip(net.parameters(), ref.parameters(), strict=True):
+        assert torch.equal(opt.state[p]["exp_avg_sq"], ref_opt.state[q]["exp_avg_sq"])
+        assert float(opt.state[p]["step"]) == float(ref_opt.state[q]["step"]) == 6
+    assert float(stepper.total) == pytest.approx(expected_total, rel=1e-12)
+
+
+def test_a_failed_whole_step_capture_restores_the_state_and_steps_eagerly(monkeypatch, caplog):
+    from bioanon.nettrain import GraphedStep
+
+    def failing(self, run, warmup):
+        run()  # a warm-up pass ran before the capture failed
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(GraphedStep, "_record", failing)
+    net = _bn_net().train()
+    opt = torch.optim.Adam(net.parameters(), lr=1e-2)
+    before = [t.clone() for t in [*net.parameters(), *net.buffers()]]
+    stepper = GraphedStep(torch, net, lambda m, *t: m.loss(*t), opt, contextlib.nullcontext, "test.m", "cpu")
+    x, y = _blobs(40)
+    with caplog.at_level("WARNING", logger="bioanon.nettrain"):
+        assert not stepper.step([x[:16], y[:16]], 16)
+        assert not stepper.step([x[16:32], y[16:32]], 16)
+    assert caplog.text.count("CUDA graph capture failed") == 1 and "not permitted" in stepper.failed
+    for a, b in zip([*net.parameters(), *net.buffers()], before, strict=True):
+        assert torch.equal(a, b)
+    assert all(float(v.abs().sum()) == 0 for s in opt.state.values() for v in s.values()) and float(stepper.total) == 0
+
+
+@needs_cuda
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_a_failed_cuda_graph_capture_trains_on_eagerly_with_dropout(optimizer, caplog):
+    """A loss that reads a value on the host cannot be captured: the training says so once and goes on eagerly
+    to the end, dropout included (a failed capture must not leave the device's random generator in capture
+    mode, where every later dropout fails)."""
+    x, y = _blobs()
+    classes = int(y.max()) + 1
+    nn = torch.nn
+
+    class SyncingNet(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.body = nn.Sequential(nn.Linear(x.shape[1], 16), nn.ReLU(), nn.Dropout(0.2), nn.Linear(16, classes))
+
+        def loss(self, xb, yb):
+            logits = self.body(xb)
+            if float(logits.abs().max()) > 1e6:  # a host read: not allowed while a stream is captured
+                logits = logits / 2
+            return nn.functional.cross_entropy(logits, yb)
+
+    with caplog.at_level("WARNING", logger="bioanon.nettrain"):
+        trained = train_net(
+            SyncingNet, lambda idx, rng: (x[idx], y[idx]), len(x), epochs=4, batch_size=32, lr=1e-2,
+            optimizer=optimizer, device="cuda", precision="fp32", cuda_graphs=True,
+        )  # fmt: skip
+    assert caplog.text.count("CUDA graph capture failed") == 1, caplog.text
+    assert "could not reset" not in caplog.text
+    assert len(trained.history) == 4 and all(np.isfinite(trained.losses))
+    # the device's generator draws again outside any capture
+    assert torch.nn.functional.dropout(torch.ones(64, device="cuda"), 0.5).sum() > 0
+
+
 @needs_cuda
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
-def test_cuda_graph_training_matches_eager_training(precision, caplog, monkeypatch):
+@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+def test_cuda_graph_training_matches_eager_training(precision, optimizer, caplog, monkeypatch):
     """Without dropout the graphed steps compute what the eager ones do: the same losses and weights (up to the
-    kernels' own rounding), one graph per batch shape (full batches and the last, smaller one), no fallback."""
+    kernels' own rounding), no fallback. Adam trains in whole-step graphs, one for the full batches (the last,
+    smaller one runs eagerly); SGD graphs its loss, one graph per batch shape. The warm-up fills the
+    whole-step graphs' tensor learning rate in place."""
     import bioanon.nettrain as nettrain
 
+    kind = nettrain.GraphedStep if optimizer == "adam" else nettrain.GraphedLoss
     captured = []
-    real = nettrain.GraphedLoss._capture
-    monkeypatch.setattr(nettrain.GraphedLoss, "_capture", lambda self, *a: captured.append(a[0]) or real(self, *a))
+    real = kind._capture
+    monkeypatch.setattr(kind, "_capture", lambda self, *a: captured.append(a[0]) or real(self, *a))
     x, y = _blobs()
-    eager = _train(x, y, device="cuda", precision=precision, epochs=4)
+    common = dict(device="cuda", precision=precision, epochs=4, warmup=2, optimizer=optimizer)
+    eager = _train(x, y, **common)
     with caplog.at_level("WARNING", logger="bioanon.nettrain"):
-        graphs = _train(x, y, device="cuda", precision=precision, epochs=4, cuda_graphs=True)
+        graphs = _train(x, y, cuda_graphs=True, **common)
     assert "capture failed" not in caplog.text
-    assert len(captured) == len({shape for shape in captured}) == (2 if len(x) % 32 else 1)
-    assert graphs.losses[-1] < 0.5 * graphs.losses[0]
+    assert len(captured) == len(set(captured)) == (1 if optimizer == "adam" or not len(x) % 32 else 2)
+    assert [r["lr"] for r in graphs.history] == pytest.approx([r["lr"] for r in eager.history])
+    assert graphs.losses[-1] < 0.8 * graphs.losses[0]  # it learns (SGD more slowly than Adam)
     assert graphs.losses == pytest.approx(eager.losses, rel=2e-2, abs=1e-3)
     for a, b in zip(eager.net.parameters(), graphs.net.parameters(), strict=True):
         assert torch.allclose(a, b, rtol=2e-2, atol=2e-3)

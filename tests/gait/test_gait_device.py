@@ -46,8 +46,8 @@ def test_cuda_graph_training_learns_as_the_eager_one(caplog, monkeypatch):
     import bioanon.nettrain as nettrain
 
     captured = []
-    real = nettrain.GraphedLoss._capture
-    monkeypatch.setattr(nettrain.GraphedLoss, "_capture", lambda self, *a: captured.append(a[0]) or real(self, *a))
+    real = nettrain.GraphedStep._capture
+    monkeypatch.setattr(nettrain.GraphedStep, "_capture", lambda self, *a: captured.append(a[0]) or real(self, *a))
     contract = TestGaitCnnDevice()
     train, gallery, probes = contract.cuda_data()
     top1 = {}
