@@ -39,6 +39,7 @@ from .methods import (
 )
 
 if TYPE_CHECKING:  # types only
+    import os
     from collections.abc import Sequence
     from pathlib import Path
 
@@ -71,6 +72,7 @@ __all__ = [
     "hookimpl",
     "list_methods",
     "load_dataset",
+    "open_results",
     "fitted",
     "param",
 ]
@@ -128,6 +130,16 @@ def evaluate(config: Any, **kwargs: Any) -> EvaluationResult:
         raise unknown_param_error("bioanon.evaluate", unknown[0], kwargs[unknown[0]], accepted, what="option")
     kwargs.setdefault("context", _context.RunContext(get_registry()))
     return _evaluate(config, **kwargs)
+
+
+def open_results(path: str | os.PathLike[str]) -> EvaluationResult:
+    """The result of a finished evaluation from its results folder (``<out>/<run id>``), equal to what
+    :func:`evaluate` returned, e.g. ``bioanon.open_results("runs/quickstart-20260101-120000-1a2b3c").summary()``
+    in a later session; see :func:`bioanon.evaluation.run.open_results` for the errors (a folder that is not a
+    results folder, a run that did not finish, a folder written by a newer bioanon)."""
+    from .evaluation.run import open_results as _open_results
+
+    return _open_results(path)
 
 
 def example(name: str) -> Path:

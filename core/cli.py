@@ -679,14 +679,24 @@ def cmd_import_seba(args: argparse.Namespace) -> int:
 
 
 def cmd_new_plugin(args: argparse.Namespace) -> int:
-    from .scaffold import new_plugin
+    import shlex
 
-    target = new_plugin(args.name, args.dir)
+    from .scaffold import PLACEHOLDER_AUTHOR, new_plugin
+
+    target = new_plugin(args.name, args.dir, author=args.author, description=args.description)
     print(
         f"created {target}: the plugin bioanon-{args.name.replace('_', '-')} with methods "
         f"{args.name}.quantize and {args.name}.nearest_neighbour"
     )
-    print(f"next: pip install -e {target} && bioanon methods '{args.name}.*' && pytest {target}/tests")
+    if args.author is None and PLACEHOLDER_AUTHOR in (target / "LICENSE").read_text(encoding="utf-8"):
+        print(
+            f"note: the author is {PLACEHOLDER_AUTHOR!r} (git has no user.name): put yours in pyproject.toml, "
+            "LICENSE and README.md, or create the project again with --author"
+        )
+    print(
+        f"next: cd {shlex.quote(str(target))} && pip install -e '.[test]' && bioanon methods '{args.name}.*' "
+        "&& pytest tests"
+    )
     return 0
 
 
@@ -935,12 +945,26 @@ def build_parser() -> argparse.ArgumentParser:
         sub,
         "new-plugin",
         "create a new, separately installable plugin project",
-        "bioanon new-plugin ecg\npip install -e bioanon-ecg\nbioanon methods 'ecg.*'\npytest bioanon-ecg/tests",
+        "bioanon new-plugin ecg --author 'Ada Lovelace' --description 'Anonymizers of ECG features'\n"
+        "cd bioanon-ecg && pip install -e '.[test]'\nbioanon methods 'ecg.*'\npytest tests",
         description="Create bioanon-NAME from the plugin template: one anonymizer, one "
-        "recognizer, tests that run bioanon's conformance suite, and a README.",
+        "recognizer, tests that run bioanon's conformance suite (pip install -e '.[test]' installs pytest for "
+        "them), and a README.",
     )
     p.add_argument("name", help="method prefix and trait: lower case letters, digits, '_' (e.g. ecg)")
     p.add_argument("dir", nargs="?", default=None, help="project folder (default: ./bioanon-NAME)")
+    p.add_argument(
+        "--author",
+        default=None,
+        help="the author in pyproject.toml, the LICENSE copyright and README.md (default: git's user.name, "
+        "else 'Your Name')",
+    )
+    p.add_argument(
+        "--description",
+        default=None,
+        help="one line in pyproject.toml, README.md and the package docstring (default: 'A bioanon plugin for "
+        "NAME data')",
+    )
     p.set_defaults(func=cmd_new_plugin)
 
     p = _command(

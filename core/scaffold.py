@@ -146,15 +146,61 @@ def template_dir() -> Path:
     return examples_dir() / TEMPLATE
 
 
-def new_plugin(name: str, directory: str | Path | None = None) -> Path:
+#: the author a new plugin project gets when none is given and git knows no ``user.name``
+PLACEHOLDER_AUTHOR = "Your Name"
+
+#: the template's own author, description and copyright line, replaced in a new project
+_TEMPLATE_AUTHOR = "The bioanon developers"
+_TEMPLATE_DESCRIPTION = "A minimal third-party bioanon plugin: one anonymizer and one recognizer"
+_TEMPLATE_DOCSTRING = "a minimal third-party bioanon plugin (copy this folder to start your own)."
+# the template's method ids and their prefix (``example.quantize``, ``'example.*'``, ```example.```), not inside
+# a longer name (``bioanon_example.``)
+_TEMPLATE_IDS = re.compile(r"(?<![\w.-])example\.(?=[a-z_*`'\"])")
+
+
+def default_author() -> str:
+    """The author of a new plugin project when ``--author`` is not given: git's ``user.name`` where git is
+    installed and has one, else :data:`PLACEHOLDER_AUTHOR` (to be replaced in ``pyproject.toml``, ``LICENSE``
+    and ``README.md``)."""
+    import subprocess
+
+    try:
+        out = subprocess.run(
+            ["git", "config", "--get", "user.name"], capture_output=True, text=True, timeout=10, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return PLACEHOLDER_AUTHOR
+    name = out.stdout.strip() if out.returncode == 0 else ""
+    return name if name and "\n" not in name else PLACEHOLDER_AUTHOR
+
+
+def _one_line(option: str, value: str) -> str:
+    text = " ".join(str(value).split())
+    if not text:
+        raise ConfigError(f"new plugin: --{option} ({option}=) is empty; give a short text, e.g. --{option} 'Ada'")
+    return text
+
+
+def _sentence(text: str) -> str:
+    return text if text.endswith((".", "!", "?")) else text + "."
+
+
+def new_plugin(
+    name: str, directory: str | Path | None = None, *, author: str | None = None, description: str | None = None
+) -> Path:
     """Create a separately installable plugin project ``bioanon-NAME`` from the plugin template.
 
     ``name`` is the plugin's method prefix and trait (lower case letters, digits and ``_``, starting with a
     letter): the project gets the distribution ``bioanon-NAME`` (underscores become dashes), the package
     ``bioanon_NAME``, the entry point ``bioanon_NAME`` and the method ids ``NAME.quantize`` and
-    ``NAME.nearest_neighbour``, with tests that run bioanon's conformance suite. ``directory`` defaults to
-    ``./bioanon-NAME`` and must not exist or be empty. Returns the project folder.
+    ``NAME.nearest_neighbour``, with tests that run bioanon's conformance suite (``pip install -e '.[test]'``
+    installs pytest for them). ``author`` (default: :func:`default_author`) goes into ``pyproject.toml``, the
+    ``LICENSE`` copyright and ``README.md``; ``description`` (default: "A bioanon plugin for NAME data") into
+    ``pyproject.toml``, ``README.md`` and the package docstring. ``directory`` defaults to ``./bioanon-NAME``
+    and must not exist or be empty. Returns the project folder.
     """
+    import datetime as _dt
+
     if not _PLUGIN_NAME.match(name or ""):
         raise ConfigError(
             f"plugin name {name!r}: use lower case letters, digits and '_', starting with a "
@@ -162,6 +208,8 @@ def new_plugin(name: str, directory: str | Path | None = None) -> Path:
         )
     if name in ("any", "bioanon", "example"):
         raise ConfigError(f"plugin name {name!r} is reserved; choose another")
+    author = _one_line("author", default_author() if author is None else author)
+    description = _one_line("description", f"A bioanon plugin for {name} data" if description is None else description)
     dist = f"bioanon-{name.replace('_', '-')}"
     target = Path(directory) if directory is not None else Path(dist)
     if target.exists() and (not target.is_dir() or any(target.iterdir())):
@@ -169,15 +217,20 @@ def new_plugin(name: str, directory: str | Path | None = None) -> Path:
     source = template_dir()
     if not (source / "pyproject.toml").is_file():
         raise BioanonError(f"the plugin template is missing from this installation ({source})")
+    year = _dt.date.today().year
     replacements = [
+        (f"description = {toml_string(_TEMPLATE_DESCRIPTION)}", f"description = {toml_string(description)}"),
+        (f"{{ name = {toml_string(_TEMPLATE_AUTHOR)} }}", f"{{ name = {toml_string(author)} }}"),
+        (_TEMPLATE_DOCSTRING, _sentence(description).replace("\\", "\\\\").replace('"', '\\"')),
+        ("# bioanon-example\n", f"# bioanon-example\n\n{description} (by {author})\n"),
+        ("the example plugin", f"the {dist} plugin"),
+        ("Licensed under the MIT licence", f"Copyright (c) {year} {author}. Licensed under the MIT licence"),
         ("bioanon_example", f"bioanon_{name}"),
         ("bioanon-example", dist),
-        ('"example.', f'"{name}.'),
-        ("'example.", f"'{name}."),
         ('"example"', f'"{name}"'),
-        ("`example.", f"`{name}."),
         ("Example plugin", f"{name} plugin"),
     ]
+    copyright_line = re.compile(r"Copyright \(c\) \d{4} " + re.escape(_TEMPLATE_AUTHOR))
     with tempfile.TemporaryDirectory(
         prefix=".bioanon-new-plugin-", dir=target.parent if target.parent.is_dir() else None
     ) as tmp:
@@ -191,8 +244,9 @@ def new_plugin(name: str, directory: str | Path | None = None) -> Path:
                 out.mkdir(parents=True, exist_ok=True)
                 continue
             out.parent.mkdir(parents=True, exist_ok=True)
-            if path.suffix in (".py", ".toml", ".md"):
-                text = path.read_text(encoding="utf-8")
+            if path.suffix in (".py", ".toml", ".md") or path.name == "LICENSE":
+                text = _TEMPLATE_IDS.sub(f"{name}.", path.read_text(encoding="utf-8"))
+                text = copyright_line.sub(lambda _: f"Copyright (c) {year} {author}", text)
                 for old, new in replacements:
                     text = text.replace(old, new)
                 out.write_text(text, encoding="utf-8")

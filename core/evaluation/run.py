@@ -18,6 +18,7 @@ import os
 import platform
 import sys
 import time
+import warnings as _warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, cast
@@ -116,6 +117,14 @@ class EvaluationResult:
     stages: dict[str, dict[str, float]] = attrs.field(factory=dict)  # per stage: executed, cached, seconds
     protocol: Any = None  # the paper's own protocol per setting (when report.paper_protocol is set)
     breakdown: Any = None  # EER and min Cllr per group of [report] breakdown (see collect_breakdown)
+    config: dict[str, Any] | None = None  # the validated config as written to config.json
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> EvaluationResult:
+        """The result of the evaluation whose results folder is ``path`` (``<out>/<run id>``), as
+        :func:`evaluate` returned it: the same tables, warnings, failures, task counts and config, read from the
+        folder's files. See :func:`open_results` (the same, as ``bioanon.open_results``) for the errors."""
+        return open_results(path)
 
     def headline(self) -> Any:
         """Worst case per anonymizer setting (max over recognizers and attack scenarios) of the headline metric:
@@ -155,6 +164,127 @@ class EvaluationResult:
         from ..notebook import result_html
 
         return result_html(self)
+
+
+#: the states of a run folder whose results are whole
+_FINISHED = ("complete", "complete with failures")
+
+
+def _read_table(path: Path, columns: list[str] | None) -> Any:
+    """A results table of a run folder as :func:`_results` made it (an empty table of ``columns`` when the run did
+    not write it; ``columns`` None: the table is required)."""
+    import pandas as pd
+
+    from ..report import ReportError, ResultsNotFoundError
+
+    if not path.is_file():
+        if columns is None:
+            raise ResultsNotFoundError(
+                f"{path}: {path.name} not found in the results folder; the evaluation did not finish writing its "
+                "results (run the same config again)"
+            )
+        return pd.DataFrame([], columns=columns)
+    try:
+        return pd.read_parquet(path)
+    except Exception as exc:  # noqa: BLE001 - any reader failure is a damaged file
+        raise ReportError(f"{path}: cannot read {path.name}: {type(exc).__name__}: {exc}") from exc
+
+
+def _read_json(path: Path, default: Any) -> Any:
+    from ..report import ReportError
+
+    if not path.is_file():
+        return default
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise ReportError(f"{path}: cannot read {path.name}: {exc}") from exc
+
+
+def _unfinished(run_dir: Path, status: dict[str, Any]) -> str:
+    """What a run folder's status says about a run that did not finish, for a message naming the folder."""
+    from .rundir import LOCK_FILE, lock_owner
+
+    state = str(status.get("state"))
+    if state == "running":
+        owner = lock_owner(run_dir / LOCK_FILE)
+        if owner is not None:
+            return f"its run is still going (pid {owner.get('pid')} on {owner.get('host')}); wait for it to finish"
+        return "its run's process ended without finishing (killed?); run the same config again to resume"
+    detail = ""
+    if status.get("tasks_total"):
+        detail = f", {status.get('tasks_saved')} of {status.get('tasks_total')} tasks saved in the cache"
+    if status.get("error"):
+        detail += f": {status['error']}"
+    return f"its run was {state}{detail}; run the same config again to resume"
+
+
+def open_results(path: str | os.PathLike[str]) -> EvaluationResult:
+    """The :class:`EvaluationResult` of a finished evaluation, read from its results folder ``path``
+    (``<out>/<run id>``, as :func:`evaluate` and ``bioanon evaluate`` write it): equal to the result the run
+    returned, with ``report_path`` set when ``report.html`` exists (render it again with
+    :func:`bioanon.report.render_report`). Nothing is recomputed.
+
+    Raises :class:`~bioanon.report.ResultsNotFoundError` (a :class:`~bioanon.errors.BioanonError`) naming the
+    path when it is not a results folder, and :class:`~bioanon.errors.BioanonError` when the folder was written
+    by a newer bioanon (its ``status.json`` records a newer results format) or its run did not finish and wrote
+    no results. A folder whose run did not finish but holds results (an earlier run's, or a run killed while
+    writing them) opens with a warning saying so."""
+    from .._version import __version__
+    from ..report import ResultsNotFoundError
+    from .rundir import RESULTS_FORMAT, STATUS_FILE, read_status
+
+    run_dir = Path(path)
+    if not run_dir.is_dir():
+        raise ResultsNotFoundError(
+            f"{run_dir}: no such results folder; give the folder of one run, <out>/<run id>, as `bioanon "
+            "evaluate` prints it"
+        )
+    metrics = run_dir / "metrics.parquet"
+    status = read_status(run_dir)
+    if status is None and (run_dir / STATUS_FILE).exists():
+        raise BioanonError(f"{run_dir / STATUS_FILE}: unreadable run status (not JSON); is this a results folder?")
+    if status is None and not metrics.is_file():
+        raise ResultsNotFoundError(
+            f"{run_dir}: not a results folder of an evaluation (it has neither {STATUS_FILE} nor metrics.parquet); "
+            "give the folder of one run, <out>/<run id>, as `bioanon evaluate` prints it"
+        )
+    fmt = (status or {}).get("format", 1)
+    if not isinstance(fmt, int) or isinstance(fmt, bool) or fmt > RESULTS_FORMAT:
+        raise BioanonError(
+            f"{run_dir}: written by a newer bioanon (results format {fmt!r}; bioanon {__version__} reads format "
+            f"{RESULTS_FORMAT} and older): upgrade bioanon (pip install -U bioanon) to open it"
+        )
+    if status is not None and status.get("state") not in _FINISHED:
+        why = _unfinished(run_dir, status)
+        if not metrics.is_file():
+            raise BioanonError(f"{run_dir}: the evaluation did not finish and wrote no results: {why}")
+        _warnings.warn(
+            f"{run_dir}: the evaluation did not finish ({why}); its results files may be partial or left by "
+            "an earlier run",
+            UserWarning,
+            stacklevel=3,
+        )
+    env = _read_json(run_dir / "environment.json", {})
+    found = env.get("tasks") if isinstance(env, dict) else None
+    tasks: dict[str, Any] = found if isinstance(found, dict) else {}
+    report = run_dir / "report.html"
+    return EvaluationResult(
+        run_dir,
+        _read_table(metrics, None),
+        _read_table(run_dir / "utility.parquet", None),
+        _read_table(run_dir / "tradeoff.parquet", None),
+        _read_table(run_dir / "auc.parquet", None),
+        list(_read_json(run_dir / "warnings.json", [])),
+        list(_read_json(run_dir / "failures.json", [])),
+        int(tasks.get("executed", 0)),
+        int(tasks.get("cached", 0)),
+        report if report.is_file() else None,
+        dict(tasks.get("by_stage") or {}),
+        _read_table(run_dir / "protocol.parquet", _PROTOCOL_COLUMNS),
+        _read_table(run_dir / "breakdown.parquet", BREAKDOWN_COLUMNS),
+        _read_json(run_dir / "config.json", None),
+    )
 
 
 # --------------------------------------------------------------------------------------------------- planning
@@ -811,6 +941,9 @@ def collect_utility(plan: Plan, records: Mapping[str, Any]) -> Any:
     return pd.DataFrame(rows, columns=cols)
 
 
+_PROTOCOL_COLUMNS = ["anonymizer", "setting", "setting_index", "repeat", "metric", "value"]
+
+
 def collect_protocol(plan: Plan, records: Mapping[str, Any]) -> Any:
     import pandas as pd
 
@@ -824,7 +957,7 @@ def collect_protocol(plan: Plan, records: Mapping[str, Any]) -> Any:
                 {k: pt[k] for k in ("anonymizer", "setting", "setting_index", "repeat")}
                 | {"metric": metric, "value": value}
             )
-    return pd.DataFrame(rows, columns=["anonymizer", "setting", "setting_index", "repeat", "metric", "value"])
+    return pd.DataFrame(rows, columns=_PROTOCOL_COLUMNS)
 
 
 def headline_table(metrics: Any) -> Any:
@@ -1440,6 +1573,7 @@ def _results(
         exe.by_stage,
         protocol_df,
         breakdown,
+        json.loads(json.dumps(cfg.to_dict(), default=str)),  # as config.json holds it
     )
 
 

@@ -45,6 +45,11 @@ from ..fileio import atomic_write_text, pid_running, process_start, remove_dead_
 STATUS_FILE = "status.json"
 LOCK_FILE = ".lock"
 
+#: the version of the results folder's layout, recorded as ``format`` in ``status.json``; a bioanon reads the
+#: folders of its own version and of older ones (a folder without ``format`` is of version 1) and refuses those of
+#: a newer one (:func:`bioanon.open_results`)
+RESULTS_FORMAT = 1
+
 log = logging.getLogger(__name__)
 
 
@@ -366,7 +371,13 @@ class RunFolder:
         return False
 
     def write_status(self, state: str, **info: Any) -> None:
-        status = {"state": state, "started": self.started, "updated": _now(), "pid": os.getpid()}
+        status = {
+            "state": state,
+            "format": RESULTS_FORMAT,
+            "started": self.started,
+            "updated": _now(),
+            "pid": os.getpid(),
+        }
         if self.config_digest:
             status["config_digest"] = self.config_digest
         if self.resumed:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 import sys
 import tomllib
 from pathlib import Path
@@ -139,3 +140,70 @@ def test_new_plugin_never_writes_into_a_non_empty_folder(tmp_path, capsys):
     assert (tmp_path / "p/keep.txt").read_text() == "mine"
     assert main(["new-plugin", "acme", str(tmp_path / "q")]) == 0
     assert "created" in capsys.readouterr().out and (tmp_path / "q/pyproject.toml").is_file()
+
+
+def test_new_plugin_gets_its_author_description_and_own_ids(tmp_path):
+    import datetime
+
+    description = 'Anonymizers of ECG "features" \\ beats'
+    project = scaffold.new_plugin("ecg", tmp_path / "p", author="Ada Lovelace", description=description)
+    meta = tomllib.loads((project / "pyproject.toml").read_text())["project"]
+    assert meta["authors"] == [{"name": "Ada Lovelace"}] and meta["description"] == description
+    assert any(d.startswith("pytest") for d in meta["optional-dependencies"]["test"])
+    year = datetime.date.today().year
+    assert f"Copyright (c) {year} Ada Lovelace\n" in (project / "LICENSE").read_text()
+    readme = (project / "README.md").read_text()
+    assert readme.startswith(f"# bioanon-ecg\n\n{description} (by Ada Lovelace)\n")
+    assert "bioanon describe ecg.quantize" in readme and "pip install -e '.[test]'" in readme
+    package = ast.parse((project / "bioanon_ecg/__init__.py").read_text())
+    assert ast.get_docstring(package) == f"bioanon-ecg: {description}."
+    for path in project.rglob("*"):
+        if path.is_file() and path.suffix != ".typed":
+            text = path.read_text()
+            assert "The bioanon developers" not in text, path
+            assert not re.search(r"(?<![\w-])example\.", text), (path, re.findall(r".*example\..*", text))
+    with pytest.raises(ConfigError, match=r"--author \(author=\) is empty"):
+        scaffold.new_plugin("ecg", tmp_path / "q", author="  ")
+
+
+def test_the_default_author_is_gits_user_name_else_a_placeholder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # outside any repository
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "gitconfig"))
+    (tmp_path / "gitconfig").write_text("")
+    assert scaffold.default_author() == scaffold.PLACEHOLDER_AUTHOR
+    (tmp_path / "gitconfig").write_text("[user]\n\tname = Grace Hopper\n")
+    assert scaffold.default_author() == "Grace Hopper"
+    project = scaffold.new_plugin("acme", tmp_path / "p")
+    assert tomllib.loads((project / "pyproject.toml").read_text())["project"]["authors"] == [{"name": "Grace Hopper"}]
+
+
+def test_new_plugin_command_says_how_to_install_its_test_extra(tmp_path, capsys, monkeypatch):
+    monkeypatch.setattr(scaffold, "default_author", lambda: scaffold.PLACEHOLDER_AUTHOR)
+    assert main(["new-plugin", "acme", str(tmp_path / "a b"), "--description", "Acme methods"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        f"next: cd '{tmp_path / 'a b'}' && pip install -e '.[test]' && bioanon methods 'acme.*' && pytest tests" in out
+    )
+    assert "note: the author is 'Your Name'" in out and "--author" in out
+    assert main(["new-plugin", "acme", str(tmp_path / "b"), "--author", "Ada"]) == 0
+    assert "note:" not in capsys.readouterr().out
+
+
+def test_a_generated_projects_own_tests_pass(tmp_path):
+    """The generated project's tests, run as its README says (pytest in the project), with this interpreter: the
+    project is made importable and its entry point visible through a dist-info folder (no install, no network)."""
+    import os
+    import subprocess
+
+    project = scaffold.new_plugin("acme", tmp_path / "bioanon-acme", author="Ada", description="Acme methods")
+    site = tmp_path / "site"
+    info = site / "bioanon_acme-0.1.0.dist-info"
+    info.mkdir(parents=True)
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: bioanon-acme\nVersion: 0.1.0\n")
+    (info / "entry_points.txt").write_text("[bioanon.plugins]\nbioanon_acme = bioanon_acme.plugin\n")
+    path = os.pathsep.join([str(project), str(site), *sys.path])
+    env = os.environ | {"PYTHONPATH": path}
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"]
+    out = subprocess.run(cmd, capture_output=True, text=True, cwd=project, env=env, timeout=300)
+    assert out.returncode == 0 and re.search(r"\b5 passed\b", out.stdout), out.stdout + out.stderr
