@@ -211,7 +211,7 @@ def cmd_describe(args: argparse.Namespace) -> int:
     if d["payloads"]:
         print("payloads: " + ", ".join(d["payloads"]))
     if d["reference"]:
-        print(textwrap.fill("reference: " + d["reference"], _width()))
+        print(textwrap.fill("reference: " + d["citation"], _width()))
     if d.get("attribute_names") is not None:  # a dataset source that declares its attribute columns
         names = ", ".join(d["attribute_names"]) or "none"
         print(textwrap.fill("attribute columns: " + names, _width(), subsequent_indent="  "))

@@ -33,6 +33,7 @@ from typing import Any, ClassVar, Literal, cast
 import attrs
 import numpy as np
 
+from .bibliography import cite, reference_keys
 from .device import DEVICE_HELP, PRECISIONS, check_device_text
 from .errors import DataError, ParameterError, require_fitted, unknown_param_error
 
@@ -418,6 +419,8 @@ class Method:
     trait: ClassVar[str] = "any"
     version: ClassVar[str] = "1"
     payloads: ClassVar[tuple[str, ...]] = ()
+    # the works the method follows, parts separated by ";": a part starting with a key of bibliography.BIBLIOGRAPHY
+    # cites that entry ("fantomas §6.1, Table IV"), any other part is free text shown as written
     reference: ClassVar[str] = ""
     distribution: ClassVar[str | None] = None  # set by the registry when a plugin registers the class
     example_params: ClassVar[dict[str, Any]] = {}  # parameters that run on bioanon.testing's tiny tables
@@ -624,6 +627,8 @@ class Method:
             "summary": cls.summary(),
             "doc": inspect.getdoc(cls) or "",
             "reference": cls.reference,
+            "citation": cite(cls.reference),  # the reference with each bibliography key spelled out
+            "reference_keys": reference_keys(cls.reference),
             "distribution": cls.distribution,
             "class": f"{cls.__module__}.{cls.__qualname__}",
             "params": cls.param_specs(),
@@ -754,7 +759,7 @@ class Comparator:
     distance declares one by returning it from :meth:`Anonymizer.comparator`; the template-comparing recognizers
     (``any.similarity_attribute_attack``, ``any.knn``, ``any.cosine_centroid``) then use it when their
     reference templates (the attacker database, the gallery) come from that protection: the black-box attacker
-    of ``soft-biometric-attack.txt`` runs the protection, comparator included."""
+    of the soft-biometric attack paper runs the protection, comparator included."""
 
     name: str
     function: Callable[[np.ndarray, np.ndarray], np.ndarray] = attrs.field(eq=False)
@@ -1145,7 +1150,7 @@ class UtilityMeasure(Method):
 
 @attrs.define(kw_only=True)
 class Selector(Method):
-    """Chooses ``n`` subjects of the anonymized evaluation set (``false-sense-of-privacy.txt`` §4.3.3)."""
+    """Chooses ``n`` subjects of the anonymized evaluation set (the False Sense of Privacy paper §4.3.3)."""
 
     kind: ClassVar[str] = "selector"
 

@@ -1,6 +1,6 @@
 """Evaluation metrics: identification, verification, attribute inference, confidence intervals, trade-off.
 
-Every function here implements a definition of ``METRICS.md`` (quoted in its docstring) on plain numpy arrays and
+Every function here implements a metric definition (quoted in its docstring) on plain numpy arrays and
 returns plain floats or numpy arrays. All hot paths are vectorized; score matrices of 10,000 × 1,000 are fine.
 
 Conventions
@@ -177,7 +177,7 @@ def label_indices(labels: Any, classes: Any) -> np.ndarray:
 def ranks(scores: Any, true_idx: Any) -> tuple[np.ndarray, np.ndarray]:
     """Rank and tie count of each probe's true class.
 
-    METRICS.md: r_q = 1 + |{g ≠ y : S[q,g] > S[q,y]}|, t_q = |{g ≠ y : S[q,g] = S[q,y]}|.
+    Definition: r_q = 1 + |{g ≠ y : S[q,g] > S[q,y]}|, t_q = |{g ≠ y : S[q,g] = S[q,y]}|.
 
     Parameters
     ----------
@@ -210,7 +210,7 @@ def _hits(r: np.ndarray, t: np.ndarray, k: int) -> np.ndarray:
 def top_k_hits(scores: Any, true_idx: Any, k: int = 1) -> np.ndarray:
     """Per-probe expected top-k hit, ties broken at random in expectation.
 
-    METRICS.md: hit_q(k) = clip((k − r_q + 1)/(t_q + 1), 0, 1).
+    Definition: hit_q(k) = clip((k − r_q + 1)/(t_q + 1), 0, 1).
 
     Returns
     -------
@@ -230,7 +230,7 @@ def _check_k(k: Any) -> int:
 def cmc(scores: Any, true_idx: Any, max_rank: int | None = None) -> np.ndarray:
     """Cumulative match characteristic with expected tie-breaking.
 
-    METRICS.md: CMC(k) = mean_q clip((k − r_q + 1)/(t_q + 1), 0, 1). A constant score matrix gives exactly chance,
+    Definition: CMC(k) = mean_q clip((k − r_q + 1)/(t_q + 1), 0, 1). A constant score matrix gives exactly chance,
     CMC(k) = k/|G|.
 
     Parameters
@@ -294,7 +294,7 @@ def chance_normalized_accuracy(acc: Any, chance: Any) -> float | np.ndarray:
 def balanced_accuracy(pred: Any, true: Any) -> float:
     """Balanced accuracy of hard predictions: mean over classes of per-class recall.
 
-    METRICS.md: mean over classes (those present in ``true``) of per-class recall. ``pred`` and ``true`` are labels
+    Definition: mean over classes (those present in ``true``) of per-class recall. ``pred`` and ``true`` are labels
     or indices of the same kind; predictions outside the true classes count as errors. For score matrices, where
     argmax ties must be broken in expectation, use :func:`balanced_top_k_accuracy`.
     """
@@ -313,7 +313,7 @@ def balanced_accuracy(pred: Any, true: Any) -> float:
 def per_subject_accuracy(scores: Any, true_idx: Any, k: int = 1) -> np.ndarray:
     """Top-k accuracy of each class's (subject's) probes, ties in expectation.
 
-    METRICS.md: per-subject accuracy = top-1 accuracy of each subject's probes (report the mean and a bootstrap CI
+    Definition: per-subject accuracy = top-1 accuracy of each subject's probes (report the mean and a bootstrap CI
     over subjects, see :func:`bootstrap_ci` with ``statistic="subject"``).
 
     Returns
@@ -465,7 +465,7 @@ def _block_llrs(p: _PAV) -> np.ndarray:
 def pav_llrs(M: Any, N: Any) -> tuple[np.ndarray, np.ndarray]:
     """PAV-optimal (oracle-calibrated) LLRs of the mated and non-mated scores.
 
-    METRICS.md: ℓ* = logit(P_opt) − ln(|M|/|N|), P_opt the PAV fit of the labels on the sorted scores. The lowest
+    Definition: ℓ* = logit(P_opt) − ln(|M|/|N|), P_opt the PAV fit of the labels on the sorted scores. The lowest
     block may be −inf (only non-mated) and the highest +inf (only mated), as in BOSARIS/pyllr; tied scores share an
     LLR. No monotonicity epsilon is added.
 
@@ -510,7 +510,7 @@ def _eer_from_pav(p: _PAV) -> float:
 def eer_rocch(M: Any, N: Any) -> float:
     """ROCCH equal error rate.
 
-    METRICS.md: FMR(τ) = |{s ∈ N : s ≥ τ}|/|N|, FNMR(τ) = |{s ∈ M : s < τ}|/|M|; the EER is where the ROC convex
+    Definition: FMR(τ) = |{s ∈ N : s ≥ τ}|/|N|, FNMR(τ) = |{s ∈ M : s < τ}|/|M|; the EER is where the ROC convex
     hull (PAV on the sorted scores → ROCCH, as in BOSARIS ``rocch2eer`` / pyllr) meets FMR = FNMR.
     0 = perfect linkage, 0.5 = chance.
     """
@@ -521,7 +521,7 @@ def eer_rocch(M: Any, N: Any) -> float:
 def cllr(llr_mated: Any, llr_nonmated: Any) -> float:
     """Log-likelihood-ratio cost in bits.
 
-    METRICS.md: Cllr = ½[mean_{ℓ∈M} log₂(1+e^(−ℓ)) + mean_{ℓ∈N} log₂(1+e^(ℓ))], ℓ natural-log LRs. Computed stably
+    Definition: Cllr = ½[mean_{ℓ∈M} log₂(1+e^(−ℓ)) + mean_{ℓ∈N} log₂(1+e^(ℓ))], ℓ natural-log LRs. Computed stably
     (``logaddexp``); a mated −inf or non-mated +inf LLR gives inf.
     """
     lm = _vector(llr_mated, "llr_mated")
@@ -540,7 +540,7 @@ def _min_cllr_from_pav(p: _PAV) -> float:
 def min_cllr(M: Any, N: Any) -> float:
     """Minimum Cllr: Cllr of the PAV-optimal LLRs (see :func:`pav_llrs`).
 
-    METRICS.md: min Cllr = Cllr after replacing scores by ℓ* = logit(P_opt) − ln(|M|/|N|); 1 bit = no identity
+    Definition: min Cllr = Cllr after replacing scores by ℓ* = logit(P_opt) − ln(|M|/|N|); 1 bit = no identity
     information, 0 = perfect separation. Infinite LLRs occur only in blocks of a single kind, where their cost is 0
     (as in pyllr), so the result is finite.
     """
@@ -557,7 +557,7 @@ def _trapezoid(y: np.ndarray, x: np.ndarray) -> float:
 def linkability(M: Any, N: Any, n_bins: int | None = None) -> tuple[float, int]:
     """Global linkability D↔sys (Gomez-Barrero et al. 2018), computed like the VoicePrivacy implementation.
 
-    METRICS.md: LR(s) = p(s|M)/p(s|N) from density histograms with n_bins = min(⌊|M|/10⌋, 100) equal-width bins over
+    Definition: LR(s) = p(s|M)/p(s|N) from density histograms with n_bins = min(⌊|M|/10⌋, 100) equal-width bins over
     the pooled range; D(s) = 2·LR/(1+LR) − 1 where LR > 1 else 0, and D = 1 where p(s|N) = 0 < p(s|M);
     D↔sys = trapezoid integral of D·p(s|M) over the bin centres (prior ratio ω = 1).
 
@@ -566,7 +566,7 @@ def linkability(M: Any, N: Any, n_bins: int | None = None) -> tuple[float, int]:
     M, N : array_like
         Finite mated and non-mated scores.
     n_bins : int, optional
-        Override the bin count (default per METRICS.md).
+        Override the bin count (default: the rule above).
 
     Returns
     -------
@@ -622,7 +622,7 @@ def _linkability_from_hist(M: np.ndarray, n_counts: np.ndarray, edges: np.ndarra
 
 
 def verification_metrics(M: Any, N: Any) -> dict[str, float]:
-    """All verification metrics of METRICS.md in one pass (one sort / PAV).
+    """All the verification metrics above in one pass (one sort / PAV).
 
     Returns
     -------
@@ -804,9 +804,9 @@ _STRATEGIES = ("vote", "average", "linear", "log")
 
 
 def similarity_attack_scores(sim: Any, db_labels: Any, n: int, strategy: str = "vote") -> tuple[np.ndarray, np.ndarray]:
-    """Per-attribute confidences of the similarity attack (soft-biometric-attack.txt §III-B).
+    """Per-attribute confidences of the similarity attack (the soft-biometric attack paper §III-B).
 
-    METRICS.md: for each probe and the attacker's labelled database scores s_i,
+    Definition: for each probe and the attacker's labelled database scores s_i,
     ``vote``: count of each attribute among the n best scores overall (majority vote); with the n best scores
     s_{a,1} ≥ … ≥ s_{a,n} of each attribute value a: ``average`` c_av(a) = (1/n) Σ_{i≤n} s_{a,i};
     ``linear`` c_lin(a) = Σ_{i≤n} (1 − i/(n+1)) s_{a,i}; ``log`` c_log(a) = Σ_{i≤n} −log(i/(n+1)) s_{a,i}
@@ -899,7 +899,7 @@ def speaker_similarity_matrix(
     speakers : array_like, optional
         Speaker order (default: sorted union). Every speaker needs utterances on both sides.
     sigmoid : bool
-        Apply σ to the mean (METRICS.md); False returns the plain means.
+        Apply σ to the mean; False returns the plain means.
 
     Returns
     -------
@@ -939,7 +939,7 @@ def _d_diag(S: Any, name: str) -> float:
 def voice_distinctiveness(S_oo: Any, S_aa: Any, S_oa: Any = None) -> dict[str, float | None]:
     """Voice distinctiveness gain G_VD and de-identification De-ID (VoicePrivacy).
 
-    METRICS.md: D_diag(S) = |mean of the diagonal − mean off the diagonal|; G_VD = 10·log₁₀(D_diag(S_aa)/D_diag(S_oo))
+    Definition: D_diag(S) = |mean of the diagonal − mean off the diagonal|; G_VD = 10·log₁₀(D_diag(S_aa)/D_diag(S_oo))
     dB (0 = preserved, negative = speakers less distinguishable; −inf if D_diag(S_aa) = 0);
     De-ID = 1 − D_diag(S_oa)/D_diag(S_oo).
 
@@ -1207,7 +1207,7 @@ def bootstrap_ci(
 ) -> tuple[float, float]:
     """Bootstrap confidence interval over subjects.
 
-    METRICS.md: resample subjects with replacement and recompute the metric (1,000 resamples, seeded). The interval
+    Definition: resample subjects with replacement and recompute the metric (1,000 resamples, seeded). The interval
     is the *expanded BCa* interval (:func:`expanded_bca_interval`: Efron 1987's bias-corrected and accelerated
     interval, widened for few subjects after Hesterberg 2015), whose coverage is 93–97 % at 6, 12, 24 and more
     subjects where the plain percentile interval covers only 88–94 % below 30 subjects. ``method="percentile"``
@@ -1293,7 +1293,7 @@ def _xy(x: Any, y: Any) -> tuple[np.ndarray, np.ndarray]:
 def tradeoff_auc(x: Any, y: Any) -> float:
     """Area under the conservative staircase envelope of privacy–utility points.
 
-    METRICS.md: AUC = ∫₀¹ max{y_i : x_i ≥ p} dp (0 where no point reaches p), exact; one point gives x·y. x and y are
+    Definition: AUC = ∫₀¹ max{y_i : x_i ≥ p} dp (0 where no point reaches p), exact; one point gives x·y. x and y are
     clipped to [0, 1]; NaN is rejected.
     """
     x, y = _xy(x, y)
@@ -1343,9 +1343,9 @@ def reversibility(
     acc_clear: Any,
     thresholds: tuple[float, float] = (0.1, 0.5),
 ) -> tuple[float, str]:
-    """Reversibility R and its category (fantomas.txt §8).
+    """Reversibility R and its category (the Fantômas paper §8).
 
-    METRICS.md: R = clip((A_deanon − A_naive)/(A_clear − A_naive), 0, 1), averaged over recognizers (pass arrays,
+    Definition: R = clip((A_deanon − A_naive)/(A_clear − A_naive), 0, 1), averaged over recognizers (pass arrays,
     one entry per recognizer). Categories (thresholds are bioanon's, configurable): irreversible (R < t₀),
     partially reversible (t₀ ≤ R < t₁), highly reversible (R ≥ t₁).
 

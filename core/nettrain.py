@@ -10,7 +10,7 @@ and the MLP inversion all train the same way; this module is that way, written o
   validation loss with early stopping that restores the best epoch's weights, ``net.eval()`` at the end. It
   returns the trained network and the per-epoch loss history.
 * :func:`arcface_head` — the additive-angular-margin (ArcFace / AAM-softmax) head of Deng et al. (2019)
-  (``false-sense-of-privacy.txt`` §5.5: "ArcFace Retrained"); :func:`softmax_head` — the cross-entropy head.
+  (the False Sense of Privacy paper §5.5: "ArcFace Retrained"); :func:`softmax_head` — the cross-entropy head.
 * :func:`infer` — batched inference under ``torch.inference_mode()`` with a thread count, returning numpy.
 
 torch is imported only when these functions run (``import bioanon.nettrain`` does not import it).

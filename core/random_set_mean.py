@@ -1,4 +1,4 @@
-"""Engine of the random-set selective weighted-mean transform (``utility-preserving-anonymization.txt``, Alg. 1).
+"""Engine of the random-set selective weighted-mean transform (the utility-preserving anonymization paper, Alg. 1).
 
 The method class is :class:`bioanon.builtin.random_set_mean.RandomSetMean`; this module holds the array-level
 steps so they can be tested, benchmarked and reused one by one:

@@ -1,6 +1,6 @@
 """``bioanon import seba``: turn a SEBA run config (or experiment config) into bioanon evaluation configs.
 
-SEBA (kit-ps/seba; ``seba.txt``) describes a study as a YAML **run config**: a list of ``{repeat, config}``
+SEBA (kit-ps/seba; the SEBA paper) describes a study as a YAML **run config**: a list of ``{repeat, config}``
 entries, each one experiment (``exp: anon`` or ``exp: deanon``) with one data set, one anonymization, one
 selector, one privacy *or* utility method and the rates ``{anonbg, attacker, enroll}``; ``$ROUND`` in any
 string is replaced by the round number ``0 … repeat-1``. An **experiment config** (SEBA's

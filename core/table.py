@@ -1,4 +1,4 @@
-"""The Arrow-backed sample table (DESIGN.md §5).
+"""The Arrow-backed sample table.
 
 A :class:`SampleTable` wraps one :class:`pyarrow.Table` with one row per sample:
 

@@ -64,7 +64,7 @@ class BlockPermutation(Anonymizer):
     with a permutation drawn from ``key`` (the same for every sample), and with ``shuffle_within`` the values
     inside each block are permuted too. Every sample is scrambled identically, so an attacker who trains or
     enrols on scrambled data (parrot) recognizes as well as on clear data, while a naive attacker fails — the
-    paper's H1 in its purest form (``false-sense-of-privacy.txt``; face block permutation in ``fantomas.txt``).
+    paper's H1 in its purest form (the False Sense of Privacy paper; face block permutation in the Fantômas paper).
     A trailing partial block stays in place."""
 
     id: ClassVar[str] = "any.block_permutation"

@@ -1,5 +1,5 @@
 """Attribute-inference attacks: the similarity-based attack on privacy-enhanced templates and classifier
-baselines (``soft-biometric-attack.txt`` §III, Tables IV–IX).
+baselines (the soft-biometric attack paper §III, Tables IV–IX).
 
 The threat model of the paper: the attacker runs the privacy-enhancing method as a black box on their *own*
 labelled data (the attacker database), intercepts a protected template, compares it with every database
@@ -106,7 +106,7 @@ class SimilarityAttributeAttack(UsesDeclaredComparator, Recognizer):
 
     id: ClassVar[str] = "any.similarity_attribute_attack"
     payloads: ClassVar[tuple[str, ...]] = _PAYLOADS
-    reference: ClassVar[str] = "soft-biometric-attack.txt §III-B (Tables V-IX)"
+    reference: ClassVar[str] = "soft-biometric §III-B, Tables V-IX"
     example_params: ClassVar[dict[str, Any]] = {"n": 3}
 
     strategy: str = param(
@@ -249,7 +249,7 @@ def _preset_param(presets: dict[str, dict[str, Any]]) -> Any:
     return param(
         "paper",
         choices=tuple(presets),
-        help="'paper': scikit-learn's defaults on the features as they are (soft-biometric-attack.txt Table IV's "
+        help="'paper': scikit-learn's defaults on the features as they are (the soft-biometric attack paper Table IV's "
         "'basic configurations'); 'seba': SEBA's pipeline (peers/seba.md 8.1: StandardScaler + PCA() + the "
         "classifier, 10-fold cross-validation keeping the best fold); fills the parameters left at their defaults",
         affects_output=False,
@@ -267,7 +267,7 @@ class _AttributeClassifier(_SpaceRecognizer):
 
     The feature space: with the defaults (``standardize = false``, ``n_components = 1.0``) there is none, the
     classifier is trained on the features as they are (no centring, scaling or rotation), as scikit-learn's
-    classifier alone and the paper's "basic configurations without optimisation" (soft-biometric-attack.txt
+    classifier alone and the paper's "basic configurations without optimisation" (the soft-biometric attack paper
     §V-A, Table IV). ``standardize = true`` z-scores every feature and rotates onto all principal components
     (SEBA's ``Pipeline(StandardScaler, PCA(), classifier)``); ``n_components`` below 1.0 (a share of variance)
     or a count keeps the leading principal components of the centred (with ``standardize``, z-scored) features."""
@@ -357,7 +357,7 @@ class AttributeKnn(_AttributeClassifier):
     # 2: standardize = false with n_components = 1.0 means the features as they are (before: centred and
     # rotated), so results cached under version 1 with that setting are not reused
     version: ClassVar[str] = "2"
-    reference: ClassVar[str] = "soft-biometric-attack.txt Table IV (kNN baseline)"
+    reference: ClassVar[str] = "soft-biometric Table IV (kNN baseline)"
     presets: ClassVar[dict[str, dict[str, Any]]] = _KNN_PRESETS
 
     preset: str = _preset_param(_KNN_PRESETS)
@@ -400,7 +400,7 @@ class AttributeSvm(_AttributeClassifier):
     # 2: standardize = false with n_components = 1.0 means the features as they are (before: centred and
     # rotated), so results cached under version 1 with that setting are not reused
     version: ClassVar[str] = "2"
-    reference: ClassVar[str] = "soft-biometric-attack.txt Table IV (SVM baselines)"
+    reference: ClassVar[str] = "soft-biometric Table IV (SVM baselines)"
     presets: ClassVar[dict[str, dict[str, Any]]] = _SVM_PRESETS
 
     preset: str = _preset_param(_SVM_PRESETS)

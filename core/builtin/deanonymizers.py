@@ -74,11 +74,11 @@ class RidgeInversion(Deanonymizer):
 
     Undoes linear and permutation-like anonymizations exactly when it sees enough pairs, and partly undoes
     noise (the Wiener-like linear estimate). Payloads are flattened; the output keeps the payload's shape and
-    dtype (integers clipped to their range). ``fantomas.txt`` §4–5: reversal is the strongest test."""
+    dtype (integers clipped to their range). The Fantômas paper §4–5: reversal is the strongest test."""
 
     id: ClassVar[str] = "any.ridge_inversion"
     payloads: ClassVar[tuple[str, ...]] = ("features", "imu", "pose", "image")
-    reference: ClassVar[str] = "fantomas.txt §4-5 (de-anonymization before recognition)"
+    reference: ClassVar[str] = "fantomas §4-5 (de-anonymization before recognition)"
 
     alpha: float = param(1e-3, help="ridge penalty (relative to the mean feature variance)", low=0.0)
     payload: str = param("", help="payload column (default: the first supported one present)")

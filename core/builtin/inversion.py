@@ -1,6 +1,6 @@
 """Learned non-linear inversion: a multilayer perceptron from anonymized to clear payloads (torch, lazy import).
 
-``fantomas.txt`` §4–5: the strongest test of an anonymization is whether an attacker who can run it on their
+The Fantômas paper §4–5: the strongest test of an anonymization is whether an attacker who can run it on their
 own data learns to undo it. :class:`~bioanon.builtin.deanonymizers.RidgeInversion` undoes linear maps; this one
 also undoes smooth non-linear ones (saturations, warps) given enough attacker pairs.
 """
@@ -107,7 +107,7 @@ class MlpInversion(Deanonymizer):
     id: ClassVar[str] = "any.mlp_inversion"
     requires: ClassVar[dict[str, str]] = {"torch": "pip install 'bioanon[torch]'"}
     payloads: ClassVar[tuple[str, ...]] = ("features", "imu", "pose", "image")
-    reference: ClassVar[str] = "fantomas.txt §4-5 (de-anonymization before recognition)"
+    reference: ClassVar[str] = "fantomas §4-5 (de-anonymization before recognition)"
     example_params: ClassVar[dict[str, Any]] = {"hidden": (16,), "epochs": 3, "batch_size": 16}
 
     hidden: tuple[int, ...] = param((256, 256), help="hidden layer sizes (empty: a linear model)", low=1)

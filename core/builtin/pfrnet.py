@@ -1,7 +1,7 @@
 """PFRNet: a disentangling autoencoder on templates that keeps identity and suppresses an attribute (torch, lazy).
 
 Bortolato, Ivanovska, Rot, Križaj, Terhörst, Damer, Peer, Štruc: "Learning privacy-enhancing face representations
-through feature disentanglement", FG 2020 — one of the two protections attacked in ``soft-biometric-attack.txt``
+through feature disentanglement", FG 2020 — one of the two protections attacked in the soft-biometric attack paper
 (§II, Tables I–IX: "an autoencoder which learns to separate gender attributes from the identity information").
 """
 
@@ -92,7 +92,7 @@ class Pfrnet(Anonymizer):
     protected template is the identity part, from which the attribute has been trained out.
 
     Bortolato et al., "Learning privacy-enhancing face representations through feature disentanglement", FG 2020
-    (``soft-biometric-attack.txt`` §II, Table I: "an autoencoder that disentangles gender from identity"; attacked
+    (the soft-biometric attack paper §II, Table I: "an autoencoder that disentangles gender from identity"; attacked
     in Tables III–IX). ``fit(background)`` standardizes the templates (per feature, on the fitting data) and
     trains, with :func:`bioanon.nettrain.train_net`, an encoder (template → ``hidden`` → identity code of
     ``identity_dim`` ‖ attribute code of ``attribute_dim``) and a decoder (both codes → template) on the sum of
@@ -118,10 +118,10 @@ class Pfrnet(Anonymizer):
     still found the planted attribute at 97–100 %: the adversary lagged and the attribute moved. The
     closed-form adversary is never stale; it sees only class-wise first and second moments per coordinate, so
     the attribute can still hide in interactions of coordinates (the classifiers of the tests and of
-    ``soft-biometric-attack.txt`` Table IV check what is left).
+    the soft-biometric attack paper Table IV check what is left).
 
     Deviations from Bortolato et al., said plainly: the paper's text is not in this repository and
-    ``soft-biometric-attack.txt`` describes PFRNet in one sentence, so this follows my recollection of the paper
+    the soft-biometric attack paper describes PFRNet in one sentence, so this follows my recollection of the paper
     (an autoencoder over a face recognizer's embedding whose code has an identity and a gender part, trained
     with reconstruction, identity and gender objectives and an adversarial term; the identity part used as the
     protected template), not a checked reading: the original's adversarial formulation, layer sizes, any
@@ -152,10 +152,7 @@ class Pfrnet(Anonymizer):
     needs_fit: ClassVar[bool] = True
     fit_defines_columns: ClassVar[bool] = True  # the output is a code learned on the fitting data
     requires: ClassVar[dict[str, str]] = {"torch": _INSTALL}
-    reference: ClassVar[str] = (
-        "Bortolato et al., Learning privacy-enhancing face representations through feature "
-        "disentanglement (PFRNet), FG 2020; soft-biometric-attack.txt §II, Tables I-IX"
-    )
+    reference: ClassVar[str] = "pfrnet; soft-biometric §II, Tables I-IX"
     example_params: ClassVar[dict[str, Any]] = {
         "attribute": "group",
         "identity_dim": 4,

@@ -1,4 +1,4 @@
-"""The evaluation protocol of ``utility-preserving-anonymization.txt`` (§5.1.3, §5.2) as reusable functions.
+"""The evaluation protocol of the utility-preserving anonymization paper (§5.1.3, §5.2) as reusable functions.
 
 The paper judges an anonymized data set by two numbers and two refinements:
 
@@ -217,7 +217,7 @@ def nearest_original_reid(
 
     Every record is its own identity: an anonymized record is compared by cosine similarity with *all*
     original records, and the attack succeeds when its own original (same ``sample_id``) is the most similar
-    one (top-1) or among the ``k`` most similar (top-k). Ties count in expectation (METRICS.md), so a constant
+    one (top-1) or among the ``k`` most similar (top-k). Ties count in expectation, so a constant
     anonymization scores chance (1/N, k/N). The mixture is ``1 − top1``.
 
     Parameters

@@ -1,4 +1,4 @@
-"""The random-set selective weighted-mean anonymizer (``utility-preserving-anonymization.txt``, Algorithm 1)."""
+"""The random-set selective weighted-mean anonymizer (the utility-preserving anonymization paper, Algorithm 1)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ __all__ = ["RandomSetMean"]
 class RandomSetMean(Anonymizer):
     """Random-set selective weighted mean: each record becomes a weighted mean of a random set of records.
 
-    Algorithm 1 of ``utility-preserving-anonymization.txt`` (§4). For every record **d** of the table being
+    Algorithm 1 of the utility-preserving anonymization paper (§4). For every record **d** of the table being
     transformed (the paper's data set D), a random set G of ``set_size`` = g records of that table is drawn,
     **d** included (§4.2): ``m = max(1, round_half_up(purity·g))`` members (the record itself counted) share
     **d**'s value of the attribute of interest p, the other g − m have another value; ``purity="population"``
@@ -77,7 +77,7 @@ class RandomSetMean(Anonymizer):
     id: ClassVar[str] = "any.random_set_mean"
     attribute_params: ClassVar[tuple[str, ...]] = ("attribute", "additional_attributes", "sensitive_attribute")
     payloads: ClassVar[tuple[str, ...]] = ("features",)
-    reference: ClassVar[str] = "utility-preserving-anonymization.txt (Algorithm 1)"
+    reference: ClassVar[str] = "utility-preserving Algorithm 1"
     example_params: ClassVar[dict[str, Any]] = {"attribute": "activity", "set_size": 4, "purity": 0.5}
 
     attribute: str = param("", help="attribute of interest p whose value the random sets keep (required)")

@@ -1,4 +1,4 @@
-"""Subject selection strategies (``false-sense-of-privacy.txt`` §4.3.3).
+"""Subject selection strategies (the False Sense of Privacy paper §4.3.3).
 
 Each selector picks ``n`` subjects of the anonymized evaluation set that make identification easy, so the
 anonymization faces a hard problem: random (the baseline), classification (highest identification accuracy),

@@ -1,4 +1,4 @@
-"""Feature-level soft-biometric privacy enhancement of templates (``soft-biometric-attack.txt`` §II, Table I).
+"""Feature-level soft-biometric privacy enhancement of templates (the soft-biometric attack paper §II, Table I).
 
 These protections work on *templates*: fixed-length vectors (the ``features`` payload), typically the
 embeddings a recognizer's network computes (see the ``[templates]`` stage of an evaluation config).
@@ -6,7 +6,7 @@ embeddings a recognizer's network computes (see the ``[templates]`` stage of an 
 * ``any.pe_miu``: PE-MIU (Terhörst et al. 2020): the template is cut into blocks ("minimum information units",
   MIUs) whose positions are shuffled at random for every template; the comparator aligns the blocks of probe and
   reference before comparing. The protection declares that comparator (:meth:`PeMiu.comparator`), so recognizers
-  that compare templates use it (the black-box attacker of ``soft-biometric-attack.txt``).
+  that compare templates use it (the black-box attacker of the soft-biometric attack paper).
 * ``any.ive``: incremental variable elimination (Terhörst et al. 2019): the features a decision-tree ensemble
   finds most telling of the attribute are removed step by step.
 * ``any.pfrnet`` (:mod:`bioanon.builtin.pfrnet`, torch): PFRNet (Bortolato et al. 2020): the identity part of
@@ -145,26 +145,24 @@ class PeMiu(Anonymizer):
 
     Terhörst, Riehl, Damer, Rot, Bortolato, Kirchbuchner, Štruc, Kuijper: "PE-MIU: a training-free
     privacy-enhancing face recognition approach based on minimum information units", IEEE Access 8 (2020);
-    attacked in ``soft-biometric-attack.txt`` (§II, Tables II–IX). The flattened template is cut into
+    attacked in the soft-biometric attack paper (§II, Tables II–IX). The flattened template is cut into
     consecutive blocks of ``block_size`` values; the blocks of *every template* are permuted with its own
     random permutation (drawn from ``seed`` and the sample id, so reproducible and independent of the table the
     sample is in); a trailing partial block stays in place. A classifier trained on such templates sees values
     at random positions, which is what made classifiers fail on PE-MIU templates (Table IV).
 
     The comparator (:meth:`comparator`) aligns the blocks of probe and reference before comparing:
-    ``soft-biometric-attack.txt`` says only that "the comparison procedure incorporates an alignment step of the
+    The soft-biometric attack paper says only that "the comparison procedure incorporates an alignment step of the
     MIUs between the transformed probe and references"; here the alignment is the block assignment that
     maximizes the cosine of the aligned templates, found by the Hungarian method (``assignment = "optimal"``,
     the exact optimum; recalled from the PE-MIU paper, which assigns MIUs with the Hungarian algorithm) or
     greedily (``"greedy"``, vectorized over all pairs and faster for many blocks, a lower bound). Identity
     comparisons therefore keep the similarity of the clear templates up to the alignment, and the attack of
-    ``soft-biometric-attack.txt`` (``any.similarity_attribute_attack`` with this comparator) applies."""
+    the soft-biometric attack paper (``any.similarity_attribute_attack`` with this comparator) applies."""
 
     id: ClassVar[str] = "any.pe_miu"
     payloads: ClassVar[tuple[str, ...]] = ("features",)
-    reference: ClassVar[str] = (
-        "Terhörst et al., PE-MIU, IEEE Access 8 (2020); soft-biometric-attack.txt §II, Tables II-IX"
-    )
+    reference: ClassVar[str] = "pe-miu; soft-biometric §II, Tables II-IX"
     example_params: ClassVar[dict[str, Any]] = {"block_size": 2}
 
     block_size: int = param(16, help="values per block (minimum information unit)", low=1)
@@ -235,7 +233,7 @@ class Ive(Anonymizer):
     """IVE: incremental variable elimination of the template features most telling of an attribute.
 
     Terhörst, Damer, Kirchbuchner, Kuijper: "Suppressing gender and age in face templates using incremental
-    variable elimination", ICB 2019 (``soft-biometric-attack.txt`` §II, Table I). ``fit`` trains a
+    variable elimination", ICB 2019 (the soft-biometric attack paper §II, Table I). ``fit`` trains a
     decision-tree ensemble (a random forest of ``n_estimators`` trees) to predict ``attribute`` from the
     templates of the data it is fitted on (the background set in an evaluation, else the set it anonymizes),
     removes the ``per_step`` features with the highest importance, and repeats on the remaining features
@@ -248,7 +246,7 @@ class Ive(Anonymizer):
     payloads: ClassVar[tuple[str, ...]] = ("features",)
     needs_fit: ClassVar[bool] = True
     fit_defines_columns: ClassVar[bool] = True  # the features kept are the fit's choice
-    reference: ClassVar[str] = "Terhörst et al., IVE, ICB 2019; soft-biometric-attack.txt §II, Table I"
+    reference: ClassVar[str] = "ive; soft-biometric §II, Table I"
     example_params: ClassVar[dict[str, Any]] = {"attribute": "group", "per_step": 1, "steps": 2, "n_estimators": 10}
 
     attribute: str = param("", help="the attribute to suppress (an attribute column of the fitting data)")
@@ -303,7 +301,7 @@ def _pair_scores(
 def verification_eer(
     table: Any, *, comparator: Comparator | None = None, payload: str | None = None, registry: Any = None
 ) -> dict[str, float]:
-    """Verification performance of a template table, as ``soft-biometric-attack.txt`` Table III reports it
+    """Verification performance of a template table, as the soft-biometric attack paper Table III reports it
     before and after protection: every pair of samples is compared once (mated: same subject), with
     ``comparator``, else the comparator the table's protection declares (:func:`bioanon.methods.table_comparator`),
     else cosine. Returns :func:`bioanon.metrics.verification_metrics` (``eer`` from the ROC convex hull,
@@ -323,7 +321,7 @@ def verification_eer(
 class VerificationError(UtilityMeasure):
     """Verification error of the (protected) templates at their equal-error threshold, per sample (Table III).
 
-    ``soft-biometric-attack.txt`` Table III reports the verification EER of the original and the privacy-enhanced
+    The soft-biometric attack paper Table III reports the verification EER of the original and the privacy-enhanced
     system. Every pair of anonymized samples is compared (with the comparator their protection declares, else
     cosine); the threshold is where the false match and false non-match rates over all pairs meet (the EER
     threshold); each sample's value is the mean of its own false non-match rate (over its mated comparisons) and
@@ -337,7 +335,7 @@ class VerificationError(UtilityMeasure):
     payloads: ClassVar[tuple[str, ...]] = ("features", "imu", "pose", "image")
     higher_is_better: ClassVar[bool] = False
     paired: ClassVar[bool] = False
-    reference: ClassVar[str] = "soft-biometric-attack.txt Table III (verification EER before and after protection)"
+    reference: ClassVar[str] = "soft-biometric Table III (verification EER before and after protection)"
 
     payload: str = param("", help="template payload column (default: the first supported one present)")
     declared_comparator: bool = param(True, help="compare with the comparator the protection declares (else cosine)")

@@ -1,6 +1,6 @@
 """Fingerprints and the content-addressed cache of derived tables and small JSON results.
 
-Two halves (DESIGN.md §6, §8), one module each:
+Two halves, one module each:
 
 * :mod:`bioanon.cache.keys` — **fingerprints**: :func:`canonical_json` / :func:`fingerprint` hash parameters
   deterministically (no pickle, no paths, no mtimes), :func:`derive_fingerprint` keys a derived table by its

@@ -1,4 +1,4 @@
-"""Content keys: canonical JSON, parameter fingerprints and table content hashes (DESIGN.md §6).
+"""Content keys: canonical JSON, parameter fingerprints and table content hashes.
 
 :func:`canonical_json` / :func:`fingerprint` hash parameters deterministically (no pickle, no paths, no
 mtimes), :func:`derive_fingerprint` keys a derived table by its method, version, parameters, inputs and seed,

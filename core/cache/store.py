@@ -1,4 +1,4 @@
-"""The content-addressed store of derived tables, JSON results and blobs (DESIGN.md §8).
+"""The content-addressed store of derived tables, JSON results and blobs.
 
 :class:`Cache` stores Arrow IPC tables and JSON documents by fingerprint on any ``pyarrow.fs`` filesystem
 (local directory or object store shared by Dask workers). Writes go to a temporary file in the destination

@@ -329,8 +329,8 @@ class ReportSpec:
     bootstrap: int = DEFAULT_REPORT["bootstrap"]
     confidence: float = DEFAULT_REPORT["confidence"]
     per_probe_scores: bool = DEFAULT_REPORT["per_probe_scores"]
-    paper_protocol: str = ""  # attribute of interest: also report utility-preserving-anonymization.txt §5.1.3
-    reversibility_thresholds: tuple[float, float] = (0.1, 0.5)  # METRICS.md categories (ours, configurable)
+    paper_protocol: str = ""  # attribute of interest: also report the utility-preserving anonymization paper §5.1.3
+    reversibility_thresholds: tuple[float, float] = (0.1, 0.5)  # categories (ours, configurable)
     # attribute columns whose groups get their own EER and min Cllr; "auto": those of BREAKDOWN_AUTO in the data
     breakdown: str | tuple[str, ...] = "auto"
 

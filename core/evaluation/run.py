@@ -1020,7 +1020,7 @@ def headline_table(metrics: Any) -> Any:
 
 def tradeoff_tables(metrics: Any, utility: Any, has_deanon: bool) -> tuple[Any, Any]:
     """Privacy–utility points (one per anonymizer setting × selector × subject count × measure × deanon) and the
-    AUC of each curve (METRICS.md): privacy from the worst case over recognizers and scenarios (mean over repeats
+    AUC of each curve: privacy from the worst case over recognizers and scenarios (mean over repeats
     and random draws), utility normalized between its floor and clear level.
 
     Privacy uses the headline metric (:func:`headline_metric`, named in the ``metric`` column): top-1 accuracy

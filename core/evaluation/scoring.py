@@ -225,7 +225,7 @@ def score_metrics(
     (non-negative rows summing to 1), the KL divergence of the attacker's posteriors from uniform are added.
 
     Chance levels: for an ``attribute`` attack the top-1 (plain accuracy) chance is the majority-class rate
-    (METRICS.md) and balanced accuracy's chance is uniform, 1/|classes|; balanced accuracy is the attribute
+    and balanced accuracy's chance is uniform, 1/|classes|; balanced accuracy is the attribute
     headline (a majority-class guesser scores the majority rate in accuracy but exactly 1/|classes| in balanced
     accuracy). For identity both are 1/|G|.
 

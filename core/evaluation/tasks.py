@@ -884,7 +884,7 @@ def protocol(
     seed: int,
     key: str,
 ) -> dict[str, Any]:
-    """The paper's own evaluation protocol (``utility-preserving-anonymization.txt`` §5.1.3) on the evaluation
+    """The paper's own evaluation protocol (the utility-preserving anonymization paper §5.1.3) on the evaluation
     set: attribute-of-interest accuracy of a random forest trained on original data, mixture, top-k mixture and
     KL from random guess of an identity classifier trained on original data. Payloads that cannot be flattened
     (e.g. ``audio``) go through a trait plugin's default feature view (:func:`bioanon.methods.feature_matrix`);

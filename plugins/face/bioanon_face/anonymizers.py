@@ -1,6 +1,6 @@
 """Face anonymizations on the ``image`` payload (uint8 N×H×W×C), vectorized over the batch.
 
-Parameters and their meaning follow ``fantomas.txt`` §6.1 and Table IV (block permutation: block size 32;
+Parameters and their meaning follow the Fantômas paper §6.1 and Table IV (block permutation: block size 32;
 pixel relocation: 50 steps; Gaussian noise: σ 200; Gaussian blur: kernel 29; pixelation: 16; DP Pix: ε 5,
 b 12, m 16; DP Snow: 0.5). Defaults are the paper's values, chosen for 224×224 images; on small images (e.g.
 ORL resized to 56×46) scale the spatial ones down. Random methods are seeded and draw independent noise per
@@ -154,7 +154,7 @@ _PAYLOAD: dict[str, Any] = dict(help="payload column to anonymize (default: imag
 class _FaceAnonymizer(Anonymizer):
     trait: ClassVar[str] = "face"
     payloads: ClassVar[tuple[str, ...]] = ("image",)
-    reference: ClassVar[str] = "fantomas.txt §6.1, Table IV"
+    reference: ClassVar[str] = "fantomas §6.1, Table IV"
 
     payload: str = param("", **_PAYLOAD)
 
@@ -226,7 +226,7 @@ class GaussianBlur(_FaceAnonymizer):
 class Pixelation(_FaceAnonymizer):
     """Pixelation: the image is cut into ``size``×``size`` cells and each cell is replaced by its mean.
 
-    ``size`` is the number of remaining pixels along either axis (``fantomas.txt``: 16). Non-square or
+    ``size`` is the number of remaining pixels along either axis (the Fantômas paper: 16). Non-square or
     non-divisible images get near-equal cells (cell edges at round(i·H/size)), so the cells of a 112×92 image
     are about 7×5.75 pixels."""
 
@@ -388,7 +388,7 @@ class PixelRelocation(_FaceAnonymizer):
 class DpPix(_FaceAnonymizer):
     """DP Pix (Fan 2018): pixelate with ``b``×``b`` blocks, then add Laplace noise of scale
     255·``m``/(``b``²·``epsilon``) to every block mean — ε-differential privacy for images differing in at most
-    ``m`` pixels. Channels are processed separately (as ``fantomas.txt`` adapts it to RGB). Table IV: ε 5, b 12,
+    ``m`` pixels. Channels are processed separately (as the Fantômas paper adapts it to RGB). Table IV: ε 5, b 12,
     m 16. Edge blocks of non-divisible images are smaller and averaged over their own pixels."""
 
     id: ClassVar[str] = "face.dp_pix"
@@ -474,13 +474,13 @@ class DpSnow(_FaceAnonymizer):
 
 @attrs.define(kw_only=True)
 class KSamePixel(_FaceAnonymizer):
-    """k-Same-Pixel (variant of ``fantomas.txt`` §6.1.5): every image is replaced by the pixel mean of itself
+    """k-Same-Pixel (variant of the Fantômas paper §6.1.5): every image is replaced by the pixel mean of itself
     and its ``k`` − 1 nearest background images (in a PCA space fitted on the background), at most one image per
     background identity. ``fit(background)`` gives the background set (identities used nowhere else); without a
     background the table itself is used, excluding the image's own subject. Table IV: k 10."""
 
     id: ClassVar[str] = "face.k_same_pixel"
-    reference: ClassVar[str] = "Newton, Sweeney & Malin 2005; fantomas.txt §6.1.5"
+    reference: ClassVar[str] = "k-same; fantomas §6.1.5"
     needs_fit: ClassVar[bool] = True
     example_params: ClassVar[dict[str, Any]] = {"k": 3}
 
@@ -585,9 +585,9 @@ def dp_sample_counts(frequencies: np.ndarray, m: int, budgets: np.ndarray) -> np
 @attrs.define(kw_only=True)
 class DpSamp(_FaceAnonymizer):
     """DP Samp (Reilly & Fan 2021, after VideoDP): k-means colour clusters, DP sampling of pixels per cluster,
-    and linear interpolation between the sampled pixels (``fantomas.txt`` §6.1.4; Table IV: ε 25, k 24, m 12).
+    and linear interpolation between the sampled pixels (the Fantômas paper §6.1.4; Table IV: ε 25, k 24, m 12).
 
-    Per image (``fantomas.txt``'s variant for RGB, which SEBA implements): the pixels are clustered into ``k``
+    Per image (the Fantômas paper's variant for RGB, which SEBA implements): the pixels are clustered into ``k``
     colours by k-means; the frequency f_i of cluster i counts its pixels within ``threshold`` (L1 distance over
     the channels, grey levels) of the cluster colour; cluster i gets the budget ε_i = ε·f_i / Σ f and samples
     x_i of those pixels uniformly without replacement, x_i the largest value with C(f_i, x_i)/C(f_i − m, x_i) ≤
@@ -604,7 +604,7 @@ class DpSamp(_FaceAnonymizer):
     reference: ClassVar[str] = (
         "Reilly & Fan, A comparative evaluation of differentially private image "
         "obfuscation, TPS-ISA 2021; Wang, Xie & Hong, VideoDP, PETS 2020; "
-        "fantomas.txt §6.1.4, Table IV"
+        "fantomas §6.1.4, Table IV"
     )
     example_params: ClassVar[dict[str, Any]] = {"k": 4, "kmeans_iterations": 5}
 
@@ -754,7 +754,7 @@ def keyed_ids(sample_ids: Any, key: int) -> np.ndarray:
 @attrs.define(kw_only=True)
 class KRtio(_FaceAnonymizer):
     """k-RTIO (Rajabi et al. 2021): α·image + (1 − α)·the mean of ``k`` key-selected, key-block-permuted overlay
-    images (``fantomas.txt`` §6.1.3).
+    images (the Fantômas paper §6.1.3).
 
     ``fit(background)`` gives the overlay set (without one, the table itself). Per image, a pseudo-random
     function keyed by the secret ``key`` and the image's sample id picks ``k`` distinct overlays and, for each,
@@ -767,7 +767,7 @@ class KRtio(_FaceAnonymizer):
     id: ClassVar[str] = "face.k_rtio"
     reference: ClassVar[str] = (
         "Rajabi et al., On the (im)practicality of adversarial perturbation for image "
-        "privacy, PETS 2021; fantomas.txt §6.1.3"
+        "privacy, PETS 2021; fantomas §6.1.3"
     )
     needs_fit: ClassVar[bool] = True
     example_params: ClassVar[dict[str, Any]] = {"block_size": 4, "k": 2}

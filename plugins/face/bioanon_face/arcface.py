@@ -1,8 +1,8 @@
 """``face.arcface``: a timm backbone trained from scratch with the ArcFace loss — the papers' "ArcFace Retrained".
 
-``false-sense-of-privacy.txt`` §5.5–5.6 retrains ArcFace on the (anonymized) background identities so that the
+The False Sense of Privacy paper §5.5–5.6 retrains ArcFace on the (anonymized) background identities so that the
 recognizer adapts to the anonymization — the parrot attacker with a network that can actually learn it; the
-Fantômas study (``fantomas.txt`` §6) identifies with ArcFace as well. Here the network is trained on the
+Fantômas study (the Fantômas paper §6) identifies with ArcFace as well. Here the network is trained on the
 attacker's training set (clear, or anonymized in the parrot scenario) with an additive angular margin loss
 (:func:`bioanon.nettrain.arcface_head`, Deng et al. 2019) and scores by cosine similarity to enrolled class
 centroids (:class:`~bioanon.methods.CentroidRecognizer`), so the gallery subjects need not be training subjects.
@@ -202,7 +202,7 @@ _PRESETS: dict[str, dict[str, Any]] = {
 @attrs.define(kw_only=True)
 class ArcFace(CentroidRecognizer):
     """ArcFace Retrained: a timm backbone trained with the additive angular margin loss on the attacker's
-    training set; cosine similarity to enrolled class centroids (false-sense-of-privacy.txt §5.5).
+    training set; cosine similarity to enrolled class centroids (the False Sense of Privacy paper §5.5).
 
     Images are resized to ``size``×``size`` (OpenCV, in batch), scaled to 0..1 and standardized with the
     training set's mean and standard deviation; grey images train a one-channel network (colour probes are
@@ -225,7 +225,7 @@ class ArcFace(CentroidRecognizer):
     Presets (``preset``): ``"fast"`` (default) — ResNet-18 at width 16 (0.7 M parameters), 64×64, 128-d, Adam
     5e-3 with a cosine schedule, batch 16, 40 epochs, m = 0.3, s = 16: trains on two CPU cores. ``"paper"`` —
     Deng et al., ArcFace, CVPR 2019 (§3 and the implementation details of the experiments), the "ArcFace"
-    of ``false-sense-of-privacy.txt`` §5.5: 112×112 inputs, ResNet-50 (timm's widths: ``width`` 0), 512-d
+    of the False Sense of Privacy paper §5.5: 112×112 inputs, ResNet-50 (timm's widths: ``width`` 0), 512-d
     embedding (BN–dropout–FC–BN), s = 64, m = 0.5, SGD with momentum 0.9 and weight decay 5e-4, batch 512,
     learning rate 0.1 divided by 10 at 20 K and 28 K of 32 K iterations — here 32 epochs with steps at 0.625
     and 0.875 of them (about the CASIA-WebFace schedule: 32 K iterations of 512 over its 0.49 M images are 33
@@ -236,10 +236,7 @@ class ArcFace(CentroidRecognizer):
     trait: ClassVar[str] = "face"
     payloads: ClassVar[tuple[str, ...]] = ("image",)
     has_embedding: ClassVar[bool] = True
-    reference: ClassVar[str] = (
-        "Deng et al., ArcFace: additive angular margin loss for deep face recognition, "
-        "CVPR 2019; false-sense-of-privacy.txt §5.5 (ArcFace Retrained)"
-    )
+    reference: ClassVar[str] = "arcface; false-sense §5.5 (ArcFace Retrained)"
     example_params: ClassVar[dict] = {"epochs": 2, "size": 32, "width": 8, "embedding_dim": 16, "threads": 1}
     presets: ClassVar[dict[str, dict[str, Any]]] = _PRESETS
 

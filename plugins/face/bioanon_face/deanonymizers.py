@@ -1,6 +1,6 @@
 """Face de-anonymizers on the ``image`` payload (uint8 N×H×W×C in and out), learned on attacker pairs.
 
-``fantomas.txt`` §6.2 and Table II: the classic, specialized reversals the paper compares its general model
+The Fantômas paper §6.2 and Table II: the classic, specialized reversals the paper compares its general model
 with — re-sampling (linear/bicubic interpolation with a learned intermediate resolution), Wiener and
 Richardson–Lucy deconvolution (a learned Gaussian PSF), wavelet denoising (BayesShrink/VisuShrink), neighbour
 interpolation of DP Snow's grey pixels and the exact inversion of a learned fixed permutation. Every
@@ -114,7 +114,7 @@ _MAX_PAIRS: dict[str, Any] = dict(
 class _FaceDeanonymizer(Deanonymizer):
     trait: ClassVar[str] = "face"
     payloads: ClassVar[tuple[str, ...]] = ("image",)
-    reference: ClassVar[str] = "fantomas.txt §6.2, Table II"
+    reference: ClassVar[str] = "fantomas §6.2, Table II"
 
     payload: str = param("", **_PAYLOAD)
 
@@ -147,7 +147,7 @@ class _FaceDeanonymizer(Deanonymizer):
 class ResampleInversion(_FaceDeanonymizer):
     """Down- and up-sampling with a learned intermediate resolution and interpolation (linear or bicubic).
 
-    ``fantomas.txt`` §6.2.1 (Linear/Bicubic interpolation): every image is shrunk (OpenCV ``INTER_AREA``) to an
+    The Fantômas paper §6.2.1 (Linear/Bicubic interpolation): every image is shrunk (OpenCV ``INTER_AREA``) to an
     intermediate size and enlarged back with linear or bicubic interpolation. ``fit`` tries every intermediate
     height from 2 pixels to the full height, each with a square (as pixelation's cells) and an aspect-preserving
     width, with each interpolation, and keeps the one with the least squared error to the clear images.
@@ -289,14 +289,14 @@ def _sigma_grid(low: float, high: float, n: int) -> np.ndarray:
 class Wiener(_FaceDeanonymizer):
     """Wiener deconvolution with a learned Gaussian blur kernel σ and noise-to-signal constant K.
 
-    ``fantomas.txt`` §6.2.1 (Wiener filter, parameters chosen on the training pairs): the estimate is
+    The Fantômas paper §6.2.1 (Wiener filter, parameters chosen on the training pairs): the estimate is
     X = G·Y / (G² + K) in the Fourier domain, where Y is the spectrum of the reflect-padded anonymized image and G
     the transfer function of a Gaussian of standard deviation σ (pixels). ``fit`` searches a log-spaced grid of
     (σ, K) on the pairs and refines the best point by Nelder–Mead in log space, minimizing the squared error to
     the clear images. All images and channels are filtered with one batched FFT."""
 
     id: ClassVar[str] = "face.wiener"
-    reference: ClassVar[str] = "fantomas.txt §6.2.1; Wiener–Hunt deconvolution (Hunt 1971)"
+    reference: ClassVar[str] = "fantomas §6.2.1; Wiener–Hunt deconvolution (Hunt 1971)"
     example_params: ClassVar[dict[str, Any]] = {"max_pairs": 16, "max_sigma": 3.0}
 
     min_sigma: float = param(0.3, help="smallest blur σ tried (pixels)", low=0.0, low_inclusive=False)
@@ -362,7 +362,7 @@ class Wiener(_FaceDeanonymizer):
 class RichardsonLucy(_FaceDeanonymizer):
     """Richardson–Lucy deconvolution with a learned Gaussian PSF σ and iteration count.
 
-    ``fantomas.txt`` Table II (Richardson 1972): the estimate is refined multiplicatively,
+    The Fantômas paper Table II (Richardson 1972): the estimate is refined multiplicatively,
     x ← x · (PSF ⋆ (y / (PSF ⋆ x))), starting from the anonymized image y (grey levels scaled to 0..1 plus a
     small offset, so it stays positive); the symmetric Gaussian PSF is its own mirror. Convolutions are batched
     FFTs of the reflect-padded images. ``fit`` runs up to ``max_iterations`` iterations for every σ of a
@@ -440,7 +440,7 @@ class RichardsonLucy(_FaceDeanonymizer):
 class WaveletDenoise(_FaceDeanonymizer):
     """Wavelet denoising (BayesShrink or VisuShrink soft thresholding) with a learned threshold scale.
 
-    ``fantomas.txt`` Table II (wavelet denoising, Chang, Yu & Vetterli 2000): each image channel is decomposed
+    The Fantômas paper Table II (wavelet denoising, Chang, Yu & Vetterli 2000): each image channel is decomposed
     (PyWavelets ``wavedec2``, batched over images and channels) and every detail coefficient is soft-thresholded;
     the noise σ is estimated per image and channel from the finest diagonal band (median |c| / 0.6745).
     BayesShrink uses T = σ² / σ_x per band (σ_x² = max(band variance − σ², 0)); VisuShrink the universal
@@ -566,7 +566,7 @@ def _sum3x3(a: np.ndarray) -> np.ndarray:
 class NeighbourInterpolation(_FaceDeanonymizer):
     """DP Snow reversal: every pixel at the snow value is replaced by the mean of its non-snow 8 neighbours.
 
-    ``fantomas.txt`` §6.2.3 (Interpolation): a pixel whose channels all equal the snow grey is treated as
+    The Fantômas paper §6.2.3 (Interpolation): a pixel whose channels all equal the snow grey is treated as
     missing and filled from its eight neighbours, ignoring missing ones (normalized convolution, vectorized over
     the batch); pixels with no known neighbour are filled in further rounds from the pixels filled before.
     ``fit`` learns the snow value as the most frequent grey of the anonymized pixels that differ from the clear
@@ -574,7 +574,7 @@ class NeighbourInterpolation(_FaceDeanonymizer):
     its input. Clear pixels that happen to have the snow value are interpolated too."""
 
     id: ClassVar[str] = "face.neighbour_interpolation"
-    reference: ClassVar[str] = "fantomas.txt §6.2.3; John et al., Let it snow, 2020"
+    reference: ClassVar[str] = "fantomas §6.2.3; John et al., Let it snow, 2020"
 
     value: int = param(-1, help="grey level of the snow (-1: learn it from the pairs)", low=-1, high=255)
     max_rounds: int = param(10, help="filling rounds for pixels whose neighbours are all snow", low=1)
@@ -733,7 +733,7 @@ def _fill_round(out: np.ndarray, missing: np.ndarray) -> None:
 class LearnedPermutation(_FaceDeanonymizer):
     """Exact inversion of a fixed pixel permutation (block permutation, pixel relocation) learned from pairs.
 
-    ``fantomas.txt`` §6.2.3 (Learn permutation): for every anonymized pixel position the clear position whose
+    The Fantômas paper §6.2.3 (Learn permutation): for every anonymized pixel position the clear position whose
     values across all pairs (and channels) match best is found — least squared difference, or highest
     correlation with ``criterion="correlation"`` — by chunked matrix products over all position pairs. The
     inverse then writes each anonymized pixel back to its source; when two positions claim one source the better
@@ -742,7 +742,7 @@ class LearnedPermutation(_FaceDeanonymizer):
     images are restored exactly. Images must have the pairs' size."""
 
     id: ClassVar[str] = "face.learned_permutation"
-    reference: ClassVar[str] = "fantomas.txt §6.2.3 (Learn permutation)"
+    reference: ClassVar[str] = "fantomas §6.2.3 (Learn permutation)"
     example_params: ClassVar[dict[str, Any]] = {"max_pairs": 16}
 
     criterion: str = param("mse", help="how positions are matched", choices=("mse", "correlation"))

@@ -3,7 +3,7 @@
 :func:`detect_faces` runs ``haarcascade_frontalface_default`` on every image (grey; images whose shorter side
 is below ``min_side`` are enlarged first, the cascade's window being 24 px) and keeps the detection with the
 highest level weight (``detectMultiScale3(..., outputRejectLevels=True)``: the sum of the last stage's weak
-classifiers — SEBA's detector confidence, ``seba.txt`` §9 and [11] there). With ``eyes=True`` it then runs
+classifiers — SEBA's detector confidence, the SEBA paper §9 and [11] there). With ``eyes=True`` it then runs
 ``haarcascade_eye`` on the upper band of that face box, enlarged to a fixed width, and keeps the strongest
 eye in each half of the box; a pair that is too close, too far apart or tilted by more than ``max_angle``
 counts as not found.

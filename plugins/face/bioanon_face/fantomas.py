@@ -1,4 +1,4 @@
-"""The Fantômas general de-anonymizer (``fantomas.txt`` §5, §7.5): an under-complete convolutional auto-encoder
+"""The Fantômas general de-anonymizer (the Fantômas paper §5, §7.5): an under-complete convolutional auto-encoder
 with one linear layer over the flattened latent code, trained with an SSIM loss on (anonymized → clear) attacker
 pairs — and its convolution-only ablation. Torch is imported lazily (``pip install bioanon-face[torch]``).
 
@@ -178,7 +178,7 @@ _PRESETS: dict[str, dict[str, Any]] = {
 class Fantomas(Deanonymizer):
     """Fantômas: a convolutional auto-encoder with a global linear layer, trained with SSIM to undo anonymization.
 
-    ``fantomas.txt`` §5 (model, Figure 3) and §7.5 (training): see :mod:`bioanon_face.fantomas` for the layers.
+    The Fantômas paper §5 (model, Figure 3) and §7.5 (training): see :mod:`bioanon_face.fantomas` for the layers.
     The convolutions reconstruct locally; the one linear layer over the flattened latent code lets any output
     position depend on any input position, so global, position-dependent anonymizations (block permutation,
     pixel relocation) can be inverted — which a convolution-only model (``face.fantomas_conv``, E2.2) cannot.
@@ -217,7 +217,7 @@ class Fantomas(Deanonymizer):
     requires: ClassVar[dict[str, str]] = {"torch": "pip install 'bioanon-face[torch]'"}
     trait: ClassVar[str] = "face"
     payloads: ClassVar[tuple[str, ...]] = ("image",)
-    reference: ClassVar[str] = "fantomas.txt §5 (model), §7.3 (224×224 input), §7.5 (training)"
+    reference: ClassVar[str] = "fantomas §5 (model), §7.3 (224×224 input), §7.5 (training)"
     example_params: ClassVar[dict[str, Any]] = {"features": 4, "resolution": (16, 16), "epochs": 2, "batch_size": 16}
     presets: ClassVar[dict[str, dict[str, Any]]] = _PRESETS
 
@@ -225,7 +225,7 @@ class Fantomas(Deanonymizer):
         "fast",
         choices=tuple(_PRESETS),
         help="'fast': 64×64, F = 16 (CPU-friendly); 'paper': "
-        "224×224 and the §7.5 training of fantomas.txt (a GPU); fills the parameters left at "
+        "224×224 and the §7.5 training of the Fantômas paper (a GPU); fills the parameters left at "
         "their defaults",
         affects_output=False,
     )
@@ -503,13 +503,13 @@ class Fantomas(Deanonymizer):
 
 @attrs.define(kw_only=True)
 class FantomasConv(Fantomas):
-    """The Fantômas auto-encoder without its linear layer: the convolution-only ablation of ``fantomas.txt`` §7.6.
+    """The Fantômas auto-encoder without its linear layer: the convolution-only ablation of the Fantômas paper §7.6.
 
     Same encoder, decoder and training as ``face.fantomas``; without the linear layer every output pixel depends
     only on a small neighbourhood of the input (receptive field about 10 pixels at the working resolution), as in
     Pix2Pix-like convolutional models, so global permutations cannot be undone (E2.2)."""
 
     id: ClassVar[str] = "face.fantomas_conv"
-    reference: ClassVar[str] = "fantomas.txt §7.6 (version of the model without the linear layer)"
+    reference: ClassVar[str] = "fantomas §7.6 (version of the model without the linear layer)"
 
     linear_layer: bool = param(False, help="the linear layer between encoder and decoder (False: the ablation)")

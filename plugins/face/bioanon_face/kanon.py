@@ -1,6 +1,6 @@
 """Face anonymizations in an eigenface (PCA) space: k-Same-Eigen and the random-set mean on eigen-coefficients.
 
-Both fit PCA eigenfaces on the anonymization background set (identities used nowhere else, ``fantomas.txt``
+Both fit PCA eigenfaces on the anonymization background set (identities used nowhere else, the Fantômas paper
 §6.1.5) and return images (uint8, rounded and clipped) reconstructed from averaged coefficients.
 """
 
@@ -27,19 +27,19 @@ def _flat(x: np.ndarray) -> np.ndarray:
 
 @attrs.define(kw_only=True)
 class KSameEigen(_FaceAnonymizer):
-    """k-Same-Eigen (variant of ``fantomas.txt`` §6.1.5): every image becomes the eigenface reconstruction of the
+    """k-Same-Eigen (variant of the Fantômas paper §6.1.5): every image becomes the eigenface reconstruction of the
     mean PCA coefficients of itself and its ``k`` − 1 nearest background images (Table IV: k 10).
 
     As ``face.k_same_pixel`` but averaged in the PCA space: PCA (``n_components`` eigenfaces) is fitted on the
     background of ``fit(background)`` (without one, the table itself, never matching an image's own subject);
     the neighbours are the nearest images in that space, at most one per background identity. The anonymized
-    image is the inverse transform of the mean coefficients (``fantomas.txt``: "the inverse transform of the
+    image is the inverse transform of the mean coefficients (the Fantômas paper: "the inverse transform of the
     average of the images' PCA representations"). ``include_self=False`` averages the ``k`` nearest background
     identities without the image itself, as Newton et al.'s original k-Same-Eigen, which replaces a face by the
     mean of k faces of the set."""
 
     id: ClassVar[str] = "face.k_same_eigen"
-    reference: ClassVar[str] = "Newton, Sweeney & Malin 2005; fantomas.txt §6.1.5, Table IV"
+    reference: ClassVar[str] = "k-same; fantomas §6.1.5, Table IV"
     needs_fit: ClassVar[bool] = True
     example_params: ClassVar[dict[str, Any]] = {"k": 3, "n_components": 10}
 
@@ -48,7 +48,7 @@ class KSameEigen(_FaceAnonymizer):
     include_self: bool = param(
         True,
         help="average the image with its k − 1 nearest background identities "
-        "(fantomas.txt); False: the k nearest background identities only (Newton et al.)",
+        "(the Fantômas paper); False: the k nearest background identities only (Newton et al.)",
     )
 
     mean_: np.ndarray | None = fitted()
@@ -104,7 +104,7 @@ class FaceRandomSetMeanEigen(RandomSetMean):
     the images, reconstructed to images (uint8, rounded and clipped).
 
     The eigenfaces (``n_components``) are fitted on the background of ``fit(background)`` (without one, on
-    the table being transformed); Algorithm 1 of ``utility-preserving-anonymization.txt`` then runs on the
+    the table being transformed); Algorithm 1 of the utility-preserving anonymization paper then runs on the
     coefficients exactly as ``any.random_set_mean`` (same parameters) on a ``features`` payload: relevance,
     selected features and sets are those of the coefficients. The results are mapped back through the
     eigenfaces."""
@@ -112,7 +112,7 @@ class FaceRandomSetMeanEigen(RandomSetMean):
     id: ClassVar[str] = "face.random_set_mean_eigen"
     trait: ClassVar[str] = "face"
     payloads: ClassVar[tuple[str, ...]] = ("image",)
-    reference: ClassVar[str] = "utility-preserving-anonymization.txt (Algorithm 1) on eigenfaces"
+    reference: ClassVar[str] = "utility-preserving Algorithm 1 (on eigenfaces)"
 
     n_components: int = param(50, help="eigenfaces (PCA components) the mean is taken on", low=1)
 

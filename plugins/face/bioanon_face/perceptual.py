@@ -5,7 +5,7 @@ at several layers of a network pretrained on ImageNet. Here the network is our o
 labels: ``fit(clear)`` trains a small convolutional denoising autoencoder on the clear images (reconstruction of
 augmented images from noisy copies, :func:`bioanon.nettrain.train_net`), so its features describe image content
 and structure, never who is shown. ``measure`` compares each anonymized image with its clear image at every
-encoder stage (the utility side of the privacy–utility trade-off, ``false-sense-of-privacy.txt`` §4).
+encoder stage (the utility side of the privacy–utility trade-off, the False Sense of Privacy paper §4).
 """
 
 from __future__ import annotations
@@ -116,9 +116,7 @@ class PerceptualSimilarity(UtilityMeasure):
     requires: ClassVar[dict[str, str]] = {"torch": INSTALL}
     trait: ClassVar[str] = "face"
     payloads: ClassVar[tuple[str, ...]] = ("image",)
-    reference: ClassVar[str] = (
-        "Zhang et al., The unreasonable effectiveness of deep features as a perceptual metric (LPIPS), CVPR 2018"
-    )
+    reference: ClassVar[str] = "lpips"
     example_params: ClassVar[dict] = {"epochs": 2, "size": 16, "width": 4, "threads": 1}
 
     size: int = param(64, help="input height and width in pixels (images are resized in batch)", low=8)

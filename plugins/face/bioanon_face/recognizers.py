@@ -25,7 +25,7 @@ class Eigenfaces(PcaSvm):
     id: ClassVar[str] = "face.eigenfaces"
     trait: ClassVar[str] = "face"
     payloads: ClassVar[tuple[str, ...]] = ("image",)
-    reference: ClassVar[str] = "Turk & Pentland, Eigenfaces for recognition, 1991"
+    reference: ClassVar[str] = "eigenfaces"
 
     n_components: int | float = param(
         0.95,
@@ -51,7 +51,7 @@ class Lbph(Recognizer):
     requires: ClassVar[dict[str, str]] = {"cv2.face": LBPH_INSTALL}
     trait: ClassVar[str] = "face"
     payloads: ClassVar[tuple[str, ...]] = ("image",)
-    reference: ClassVar[str] = "Ahonen, Hadid & Pietikäinen, Face description with local binary patterns, 2006"
+    reference: ClassVar[str] = "lbph"
 
     radius: int = param(1, help="LBP radius", low=1)
     neighbors: int = param(8, help="LBP sampling points", low=1, high=32)
@@ -167,7 +167,7 @@ _DESCRIPTORS_MAX = 50_000  # 128 float32 each: at most ~26 MB
 class DlibKnn(Recognizer):
     """FR-KNN: dlib's pretrained ResNet face embeddings (128-D) and k-nearest-neighbour voting over the gallery.
 
-    The papers' "fr-knn" (``fantomas.txt`` §7, [65] = the ``face_recognition`` library, embeddings from dlib
+    The papers' "fr-knn" (the Fantômas paper §7, [65] = the ``face_recognition`` library, embeddings from dlib
     [66]): every image is treated as a face crop — the face rectangle is the image with ``inset`` of its width
     and height cut from each side — dlib's 5-point shape predictor places the landmarks in it, and dlib's
     ``face_recognition_model_v1`` (a ResNet-34-like network trained on ~3 million faces; weights shipped in the
@@ -191,7 +191,7 @@ class DlibKnn(Recognizer):
     has_embedding: ClassVar[bool] = True
     reference: ClassVar[str] = (
         "King, Dlib-ml, JMLR 2009; Geitgey, face_recognition (KNN classifier); "
-        "fantomas.txt §7 (fr-knn); seba.txt App. B.3 (FR-KNN)"
+        "fantomas §7 (fr-knn); seba App. B.3 (FR-KNN)"
     )
 
     k: int = param(

@@ -332,7 +332,7 @@ class SebaFaces(_ImageSource):
     Images of different sizes need ``size``."""
 
     id: ClassVar[str] = "face.seba"
-    reference: ClassVar[str] = "SEBA: Strong Evaluation of Biometric Anonymizations (seba.txt)"
+    reference: ClassVar[str] = "seba"
 
     set: str = param("", help="name of the SEBA data set (default: the only face set in the folder)")
 
@@ -372,8 +372,8 @@ class CelebAFaces(_ImageSource):
     """CelebA (aligned): ``img_align_celeba/``, ``identity_CelebA.txt`` and ``list_attr_celeba.txt``.
 
     Keeps the identities with at least ``min_images`` images and at most ``max_images`` images each (the
-    first ones in file order) — the papers' filter (``false-sense-of-privacy.txt`` §5: ≥ 8 images, at most
-    20), optionally only the ``max_subjects`` identities with the most images (``fantomas.txt`` takes the
+    first ones in file order) — the papers' filter (the False Sense of Privacy paper §5: ≥ 8 images, at most
+    20), optionally only the ``max_subjects`` identities with the most images (the Fantômas paper takes the
     top 5000). The 40 binary attributes become boolean attributes (``attr.Male``, ``attr.Eyeglasses``, …).
     An image listed twice in either file, or an attribute line for an image missing from the identity file,
     is an error naming the lines; kept images without an attribute line get nulls and a warning."""

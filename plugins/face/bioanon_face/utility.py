@@ -1,5 +1,5 @@
 """Utility of anonymized faces: similarity to the clear images (SSIM, PSNR), face detectability (Haar
-detection rate and confidence, ``seba.txt`` §9) and attribute accuracy on HOG features (per sample)."""
+detection rate and confidence, the SEBA paper §9) and attribute accuracy on HOG features (per sample)."""
 
 from __future__ import annotations
 
@@ -73,9 +73,7 @@ class Ssim(UtilityMeasure):
     id: ClassVar[str] = "face.ssim"
     trait: ClassVar[str] = "face"
     payloads: ClassVar[tuple[str, ...]] = ("image",)
-    reference: ClassVar[str] = (
-        "Wang et al., Image quality assessment: from error visibility to structural similarity, 2004"
-    )
+    reference: ClassVar[str] = "ssim"
 
     sigma: float = param(1.5, help="standard deviation of the Gaussian window in pixels", low=0.0, low_inclusive=False)
     payload: str = param("", help="payload column (default: image)")
@@ -141,13 +139,13 @@ class _Detectability(UtilityMeasure):
 class DetectionRate(_Detectability):
     """Face detectability: 1 where OpenCV's Haar face detector still finds a face in the anonymized image, else 0.
 
-    The mean is the share of anonymized images with a detectable face — a naturalness proxy (``seba.txt`` §5.2:
+    The mean is the share of anonymized images with a detectable face — a naturalness proxy (the SEBA paper §5.2:
     a detector trained on natural images that still finds a face suggests the image looks natural). Frontal-face
     cascade ``haarcascade_frontalface_default`` with scale step ``scale_factor`` and ``min_neighbors``; images
     with a shorter side below ``min_side`` are enlarged first. Floor 0 (no face found anywhere)."""
 
     id: ClassVar[str] = "face.detection_rate"
-    reference: ClassVar[str] = "Viola & Jones 2001 (OpenCV Haar cascade); seba.txt §5.2, §9"
+    reference: ClassVar[str] = "Viola & Jones 2001 (OpenCV Haar cascade); seba §5.2, §9"
 
     def measure(self, original, anonymized) -> np.ndarray:
         return self._detections(original, anonymized).found.astype(np.float64)
@@ -157,14 +155,14 @@ class DetectionRate(_Detectability):
 class DetectionConfidence(_Detectability):
     """Face detector confidence per anonymized image: the Haar cascade's level weight of its best face, 0 where none.
 
-    SEBA's naturalness utility (``seba.txt`` §9: the mean detector confidence over the anonymized images,
+    SEBA's naturalness utility (the SEBA paper §9: the mean detector confidence over the anonymized images,
     zero where no face is detected). The confidence is OpenCV's ``detectMultiScale3(...,
     outputRejectLevels=True)`` level weight — the summed weak-classifier outputs of the cascade's last stage
     — of the highest-weighted detection (negative weights count as 0). Typical clear ORL faces score about
     6–10. Floor 0."""
 
     id: ClassVar[str] = "face.detection_confidence"
-    reference: ClassVar[str] = "Viola & Jones 2001 (OpenCV Haar cascade); seba.txt §9"
+    reference: ClassVar[str] = "Viola & Jones 2001 (OpenCV Haar cascade); seba §9"
 
     def measure(self, original, anonymized) -> np.ndarray:
         return self._detections(original, anonymized).confidence

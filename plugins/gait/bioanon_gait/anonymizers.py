@@ -1,4 +1,4 @@
-"""Gait anonymizations: SEBA's gait list (``seba.txt`` App. B.1, from Hanisch et al., "Understanding person
+"""Gait anonymizations: SEBA's gait list (the SEBA paper App. B.1, from Hanisch et al., "Understanding person
 identification through gait", PoPETs 2023), vectorized over the batch, with SEBA's defects fixed.
 
 Every method maps a ``pose`` payload ``(N, frames, joints, 3)`` to one of **the same shape**, so any of them can
@@ -42,7 +42,7 @@ from .skeleton import (
     valid_body_parts_json,
 )
 
-_SEBA = "SEBA (seba.txt App. B.1); Hanisch et al., Understanding person identification through gait, PoPETs 2023"
+_SEBA = "seba App. B.1; gait-identification"
 
 
 #: float64 values per block of sequences the anonymizations process at once (512 KiB): the block and its

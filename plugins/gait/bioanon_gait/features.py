@@ -5,7 +5,7 @@ Both are made translation-invariant first (``centering``): ``frame`` subtracts e
 sequence's mean position (keeps the path within the walk), ``none`` keeps absolute positions.
 
 * ``flatten`` (Horst et al. 2019): all centred poses of a sequence in one vector, ``frames · joints · 3``;
-* ``simple`` (``false-sense-of-privacy.txt`` §5.5, SEBA's ``simple_feature_vector``): a PCA over the
+* ``simple`` (the False Sense of Privacy paper §5.5, SEBA's ``simple_feature_vector``): a PCA over the
   sequence's poses (frames as observations) — its first ``n_pcs`` principal directions, each ``joints · 3`` —
   concatenated with the mean pose. A principal direction's sign is arbitrary (SVD may return ``v`` or ``−v``
   for the same motion), which makes the raw feature unstable; here each is flipped to point along a reference

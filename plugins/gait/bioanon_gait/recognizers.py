@@ -32,7 +32,7 @@ from bioanon.api import (
 from .features import CENTERING_HELP, FEATURES_HELP, SIGNS_HELP, Centering, Features, GaitFeatures, Signs
 from .skeleton import poses
 
-_REF = "false-sense-of-privacy.txt §5.5 (SVM, random forest, k-NN on flatten and simple features)"
+_REF = "false-sense §5.5 (SVM, random forest, k-NN on flatten and simple features)"
 
 
 @attrs.define(kw_only=True)

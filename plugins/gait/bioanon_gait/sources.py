@@ -7,7 +7,7 @@
 * ``gait.synthetic`` — seeded point-light walkers (in :mod:`bioanon_gait.synthetic`).
 
 Every sequence is resampled (linearly, vectorized per distinct length) to ``frames`` frames, as in the paper
-(``false-sense-of-privacy.txt`` §5.3: 100 frames). Malformed files raise :class:`~bioanon.errors.TableError`
+(the False Sense of Privacy paper §5.3: 100 frames). Malformed files raise :class:`~bioanon.errors.TableError`
 naming the file, and the line where it applies.
 
 **Manifests** (``gait.c3d``, ``gait.csv``) are CSV files with a header row: ``path`` (relative to the manifest's
@@ -562,7 +562,7 @@ class C3dGait(DatasetSource):
     """Marker trajectories from C3D files listed in a manifest (read with the maintained ``c3d`` package).
 
     Suited to optical motion-capture gait data such as Horst et al.'s 57 subjects × 20 walks (52 markers), used
-    in ``false-sense-of-privacy.txt`` §5.3: write a manifest ``path,subject`` (+ attributes) and load. Markers
+    in the False Sense of Privacy paper §5.3: write a manifest ``path,subject`` (+ attributes) and load. Markers
     are the labels of the first file (or ``markers``), looked up by label in every file (a ``Subject:`` prefix
     is dropped); a marker missing from a file is an error naming both. Gaps (invalid samples, residual < 0)
     are filled by linear interpolation in time; a marker never seen in a file is an error. ``body_parts`` is
@@ -656,7 +656,7 @@ class SebaGait(DatasetSource):
 
     id: ClassVar[str] = "gait.seba"
     trait: ClassVar[str] = "gait"
-    reference: ClassVar[str] = "SEBA: Strong Evaluation of Biometric Anonymizations (seba.txt)"
+    reference: ClassVar[str] = "seba"
 
     set: str = param("", help="name of the SEBA data set (default: the only motion set in the folder)")
     frames: int = param(100, help=_FRAMES_HELP, low=2)

@@ -1,4 +1,4 @@
-"""Gait utility measures (``seba.txt`` App. B.4): attribute classification, and dynamic time warping,
+"""Gait utility measures (the SEBA paper App. B.4): attribute classification, and dynamic time warping,
 discrete Fréchet and Euclidean distances between each clear sequence and its anonymized version.
 
 The distances compare trajectories: by default each joint's 3-D trajectory separately (``per='joint'``, the
@@ -129,7 +129,7 @@ class _SequenceDistance(UtilityMeasure):
     payloads: ClassVar[tuple[str, ...]] = ("pose",)
     higher_is_better: ClassVar[bool] = False
     paired: ClassVar[bool] = True
-    reference: ClassVar[str] = "SEBA's gait time-series distances (seba.txt App. B.4)"
+    reference: ClassVar[str] = "seba App. B.4 (gait time-series distances)"
     distance: ClassVar[str] = ""  # "euclidean", "dtw" or "frechet"
 
     per: Literal["joint", "pose"] = param("joint", help="compare each joint's trajectory, or whole poses")

@@ -1,5 +1,5 @@
 """Deprecated module path: the synthetic walkers (``gait.synthetic``) moved to :mod:`bioanon_gait.synthetic`
-(one plugin layout, issue 19). Import from there; this module re-exports ``PACES`` and ``SyntheticGait`` and will
+(one plugin layout). Import from there; this module re-exports ``PACES`` and ``SyntheticGait`` and will
 be removed in a future version."""
 
 import warnings

@@ -1,5 +1,5 @@
 """Deprecated module path: the motion data sources moved to :mod:`bioanon_motion.sources` and the synthetic
-generator to :mod:`bioanon_motion.synthetic` (one plugin layout, issue 19). Import from there; this module
+generator to :mod:`bioanon_motion.synthetic` (one plugin layout). Import from there; this module
 re-exports ``CsvRecordings``, ``MotionSense``, ``PhoneGait`` and ``SyntheticMotion`` and will be removed in a
 future version."""
 

@@ -29,7 +29,7 @@ class MotionRandomSetMean(RandomSetMean):
     id: ClassVar[str] = "motion.random_set_mean"
     trait: ClassVar[str] = "motion"
     payloads: ClassVar[tuple[str, ...]] = ("imu",)
-    reference: ClassVar[str] = "utility-preserving-anonymization.txt (Algorithm 1; MotionSense §5.1.5)"
+    reference: ClassVar[str] = "utility-preserving Algorithm 1, §5.1.5 (MotionSense)"
     example_params: ClassVar[dict[str, Any]] = {"attribute": "activity", "set_size": 4, "purity": 0.5}
 
     attribute: str = RandomSetMean.default_for("attribute", "activity")

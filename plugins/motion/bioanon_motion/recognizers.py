@@ -77,7 +77,7 @@ class FeaturesRf(_FeatureRecognizer):
     class vote shares. Wraps ``any.random_forest``."""
 
     id: ClassVar[str] = "motion.random_forest"
-    reference: ClassVar[str] = "utility-preserving-anonymization.txt §5.1.3 (random forest on MotionSense)"
+    reference: ClassVar[str] = "utility-preserving §5.1.3 (random forest on MotionSense)"
 
     n_estimators: int = param(300, help="number of trees", low=1)
     max_features: str = param("sqrt", help="features considered per split", choices=("sqrt", "log2", "all"))

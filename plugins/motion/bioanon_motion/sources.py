@@ -177,7 +177,7 @@ class MotionSense(_WindowedSource):
         "weight",
         "recording",
     )
-    reference: ClassVar[str] = "Malekzadeh et al., Mobile sensor data anonymization, IoTDI 2019 (MotionSense)"
+    reference: ClassVar[str] = "motionsense"
 
     channels: str = param(
         "paper",

@@ -39,7 +39,7 @@ class AttributeAccuracy(UtilityMeasure):
     trait: ClassVar[str] = "motion"
     payloads: ClassVar[tuple[str, ...]] = ("imu",)
     paired: ClassVar[bool] = False
-    reference: ClassVar[str] = "utility-preserving-anonymization.txt §5.1.3"
+    reference: ClassVar[str] = "utility-preserving §5.1.3"
 
     attribute: str = param("activity", help="attribute to predict (one of the table's attributes)")
     classifier: str = param(

@@ -42,7 +42,7 @@ class VoiceRandomSetMean(RandomSetMean):
     id: ClassVar[str] = "voice.random_set_mean"
     trait: ClassVar[str] = "voice"
     payloads: ClassVar[tuple[str, ...]] = ("audio", "features")
-    reference: ClassVar[str] = "utility-preserving-anonymization.txt (Algorithm 1; AudioMNIST §5.1)"
+    reference: ClassVar[str] = "utility-preserving Algorithm 1, §5.1 (AudioMNIST)"
     example_params: ClassVar[dict[str, Any]] = {"attribute": "activity", "set_size": 4, "purity": 0.5}
 
     attribute: str = RandomSetMean.default_for("attribute", "digit")

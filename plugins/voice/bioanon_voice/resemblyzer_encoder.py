@@ -94,7 +94,7 @@ class Resemblyzer(CentroidRecognizer):
     through the encoder in batches of ``batch_size``, and each utterance's embedding is the L2-normalized mean
     of its partials' embeddings — ``VoiceEncoder.embed_utterance``, batched across utterances. ``fit`` learns
     nothing: the encoder was trained on thousands of speakers (VoxCeleb, LibriSpeech) and ships inside the
-    wheel. A strong pretrained attacker in the sense of ``false-sense-of-privacy.txt`` §4.3 (the naive and
+    wheel. A strong pretrained attacker in the sense of the False Sense of Privacy paper §4.3 (the naive and
     lazy attackers); it cannot adapt to anonymized speech (no parrot training). The encoder runs on ``device``
     (the run's by default), in fp32 unless ``precision`` asks for autocast (the published weights' embeddings;
     the partials are short, so reduced precision gains little).

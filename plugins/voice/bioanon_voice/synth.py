@@ -1,5 +1,5 @@
 """Deprecated module path: the speech synthesizer (``voice.synthetic``) moved to :mod:`bioanon_voice.synthetic`
-(one plugin layout, issue 19). Import from there; this module re-exports ``SyntheticVoice``, ``resonator`` and
+(one plugin layout). Import from there; this module re-exports ``SyntheticVoice``, ``resonator`` and
 ``synth_vowels`` and will be removed in a future version."""
 
 import warnings

@@ -23,7 +23,7 @@ class ContentAccuracy(AttributeAccuracy):
     and deltas, :func:`~bioanon_voice.dsp.feature_stats`), which is what a table without audio holds: the
     ``features`` output of ``voice.random_set_mean`` is scored directly (its statistics settings must match:
     ``n_coeffs``, 40 mel bands, deltas, silence quantile 0.3), the paper's AudioMNIST experiment (digit kept,
-    speaker suppressed; ``utility-preserving-anonymization.txt`` §5). Floor: the majority-class rate. (Core
+    speaker suppressed; the utility-preserving anonymization paper §5). Floor: the majority-class rate. (Core
     ``any.attribute_accuracy`` on MFCC features.)"""
 
     id: ClassVar[str] = "voice.content_accuracy"
@@ -79,7 +79,7 @@ def f0_track(x: np.ndarray, sr: int, hop_ms: float, fmin: float = 75.0, fmax: fl
 
 
 def pitch_correlation(a: np.ndarray, b: np.ndarray, max_lag: int = 10) -> float:
-    """ρF0 of two F0 tracks (METRICS.md): the shorter interpolated to the longer length, aligned by the lag
+    """ρF0 of two F0 tracks: the shorter interpolated to the longer length, aligned by the lag
     (within ±``max_lag`` frames) maximizing the cross-correlation, Pearson correlation with unvoiced = 0.
     Two flat tracks: 1 if equal, else 0; one flat track: 0."""
     if len(a) != len(b):
@@ -102,7 +102,7 @@ def pitch_correlation(a: np.ndarray, b: np.ndarray, max_lag: int = 10) -> float:
 
 @attrs.define(kw_only=True)
 class PitchCorrelation(UtilityMeasure):
-    """Pitch correlation ρF0 (VoicePrivacy; METRICS.md) between each clear utterance and its anonymized
+    """Pitch correlation ρF0 (VoicePrivacy) between each clear utterance and its anonymized
     version: pYIN F0 tracks in [75, 500] Hz every ``hop_ms`` ms, aligned by the best lag, Pearson correlation
     with unvoiced frames as 0. pYIN is slow: a larger hop is faster. Floor 0 (unrelated intonation)."""
 
@@ -110,7 +110,7 @@ class PitchCorrelation(UtilityMeasure):
     trait: ClassVar[str] = "voice"
     payloads: ClassVar[tuple[str, ...]] = ("audio",)
 
-    hop_ms: float = param(10.0, help="F0 frame hop in ms (METRICS.md: 10)", low=1.0, high=100.0)
+    hop_ms: float = param(10.0, help="F0 frame hop in ms (Definition: 10)", low=1.0, high=100.0)
     max_lag: int = param(10, help="largest alignment lag in frames", low=0)
     fmin: float = param(75.0, help="lowest F0 in Hz", low=20.0)
     fmax: float = param(500.0, help="highest F0 in Hz", low=50.0)
@@ -188,7 +188,7 @@ def similarity_matrix(
 
 
 def diagonal_dominance(s: np.ndarray) -> float:
-    """D_diag(S) = |mean of the diagonal − mean off the diagonal| (METRICS.md, voice distinctiveness)."""
+    """D_diag(S) = |mean of the diagonal − mean off the diagonal| (voice distinctiveness)."""
     n = len(s)
     off = ~np.eye(n, dtype=bool)
     return float(abs(np.mean(np.diag(s)) - np.mean(s[off])))
@@ -196,7 +196,7 @@ def diagonal_dominance(s: np.ndarray) -> float:
 
 @attrs.define(kw_only=True)
 class VoiceDistinctiveness(UtilityMeasure):
-    """Voice distinctiveness gain G_VD in dB (VoicePrivacy; METRICS.md): how distinguishable the speakers stay
+    """Voice distinctiveness gain G_VD in dB (VoicePrivacy): how distinguishable the speakers stay
     after anonymization (0 = as distinguishable as in clear speech, negative = less).
 
     ``fit(clear)`` trains the speaker-verification model ``verifier`` (a registered voice recognizer with an
@@ -205,7 +205,7 @@ class VoiceDistinctiveness(UtilityMeasure):
     classes balanced: the LLR at equal priors). ``measure(original, anonymized)`` embeds both tables' speakers
     (disjoint from the training speakers in an evaluation, as in the challenge) and builds the voice similarity
     matrices S(i, j) = σ(mean LLR over the utterance pairs of speakers i and j), pairs of an utterance with
-    itself left out: S_oo on original speech and S_aa on anonymized speech (``condition = "aa"``, METRICS.md
+    itself left out: S_oo on original speech and S_aa on anonymized speech (``condition = "aa"``,
     and VoicePrivacy 2022) or S_oa between original and anonymized utterances (``"oa"``, VoicePrivacy 2020).
     G_VD = 10·log10(D_diag(S_xx)/D_diag(S_oo)) with D_diag(S) = |mean diagonal − mean off-diagonal|
     (a zero D_diag(S_xx) counts as 1e-10, i.e. −100 dB or less).
@@ -238,7 +238,7 @@ class VoiceDistinctiveness(UtilityMeasure):
     )
     condition: str = param(
         "aa",
-        help="'aa': anonymized-anonymized similarities (METRICS.md, VPC 2022); 'oa': original-anonymized (VPC 2020)",
+        help="'aa': anonymized-anonymized similarities (VPC 2022); 'oa': original-anonymized (VPC 2020)",
         choices=("aa", "oa"),
     )
     floor_db: float = param(

@@ -185,10 +185,7 @@ class XVector(CentroidRecognizer):
     trait: ClassVar[str] = "voice"
     payloads: ClassVar[tuple[str, ...]] = ("audio",)
     has_embedding: ClassVar[bool] = True
-    reference: ClassVar[str] = (
-        "Snyder et al., X-vectors: robust DNN embeddings for speaker recognition, ICASSP "
-        "2018 (Table 1); Deng et al., ArcFace, 2019"
-    )
+    reference: ClassVar[str] = "x-vectors Table 1; arcface"
     example_params: ClassVar[dict] = {"epochs": 2, "channels": 8, "embedding_dim": 8, "crop_frames": 20}
     presets: ClassVar[dict[str, dict[str, Any]]] = {"fast": _FAST, "paper": _PAPER}
 
