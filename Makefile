@@ -1,17 +1,21 @@
 # Two commands do everything on a fresh machine (Python 3.11 with venv):
-#   make demo   create .venv, install torch, the core and all four plugins, run the main job
-#   make test   the same set-up, then the linters and the whole test suite (incl. the plugin template's tests)
-# Both are idempotent: the set-up reruns only when a pyproject.toml changed.
+#   make demo   create .venv, install the core and the four plugins without their optional extras (no torch,
+#               dlib or ASR: about a minute from a clone), run the main job
+#   make test   the full set-up (torch, dlib, ASR, the test/docs/dask/seba extras), then the linters and the
+#               whole test suite (incl. the plugin template's tests)
+# Both are idempotent: each set-up reruns only when a pyproject.toml changed. One venv, two stamps: the full
+# set-up is a superset of the demo's, so after `make test` the demo installs nothing.
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.bioanon-setup
+LEAN_STAMP := $(VENV)/.bioanon-demo
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 PLUGINS := plugins/face plugins/gait plugins/voice plugins/motion
 TORCH  := torch==2.14.1 torchvision==0.29.1
 
-.PHONY: setup demo test test-loaded lint bench bench-gpu plugin-template dist docs clean
+.PHONY: setup setup-demo demo test test-loaded lint bench bench-gpu plugin-template dist docs clean
 
 $(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,11 +25,27 @@ $(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
 	$(PIP) install -q -e '.[test,dask,docs,seba]' -e 'plugins/face[torch,dlib]' -e plugins/gait -e 'plugins/voice[asr]' -e plugins/motion
 	@# optional pretrained speaker encoder (weights inside the wheel); --no-deps: its webrtcvad pin needs a compiler
 	$(PIP) install -q --no-deps 'resemblyzer>=0.1.4' 'webrtcvad-wheels>=2.0.14'
-	@touch $(STAMP)
+	@touch $(STAMP) $(LEAN_STAMP)
+
+# the demo's set-up: the core and the four plugins without extras (every demo method runs without torch);
+# nothing to do after the full set-up, which touches this stamp too
+$(LEAN_STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@# nothing to install where the full set-up is in place and current (a venv made before this stamp existed).
+	@# Else: the build back-end once (below 81, as bioanon-face[dlib] needs), then no isolated build environment
+	@# per distribution and no byte-compiling of every installed module (Python compiles what the demo
+	@# imports): half the time of a plain install
+	@if [ -f $(STAMP) ] && [ -z "$$(find $^ -newer $(STAMP))" ]; then :; else \
+	  echo "installing the core and the four plugins without their extras (no torch) into $(VENV)"; \
+	  $(PIP) install -q --no-compile 'setuptools>=77,<81' && \
+	  $(PIP) install -q --no-compile --no-build-isolation -e . $(addprefix -e ,$(PLUGINS)) || exit 1; fi
+	@touch $(LEAN_STAMP)
 
 setup: $(STAMP)
 
-demo: setup
+setup-demo: $(LEAN_STAMP)
+
+demo: setup-demo
 	$(BIN)/bioanon plugins
 	$(BIN)/bioanon demo
 

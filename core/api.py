@@ -157,7 +157,11 @@ without loading the data. Method and source parameters may not be named ``method
 copies of a pair — ``[deanonymizer] augment`` — with their source: a copy of a held-out image is never trained
 on), and SEBA's data layout for sources that import it: ``seba_set`` (a set's meta file, folder and metadata),
 ``seba_sample_attributes``, ``seba_attributes`` and ``read_seba_yaml`` (the safe YAML loader, errors naming the
-file)."""
+file).
+
+1.8 added ``DatasetSource.demo``: the evaluation ``bioanon demo --trait <trait>`` runs on a plugin's synthetic
+source (its own anonymizers, recognizers and utility measures; a source without it gets the core's ``any.*``
+methods)."""
 
 # name -> (module, attribute or None for the module itself), imported on first access
 _LAZY: dict[str, tuple[str, str | None]] = {

@@ -150,10 +150,13 @@ def _print_unavailable(unavailable: dict[str, dict[str, str]], *, header: bool =
         return
     if header:
         print(f"\n{UNAVAILABLE_MARK.strip()} methods cannot run here until their optional packages are installed:")
-    for method_id, missing in unavailable.items():
+    lines = [missing_text(method_id, missing) for method_id, missing in unavailable.items()]
+    if header and any("torch" in missing for missing in unavailable.values()):
+        lines.append(TORCH_HINT)
+    for line in lines:
         print(
             textwrap.fill(
-                missing_text(method_id, missing),
+                line,
                 _width(),
                 initial_indent="  ",
                 subsequent_indent="      ",
@@ -161,6 +164,14 @@ def _print_unavailable(unavailable: dict[str, dict[str, str]], *, header: bool =
                 break_long_words=False,
             )
         )
+
+
+TORCH_HINT = (
+    "Every other method runs without them (so does `bioanon demo`). pip's default torch is the CUDA build, "
+    "several GB: on a machine without an NVIDIA GPU install the CPU build first: pip install torch --index-url "
+    "https://download.pytorch.org/whl/cpu"
+)
+"""The note under a listing of unavailable methods when some need torch: which torch build to install."""
 
 
 def _brief(entry: Any) -> dict[str, Any]:
@@ -869,7 +880,11 @@ def build_parser() -> argparse.ArgumentParser:
         "a full evaluation on built-in synthetic data (about a minute)",
         "bioanon demo\nbioanon demo --trait face --out /tmp/demo",
     )
-    p.add_argument("--trait", default="any", help="use this trait plugin's synthetic data (default: any)")
+    p.add_argument(
+        "--trait",
+        default="any",
+        help="run this trait plugin's own demo: its methods on its synthetic data (default: any, the core's)",
+    )
     _add_run_options(p)
     p.set_defaults(func=cmd_demo)
 

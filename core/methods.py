@@ -1171,11 +1171,19 @@ class DatasetSource(Method):
     they do not depend on the data (an optional file may leave some out); ``None`` (the default) when the data
     decide (a folder with a CSV of any columns). ``bioanon validate`` and config loading check the label and
     every attribute name a config uses against a declared list, without loading the data; ``bioanon describe``
-    shows it."""
+    shows it.
+
+    ``demo`` (API 1.8): what ``bioanon demo --trait <trait>`` runs on the synthetic source ``<trait>.synthetic``,
+    as sections of an evaluation config: ``anonymizers``, ``recognizers`` and ``utility`` (required: the trait's
+    own methods, cheap enough for a laptop), optionally ``params`` (the source's parameters), ``selection``,
+    ``scenarios`` and ``rates``; the demo fills in the rest. Choose subject counts the evaluation set reaches and
+    attackers strong on the clear data, so the demo warns about nothing. ``None`` (the default): the demo runs
+    the core's ``any.*`` methods on the source's data."""
 
     kind: ClassVar[str] = "dataset"
     needs_path: ClassVar[bool] = True
     attribute_names: ClassVar[tuple[str, ...] | None] = None
+    demo: ClassVar[Mapping[str, Any] | None] = None
 
     def load(self, path: Any = None) -> Any:
         raise NotImplementedError

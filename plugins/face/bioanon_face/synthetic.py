@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 import numpy as np
@@ -30,6 +30,19 @@ class SyntheticFaces(DatasetSource):
     trait: ClassVar[str] = "face"
     payloads: ClassVar[tuple[str, ...]] = ("image",)
     needs_path: ClassVar[bool] = False
+    demo: ClassVar[dict[str, Any] | None] = {
+        # `bioanon demo --trait face`: this plugin's own methods, none needing torch or dlib
+        "anonymizers": [
+            {"id": "face.pixelation", "grid": {"size": [8, 4, 2]}},
+            {"id": "face.gaussian_blur", "name": "blur", "grid": {"kernel": [3, 7, 15]}},
+        ],
+        # face.lbph is weak on these small noisy images: eigenfaces with a linear and an RBF kernel
+        "recognizers": [
+            {"id": "face.eigenfaces"},
+            {"id": "face.eigenfaces", "name": "eigenfaces-rbf", "params": {"kernel": "rbf"}},
+        ],
+        "utility": [{"id": "face.attribute_accuracy", "params": {"attribute": "expression"}}, {"id": "face.ssim"}],
+    }
 
     n_subjects: int = param(60, help="number of subjects", low=2)
     samples_per_subject: int = param(10, help="images per subject", low=1)

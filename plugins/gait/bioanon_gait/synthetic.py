@@ -11,7 +11,7 @@ walking along +z. Fully vectorized over sequences and frames.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
@@ -38,6 +38,16 @@ class SyntheticGait(DatasetSource):
     attribute_names: ClassVar[tuple[str, ...] | None] = ("sex", "height", "activity")
     trait: ClassVar[str] = "gait"
     needs_path: ClassVar[bool] = False
+    demo: ClassVar[dict[str, Any] | None] = {
+        # `bioanon demo --trait gait`: this plugin's own methods (no torch); 60 walkers leave 24 to evaluate
+        "params": {"n_subjects": 60},
+        "anonymizers": [
+            {"id": "gait.noise", "grid": {"scale": [0.5, 2.0, 8.0]}},
+            {"id": "gait.coarsen_precision", "name": "coarsen", "grid": {"step": [0.05, 0.2]}},
+        ],
+        "recognizers": [{"id": "gait.svm"}, {"id": "gait.knn"}],
+        "utility": [{"id": "gait.attribute_accuracy", "params": {"attribute": "activity"}}, {"id": "gait.euclidean"}],
+    }
 
     n_subjects: int = param(30, help="number of subjects", low=2)
     sequences_per_subject: int = param(8, help="walks per subject", low=1)

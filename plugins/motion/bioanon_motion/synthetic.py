@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
@@ -33,6 +33,18 @@ class SyntheticMotion(DatasetSource):
     attribute_names: ClassVar[tuple[str, ...] | None] = ("activity", "gender", "age")
     trait: ClassVar[str] = "motion"
     needs_path: ClassVar[bool] = False
+    demo: ClassVar[dict[str, Any] | None] = {
+        # `bioanon demo --trait motion`: this plugin's own methods (no torch)
+        "anonymizers": [
+            {"id": "motion.gaussian_noise", "name": "noise", "grid": {"sigma": [0.5, 2.0]}},
+            {"id": "motion.lowpass", "grid": {"cutoff_hz": [5.0, 2.0]}},
+        ],
+        "recognizers": [{"id": "motion.svm"}, {"id": "motion.lda"}],
+        "utility": [
+            {"id": "motion.attribute_accuracy", "params": {"attribute": "activity"}},
+            {"id": "motion.correlation"},
+        ],
+    }
 
     window: int = param(64, help="window length in samples", low=8)
     n_subjects: int = param(60, help="number of subjects", low=2)

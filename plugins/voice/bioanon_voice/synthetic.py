@@ -9,7 +9,7 @@ spoken content in the formant sequence — what voice anonymization separates.
 
 from __future__ import annotations
 
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import attrs
 import numpy as np
@@ -81,13 +81,25 @@ class SyntheticVoice(DatasetSource):
 
     Columns: ``audio`` (float32 at ``sample_rate``), attributes ``digit`` (per sample) and ``gender`` (per
     speaker, from the F0 range); with ``with_features`` also a ``features`` payload of MFCC statistics so the
-    core's ``any.*`` methods (and ``bioanon demo --trait voice``) run on it. Voice anonymizers transform the
-    audio and drop that stale ``features`` payload."""
+    core's ``any.*`` methods run on it (``bioanon demo --trait voice`` runs the voice methods without it). Voice
+    anonymizers transform the audio and drop that stale ``features`` payload."""
 
     id: ClassVar[str] = "voice.synthetic"
     attribute_names: ClassVar[tuple[str, ...] | None] = ("digit", "gender")
     trait: ClassVar[str] = "voice"
     needs_path: ClassVar[bool] = False
+    demo: ClassVar[dict[str, Any] | None] = {
+        # `bioanon demo --trait voice`: this plugin's own methods (no torch, no ASR); 30 speakers leave 12 to
+        # evaluate
+        "params": {"n_speakers": 30, "with_features": False},
+        "anonymizers": [
+            {"id": "voice.mcadams", "grid": {"alpha": [0.9, 0.7]}},
+            {"id": "voice.noise", "grid": {"snr_db": [20.0, 5.0]}},
+        ],
+        "recognizers": [{"id": "voice.svm"}, {"id": "voice.lda"}],
+        "utility": [{"id": "voice.content_accuracy", "params": {"attribute": "digit"}}, {"id": "voice.sdr"}],
+        "selection": {"selectors": ["random", "classification"], "subject_counts": [12, 6], "random_draws": 3},
+    }
 
     n_speakers: int = param(20, help="number of speakers", low=2)
     utterances_per_speaker: int = param(10, help="utterances per speaker", low=1)
