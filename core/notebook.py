@@ -91,36 +91,17 @@ def summary(result: Any) -> Any:
     normalized utility of each measure (1 = clear, 0 = floor)."""
     import pandas as pd
 
-    from .metrics import privacy_level
+    from .report.tables import pair_utility
 
     hl = result.headline()
     if hl is None or len(hl) == 0:
         return pd.DataFrame()
-    out = hl[
-        [
-            "anonymizer",
-            "setting",
-            "metric",
-            "worst_accuracy",
-            "ci_low",
-            "ci_high",
-            "worst_recognizer",
-            "worst_scenario",
-            "clear_accuracy",
-            "chance",
-        ]
-    ].copy()
-    out["privacy"] = [
-        float(privacy_level(a, c, ch))
-        for a, c, ch in zip(out.worst_accuracy, out.clear_accuracy, out.chance, strict=True)
-    ]
-    curves_ = curves(result)
-    if len(curves_) and curves_.measure.astype(bool).any():
-        plain = curves_[~curves_.deanon]
-        util = plain.pivot_table(index=["anonymizer", "setting"], columns="measure", values="utility", sort=False)
-        util.columns = [f"utility[{m}]" for m in util.columns]
-        out = out.merge(util.reset_index(), on=["anonymizer", "setting"], how="left")
-    return out.reset_index(drop=True)
+    cols = ["anonymizer", "setting", "metric", "worst_accuracy", "ci_low", "ci_high", "worst_recognizer",
+            "worst_scenario", "clear_accuracy", "chance"]  # fmt: skip
+    out = pair_utility(
+        hl[[*cols, "setting_index", "selector"]], result.tradeoff, value="worst_accuracy", clear="clear_accuracy"
+    )
+    return out.drop(columns=["setting_index", "selector"]).reset_index(drop=True)
 
 
 def curves(result: Any) -> Any:
@@ -163,7 +144,8 @@ def frames(result: Any) -> dict[str, Any]:
 
 def plots(result: Any, kinds: Any = None) -> list[Any]:
     """The report's figures of the result (:class:`bioanon.report.Plot`: a Figure with its caption), drawn
-    from the tables in memory; ``kinds`` among ``tradeoff``, ``subjects``, ``scenarios``, ``reversibility``."""
+    from the tables in memory; ``kinds`` among ``overview``, ``tradeoff``, ``subjects``, ``scenarios``,
+    ``reversibility``."""
     from .report import plots as report_plots
 
     return report_plots(frames(result), kinds)

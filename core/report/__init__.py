@@ -1,12 +1,19 @@
 """The evaluation report: headline table, plots and a self-contained ``report.html`` from a results directory.
 
-``render_report(RUN_DIR)`` reads what the evaluation pipeline wrote (DESIGN.md §7) and writes ``RUN_DIR/report.html``
+``render_report(RUN_DIR)`` reads the results folder the evaluation pipeline wrote and writes
+``RUN_DIR/report.html``
 — one self-contained file to share: plots inline as SVG, no other file and no absolute path referenced, laid out for
 desktops and phones — and the same plots as ``RUN_DIR/plots/*.png`` for slides; :func:`plots` returns the figures
 (matplotlib, each with a caption saying how to read it) without writing anything, and :func:`headline` the
 headline privacy figure per anonymizer setting. Nothing is recomputed from scores: the tables and plots only
 aggregate the stored metrics (means over repeats and draws, the maximum over recognizers × scenarios) and draw the
 privacy–utility envelope with :func:`bioanon.metrics.tradeoff_envelope`.
+
+The page opens with the privacy–utility map at a glance: the headline table pairs each setting's worst case (CI,
+recognizer and scenario) with its utility (:func:`bioanon.report.tables.pair_utility`, which
+:meth:`bioanon.EvaluationResult.summary` uses too) and the ``overview`` plot draws utility against worst-case
+privacy. Each plot is inline in a desktop and a phone layout; a plot of a single point is a sentence instead.
+Rendering is cached by content (a digest of the inputs in the page's head): an unchanged rerun reuses the body.
 
 Input files (``metrics.parquet`` is required, everything else is optional)::
 
@@ -21,8 +28,8 @@ subjects were split into enrolment and test (by the data's ``role`` column or a 
 protocol: with ``protocol = "voiceprivacy"`` the attacker scenarios are shown with the VoicePrivacy Challenge's
 names (:data:`VOICEPRIVACY_SCENARIOS`; the stored results keep bioanon's ids).
 
-Definitions used throughout (METRICS.md, "Privacy–utility trade-off"; scenarios, their display order and names,
-the worst case and the headline metric come from :mod:`bioanon.evaluation.scenarios`):
+Definitions used throughout (the privacy–utility trade-off as the metrics documentation defines it; scenarios,
+their display order and names, the worst case and the headline metric come from :mod:`bioanon.evaluation.scenarios`):
 
 * the *worst case* of a setting is the highest top-1 accuracy over recognizers × attacker scenarios (every scenario
   except ``clear``, de-anonymization included), where each recognizer × scenario accuracy is first averaged over

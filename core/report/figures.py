@@ -25,6 +25,7 @@ from .tables import (
     _first_selector_top,
     _fmt,
     _mean_runs,
+    _pairing,
     _reversibility,
     _reversibility_thresholds,
     _subject_curves,
@@ -41,7 +42,8 @@ DPI = 150
 MAX_PANELS = 3  # settings shown per anonymizer in the subject-count and scenario plots (first, middle, last)
 MAX_TRADEOFF_FIGURES = 36
 MAX_REVERSIBILITY_FIGURES = 6
-PLOT_KINDS = ("tradeoff", "subjects", "scenarios", "reversibility")
+NARROW_WIDTH = 3.5  # inches: a phone's layout width (~340 CSS px) at 96 CSS px per inch, so 8 pt text is ~10.7 px
+PLOT_KINDS = ("overview", "tradeoff", "subjects", "scenarios", "reversibility")
 PLOT_PREFIXES = tuple(f"{k}_" for k in PLOT_KINDS)  # of the PNG files under plots/
 
 
@@ -104,14 +106,17 @@ def _readable(path: Path) -> None:
 
 @dataclass
 class Plot:
-    """One figure of the report: ``kind`` (``tradeoff``, ``subjects``, ``scenarios`` or ``reversibility``), a
-    file-name ``slug``, the matplotlib ``figure`` (on the Agg canvas; no pyplot) and its ``caption`` — what the
-    figure shows and how to read it."""
+    """One figure of the report: ``kind`` (``overview``, ``tradeoff``, ``subjects``, ``scenarios`` or
+    ``reversibility``), a file-name ``slug``, the matplotlib ``figure`` (on the Agg canvas; no pyplot) and its
+    ``caption`` — what the figure shows and how to read it. ``single`` is non-empty when the figure would show a
+    single point (one setting, one subject count): a sentence with that point's values, which the HTML report
+    shows instead of a one-dot plot."""
 
     kind: str
     slug: str
     figure: Figure
     caption: str
+    single: str = ""  # a sentence saying what a plot of a single point shows; the report prints it instead
 
     def _repr_png_(self) -> bytes:  # notebooks show the figure itself
         import io
@@ -212,8 +217,9 @@ def _point_labels(
     return numbered, key
 
 
-def _plot_tradeoff(res: _Results) -> tuple[list[Plot], list[str]]:
-    """One figure per (measure, selector, n_subjects). Returns the plots and notes."""
+def _plot_tradeoff(res: _Results, narrow: bool = False) -> tuple[list[Plot], list[str]]:
+    """One figure per (measure, selector, n_subjects), laid out for a phone when ``narrow``. Returns the plots and
+    notes."""
     tr = res.tradeoff
     if tr.empty or "utility" not in tr or tr["utility"].isna().all():  # no utility measure: nothing to trade off
         return [], []
@@ -239,7 +245,7 @@ def _plot_tradeoff(res: _Results) -> tuple[list[Plot], list[str]]:
         if len(a):
             a = a[(a["measure"] == measure) & (a["selector"] == sel) & (a["n_subjects"] == n)]
         series = _tradeoff_series(part, a, res.anonymizers)
-        fig = _new_figure(7.5, 6.6)
+        fig = _new_figure(NARROW_WIDTH, 4.9) if narrow else _new_figure(7.5, 6.6)
         ax = fig.add_subplot()
         both = {s["anonymizer"] for s in series if not s["counted"]}
         anon_idx = {a: i for i, a in enumerate(_unique(s["anonymizer"] for s in series))}
@@ -275,12 +281,13 @@ def _plot_tradeoff(res: _Results) -> tuple[list[Plot], list[str]]:
         ax.set_xlim(-0.05, 1.05)
         ax.set_ylim(-0.05, 1.12)
         ax.set_xlabel("privacy  (0 = clear level, 1 = chance)")
-        ax.set_ylabel(_wrap(f"utility: {_mpl(measure)}  (0 = floor, 1 = clear)", 50))
-        ax.set_title(_fit(f"Privacy–utility: {_mpl(measure)} — selector {_mpl(sel)}, n = {n}", 6.4, 11))
+        ax.set_ylabel(_wrap(f"utility: {_mpl(measure)}  (0 = floor, 1 = clear)", 34 if narrow else 50))
+        ax.set_title(_fit(f"Privacy–utility: {_mpl(measure)} — selector {_mpl(sel)}, n = {n}",
+                          NARROW_WIDTH - 0.3 if narrow else 6.4, 11))  # fmt: skip
         other = any(not s["counted"] and len(s["x"]) for s in series)
         lines = [h for h in ax.get_lines() if not str(h.get_label()).startswith("_")]
         # below the axes: inside, it would hide the staircase tails and points
-        _figure_legend(fig, lines, [str(h.get_label()) for h in lines], 2)
+        _figure_legend(fig, lines, [str(h.get_label()) for h in lines], 1 if narrow else 2)
         cap = (f"How to read: each point is one anonymizer setting, placed by its worst-case privacy (right = closer "
                f"to chance) and its utility (up = closer to clear data); further up and right is better, and a "
                f"larger area under a staircase (its AUC) is a better trade-off. Measure {measure}, selector {sel}, "
@@ -297,8 +304,92 @@ def _plot_tradeoff(res: _Results) -> tuple[list[Plot], list[str]]:
             cap += f" {dropped} point(s) with undefined privacy or utility are not drawn."
         if empty:
             cap += f" Not drawn (no defined point): {', '.join(empty)}."
-        figs.append(Plot("tradeoff", _slug(measure, sel, f"n{n}"), fig, cap))
+        drawn = [s for s in series if len(s["x"])]
+        one = ""
+        if drawn and all(len(s["x"]) == 1 for s in drawn):  # one setting per anonymizer: a sentence says it
+            one = (f"Privacy–utility ({measure}, selector {sel}, n = {n}): one setting per anonymizer, so no curve — "
+                   + "; ".join(f"{s['anonymizer']}"
+                               + (f" ({'with' if s['deanon'] else 'without'} de-anon.)" if s["anonymizer"] in both
+                                  else "")
+                               + f" {s['labels'][0] or '(default)'}: privacy {_fmt(s['x'][0])}, utility "
+                                 f"{_fmt(s['y'][0])}" for s in drawn) + ".")  # fmt: skip
+        figs.append(Plot("tradeoff", _slug(measure, sel, f"n{n}"), fig, cap, one))
     return figs, notes
+
+
+def _plot_overview(res: _Results, pairing: pd.DataFrame, narrow: bool = False) -> list[Plot]:
+    """The report's opening figure: each anonymizer setting's utility (the first utility measure) against its
+    worst-case privacy (the headline's, with its CI as a horizontal bar), one colour per anonymizer, the clear level
+    and chance marked, and each anonymizer's conservative staircase (:func:`bioanon.metrics.tradeoff_envelope`).
+    None without utility measures."""
+    from .. import metrics as _metrics
+
+    ucols = [c for c in pairing.columns if str(c).startswith("utility[")]
+    if pairing.empty or not ucols:
+        return []
+    ucol = ucols[0]
+    measure = ucol[len("utility[") : -1]
+    color = dict(zip(res.anonymizers, _colors(len(res.anonymizers)), strict=False))
+    fig = _new_figure(NARROW_WIDTH, 4.6) if narrow else _new_figure(6.6, 5.4)
+    ax = fig.add_subplot()
+    keys, shown = [], []
+    for i, anon in enumerate(_order(pairing["anonymizer"], res.anonymizers)):
+        p = pairing[(pairing["anonymizer"] == anon) & pairing["privacy"].notna() & pairing[ucol].notna()]
+        if p.empty:
+            continue
+        c = color.get(anon, "0.3")
+        x = np.clip(p["privacy"].to_numpy(float), 0.0, 1.0)
+        y = np.clip(p[ucol].to_numpy(float), 0.0, 1.0)
+        # the CI of the worst-case accuracy, as privacy: the upper accuracy bound is the lower privacy bound
+        xlo = np.atleast_1d(_metrics.privacy_level(p["ci_high"].to_numpy(float), p["clear"].to_numpy(float),
+                                                   p["chance"].to_numpy(float)))  # fmt: skip
+        xhi = np.atleast_1d(_metrics.privacy_level(p["ci_low"].to_numpy(float), p["clear"].to_numpy(float),
+                                                   p["chance"].to_numpy(float)))  # fmt: skip
+        ok = np.isfinite(xlo) & np.isfinite(xhi)
+        if ok.any():
+            ax.errorbar(x[ok], y[ok], xerr=np.vstack([np.clip(x[ok] - xlo[ok], 0, None),
+                                                      np.clip(xhi[ok] - x[ok], 0, None)]),
+                        fmt="none", ecolor=c, elinewidth=1.2, alpha=0.6, capsize=3, zorder=3)  # fmt: skip
+        if len(x) > 1:
+            px, py = _metrics.tradeoff_envelope(x, y)
+            ax.plot(px, py, color=c, linewidth=1.2, alpha=0.7, zorder=2)
+        ax.plot(x, y, "o", color=c, markersize=7, label=_mpl(anon), zorder=4)
+        shown.append(len(x))
+        off, ha, va = _LABEL_OFFSETS[i % len(_LABEL_OFFSETS)]
+        point_labels, key = _point_labels(x, y, [str(t or "(default)") for t in p["setting"]])
+        if key:
+            keys.append(f"{anon}: " + "; ".join(key))
+        for xx, yy, t in zip(x, y, point_labels, strict=True):
+            if t:
+                ax.annotate(_mpl(t), (xx, yy), xytext=off, textcoords="offset points", fontsize=8, color=c,
+                            ha=ha, va=va, zorder=5)  # fmt: skip
+    if not shown:
+        return []
+    _ref_lines_x(ax)
+    ax.set_xlim(-0.05, 1.05)
+    ax.set_ylim(-0.05, 1.12)
+    ax.set_xlabel(_wrap("worst-case privacy  (0 = clear level, 1 = chance)", 34 if narrow else 70))
+    ax.set_ylabel(_wrap(f"utility: {_mpl(measure)}  (0 = floor, 1 = clear)", 34 if narrow else 50))
+    ax.set_title(_fit(f"Privacy and utility per setting ({_mpl(measure)})", NARROW_WIDTH - 0.3 if narrow else 6.0,
+                      11))  # fmt: skip
+    lines = [h for h in ax.get_lines() if not str(h.get_label()).startswith("_")]
+    _figure_legend(fig, lines, [str(h.get_label()) for h in lines], 2 if narrow else 4)
+    sel, n = pairing["selector"].iloc[0], pairing["n_subjects"].max()
+    cap = (f"How to read: each point is one anonymizer setting — right is more private (its worst case over every "
+           f"recognizer × attacker scenario closer to chance), up keeps more utility ({measure}); up and right is "
+           f"best. Horizontal bars: the worst case's CI; lines: each anonymizer's conservative staircase (the best "
+           f"utility reachable at each privacy level or more). Selector {sel} at its largest subject count "
+           f"({n}), as in the table above.")  # fmt: skip
+    if len(ucols) > 1:
+        cap += " The other utility measures are in the table and in the privacy–utility curves below."
+    if keys:
+        cap += " Numbered points (their labels would overlap): " + " | ".join(keys) + "."
+    one = ""
+    if sum(shown) == 1:
+        r = pairing[pairing["privacy"].notna() & pairing[ucol].notna()].iloc[0]
+        one = (f"One setting ({r['anonymizer']} {r['setting'] or '(default)'}): worst-case privacy "
+               f"{_fmt(r['privacy'])}, utility ({measure}) {_fmt(r[ucol])} — see the table.")  # fmt: skip
+    return [Plot("overview", _slug("overview", measure), fig, cap, one)]
 
 
 def _setting_panels(res: _Results, df: pd.DataFrame) -> tuple[dict[str, list[tuple[Any, ...]]], list[str]]:
@@ -315,7 +406,9 @@ def _setting_panels(res: _Results, df: pd.DataFrame) -> tuple[dict[str, list[tup
     return panels, notes
 
 
-def _plot_subjects(res: _Results) -> tuple[list[Plot], list[str]]:
+def _plot_subjects(res: _Results, narrow: bool = False) -> tuple[list[Plot], list[str]]:
+    """One figure per anonymizer: worst-case top-1 against subject count, one panel per setting (side by side, or
+    stacked when ``narrow``). Returns the plots and notes."""
     from matplotlib.ticker import FixedLocator, NullLocator, ScalarFormatter
 
     m = res.metrics
@@ -326,11 +419,18 @@ def _plot_subjects(res: _Results) -> tuple[list[Plot], list[str]]:
     scolor = dict(zip(res.selectors, _colors(len(res.selectors), "Dark2"), strict=False))
     figs = []
     for anon, picked in panels.items():
-        panel_w = 4.6
-        fig = _new_figure(panel_w * len(picked) + 0.6, 4.8)
-        axes = fig.subplots(1, len(picked), sharey=True, squeeze=False)[0]
+        if narrow:
+            panel_w = NARROW_WIDTH
+            fig = _new_figure(NARROW_WIDTH, 2.9 * len(picked) + 1.6)
+            axes = fig.subplots(len(picked), 1, sharey=True, squeeze=False)[:, 0]
+        else:
+            panel_w = 4.6
+            fig = _new_figure(panel_w * len(picked) + 0.6, 4.8)
+            axes = fig.subplots(1, len(picked), sharey=True, squeeze=False)[0]
         handles: dict[str, Any] = {}
         single_n: set[int] = set()
+        points: list[str] = []  # "setting: value" of each one-point series, for the sentence of a one-point plot
+        curves_drawn = 0
         for ax, (idx, setting) in zip(axes, picked, strict=True):
             d = t1[(t1["anonymizer"] == anon) & (t1["setting_index"] == idx)]
             cur = _subject_curves(res, d)
@@ -340,6 +440,12 @@ def _plot_subjects(res: _Results) -> tuple[list[Plot], list[str]]:
                 col = scolor.get(sel, "0.3")
                 if len(c) == 1:
                     single_n.add(int(c["n_subjects"].iloc[0]))
+                    w = c.iloc[0]
+                    points.append(f"{setting or '(default)'}, selector {sel}: {_fmt(w['worst'])} ({w['recognizer']} / "
+                                  f"{res.scenario(w['scenario'])}; clear level {_fmt(w['clear'])}, chance "
+                                  f"{_fmt(w['chance'])})")  # fmt: skip
+                else:
+                    curves_drawn += 1
                 x = c["n_subjects"].to_numpy(float)
                 drawn = {
                     f"sel:{sel}": _series(ax, x, c["worst"], single="o", color=col, linewidth=2, marker="o",
@@ -378,9 +484,10 @@ def _plot_subjects(res: _Results) -> tuple[list[Plot], list[str]]:
             ax.set_ylim(0, 1.03)
             ax.set_xlabel("subjects in the selection (log scale)")
             ax.set_title(_fit(_mpl(setting or "(default)"), panel_w - 0.7, 11))
-        axes[0].set_ylabel("worst-case top-1 accuracy")
+        for ax in axes if narrow else axes[:1]:
+            ax.set_ylabel("worst-case top-1" if narrow else "worst-case top-1 accuracy")
         fig.suptitle(_fit(f"{_mpl(anon)}: worst-case top-1 against subject count", fig.get_figwidth() - 0.3, 12))
-        _figure_legend(fig, list(handles.values()), [h.get_label() for h in handles.values()], 4)
+        _figure_legend(fig, list(handles.values()), [h.get_label() for h in handles.values()], 1 if narrow else 4)
         cap = (f"How to read: lower is more private — a curve near the dotted chance line means the strongest "
                f"attacker does no better than guessing, one near the dashed clear level means the anonymization "
                f"hardly protects; accuracy usually falls as the number of subjects grows. {anon}: worst case over "
@@ -393,11 +500,18 @@ def _plot_subjects(res: _Results) -> tuple[list[Plot], list[str]]:
                 f" Only one subject count (n = {counts}) was evaluated for some selectors, so their series are "
                 f"single points (▼ best draw, ◇ clear level, — chance, bar: range over draws), not curves."
             )
-        figs.append(Plot("subjects", _slug(anon), fig, cap))
+        one = ""
+        if points and not curves_drawn:  # one subject count everywhere: no curve to draw
+            counts = ", ".join(str(v) for v in sorted(single_n))
+            one = (f"{anon}: only one subject count (n = {counts}) was evaluated, so there is no curve against subject "
+                   f"count; worst-case top-1 (mean over repeats and draws) — " + "; ".join(points) + ".")  # fmt: skip
+        figs.append(Plot("subjects", _slug(anon), fig, cap, one))
     return figs, notes
 
 
-def _plot_scenarios(res: _Results) -> tuple[list[Plot], list[str]]:
+def _plot_scenarios(res: _Results, narrow: bool = False) -> tuple[list[Plot], list[str]]:
+    """One bar chart per anonymizer: top-1 per scenario and recognizer, one panel per setting (stacked when wide
+    or ``narrow``). Returns the plots and notes."""
     top = _first_selector_top(res)
     if top.empty:
         return [], []
@@ -408,10 +522,10 @@ def _plot_scenarios(res: _Results) -> tuple[list[Plot], list[str]]:
     figs = []
     for anon, picked in panels.items():
         nscen = max(len(_unique(agg.loc[agg["anonymizer"] == anon, "scenario"])), 1)
-        panel_w = min(max(4.8, 0.35 * nscen * max(len(recs), 1) + 1.5), 10.0)
-        stacked = panel_w * len(picked) > 16  # many bars: one panel per row instead of side by side
+        panel_w = NARROW_WIDTH if narrow else min(max(4.8, 0.35 * nscen * max(len(recs), 1) + 1.5), 10.0)
+        stacked = narrow or panel_w * len(picked) > 16  # many bars: one panel per row instead of side by side
         if stacked:
-            fig = _new_figure(panel_w + 0.4, 3.6 * len(picked) + 0.8)
+            fig = _new_figure(panel_w + (0 if narrow else 0.4), 3.6 * len(picked) + (1.6 if narrow else 0.8))
             axes = fig.subplots(len(picked), 1, sharey=True, squeeze=False)[:, 0]
         else:
             fig = _new_figure(panel_w * len(picked) + 0.4, 4.8)
@@ -444,16 +558,18 @@ def _plot_scenarios(res: _Results) -> tuple[list[Plot], list[str]]:
                 h = ax.axhline(clear, color="0.35", linestyle="--", linewidth=1.2, label="clear level (worst case)")
                 handles.setdefault("clear", h)
             ax.set_xticks(np.arange(len(scen)), [_mpl(res.scenario(s)) for s in scen])
+            if narrow and len(scen) > 3:
+                ax.tick_params(axis="x", labelrotation=30)
             ax.set_xlim(-0.6, len(scen) - 0.4)
             ax.set_ylim(0, 1.05)
             ax.grid(axis="x", visible=False)
             ax.set_xlabel("attacker scenario")
             ax.set_title(_fit(f"{_mpl(setting or '(default)')}  (n = {n})", panel_w - 0.7, 11))
         for ax in axes if stacked else axes[:1]:
-            ax.set_ylabel("top-1 accuracy (mean over repeats)")
+            ax.set_ylabel("top-1 (mean)" if narrow else "top-1 accuracy (mean over repeats)")
         fig.suptitle(_fit(f"{_mpl(anon)}: top-1 per scenario and recognizer — selector {_mpl(res.first_selector)}",
                           fig.get_figwidth() - 0.3, 12))  # fmt: skip
-        _figure_legend(fig, list(handles.values()), [h.get_label() for h in handles.values()], 6)
+        _figure_legend(fig, list(handles.values()), [h.get_label() for h in handles.values()], 2 if narrow else 6)
         cap = (f"How to read: each bar is one recognizer attacking in one scenario; lower bars are more private — at "
                f"the dotted chance line the attack fails, at the dashed clear level the anonymization does not "
                f"protect. The scenario with the highest bar is the worst case. {anon}: top-1 accuracy per attacker "
@@ -463,7 +579,8 @@ def _plot_scenarios(res: _Results) -> tuple[list[Plot], list[str]]:
     return figs, notes
 
 
-def _plot_reversibility(res: _Results, rev: pd.DataFrame, t: tuple[float, float]) -> list[Plot]:
+def _plot_reversibility(res: _Results, rev: pd.DataFrame, t: tuple[float, float], narrow: bool = False) -> list[Plot]:
+    """One figure per utility measure: reversibility R against normalized utility (``narrow``: for a phone)."""
     u = res.utility
     if rev.empty or u.empty:
         return []
@@ -475,7 +592,7 @@ def _plot_reversibility(res: _Results, rev: pd.DataFrame, t: tuple[float, float]
         d = d[d["R"].notna() & d["normalized"].notna()]
         if d.empty:
             continue
-        fig = _new_figure(6.5, 5.0)
+        fig = _new_figure(NARROW_WIDTH, 4.2) if narrow else _new_figure(6.5, 5.0)
         ax = fig.add_subplot()
         single, keys = [], []
         for i, anon in enumerate(_order(d["anonymizer"], res.anonymizers)):
@@ -500,11 +617,11 @@ def _plot_reversibility(res: _Results, rev: pd.DataFrame, t: tuple[float, float]
             ax.text(1.015, y, label, transform=tr, ha="left", va="center", fontsize=8, color="0.3")
         ax.set_xlim(-0.05, 1.05)
         ax.set_ylim(-0.05, 1.05)
-        ax.set_xlabel(_wrap(f"utility: {_mpl(measure)}  (0 = floor, 1 = clear)", 60))
+        ax.set_xlabel(_wrap(f"utility: {_mpl(measure)}  (0 = floor, 1 = clear)", 34 if narrow else 60))
         ax.set_ylabel("reversibility R")
-        ax.set_title(_fit(f"Reversibility against utility ({_mpl(measure)})", 4.8, 11))
+        ax.set_title(_fit(f"Reversibility against utility ({_mpl(measure)})", 2.4 if narrow else 4.8, 11))
         lines = [h for h in ax.get_lines() if not str(h.get_label()).startswith("_")]
-        _figure_legend(fig, lines, [str(h.get_label()) for h in lines], 4)  # below: inside, it may hide points
+        _figure_legend(fig, lines, [str(h.get_label()) for h in lines], 2 if narrow else 4)  # inside: may hide points
         cap = (f"How to read: each point is one anonymizer setting; lower is better (a de-anonymizer recovers "
                f"less of what the anonymization removed) and further right keeps more utility, so the lower right "
                f"is best. Reversibility R against normalized utility ({measure}); dotted lines: category "
@@ -513,22 +630,31 @@ def _plot_reversibility(res: _Results, rev: pd.DataFrame, t: tuple[float, float]
             cap += f" {', '.join(single)}: a single setting, drawn as a single point."
         if keys:
             cap += " Numbered points (their labels would overlap): " + " | ".join(keys) + "."
-        figs.append(Plot("reversibility", _slug(measure), fig, cap))
+        one = ""
+        if len(d) == 1:  # one setting: a sentence says it
+            r = d.iloc[0]
+            one = (f"Reversibility ({measure}): one setting, {r['anonymizer']} {r['setting'] or '(default)'}: R = "
+                   f"{_fmt(r['R'])} ({r['category']}) at utility {_fmt(r['normalized'])}.")  # fmt: skip
+        figs.append(Plot("reversibility", _slug(measure), fig, cap, one))
     return figs
 
 
-def _all_plots(res: _Results) -> dict[str, Any]:
-    """Every figure of the report with its notes, drawn under the report's rc settings."""
+def _all_plots(res: _Results, narrow: bool = False, pairing: pd.DataFrame | None = None) -> dict[str, Any]:
+    """Every figure of the report with its notes, drawn under the report's rc settings; ``narrow``: laid out for
+    a phone (:data:`NARROW_WIDTH` wide, panels stacked), in the same order. ``pairing``: the opening table
+    (:func:`~bioanon.report.tables._pairing`) when already computed."""
     import matplotlib
 
     thresholds = _reversibility_thresholds(res)
     rev = _reversibility(res, thresholds)
     with matplotlib.rc_context(_RC):
-        tradeoff, tnotes = _plot_tradeoff(res)
-        subjects, snotes = _plot_subjects(res)
-        scenarios, cnotes = _plot_scenarios(res)
-        rev_figs = _plot_reversibility(res, rev, thresholds)
+        overview = _plot_overview(res, _pairing(res) if pairing is None else pairing, narrow)
+        tradeoff, tnotes = _plot_tradeoff(res, narrow)
+        subjects, snotes = _plot_subjects(res, narrow)
+        scenarios, cnotes = _plot_scenarios(res, narrow)
+        rev_figs = _plot_reversibility(res, rev, thresholds, narrow)
     return {
+        "overview": overview,
         "tradeoff": tradeoff, "tradeoff_notes": tnotes,
         "subjects": subjects, "subjects_notes": snotes,
         "scenarios": scenarios, "scenarios_notes": cnotes,
@@ -541,8 +667,9 @@ def plots(source: str | os.PathLike[str] | Mapping[str, Any], kinds: Iterable[st
 
     ``source`` is a run directory (what :func:`render_report` reads) or the tables in memory as a mapping:
     ``metrics`` (required), ``utility``, ``tradeoff``, ``auc``, ``protocol`` (DataFrames with the columns of the
-    files of the same name), ``config``, ``environment`` (dicts). ``kinds`` picks among ``tradeoff``,
-    ``subjects``, ``scenarios`` and ``reversibility`` (default: all). Nothing is written.
+    files of the same name), ``config``, ``environment`` (dicts). ``kinds`` picks among ``overview`` (utility
+    against worst-case privacy per setting), ``tradeoff``, ``subjects``, ``scenarios`` and ``reversibility``
+    (default: all). Nothing is written.
     """
     res = _load(source) if isinstance(source, (str, os.PathLike)) else _from_frames(source)
     wanted = set(PLOT_KINDS if kinds is None else kinds)
@@ -550,7 +677,7 @@ def plots(source: str | os.PathLike[str] | Mapping[str, Any], kinds: Iterable[st
     if unknown:
         raise ReportError(f"plots: unknown kind(s) {', '.join(sorted(unknown))}; choose from {', '.join(PLOT_KINDS)}")
     parts = _all_plots(res)
-    out = parts["tradeoff"] + parts["subjects"] + parts["scenarios"] + parts["reversibility"][2]
+    out = parts["overview"] + parts["tradeoff"] + parts["subjects"] + parts["scenarios"] + parts["reversibility"][2]
     return [p for p in out if p.kind in wanted]
 
 

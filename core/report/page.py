@@ -5,6 +5,8 @@ plots as ``plots/*.png``.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import html
 import json
 import math
@@ -14,7 +16,9 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..fileio import atomic_write_text
+import numpy as np
+
+from ..fileio import atomic_write, atomic_write_text
 from .figures import _RC, PLOT_PREFIXES, Plot, _all_plots, _readable, _save_png
 from .results import _SETTING, _data_info, _load, _Results, _scrub, _shareable, _unique
 from .tables import (
@@ -23,10 +27,10 @@ from .tables import (
     _cells,
     _fmt,
     _fmt_ci,
-    _headline,
     _isnan,
     _largest_n,
     _mean_runs,
+    _pairing,
     _setting_order,
 )
 
@@ -54,26 +58,40 @@ def _cell(v: Any) -> str:
     return _esc(_fmt(v))
 
 
-def _table(headers: Sequence[str], rows: Iterable[Sequence[Any]], *, num_from: int = 0, cls: str = "") -> str:
-    head = "".join(f"<th>{_esc(h)}</th>" for h in headers)
+def _table(
+    headers: Sequence[str], rows: Iterable[Sequence[Any]], *, num_from: int = 0, cls: str = "", cards: bool = False
+) -> str:
+    """An HTML table in a box that scrolls sideways when wider than the page; ``cards``: on a phone each row is
+    shown as a card of "header: value" lines instead (no sideways swipe)."""
+    # long method ids in headers may break after "." and "_" (e.g. utility: any.cosine_similarity)
+    head = "".join("<th>" + re.sub(r"([._])", r"\1<wbr>", _esc(h)) + "</th>" for h in headers)
+    labels = [f' data-label="{_esc(h)}"' if cards else "" for h in headers]
     body = []
     for row in rows:
         tds = "".join(
-            f'<td class="num">{_cell(v)}</td>' if i >= num_from and num_from else f"<td>{_cell(v)}</td>"
+            f'<td class="num"{labels[i]}>{_cell(v)}</td>' if i >= num_from and num_from
+            else f"<td{labels[i]}>{_cell(v)}</td>"
             for i, v in enumerate(row)
-        )
+        )  # fmt: skip
         body.append(f"<tr>{tds}</tr>")
-    c = f' class="{_esc(cls)}"' if cls else ""
+    c = f' class="{_esc(" ".join(x for x in (cls, "cards" if cards else "") if x))}"' if cls or cards else ""
     # wide tables scroll inside their own box instead of widening the page (phones)
     return f'<div class="scroll"><table{c}><thead><tr>{head}</tr></thead><tbody>{"".join(body)}</tbody></table></div>'
 
 
 def _figures(figs: list[dict[str, Any]]) -> str:
-    """Figures with their inline SVG (already safe markup) and caption."""
-    return "".join(
-        f'<figure><div class="plot">{f["svg"]}</div><figcaption>{_esc(f["caption"])}</figcaption></figure>'
-        for f in figs
-    )
+    """Figures with their inline SVGs (already safe markup: the desktop one and, shown instead on a phone, the
+    narrow one) and caption; a figure of a single point is its sentence instead."""
+    out = []
+    for f in figs:
+        if f.get("single"):
+            out.append(f'<p class="single">{_esc(f["single"])}</p>')
+            continue
+        narrow = f'<div class="plot narrow">{f["svg_narrow"]}</div>' if f.get("svg_narrow") else ""
+        wide = "plot wide" if narrow else "plot"
+        out.append(f'<figure><div class="{wide}">{f["svg"]}</div>{narrow}'
+                   f'<figcaption>{_esc(f["caption"])}</figcaption></figure>')  # fmt: skip
+    return "".join(out)
 
 
 def _notes(notes: list[str]) -> str:
@@ -112,8 +130,24 @@ figure .plot svg{display:block;max-width:100%;height:auto}
 figcaption{font-size:.85rem;color:#57606a;margin-top:.3rem}
 pre{background:#f6f8fa;border:1px solid #d8dee4;padding:.8rem;overflow:auto;font-size:.8rem;max-width:100%}
 code{font-size:.9em}
+table.headline td:nth-child(4){white-space:normal}
+.single{background:#fff;border:1px solid #d8dee4;border-left:4px solid #8c959f;padding:.5rem .8rem}
+.plot.narrow{display:none}
 @media (max-width:640px){main{padding:1rem .75rem 3rem}h1{font-size:1.35rem}h2{font-size:1.15rem}
-figure{padding:.3rem;margin:.8rem 0}th,td{padding:.22rem .4rem}}
+figure{padding:.3rem;margin:.8rem 0}th,td{padding:.22rem .4rem}
+.plot.wide{display:none}.plot.narrow{display:block}
+table.cards,table.cards tbody,table.cards tr,table.cards td{display:block;width:100%}
+table.cards thead{display:none}table.cards{background:none}
+table.cards tr{background:#fff;border:1px solid #d8dee4;border-radius:6px;margin:0 0 .6rem;padding:.3rem .5rem}
+table.cards tbody tr:nth-child(even){background:#fff}
+table.cards td{overflow:hidden;border:0;border-bottom:1px solid #eef1f4;padding:.12rem 0;white-space:normal;
+text-align:right;overflow-wrap:anywhere}
+table.cards td:last-child{border-bottom:0}
+table.cards td::before{content:attr(data-label);float:left;max-width:55%;margin-right:.6rem;text-align:left;
+color:#57606a;font-size:.85em;line-height:1.6}
+table.cards td:first-child,table.cards td:nth-child(2){display:inline-block;width:auto;margin-right:.5rem;
+font-weight:700;text-align:left;border:0}
+table.cards td:first-child::before,table.cards td:nth-child(2)::before{content:none}}
 """
 
 
@@ -217,15 +251,19 @@ def _header(res: _Results) -> str:
     )
 
 
-def _headline_html(res: _Results, hl: pd.DataFrame) -> str:
+def _headline_html(res: _Results, hl: pd.DataFrame, figs: list[dict[str, Any]]) -> str:
+    """The opening table: per anonymizer setting the worst case with its CI and who achieved it, its privacy level
+    and its utility (``hl`` is :func:`~bioanon.report.tables._pairing`), and the overview plot ``figs``."""
     if hl.empty:
         return (
             f'<p class="note">No {METRIC_LABELS.get(res.headline_metric, res.headline_metric)} results for the '
             f"first selector; no headline.</p>"
         )
     attr = res.attribute
+    ucols = [c for c in hl.columns if str(c).startswith("utility[")]
+    uvals = hl[ucols].to_numpy(float) if ucols else np.empty((len(hl), 0))
     rows = []
-    for r in hl.itertuples(index=False):
+    for i, r in enumerate(hl.itertuples(index=False)):
         big = _Raw(
             f'<span class="big">{_esc(_fmt(r.value))}</span>'
             + (
@@ -240,11 +278,12 @@ def _headline_html(res: _Results, hl: pd.DataFrame) -> str:
                 r.anonymizer,
                 r.setting or "(default)",
                 big,
+                f"{r.recognizer} / {res.scenario(r.scenario)}",
+                r.privacy,
+                *uvals[i],
                 r.clear,
                 r.chance,
                 *extra,
-                r.privacy,
-                f"{r.recognizer} / {res.scenario(r.scenario)}",
                 r.n_subjects,
                 r.n_repeats,
             )
@@ -255,6 +294,7 @@ def _headline_html(res: _Results, hl: pd.DataFrame) -> str:
         f"subject count. Beside it the clear level (worst case on clear data, same selection) and chance; privacy "
         f"x = 1 − clip((A − c)/(A_clear − c), 0, 1) is 0 at the clear level and 1 at chance."
     )
+    uheads = [f"utility: {str(c)[len('utility[') : -1]}" for c in ucols]
     if attr:
         intro = (
             f"<p>Worst-case <b>balanced accuracy</b> of inferring the attribute <code>{_esc(res.label)}</code> per "
@@ -266,17 +306,14 @@ def _headline_html(res: _Results, hl: pd.DataFrame) -> str:
             f"privacy.</p>"
         )
         heads = [
-            "anonymizer",
-            "setting",
             "worst-case balanced acc. [CI]",
+            "achieved by (recognizer / scenario)",
+            "privacy x",
+            *uheads,
             "clear level",
             "uniform chance",
             "accuracy (same attack)",
             "majority-class rate",
-            "privacy x",
-            "achieved by (recognizer / scenario)",
-            "subjects",
-            "repeats",
         ]
     else:
         intro = (
@@ -284,17 +321,37 @@ def _headline_html(res: _Results, hl: pd.DataFrame) -> str:
             f"more privacy.</p>"
         )
         heads = [
-            "anonymizer",
-            "setting",
             "worst-case top-1 [CI]",
+            "achieved by (recognizer / scenario)",
+            "privacy x",
+            *uheads,
             "clear level",
             "chance",
-            "privacy x",
-            "achieved by (recognizer / scenario)",
-            "subjects",
-            "repeats",
         ]
-    return intro + _table(heads, rows, num_from=2, cls="headline") + _notes(comparator_notes(res.metrics))
+    if ucols:
+        intro += (
+            "<p>Utility: the normalized utility y = (U − floor)/(clear − floor) of each measure, 1 = as useful as "
+            'clear data, 0 = the floor (mean over repeats; details in <a href="#utility">Utility</a>).</p>'
+        )
+    else:
+        intro += '<p class="note">No utility measures in this run: the table shows privacy alone.</p>'
+    what = "attribute inference" if attr else "re-identification"
+    lead = (
+        f"<p>Per anonymizer setting: the strongest {what} attack found (its worst case, with CI and who achieved "
+        f"it; lower = more private) beside the utility the setting keeps (1 = as useful as clear data).</p>"
+        if ucols
+        else f"<p>Per anonymizer setting: the strongest {what} attack found (its worst case, with CI and who "
+        f"achieved it; lower = more private).</p>"
+    )
+    return (
+        lead
+        + _table(
+            ["anonymizer", "setting", *heads, "subjects", "repeats"], rows, num_from=2, cls="headline", cards=True
+        )  # fmt: skip
+        + _figures(figs)
+        + intro
+        + _notes(comparator_notes(res.metrics))
+    )
 
 
 def comparator_notes(metrics: pd.DataFrame) -> list[str]:
@@ -419,7 +476,8 @@ def _protocol_html(res: _Results) -> str:
     rows = [(r["anonymizer"], r["setting"] or "(default)", *[r[c] for c in cols]) for _, r in t.iterrows()]
     attribute = (res.config.get("report") or {}).get("paper_protocol", "")
     return (
-        f"<p>The evaluation protocol of <code>utility-preserving-anonymization.txt</code> §5.1.3 on the evaluation "
+        f"<p>The evaluation protocol of Chen et al., <i>Model-Agnostic Utility-Preserving Biometric Information "
+        f"Anonymization</i> (2024), §5.1.3, on the evaluation "
         f"set, beside the strong attackers above: accuracy on the attribute of interest "
         f"<code>{_esc(attribute)}</code> of a random forest trained on original data and applied to anonymized "
         f"data, and the mixture level 1 − S(T(D)) (top-k mixture, KL of the posteriors from a uniform guess) of an "
@@ -600,10 +658,13 @@ def _fmt_conf(c: Any) -> str:
     return f"{c * 100:g} %" if c <= 1 else f"{c:g} %"
 
 
-def _build_html(res: _Results, hl: pd.DataFrame, parts: dict[str, Any]) -> str:
+def _body(res: _Results, hl: pd.DataFrame, parts: dict[str, Any]) -> str:
+    """Everything of the page below its header (navigation, sections, footer): what the results determine, so
+    that an unchanged rerun can reuse it (:func:`render_report`)."""
     rev, rev_t, rev_figs = parts["reversibility"]
     sections = [
-        ("headline", "Headline: worst-case privacy", _headline_html(res, hl) + _data_notes(res)),
+        ("headline", "Headline: worst-case privacy and utility",
+         _headline_html(res, hl, parts["overview"]) + _data_notes(res)),
         ("warnings", "Sanity warnings and failures", _warnings_html(res)),
         ("auc", "Privacy–utility AUC", _auc_html(res)),
         ("utility", "Utility", _utility_html(res)),
@@ -628,16 +689,134 @@ def _build_html(res: _Results, hl: pd.DataFrame, parts: dict[str, Any]) -> str:
          f"<pre>{_esc(json.dumps(_shareable(res.config), indent=2, ensure_ascii=False, default=str))}</pre>"),
     ]  # fmt: skip
     nav = "<nav>" + "".join(f'<a href="#{sid}">{_esc(t)}</a>' for sid, t, _ in sections) + "</nav>"
+    return (
+        nav
+        + "".join(_section(sid, t, body) for sid, t, body in sections)
+        + '<footer class="note">Generated by bioanon.report.</footer>'
+    )
+
+
+_DIGEST_META = "bioanon-report-inputs"
+_END_HEADER, _END_MAIN = "</header>", "</main>"
+
+
+def _page(res: _Results, body: str, stamp: str) -> str:
+    """The whole page: head (with ``stamp``, the digest of what the body was rendered from), header, ``body``."""
     name = res.config.get("name") or res.run_dir.name
     return (
         '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
+        f'<meta name="{_DIGEST_META}" content="{_esc(stamp)}">'
         f"<title>bioanon report — {_esc(name)}</title><style>{_CSS}</style></head><body><main>"
         + _header(res)
-        + nav
-        + "".join(_section(sid, t, body) for sid, t, body in sections)
-        + '<footer class="note">Generated by bioanon.report.</footer></main></body></html>\n'
+        + body
+        + f"{_END_MAIN}</body></html>\n"
     )
+
+
+def _build_html(res: _Results, hl: pd.DataFrame, parts: dict[str, Any], stamp: str = "") -> str:
+    return _page(res, _body(res, hl, parts), stamp)
+
+
+# ------------------------------------------------------------------------------------------- rendering cache
+
+# what the body reads besides environment.json's "data" block (the header, always rendered anew, reads the rest)
+_INPUT_FILES = ("metrics.parquet", "utility.parquet", "tradeoff.parquet", "auc.parquet", "protocol.parquet",
+                "breakdown.parquet", "config.json", "warnings.json", "failures.json")  # fmt: skip
+_SIBLINGS = 50  # run folders beside this one searched for a report of the same inputs (newest first)
+
+
+@functools.lru_cache(maxsize=1)
+def _code_version() -> str:
+    """A digest of the code that renders the body: this package's sources, the scenario definitions, and the
+    versions of bioanon and matplotlib."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from .. import __version__
+    from ..evaluation import scenarios
+
+    h = hashlib.sha256(f"bioanon {__version__}".encode())
+    try:
+        h.update(f" matplotlib {version('matplotlib')}".encode())
+    except PackageNotFoundError:  # pragma: no cover - matplotlib is a dependency
+        pass
+    for src in sorted(Path(__file__).parent.glob("*.py")) + [Path(scenarios.__file__)]:
+        h.update(src.name.encode() + b"\0" + src.read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+def _inputs_digest(res: _Results) -> str:
+    """A digest of everything the report's body is rendered from: the results files, environment.json's
+    ``data`` block and the rendering code (:func:`_code_version`). Times, durations and task counts, which
+    change with every rerun, are only in the header."""
+    h = hashlib.sha256(_code_version().encode())
+    for name in _INPUT_FILES:
+        h.update(name.encode() + b"\0")
+        try:
+            with open(res.run_dir / name, "rb") as f:
+                for chunk in iter(lambda: f.read(1 << 20), b""):
+                    h.update(chunk)
+        except FileNotFoundError:
+            h.update(b"(missing)")
+        h.update(b"\0")
+    h.update(json.dumps(_data_info(res), sort_keys=True, default=str).encode())
+    return h.hexdigest()
+
+
+def _plot_files(run: Path) -> list[Path]:
+    plot_dir = run / "plots"
+    if not plot_dir.is_dir():
+        return []
+    return sorted(p for p in plot_dir.glob("*.png") if p.name.startswith(PLOT_PREFIXES))
+
+
+def _stamp_of(html_path: Path) -> str:
+    """The digest stamp in the head of an earlier report.html; "" when there is none."""
+    try:
+        with open(html_path, encoding="utf-8", errors="replace") as f:
+            head = f.read(4096)
+    except OSError:
+        return ""
+    m = re.search(rf'<meta name="{_DIGEST_META}" content="([^"]*)">', head)
+    return m.group(1) if m else ""
+
+
+def _reuse(res: _Results, digest: str) -> str | None:
+    """The body of an earlier rendering of the same inputs — this folder's report.html, or that of a run folder
+    beside it (an unchanged rerun writes a new folder), whose PNGs are then copied here — or None."""
+    run = res.run_dir
+    candidates = [run]
+    try:
+        siblings = [p for p in run.parent.iterdir() if p != run and (p / "report.html").is_file()]
+    except OSError:
+        siblings = []
+    siblings.sort(key=lambda p: (p / "report.html").stat().st_mtime, reverse=True)
+    for folder in candidates + siblings[:_SIBLINGS]:
+        page = folder / "report.html"
+        stamp = _stamp_of(page)
+        if not stamp.startswith(digest + ";"):
+            continue
+        pngs = _plot_files(folder)
+        if stamp != f"{digest};{len(pngs)}":  # PNGs deleted or added since: render anew
+            continue
+        try:
+            text = page.read_text(encoding="utf-8")
+            body = text[text.index(_END_HEADER) + len(_END_HEADER) : text.rindex(_END_MAIN)]
+        except (OSError, ValueError):
+            continue
+        if folder != run:
+            plot_dir = run / "plots"
+            plot_dir.mkdir(exist_ok=True)
+            names = {p.name for p in pngs}
+            for p in _plot_files(run):
+                if p.name not in names:
+                    p.unlink(missing_ok=True)
+            for p in pngs:
+                data = p.read_bytes()
+                atomic_write(plot_dir / p.name, lambda f, data=data: f.write(data))
+                _readable(plot_dir / p.name)
+        return body
+    return None
 
 
 _SVG_ID = re.compile(r'\bid="([^"]+)"')
@@ -669,7 +848,7 @@ def _inline_svg(fig: Figure, uid: str, label: str) -> str:
     return re.sub(r"<svg\b([^>]*)>", root, s, count=1)
 
 
-def render_report(run_dir: str | os.PathLike[str]) -> Path:
+def render_report(run_dir: str | os.PathLike[str], *, force: bool = False) -> Path:
     """Render ``RUN_DIR/report.html`` and ``RUN_DIR/plots/*.png`` from the stored results; returns the HTML path.
 
     The HTML is one self-contained file to share: the plots are inline SVG, it names no other file and no
@@ -678,35 +857,55 @@ def render_report(run_dir: str | os.PathLike[str]) -> Path:
     (:class:`ResultsNotFoundError` names it when missing); without utility, trade-off or AUC files those sections
     say so. Every file is written atomically (temp file + ``os.replace``), and PNGs of an earlier rendering that
     this one did not write are removed.
+
+    Each plot is inline twice: laid out for a desktop and, shown instead on screens up to 640 CSS px, for a phone
+    (text at least 10 CSS px); a plot of a single point is a sentence instead. Rendering is cached by content:
+    the head of report.html carries a digest of the inputs the body is rendered from (the results files,
+    environment.json's ``data`` block and the rendering code); when this folder's report.html, or that of a run
+    folder beside it (an unchanged rerun writes a new folder), has the same digest, its body and PNGs are reused
+    and only the header (run name, times) is written anew. ``force``: render everything regardless.
     """
     res = _load(run_dir)
+    out = res.run_dir / "report.html"
+    digest = _inputs_digest(res)
+    body = None if force else _reuse(res, digest)
+    if body is not None:
+        atomic_write_text(out, _page(res, body, f"{digest};{len(_plot_files(res.run_dir))}"))
+        _readable(out)
+        return out
     plot_dir = res.run_dir / "plots"
     plot_dir.mkdir(exist_ok=True)
-    hl = _headline(res)
-    parts = _all_plots(res)
+    hl = _pairing(res)
+    parts = _all_plots(res, pairing=hl)
+    narrow = _all_plots(res, narrow=True, pairing=hl)
     written: set[str] = set()
     count = 0
 
-    def embed(figs: list[Plot]) -> list[dict[str, Any]]:
-        """Save each figure's PNG, inline its SVG, and let the figure go."""
+    def embed(figs: list[Plot], phone: list[Plot]) -> list[dict[str, Any]]:
+        """Save each figure's PNG, inline its SVGs (desktop and phone), and let the figures go; a figure of a
+        single point becomes its sentence."""
         nonlocal count
         out = []
-        for f in figs:
+        for f, g in zip(figs, phone, strict=True):
+            if f.single:
+                out.append({"single": f.single})
+                continue
             count += 1
             name = f"{f.kind}_{count:02d}_{f.slug}.png"
             _save_png(f.figure, plot_dir / name)
             written.add(name)
-            out.append({"svg": _inline_svg(f.figure, f"plot{count}", f.caption), "caption": f.caption})
+            svg = _inline_svg(f.figure, f"plot{count}", f.caption)
+            phone_svg = _inline_svg(g.figure, f"plot{count}n", g.caption)
+            out.append({"svg": svg, "svg_narrow": phone_svg, "caption": f.caption})
         return out
 
-    for kind in ("tradeoff", "subjects", "scenarios"):
-        parts[kind] = embed(parts[kind])
+    for kind in ("overview", "tradeoff", "subjects", "scenarios"):
+        parts[kind] = embed(parts[kind], narrow[kind])
     rev, thresholds, rev_figs = parts["reversibility"]
-    parts["reversibility"] = (rev, thresholds, embed(rev_figs))
-    out = res.run_dir / "report.html"
-    atomic_write_text(out, _build_html(res, hl, parts))
-    _readable(out)
+    parts["reversibility"] = (rev, thresholds, embed(rev_figs, narrow["reversibility"][2]))
     for p in plot_dir.glob("*.png"):
         if p.name.startswith(PLOT_PREFIXES) and p.name not in written:
             p.unlink(missing_ok=True)
+    atomic_write_text(out, _build_html(res, hl, parts, f"{digest};{len(written)}"))
+    _readable(out)
     return out

@@ -303,3 +303,41 @@ def _isnan(v: Any) -> bool:
         return math.isnan(float(v))
     except (TypeError, ValueError):
         return False
+
+
+def pair_utility(
+    hl: pd.DataFrame, tradeoff: pd.DataFrame | None, *, value: str = "value", clear: str = "clear"
+) -> pd.DataFrame:
+    """Each setting's worst-case privacy paired with its utility: ``hl`` (one row per anonymizer setting with the
+    worst-case accuracy in column ``value``, its clear level in ``clear`` and ``chance``) with ``privacy``
+    (:func:`bioanon.metrics.privacy_level`: 0 = clear level, 1 = chance) and one ``utility[MEASURE]`` column per
+    utility measure: the normalized utility (0 = floor, 1 = clear) of the trade-off points of the headline
+    selection (the first selector of ``tradeoff`` at its largest subject count; utility does not depend on the
+    de-anonymization variant). Without trade-off points there are no utility columns. The report's opening
+    table and :meth:`bioanon.EvaluationResult.summary` both read this."""
+    out = hl.copy()
+    if len(out):
+        out["privacy"] = np.atleast_1d(
+            _metrics.privacy_level(
+                out[value].to_numpy(float), out[clear].to_numpy(float), out["chance"].to_numpy(float)
+            )
+        )
+    else:
+        out["privacy"] = []
+    if tradeoff is None or not len(tradeoff) or not len(out) or tradeoff["utility"].isna().all():
+        return out
+    sel = out["selector"].iloc[0] if "selector" in out.columns else tradeoff["selector"].iloc[0]
+    t = tradeoff[tradeoff["selector"] == sel]
+    if t.empty:
+        return out
+    t = t[(t["n_subjects"] == t["n_subjects"].max()) & ~t["deanon"].astype(bool)]
+    keys = ["anonymizer", "setting_index"]
+    util = t.pivot_table(index=keys, columns="measure", values="utility", sort=False, dropna=False)
+    util.columns = [f"utility[{m}]" for m in util.columns]
+    return out.merge(util.reset_index(), on=keys, how="left")
+
+
+def _pairing(res: _Results) -> pd.DataFrame:
+    """The report's opening table: the headline (:func:`headline`) with each setting's utility
+    (:func:`pair_utility`)."""
+    return pair_utility(_headline(res), res.tradeoff)

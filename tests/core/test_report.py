@@ -172,12 +172,13 @@ def test_render_writes_html_and_pngs(rendered):
     kinds = defaultdict(int)
     for name in pngs:
         kinds[name.split("_")[0]] += 1
-    assert kinds == {"tradeoff": len(SELECTORS) * len(COUNTS), "subjects": len(ANONS), "scenarios": len(ANONS)}
+    assert kinds == {"overview": 1, "tradeoff": len(SELECTORS) * len(COUNTS), "subjects": len(ANONS),
+                     "scenarios": len(ANONS)}  # fmt: skip
     for name in pngs:
         w, h = png_size(run / "plots" / name)
         assert w >= 600 and h >= 400, (name, w, h)  # 150 dpi figures
         assert name not in text  # the PNGs are for slides; the HTML carries its own plots
-    assert text.count('<svg id="plot') == len(pngs)
+    assert text.count('<svg id="plot') == 2 * len(pngs)  # each plot laid out for a desktop and for a phone
     # no temp files left behind by the atomic writes
     assert not [p for p in run.rglob("*") if p.name.startswith(".") or p.name.endswith(".tmp")]
 
@@ -459,7 +460,7 @@ def test_html_is_one_self_contained_file(tmp_path):
         assert secret not in text, secret
     assert "…/orl_faces" in text and "skipped …/broken.png" in text and "…/srv" in text
     svgs = re.findall(r"<svg\b[^>]*>", text)
-    assert len(svgs) == len(list((run / "plots").glob("*.png"))) >= 6
+    assert len(svgs) == 2 * len(list((run / "plots").glob("*.png"))) >= 12  # desktop and phone layouts
     for tag in svgs:
         w, h = re.search(r' width="(\d+)"', tag), re.search(r' height="(\d+)"', tag)
         vb = re.search(r' viewBox="0 0 ([0-9.]+) ([0-9.]+)"', tag)
@@ -467,7 +468,7 @@ def test_html_is_one_self_contained_file(tmp_path):
         assert int(h[1]) / int(w[1]) == pytest.approx(float(vb[2]) / float(vb[1]), rel=0.01)
     ids = re.findall(r'\bid="([^"]+)"', text)
     assert len(ids) == len(set(ids))  # plots do not share clip paths, glyphs or markers
-    assert text.count("<figcaption>How to read:") == len(svgs)  # every plot says how to read it
+    assert 2 * text.count("<figcaption>How to read:") == len(svgs)  # every plot says how to read it
     assert text.count('<div class="scroll"><table') == text.count("<table")  # wide tables scroll in a box
 
 
@@ -493,7 +494,7 @@ def test_titles_and_labels_fit_their_figure(tmp_path):
     run = make_run(tmp_path / "run", anons={long: ["one-setting-with-a-long-label-value=123456"]},
                    selectors={"random": 2}, counts=[6, 3], deanon=True)  # fmt: skip
     figs = report.plots(run)
-    assert {f.kind for f in figs} == {"tradeoff", "subjects", "scenarios", "reversibility"}
+    assert {f.kind for f in figs} == {"overview", "tradeoff", "subjects", "scenarios", "reversibility"}
     for f in figs:
         assert not _outside(f.figure), (f.kind, _outside(f.figure))
 
@@ -537,3 +538,149 @@ def test_plots_from_tables_in_memory(rendered):
         report.plots(run, kinds=["pie"])
     with pytest.raises(report.ReportError, match=r"table 'metrics' lacks the column\(s\) scenario"):
         report.plots({"metrics": tables["metrics"].drop(columns=["scenario"])})
+
+
+# ------------------------------------------------------------------------------- the opening table, phones, cache
+
+
+def _rows_of_first_table(text: str) -> tuple[str, list[str]]:
+    """The class of the page's first table and its body rows' HTML."""
+    start = text.index("<table")
+    table = text[start : text.index("</table>", start)]
+    cls = table[: table.index(">")]
+    return cls, table.split("<tbody>")[1].split("<tr>")[1:]
+
+
+def test_opening_table_pairs_each_settings_worst_case_with_its_utility(rendered):
+    """The report opens with one table pairing each setting's worst case (with its CI and the recognizer and
+    scenario that achieved it) with its utility, and one plot of utility against worst-case privacy."""
+    run, _, text = rendered
+    head = text[text.index('<section id="headline">') : text.index('<section id="warnings">')]
+    assert text.index("<table") > text.index('<section id="headline">')  # the first table of the page is here
+    cls, rows = _rows_of_first_table(text)
+    assert 'class="headline cards"' in cls
+    ref = ref_headline(pd.read_parquet(run / "metrics.parquet"))
+    util = pd.read_parquet(run / "utility.parquet").groupby(["anonymizer", "setting_index"])["normalized"].mean()
+    met = pd.read_parquet(run / "metrics.parquet")
+    assert len(rows) == len(ref) == sum(len(s) for s in ANONS.values())
+    for row, (anon, idx) in zip(rows, [(a, i) for a, s in ANONS.items() for i in range(len(s))], strict=True):
+        top, (rec, scen), clear, n = ref[(anon, idx)]
+        attack = met[(met["anonymizer"] == anon) & (met["setting_index"] == idx) & (met["metric"] == "top1")
+                     & (met["selector"] == "random") & (met["n_subjects"] == n) & (met["recognizer"] == rec)
+                     & (met["scenario"] == scen)]  # fmt: skip
+        assert f">{anon}</td>" in row and f">{ANONS[anon][idx]}</td>" in row
+        assert f'<span class="big">{report._fmt(top)}</span>' in row
+        ci = f"[{report._fmt(attack['ci_low'].mean())}, {report._fmt(attack['ci_high'].mean())}]"
+        assert ci in row, (ci, row)
+        assert html.escape(f"{rec} / {scen}") in row
+        assert f'data-label="utility: {MEASURE}">{report._fmt(util[(anon, idx)])}</td>' in row
+        assert f'data-label="privacy x">{report._fmt(m.privacy_level(top, clear, 1 / n))}</td>' in row
+    # the plot of the same pairs follows the table, before any other section
+    assert head.count('<svg id="plot') == 2 and "Privacy and utility per setting" not in head.split("<table")[0]
+    (fig,) = report.plots(run, kinds=["overview"])
+    xs = sorted(x for ln in fig.figure.axes[0].get_lines() if not ln.get_label().startswith("_")
+                for x in ln.get_xdata())  # fmt: skip
+    hl = report.headline(run)
+    np.testing.assert_allclose(xs, sorted(np.clip(hl["privacy"], 0, 1)))
+
+
+def test_summary_and_report_share_the_pairing(rendered):
+    """The report's opening table and EvaluationResult.summary() pair privacy and utility with one function."""
+    from bioanon.report.tables import _pairing, pair_utility
+
+    run, _, _ = rendered
+    res = report._load(run)
+    p = _pairing(res)
+    assert f"utility[{MEASURE}]" in p.columns
+    expect = [max(1.0 - 0.35 * i, 0.0) for s in ANONS.values() for i in range(len(s))]
+    np.testing.assert_allclose(p[f"utility[{MEASURE}]"], expect)
+    np.testing.assert_allclose(p["privacy"], m.privacy_level(p["value"], p["clear"], p["chance"]))
+    assert "utility[" not in "".join(pair_utility(report.headline(run), None).columns)
+
+
+def _count_renders(monkeypatch) -> list[int]:
+    from bioanon.report import page
+
+    calls: list[int] = []
+    real = page._all_plots
+
+    def counting(*a, **k):
+        calls.append(1)
+        return real(*a, **k)
+
+    monkeypatch.setattr(page, "_all_plots", counting)
+    return calls
+
+
+def test_unchanged_results_are_not_rendered_again(tmp_path, monkeypatch):
+    """The report is cached by the content of the results: an unchanged rerun (same folder, or a new folder
+    beside it) reuses the body and PNGs and writes only the header anew; changed metrics render again."""
+    import shutil
+
+    run = make_run(tmp_path / "out" / "run-1", anons={"noise": ANONS["noise"]}, selectors={"random": 2}, counts=[6])
+    calls = _count_renders(monkeypatch)
+    first = report.render_report(run).read_text(encoding="utf-8")
+    assert calls and (pngs := sorted(p.name for p in (run / "plots").glob("*.png")))
+    n = len(calls)
+    env = json.loads((run / "environment.json").read_text())
+    env["started"], env["duration_s"] = "2031-05-06T07:08:09", 1.5  # a rerun: other times, same results
+    (run / "environment.json").write_text(json.dumps(env))
+    again = report.render_report(run).read_text(encoding="utf-8")
+    assert len(calls) == n  # not rendered again
+    assert "2031-05-06T07:08:09" in again and "1.5 s" in again
+    assert again.split("</header>")[1] == first.split("</header>")[1]
+    # a rerun into a new folder beside it: the body and the PNGs come from the earlier one
+    other = tmp_path / "out" / "run-2"
+    shutil.copytree(run, other, ignore=shutil.ignore_patterns("report.html", "plots"))
+    text = report.render_report(other).read_text(encoding="utf-8")
+    assert len(calls) == n
+    assert sorted(p.name for p in (other / "plots").glob("*.png")) == pngs
+    assert "<b>results folder</b> run-2" in text and text.split("</header>")[1] == first.split("</header>")[1]
+    # changed metrics: rendered again, with the new values
+    met = pd.read_parquet(other / "metrics.parquet")
+    met.loc[(met["metric"] == "top1") & (met["scenario"] != "clear"), "value"] = 0.123
+    met.to_parquet(other / "metrics.parquet")
+    text = report.render_report(other).read_text(encoding="utf-8")
+    assert len(calls) > n and '<span class="big">0.123</span>' in text
+    # deleted PNGs, or force: rendered again
+    n = len(calls)
+    for p in (other / "plots").glob("*.png"):
+        p.unlink()
+    report.render_report(other)
+    assert len(calls) > n and sorted(p.name for p in (other / "plots").glob("*.png")) == pngs
+    n = len(calls)
+    report.render_report(other, force=True)
+    assert len(calls) > n
+
+
+def test_single_point_plots_are_sentences_in_the_report(tmp_path):
+    """One setting and one subject count: the report says each one-dot plot's values in a sentence."""
+    run = make_run(tmp_path / "run", anons={"noise": ["sigma=1"]}, selectors={"random": 2}, counts=[8])
+    text = report.render_report(run).read_text(encoding="utf-8")
+    pngs = {p.name.split("_")[0] for p in (run / "plots").glob("*.png")}
+    assert pngs == {"scenarios"}  # the bar chart has bars; the others would be one dot each
+    assert text.count('<p class="single">') == 3
+    assert "only one subject count (n = 8) was evaluated" in text and "one setting per anonymizer" in text
+    hl = report.headline(run).iloc[0]
+    subjects = text[text.index('<section id="subjects">') :]
+    assert f"sigma=1, selector random: {report._fmt(hl.value)}" in subjects
+    assert text.count('<svg id="plot') == 2
+
+
+def test_phone_layouts_fit_and_their_text_is_large_enough(tmp_path):
+    """The phone layout of every plot is NARROW_WIDTH wide, keeps its text inside and writes no text smaller than
+    8 pt (≥ 10 CSS px at the width a 375 px phone shows it)."""
+    from matplotlib.text import Text
+
+    from bioanon.report.figures import NARROW_WIDTH, _all_plots
+
+    run = make_run(tmp_path / "run", deanon=True)
+    parts = _all_plots(report._load(run), narrow=True)
+    figs = parts["overview"] + parts["tradeoff"] + parts["subjects"] + parts["scenarios"] + parts["reversibility"][2]
+    assert {f.kind for f in figs} == {"overview", "tradeoff", "subjects", "scenarios", "reversibility"}
+    for f in figs:
+        assert f.figure.get_figwidth() == pytest.approx(NARROW_WIDTH), f.kind
+        assert not _outside(f.figure), (f.kind, _outside(f.figure))
+        sizes = [t.get_fontsize() for t in f.figure.findobj(Text) if t.get_visible() and t.get_text()]
+        assert min(sizes) >= 8, (f.kind, min(sizes))
+    assert NARROW_WIDTH * 96 <= 375 - 2 * 12 - 2 * 6  # the page's side padding and the figure's frame

@@ -3,7 +3,9 @@
 Renders the reports of two small real evaluations — one subject count (single-point series) and one with two
 counts, two selectors and the de-anonymization scenario (every section and plot kind) — and checks at 1280 and
 375 CSS px: no severe console entry, no horizontal overflow of the page, every plot drawn with a non-zero size
-and its own aspect ratio, and the phone's viewport really 375 px wide (the viewport meta tag works).
+and its own aspect ratio, and the phone's viewport really 375 px wide (the viewport meta tag works). The page opens
+with the table pairing each setting's worst case with its utility; on the phone that table needs no sideways
+swipe (each row is a card) and the text of every plot is at least 10 CSS px (its phone layout).
 
 Skips with the reason when selenium, Chromium or chromedriver is missing (`.ci/run` installs Debian's
 ``chromium`` and ``chromium-driver`` where it can; selenium comes with the ``test`` extra).
@@ -84,8 +86,9 @@ def _open(d, path, width: int, height: int, mobile: bool) -> None:
 
 PAGE = """
 const r = {innerWidth: window.innerWidth, scrollWidth: document.scrollingElement.scrollWidth,
-           ready: document.readyState, plots: [], images: [], wide: []};
+           ready: document.readyState, plots: [], images: [], wide: [], fonts: [], tables: []};
 for (const s of document.querySelectorAll('svg.plot')) {
+  if (!s.getClientRects().length) continue;  // the other layout (desktop or phone), not displayed
   const b = s.getBoundingClientRect(), vb = s.viewBox.baseVal, box = s.parentElement.getBoundingClientRect();
   r.plots.push({id: s.id, w: b.width, h: b.height, vbw: vb ? vb.width : 0, vbh: vb ? vb.height : 0,
                 attrw: +s.getAttribute('width'), attrh: +s.getAttribute('height'), boxw: box.width,
@@ -93,6 +96,16 @@ for (const s of document.querySelectorAll('svg.plot')) {
 }
 for (const i of document.images) r.images.push({src: i.src.slice(0, 60), ok: i.complete && i.naturalWidth > 0,
                                                 w: i.getBoundingClientRect().width});
+// plot text is drawn as glyph paths in a group scaled by font size / 100 (matplotlib's SVG text-as-path): the
+// group's on-screen scale × 100 is the font size in CSS px
+for (const g of document.querySelectorAll('svg.plot g[id*="-text_"] > g[transform*="scale"]')) {
+  const m = g.getScreenCTM();
+  if (m && g.getClientRects().length) r.fonts.push({id: g.parentElement.id, px: 100 * Math.hypot(m.a, m.b)});
+}
+for (const t of document.querySelectorAll('table')) {
+  const box = t.parentElement;
+  r.tables.push({cls: t.className, overflow: box.scrollWidth - box.clientWidth, w: t.getBoundingClientRect().width});
+}
 for (const e of document.querySelectorAll('body *')) {
   const b = e.getBoundingClientRect();
   if (b.right > window.innerWidth + 1 && !e.closest('.scroll, pre, svg')) r.wide.push(e.tagName + '.' + e.className);
@@ -124,3 +137,11 @@ def test_report_in_chromium(driver, reports, name, view):
         assert i["ok"] and i["w"] > 0, i
     kinds = {p["id"] for p in r["plots"]}
     assert len(kinds) == len(r["plots"])  # unique ids: plots do not share clip paths or glyphs
+    # the page opens with the table pairing worst-case privacy and utility, and its plot
+    assert r["tables"][0]["cls"] == "headline cards", r["tables"][:2]
+    assert all(p["id"].endswith("n") == mobile for p in r["plots"]), r["plots"]  # the layout for this screen
+    if mobile:
+        assert r["tables"][0]["overflow"] <= 1 and r["tables"][0]["w"] <= width, r["tables"][0]  # no sideways swipe
+        assert r["fonts"], "no plot text found to measure"
+        small = [f for f in r["fonts"] if f["px"] < 10]
+        assert not small, small[:5]
