@@ -732,7 +732,7 @@ def _code_version() -> str:
     versions of bioanon and matplotlib."""
     from importlib.metadata import PackageNotFoundError, version
 
-    from .. import __version__
+    from .._version import __version__
     from ..evaluation import scenarios
 
     h = hashlib.sha256(f"bioanon {__version__}".encode())
