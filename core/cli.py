@@ -465,7 +465,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_report(args: argparse.Namespace) -> int:
     from .report import render_report
 
-    print(f"report: {render_report(args.run_dir)}")
+    print(f"report: {render_report(args.run_dir, force=args.force)}")
     return 0
 
 
@@ -1038,10 +1038,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = _command(
         sub,
         "report",
-        "re-render report.html and plots of a results folder",
+        "re-render report.html and plots of a results folder (an unchanged report is reused; --force draws it again)",
         "bioanon report results/quickstart-20260101-120000-abc123",
     )
     p.add_argument("run_dir")
+    p.add_argument("--force", action="store_true", help="draw the report again even when its results are unchanged")
     p.set_defaults(func=cmd_report)
 
     get_plugin_manager().add_commands(sub)
