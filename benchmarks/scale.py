@@ -1,8 +1,9 @@
 """Scale: how an evaluation's time, memory and cache grow with the number of samples (issue 29, item 6).
 
-    python -m benchmarks.scale [--quick] [--max-samples N] [--time-cap S] [--json out.json]
+    python -m benchmarks.scale [--quick] [--max-samples N] [--time-cap S] [--only CASES] [--json out.json]
     BIOANON_BENCH_SCALE_MAX_SAMPLES=32000 python -m benchmarks.run scale   # the same limit through the runner
-    (BIOANON_BENCH_SCALE_TIME_CAP=S likewise sets --time-cap)
+    (BIOANON_BENCH_SCALE_TIME_CAP=S likewise sets --time-cap, BIOANON_BENCH_SCALE_ONLY=voice --only: a
+    comma-separated list of growth, all_subjects, rates_only, parallel, dask, voice)
 
 Every evaluation is a separate process, ``bioanon evaluate CONFIG --cache-dir DIR --out DIR --jobs N --no-report
 --quiet`` on a fresh cache, so its wall time, peak resident memory (``ru_maxrss`` of ``os.wait4``: the process's
@@ -34,10 +35,23 @@ subject), ``any.gaussian_noise`` at two settings (grid ``sigma``), recognizers `
 * Dask: the parallel case's growth run again on a local Dask cluster of 2 workers (``--executor dask``), whose
   metric rows (values and CI bounds) must equal the local run's up to rounding (1e-12: the workers' BLAS runs
   single-threaded, which can move a last bit). Target: 0 rows differ; the largest difference is recorded.
+* Voice (the issue's LibriSpeech report: "changing only [rates] re-embedded all 351 utterances, the unchanged
+  attacker corpus included; the cache grew to 721 MB for a 71 MB corpus"): a synthetic corpus written in
+  LibriSpeech's layout (``<subset>/<speaker>/<chapter>/<spk>-<chap>-<utt>.flac``, 16 kHz 16-bit FLAC,
+  ``*.trans.txt``, ``SPEAKERS.TXT``; the audio of ``voice.synthetic``), 39 speakers × 9 utterances of 6 s = 351,
+  read by ``voice.librispeech``, and a second corpus of 20 other speakers (180 utterances) as
+  ``[attacker_dataset]``; ``[templates]`` by ``voice.resemblyzer`` (``voice.lda`` when resemblyzer is not
+  installed: the figures name it), ``any.gaussian_noise`` on the templates, ``any.cosine_centroid``, naive and
+  parrot, rates 0.2 / 0.8. Run cold on a fresh cache, then on the same cache with only ``[rates]`` changed (0.3 /
+  0.7). Figures: the cold run (wall, peak RSS, cache); the embeddings the rerun computed — the rows it added to
+  the cache's per-sample store (``samples/``, where per-sample reuse keeps each utterance's embedding), with the
+  rerun's tasks per stage — target 0; the cache's bytes after the rerun over the FLAC bytes of both corpora,
+  target ≤ 1.3, with where they go (MiB per kind of entry and per payload of the stored tables, the largest
+  entries). A note flags an utterance embedded twice in the cold run, or an audio table stored twice.
 
 Quick mode: 400 / 1,600 / 6,400 samples, a selection of 6 and 3 subjects, all subjects at 400 and 1,600, the
-parallel case at 1,600, one interleaved round: a smoke run — start-up (~2–3 s a process) dominates, so its
-ratios say nothing about the targets.
+parallel case at 1,600, one interleaved round, the voice case with 6 + 4 speakers × 4 utterances of 1 s: a smoke
+run — start-up (~2–3 s a process) dominates, so its ratios say nothing about the targets.
 """
 
 from __future__ import annotations
@@ -72,6 +86,8 @@ MIB = 2**20
 RSS_BASE_MIB = 300
 MAX_SAMPLES_ENV = "BIOANON_BENCH_SCALE_MAX_SAMPLES"
 TIME_CAP_ENV = "BIOANON_BENCH_SCALE_TIME_CAP"
+ONLY_ENV = "BIOANON_BENCH_SCALE_ONLY"
+CASES = ("growth", "all_subjects", "rates_only", "parallel", "dask", "voice")  # what --only names
 DEFAULT_TIME_CAP_S = 1200.0
 CLI = "import sys; from bioanon.cli import main; sys.exit(main(sys.argv[1:]))"
 
@@ -504,43 +520,404 @@ def dask_case(r: _Runner, base: dict[str, Any] | None, counts: list[int]) -> tup
     return info, [fig]
 
 
-def run(quick: bool = False, *, max_samples: int | None = None, time_cap_s: float | None = None) -> dict[str, Any]:
+# ------------------------------------------------------------------------------------------------- the voice case
+
+VOICE_SR = 16_000  # LibriSpeech's rate
+# (speakers, utterances per speaker, seconds per utterance); full: 39 × 9 = 351 evaluation utterances
+VOICE_SIZES = {"speakers": 39, "attacker_speakers": 20, "utterances": 9, "duration": 6.0}
+VOICE_QUICK_SIZES = {"speakers": 6, "attacker_speakers": 4, "utterances": 4, "duration": 1.0}
+VOICE_RATES = {"background": 0.2, "evaluation": 0.8}  # with [attacker_dataset]: no attacker share
+VOICE_RATES_AFTER = {"background": 0.3, "evaluation": 0.7}
+VOICE_CACHE_TARGET = 1.3  # cache bytes / corpus bytes
+_WORDS = ("ZERO", "ONE", "TWO", "THREE", "FOUR", "FIVE", "SIX", "SEVEN", "EIGHT", "NINE")
+
+
+def write_librispeech(
+    root: Path, subset: str, *, speakers: int, utterances: int, duration: float, first_id: int, seed: int
+) -> dict[str, Any]:
+    """Write a synthetic corpus in LibriSpeech's layout under ``root/LibriSpeech``: ``<subset>/<speaker>/<chapter>/
+    <speaker>-<chapter>-<utt>.flac`` (16 kHz, 16-bit FLAC; a speaker's utterances over two chapters),
+    ``<speaker>-<chapter>.trans.txt`` per chapter and ``SPEAKERS.TXT`` next to the subset folder. The audio is
+    ``voice.synthetic``'s (``speakers`` × ``utterances`` of ``duration`` seconds, seeded by ``seed``); speaker ids
+    are ``first_id``, ``first_id + 1``, … (two corpora with distinct ranges have disjoint speakers). Returns the
+    subset folder (``path``: what ``voice.librispeech`` reads), the speaker ids, the number of utterances and the
+    bytes of the FLAC files."""
+    import soundfile as sf
+
+    import bioanon
+
+    table = bioanon.load_dataset(
+        "voice.synthetic",
+        n_speakers=speakers,
+        utterances_per_speaker=utterances,
+        duration=duration,
+        sample_rate=VOICE_SR,
+        n_words=min(10, max(2, utterances)),
+        with_features=False,
+        seed=seed,
+    )
+    audio, subjects = table.payload("audio"), table.subjects
+    words, gender = table.attribute("digit"), table.attribute("gender")
+    names = {s: str(first_id + i) for i, s in enumerate(table.subject_names)}
+    top = Path(root) / "LibriSpeech"
+    folder = top / subset
+    flac_bytes = 0
+    lines: dict[Path, list[str]] = {}
+    count: dict[str, int] = {}
+    sex: dict[str, str] = {}
+    for x, s, w, g in zip(audio, subjects, words, gender, strict=True):
+        spk = names[s]
+        k = count[spk] = count.get(spk, -1) + 1
+        chapter = str(int(spk) * 10 + k % 2)  # two chapters per speaker
+        utt = f"{spk}-{chapter}-{k // 2:04d}"
+        d = folder / spk / chapter
+        d.mkdir(parents=True, exist_ok=True)
+        f = d / f"{utt}.flac"
+        sf.write(f, np.asarray(x, dtype=np.float32), VOICE_SR, format="FLAC", subtype="PCM_16")
+        flac_bytes += f.stat().st_size
+        lines.setdefault(d, []).append(f"{utt} {_WORDS[int(w)]} {_WORDS[(int(w) + 1) % 10]}")
+        sex[spk] = "F" if str(g) == "female" else "M"
+    for d, text in lines.items():
+        (d / f"{d.parent.name}-{d.name}.trans.txt").write_text("\n".join(text) + "\n")
+    header = ";ID  |SEX| SUBSET           |MINUTES| NAME\n"
+    minutes = utterances * duration / 60
+    rows = "".join(f"{spk:<5}| {sex[spk]} | {subset:<17}| {minutes:5.2f} | Reader {spk}\n" for spk in sorted(sex))
+    with open(top / "SPEAKERS.TXT", "a") as fh:
+        fh.write(("" if fh.tell() else header) + rows)
+    return {"path": str(folder), "speakers": sorted(sex), "utterances": len(audio), "flac_bytes": flac_bytes}
+
+
+def sample_rows(cache: Path) -> dict[str, int]:
+    """Rows of the per-sample store of the cache at ``cache`` (``samples/<ns[:2]>/<namespace>/<key>.arrow``, one
+    row per sample result, written by ``Cache.put_sample_rows``), by namespace; temporary and quarantined files
+    are not counted."""
+    import pyarrow as pa
+
+    counts: dict[str, int] = {}
+    for f in sorted((cache / "samples").glob("*/*/*.arrow")):
+        with pa.memory_map(str(f)) as src:
+            reader = pa.ipc.open_file(src)
+            n = sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+        counts[f.parent.name] = counts.get(f.parent.name, 0) + n
+    return counts
+
+
+def _describe_table(path: Path) -> tuple[str, str]:
+    """What a cached table is, from its file's schema alone (cheap): a description (rows, payload columns, source,
+    last lineage step) and its payload columns joined by ``+``."""
+    import pyarrow as pa
+
+    with pa.memory_map(str(path)) as src:
+        reader = pa.ipc.open_file(src)
+        schema = reader.schema
+        rows = sum(reader.get_batch(i).num_rows for i in range(reader.num_record_batches))
+    if b"bioanon.rows_of" in (schema.metadata or {}):  # Cache.put_rows: row positions of another entry
+        base = schema.metadata[b"bioanon.rows_of"].decode()
+        return f"row selection, {rows} rows of table {base}", "(row selection)"
+    fixed = {"sample_id", "subject", "sample_rate"}
+    payloads = [n for n in schema.names if n not in fixed and not n.startswith("attr.")]
+    try:
+        meta = json.loads((schema.metadata or {}).get(b"bioanon", b"{}"))
+    except ValueError:
+        meta = {}
+    meta = meta if isinstance(meta, dict) else {}
+    what = f"table, {rows} rows, payload {'+'.join(payloads) or 'none'}"
+    if meta.get("source"):
+        what += f", source {meta['source']}"
+    steps = [s.get("step") for s in meta.get("lineage") or [] if isinstance(s, dict)]
+    if steps:
+        what += f", last step {steps[-1]}"
+    return what, "+".join(payloads) or "none"
+
+
+def cache_breakdown(cache: Path, top: int = 8) -> dict[str, Any]:
+    """Where the bytes of the cache at ``cache`` go: MiB per kind of entry (``tables``, ``samples``, ``json``, …),
+    MiB and count of the stored tables by payload (e.g. ``audio``: imported corpora; ``features``: templates) and
+    the ``top`` largest entries, each with what it is (tables: rows, payloads, source and last lineage step, read
+    from the file's schema)."""
+    by_kind: dict[str, int] = {}
+    by_payload: dict[str, dict[str, float]] = {}
+    entries: list[tuple[int, str, str]] = []
+    for root, _, files in os.walk(cache):
+        for name in files:
+            p = Path(root) / name
+            size = p.lstat().st_size
+            rel = p.relative_to(cache).as_posix()
+            kind = rel.split("/", 1)[0] if "/" in rel else "(top)"
+            by_kind[kind] = by_kind.get(kind, 0) + size
+            what = {"samples": "per-sample rows", "json": "JSON record"}.get(kind, kind)
+            if kind == "tables" and name.endswith(".arrow") and ".tmp-" not in name:
+                try:
+                    what, payload = _describe_table(p)
+                except (OSError, ValueError) as exc:
+                    what, payload = f"table (unreadable: {exc})", "?"
+                rec = by_payload.setdefault(payload, {"tables": 0, "mib": 0.0})
+                rec["tables"] += 1
+                rec["mib"] += size / MIB
+            entries.append((size, rel, what))
+    entries.sort(key=lambda e: -e[0])
+    return {
+        "mib_by_kind": {k: round(v / MIB, 2) for k, v in sorted(by_kind.items())},
+        "tables_by_payload": {
+            k: {"tables": int(v["tables"]), "mib": round(v["mib"], 2)} for k, v in by_payload.items()
+        },
+        "largest": [{"entry": rel, "mib": round(size / MIB, 2), "what": what} for size, rel, what in entries[:top]],
+    }
+
+
+def voice_config(corpus: str, attacker: str, recognizer: str, rates: dict[str, float]) -> dict[str, Any]:
+    """The voice case's config: LibriSpeech-shaped ``corpus`` and ``attacker`` (``[attacker_dataset]``) folders,
+    templates by ``recognizer``, a template protection, a recognizer on the templates, naive and parrot."""
+    return {
+        "name": "scale-voice",
+        "seed": 0,
+        "repeats": 1,
+        "dataset": {"source": "voice.librispeech", "path": corpus},
+        "attacker_dataset": {"source": "voice.librispeech", "path": attacker},
+        "rates": dict(rates),
+        "templates": {"recognizer": recognizer, "fit": "background"},
+        "anonymizers": [{"id": "any.gaussian_noise", "name": "noise", "grid": {"sigma": [0.05]}}],
+        "recognizers": [{"id": "any.cosine_centroid"}],
+        "scenarios": ["naive", "parrot"],
+        "report": {"bootstrap": 100},
+    }
+
+
+def voice_recognizer() -> tuple[str | None, str]:
+    """The template extractor of the voice case: ``voice.resemblyzer`` when installed, else ``voice.lda`` (MFCC
+    statistics kept per sample, then an LDA fitted on the background), with a sentence saying which; None when the
+    voice plugin (or soundfile) is missing."""
+    import importlib.util
+
+    import bioanon
+
+    if importlib.util.find_spec("soundfile") is None:
+        return None, "voice case: not measured (soundfile is not installed: pip install soundfile)"
+    registry = bioanon.get_registry()
+    if "voice.librispeech" not in registry:
+        return None, "voice case: not measured (the voice plugin, bioanon-voice, is not installed)"
+    if "voice.resemblyzer" in registry:
+        return "voice.resemblyzer", "voice case: templates by voice.resemblyzer (pretrained d-vectors)"
+    return "voice.lda", (
+        "voice case: voice.resemblyzer is not installed (pip install --no-deps resemblyzer webrtcvad-wheels); "
+        "templates by voice.lda instead: its per-sample rows are MFCC statistics, not d-vectors"
+    )
+
+
+def voice_case(r: _Runner, quick: bool) -> tuple[dict[str, Any], list[Any]]:
+    """A LibriSpeech-shaped voice evaluation: a synthetic corpus in LibriSpeech's layout (``voice.librispeech``),
+    a second corpus of other speakers as ``[attacker_dataset]``, ``[templates]`` by a pretrained speaker encoder,
+    run cold, then on the same cache with only ``[rates]`` changed. Figures: the cold run (wall, peak RSS, cache),
+    the embeddings computed by the rerun (rows added to the cache's per-sample store; target 0) and the cache's
+    size over the corpus's FLAC bytes (target ≤ 1.3), with where the bytes go."""
+    recognizer, said = voice_recognizer()
+    r.notes.append(said)
+    if recognizer is None:
+        return {}, []
+    sizes = VOICE_QUICK_SIZES if quick else VOICE_SIZES
+    t0 = time.perf_counter()
+    per = {"utterances": sizes["utterances"], "duration": sizes["duration"]}
+    corpus = write_librispeech(
+        r.root / "voice-corpus", "dev-clean", speakers=sizes["speakers"], first_id=1000, seed=0, **per
+    )
+    attacker = write_librispeech(
+        r.root / "voice-attacker", "train-clean-100", speakers=sizes["attacker_speakers"], first_id=5000, seed=1, **per
+    )
+    write_s = round(time.perf_counter() - t0, 2)
+    utterances = corpus["utterances"] + attacker["utterances"]
+    corpus_bytes = corpus["flac_bytes"] + attacker["flac_bytes"]
+    audio_samples = utterances * round(sizes["duration"] * VOICE_SR)
+    cache = r.root / "voice-cache"
+    cold = r.evaluate(voice_config(corpus["path"], attacker["path"], recognizer, VOICE_RATES), cache, tag="voice")
+    rows_cold = sample_rows(cache)
+    after = voice_config(corpus["path"], attacker["path"], recognizer, VOICE_RATES_AFTER)
+    rerun = r.evaluate(after, cache, tag="voice-rates")
+    rows_after = sample_rows(cache)
+    breakdown = cache_breakdown(cache)
+    shutil.rmtree(cache, ignore_errors=True)
+    stored_cold, stored_after = sum(rows_cold.values()), sum(rows_after.values())
+    recomputed = stored_after - stored_cold
+    audio_tables = breakdown["tables_by_payload"].get("audio", {"tables": 0, "mib": 0.0})
+    ratio = rerun["cache_bytes"] / corpus_bytes
+    shape = {
+        "speakers": len(corpus["speakers"]),
+        "utterances": corpus["utterances"],
+        "attacker_speakers": len(attacker["speakers"]),
+        "attacker_utterances": attacker["utterances"],
+        "seconds_per_utterance": sizes["duration"],
+        "recognizer": recognizer,
+    }
+    label = f"{corpus['utterances']} + {attacker['utterances']} utterances, {recognizer} templates"
+    info = {
+        **shape,
+        "corpus_mib": round(corpus_bytes / MIB, 2),
+        "write_s": write_s,
+        "rates": VOICE_RATES,
+        "rates_after": VOICE_RATES_AFTER,
+        "cold": {k: cold[k] for k in ("wall_s", "peak_mib", "cpu_s", "tasks", "by_stage")},
+        "rerun": {k: rerun[k] for k in ("wall_s", "peak_mib", "cpu_s", "tasks", "by_stage")},
+        "cache_mib_cold": round(cold["cache_bytes"] / MIB, 2),
+        "cache_mib_after": round(rerun["cache_bytes"] / MIB, 2),
+        "cache_bytes_after": rerun["cache_bytes"],
+        "corpus_bytes": corpus_bytes,
+        "sample_rows_cold": rows_cold,
+        "sample_rows_after": rows_after,
+        "cache_breakdown": breakdown,
+    }
+    if stored_cold > utterances:
+        r.notes.append(
+            f"voice case: the cold run stored {stored_cold} per-sample rows for {utterances} utterances "
+            f"(namespaces {rows_cold}): some utterance was embedded more than once"
+        )
+    elif stored_cold < utterances:  # embeddings computed outside the per-sample store are not counted
+        r.notes.append(
+            f"voice case: the cold run stored {stored_cold} per-sample rows for {utterances} utterances: "
+            "embeddings computed without the per-sample store (BIOANON_FIT_MEMO=0?) are not counted"
+        )
+    if audio_tables["tables"] > 2:
+        r.notes.append(
+            f"voice case: {audio_tables['tables']} cached tables hold audio for 2 corpora: an audio table is stored "
+            f"more than once ({[e for e in breakdown['largest'] if 'payload audio' in e['what']]})"
+        )
+    r.notes.append(
+        f"voice case: cache {rerun['cache_bytes'] / MIB:.1f} MiB after the rerun for {corpus_bytes / MIB:.1f} MiB "
+        f"of FLAC; {audio_tables['mib']:.1f} MiB of it in {audio_tables['tables']} table(s) with audio: "
+        f"{audio_tables['mib'] * MIB / audio_samples:.2f} bytes per audio sample ({audio_samples:,} samples), "
+        f"the 16-bit FLAC files {corpus_bytes / audio_samples:.2f}"
+    )
+    r.notes.append(
+        f"voice case, rates-only change: {recomputed} embedding(s) computed ({stored_cold} per-sample rows before, "
+        f"{stored_after} after); {rerun['tasks']['executed']} task(s) recomputed, {rerun['tasks']['cached']} reused; "
+        "per stage (recomputed/reused): "
+        + ", ".join(f"{s} {v['executed']}/{v['cached']}" for s, v in rerun["by_stage"].items())
+    )
+    stage_s = {s: (cold["by_stage"].get(s, {}).get("seconds"), v["seconds"]) for s, v in rerun["by_stage"].items()}
+    figures = [
+        figure(
+            f"scale: voice case, cold run ({label}, [attacker_dataset], --jobs 1)",
+            value=cold["wall_s"],
+            unit="s",
+            target="(recorded)",
+            passed=True,
+            peak_mib=cold["peak_mib"],
+            cache_mib=info["cache_mib_cold"],
+            corpus_mib=info["corpus_mib"],
+            stage_seconds={k: v["seconds"] for k, v in cold["by_stage"].items()},
+            tasks=cold["tasks"]["executed"],
+            **shape,
+        ),
+        figure(
+            f"scale: voice case, embeddings recomputed after a rates-only change ({label})",
+            value=recomputed,
+            unit="embeddings",
+            target="0 (and the cold run's embeddings in the per-sample store)",
+            passed=recomputed == 0 and stored_cold > 0,
+            stored_cold=stored_cold,
+            stored_after=stored_after,
+            utterances=utterances,
+            rerun_by_stage={
+                s: {"executed": v["executed"], "cached": v["cached"]} for s, v in rerun["by_stage"].items()
+            },
+            stage_seconds_cold_rerun=stage_s,
+            first_wall_s=cold["wall_s"],
+            rerun_wall_s=rerun["wall_s"],
+            recognizer=recognizer,
+        ),
+        figure(
+            f"scale: voice case, cache / corpus after a rates-only rerun ({label})",
+            value=ratio,
+            target=f"≤ {VOICE_CACHE_TARGET}",
+            passed=ratio <= VOICE_CACHE_TARGET,
+            cache_mib=info["cache_mib_after"],
+            cache_mib_cold=info["cache_mib_cold"],
+            corpus_mib=info["corpus_mib"],
+            flac_bytes_per_sample=round(corpus_bytes / audio_samples, 3),
+            cached_audio_bytes_per_sample=round(audio_tables["mib"] * MIB / audio_samples, 3),
+            mib_by_kind=breakdown["mib_by_kind"],
+            tables_by_payload=breakdown["tables_by_payload"],
+            largest=breakdown["largest"][:3],
+        ),
+    ]
+    return info, figures
+
+
+def _only() -> set[str] | None:
+    value = os.environ.get(ONLY_ENV, "")
+    names = {n.strip() for n in value.split(",") if n.strip()}
+    if not names:
+        return None
+    unknown = names - set(CASES)
+    if unknown:
+        raise SystemExit(f"--only: unknown case(s) {sorted(unknown)}; the cases are {', '.join(CASES)}")
+    return names
+
+
+def run(
+    quick: bool = False,
+    *,
+    max_samples: int | None = None,
+    time_cap_s: float | None = None,
+    only: set[str] | None = None,
+) -> dict[str, Any]:
     """Run the scale benchmark (``quick``: tiny sizes, for the smoke test). ``max_samples`` (default
     ``$BIOANON_BENCH_SCALE_MAX_SAMPLES``) leaves out every run above that many samples; ``time_cap_s`` (default
     ``$BIOANON_BENCH_SCALE_TIME_CAP``, else 20 min): no run is started whose estimated wall time is over it (a run
-    past 1.5× it is killed)."""
+    past 1.5× it is killed). ``only`` (default ``$BIOANON_BENCH_SCALE_ONLY``, comma-separated; None: all): the
+    cases of :data:`CASES` to run (``rates_only``, ``parallel`` and ``dask`` reuse growth runs: without
+    ``growth`` they are not measured)."""
     max_samples = max_samples if max_samples is not None else _max_samples()
     if time_cap_s is None:
         time_cap_s = float(os.environ.get(TIME_CAP_ENV, "") or DEFAULT_TIME_CAP_S)
+    only = only if only is not None else _only()
+
+    def wanted(case: str) -> bool:
+        return only is None or case in only
+
     subjects = QUICK_SUBJECTS if quick else SUBJECTS
     counts = QUICK_COUNTS if quick else COUNTS
     figures: list[dict[str, Any]] = []
+    runs: list[dict[str, Any]] = []
+    everyone: list[dict[str, Any]] = []
+    rates: dict[str, Any] = {}
+    par: dict[str, Any] = {}
+    dask: dict[str, Any] = {}
+    voice: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bioanon-scale-") as tmp:
         r = _Runner(Path(tmp), time_cap_s)
         if quick:
             r.notes.append("quick: tiny sizes; start-up dominates, so the ratios say nothing about the targets")
         if max_samples is not None:
             r.notes.append(f"limited to ≤ {max_samples:,} samples per run")
-        runs = growth(r, subjects, counts, max_samples)
-        figures += growth_figures(runs, quick)
+        if only is not None:
+            r.notes.append(f"only the case(s) {', '.join(c for c in CASES if c in only)}")
+        if wanted("growth"):
+            runs = growth(r, subjects, counts, max_samples)
+            figures += growth_figures(runs, quick)
         by_subjects = {x["subjects"]: x for x in runs}
-        everyone, figs = all_subjects(r, subjects[:2], max_samples)
-        figures += figs
-        rates, figs = rates_only(r, by_subjects.get(subjects[1]), counts)
-        figures += figs
+        if wanted("all_subjects"):
+            everyone, figs = all_subjects(r, subjects[:2], max_samples)
+            figures += figs
+        if wanted("rates_only"):
+            rates, figs = rates_only(r, by_subjects.get(subjects[1]), counts)
+            figures += figs
         # the parallel case: 128k samples (quick: 1,600), or the largest growth size below it that ran
         want = subjects[1] if quick else subjects[2]
         candidates = [x for x in runs if x["subjects"] <= want]
         par_base = candidates[-1] if candidates else None
-        if par_base is not None and par_base["subjects"] != want:
-            r.notes.append(
-                f"parallel: run at {par_base['samples']:,} samples instead of {want * SAMPLES_PER_SUBJECT:,} "
-                "(the larger size was not run)"
-            )
-        par, figs = parallel(r, par_base, counts, rounds=1 if quick else 2)
-        figures += figs
-        dask, figs = dask_case(r, par_base, counts)
-        figures += figs
+        if wanted("parallel"):
+            if par_base is not None and par_base["subjects"] != want:
+                r.notes.append(
+                    f"parallel: run at {par_base['samples']:,} samples instead of {want * SAMPLES_PER_SUBJECT:,} "
+                    "(the larger size was not run)"
+                )
+            par, figs = parallel(r, par_base, counts, rounds=1 if quick else 2)
+            figures += figs
+        if wanted("dask"):
+            dask, figs = dask_case(r, par_base, counts)
+            figures += figs
+        if wanted("voice"):
+            voice, figs = voice_case(r, quick)
+            figures += figs
         for x in [*runs, *everyone]:
             x.pop("cache", None)
             x.pop("folder", None)
@@ -554,6 +931,7 @@ def run(quick: bool = False, *, max_samples: int | None = None, time_cap_s: floa
         "rates_only": rates,
         "parallel": par,
         "dask": dask,
+        "voice": voice,
         "limits": {"max_samples": max_samples, "time_cap_s": time_cap_s, "mem_available_mib": _mib(mem_available())},
     }
 
@@ -563,10 +941,10 @@ def _mib(n: int | None) -> float | None:
 
 
 def _take_options() -> None:
-    """``--max-samples N`` and ``--time-cap S`` of the module's command line, passed on through the environment
-    (the shared ``main`` knows only ``--quick`` and ``--json``)."""
+    """``--max-samples N``, ``--time-cap S`` and ``--only CASES`` of the module's command line, passed on through
+    the environment (the shared ``main`` knows only ``--quick`` and ``--json``)."""
     argv = sys.argv[1:]
-    for flag, env in (("--max-samples", MAX_SAMPLES_ENV), ("--time-cap", TIME_CAP_ENV)):
+    for flag, env in (("--max-samples", MAX_SAMPLES_ENV), ("--time-cap", TIME_CAP_ENV), ("--only", ONLY_ENV)):
         for i, a in enumerate(argv):
             if a == flag and i + 1 < len(argv):
                 os.environ[env] = argv[i + 1]

@@ -59,6 +59,13 @@ def test_module_options_go_through_the_environment(monkeypatch):
     import os
 
     assert os.environ[scale.MAX_SAMPLES_ENV] == "32000" and os.environ[scale.TIME_CAP_ENV] == "60"
+    monkeypatch.setattr(sys, "argv", ["scale", "--only", "voice,growth"])
+    monkeypatch.setenv(scale.ONLY_ENV, "")
+    scale._take_options()
+    assert sys.argv == ["scale"] and scale._only() == {"voice", "growth"}
+    monkeypatch.setenv(scale.ONLY_ENV, "voices")
+    with pytest.raises(SystemExit, match="unknown case"):
+        scale._only()
 
 
 def _fake_evaluate(calls):
@@ -86,9 +93,15 @@ def _fake_evaluate(calls):
     return evaluate
 
 
+def _no_voice(monkeypatch):
+    """Leave out the voice case (tested on its own below): the fake evaluation knows the synthetic configs only."""
+    monkeypatch.setattr(scale, "voice_case", lambda r, quick: ({}, []))
+
+
 def test_orchestration_skips_what_would_not_fit(monkeypatch):
     calls = []
     monkeypatch.setattr(scale._Runner, "evaluate", _fake_evaluate(calls))
+    _no_voice(monkeypatch)
     monkeypatch.delenv(scale.MAX_SAMPLES_ENV, raising=False)
     # room for 8k and 32k (≈ 520 MiB · 1.3) but not for 128k
     monkeypatch.setattr(scale, "mem_available", lambda: 1500 * scale.MIB)
@@ -113,11 +126,162 @@ def test_orchestration_skips_what_would_not_fit(monkeypatch):
 def test_max_samples_limits_every_case(monkeypatch):
     calls = []
     monkeypatch.setattr(scale._Runner, "evaluate", _fake_evaluate(calls))
+    _no_voice(monkeypatch)
     monkeypatch.setenv(scale.MAX_SAMPLES_ENV, "8000")
     res = scale.run(quick=False)
     assert {n for _, n, _, _ in calls} == {8000}
     assert any("rates-only change: not measured" in n for n in res["notes"])
     assert not any("exponent" in f["name"] for f in res["figures"])  # one size: no slope
+
+
+def test_only_runs_the_cases_named(monkeypatch):
+    calls = []
+    monkeypatch.setattr(scale._Runner, "evaluate", _fake_evaluate(calls))
+    voice = []
+    monkeypatch.setattr(scale, "voice_case", lambda r, quick: (voice.append(quick) or {"ran": True}, []))
+    res = scale.run(quick=True, only={"voice"})
+    assert calls == [] and voice == [True] and res["voice"] == {"ran": True}
+    res = scale.run(quick=True, only={"growth"})
+    assert {tag[:6] for tag, *_ in calls} == {"growth"} and voice == [True]
+    assert not any("rates-only" in f["name"] or "speed-up" in f["name"] for f in res["figures"])
+    n_calls = len(calls)
+    res = scale.run(quick=True, only={"rates_only"})  # it reruns a growth run's cache: none ran
+    assert len(calls) == n_calls and any("rates-only change: not measured" in n for n in res["notes"])
+
+
+def _voice_installed():
+    pytest.importorskip("soundfile")
+    import bioanon
+
+    if "voice.librispeech" not in bioanon.get_registry():
+        pytest.skip("the voice plugin is not installed")
+
+
+def test_librispeech_writer_gives_what_the_librispeech_source_reads(tmp_path):
+    _voice_installed()
+    import bioanon
+
+    a = scale.write_librispeech(
+        tmp_path / "a", "dev-clean", speakers=3, utterances=3, duration=0.2, first_id=100, seed=0
+    )
+    b = scale.write_librispeech(
+        tmp_path / "b", "train-clean-100", speakers=2, utterances=2, duration=0.2, first_id=500, seed=1
+    )
+    top = tmp_path / "a" / "LibriSpeech"
+    assert a["path"] == str(top / "dev-clean") and (top / "SPEAKERS.TXT").is_file()
+    flacs = sorted(p.relative_to(top).as_posix() for p in top.rglob("*.flac"))
+    assert len(flacs) == 9 and flacs[0] == "dev-clean/100/1000/100-1000-0000.flac"
+    assert (top / "dev-clean/100/1000/100-1000.trans.txt").is_file()
+    assert a["flac_bytes"] == sum(p.stat().st_size for p in top.rglob("*.flac"))
+    table = bioanon.load_dataset("voice.librispeech", a["path"])
+    assert table.num_rows == a["utterances"] == 9 and table.subject_names == a["speakers"] == ["100", "101", "102"]
+    assert table.metadata["sample_rate"] == 16000
+    assert set(table.attribute_names) == {"chapter", "text", "gender", "subset"}
+    assert set(table.attribute("subset")) == {"dev-clean"} and set(table.attribute("gender")) <= {"F", "M"}
+    assert all(isinstance(t, str) and t for t in table.attribute("text"))  # every utterance has its transcript
+    assert sorted(set(table.attribute("chapter"))) == ["1000", "1001", "1010", "1011", "1020", "1021"]
+    lengths = {len(x) for x in table.payload("audio")}
+    assert lengths == {round(0.2 * 16000)}
+    other = bioanon.load_dataset("voice.librispeech", b["path"])
+    assert other.num_rows == 4 and not set(other.subject_names) & set(table.subject_names)  # disjoint speakers
+
+
+def test_sample_rows_counts_the_per_sample_store_and_the_breakdown_names_the_tables(tmp_path):
+    import numpy as np
+
+    from bioanon.cache import Cache
+    from bioanon.table import SampleTable
+
+    cache = Cache(tmp_path / "cache", fsync=False)
+    assert scale.sample_rows(tmp_path / "cache") == {}
+    one, two = "a" * 32, "b" * 32
+    cache.put_sample_rows(one, ["d1", "d2", "d3"], np.zeros((3, 4), np.float32))
+    cache.put_sample_rows(one, ["d4", "d5"], np.ones((2, 4), np.float32))
+    cache.put_sample_rows(one, ["d4", "d5"], np.ones((2, 4), np.float32))  # the same entry: stored once
+    cache.put_sample_rows(two, ["d1"], np.zeros((1, 256), np.float32))
+    (tmp_path / "cache" / "samples" / "aa" / one / "x.arrow.tmp-1-2").write_bytes(b"half written")
+    assert scale.sample_rows(tmp_path / "cache") == {one: 5, two: 1}
+
+    audio = [np.zeros(1000 + 10 * i, np.float32) for i in range(4)]
+    table = SampleTable.from_arrays(
+        subject=np.array(["s1", "s1", "s2", "s2"], dtype=object),
+        payloads={"audio": audio},
+        metadata={"source": "voice.librispeech", "sample_rate": 16000},
+    )
+    cache.put_table("c" * 32, table)
+    cache.put_rows("d" * 32, "c" * 32, [0, 2])
+    out = scale.cache_breakdown(tmp_path / "cache", top=2)
+    assert out["tables_by_payload"]["audio"]["tables"] == 1
+    assert out["tables_by_payload"]["(row selection)"]["tables"] == 1
+    assert set(out["mib_by_kind"]) >= {"tables", "samples"}
+    biggest = out["largest"][0]
+    assert biggest["entry"] == f"tables/cc/{'c' * 32}.arrow"
+    assert biggest["what"] == "table, 4 rows, payload audio, source voice.librispeech"
+    assert len(out["largest"]) == 2
+
+
+@pytest.mark.parametrize(
+    ("cold_rows", "rerun_rows", "passed", "note"),
+    [
+        (40, 2, False, None),  # the rerun embedded two utterances again
+        (40, 0, True, None),
+        (0, 0, False, "embeddings computed without the per-sample store"),  # nothing to count: not a pass
+        (42, 0, True, "some utterance was embedded more than once"),
+    ],
+)
+def test_voice_case_counts_the_embeddings_a_rerun_stored(tmp_path, monkeypatch, cold_rows, rerun_rows, passed, note):
+    """The voice case's figures from a faked corpus (40 utterances in all) and faked runs that store
+    ``cold_rows`` then ``rerun_rows`` per-sample rows."""
+    import numpy as np
+
+    from bioanon.cache import Cache
+
+    monkeypatch.setattr(scale, "voice_recognizer", lambda: ("voice.resemblyzer", "voice case: templates by it"))
+
+    def corpus(root, subset, *, speakers, utterances, duration, first_id, seed):
+        return {
+            "path": str(root),
+            "speakers": [str(first_id + i) for i in range(speakers)],
+            "utterances": speakers * utterances,
+            "flac_bytes": 1000 * speakers * utterances,
+        }
+
+    monkeypatch.setattr(scale, "write_librispeech", corpus)
+    configs = []
+
+    def evaluate(self, cfg, cache, jobs=1, tag="run", extra=()):
+        configs.append(cfg)
+        store = Cache(cache, fsync=False)
+        n = cold_rows if len(configs) == 1 else rerun_rows
+        store.put_sample_rows("e" * 32, [f"{tag}{i}" for i in range(n)], np.zeros((n, 256), np.float32))
+        store.put_json("f" * 32, {"run": tag})  # so that the cache is never empty
+        stages = {"templates": {"executed": 1, "cached": 0, "seconds": 1.0}}
+        return {
+            "wall_s": 2.0,
+            "peak_mib": 500.0,
+            "cpu_s": 2.0,
+            "tasks": {"executed": 7, "cached": 0, "failed": 0},
+            "by_stage": stages,
+            "cache_bytes": scale.dir_bytes(cache),
+        }
+
+    monkeypatch.setattr(scale._Runner, "evaluate", evaluate)
+    r = scale._Runner(tmp_path, 60.0)
+    info, figures = scale.voice_case(r, quick=True)
+    q = scale.VOICE_QUICK_SIZES
+    assert (q["speakers"] + q["attacker_speakers"]) * q["utterances"] == 40  # what the fake corpus holds
+    assert [c["rates"] for c in configs] == [scale.VOICE_RATES, scale.VOICE_RATES_AFTER]
+    before, after = ({k: v for k, v in c.items() if k != "rates"} for c in configs)
+    assert before == after  # a rates-only change
+    assert configs[0]["templates"]["recognizer"] == "voice.resemblyzer" and "attacker_dataset" in configs[0]
+    cold, recomputed, ratio = figures
+    assert recomputed["value"] == rerun_rows and recomputed["passed"] is passed
+    assert recomputed["stored_cold"] == cold_rows and recomputed["stored_after"] == cold_rows + rerun_rows
+    assert recomputed["utterances"] == 40
+    assert any(note in n for n in r.notes) if note else not any("per-sample rows for" in n for n in r.notes)
+    assert ratio["value"] == info["cache_bytes_after"] / 40_000 and info["cache_bytes_after"] > 0
+    assert ratio["passed"] == (ratio["value"] <= scale.VOICE_CACHE_TARGET)
+    assert cold["peak_mib"] == 500.0 and cold["unit"] == "s"
 
 
 @pytest.mark.slow
@@ -143,5 +307,16 @@ def test_quick_run_measures_every_case():
     rates = next(f for f in res["figures"] if "rates-only" in f["name"])
     stages = res["rates_only"]["rerun_by_stage"]
     assert rates["value"] == sum(v["executed"] for s, v in stages.items() if s in scale.EMBEDDING_STAGES)
+    voice = [f for f in res["figures"] if "voice case" in f["name"]]
+    if res["voice"]:  # the voice plugin and soundfile are installed
+        q = scale.VOICE_QUICK_SIZES
+        n = (q["speakers"] + q["attacker_speakers"]) * q["utterances"]
+        cold, recomputed, ratio = voice
+        assert cold["value"] > 0 and cold["peak_mib"] > 50 and cold["tasks"] > 0
+        assert recomputed["utterances"] == n and recomputed["stored_cold"] > 0
+        assert recomputed["value"] == recomputed["stored_after"] - recomputed["stored_cold"]
+        assert ratio["value"] > 0 and ratio["tables_by_payload"]["audio"]["tables"] >= 2
+    else:
+        assert voice == [] and any(n.startswith("voice case: not measured") for n in res["notes"])
     for f in res["figures"]:
         assert {"name", "value", "unit", "target", "passed"} <= set(f)
