@@ -296,6 +296,9 @@ def test_seba_malformed_files_are_named(tmp_path):
     (tmp_path / "walkers" / "id1.p0.mocap").write_text("[[1, 2, 3, 4]]")
     with pytest.raises(TableError, match=r"id1\.p0\.mocap: frames have 4 values, not a multiple of 3"):
         bioanon.load_dataset("gait.seba", tmp_path)
+    (tmp_path / "walkers" / "id1.p0.mocap").write_text("[[1, 2, 3, 4, 5, 6]]")
+    with pytest.raises(TableError, match=r"id1\.p0\.mocap: 2 markers here but 3 in id0\.p0\.mocap"):
+        bioanon.load_dataset("gait.seba", tmp_path)
     (tmp_path / "walkers" / "id1.p0.mocap").write_text("[[1, 2, 3, 4, 5, 6, 7, 8, 9]]")
     (tmp_path / "walkers" / "id1.p0.yaml").write_text("subject: id2\nsex: M\n")  # a label against the layout
     with pytest.raises(

@@ -21,7 +21,7 @@ body-part groups (methods that need groups say so, or take them as a ``body_part
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -254,6 +254,39 @@ def resample_ragged(sequences: Sequence[np.ndarray], frames: int) -> np.ndarray:
 
 
 _RESAMPLE_BLOCK = 128  # sequences resampled at once by resample_ragged
+
+
+def resample_stream(sequences: Iterable[np.ndarray], count: int, frames: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`resample_ragged` of ``count`` sequences read one at a time (e.g. from files): at most
+    ``_RESAMPLE_BLOCK`` source sequences are held at once, never the whole source data set beside the result
+    (the same values: each sequence is resampled on its own). Returns ``(N, frames, joints, 3)`` float32 and the
+    source lengths."""
+    lengths = np.zeros(count, np.int64)
+    out: np.ndarray | None = None
+    block: list[np.ndarray] = []
+    done = 0
+
+    def flush() -> None:
+        nonlocal out, done
+        resampled = resample_ragged(block, frames)
+        if out is None:
+            out = np.empty((count, *resampled.shape[1:]), np.float32)
+        out[done : done + len(block)] = resampled
+        done += len(block)
+        block.clear()
+
+    for i, x in enumerate(sequences):
+        if i >= count:
+            raise TableError(f"resample_stream: more than the {count} sequences announced")
+        lengths[i] = len(x)
+        block.append(x)
+        if len(block) == _RESAMPLE_BLOCK:
+            flush()
+    if block:
+        flush()
+    if done != count:
+        raise TableError(f"resample_stream: {done} sequences, {count} announced")
+    return (out if out is not None else np.zeros((0, frames, 0, 3), np.float32)), lengths
 
 
 def interpolate_gaps(x: np.ndarray, valid: np.ndarray) -> np.ndarray:

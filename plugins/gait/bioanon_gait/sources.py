@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
@@ -54,6 +55,7 @@ from .skeleton import (
     gait_metadata,
     interpolate_gaps,
     resample_ragged,
+    resample_stream,
     valid_body_parts_json,
 )
 
@@ -224,17 +226,18 @@ def _valid_marker_parts(v: str) -> bool:
 
 def _table(
     *,
-    sequences: list[np.ndarray],
+    sequences: list[np.ndarray] | np.ndarray,
     subjects: list[str],
     sample_ids: list[str],
     attributes: dict[str, list[Any]],
     frames: int,
     meta: dict[str, Any],
 ):
-    """Resample the sequences and build the validated gait table."""
+    """Resample the sequences (unless given resampled, as one ``(N, frames, joints, 3)`` array) and build the
+    validated gait table."""
     from bioanon.api import SampleTable
 
-    pose = resample_ragged(sequences, frames)
+    pose = sequences if isinstance(sequences, np.ndarray) else resample_ragged(sequences, frames)
     return SampleTable.from_arrays(
         subject=np.array(subjects, dtype=object),
         sample_id=np.array(sample_ids, dtype=object),
@@ -671,25 +674,30 @@ class SebaGait(DatasetSource):
         if not files:
             raise TableError(f"{folder}: no .mocap files")
         rng = meta.get("position_range")
-        sequences, ids, subjects, attrs_rows = [], [], [], []
+        ids, subjects, attrs_rows = [], [], []
         identity_attrs: dict[str, dict] = {}
-        for f in files:
-            parts = f.name.split(".")
-            if len(parts) not in (3, 4):
-                raise TableError(f"{f}: expected <id>.<point>.mocap or <id>.<session>.<point>.mocap")
-            identity = parts[0]
-            x = _read_mocap(f, rng)
-            sequences.append(x)
-            ids.append(f.name[: -len(".mocap")])
-            subjects.append(identity)
-            attrs_rows.append(seba_sample_attributes(folder, identity, ids[-1], f.name, identity_attrs, who=self.id))
-        widths = {s.shape[1] for s in sequences}
-        if len(widths) != 1:
-            first = next(f for f, s in zip(files, sequences, strict=True) if s.shape[1] != sequences[0].shape[1])
-            raise TableError(
-                f"{first}: {sequences[0].shape[1] // 1} markers in {files[0].name} but a different number here"
-            )
-        n_markers = sequences[0].shape[1]
+
+        def read() -> Iterator[np.ndarray]:  # one file at a time: the float64 source data is never held whole
+            first: np.ndarray | None = None
+            for f in files:
+                parts = f.name.split(".")
+                if len(parts) not in (3, 4):
+                    raise TableError(f"{f}: expected <id>.<point>.mocap or <id>.<session>.<point>.mocap")
+                identity = parts[0]
+                x = _read_mocap(f, rng)
+                if first is None:
+                    first = x
+                elif x.shape[1] != first.shape[1]:
+                    raise TableError(f"{f}: {x.shape[1]} markers here but {first.shape[1]} in {files[0].name}")
+                ids.append(f.name[: -len(".mocap")])
+                subjects.append(identity)
+                attrs_rows.append(
+                    seba_sample_attributes(folder, identity, ids[-1], f.name, identity_attrs, who=self.id)
+                )
+                yield x
+
+        pose, lengths = resample_stream(read(), len(files), self.frames)
+        n_markers = pose.shape[2]
         names = meta.get("markers") or meta.get("marker_names")
         joints = (
             [str(n) for n in names]
@@ -714,7 +722,7 @@ class SebaGait(DatasetSource):
             joints=joints,
             body_parts=parts,
             frames=self.frames,
-            frame_rate=frame_rate_after(fps, [len(s) for s in sequences], self.frames),
+            frame_rate=frame_rate_after(fps, lengths.tolist(), self.frames),
             source_frame_rate=fps,
             units=self.units,
             up_axis="xyz".index(self.up_axis),
@@ -722,7 +730,7 @@ class SebaGait(DatasetSource):
             params=self.get_params(),
         )
         return _table(
-            sequences=sequences,
+            sequences=pose,
             subjects=subjects,
             sample_ids=ids,
             attributes=attributes,
