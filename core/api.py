@@ -161,7 +161,11 @@ file).
 
 1.8 added ``DatasetSource.demo``: the evaluation ``bioanon demo --trait <trait>`` runs on a plugin's synthetic
 source (its own anonymizers, recognizers and utility measures; a source without it gets the core's ``any.*``
-methods)."""
+methods).
+
+1.9 added ``Anonymizer.per_sample`` and ``Anonymizer.rows_independent`` (an anonymizer whose output rows each
+depend on their own input row only: an evaluation anonymizes each data set once, in shards run as separate
+cached tasks, and takes every part's rows from it; checked by the conformance check ``rows_independent``)."""
 
 # name -> (module, attribute or None for the module itself), imported on first access
 _LAZY: dict[str, tuple[str, str | None]] = {

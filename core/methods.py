@@ -906,6 +906,21 @@ class Anonymizer(Method):
         (``any.chain``: whether one of its steps does). Called on validated parameters, before any work."""
         return cls.fit_defines_columns
 
+    per_sample: ClassVar[bool] = False
+    """True when each output row depends only on its own input row (payload, sample id, subject, attributes) and
+    the parameters, and ``fit`` learns nothing from the data: a noise seeded by the sample id, a blur, a part
+    removal. An evaluation then anonymizes each data set once, in shards that run as separate cached tasks
+    across its workers, and takes every part's rows from that (a new split, other rates or another selection
+    reuse every anonymized sample; each anonymized sample is stored once). The conformance check
+    ``rows_independent`` checks the claim on a shuffled subset (API 1.9)."""
+
+    @classmethod
+    def rows_independent(cls, params: Mapping[str, Any]) -> bool:
+        """Whether this anonymizer with ``params`` is :attr:`per_sample` (the default answer). A composite
+        overrides it to answer for its parts (``any.chain``: whether every step is). Called on validated
+        parameters, before any work."""
+        return cls.per_sample
+
     def fit(self, background: Any) -> Anonymizer:
         return self
 

@@ -420,8 +420,27 @@ def _behaviour_checks(cls: type[Method], c: _Checker, table: Any, label: str, pa
             b = instance(Anonymizer).fit_transform(table)
             _assert_tables_equal(a, b)
 
+        def rows_independent() -> None:
+            if len(table) < 2:
+                return
+            whole = instance(Anonymizer).fit_transform(table)
+            rows = np.random.default_rng(0).permutation(len(table))[: max(1, len(table) // 2)]
+            part = instance(Anonymizer).fit_transform(table.take(rows))
+            for name in whole.payload_names:
+                expected, got = whole.take(rows).payload(name), part.payload(name)
+                if isinstance(expected, np.ndarray):
+                    same = np.array_equal(expected, got)
+                else:  # a ragged payload: one array per sample
+                    same = all(np.array_equal(a, b) for a, b in zip(expected, got, strict=True))
+                assert same, (
+                    f"per_sample is true, but payload {name!r} of a shuffled half of the table anonymized on "
+                    "its own differs from the same rows of the whole table anonymized"
+                )
+
         c.run("transform_keeps_sample_ids_and_order", keeps_ids_and_order)
         c.run("seeded_determinism", deterministic)
+        if cast("type[Anonymizer]", cls).rows_independent(params):
+            c.run("rows_independent", rows_independent)
     elif kind == "deanonymizer":
 
         def round_trip() -> None:

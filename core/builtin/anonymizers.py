@@ -19,6 +19,7 @@ class Identity(Anonymizer):
 
     id: ClassVar[str] = "any.identity"
     payloads: ClassVar[tuple[str, ...]] = ("*",)
+    per_sample: ClassVar[bool] = True
 
     def transform(self, table: Any) -> Any:
         return table
@@ -69,6 +70,7 @@ class BlockPermutation(Anonymizer):
 
     id: ClassVar[str] = "any.block_permutation"
     payloads: ClassVar[tuple[str, ...]] = ("features", "imu", "pose", "image")
+    per_sample: ClassVar[bool] = True  # the same permutation for every sample
 
     block_size: int = param(1, help="values per block", low=1)
     shuffle_within: bool = param(False, help="also permute the values inside each block")
@@ -181,6 +183,15 @@ class Chain(Anonymizer):
         except BioanonError:  # steps that cannot be built: reported where the chain is validated
             return False
         return any(type(m).defines_columns_by_fit(m.get_params()) for m in steps)
+
+    @classmethod
+    def rows_independent(cls, params: Mapping[str, Any]) -> bool:
+        """Whether every step of the chain anonymizes each sample on its own (then the chain does)."""
+        try:
+            steps = cls(**params).current_steps()
+        except BioanonError:  # steps that cannot be built: reported where the chain is validated
+            return False
+        return bool(steps) and all(type(m).rows_independent(m.get_params()) for m in steps)
 
     def step_specs(self) -> list[tuple[str, dict[str, Any]]]:
         """``(id, params)`` of every step, in order."""

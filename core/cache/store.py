@@ -23,7 +23,7 @@ import threading
 import time
 import uuid
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -146,6 +146,8 @@ _MISSING = object()
 #: carries table metadata of its own.
 _ROWS_OF = b"bioanon.rows_of"
 _HAS_META = b"bioanon.rows_meta"
+#: Schema metadata of a concatenation entry (:meth:`Cache.put_concat`): the keys of its parts, as JSON.
+_CONCAT_OF = b"bioanon.concat_of"
 
 
 def _json_default(obj: Any) -> Any:
@@ -471,6 +473,38 @@ class Cache:
         meta[_HAS_META] = b"1" if schema_metadata is not None else b"0"
         return self.put_table(key, pa.table({"row": positions}).replace_schema_metadata(meta))
 
+    def put_concat(self, key: str, part_keys: Sequence[str], schema_metadata: Any = None) -> str:
+        """Store under ``key`` the stored tables ``part_keys`` one after the other (e.g. the shards of a table
+        computed as separate tasks): a list of keys, not a copy. :meth:`get_table` gives back their rows in order
+        (memory-mapped, one chunk per part) with ``schema_metadata`` (default: the first part's); the parts must
+        have the same columns and stay in the cache (a concatenation with a part gone reads as missing)."""
+        if not part_keys:
+            raise CacheError("put_concat: no part to concatenate")
+        meta = {k: v for k, v in (schema_metadata or {}).items() if k not in (_CONCAT_OF, _ROWS_OF)}
+        meta[_CONCAT_OF] = json.dumps([self._check_key(k) for k in part_keys]).encode()
+        meta[_HAS_META] = b"1" if schema_metadata is not None else b"0"
+        return self.put_table(
+            key, pa.table({"part": pa.array(range(len(part_keys)), pa.int64())}).replace_schema_metadata(meta)
+        )
+
+    def _resolve_concat(self, path: str, tbl: pa.Table) -> Any:
+        """The parts' rows of a concatenation entry (see :meth:`put_concat`), one after the other; None if a part
+        is gone, or the entry is moved aside when the parts do not fit together."""
+        meta = dict(tbl.schema.metadata or {})
+        parts = []
+        for k in json.loads(meta.pop(_CONCAT_OF)):
+            part = self.get_table(k)
+            if part is None:
+                return None
+            parts.append(part.arrow if hasattr(part, "arrow") else part)
+        first = parts[0].schema
+        if any(not p.schema.equals(first, check_metadata=False) for p in parts[1:]):
+            self._quarantine(path, ValueError("the parts of a concatenation have different columns"))
+            return None
+        own = meta.pop(_HAS_META) == b"1"
+        whole = pa.concat_tables([p.replace_schema_metadata(first.metadata) for p in parts])
+        return _wrap_table(whole.replace_schema_metadata(meta) if own else whole)
+
     def _resolve_rows(self, path: str, tbl: pa.Table, stat: os.stat_result | None) -> Any:
         """The base table's rows of a row-selection entry (see :meth:`put_rows`); None if the base is gone or
         the entry does not fit it (then moved aside)."""
@@ -517,6 +551,10 @@ class Cache:
             selected = self._resolve_rows(path, tbl, stat)
             self._count("hits" if selected is not None else "misses")
             return selected
+        if _CONCAT_OF in (tbl.schema.metadata or {}):
+            joined = self._resolve_concat(path, tbl)
+            self._count("hits" if joined is not None else "misses")
+            return joined
         self._count("hits")
         return _wrap_table(tbl)
 

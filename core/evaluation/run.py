@@ -21,7 +21,7 @@ import time
 import warnings as _warnings
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 import numpy as np
@@ -56,7 +56,10 @@ from .scenarios import (
     scenario_tables,
     worst_case,
 )
-from .tasks import TaskSpec, derived_seed, make_task, output_key
+from .tasks import TaskSpec, derived_seed, make_task, output_key, shard_bounds
+
+if TYPE_CHECKING:
+    from ..methods import Anonymizer
 
 log = logging.getLogger(__name__)
 
@@ -478,6 +481,35 @@ def build_plan(
         tasks.append(task)
         return task
 
+    # per-sample anonymizers anonymize each data set once, in shards (each a cached task); every repeat's parts
+    # are row selections of that (tasks.anonymize_rows)
+    sharded_sets = [(dataset_key, data)] if cfg.templates is None else []
+    if sharded_sets and cross and attacker_key is not None:
+        attacker_table = cache.get_table(attacker_key)
+        sharded_sets = sharded_sets + [(attacker_key, attacker_table)] if attacker_table is not None else []
+    shard_tasks: dict[str, TaskSpec] = {}
+
+    def shards_of(method: dict[str, Any], what: str) -> tuple[dict[str, list[str]], tuple[str, ...]]:
+        """The output keys of the shard tasks of ``method`` per data set, and those tasks' keys."""
+        outputs: dict[str, list[str]] = {}
+        keys: list[str] = []
+        for set_key, table in sharded_sets:
+            outputs[set_key] = []
+            for start, stop in shard_bounds(len(table), table.arrow.nbytes / max(len(table), 1)):
+                t = make_task(
+                    "anonymize_rows",
+                    {"method": method, "dataset": set_key, "start": start, "stop": stop},
+                    (),
+                    stage="anonymize",
+                    label=f"anonymize {what} rows {start}–{stop}"
+                    + (" of the attacker data" if set_key != dataset_key else ""),
+                )
+                if t.key not in shard_tasks:  # the same shards serve every repeat
+                    shard_tasks[t.key] = add(t)
+                outputs[set_key].append(output_key(t.key, "rows"))
+                keys.append(t.key)
+        return outputs, tuple(keys)
+
     for r in range(cfg.repeats):
         seed_r = derived_seed(cfg.seed, "repeat", r)
         split_args = {"dataset": dataset_key, "rates": rates, "seed": seed_r}
@@ -511,14 +543,14 @@ def build_plan(
                 label = a_spec.setting_label(setting)
                 where = f"{a_spec.name}[{label}] repeat {r}" if label else f"{a_spec.name} repeat {r}"
                 method = _method_dict(a_spec, setting)
+                anon_args: dict[str, Any] = {"method": method, **clear}
+                anon_deps: tuple[str, ...] = (t_split.key,)
+                if sharded_sets and cast("type[Anonymizer]", a_spec.method_class()).rows_independent(setting):
+                    what = f"{a_spec.name}[{label}]" if label else a_spec.name
+                    anon_args["shards"], shard_keys = shards_of(method, what)
+                    anon_deps += shard_keys
                 t_anon = add(
-                    make_task(
-                        "anonymize",
-                        {"method": method, **clear},
-                        (t_split.key,),
-                        stage="anonymize",
-                        label=f"anonymize {where}",
-                    )
+                    make_task("anonymize", anon_args, anon_deps, stage="anonymize", label=f"anonymize {where}")
                 )
                 anon = {n: output_key(t_anon.key, n) for n in ("attacker", "evaluation")}
                 sets = {
@@ -751,12 +783,24 @@ def estimate_resources(
     (:func:`task_memory`). ``attacker_bytes``: the size of ``[attacker_dataset]`` (split and anonymized with the
     rest); ``n_rows``: the data set's samples."""
     share = {"split": 1.0, "anonymize": cfg.rates.attacker + cfg.rates.evaluation, "deanonymize": cfg.rates.evaluation}
+    shard_rows: dict[str, int] = {}  # data set key -> its rows (the last shard's end)
+    for t in plan.tasks:
+        if t.op == "anonymize_rows":
+            shard_rows[t.args["dataset"]] = max(shard_rows.get(t.args["dataset"], 0), int(t.args["stop"]))
     disk = 0
     new = 0
     for t in plan.tasks:
         if cache.has_json(t.key):
             continue
         new += 1
+        if t.op == "anonymize_rows":  # its share of the data set; the anonymize tasks then store row positions
+            whole = data_bytes if t.args["dataset"] == plan.dataset_key else attacker_bytes
+            rows = int(t.args["stop"]) - int(t.args["start"])
+            disk += int(whole * rows / max(shard_rows[t.args["dataset"]], 1)) + 64 * 1024
+            continue
+        if t.op == "anonymize" and t.args.get("shards"):
+            disk += 64 * 1024
+            continue
         disk += int(share.get(t.stage, 0.0) * data_bytes) + 64 * 1024
         disk += attacker_bytes if t.stage in ("split", "anonymize") else 0
     # the score matrices are read in blocks within the per-task budget, whatever their size (scoring.py)

@@ -347,6 +347,69 @@ def _fitted_anonymizer(
     return m
 
 
+#: Bytes of payload one shard of a per-sample anonymization holds (:func:`shard_bounds`).
+SHARD_BYTES = 32 * 2**20
+#: Fewest rows of a shard (a small table is one shard).
+SHARD_MIN_ROWS = 256
+
+
+def shard_bounds(n_rows: int, row_bytes: float) -> list[tuple[int, int]]:
+    """``[start, stop)`` of the shards a table of ``n_rows`` rows of ``row_bytes`` each is cut into for a
+    per-sample anonymization: equal shards of about :data:`SHARD_BYTES` (at least :data:`SHARD_MIN_ROWS` rows).
+    A function of the table only (never of the number of workers), so the shards' cache keys stay the same
+    whatever ``--jobs`` or executor runs them."""
+    if n_rows <= 0:
+        return []
+    per_shard = max(SHARD_MIN_ROWS, int(SHARD_BYTES // max(row_bytes, 1.0)))
+    n_shards = -(-n_rows // per_shard)
+    edges = np.linspace(0, n_rows, n_shards + 1).round().astype(int)
+    return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True)]
+
+
+@op
+def anonymize_rows(
+    cache: Cache, *, context: RunContext, method: dict[str, Any], dataset: str, start: int, stop: int, key: str
+) -> dict[str, Any]:
+    """One shard of a per-sample anonymization (:attr:`~bioanon.methods.Anonymizer.per_sample`): rows
+    ``[start, stop)`` of the stored table ``dataset``, anonymized on their own (the anonymizer learns nothing
+    from a fit). The ``anonymize`` task of each split takes its parts' rows from the shards."""
+    table = _table(cache, dataset)
+    shard = SampleTable(table.arrow.slice(start, stop - start), validate=False)
+    m = cast(Anonymizer, _create(context, method)).fit(shard)
+    anon = m.transform(shard)
+    if not np.array_equal(anon.sample_ids, shard.sample_ids):
+        raise BioanonError(f"{m.id} changed the sample ids or their order")
+    k = output_key(key, "rows")
+    cache.put_table(k, anon)
+    return {"outputs": {"rows": k}}
+
+
+def _rows_in(whole: SampleTable, part: SampleTable) -> NDArray[np.int64] | None:
+    """The positions of ``part``'s samples in ``whole`` (found by sample id and subject), or None when one is not
+    there or ``whole``'s sample ids repeat."""
+    import pyarrow.compute as pc
+
+    whole_ids = whole.arrow.column("sample_id")
+    if pc.count_distinct(whole_ids).as_py() != len(whole_ids):
+        return None
+    rows = pc.index_in(part.arrow.column("sample_id"), value_set=whole_ids)
+    if rows.null_count:
+        return None
+    same = pc.all(pc.equal(whole.arrow.column("subject").take(rows), part.arrow.column("subject"))).as_py()
+    return rows.to_numpy(zero_copy_only=False).astype(np.int64) if same in (True, None) else None
+
+
+def _wholes_from_shards(cache: Cache, shards: Mapping[str, Sequence[str]]) -> list[tuple[str, SampleTable]]:
+    """Each data set's anonymized whole, stored as the concatenation of its shards' outputs (``shards``: data set
+    key → the shards' output keys in order): ``(key, table)``."""
+    out = []
+    for keys in shards.values():
+        whole_key = fingerprint({"concat": list(keys)})
+        cache.put_concat(whole_key, list(keys))
+        out.append((whole_key, _table(cache, whole_key)))
+    return out
+
+
 @op
 def anonymize(
     cache: Cache,
@@ -357,22 +420,36 @@ def anonymize(
     attacker: str,
     evaluation: str,
     key: str,
+    shards: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     """Fit the anonymizer on the background set; anonymize the attacker and evaluation sets. With an empty
-    background (``rates.background = 0``) the anonymizer is fitted on each set it anonymizes."""
+    background (``rates.background = 0``) the anonymizer is fitted on each set it anonymizes.
+
+    With ``shards`` (a per-sample anonymizer: data set key → the output keys of its :func:`anonymize_rows`
+    tasks) every part is a row selection of its data set's anonymized whole: nothing is anonymized or stored
+    again here."""
     back = _table(cache, background)
+    wholes = _wholes_from_shards(cache, shards) if shards else []
     m = _fitted_anonymizer(context, method, back, None)
     out: dict[str, str] = {}
     for name, k_in in (("attacker", attacker), ("evaluation", evaluation)):
         clear = _table(cache, k_in)
+        k = output_key(key, name)
+        step = {"step": m.id, "fingerprint": k, "params": jsonable(m.get_params())}
+        found = next(((wk, w, r) for wk, w in wholes if (r := _rows_in(w, clear)) is not None), None)
+        if found is not None:
+            whole_key, whole, rows = found
+            stamp = with_comparator(whole.take(np.zeros(0, np.int64)), m).with_lineage_step(step)
+            cache.put_rows(k, whole_key, rows, stamp.arrow.schema.metadata)
+            out[name] = k
+            continue
         if not len(back):
             m = _fitted_anonymizer(context, method, back, clear)
         anon = m.transform(clear)
         if not np.array_equal(anon.sample_ids, clear.sample_ids):
             raise BioanonError(f"{m.id} changed the sample ids or their order")
         anon = with_comparator(anon, m)  # a protection's own comparator travels with its templates
-        k = output_key(key, name)
-        cache.put_table(k, anon.with_lineage_step({"step": m.id, "fingerprint": k, "params": jsonable(m.get_params())}))
+        cache.put_table(k, anon.with_lineage_step(step))
         out[name] = k
     return {"outputs": out}
 

@@ -8,18 +8,21 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pytest
 
 import bioanon
 from bioanon.cache import Cache
 
 
-def _config(rates=(0.2, 0.4, 0.4)):
+def _config(rates=(0.2, 0.4, 0.4), anonymizer="any.gaussian_noise"):
     return {
         "name": "stored-once",
         "seed": 2,
         "dataset": {"source": "any.synthetic", "params": {"n_subjects": 30, "samples_per_subject": 6, "dim": 16}},
         "rates": dict(zip(("background", "attacker", "evaluation"), rates, strict=True)),
-        "anonymizers": [{"id": "any.gaussian_noise", "grid": {"sigma": [0.5, 1.0]}}],
+        "anonymizers": [
+            {"id": anonymizer, "grid": {"sigma": [0.5, 1.0]} if anonymizer == "any.gaussian_noise" else {"key": [1, 2]}}
+        ],
         "recognizers": [{"id": "any.cosine_centroid"}],
         "scenarios": ["naive"],
         "report": {"bootstrap": 20},
@@ -40,13 +43,20 @@ def _stored_rows(cache_root: Path) -> dict[str, list[str]]:
     return where
 
 
-def test_no_table_is_stored_twice(tmp_path):
+@pytest.mark.parametrize("anonymizer", ["any.gaussian_noise", "any.block_permutation"])  # per table, per sample
+def test_no_table_is_stored_twice(tmp_path, anonymizer, monkeypatch):
+    from bioanon.evaluation import tasks
+
+    monkeypatch.setattr(tasks, "SHARD_MIN_ROWS", 50)  # the per-sample anonymization in several shards
+    monkeypatch.setattr(tasks, "SHARD_BYTES", 1)
     cache = Cache(tmp_path / "cache")
-    r = bioanon.evaluate(_config(), out_dir=None, cache=cache, progress=False, report=False)
+    r = bioanon.evaluate(_config(anonymizer=anonymizer), out_dir=None, cache=cache, progress=False, report=False)
     twice = {k: v for k, v in _stored_rows(tmp_path / "cache").items() if len(v) > 1}
     assert not twice, f"{len(twice)} rows stored more than once, e.g. {next(iter(twice.values()))}"
     # a rates-only change: a new split, and still no row stored twice
-    r2 = bioanon.evaluate(_config((0.1, 0.45, 0.45)), out_dir=None, cache=cache, progress=False, report=False)
+    r2 = bioanon.evaluate(
+        _config((0.1, 0.45, 0.45), anonymizer), out_dir=None, cache=cache, progress=False, report=False
+    )
     twice = {k: v for k, v in _stored_rows(tmp_path / "cache").items() if len(v) > 1}
     assert not twice, f"{len(twice)} rows stored more than once after a rates change"
     assert len(r.metrics) and len(r2.metrics)

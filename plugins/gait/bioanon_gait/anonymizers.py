@@ -67,6 +67,7 @@ class _PoseAnonymizer(Anonymizer):
     payloads: ClassVar[tuple[str, ...]] = ("pose",)
     reference: ClassVar[str] = _SEBA
     layout: ClassVar[str] = "frames"
+    per_sample: ClassVar[bool] = True  # each sequence on its own (a subclass with table-wide state sets False)
 
     def transform(self, table):
         x = poses(table)
