@@ -394,8 +394,10 @@ def rates_only(r: _Runner, base: dict[str, Any] | None, counts: list[int]) -> tu
     )
     if n:
         r.notes.append(
-            "rates-only change: the anonymize tasks are keyed by the split parts they read (fitted on the "
-            "background part, applied to the attacker and evaluation parts), so new shares give new keys"
+            "rates-only change: any.gaussian_noise draws its noise per table and scales it by the table's spread, "
+            "so it is not a per-sample anonymizer and each new part is anonymized again; per-sample anonymizers "
+            "(Anonymizer.per_sample: noise seeded by sample id, blur, part removal, …) anonymize each data set once "
+            "in shards and reuse them for any rates (tests/core/test_per_sample_anonymization.py)"
         )
     fig = figure(
         f"scale: anonymization/embedding tasks recomputed after a rates-only change ({base['samples']:,} samples)",

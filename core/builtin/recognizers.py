@@ -203,14 +203,19 @@ class FeatureSpace:
     mean: np.ndarray  # (D,) float32
     scale: np.ndarray  # (D,) float32
     projection: np.ndarray  # (D, K) float32
-    scaled_projection: np.ndarray = attrs.field(init=False, repr=False)  # projection / scale, (D, K) float32
 
     def __attrs_post_init__(self) -> None:
-        # in float32: the quotient of two float32 numbers rounded once is the float64 one rounded again (double
-        # rounding is exact for division), so no (D, K) float64 array is needed
-        object.__setattr__(self, "scaled_projection", self.projection / self.scale[:, None])
-        for a in (self.mean, self.scale, self.projection, self.scaled_projection):
+        for a in (self.mean, self.scale, self.projection):
             a.setflags(write=False)
+
+    @property
+    def scaled_projection(self) -> np.ndarray:
+        """``projection / scale``, (D, K) float32, computed at each use rather than kept beside ``projection``
+        (a fitted space then holds one (D, K) array, not two; the division costs D·K operations against the
+        N·D·K of the product it serves). In float32: the quotient of two float32 numbers rounded once is the
+        float64 one rounded again (double rounding is exact for division), so no float64 array is needed."""
+        out: np.ndarray = self.projection / self.scale[:, None]
+        return out
 
     def __deepcopy__(self, memo: dict[int, Any]) -> FeatureSpace:
         """Itself: a space is immutable (read-only arrays), so the copies of a fitted recognizer handed out by

@@ -487,13 +487,13 @@ class Cache:
             key, pa.table({"part": pa.array(range(len(part_keys)), pa.int64())}).replace_schema_metadata(meta)
         )
 
-    def _resolve_concat(self, path: str, tbl: pa.Table) -> Any:
+    def _resolve_concat(self, path: str, tbl: pa.Table, columns: Sequence[str] | None = None) -> Any:
         """The parts' rows of a concatenation entry (see :meth:`put_concat`), one after the other; None if a part
         is gone, or the entry is moved aside when the parts do not fit together."""
         meta = dict(tbl.schema.metadata or {})
         parts = []
         for k in json.loads(meta.pop(_CONCAT_OF)):
-            part = self.get_table(k)
+            part = self.get_table(k, columns=columns)
             if part is None:
                 return None
             parts.append(part.arrow if hasattr(part, "arrow") else part)
@@ -505,11 +505,13 @@ class Cache:
         whole = pa.concat_tables([p.replace_schema_metadata(first.metadata) for p in parts])
         return _wrap_table(whole.replace_schema_metadata(meta) if own else whole)
 
-    def _resolve_rows(self, path: str, tbl: pa.Table, stat: os.stat_result | None) -> Any:
+    def _resolve_rows(
+        self, path: str, tbl: pa.Table, stat: os.stat_result | None, columns: Sequence[str] | None = None
+    ) -> Any:
         """The base table's rows of a row-selection entry (see :meth:`put_rows`); None if the base is gone or
         the entry does not fit it (then moved aside)."""
         meta = dict(tbl.schema.metadata or {})
-        base = self.get_table(meta.pop(_ROWS_OF).decode())
+        base = self.get_table(meta.pop(_ROWS_OF).decode(), columns=columns)
         if base is None:
             return None
         rows = tbl.column("row").to_numpy() if tbl.num_columns == 1 else None
@@ -523,12 +525,13 @@ class Cache:
             taken = taken.replace_schema_metadata(meta)
         return _wrap_table(taken)
 
-    def get_table(self, key: str) -> Any:
+    def get_table(self, key: str, *, columns: Sequence[str] | None = None) -> Any:
         """The stored table for ``key`` as a SampleTable (memory-mapped on local disks), or ``None``.
 
         An unreadable entry (truncated, corrupt) is moved aside as ``*.corrupt`` with a
         :class:`CacheWarning` and counts as a miss. A row selection (:meth:`put_rows`) gives its base table's
-        rows.
+        rows. ``columns``: only these columns (e.g. ``("subject", "sample_id")``), so a row selection copies
+        none of the payloads.
         """
         path = self.table_path(key)
         stat = None
@@ -548,15 +551,15 @@ class Cache:
             return None
         self._touch(path)
         if _ROWS_OF in (tbl.schema.metadata or {}):
-            selected = self._resolve_rows(path, tbl, stat)
+            selected = self._resolve_rows(path, tbl, stat, columns)
             self._count("hits" if selected is not None else "misses")
             return selected
         if _CONCAT_OF in (tbl.schema.metadata or {}):
-            joined = self._resolve_concat(path, tbl)
+            joined = self._resolve_concat(path, tbl, columns)
             self._count("hits" if joined is not None else "misses")
             return joined
         self._count("hits")
-        return _wrap_table(tbl)
+        return _wrap_table(tbl if columns is None else tbl.select(list(columns)))
 
     def get_or_compute_table(self, key: str, fn: Callable[[], Any]) -> Any:
         """The cached table for ``key``; on a miss, ``fn()`` computes it and it is stored.

@@ -428,28 +428,41 @@ def anonymize(
     With ``shards`` (a per-sample anonymizer: data set key → the output keys of its :func:`anonymize_rows`
     tasks) every part is a row selection of its data set's anonymized whole: nothing is anonymized or stored
     again here."""
-    back = _table(cache, background)
-    wholes = _wholes_from_shards(cache, shards) if shards else []
-    m = _fitted_anonymizer(context, method, back, None)
+    parts = [("attacker", attacker), ("evaluation", evaluation)]
     out: dict[str, str] = {}
-    for name, k_in in (("attacker", attacker), ("evaluation", evaluation)):
-        clear = _table(cache, k_in)
-        k = output_key(key, name)
-        step = {"step": m.id, "fingerprint": k, "params": jsonable(m.get_params())}
-        found = next(((wk, w, r) for wk, w in wholes if (r := _rows_in(w, clear)) is not None), None)
-        if found is not None:
+    if shards:  # rows of the anonymized wholes; only the parts' ids are read (no payload)
+        m = cast(Anonymizer, _create(context, method))  # per sample: its fit learns nothing
+        wholes = _wholes_from_shards(cache, shards)
+        rest = []
+        for name, k_in in parts:
+            k = output_key(key, name)
+            ids = cache.get_table(k_in, columns=("subject", "sample_id"))
+            if ids is None:
+                raise BioanonError(f"cache entry {k_in} is missing: was the cache cleared during the run?")
+            found = next(((wk, w, r) for wk, w in wholes if (r := _rows_in(w, ids)) is not None), None)
+            if found is None:  # not a subset of a data set anonymized whole: anonymized on its own below
+                rest.append((name, k_in))
+                continue
             whole_key, whole, rows = found
+            step = {"step": m.id, "fingerprint": k, "params": jsonable(m.get_params())}
             stamp = with_comparator(whole.take(np.zeros(0, np.int64)), m).with_lineage_step(step)
             cache.put_rows(k, whole_key, rows, stamp.arrow.schema.metadata)
             out[name] = k
-            continue
+        parts = rest
+        if not parts:
+            return {"outputs": out}
+    back = _table(cache, background)
+    m = _fitted_anonymizer(context, method, back, None)
+    for name, k_in in parts:
+        clear = _table(cache, k_in)
+        k = output_key(key, name)
         if not len(back):
             m = _fitted_anonymizer(context, method, back, clear)
         anon = m.transform(clear)
         if not np.array_equal(anon.sample_ids, clear.sample_ids):
             raise BioanonError(f"{m.id} changed the sample ids or their order")
         anon = with_comparator(anon, m)  # a protection's own comparator travels with its templates
-        cache.put_table(k, anon.with_lineage_step(step))
+        cache.put_table(k, anon.with_lineage_step({"step": m.id, "fingerprint": k, "params": jsonable(m.get_params())}))
         out[name] = k
     return {"outputs": out}
 

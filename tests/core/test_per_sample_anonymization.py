@@ -113,6 +113,13 @@ def test_a_per_sample_anonymizer_runs_in_shards_with_the_metrics_of_one_transfor
     np.testing.assert_array_equal(_metrics(sharded), _metrics(whole))
 
 
+def test_a_part_not_found_in_the_anonymized_whole_is_anonymized_on_its_own(tmp_path, small_shards, monkeypatch):
+    sharded = bioanon.evaluate(_config(), out_dir=None, cache=Cache(tmp_path / "c1"), progress=False, report=False)
+    monkeypatch.setattr(tasks, "_rows_in", lambda whole, part: None)  # e.g. a data set whose sample ids repeat
+    apart = bioanon.evaluate(_config(), out_dir=None, cache=Cache(tmp_path / "c2"), progress=False, report=False)
+    np.testing.assert_array_equal(_metrics(sharded), _metrics(apart))
+
+
 def test_a_rates_only_change_anonymizes_no_sample_again(tmp_path, small_shards, monkeypatch):
     cache = Cache(tmp_path / "cache")
     bioanon.evaluate(_config(), out_dir=None, cache=cache, progress=False, report=False, jobs=1)
