@@ -165,7 +165,9 @@ methods).
 
 1.9 added ``Anonymizer.per_sample`` and ``Anonymizer.rows_independent`` (an anonymizer whose output rows each
 depend on their own input row only: an evaluation anonymizes each data set once, in shards run as separate
-cached tasks, and takes every part's rows from it; checked by the conformance check ``rows_independent``)."""
+cached tasks, and takes every part's rows from it; checked by the conformance check ``rows_independent``), and
+``Recognizer.embeds_per_sample`` (a fixed encoder: the ``[templates]`` stage embeds each data set once, in shards,
+and takes every split's templates from it)."""
 
 # name -> (module, attribute or None for the module itself), imported on first access
 _LAZY: dict[str, tuple[str, str | None]] = {

@@ -996,6 +996,11 @@ class Recognizer(Method):
 
     kind: ClassVar[str] = "recognizer"
     has_embedding: ClassVar[bool] = False
+    embeds_per_sample: ClassVar[bool] = False
+    """True when ``embed`` gives each sample's template from that sample alone and ``fit`` learns nothing from the
+    data (a pretrained encoder): the ``[templates]`` stage then embeds each data set once, in shards that are
+    separate cached tasks run across the workers, and every split's templates are row selections of that
+    (API 1.9)."""
     scores_probes_independently: ClassVar[bool] = True
 
     def fit(self, train: Any, label: str = "subject") -> Recognizer:

@@ -483,25 +483,31 @@ def build_plan(
 
     # per-sample anonymizers anonymize each data set once, in shards (each a cached task); every repeat's parts
     # are row selections of that (tasks.anonymize_rows)
-    sharded_sets = [(dataset_key, data)] if cfg.templates is None else []
-    if sharded_sets and cross and attacker_key is not None:
+    # (and an encoder that embeds each sample on its own embeds each data set once: tasks.templates_rows)
+    data_sets: list[tuple[str, SampleTable]] = [(dataset_key, data)]
+    if cross and attacker_key is not None:
         attacker_table = cache.get_table(attacker_key)
-        sharded_sets = sharded_sets + [(attacker_key, attacker_table)] if attacker_table is not None else []
+        data_sets = data_sets + [(attacker_key, attacker_table)] if attacker_table is not None else []
+    sharded_sets = data_sets if cfg.templates is None else []  # (templates change per split)
     shard_tasks: dict[str, TaskSpec] = {}
 
-    def shards_of(method: dict[str, Any], what: str) -> tuple[dict[str, list[str]], tuple[str, ...]]:
-        """The output keys of the shard tasks of ``method`` per data set, and those tasks' keys."""
+    def shards_of(
+        op: str, method: dict[str, Any], what: str, sets: list[tuple[str, SampleTable]]
+    ) -> tuple[dict[str, list[str]], tuple[str, ...]]:
+        """The output keys of the shard tasks ``op`` of ``method`` per data set of ``sets``, and those tasks'
+        keys."""
         outputs: dict[str, list[str]] = {}
         keys: list[str] = []
-        for set_key, table in sharded_sets:
+        stage, verb = ("templates", "templates of") if op == "templates_rows" else ("anonymize", "anonymize")
+        for set_key, table in sets:
             outputs[set_key] = []
             for start, stop in shard_bounds(len(table), table.arrow.nbytes / max(len(table), 1)):
                 t = make_task(
-                    "anonymize_rows",
+                    op,
                     {"method": method, "dataset": set_key, "start": start, "stop": stop},
                     (),
-                    stage="anonymize",
-                    label=f"anonymize {what} rows {start}–{stop}"
+                    stage=stage,
+                    label=f"{verb} {what} rows {start}–{stop}"
                     + (" of the attacker data" if set_key != dataset_key else ""),
                 )
                 if t.key not in shard_tasks:  # the same shards serve every repeat
@@ -527,11 +533,17 @@ def build_plan(
         clear = {n: output_key(t_split.key, n) for n in ("background", "attacker", "evaluation")}
         if cfg.templates is not None:  # every part becomes templates before any protection
             tpl = cfg.templates
+            tpl_method = _method_dict(tpl.recognizer)
+            tpl_args: dict[str, Any] = {"method": tpl_method, "fit": tpl.fit, "label": tpl.label, **clear}
+            tpl_deps: tuple[str, ...] = (t_split.key,)
+            if getattr(tpl.recognizer.method_class(), "embeds_per_sample", False):
+                tpl_args["shards"], shard_keys = shards_of("templates_rows", tpl_method, tpl.recognizer.id, data_sets)
+                tpl_deps += shard_keys
             t_tpl = add(
                 make_task(
                     "templates",
-                    {"method": _method_dict(tpl.recognizer), "fit": tpl.fit, "label": tpl.label, **clear},
-                    (t_split.key,),
+                    tpl_args,
+                    tpl_deps,
                     stage="templates",
                     label=f"templates {tpl.recognizer.id} repeat {r}",
                 )
@@ -547,7 +559,7 @@ def build_plan(
                 anon_deps: tuple[str, ...] = (t_split.key,)
                 if sharded_sets and cast("type[Anonymizer]", a_spec.method_class()).rows_independent(setting):
                     what = f"{a_spec.name}[{label}]" if label else a_spec.name
-                    anon_args["shards"], shard_keys = shards_of(method, what)
+                    anon_args["shards"], shard_keys = shards_of("anonymize_rows", method, what, sharded_sets)
                     anon_deps += shard_keys
                 t_anon = add(
                     make_task("anonymize", anon_args, anon_deps, stage="anonymize", label=f"anonymize {where}")
@@ -785,7 +797,7 @@ def estimate_resources(
     share = {"split": 1.0, "anonymize": cfg.rates.attacker + cfg.rates.evaluation, "deanonymize": cfg.rates.evaluation}
     shard_rows: dict[str, int] = {}  # data set key -> its rows (the last shard's end)
     for t in plan.tasks:
-        if t.op == "anonymize_rows":
+        if t.op in ("anonymize_rows", "templates_rows"):
             shard_rows[t.args["dataset"]] = max(shard_rows.get(t.args["dataset"], 0), int(t.args["stop"]))
     disk = 0
     new = 0
@@ -793,12 +805,12 @@ def estimate_resources(
         if cache.has_json(t.key):
             continue
         new += 1
-        if t.op == "anonymize_rows":  # its share of the data set; the anonymize tasks then store row positions
+        if t.op in ("anonymize_rows", "templates_rows"):  # its share of the data set (then row positions)
             whole = data_bytes if t.args["dataset"] == plan.dataset_key else attacker_bytes
             rows = int(t.args["stop"]) - int(t.args["start"])
             disk += int(whole * rows / max(shard_rows[t.args["dataset"]], 1)) + 64 * 1024
             continue
-        if t.op == "anonymize" and t.args.get("shards"):
+        if t.op in ("anonymize", "templates") and t.args.get("shards"):
             disk += 64 * 1024
             continue
         disk += int(share.get(t.stage, 0.0) * data_bytes) + 64 * 1024

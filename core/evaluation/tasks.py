@@ -292,16 +292,31 @@ def templates(
     attacker: str,
     evaluation: str,
     key: str,
+    shards: Mapping[str, Sequence[str]] | None = None,
 ) -> dict[str, Any]:
     """The ``[templates]`` stage: fit the template extractor (a recognizer that embeds) on the ``fit`` part
     (``background`` or ``attacker``) for ``label``, then replace every part's payloads by its templates (payload
-    ``features``; subjects, sample ids, attributes and metadata kept)."""
+    ``features``; subjects, sample ids, attributes and metadata kept).
+
+    With ``shards`` (an encoder that embeds each sample on its own: data set key → the output keys of its
+    :func:`templates_rows` tasks) every part is a row selection of its data set's templates: nothing is embedded
+    here."""
     from ..errors import ConfigError
 
     m = cast(Recognizer, _create(context, method))  # a recognizer that embeds (checked next)
     if not getattr(m, "has_embedding", False):
         raise ConfigError(f"[templates] recognizer {m.id} has no embedding (has_embedding is false)")
     parts = {"background": background, "attacker": attacker, "evaluation": evaluation}
+    if shards:
+        wholes = _wholes_from_shards(cache, shards)
+        selected: dict[str, str] = {}
+        for name, k_in in parts.items():
+            k = output_key(key, name)
+            if not _rows_from_wholes(cache, wholes, k_in, k, _lineage_stamp("templates:" + m.id, k, m)):
+                break  # a part outside the embedded data sets: the whole stage as below (the same templates)
+            selected[name] = k
+        else:
+            return {"outputs": selected, "dim": int(wholes[0][1].payload_shape("features")[0] or 0)}
     train = _table(cache, parts[fit])
     if not len(train):
         raise ConfigError(f"[templates] fit = {fit!r}: the {fit} part is empty (rates.{fit} = 0?)")
@@ -384,6 +399,56 @@ def anonymize_rows(
     return {"outputs": {"rows": k}}
 
 
+@op
+def templates_rows(
+    cache: Cache, *, context: RunContext, method: dict[str, Any], dataset: str, start: int, stop: int, key: str
+) -> dict[str, Any]:
+    """One shard of the ``[templates]`` stage of an encoder that embeds each sample on its own
+    (:attr:`~bioanon.methods.Recognizer.embeds_per_sample`): the templates of rows ``[start, stop)`` of the stored
+    table ``dataset``. The ``templates`` task of each split takes its parts' rows from the shards."""
+    table = _table(cache, dataset)
+    shard = SampleTable(table.arrow.slice(start, stop - start), validate=False)
+    m = cast(Recognizer, _create(context, method))  # nothing to fit: the encoder is fixed
+    emb = np.asarray(m.embed(shard), dtype=np.float32)
+    if emb.ndim != 2 or len(emb) != len(shard):
+        raise BioanonError(f"[templates] {m.id}.embed() returned shape {emb.shape} for {len(shard)} samples")
+    k = output_key(key, "rows")
+    cache.put_table(k, template_table(shard, emb))
+    return {"outputs": {"rows": k}}
+
+
+def _rows_from_wholes(
+    cache: Cache,
+    wholes: list[tuple[str, SampleTable]],
+    part_key: str,
+    key: str,
+    step: Callable[[SampleTable], SampleTable],
+) -> bool:
+    """Store under ``key`` the rows of one of ``wholes`` (key, table) that hold the samples of the stored part
+    ``part_key`` (only its ids are read), with the metadata ``step`` gives the whole's; False when none does."""
+    ids = cache.get_table(part_key, columns=("subject", "sample_id"))
+    if ids is None:
+        raise BioanonError(f"cache entry {part_key} is missing: was the cache cleared during the run?")
+    for whole_key, whole in wholes:
+        rows = _rows_in(whole, ids)
+        if rows is not None:
+            cache.put_rows(key, whole_key, rows, step(whole.take(np.zeros(0, np.int64))).arrow.schema.metadata)
+            return True
+    return False
+
+
+def _lineage_stamp(step: str, key: str, m: Method, *, comparator: bool = False) -> Callable[[SampleTable], SampleTable]:
+    """The table metadata a stage's output ``key`` gets from method ``m``: its lineage step (and, for an
+    anonymizer, its comparator)."""
+
+    def stamp(table: SampleTable) -> SampleTable:
+        if comparator:
+            table = with_comparator(table, cast(Anonymizer, m))
+        return table.with_lineage_step({"step": step, "fingerprint": key, "params": jsonable(m.get_params())})
+
+    return stamp
+
+
 def _rows_in(whole: SampleTable, part: SampleTable) -> NDArray[np.int64] | None:
     """The positions of ``part``'s samples in ``whole`` (found by sample id and subject), or None when one is not
     there or ``whole``'s sample ids repeat."""
@@ -436,18 +501,10 @@ def anonymize(
         rest = []
         for name, k_in in parts:
             k = output_key(key, name)
-            ids = cache.get_table(k_in, columns=("subject", "sample_id"))
-            if ids is None:
-                raise BioanonError(f"cache entry {k_in} is missing: was the cache cleared during the run?")
-            found = next(((wk, w, r) for wk, w in wholes if (r := _rows_in(w, ids)) is not None), None)
-            if found is None:  # not a subset of a data set anonymized whole: anonymized on its own below
+            if _rows_from_wholes(cache, wholes, k_in, k, _lineage_stamp(m.id, k, m, comparator=True)):
+                out[name] = k
+            else:  # not a subset of a data set anonymized whole: anonymized on its own below
                 rest.append((name, k_in))
-                continue
-            whole_key, whole, rows = found
-            step = {"step": m.id, "fingerprint": k, "params": jsonable(m.get_params())}
-            stamp = with_comparator(whole.take(np.zeros(0, np.int64)), m).with_lineage_step(step)
-            cache.put_rows(k, whole_key, rows, stamp.arrow.schema.metadata)
-            out[name] = k
         parts = rest
         if not parts:
             return {"outputs": out}

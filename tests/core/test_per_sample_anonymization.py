@@ -137,3 +137,75 @@ def test_a_false_per_sample_claim_fails_the_conformance_check():
     report = check_method(TableNoise)
     assert [name for name, _ in report.failed] == ["rows_independent"], str(report)
     assert check_method(BlockPermutation).failed == []
+
+
+# --------------------------------------------------------------------------------------------- sharded templates
+
+
+def _encoder_plugin(embedded: list[int], per_sample: bool = True, method_id: str = "test.fixed_encoder"):
+    """A plugin registering ``method_id``: a fixed map of the features (nothing to fit),
+    which records how many samples it embeds."""
+    from typing import ClassVar
+
+    import attrs
+
+    from bioanon.methods import CentroidRecognizer
+
+    @attrs.define(kw_only=True)
+    class FixedEncoder(CentroidRecognizer):
+        id: ClassVar[str] = method_id
+        payloads: ClassVar[tuple[str, ...]] = ("features",)
+        embeds_per_sample: ClassVar[bool] = per_sample
+
+        def fit(self, train, label="subject"):
+            return self
+
+        def embed(self, table):
+            embedded.append(len(table))
+            f = table.payload("features")
+            x = f[:, :6] * np.float32(1.5) - f[:, 2:]  # row by row (no BLAS: the same bits for any block of rows)
+            return x / np.sqrt(np.square(x).sum(axis=1, keepdims=True))
+
+    class Plugin:
+        @staticmethod
+        @bioanon.hookimpl
+        def register_recognizers(register):
+            register(FixedEncoder)
+
+    return Plugin()
+
+
+def _templates_config(rates=(0.2, 0.4, 0.4), encoder="test.fixed_encoder"):
+    cfg = _config(rates, anonymizer="any.gaussian_noise")
+    cfg["anonymizers"] = [{"id": "any.gaussian_noise", "grid": {"sigma": [0.5]}}]
+    cfg["templates"] = {"recognizer": encoder, "fit": "background"}
+    return cfg
+
+
+def test_an_encoder_that_embeds_each_sample_alone_embeds_each_data_set_once_in_shards(
+    tmp_path, small_shards, register_bioanon_plugin
+):
+    embedded: list[int] = []
+    register_bioanon_plugin(_encoder_plugin(embedded), "encoder")
+    cache = Cache(tmp_path / "cache")
+    bioanon.evaluate(_templates_config(), out_dir=None, cache=cache, progress=False, report=False, jobs=1)
+    assert sorted(embedded) == [80] * 4  # 4 shards of the 320 samples, for both repeats
+    embedded.clear()
+    again = bioanon.evaluate(
+        _templates_config((0.1, 0.5, 0.4)), out_dir=None, cache=cache, progress=False, report=False, jobs=1
+    )
+    assert embedded == [] and len(again.metrics)  # other rates: no sample embedded again
+
+
+def test_sharded_templates_give_the_metrics_of_templates_per_part(tmp_path, small_shards, register_bioanon_plugin):
+    calls: list[int] = []
+    register_bioanon_plugin(_encoder_plugin(calls), "encoder")
+    register_bioanon_plugin(_encoder_plugin(calls, per_sample=False, method_id="test.whole_encoder"), "whole")
+    sharded = bioanon.evaluate(_templates_config(), out_dir=None, cache=Cache(tmp_path / "a"), progress=False)
+    assert sorted(calls) == [80] * 4
+    calls.clear()
+    whole = bioanon.evaluate(
+        _templates_config(encoder="test.whole_encoder"), out_dir=None, cache=Cache(tmp_path / "b"), progress=False
+    )
+    assert len(calls) == 2 * 3  # per repeat: attacker, evaluation and background parts
+    np.testing.assert_array_equal(_metrics(sharded), _metrics(whole))

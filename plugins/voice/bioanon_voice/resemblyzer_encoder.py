@@ -105,6 +105,7 @@ class Resemblyzer(CentroidRecognizer):
     trait: ClassVar[str] = "voice"
     payloads: ClassVar[tuple[str, ...]] = ("audio",)
     has_embedding: ClassVar[bool] = True
+    embeds_per_sample: ClassVar[bool] = True  # a fixed encoder: [templates] embeds each data set once, in shards
     reference: ClassVar[str] = (
         "Wan et al., Generalized end-to-end loss for speaker verification, 2018; github:resemble-ai/Resemblyzer"
     )
