@@ -486,8 +486,11 @@ def build_plan(
     # (and an encoder that embeds each sample on its own embeds each data set once: tasks.templates_rows)
     data_sets: list[tuple[str, SampleTable]] = [(dataset_key, data)]
     if cross and attacker_key is not None:
-        attacker_table = cache.get_table(attacker_key)
-        data_sets = data_sets + [(attacker_key, attacker_table)] if attacker_table is not None else []
+        attacker_table = cache.get_table(attacker_key)  # (prepared before the plan: in the cache)
+        if attacker_table is None:
+            data_sets = []  # nothing sharded: every part is anonymized on its own
+        else:
+            data_sets.append((attacker_key, attacker_table))
     sharded_sets = data_sets if cfg.templates is None else []  # (templates change per split)
     shard_tasks: dict[str, TaskSpec] = {}
 

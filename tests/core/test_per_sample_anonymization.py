@@ -120,6 +120,27 @@ def test_a_part_not_found_in_the_anonymized_whole_is_anonymized_on_its_own(tmp_p
     np.testing.assert_array_equal(_metrics(sharded), _metrics(apart))
 
 
+def test_attacker_data_from_another_data_set_is_anonymized_in_its_own_shards(tmp_path, small_shards, monkeypatch):
+    def synthetic(seed):
+        return {
+            "source": "any.synthetic",
+            "params": {"n_subjects": 30, "samples_per_subject": 8, "dim": 8, "seed": seed},
+        }
+
+    cfg = _config()
+    cfg.update(dataset=synthetic(3), attacker_dataset={**synthetic(11), "subject_prefix": "xdb:"}, repeats=1)
+    cfg["rates"] = {"background": 0.3, "evaluation": 0.7}
+    cfg["anonymizers"] = [{"id": "any.block_permutation", "params": {"key": 4}}]
+    calls: list[int] = []
+    transform = BlockPermutation.transform
+    monkeypatch.setattr(BlockPermutation, "transform", lambda self, t: calls.append(len(t)) or transform(self, t))
+    sharded = bioanon.evaluate(cfg, out_dir=None, cache=Cache(tmp_path / "a"), progress=False, report=False)
+    assert sorted(calls) == [80] * 6  # 240 samples of each data set in 3 shards
+    monkeypatch.setattr(BlockPermutation, "per_sample", False)
+    apart = bioanon.evaluate(cfg, out_dir=None, cache=Cache(tmp_path / "b"), progress=False, report=False)
+    np.testing.assert_array_equal(_metrics(sharded), _metrics(apart))
+
+
 def test_a_rates_only_change_anonymizes_no_sample_again(tmp_path, small_shards, monkeypatch):
     cache = Cache(tmp_path / "cache")
     bioanon.evaluate(_config(), out_dir=None, cache=cache, progress=False, report=False, jobs=1)
