@@ -168,6 +168,7 @@ class EyeMask(_FaceAnonymizer):
     at about 35–50 % of the height). No detection is run: align the faces first."""
 
     id: ClassVar[str] = "face.eye_mask"
+    per_sample: ClassVar[bool] = True  # the same fixed bar on every image
 
     top: float = param(0.3, help="top of the bar (fraction of the height)", low=0.0, high=1.0)
     bottom: float = param(0.5, help="bottom of the bar (fraction of the height)", low=0.0, high=1.0)
@@ -208,6 +209,7 @@ class GaussianBlur(_FaceAnonymizer):
     ``sigma`` 0 derives it from the kernel as OpenCV does (0.3·((k−1)/2 − 1) + 0.8). Table IV: kernel 29."""
 
     id: ClassVar[str] = "face.gaussian_blur"
+    per_sample: ClassVar[bool] = True  # each image filtered on its own (OpenCV's uint8 blur is bit-exact)
     example_params: ClassVar[dict[str, Any]] = {"kernel": 5}
 
     kernel: int = param(29, help="kernel size in pixels (odd)", low=1, check=lambda k: k % 2 == 1, check_text="odd")
@@ -231,6 +233,7 @@ class Pixelation(_FaceAnonymizer):
     are about 7×5.75 pixels."""
 
     id: ClassVar[str] = "face.pixelation"
+    per_sample: ClassVar[bool] = True  # cell means of each image alone (exact integer sums)
     example_params: ClassVar[dict[str, Any]] = {"size": 4}
 
     size: int = param(16, help="cells (remaining pixels) along each axis", low=1)
@@ -288,6 +291,7 @@ class BlockPermutation(_FaceAnonymizer):
     Rows/columns beyond the last whole block stay in place. A trivially reversible anonymization."""
 
     id: ClassVar[str] = "face.block_permutation"
+    per_sample: ClassVar[bool] = True  # one key-derived permutation for every image
     example_params: ClassVar[dict[str, Any]] = {"block_size": 4}
 
     block_size: int = param(32, help="block side in pixels", low=1)
@@ -335,6 +339,7 @@ class PixelRelocation(_FaceAnonymizer):
         "Cichowski & Czyżewski, Reversible video stream anonymization for video "
         "surveillance systems based on pixels relocation and watermarking, 2011"
     )
+    per_sample: ClassVar[bool] = True  # one key-derived relocation for every image
     example_params: ClassVar[dict[str, Any]] = {"steps": 3}
 
     steps: int = param(50, help="relocation rounds", low=0)

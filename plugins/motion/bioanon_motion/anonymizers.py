@@ -13,12 +13,13 @@ from the anonymization background set; without ``fit`` they are taken from the t
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Mapping
 from typing import Any, ClassVar, cast
 
 import attrs
 import numpy as np
 
-from bioanon.api import Anonymizer, ParameterError, TableError, fitted, param
+from bioanon.api import Anonymizer, BioanonError, ParameterError, TableError, fitted, param
 
 from .signals import channel_names_of, sample_rate_of, table_rng
 
@@ -184,6 +185,7 @@ class LowPass(_ImuAnonymizer):
     extended at both ends (about three cut-off periods) to limit edge transients."""
 
     id: ClassVar[str] = "motion.lowpass"
+    per_sample: ClassVar[bool] = True  # each window filtered on its own
 
     cutoff_hz: float = param(
         3.0, help="cut-off frequency in Hz (below the Nyquist frequency)", low=0.0, low_inclusive=False
@@ -222,6 +224,7 @@ class Resample(_ImuAnonymizer):
     Nyquist frequency ``rate / (2 factor)``."""
 
     id: ClassVar[str] = "motion.resample"
+    per_sample: ClassVar[bool] = True  # each window resampled on its own
 
     factor: int = param(4, help="downsampling factor (new rate = rate / factor)", low=2)
     antialias: bool = param(True, help="low-pass before downsampling (polyphase filter)")
@@ -265,6 +268,15 @@ class Quantize(_ChannelStats):
     )
     relative: bool = param(True, help="the step is relative to each channel's standard deviation")
 
+    @classmethod
+    def rows_independent(cls, params: Mapping[str, Any]) -> bool:
+        """Per-sample only with ``relative`` false: a relative grid follows the channels' spread over the
+        background set or the table (``per_sample`` stays False, the default answer)."""
+        try:
+            return not cls(**params).relative
+        except BioanonError:  # invalid parameters: reported where the config is validated
+            return False
+
     def transform(self, table):
         """Anonymize every window of ``table`` (same sample ids, same order)."""
         column, x = self._get(table)
@@ -296,6 +308,7 @@ class ChannelRemoval(_ChannelStats):
 
     id: ClassVar[str] = "motion.channel_removal"
     example_params: ClassVar[dict] = {"channels": ("ch0", "ch3")}
+    per_sample: ClassVar[bool] = True  # zeroed or dropped channels: each window on its own (not mode "mean")
 
     channels: tuple[str, ...] = param(
         ("gyro_*",),
@@ -306,6 +319,15 @@ class ChannelRemoval(_ChannelStats):
     mode: str = param(
         "zero", help="zero, mean (background mean) or drop (changes the shape)", choices=("zero", "mean", "drop")
     )
+
+    @classmethod
+    def rows_independent(cls, params: Mapping[str, Any]) -> bool:
+        """Per-sample unless ``mode`` is ``mean``: the background's (or the table's) channel means fill the
+        removed channels then."""
+        try:
+            return cls(**params).mode != "mean"
+        except BioanonError:  # invalid parameters: reported where the config is validated
+            return False
 
     def removed(self, names: list[str]) -> np.ndarray:
         """Boolean mask of the channels the patterns select."""
@@ -341,6 +363,7 @@ class Normalize(_ImuAnonymizer):
     Constant channels become 0."""
 
     id: ClassVar[str] = "motion.normalize"
+    per_sample: ClassVar[bool] = True  # statistics of each window alone
 
     mode: str = param("zscore", help="zscore, center or minmax", choices=("zscore", "center", "minmax"))
 

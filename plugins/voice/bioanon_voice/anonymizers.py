@@ -23,6 +23,10 @@ class _VoiceAnonymizer(Anonymizer):
     trait: ClassVar[str] = "voice"
     payloads: ClassVar[tuple[str, ...]] = ("audio",)
 
+    # each utterance on its own (``_one``), its draws seeded by the subject or the sample id: a subclass with
+    # table-wide state sets False
+    per_sample: ClassVar[bool] = True
+
     def transform(self, table):
         audio, sr = audio_of(table)
         subjects, ids = table.subjects, table.sample_ids
