@@ -247,10 +247,11 @@ def test_voice_case_counts_the_embeddings_a_rerun_stored(tmp_path, monkeypatch, 
         }
 
     monkeypatch.setattr(scale, "write_librispeech", corpus)
-    configs = []
+    configs, jobs_of = [], []
 
     def evaluate(self, cfg, cache, jobs=1, tag="run", extra=()):
         configs.append(cfg)
+        jobs_of.append(jobs)
         store = Cache(cache, fsync=False)
         n = cold_rows if len(configs) == 1 else rerun_rows
         store.put_sample_rows("e" * 32, [f"{tag}{i}" for i in range(n)], np.zeros((n, 256), np.float32))
@@ -270,11 +271,13 @@ def test_voice_case_counts_the_embeddings_a_rerun_stored(tmp_path, monkeypatch, 
     info, figures = scale.voice_case(r, quick=True)
     q = scale.VOICE_QUICK_SIZES
     assert (q["speakers"] + q["attacker_speakers"]) * q["utterances"] == 40  # what the fake corpus holds
-    assert [c["rates"] for c in configs] == [scale.VOICE_RATES, scale.VOICE_RATES_AFTER]
-    before, after = ({k: v for k, v in c.items() if k != "rates"} for c in configs)
+    assert [c["rates"] for c in configs] == [scale.VOICE_RATES, scale.VOICE_RATES_AFTER, scale.VOICE_RATES]
+    assert jobs_of == [1, 1, 2] and configs[2] == configs[0]  # the cold run again with --jobs 2
+    before, after = ({k: v for k, v in c.items() if k != "rates"} for c in configs[:2])
     assert before == after  # a rates-only change
     assert configs[0]["templates"]["recognizer"] == "voice.resemblyzer" and "attacker_dataset" in configs[0]
-    cold, recomputed, ratio = figures
+    cold, speedup, recomputed, ratio = figures
+    assert speedup["value"] == 1.0 and speedup["passed"] and speedup["jobs_2_s"] == 2.0
     assert recomputed["value"] == rerun_rows and recomputed["passed"] is passed
     assert recomputed["stored_cold"] == cold_rows and recomputed["stored_after"] == cold_rows + rerun_rows
     assert recomputed["utterances"] == 40
@@ -297,7 +300,10 @@ def test_quick_run_measures_every_case():
     skipped = any(n.startswith("all subjects at 1,600 samples skipped") for n in res["notes"])
     assert everyone == [8, 32] or (everyone == [8] and skipped), (everyone, res["notes"])
     names = [f["name"] for f in res["figures"]]
-    assert sum("peak RSS" in n for n in names) == 3 + len(everyone) and sum("speed-up" in n for n in names) == 2
+    n_speedups = 3 if res["voice"] else 2  # --jobs 2 quiet and loaded (and the voice case's cold run)
+    assert (
+        sum("peak RSS" in n for n in names) == 3 + len(everyone) and sum("speed-up" in n for n in names) == n_speedups
+    )
     assert any("exponent" in n for n in names)
     dask = [f for f in res["figures"] if "Dask" in f["name"]]
     if not any("distributed is not installed" in n for n in res["notes"]):
@@ -311,7 +317,8 @@ def test_quick_run_measures_every_case():
     if res["voice"]:  # the voice plugin and soundfile are installed
         q = scale.VOICE_QUICK_SIZES
         n = (q["speakers"] + q["attacker_speakers"]) * q["utterances"]
-        cold, recomputed, ratio = voice
+        cold, speedup, recomputed, ratio = voice
+        assert speedup["jobs_1_s"] > 0 and speedup["jobs_2_s"] > 0
         assert cold["value"] > 0 and cold["peak_mib"] > 50 and cold["tasks"] > 0
         assert recomputed["utterances"] == n and recomputed["stored_cold"] > 0
         assert recomputed["value"] == recomputed["stored_after"] - recomputed["stored_cold"]
