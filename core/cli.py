@@ -228,6 +228,15 @@ def cmd_describe(args: argparse.Namespace) -> int:
         print(textwrap.fill("attribute columns: " + names, _width(), subsequent_indent="  "))
     elif d["kind"] == "dataset":
         print("attribute columns: those of the data (known once loaded)")
+    if d.get("per_sample"):
+        print(
+            textwrap.fill(
+                "per sample: each sample is anonymized on its own, so an evaluation runs it once per data set, in "
+                "shards across its workers, and reuses it for any split or rates",
+                _width(),
+                subsequent_indent="  ",
+            )
+        )
     print()
     for para in d["doc"].split("\n\n"):
         print(textwrap.fill(" ".join(para.split()), _width()))

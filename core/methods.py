@@ -921,6 +921,11 @@ class Anonymizer(Method):
         parameters, before any work."""
         return cls.per_sample
 
+    @classmethod
+    def describe(cls) -> dict[str, Any]:
+        """:meth:`Method.describe` and ``per_sample`` (with the default parameters)."""
+        return {**super().describe(), "per_sample": bool(cls.rows_independent({}))}
+
     def fit(self, background: Any) -> Anonymizer:
         return self
 

@@ -50,6 +50,11 @@ def test_unknown_id_exits_nonzero_with_suggestion(capsys):
 def test_describe_shows_params(capsys):
     code, out, _ = run(capsys, "describe", "any.gaussian_noise")
     assert code == 0 and "sigma: float = 0.5" in out and "noise standard deviation" in out
+    assert "per sample:" not in out  # noise drawn per table
+    code, out, _ = run(capsys, "describe", "any.block_permutation")
+    assert code == 0 and "per sample: each sample is anonymized on its own" in out
+    code, out, _ = run(capsys, "describe", "any.block_permutation", "--json")
+    assert code == 0 and json.loads(out)["per_sample"] is True
 
 
 def test_version_lists_plugins(capsys):
