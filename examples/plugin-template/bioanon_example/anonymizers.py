@@ -20,6 +20,8 @@ class Quantize(Anonymizer):
     id: ClassVar[str] = "example.quantize"
     trait: ClassVar[str] = "example"
     payloads: ClassVar[tuple[str, ...]] = ("features",)
+    # each sample rounded on its own (API 1.9): an evaluation anonymizes each data set once, in shards
+    per_sample: ClassVar[bool] = True
 
     step: float = param(0.5, help="grid width in feature units", low=0.0, low_inclusive=False)
 
