@@ -362,7 +362,7 @@ def _fitted_anonymizer(
     return m
 
 
-#: Bytes of payload one shard of a per-sample anonymization holds (:func:`shard_bounds`).
+#: Bytes of payload in one shard of a per-sample anonymization or of fixed templates (:func:`shard_bounds`).
 SHARD_BYTES = 32 * 2**20
 #: Fewest rows of a shard (a small table is one shard).
 SHARD_MIN_ROWS = 256
@@ -370,9 +370,9 @@ SHARD_MIN_ROWS = 256
 
 def shard_bounds(n_rows: int, row_bytes: float) -> list[tuple[int, int]]:
     """``[start, stop)`` of the shards a table of ``n_rows`` rows of ``row_bytes`` each is cut into for a
-    per-sample anonymization: equal shards of about :data:`SHARD_BYTES` (at least :data:`SHARD_MIN_ROWS` rows).
-    A function of the table only (never of the number of workers), so the shards' cache keys stay the same
-    whatever ``--jobs`` or executor runs them."""
+    per-sample anonymization or the templates of a fixed encoder: equal shards of about :data:`SHARD_BYTES` (at
+    least :data:`SHARD_MIN_ROWS` rows). A function of the table only (never of the number of workers), so the
+    shards' cache keys stay the same whatever ``--jobs`` or executor runs them."""
     if n_rows <= 0:
         return []
     per_shard = max(SHARD_MIN_ROWS, int(SHARD_BYTES // max(row_bytes, 1.0)))
@@ -465,8 +465,8 @@ def _rows_in(whole: SampleTable, part: SampleTable) -> NDArray[np.int64] | None:
 
 
 def _wholes_from_shards(cache: Cache, shards: Mapping[str, Sequence[str]]) -> list[tuple[str, SampleTable]]:
-    """Each data set's anonymized whole, stored as the concatenation of its shards' outputs (``shards``: data set
-    key → the shards' output keys in order): ``(key, table)``."""
+    """Each data set's whole result (its anonymization or its templates), stored as the concatenation of its
+    shards' outputs (``shards``: data set key → the shards' output keys in order): ``(key, table)``."""
     out = []
     for keys in shards.values():
         whole_key = fingerprint({"concat": list(keys)})
