@@ -176,22 +176,25 @@ class Chain(Anonymizer):
         return registry.get(method_id)
 
     @classmethod
+    def _steps_of(cls, params: Mapping[str, Any]) -> list[Anonymizer] | None:
+        """The steps of a chain with ``params``; None when they cannot be built (reported where the chain is
+        validated)."""
+        try:
+            return cls(**params).current_steps()
+        except BioanonError:
+            return None
+
+    @classmethod
     def defines_columns_by_fit(cls, params: Mapping[str, Any]) -> bool:
         """Whether one of the chain's steps has output columns chosen by its fit (then the chain's too)."""
-        try:
-            steps = cls(**params).current_steps()
-        except BioanonError:  # steps that cannot be built: reported where the chain is validated
-            return False
-        return any(type(m).defines_columns_by_fit(m.get_params()) for m in steps)
+        steps = cls._steps_of(params)
+        return bool(steps) and any(type(m).defines_columns_by_fit(m.get_params()) for m in steps or ())
 
     @classmethod
     def rows_independent(cls, params: Mapping[str, Any]) -> bool:
         """Whether every step of the chain anonymizes each sample on its own (then the chain does)."""
-        try:
-            steps = cls(**params).current_steps()
-        except BioanonError:  # steps that cannot be built: reported where the chain is validated
-            return False
-        return bool(steps) and all(type(m).rows_independent(m.get_params()) for m in steps)
+        steps = cls._steps_of(params)
+        return bool(steps) and all(type(m).rows_independent(m.get_params()) for m in steps or ())
 
     def step_specs(self) -> list[tuple[str, dict[str, Any]]]:
         """``(id, params)`` of every step, in order."""

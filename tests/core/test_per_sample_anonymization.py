@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from evalconfigs import config
 
 import bioanon
 from bioanon.api import SampleTable
@@ -71,17 +72,18 @@ def test_shards_cover_every_row_once_in_about_equal_parts(n_rows, row_bytes):
 
 
 def _config(rates=(0.2, 0.4, 0.4), anonymizer="any.block_permutation"):
-    return {
-        "name": "per-sample",
-        "seed": 3,
-        "dataset": {"source": "any.synthetic", "params": {"n_subjects": 40, "samples_per_subject": 8, "dim": 8}},
-        "rates": dict(zip(("background", "attacker", "evaluation"), rates, strict=True)),
-        "anonymizers": [{"id": anonymizer, "grid": {"key": [1, 2]}}],
-        "recognizers": [{"id": "any.cosine_centroid"}],
-        "scenarios": ["naive", "parrot"],
-        "repeats": 2,
-        "report": {"bootstrap": 20},
-    }
+    """320 samples of 40 subjects, two settings of ``anonymizer``, two repeats."""
+    return config(
+        name="per-sample",
+        seed=3,
+        dataset={"source": "any.synthetic", "params": {"n_subjects": 40, "samples_per_subject": 8, "dim": 8}},
+        rates=dict(zip(("background", "attacker", "evaluation"), rates, strict=True)),
+        anonymizers=[{"id": anonymizer, "grid": {"key": [1, 2]}}],
+        recognizers=[{"id": "any.cosine_centroid"}],
+        selection={"selectors": ["random"], "subject_counts": [6], "random_draws": 1},
+        utility=[],
+        report={"bootstrap": 20},
+    )
 
 
 @pytest.fixture
