@@ -364,8 +364,8 @@ def _fitted_anonymizer(
 
 #: Bytes of payload in one shard of a per-sample anonymization or of fixed templates (:func:`shard_bounds`).
 SHARD_BYTES = 32 * 2**20
-#: Fewest rows of a shard (a small table is one shard).
-SHARD_MIN_ROWS = 256
+#: Fewest rows of a shard (rows larger than 2 MiB, e.g. long recordings, make shards of more than 32 MiB).
+SHARD_MIN_ROWS = 16
 
 
 def shard_bounds(n_rows: int, row_bytes: float) -> list[tuple[int, int]]:

@@ -68,7 +68,8 @@ def test_shards_cover_every_row_once_in_about_equal_parts(n_rows, row_bytes):
     sizes = [b - a for a, b in bounds]
     if sizes:
         assert max(sizes) - min(sizes) <= 1
-        assert len(sizes) == 1 or min(sizes) * row_bytes >= min(tasks.SHARD_BYTES / 2, tasks.SHARD_MIN_ROWS)
+        per_shard = max(tasks.SHARD_MIN_ROWS, tasks.SHARD_BYTES // row_bytes)  # rows of a full shard
+        assert len(sizes) == 1 or per_shard / 2 <= min(sizes) <= max(sizes) <= per_shard
 
 
 def _config(rates=(0.2, 0.4, 0.4), anonymizer="any.block_permutation"):
