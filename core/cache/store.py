@@ -418,9 +418,9 @@ class Cache:
             expected = self._read_bytes(path + _SUM_SUFFIX)
             if expected is None:
                 raise DamagedEntry("its checksum file is missing (damaged, or written by an older bioanon)")
-            if self._local:
-                actual = hashlib.sha256(source.read_buffer()).hexdigest()
-                source.seek(0)
+            if self._local:  # read, not through the memory map: hashing would map every page into this process
+                with open(path, "rb") as f:
+                    actual = _sha256_stream(f)
             else:
                 with self.fs.open_input_stream(path) as f:
                     actual = _sha256_stream(f)

@@ -205,3 +205,39 @@ def test_cache_commands(tmp_path, capsys):
     assert "moved aside as damaged: 1" in out and f"{KEY}.arrow.corrupt" in out
     assert main(["cache", "clean", "--cache-dir", str(tmp_path)]) == 0
     assert "removed 0 left-over files" in capsys.readouterr().out
+
+
+def test_checking_a_table_does_not_map_its_pages_into_the_process(tmp_path):
+    """The checksum is computed from the file read in chunks, not through the table's memory map: a verified
+    64 MiB table adds its touched pages only to the process's resident memory, not all of them."""
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    from bioanon.api import SampleTable
+
+    cache = Cache(tmp_path)
+    n = 2**14
+    cache.put_table(
+        "ab" * 16,
+        SampleTable.from_arrays(
+            subject=np.array([f"s{i % 50}" for i in range(n)], dtype=object),
+            payloads={"features": np.ones((n, 1024), np.float32)},  # 64 MiB
+        ),
+    )
+    code = (
+        "import sys\n"
+        "from bioanon.cache import Cache\n"
+        "def rss():\n"
+        "    return int(open('/proc/self/statm').read().split()[1]) * 4096\n"
+        "cache = Cache(sys.argv[1])\n"
+        "cache.get_table('cd' * 16)\n"  # a miss: the code paths imported, nothing mapped
+        "before = rss()\n"
+        "t = cache.get_table('ab' * 16)\n"
+        "print(rss() - before)\n"
+    )
+    grown = int(
+        subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True).stdout
+    )
+    assert grown < 32 * 2**20, f"verifying the table added {grown / 2**20:.0f} MiB of resident memory"
