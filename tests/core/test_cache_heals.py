@@ -210,9 +210,6 @@ def test_cache_commands(tmp_path, capsys):
 def test_checking_a_table_does_not_map_its_pages_into_the_process(tmp_path):
     """The checksum is computed from the file read in chunks, not through the table's memory map: a verified
     64 MiB table adds its touched pages only to the process's resident memory, not all of them."""
-    import subprocess
-    import sys
-
     import numpy as np
 
     from bioanon.api import SampleTable
