@@ -237,22 +237,14 @@ def split(
 
 def store_rows_of(cache: Cache, key: str, part: SampleTable, bases: Sequence[tuple[str, SampleTable]]) -> None:
     """Store ``part`` under ``key`` as a row selection of the first stored table of ``bases`` (key, table) that
-    holds all its samples with the same columns (found by sample id and subject): each table is stored once, its subsets
-    are row positions. A copy where none does (or where sample ids repeat)."""
-    import pyarrow.compute as pc
-
-    ids = part.arrow.column("sample_id")
+    holds all its samples with the same columns (found by sample id and subject, :func:`_rows_in`): each table is
+    stored once, its subsets are row positions. A copy where none does (or where sample ids repeat)."""
     for base_key, base in bases:
-        base_ids = base.arrow.column("sample_id")
         if not part.arrow.schema.equals(base.arrow.schema, check_metadata=False):
             continue
-        if pc.count_distinct(base_ids).as_py() != len(base_ids):
-            continue
-        rows = pc.index_in(ids, value_set=base_ids)
-        if rows.null_count == 0 and pc.all(
-            pc.equal(base.arrow.column("subject").take(rows), part.arrow.column("subject"))
-        ).as_py() in (True, None):  # the same samples (two data sets may share sample ids)
-            cache.put_rows(key, base_key, rows.to_numpy(zero_copy_only=False), part.arrow.schema.metadata)
+        rows = _rows_in(base, part)
+        if rows is not None:  # the same samples (two data sets may share sample ids)
+            cache.put_rows(key, base_key, rows, part.arrow.schema.metadata)
             return
     cache.put_table(key, part)
 
