@@ -178,6 +178,18 @@ class LocalExecutor:
         self.jobs = resolve_jobs(jobs)
         self.context = context
 
+    def _may_use_pool(self, context: RunContext) -> bool:
+        """Whether the tasks may run in worker processes at all (more than one job, and methods a worker finds)."""
+        return self.jobs > 1 and not _runtime_plugins() and _default_registry(context)
+
+    def start_workers_early(self) -> None:
+        """Call before the work that precedes :meth:`run` (e.g. importing the data): where the tasks may run in
+        worker processes, the server they are forked from starts now and imports what they need in the
+        background (:func:`start_worker_server`), so that the first task of each worker does not wait for it."""
+        context = self.context if self.context is not None else (active_context() or RunContext(cache=self.cache))
+        if self._may_use_pool(context):
+            start_worker_server()
+
     def run(self, tasks: Sequence[Any]) -> ExecutionReport:
         report = ExecutionReport()
         todo = [t for t in dict((t.key, t) for t in tasks).values()]
@@ -185,12 +197,7 @@ class LocalExecutor:
         left = [t for t in todo if t.key not in reusable]
         jobs = min(self.jobs, widest_level(left))
         context = self.context if self.context is not None else (active_context() or RunContext(cache=self.cache))
-        if (
-            jobs > 1
-            and len(left) >= MIN_TASKS_PER_WORKER * jobs
-            and not _runtime_plugins()
-            and _default_registry(context)
-        ):
+        if jobs > 1 and len(left) >= MIN_TASKS_PER_WORKER * jobs and self._may_use_pool(context):
             report.jobs = jobs
             return self._run_pool(todo, report, jobs, context, reusable)
         log.info("running %d task(s) in this process", len(left))
@@ -497,11 +504,37 @@ def _kill_on_parent_death() -> None:
         os._exit(1)
 
 
+def _worker_context() -> Any:
+    """The multiprocessing context of the pool's workers: a fork server that has imported what a worker needs
+    (:mod:`bioanon.worker_preload`) where the platform has one, else spawn."""
+    import multiprocessing
+
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("spawn")
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["bioanon.worker_preload"])  # takes effect when the server starts
+    return ctx
+
+
+def start_worker_server() -> bool:
+    """Start the fork server the pool's workers are forked from, if it is not running, and return at once: it
+    imports what a worker needs (:mod:`bioanon.worker_preload`, about a second of one core) in the background,
+    while this process goes on, e.g. importing the run's data. Whether a server is (now) running: False where the
+    platform has none (workers are spawned and import for themselves)."""
+    import multiprocessing
+    from multiprocessing import forkserver
+
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        return False
+    _worker_context()
+    forkserver.ensure_running()
+    return True
+
+
 def _pool(jobs: int) -> ProcessPoolExecutor:
     """A process pool of ``jobs`` workers, kept for the next run with the same settings (its workers have the
-    packages imported already). Workers start from a fork server with the core imported (no copy of this
+    packages imported already). Workers start from a fork server with what they need imported (no copy of this
     process's memory, no threads inherited)."""
-    import multiprocessing
     from concurrent.futures import ProcessPoolExecutor
 
     settings = _worker_settings(jobs)
@@ -511,10 +544,7 @@ def _pool(jobs: int) -> ProcessPoolExecutor:
     for old in _POOLS.values():
         old.shutdown(wait=False, cancel_futures=True)
     _POOLS.clear()
-    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
-    ctx = multiprocessing.get_context(method)
-    if method == "forkserver":
-        ctx.set_forkserver_preload(["bioanon.evaluation.tasks"])
+    ctx = _worker_context()
     pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker, initargs=settings[1:])
     _POOLS[settings] = pool
     return pool

@@ -1491,6 +1491,11 @@ def _evaluate(
             log.info("resuming the %s run in %s (same config)", folder.resumed[-1]["state"], folder.path)
     plan: Plan | None = None
     try:
+        if executor in (None, "local"):
+            executor = LocalExecutor(
+                cache, keep_going=keep_going, progress=progress, jobs=cfg.run.jobs or None, context=context
+            )
+            executor.start_workers_early()  # its workers' fork server imports while this process reads the data
         table, dataset_key = import_data(cfg, data, cache)
         dataset_key = dataset_key or data_key
         raise_problems(data_problems(cfg, table), f"config {cfg.name!r} does not suit its data")
@@ -1510,11 +1515,7 @@ def _evaluate(
             from ..report import device_summary
 
             log.info("torch-backed methods run on %s", device_summary(devices))
-        if executor in (None, "local"):
-            executor = LocalExecutor(
-                cache, keep_going=keep_going, progress=progress, jobs=cfg.run.jobs or None, context=context
-            )
-        elif executor == "dask":
+        if executor == "dask":
             client = scheduler if scheduler is not None and not isinstance(scheduler, str) else None
             executor = DaskExecutor(
                 cache,

@@ -227,3 +227,60 @@ def test_a_dead_worker_stops_the_run_with_a_clear_error(tmp_path, monkeypatch):
         r"resumes",
     ):
         executor.run([_task("a"), _task("b"), _task("c")])
+
+
+# in a pool worker, before its first task: whether the registry of installed methods is built, and which of the
+# libraries a task needs are imported (evaluated by eval, a built-in, so nothing of this module is pickled)
+_WORKER_STATE = (
+    "(lambda s: {'registry': getattr(getattr(s.modules.get('bioanon.plugins'), '_default', None), '_registry', None)"
+    " is not None, 'modules': sorted(m for m in ('pandas', 'scipy.sparse', 'scipy.special', 'bioanon.evaluation.tasks')"
+    " if m in s.modules)})(__import__('sys'))"
+)
+
+
+def _in_fresh_python(code: str, tmp_path) -> dict:
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "probe.py"
+    script.write_text(code)
+    out = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, env=os.environ)
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_workers_start_with_the_methods_and_libraries_imported(tmp_path):
+    """The pool's fork server imports what a task needs and builds the registry once: a worker forked from it
+    has them before its first task (it used to spend about a second of the run's critical path on them)."""
+    import multiprocessing
+
+    if "forkserver" not in multiprocessing.get_all_start_methods():
+        pytest.skip("this platform has no fork server: workers are spawned and import for themselves")
+    state = _in_fresh_python(
+        "import json, sys\n"
+        "from concurrent.futures import ProcessPoolExecutor\n"
+        "from bioanon.executors import _worker_context, start_worker_server\n"
+        "if __name__ == '__main__':\n"
+        "    assert start_worker_server()\n"
+        "    assert 'pandas' not in sys.modules  # the server imports it, not this process\n"
+        "    with ProcessPoolExecutor(1, mp_context=_worker_context()) as pool:\n"
+        f"        print(json.dumps(pool.submit(eval, {_WORKER_STATE!r}).result(timeout=240)))\n",
+        tmp_path,
+    )
+    assert state == {
+        "registry": True,
+        "modules": ["bioanon.evaluation.tasks", "pandas", "scipy.sparse", "scipy.special"],
+    }
+
+
+def test_one_job_starts_no_worker_server(tmp_path):
+    state = _in_fresh_python(
+        "import json, multiprocessing.forkserver as fs\n"
+        "from bioanon.cache import Cache\n"
+        "from bioanon.executors import LocalExecutor\n"
+        f"LocalExecutor(Cache({str(tmp_path / 'c')!r}), jobs=1).start_workers_early()\n"
+        "print(json.dumps({'server': fs._forkserver._forkserver_pid is not None}))\n",
+        tmp_path,
+    )
+    assert state == {"server": False}
