@@ -147,8 +147,9 @@ class LocalExecutor:
     With ``jobs=1`` the tasks run in this process in plan order. With more, ready tasks (their dependencies done)
     run in a pool of ``jobs`` worker processes, each with ``cores // jobs`` threads for numpy, BLAS and torch;
     workers read every table memory-mapped from the cache (the data are never copied per worker) and tasks on
-    an accelerator run at most one per device at a time. Results are identical to ``jobs=1``: a task's output
-    depends only on its inputs' keys. At most as many workers as tasks can run at once (:func:`widest_level`).
+    an accelerator run at most one per device at a time. Tasks that fit the same model on the same data (their
+    :attr:`~bioanon.evaluation.tasks.TaskSpec.affinity`) go to one worker where they can, which fits it once.
+    Results are identical to ``jobs=1``: a task's output depends only on its inputs' keys. At most as many workers as tasks can run at once (:func:`widest_level`).
     Runs in this process anyway when methods were registered at run time (``register_plugin``: a worker could
     not find them) or when fewer than ``MIN_TASKS_PER_WORKER`` tasks per worker are left to run (starting a
     worker costs more than it saves).
@@ -274,9 +275,11 @@ class LocalExecutor:
                 ready.append(t)
         log.info("running %d task(s) on %d worker processes", len(waiting), jobs)
         pool = self.make_pool(jobs)
+        slots = list(pool) if isinstance(pool, list) else [pool] * jobs  # one executor per worker, or a shared one
         env = _bioanon_env()
-        running: dict[Any, Any] = {}
+        running: dict[Any, Any] = {}  # future -> (task, its accelerators, its slot)
         busy: set[str] = set()  # accelerators with a task on them
+        owner: dict[str, int] = {}  # affinity -> the slot that ran its first task (it holds the fit)
         bar = progress_bar(total=len(waiting), progress=self.progress, desc="      tasks", unit="task", leave=True)
 
         def skip(task: Any) -> None:  # its dependency failed: so do its dependents
@@ -288,21 +291,26 @@ class LocalExecutor:
 
         try:
             while ready or running:
-                for t in list(ready):
-                    if len(running) >= jobs:
-                        break
-                    devices = task_devices(t)
-                    if devices & busy:
-                        continue
-                    ready.remove(t)
-                    busy |= devices
-                    with _main_hidden():  # a worker started here must not run the caller's script again
-                        running[pool.submit(_run_timed, t, self.cache, env, context)] = (t, devices)
+                taken = {slot: task for task, _, slot in running.values()}
+                for steal in (False, True):  # every free worker picks, then those left with nothing may steal
+                    for slot in range(jobs):
+                        t = None if slot in taken else _next_task(ready, slot, owner, taken, busy, steal)
+                        if t is None:
+                            continue
+                        devices = task_devices(t)
+                        ready.remove(t)
+                        busy |= devices
+                        taken[slot] = t
+                        if t.affinity:
+                            owner.setdefault(t.affinity, slot)
+                        with _main_hidden():  # a worker started here must not run the caller's script again
+                            future = slots[slot].submit(_run_timed, t, self.cache, env, context)
+                        running[future] = (t, devices, slot)
                 if not running:  # only accelerator tasks are ready and their devices are taken: cannot happen
                     raise BioanonError("the local executor has ready tasks it cannot start")  # pragma: no cover
                 finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
                 for fut in finished:
-                    t, devices = running.pop(fut)
+                    t, devices, _ = running.pop(fut)
                     busy -= devices
                     bar.update(1)
                     bar.set_postfix_str(t.stage, refresh=False)
@@ -338,6 +346,30 @@ class LocalExecutor:
         finally:
             bar.close()
         return report
+
+
+def _next_task(
+    ready: list[Any], slot: int, owner: Mapping[str, int], taken: Mapping[int, Any], busy: set[str], steal: bool
+) -> Any:
+    """The ready task the free worker ``slot`` runs next (None: none for it now), skipping tasks whose
+    accelerators are taken. First a task whose affinity (:attr:`~bioanon.evaluation.tasks.TaskSpec.affinity`)
+    this worker owns: its fit is there. Then one without affinity, or with a new one. With ``steal`` (once every
+    free worker had its pick), a task another worker owns, fitting it again here rather than leaving this worker
+    idle; not when that worker is fitting it now (running a task of the same affinity: the fit is ready there
+    soon)."""
+    startable = [t for t in ready if not (task_devices(t) & busy)]
+    for t in startable:
+        if t.affinity and owner.get(t.affinity) == slot:
+            return t
+    for t in startable:
+        if not t.affinity or t.affinity not in owner:
+            return t
+    if steal:
+        for t in startable:
+            other = taken.get(owner[t.affinity])
+            if other is None or other.affinity != t.affinity:
+                return t
+    return None
 
 
 def _runtime_plugins() -> bool:
@@ -413,7 +445,7 @@ def _run_timed(task: Any, cache: Cache, env: Mapping[str, str], context: RunCont
     return record, time.perf_counter() - start
 
 
-_POOLS: dict[tuple[int, int], ProcessPoolExecutor] = {}
+_POOLS: dict[tuple[int, int], list[ProcessPoolExecutor]] = {}
 
 
 def _worker_settings(jobs: int) -> tuple[int, int]:
@@ -531,29 +563,32 @@ def start_worker_server() -> bool:
     return True
 
 
-def _pool(jobs: int) -> ProcessPoolExecutor:
-    """A process pool of ``jobs`` workers, kept for the next run with the same settings (its workers have the
+def _pool(jobs: int) -> list[ProcessPoolExecutor]:
+    """``jobs`` worker processes, each its own single-worker pool (so that the scheduler chooses which worker
+    runs a task: :func:`_next_task`), kept for the next run with the same settings (their workers have the
     packages imported already). Workers start from a fork server with what they need imported (no copy of this
     process's memory, no threads inherited)."""
     from concurrent.futures import ProcessPoolExecutor
 
     settings = _worker_settings(jobs)
-    pool = _POOLS.get(settings)
-    if pool is not None and not getattr(pool, "_broken", False):
-        return pool
-    for old in _POOLS.values():
-        old.shutdown(wait=False, cancel_futures=True)
-    _POOLS.clear()
+    pools = _POOLS.get(settings)
+    if pools is not None and not any(getattr(p, "_broken", False) for p in pools):
+        return pools
+    _close_pools()
     ctx = _worker_context()
-    pool = ProcessPoolExecutor(max_workers=jobs, mp_context=ctx, initializer=_init_worker, initargs=settings[1:])
-    _POOLS[settings] = pool
-    return pool
+    pools = [
+        ProcessPoolExecutor(max_workers=1, mp_context=ctx, initializer=_init_worker, initargs=settings[1:])
+        for _ in range(jobs)
+    ]
+    _POOLS[settings] = pools
+    return pools
 
 
 @atexit.register
 def _close_pools() -> None:
-    for pool in _POOLS.values():
-        pool.shutdown(wait=False, cancel_futures=True)
+    for pools in _POOLS.values():
+        for pool in pools:
+            pool.shutdown(wait=False, cancel_futures=True)
     _POOLS.clear()
 
 

@@ -48,6 +48,10 @@ class TaskSpec:
     deps: tuple[str, ...] = ()
     stage: str = ""
     label: str = ""
+    #: tasks with the same non-empty affinity fit the same model on the same data (e.g. the clear and naive
+    #: attacks of every setting train one recognizer on the clear attacker set): a pool runs them on one worker
+    #: where it can, which fits it once and reuses the fit (not part of the key)
+    affinity: str = ""
 
 
 def output_key(task_key: str, name: str) -> str:
@@ -109,7 +113,8 @@ def make_task(
 ) -> TaskSpec:
     """A TaskSpec whose key covers the operation, all its arguments and its inputs' keys (the methods in them
     created with ``registry``, default the current run's)."""
-    return TaskSpec(task_key(op_name, args, deps, registry), op_name, dict(args), tuple(deps), stage, label)
+    affinity = AFFINITY[op_name](args) if op_name in AFFINITY else ""
+    return TaskSpec(task_key(op_name, args, deps, registry), op_name, dict(args), tuple(deps), stage, label, affinity)
 
 
 def run_task(task: TaskSpec, cache: Cache, context: RunContext | None = None) -> dict[str, Any]:
@@ -126,6 +131,27 @@ def run_task(task: TaskSpec, cache: Cache, context: RunContext | None = None) ->
         record = OPS[task.op](cache, context=context, key=task.key, **task.args)
     cache.put_json(task.key, record)
     return record
+
+
+def _training_id(train_kind: str, sets: Mapping[str, str], mix_seed: int) -> list[Any]:
+    """What identifies the attacker's training data of a score task (its recognizer's fit is reused for it)."""
+    if train_kind.startswith("mix:"):
+        return ["mix", sets["clear_attacker"], sets["anon_attacker"], train_kind, mix_seed]
+    return [train_kind, sets[f"{train_kind}_attacker"]]
+
+
+def _score_affinity(args: Mapping[str, Any]) -> str:
+    """Score tasks that fit the same recognizer on the same attacker data share an affinity; none with
+    ``attacker_fit = "enrolment"`` (a fit per selection)."""
+    if args.get("attacker_fit", "attacker") == "enrolment":
+        return ""
+    train_kind = scenario_sets(args["scenario"])[0]
+    train = _training_id(train_kind, args["sets"], derived_seed(args["seed"], "mix"))
+    return fingerprint({"recognizer": args["recognizer"], "train": train, "label": args["label"]})
+
+
+#: how the tasks of an operation get their :attr:`TaskSpec.affinity` from their arguments
+AFFINITY: dict[str, Callable[[Mapping[str, Any]], str]] = {"score": _score_affinity}
 
 
 def record_outputs(record: Any) -> list[str]:
@@ -786,14 +812,12 @@ def score(
             "anon": lambda: _table(cache, sets["anon_attacker"]),
         }
         if train_kind.startswith("mix:"):
-            train_id = ["mix", sets["clear_attacker"], sets["anon_attacker"], train_kind, mix_seed]
 
             def train() -> SampleTable:
                 return _mixed(attacker["clear"](), attacker["anon"](), float(train_kind[4:]), mix_seed)
         else:
-            train_id = [train_kind, sets[f"{train_kind}_attacker"]]
             train = attacker[train_kind]
-        rec = context.fit(recognizer, train_id, label, train)
+        rec = context.fit(recognizer, _training_id(train_kind, sets, mix_seed), label, train)
     rows: list[dict[str, Any]] = []
     groups_out: list[dict[str, Any]] = []
     probes_out: dict[str, str] = {}

@@ -40,10 +40,11 @@ def test_pool_workers_get_their_share_of_the_cores(monkeypatch):
 
     monkeypatch.setenv("BIOANON_CORES", "2")
     assert _worker_settings(2) == (2, 1) and _worker_settings(3) == (3, 1) and _worker_settings(1) == (1, 2)
-    pool = _pool(2)
-    infos = [f.result(timeout=120) for f in [pool.submit(threadpool_info) for _ in range(4)]]
-    envs = [f.result(timeout=120) for f in [pool.submit(os.getenv, "BIOANON_CORES") for _ in range(4)]]
+    workers = _pool(2)
+    assert len(workers) == 2
+    infos = [f.result(timeout=120) for f in [w.submit(threadpool_info) for w in workers]]
+    envs = [f.result(timeout=120) for f in [w.submit(os.getenv, "BIOANON_CORES") for w in workers]]
     threads = {"OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS"}
-    limits = [f.result(timeout=120) for f in [pool.submit(os.getenv, name) for name in sorted(threads)]]
+    limits = [f.result(timeout=120) for f in [w.submit(os.getenv, name) for w in workers for name in sorted(threads)]]
     assert all(info for info in infos) and {lib["num_threads"] for info in infos for lib in info} == {1}
     assert set(envs) == {"1"} and set(limits) == {"1"}

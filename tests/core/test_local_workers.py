@@ -34,8 +34,7 @@ SCRIPT = textwrap.dedent(
         from bioanon.executors import _pool
 
         folder, pids, mode = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3]
-        pool = _pool(2)
-        futures = [pool.submit(hold, str(folder)) for _ in range(2)]
+        futures = [worker.submit(hold, str(folder)) for worker in _pool(2)]
         while len(list(folder.iterdir())) < 2:  # both workers are in their task
             time.sleep(0.05)
         server = multiprocessing.forkserver._forkserver._forkserver_pid

@@ -126,6 +126,50 @@ def test_accelerator_tasks_run_one_per_device(tmp_path, monkeypatch):
     assert task_devices(_task("x", device="cuda:0")) == {"cuda:0"} and task_devices(_task("y")) == frozenset()
 
 
+def test_tasks_that_share_a_fit_run_on_one_worker(tmp_path, monkeypatch):
+    """Score tasks that fit the same recognizer on the same data (one affinity) go to the worker that ran the
+    first of them, which keeps the fit; a worker with nothing of its own takes new work, never a task whose fit
+    its owner is computing."""
+    import attrs
+
+    import bioanon.executors as ex
+
+    ran_on: dict[str, str] = {}
+
+    def fake_run(task, cache, env, context):
+        time.sleep(0.02)
+        ran_on[task.label] = threading.current_thread().name
+        return {"done": task.label}, 0.02
+
+    monkeypatch.setattr(ex, "_run_timed", fake_run)
+    monkeypatch.setattr(ex, "MIN_TASKS_PER_WORKER", 1)
+    tasks = [attrs.evolve(_task(f"{a}{i}"), affinity=a) for a in ("A", "B") for i in range(4)]
+    tasks += [_task(f"free{i}") for i in range(3)]
+    executor = LocalExecutor(Cache(tmp_path), progress=False, jobs=2)
+    executor.make_pool = lambda jobs: [ThreadPoolExecutor(1, thread_name_prefix=f"slot{j}") for j in range(jobs)]
+    report = executor.run(tasks)
+    assert report.executed == 11 and report.jobs == 2
+    for a in ("A", "B"):
+        assert len({ran_on[f"{a}{i}"] for i in range(4)}) == 1, ran_on
+    assert ran_on["A0"] != ran_on["B0"]
+
+
+def test_score_tasks_get_the_affinity_of_their_fit():
+    from bioanon.evaluation.tasks import make_task
+
+    rec = {"id": "any.cosine_centroid", "params": {}}
+    sets = {"clear_attacker": "c" * 32, "anon_attacker": "a" * 32, "clear_evaluation": "e" * 32}
+    base = {"recognizer": rec, "label": "subject", "sets": sets, "seed": 1, "selections": []}
+
+    def affinity(scenario, **extra):
+        return make_task("score", {**base, "scenario": scenario, **extra}, (), stage="score", label="s").affinity
+
+    assert affinity("naive") == affinity("clear") != affinity("parrot") != ""  # clear and naive train on clear
+    assert affinity("naive", sets={**sets, "clear_attacker": "d" * 32}) != affinity("naive")
+    assert affinity("naive", attacker_fit="enrolment") == ""  # a fit per selection: nothing to share
+    assert make_task("select", {"n": 1}, (), stage="select", label="s").affinity == ""
+
+
 def test_small_or_narrow_plans_run_in_this_process(tmp_path):
     from bioanon.executors import widest_level
 
