@@ -149,10 +149,10 @@ class LocalExecutor:
     workers read every table memory-mapped from the cache (the data are never copied per worker) and tasks on
     an accelerator run at most one per device at a time. Tasks that fit the same model on the same data (their
     :attr:`~bioanon.evaluation.tasks.TaskSpec.affinity`) go to one worker where they can, which fits it once.
-    Results are identical to ``jobs=1``: a task's output depends only on its inputs' keys. At most as many workers as tasks can run at once (:func:`widest_level`).
-    Runs in this process anyway when methods were registered at run time (``register_plugin``: a worker could
-    not find them) or when fewer than ``MIN_TASKS_PER_WORKER`` tasks per worker are left to run (starting a
-    worker costs more than it saves).
+    Results are identical to ``jobs=1``: a task's output depends only on its inputs' keys. At most as many
+    workers as tasks can run at once (:func:`widest_level`). Runs in this process anyway when methods were
+    registered at run time (``register_plugin``: a worker could not find them) or when fewer than
+    ``MIN_TASKS_PER_WORKER`` tasks per worker are left to run (starting a worker costs more than it saves).
 
     Parameters
     ----------
