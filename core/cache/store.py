@@ -23,6 +23,7 @@ import threading
 import time
 import uuid
 import warnings
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, cast
 
@@ -34,6 +35,7 @@ from bioanon.errors import CacheError
 from bioanon.fileio import fsync_dir, pid_running
 
 from .keys import _as_table
+from .pcm16 import batch_rows, decode_pcm16, encode_pcm16, encoded, read_options, with_row_batches
 
 _KEY_RE = re.compile(r"[0-9a-f]{16,64}")
 _URI_RE = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*://")
@@ -57,6 +59,10 @@ _SUM_SUFFIX = ".sha256"  # beside a table entry: the SHA-256 of its bytes (64 he
 _HASH_CHUNK = 8 << 20
 _VERIFIED: dict[str, tuple[int, int, int]] = {}  # local table path -> (inode, size, mtime) whose hash was checked
 _VERIFIED_LOCK = threading.Lock()
+# local table path -> ((inode, size, mtime), a weak reference to its decoded table) for the tables stored in the
+# compact audio encoding (pcm16): while this process holds the decoded table (the run's data set, say), reading the
+# whole entry again gives that table back instead of decompressing and decoding it again
+_DECODED: dict[str, tuple[tuple[int, int, int], Any]] = {}
 
 
 def _frame(payload: bytes) -> bytes:
@@ -351,14 +357,18 @@ class Cache:
 
     def _touch(self, path: str) -> None:
         """Record a use (local filesystems only), so ``clear(older_than_days=...)`` evicts unused entries (a
-        table checked in this process stays checked: the new time is its new identity)."""
+        table checked in this process stays checked, and a decoded one held: the new time is its new identity)."""
         if self._local:
             try:
                 os.utime(path)
                 with _VERIFIED_LOCK:
-                    if path in _VERIFIED:
+                    if path in _VERIFIED or path in _DECODED:
                         st = os.stat(path)
-                        _VERIFIED[path] = (st.st_ino, st.st_size, st.st_mtime_ns)
+                        ident = (st.st_ino, st.st_size, st.st_mtime_ns)
+                        if path in _VERIFIED:
+                            _VERIFIED[path] = ident
+                        if path in _DECODED:
+                            _DECODED[path] = (ident, _DECODED[path][1])
             except OSError:
                 pass
 
@@ -405,10 +415,15 @@ class Cache:
             return False
         return True
 
-    def _open_verified(self, path: str) -> tuple[pa.Table, os.stat_result | None]:
+    def _open_verified(
+        self, path: str, columns: Sequence[str] | None = None, rows: tuple[int, int] | None = None
+    ) -> tuple[pa.Table, os.stat_result | None]:
         """The Arrow table at ``path`` (memory-mapped on local disks), its bytes checked against its ``.sha256``
-        (once per process for an unchanged local file) and its data validated. Raises FileNotFoundError,
-        :class:`DamagedEntry` or Arrow's errors."""
+        (once per process for an unchanged local file) and its data validated; as stored (a column in the
+        compact audio encoding stays encoded: :mod:`bioanon.cache.pcm16`). ``columns``: a compressed column not
+        among them is not read. ``rows`` (start, stop): a plain table's rows ``[start, stop)`` only (of a
+        compressed table, only the record batches that hold them are read); a row selection or concatenation
+        entry comes back whole. Raises FileNotFoundError, :class:`DamagedEntry` or Arrow's errors."""
         stat = os.stat(path) if self._local else None
         source = pa.memory_map(path, "r") if self._local else self.fs.open_input_file(path)
         ident = (stat.st_ino, stat.st_size, stat.st_mtime_ns) if stat is not None else None
@@ -426,7 +441,18 @@ class Cache:
                     actual = _sha256_stream(f)
             if actual.encode() != expected.strip():
                 raise DamagedEntry("its bytes do not match its checksum")
-        tbl = pa.ipc.open_file(source).read_all()
+        reader = pa.ipc.open_file(source)
+        packed = encoded(reader.schema)
+        if packed and columns is not None:
+            reader = pa.ipc.open_file(source, options=read_options(reader.schema, columns))
+        meta = reader.schema.metadata or {}
+        plain = _ROWS_OF not in meta and _CONCAT_OF not in meta
+        if rows is not None and plain and packed:
+            tbl, first = batch_rows(reader, *rows)
+            tbl = tbl.slice(rows[0] - first, rows[1] - rows[0])
+        else:
+            tbl = reader.read_all()
+            tbl = tbl.slice(rows[0], rows[1] - rows[0]) if rows is not None and plain else tbl
         tbl.validate(full=True)
         if ident is not None and not checked:
             with _VERIFIED_LOCK:
@@ -444,6 +470,7 @@ class Cache:
         tbl = None if reader is not None else _as_table(table, "put_table")
         if self._exists(path) and self._intact(path):
             return path
+        packed = False
         if reader is not None:
 
             def write(sink: Any) -> None:
@@ -452,14 +479,44 @@ class Cache:
                         writer.write_batch(batch)
         else:
             assert tbl is not None  # for mypy: set whenever there is no reader
+            stored, packed = encode_pcm16(tbl)  # 16-bit audio: 2.4x smaller, the same values when read
+            options = pa.ipc.IpcWriteOptions(compression="zstd") if packed else None
+            stored = with_row_batches(stored) if packed else stored  # a range of rows reads only its batches
 
             def write(sink: Any) -> None:
-                with pa.ipc.new_file(sink, tbl.schema) as writer:
-                    writer.write_table(tbl)
+                with pa.ipc.new_file(sink, stored.schema, options=options) as writer:
+                    for batch in stored.to_batches():
+                        writer.write_batch(batch)
 
         if self._atomic_write(path, write, checksum=True):
             self._count("writes")
+            if tbl is not None and packed:
+                self._remember_decoded(path, tbl)  # what reading the entry gives back
         return path
+
+    def _remember_decoded(self, path: str, tbl: pa.Table) -> None:
+        if not self._local:
+            return
+        try:
+            stat = os.stat(path)
+        except OSError:
+            return
+        with _VERIFIED_LOCK:
+            _DECODED[path] = ((stat.st_ino, stat.st_size, stat.st_mtime_ns), weakref.ref(tbl))
+
+    def _recall_decoded(self, path: str) -> pa.Table | None:
+        """The decoded table of the compact entry at ``path`` while this process still holds it, else None."""
+        with _VERIFIED_LOCK:
+            known = _DECODED.get(path)
+        if known is None:
+            return None
+        try:
+            stat = os.stat(path)
+        except OSError:
+            return None
+        if known[0] != (stat.st_ino, stat.st_size, stat.st_mtime_ns):
+            return None
+        return cast("pa.Table | None", known[1]())
 
     def put_rows(self, key: str, base_key: str, rows: Any, schema_metadata: Any = None) -> str:
         """Store under ``key`` the rows ``rows`` (positions, in their order) of the stored table ``base_key``: a
@@ -525,18 +582,27 @@ class Cache:
             taken = taken.replace_schema_metadata(meta)
         return _wrap_table(taken)
 
-    def get_table(self, key: str, *, columns: Sequence[str] | None = None) -> Any:
+    def get_table(self, key: str, *, columns: Sequence[str] | None = None, rows: tuple[int, int] | None = None) -> Any:
         """The stored table for ``key`` as a SampleTable (memory-mapped on local disks), or ``None``.
 
         An unreadable entry (truncated, corrupt) is moved aside as ``*.corrupt`` with a
         :class:`CacheWarning` and counts as a miss. A row selection (:meth:`put_rows`) gives its base table's
         rows. ``columns``: only these columns (e.g. ``("subject", "sample_id")``), so a row selection copies
-        none of the payloads.
+        none of the payloads. ``rows`` (start, stop): only the rows ``[start, stop)`` (of 16-bit audio stored
+        compact, only those are decompressed).
         """
+        if rows is not None and not 0 <= rows[0] <= rows[1]:
+            raise CacheError(f"get_table: rows {rows} is not a range (start, stop) with 0 <= start <= stop")
         path = self.table_path(key)
+        if columns is None and rows is None and self._local:
+            held = self._recall_decoded(path)
+            if held is not None:
+                self._touch(path)
+                self._count("hits")
+                return _wrap_table(held)
         stat = None
         try:
-            tbl, stat = self._open_verified(path)
+            tbl, stat = self._open_verified(path, columns, rows)
         except FileNotFoundError:
             self._count("misses")
             return None
@@ -550,16 +616,24 @@ class Cache:
             self._count("misses")
             return None
         self._touch(path)
+        resolved: Any = _MISSING
         if _ROWS_OF in (tbl.schema.metadata or {}):
-            selected = self._resolve_rows(path, tbl, stat, columns)
-            self._count("hits" if selected is not None else "misses")
-            return selected
-        if _CONCAT_OF in (tbl.schema.metadata or {}):
-            joined = self._resolve_concat(path, tbl, columns)
-            self._count("hits" if joined is not None else "misses")
-            return joined
+            resolved = self._resolve_rows(path, tbl, stat, columns)
+        elif _CONCAT_OF in (tbl.schema.metadata or {}):
+            resolved = self._resolve_concat(path, tbl, columns)
+        if resolved is not _MISSING:
+            self._count("hits" if resolved is not None else "misses")
+            if resolved is None or rows is None:
+                return resolved
+            whole = resolved.arrow if hasattr(resolved, "arrow") else resolved
+            return _wrap_table(whole.slice(rows[0], rows[1] - rows[0]))
         self._count("hits")
-        return _wrap_table(tbl if columns is None else tbl.select(list(columns)))
+        if not encoded(tbl.schema):
+            return _wrap_table(tbl if columns is None else tbl.select(list(columns)))
+        decoded = decode_pcm16(tbl if columns is None else tbl.select(list(columns)))
+        if columns is None and rows is None:
+            self._remember_decoded(path, decoded)
+        return _wrap_table(decoded)
 
     def get_or_compute_table(self, key: str, fn: Callable[[], Any]) -> Any:
         """The cached table for ``key``; on a miss, ``fn()`` computes it and it is stored.

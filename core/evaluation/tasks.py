@@ -199,8 +199,8 @@ def _create(context: RunContext, spec: Mapping[str, Any]) -> Method:
     return context.create(spec["id"], **spec.get("params", {}))
 
 
-def _table(cache: Cache, key: str) -> SampleTable:
-    t: SampleTable | None = cache.get_table(key)
+def _table(cache: Cache, key: str, rows: tuple[int, int] | None = None) -> SampleTable:
+    t: SampleTable | None = cache.get_table(key, rows=rows)
     if t is None:
         raise BioanonError(f"cache entry {key} is missing: was the cache cleared during the run?")
     return t
@@ -406,8 +406,7 @@ def anonymize_rows(
     """One shard of a per-sample anonymization (:attr:`~bioanon.methods.Anonymizer.per_sample`): rows
     ``[start, stop)`` of the stored table ``dataset``, anonymized on their own (the anonymizer learns nothing
     from a fit). The ``anonymize`` task of each split takes its parts' rows from the shards."""
-    table = _table(cache, dataset)
-    shard = SampleTable(table.arrow.slice(start, stop - start), validate=False)
+    shard = _table(cache, dataset, (start, stop))  # of compact audio, only these rows are decompressed
     m = cast(Anonymizer, _create(context, method)).fit(shard)
     anon = m.transform(shard)
     if not np.array_equal(anon.sample_ids, shard.sample_ids):
@@ -424,8 +423,7 @@ def templates_rows(
     """One shard of the ``[templates]`` stage of an encoder that embeds each sample on its own
     (:attr:`~bioanon.methods.Recognizer.embeds_per_sample`): the templates of rows ``[start, stop)`` of the stored
     table ``dataset``. The ``templates`` task of each split takes its parts' rows from the shards."""
-    table = _table(cache, dataset)
-    shard = SampleTable(table.arrow.slice(start, stop - start), validate=False)
+    shard = _table(cache, dataset, (start, stop))
     m = cast(Recognizer, _create(context, method))  # nothing to fit: the encoder is fixed
     emb = np.asarray(m.embed(shard), dtype=np.float32)
     if emb.ndim != 2 or len(emb) != len(shard):
