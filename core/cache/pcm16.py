@@ -108,7 +108,7 @@ def encode_pcm16(table: pa.Table) -> tuple[pa.Table, bool]:
     encoded = False
     for i, field in enumerate(table.schema):
         col = table.column(i)
-        if not _list_float32(field) or col.null_count or col.combine_chunks().values.nbytes < MIN_BYTES:
+        if not _list_float32(field) or col.null_count or sum(c.values.nbytes for c in col.chunks) < MIN_BYTES:
             continue
         values, offsets = _flat(col)
         pcm = _as_pcm16(values)

@@ -65,6 +65,11 @@ _VERIFIED_LOCK = threading.Lock()
 _DECODED: dict[str, tuple[tuple[int, int, int], Any]] = {}
 
 
+def _identity(st: os.stat_result) -> tuple[int, int, int]:
+    """What tells a local file apart from its other versions: (inode, size, mtime)."""
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
 def _frame(payload: bytes) -> bytes:
     """A JSON or blob entry's bytes: the checksum header line, then ``payload``."""
     return _HEADER + hashlib.sha256(payload).hexdigest().encode() + b"\n" + payload
@@ -364,7 +369,7 @@ class Cache:
                 with _VERIFIED_LOCK:
                     if path in _VERIFIED or path in _DECODED:
                         st = os.stat(path)
-                        ident = (st.st_ino, st.st_size, st.st_mtime_ns)
+                        ident = _identity(st)
                         if path in _VERIFIED:
                             _VERIFIED[path] = ident
                         if path in _DECODED:
@@ -379,7 +384,7 @@ class Cache:
             if self._local:
                 if stat is not None:
                     now = os.stat(path)
-                    if (now.st_ino, now.st_size, now.st_mtime_ns) != (stat.st_ino, stat.st_size, stat.st_mtime_ns):
+                    if _identity(now) != _identity(stat):
                         return  # replaced by a fresh write meanwhile: leave it
                 os.replace(path, dest)
             else:
@@ -426,7 +431,7 @@ class Cache:
         entry comes back whole. Raises FileNotFoundError, :class:`DamagedEntry` or Arrow's errors."""
         stat = os.stat(path) if self._local else None
         source = pa.memory_map(path, "r") if self._local else self.fs.open_input_file(path)
-        ident = (stat.st_ino, stat.st_size, stat.st_mtime_ns) if stat is not None else None
+        ident = _identity(stat) if stat is not None else None
         with _VERIFIED_LOCK:
             checked = ident is not None and _VERIFIED.get(path) == ident
         if not checked:
@@ -502,7 +507,9 @@ class Cache:
         except OSError:
             return
         with _VERIFIED_LOCK:
-            _DECODED[path] = ((stat.st_ino, stat.st_size, stat.st_mtime_ns), weakref.ref(tbl))
+            for gone in [p for p, (_, ref) in _DECODED.items() if ref() is None]:  # tables no longer held
+                del _DECODED[gone]
+            _DECODED[path] = (_identity(stat), weakref.ref(tbl))
 
     def _recall_decoded(self, path: str) -> pa.Table | None:
         """The decoded table of the compact entry at ``path`` while this process still holds it, else None."""
@@ -514,7 +521,7 @@ class Cache:
             stat = os.stat(path)
         except OSError:
             return None
-        if known[0] != (stat.st_ino, stat.st_size, stat.st_mtime_ns):
+        if known[0] != _identity(stat):
             return None
         return cast("pa.Table | None", known[1]())
 
