@@ -258,6 +258,7 @@ class LocalExecutor:
         waiting: dict[str, set[str]] = {}
         dependents: dict[str, list[Any]] = {}
         ready: list[Any] = []
+        devices_of: dict[str, frozenset[str]] = {}
         for t in tasks:
             record = reusable.get(t.key)
             if record is not None:
@@ -269,6 +270,7 @@ class LocalExecutor:
                 continue
             deps = {d for d in t.deps if d in keys and d not in report.records}
             waiting[t.key] = deps
+            devices_of[t.key] = task_devices(t)  # once per task: the scheduler asks at every pick
             for d in deps:
                 dependents.setdefault(d, []).append(t)
             if not deps:
@@ -294,10 +296,10 @@ class LocalExecutor:
                 taken = {slot: task for task, _, slot in running.values()}
                 for steal in (False, True):  # every free worker picks, then those left with nothing may steal
                     for slot in range(jobs):
-                        t = None if slot in taken else _next_task(ready, slot, owner, taken, busy, steal)
+                        t = None if slot in taken else _next_task(ready, slot, owner, taken, busy, devices_of, steal)
                         if t is None:
                             continue
-                        devices = task_devices(t)
+                        devices = devices_of[t.key]
                         ready.remove(t)
                         busy |= devices
                         taken[slot] = t
@@ -349,15 +351,21 @@ class LocalExecutor:
 
 
 def _next_task(
-    ready: list[Any], slot: int, owner: Mapping[str, int], taken: Mapping[int, Any], busy: set[str], steal: bool
+    ready: list[Any],
+    slot: int,
+    owner: Mapping[str, int],
+    taken: Mapping[int, Any],
+    busy: set[str],
+    devices_of: Mapping[str, frozenset[str]],
+    steal: bool,
 ) -> Any:
     """The ready task the free worker ``slot`` runs next (None: none for it now), skipping tasks whose
-    accelerators are taken. First a task whose affinity (:attr:`~bioanon.evaluation.tasks.TaskSpec.affinity`)
-    this worker owns: its fit is there. Then one without affinity, or with a new one. With ``steal`` (once every
-    free worker had its pick), a task another worker owns, fitting it again here rather than leaving this worker
-    idle; not when that worker is fitting it now (running a task of the same affinity: the fit is ready there
-    soon)."""
-    startable = [t for t in ready if not (task_devices(t) & busy)]
+    accelerators (``devices_of``, by task key) are taken. First a task whose affinity
+    (:attr:`~bioanon.evaluation.tasks.TaskSpec.affinity`) this worker owns: its fit is there. Then one without
+    affinity, or with a new one. With ``steal`` (once every free worker had its pick), a task another worker
+    owns, fitting it again here rather than leaving this worker idle; not when that worker is fitting it now
+    (running a task of the same affinity: the fit is ready there soon)."""
+    startable = [t for t in ready if not (devices_of[t.key] & busy)]
     for t in startable:
         if t.affinity and owner.get(t.affinity) == slot:
             return t
