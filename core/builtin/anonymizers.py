@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import BioanonError, ParameterError, UnknownMethodError
 from ..methods import Anonymizer, Comparator, Method, param
-from ..payloads import restore_dtype, table_rng
+from ..payloads import restore_dtype, table_rng, total_std
 
 
 @attrs.define(kw_only=True)
@@ -44,7 +44,7 @@ class GaussianNoise(Anonymizer):
     def transform(self, table: Any) -> Any:
         column = self.payload_column(table, self.payload or None)
         x = table.payload(column)
-        scale = self.sigma * (float(np.std(x, dtype=np.float64)) if self.relative else 1.0)
+        scale = self.sigma * (total_std(x) if self.relative else 1.0)
         rng = table_rng(table, self.seed)  # independent noise for every table, reproducible per table
         noisy = x.astype(np.float32, copy=True)
         # the noise in blocks of rows, drawn in order (the same values as one draw of the whole shape): no

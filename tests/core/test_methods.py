@@ -131,6 +131,39 @@ def test_gaussian_noise_differs_between_tables_and_repeats_per_table():
     assert np.array_equal(noise.transform(a).payload("features"), na.payload("features"))
 
 
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda r: r.standard_normal((3000, 70), dtype=np.float32) * 3 + 5,  # 210,000 values: several blocks
+        lambda r: r.integers(0, 256, (40, 33, 31), dtype=np.uint8),  # integer images
+        lambda r: (r.standard_normal((500, 90)) * 1e3)[:, ::3],  # float64, not contiguous
+        lambda r: np.full((7, 5), 2.5, np.float32),  # constant: 0
+    ],
+)
+def test_total_std_is_numpys_to_rounding_without_a_float64_copy(make):
+    from bioanon.payloads import total_std
+
+    x = make(np.random.default_rng(0))
+    ref = float(np.std(x, dtype=np.float64))
+    assert total_std(x, block=4096) == pytest.approx(ref, rel=1e-13, abs=1e-300)
+    assert total_std(x) == pytest.approx(ref, rel=1e-13, abs=1e-300)
+    assert np.isnan(total_std(np.zeros((0, 4), np.float32)))
+
+
+def test_gaussian_noise_scale_is_the_float32_of_the_payload_std():
+    """The relative noise is sigma times the payload's standard deviation, applied in float32: the anonymized
+    values are exactly those of a scale computed with numpy's std (the blockwise std only changes rounding far
+    below float32's)."""
+    from bioanon.payloads import table_rng
+
+    data = bioanon.load_dataset("any.synthetic", n_subjects=30, samples_per_subject=10, dim=64, seed=2)
+    noise = bioanon.get_method("any.gaussian_noise", sigma=0.7, seed=3)
+    x = data.payload("features")
+    scale = np.float32(0.7 * float(np.std(x, dtype=np.float64)))
+    expected = x + table_rng(data, 3).standard_normal(x.shape, dtype=np.float32) * scale
+    assert np.array_equal(noise.transform(data).payload("features"), expected)
+
+
 def test_class_sums_equals_add_at():
     from bioanon.methods import class_sums
 
