@@ -70,6 +70,10 @@ class RunContext:
     memory : bytes of working memory one task may use (``[run] memory`` shared by the workers; 0 = a default).
     fitted : the store of fitted recognizers (default: a new one).
     computed : the store of content-derived arrays (default: a new one).
+
+    :attr:`fit_uses` counts, per fit (:func:`~bioanon.evaluation.tasks.fit_affinity`), the tasks of the run's
+    plan that use it; a fit that only one task uses is not kept in :attr:`fitted` (its memory is given back as
+    soon as that task is done). Empty (outside an evaluation): every fit is kept.
     """
 
     def __init__(
@@ -88,6 +92,7 @@ class RunContext:
         self.memory = memory
         self.fitted = fitted if fitted is not None else FittedRecognizers()
         self.computed = computed if computed is not None else ComputedFeatures()
+        self.fit_uses: dict[str, int] = {}
         self.run_id = uuid.uuid4().hex  # tells a worker whether a context it holds is this run's
 
     def __repr__(self) -> str:
@@ -128,11 +133,14 @@ class RunContext:
         train: Callable[[], Any],
         *,
         kind: str | None = "recognizer",
+        affinity: str = "",
     ) -> Any:
         """A recognizer built from ``spec`` (``{"id": ..., "params": {...}}``) with this run's registry and
         fitted on ``train()`` for ``label``, reused from :attr:`fitted` (see
-        :meth:`~bioanon.fit_memo.FittedRecognizers.get`)."""
-        return self.fitted.get(spec, train_id, label, train, create=self.registry.create, kind=kind)
+        :meth:`~bioanon.fit_memo.FittedRecognizers.get`); kept there for the run's other tasks unless
+        :attr:`fit_uses` says that ``affinity`` (the fit's) has no other task."""
+        keep = not affinity or self.fit_uses.get(affinity, 2) > 1
+        return self.fitted.get(spec, train_id, label, train, create=self.registry.create, kind=kind, keep=keep)
 
     # -- activation ----------------------------------------------------------------------------------------
     @contextlib.contextmanager
@@ -157,13 +165,20 @@ class RunContext:
 
     # -- pickling (to worker processes) --------------------------------------------------------------------
     def __getstate__(self) -> dict[str, Any]:
-        return {"cache": self.cache, "device": self.device, "memory": self.memory, "run_id": self.run_id}
+        return {
+            "cache": self.cache,
+            "device": self.device,
+            "memory": self.memory,
+            "run_id": self.run_id,
+            "fit_uses": self.fit_uses,
+        }
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         """In a worker: the registry built from the installed entry points on first use, empty stores."""
         self._registry = None
         self.cache, self.device, self.run_id = state["cache"], state["device"], state["run_id"]
         self.memory = int(state.get("memory", 0))
+        self.fit_uses = dict(state.get("fit_uses", {}))
         self.fitted, self.computed = FittedRecognizers(), ComputedFeatures()
 
 

@@ -59,10 +59,12 @@ class FittedRecognizers:
         *,
         create: Callable[..., Any],
         kind: str | None = "recognizer",
+        keep: bool = True,
     ) -> Any:
         """A recognizer built from ``spec`` (``{"id": ..., "params": {...}}``) by ``create(id, kind, **params)``
         (a registry's ``create``) and fitted on ``train()`` for ``label``; ``train_id`` (JSON-able) identifies
-        that training data. ``train`` is called only on a miss."""
+        that training data. ``train`` is called only on a miss. ``keep = False``: a new fit is returned as it
+        is, not stored (no other task will ask for it: no copy is held for it)."""
         from .cache import fingerprint
 
         def fit() -> Any:
@@ -88,6 +90,8 @@ class FittedRecognizers:
             fitted = fit()
             with self._lock:
                 self.misses += 1
+                if not keep:
+                    return fitted
                 self._fits[key] = fitted
                 while len(self._fits) > self.size:
                     self._fits.popitem(last=False)

@@ -19,6 +19,7 @@ import platform
 import sys
 import time
 import warnings as _warnings
+from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -1507,6 +1508,7 @@ def _evaluate(
             attacker_bytes = int(attacker.arrow.nbytes)
         log.info("building the plan (%d samples of %d subjects)", table.num_rows, table.num_subjects)
         plan = build_plan(cfg, cache, table, dataset_key, attacker_key)
+        context.fit_uses = dict(Counter(t.affinity for t in plan.tasks if t.affinity))  # a fit used once: not kept
         estimate = estimate_resources(plan, cfg, data_bytes, cache, attacker_bytes, table.num_rows)
         check_disk_space(estimate, cache)
         log.info("plan: %d task(s), %s", len(plan.tasks), estimate)

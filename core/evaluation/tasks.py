@@ -140,6 +140,12 @@ def _training_id(train_kind: str, sets: Mapping[str, str], mix_seed: int) -> lis
     return [train_kind, sets[f"{train_kind}_attacker"]]
 
 
+def fit_affinity(recognizer: Mapping[str, Any], train_id: Any, label: str) -> str:
+    """What identifies a fit of ``recognizer`` on the training data ``train_id`` (:func:`_training_id`) for
+    ``label``: the affinity of the score tasks that use it, and the key of :attr:`RunContext.fit_uses`."""
+    return fingerprint({"recognizer": recognizer, "train": train_id, "label": label})
+
+
 def _score_affinity(args: Mapping[str, Any]) -> str:
     """Score tasks that fit the same recognizer on the same attacker data share an affinity; none with
     ``attacker_fit = "enrolment"`` (a fit per selection)."""
@@ -147,7 +153,7 @@ def _score_affinity(args: Mapping[str, Any]) -> str:
         return ""
     train_kind = scenario_sets(args["scenario"])[0]
     train = _training_id(train_kind, args["sets"], derived_seed(args["seed"], "mix"))
-    return fingerprint({"recognizer": args["recognizer"], "train": train, "label": args["label"]})
+    return fit_affinity(args["recognizer"], train, args["label"])
 
 
 #: how the tasks of an operation get their :attr:`TaskSpec.affinity` from their arguments
@@ -815,7 +821,8 @@ def score(
                 return _mixed(attacker["clear"](), attacker["anon"](), float(train_kind[4:]), mix_seed)
         else:
             train = attacker[train_kind]
-        rec = context.fit(recognizer, _training_id(train_kind, sets, mix_seed), label, train)
+        train_id = _training_id(train_kind, sets, mix_seed)
+        rec = context.fit(recognizer, train_id, label, train, affinity=fit_affinity(recognizer, train_id, label))
     rows: list[dict[str, Any]] = []
     groups_out: list[dict[str, Any]] = []
     probes_out: dict[str, str] = {}

@@ -44,6 +44,25 @@ def test_each_run_has_its_own_store(tmp_path):
     assert active_context() is None
 
 
+def test_a_fit_that_one_task_uses_is_not_kept(tmp_path, monkeypatch):
+    """The run counts the score tasks of each fit (``RunContext.fit_uses``): the clear fit that the clear,
+    naive and lazy tasks of every setting share is kept for them, a parrot fit used by one task is given back
+    after it (no stored copy holds its memory), and the results are those of refitting every time."""
+    cfg = _cfg()
+    cfg["selection"] = {"selectors": ["random"], "subject_counts": [12], "random_draws": 1}
+    ctx = RunContext(bioanon.get_registry())
+    result = bioanon.evaluate(cfg, out_dir=None, cache=tmp_path / "a", progress=False, report=False, context=ctx)
+    uses = sorted(ctx.fit_uses.values())
+    # per recognizer: a parrot fit per setting (1 task each), one clear fit for the clear level, naive and lazy
+    # of both settings (6 tasks)
+    assert uses.count(1) == 4 and uses.count(6) == 2, uses
+    assert ctx.fitted.misses == 2 + 4 and ctx.fitted.hits == 2 * 5
+    assert len(ctx.fitted._fits) == 2  # only the shared clear fits are held
+    monkeypatch.setenv("BIOANON_FIT_MEMO", "0")  # every fit refitted, none kept
+    refit = bioanon.evaluate(cfg, out_dir=None, cache=tmp_path / "b", progress=False, report=False)
+    assert refit.metrics.equals(result.metrics)
+
+
 def test_callers_get_independent_copies():
     memo = FittedRecognizers(size=2)
     table = bioanon.load_dataset("any.synthetic", n_subjects=6, samples_per_subject=6, dim=8)
