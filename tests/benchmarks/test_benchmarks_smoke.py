@@ -108,3 +108,36 @@ def test_sequence_references_compute_the_same_as_the_methods():
             b = b[:, :7]
         wave = sequences.wavefront(a, b, kind, band)
         assert wave == pytest.approx([sequences.textbook(a[j], b[j], kind, band) for j in range(2)], rel=1e-12)
+
+
+# ------------------------------------------------------------------------------------------ memory profile
+
+
+def test_memory_profile_sees_an_allocation_in_its_phase_and_names_its_line():
+    """The sampler charges a 64 MiB array to the phase that held it, and the traced sites name the line that
+    allocated it (here, in a function of the test standing in for bioanon's code)."""
+    import time
+    import tracemalloc
+
+    from benchmarks import memory
+
+    if memory.rss_parts() == (0, 0):
+        pytest.skip("reads /proc/self/status (Linux)")
+    with memory.Sampler(trace=True) as sampler:
+
+        def samples_taken(n):  # wait for a state: the sampler took n more samples
+            target = len(sampler.samples) + n
+            while len(sampler.samples) < target:
+                time.sleep(0.001)
+
+        with sampler.phase("before"):
+            samples_taken(2)
+        with sampler.phase("holds 64 MiB"):
+            held = np.ones(2**23)  # 64 MiB, every page touched
+            samples_taken(3)
+            del held
+    assert not tracemalloc.is_tracing()
+    rows = {r["phase"]: r for r in memory.phase_table({"samples": sampler.samples, "phases": sampler.phases})}
+    assert rows["holds 64 MiB"]["anon_high_mib"] - rows["before"]["anon_high_mib"] >= 60
+    sites = memory.top_sites(sampler.snapshot)
+    assert sites[0]["mib"] >= 60 and "test_benchmarks_smoke.py" in sites[0]["site"], sites
