@@ -140,7 +140,9 @@ def test_ctrl_c_prints_one_line_exits_130_and_resumes(tmp_path, register_bioanon
     toml = tmp_path / "eval.toml"
     toml.write_text(load_config(cfg).to_toml())
     cache_dir = tmp_path / "cache"
-    env = {**os.environ, "BIOANON_CACHE": str(cache_dir), "PYTHONUNBUFFERED": "1"}
+    # faulthandler: should the run hang after the SIGINT (seen once, on a heavily loaded machine), a SIGABRT
+    # makes it print every thread's stack, and the failure shows where it was
+    env = {**os.environ, "BIOANON_CACHE": str(cache_dir), "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"}
     cmd = [sys.executable, "-c", GATED_CLI, "evaluate", str(toml), "--out", str(tmp_path / "res")]
     cmd += ["--run-id", "r", "--quiet", "--no-report"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
@@ -150,7 +152,12 @@ def test_ctrl_c_prints_one_line_exits_130_and_resumes(tmp_path, register_bioanon
                 pytest.fail(f"the run ended before the gate: {proc.stderr.read() if proc.stderr else ''}")
             time.sleep(0.02)
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=300)
+        try:
+            out, err = proc.communicate(timeout=300)
+        except subprocess.TimeoutExpired:
+            proc.send_signal(signal.SIGABRT)
+            out, err = proc.communicate(timeout=60)
+            pytest.fail(f"the run had not exited 300 s after the SIGINT; its threads then:\n{err[-6000:]}")
     finally:
         if proc.poll() is None:
             proc.kill()
