@@ -33,7 +33,7 @@ def peak_rss_bytes() -> int:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def _status_bytes(key: str) -> int | None:
+def status_bytes(key: str) -> int | None:
     """A ``/proc/self/status`` size (``VmRSS``, ``VmHWM``) in bytes, or None off Linux."""
     try:
         with open("/proc/self/status") as f:
@@ -59,11 +59,11 @@ def measured(fn: Callable[[], Any]) -> tuple[float, int | None, Any]:
     """(wall seconds, peak extra resident bytes, result) of one call. The extra is the peak resident size during
     the call (VmHWM, reset just before) minus the resident size before it — what the call needed on top of
     what existed, its result included. None where the peak cannot be reset."""
-    before = _status_bytes("VmRSS") if reset_peak_rss() else None
+    before = status_bytes("VmRSS") if reset_peak_rss() else None
     t0 = time.perf_counter()
     out = fn()
     seconds = time.perf_counter() - t0
-    peak = _status_bytes("VmHWM") if before is not None else None
+    peak = status_bytes("VmHWM") if before is not None else None
     return seconds, (None if peak is None else max(0, peak - before)), out
 
 

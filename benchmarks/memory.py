@@ -33,7 +33,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import figure
+from benchmarks.common import figure, status_bytes
 
 SAMPLE_S = 0.005
 TOP_SITES = 8
@@ -45,17 +45,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def rss_parts() -> tuple[int, int]:
     """(anonymous, file-backed) resident bytes of this process (0, 0 off Linux)."""
-    anon = file = 0
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("RssAnon:"):
-                    anon = int(line.split()[1]) * 1024
-                elif line.startswith("RssFile:"):
-                    file = int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return anon, file
+    return status_bytes("RssAnon") or 0, status_bytes("RssFile") or 0
 
 
 class Sampler:
