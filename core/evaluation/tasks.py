@@ -239,8 +239,62 @@ def split(
     With ``attacker_dataset`` (the key of ``[attacker_dataset]``'s table) the attacker part is that table (a
     seeded ``attacker_subjects`` share of its subjects); ``dataset`` gives only background and evaluation
     (``rates[1]`` is 0) and its ``training_only`` subjects are left out."""
-    table = _table(cache, dataset)
-    bases = [(dataset, table)]
+    full = {dataset: _table(cache, dataset)}
+    if attacker_dataset is not None:
+        full[attacker_dataset] = _table(cache, attacker_dataset)
+    # the split reads subjects and attributes only: it runs on the tables without their payloads (no copy of
+    # the payloads' values), and each part is stored as the row positions of its samples in a stored table;
+    # where a part's rows cannot be found there (repeated sample ids), the split runs again on the whole tables
+    # and that part is stored as a copy
+    light = {k: _without_payloads(t) for k, t in full.items()}
+    for tables in (light, full):
+        bases = [(k, tables[k]) for k in full]
+        parts = _split_parts(
+            tables[dataset],
+            tables[attacker_dataset] if attacker_dataset is not None else None,
+            rates,
+            seed,
+            training_only,
+            attacker_subjects,
+            stratify,
+            rounding,
+        )
+        labelled = {
+            name: part.with_lineage_step({"step": "split:" + name, "fingerprint": output_key(key, name)})
+            for name, part in zip(("background", "attacker", "evaluation"), parts, strict=True)
+        }
+        found = {name: _rows_of(part, bases) for name, part in labelled.items()}
+        if all(f is not None for f in found.values()) or tables is full:
+            break
+    out = {}
+    for name, part in labelled.items():
+        k = output_key(key, name)
+        where = found[name]
+        if where is not None:
+            cache.put_rows(k, where[0], where[1], part.arrow.schema.metadata)
+        else:
+            cache.put_table(k, part)
+        out[name] = k
+    return {"outputs": out, "subjects": {n: p.subject_names for n, p in zip(out, parts, strict=True)}}
+
+
+def _without_payloads(table: SampleTable) -> SampleTable:
+    """``table`` without its payload columns (a view: no values are copied)."""
+    names = table.payload_names
+    return type(table)(table.arrow.drop_columns(names), validate=False) if names else table
+
+
+def _split_parts(
+    table: SampleTable,
+    attacker: SampleTable | None,
+    rates: list[float],
+    seed: int,
+    training_only: Sequence[str],
+    attacker_subjects: float,
+    stratify: Sequence[str],
+    rounding: str,
+) -> list[SampleTable]:
+    """The background, attacker and evaluation parts of :func:`split` (its documentation)."""
     extra = None
     if training_only:
         import pyarrow as pa
@@ -248,9 +302,8 @@ def split(
 
         mask = pc.is_in(table.arrow.column("subject"), value_set=pa.array(list(training_only), pa.string()))
         extra, table = table.filter(mask), table.filter(pc.invert(mask))
-    if attacker_dataset is not None:
-        bases.append((attacker_dataset, _table(cache, attacker_dataset)))
-        parts = _cross_parts(table, bases[-1][1], rates, seed, attacker_subjects, stratify)
+    if attacker is not None:
+        parts = _cross_parts(table, attacker, rates, seed, attacker_subjects, stratify)
         extra = None  # the attacker's data are the other data set's only
     elif rates[0] == 0:
         empty = table.filter(np.zeros(len(table), dtype=bool))
@@ -259,26 +312,19 @@ def split(
         parts = table.split_subjects(rates, seed, stratify=list(stratify), rounding=rounding)
     if extra is not None:
         parts[1] = SampleTable.concat([parts[1], extra])
-    out = {}
-    for name, part in zip(("background", "attacker", "evaluation"), parts, strict=True):
-        k = output_key(key, name)
-        store_rows_of(cache, k, part.with_lineage_step({"step": "split:" + name, "fingerprint": k}), bases)
-        out[name] = k
-    return {"outputs": out, "subjects": {n: p.subject_names for n, p in zip(out, parts, strict=True)}}
+    return parts
 
 
-def store_rows_of(cache: Cache, key: str, part: SampleTable, bases: Sequence[tuple[str, SampleTable]]) -> None:
-    """Store ``part`` under ``key`` as a row selection of the first stored table of ``bases`` (key, table) that
-    holds all its samples with the same columns (found by sample id and subject, :func:`_rows_in`): each table is
-    stored once, its subsets are row positions. A copy where none does (or where sample ids repeat)."""
+def _rows_of(part: SampleTable, bases: Sequence[tuple[str, SampleTable]]) -> tuple[str, Any] | None:
+    """``(key, rows)``: the first table of ``bases`` (key, table) with ``part``'s columns that holds all its
+    samples (found by sample id and subject, :func:`_rows_in`), and their positions there; None where none does
+    (or where sample ids repeat)."""
     for base_key, base in bases:
-        if not part.arrow.schema.equals(base.arrow.schema, check_metadata=False):
-            continue
-        rows = _rows_in(base, part)
-        if rows is not None:  # the same samples (two data sets may share sample ids)
-            cache.put_rows(key, base_key, rows, part.arrow.schema.metadata)
-            return
-    cache.put_table(key, part)
+        if part.arrow.schema.equals(base.arrow.schema, check_metadata=False):
+            rows = _rows_in(base, part)
+            if rows is not None:  # the same samples (two data sets may share sample ids)
+                return base_key, rows
+    return None
 
 
 def _cross_parts(

@@ -114,3 +114,28 @@ def test_per_sample_rows_are_found_again_in_any_order_and_a_damaged_entry_is_rec
     assert calls == [[0, 1]] and redo.tolist() == first[:2].tolist()
     assert list((tmp_path / "samples").rglob("*.corrupt"))  # moved aside
     assert cache.info().n_tables >= 1  # per-sample entries are listed with the tables
+
+
+def test_the_split_copies_no_payload_and_falls_back_to_copies_where_rows_repeat(tmp_path, monkeypatch):
+    """The split reads subjects and attributes only: it cuts the data set without its payload columns (so no
+    payload value is copied) and stores each part as row positions. A data set whose sample ids repeat has no
+    row positions to point to: the split then cuts the whole tables and stores copies, payload included."""
+    from bioanon.evaluation import tasks
+
+    seen: list[list[str]] = []  # the payload columns of each table the split cuts
+    cut = tasks._split_parts
+    monkeypatch.setattr(tasks, "_split_parts", lambda t, *a: seen.append(t.payload_names) or cut(t, *a))
+    r = bioanon.evaluate(_config(), out_dir=None, cache=tmp_path / "a", progress=False, report=False)
+    assert seen and all(names == [] for names in seen), seen
+    assert len(r.metrics)
+
+    monkeypatch.setattr(tasks, "_rows_in", lambda whole, part: None)  # as where sample ids repeat
+    seen.clear()
+    copied = bioanon.evaluate(_config(), out_dir=None, cache=tmp_path / "b", progress=False, report=False)
+    assert [] in seen and ["features"] in seen  # the payload-free cut, then the whole one
+    assert copied.metrics.equals(r.metrics)
+    stored = [
+        pa.ipc.open_file(pa.memory_map(str(p))).read_all().column_names
+        for p in sorted((tmp_path / "b").glob("tables/*/*.arrow"))
+    ]
+    assert sum("features" in names for names in stored) >= 1 + 3  # the data set and its 3 parts as copies
