@@ -62,6 +62,10 @@ def _default_registry() -> Registry:
 class RunContext:
     """The registry, cache, device and reuse stores of one run.
 
+    :attr:`fit_uses` counts, per fit (:func:`~bioanon.evaluation.tasks.fit_affinity`), the tasks of the run's
+    plan that use it; a fit that only one task uses is not kept in :attr:`fitted` (its memory is given back as
+    soon as that task is done). Empty (outside an evaluation): every fit is kept.
+
     Parameters
     ----------
     registry : the method registry (default: :func:`bioanon.get_registry`'s).
@@ -70,10 +74,6 @@ class RunContext:
     memory : bytes of working memory one task may use (``[run] memory`` shared by the workers; 0 = a default).
     fitted : the store of fitted recognizers (default: a new one).
     computed : the store of content-derived arrays (default: a new one).
-
-    :attr:`fit_uses` counts, per fit (:func:`~bioanon.evaluation.tasks.fit_affinity`), the tasks of the run's
-    plan that use it; a fit that only one task uses is not kept in :attr:`fitted` (its memory is given back as
-    soon as that task is done). Empty (outside an evaluation): every fit is kept.
     """
 
     def __init__(
