@@ -193,7 +193,8 @@ def _child(config: Path, work: Path, trace: bool) -> dict[str, Any]:
         "import json, sys; from benchmarks.memory import profile_here; "
         f"r = profile_here({argv!r}, {trace!r}); open({str(out)!r}, 'w').write(json.dumps(r)); sys.exit(r['rc'])"
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    paths = [str(ROOT), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths)}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env)
     if done.returncode != 0:
         raise RuntimeError(f"the profiled evaluation of {config} failed:\n{done.stderr[-3000:]}")

@@ -152,8 +152,8 @@ def test_total_std_is_numpys_to_rounding_without_a_float64_copy(make):
 
 def test_gaussian_noise_scale_is_the_float32_of_the_payload_std():
     """The relative noise is sigma times the payload's standard deviation, applied in float32: the anonymized
-    values are exactly those of a scale computed with numpy's std (the blockwise std only changes rounding far
-    below float32's)."""
+    values are those of a scale computed with numpy's std (the blockwise std only changes rounding far below
+    float32's)."""
     from bioanon.payloads import table_rng
 
     data = bioanon.load_dataset("any.synthetic", n_subjects=30, samples_per_subject=10, dim=64, seed=2)
@@ -161,7 +161,8 @@ def test_gaussian_noise_scale_is_the_float32_of_the_payload_std():
     x = data.payload("features")
     scale = np.float32(0.7 * float(np.std(x, dtype=np.float64)))
     expected = x + table_rng(data, 3).standard_normal(x.shape, dtype=np.float32) * scale
-    assert np.array_equal(noise.transform(data).payload("features"), expected)
+    # equal in practice; the margin covers one float32 rounding of the scale on another BLAS's summation order
+    np.testing.assert_allclose(noise.transform(data).payload("features"), expected, rtol=1e-6, atol=0)
 
 
 def test_class_sums_equals_add_at():
