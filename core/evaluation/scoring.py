@@ -22,6 +22,9 @@ from ..builtin.utility import _valid
 BYTES_PER_SCORE = 48
 #: The working memory of one block when no budget is given (a whole matrix handed to :func:`score_metrics`).
 DEFAULT_BLOCK_BYTES = 256 * 1024 * 1024
+#: The blocks a recognizer computed are held in memory up to this share (1 / KEEP_SHARE) of the block budget;
+#: the rest go to a temporary file (a score matrix grows with probes × classes, faster than the data).
+KEEP_SHARE = 4
 #: The working memory of the rows a metric pass reads at a time (its temporaries: a float64 copy, the masks,
 #: the non-mated scores).
 PASS_BYTES = 32 * 1024 * 1024
@@ -36,10 +39,11 @@ class ScoreBlocks:
     """A score matrix (probes × classes, higher = more alike) held as blocks of probe rows.
 
     Made from a whole matrix (:meth:`of`: the blocks are views, nothing is copied) or by a recognizer scoring
-    its probes a block at a time (:meth:`from_recognizer`). Blocks a recognizer computed stay in memory while
-    their bytes fit the block budget, else they go to an anonymous temporary file (deleted when closed or
-    collected) and are read back one at a time, so the memory a pass needs is one block's, whatever the size of
-    the matrix. Iterating gives ``(first_row, block)`` in probe order, as often as needed."""
+    its probes a block at a time (:meth:`from_recognizer`). Blocks a recognizer computed are kept in float32
+    where that holds every score exactly, and stay in memory while their bytes fit a quarter of the block budget
+    (:data:`KEEP_SHARE`), else they go to an anonymous temporary file (deleted when closed or collected) and are
+    read back one at a time, so the memory a pass needs is one block's, whatever the size of the matrix.
+    Iterating gives ``(first_row, block)`` in probe order, as often as needed."""
 
     def __init__(self, classes: Any, n_probes: int, blocks: list[np.ndarray], spill: IO[bytes] | None = None):
         self.classes = np.asarray(classes)
@@ -88,14 +92,14 @@ class ScoreBlocks:
             S = M._score_matrix(sm.scores)
             return cls.of(sm, memory=memory) if S.shape[0] == n else _wrong_rows(recognizer, S.shape[0], n)
         rows = block_rows(n_classes, memory)
-        keep_bytes = memory  # the blocks' own bytes held in memory before they go to a temporary file
+        keep_bytes = memory // KEEP_SHARE  # the blocks' own bytes held in memory before they go to a temporary file
         blocks: list[np.ndarray] = []
         spill: IO[bytes] | None = None
         classes: np.ndarray | None = None
         held = 0
         for start, part in zip(range(0, n, rows), probes.iter_batches(rows), strict=True):  # zero-copy slices
             sm = recognizer.score(part)
-            block = M._score_matrix(sm.scores)
+            block = _compact(M._score_matrix(sm.scores))
             if block.shape[0] != min(rows, n - start):
                 _wrong_rows(recognizer, block.shape[0], min(rows, n - start))
             if classes is None:
@@ -105,6 +109,7 @@ class ScoreBlocks:
                     f"{getattr(recognizer, 'id', recognizer)}: the classes of its scores differ between blocks of "
                     "probes; declare scores_probes_independently = False on the recognizer"
                 )
+            del sm  # the recognizer's own matrix (float64 where the block is now float32) before the next one
             held += block.nbytes
             if spill is None and held > keep_bytes:  # from now on in a temporary file, the blocks so far too
                 spill = tempfile.TemporaryFile(prefix="bioanon-scores-")
@@ -153,6 +158,16 @@ class ScoreBlocks:
             self._blocks = []
 
 
+def _compact(block: np.ndarray) -> np.ndarray:
+    """The block in float32 when that holds every score exactly (a float64 block of float32 scores, as most
+    recognizers compute them: half the bytes to keep or spill, the same metrics), else as it is."""
+    if block.dtype != np.float64:
+        return block
+    with np.errstate(over="ignore"):  # a score beyond float32's range: the block stays float64
+        small = block.astype(np.float32)
+    return small if np.array_equal(small, block) else block
+
+
 def _wrong_rows(recognizer: Any, got: int, expected: int) -> Any:
     raise M.MetricError(
         f"{getattr(recognizer, 'id', recognizer)}: its score matrix has {got} rows for {expected} probes"
@@ -173,16 +188,19 @@ class _FirstPass:
         self.posterior = True
         self.n_min, self.n_max, self.n_finite = math.inf, -math.inf, True
         for start, block in blocks.passes():
-            S = np.asarray(M._score_matrix(block), dtype=np.float64)  # a float64 copy of a pass block at most
+            S = M._score_matrix(block)  # compared as they are: a float32 block is never copied to float64
             stop = start + S.shape[0]
             ti = true_idx[start:stop]
             self.rank[start:stop], self.ties[start:stop], self.mated[start:stop] = M._ranks_of(S, ti)
             if self.posterior:
-                sums = S.sum(axis=1)
-                self.posterior = bool(np.all(S >= 0) and np.allclose(sums, 1.0, atol=1e-6))
+                self.posterior = bool(np.all(S >= 0))
+            if self.posterior:
+                S64 = np.asarray(S, dtype=np.float64)  # a float64 copy of a pass block at most
+                sums = S64.sum(axis=1)
+                self.posterior = bool(np.allclose(sums, 1.0, atol=1e-6))
                 if self.posterior:
                     self.sums[start:stop] = sums
-                    self.kl[start:stop] = M.kl_rows(S)
+                    self.kl[start:stop] = M.kl_rows(S64)
             if C > 1:
                 N = M._nonmated_of(S, ti)
                 self.n_min, self.n_max = min(self.n_min, float(N.min())), max(self.n_max, float(N.max()))
@@ -196,8 +214,7 @@ def _verification(blocks: ScoreBlocks, true_idx: np.ndarray, first: _FirstPass) 
     """The verification metrics of all the blocks' scores (a second pass: the non-mated scores counted)."""
     counts = M.NonmatedCounts(first.mated, n_min=first.n_min, n_max=first.n_max, n_finite=first.n_finite)
     for start, block in blocks.passes():
-        S = np.asarray(block, dtype=np.float64)
-        counts.add(M._nonmated_of(S, true_idx[start : start + S.shape[0]]))
+        counts.add_rows(block, true_idx[start : start + block.shape[0]])
     return counts.result()
 
 
@@ -373,7 +390,7 @@ def breakdown_metrics(
     mated = np.empty(blocks.n_probes)
     for first_row, block in blocks.passes():  # a first pass: the mated scores, every group's anchors
         ti = true_idx[first_row : first_row + block.shape[0]]
-        mated[first_row : first_row + block.shape[0]] = np.asarray(block, dtype=np.float64)[np.arange(len(ti)), ti]
+        mated[first_row : first_row + block.shape[0]] = block[np.arange(len(ti)), ti]
     rows: list[dict[str, Any]] = []
     # every group of every attribute: its probes, the classes its trials keep, its non-mated counts
     cells: list[tuple[dict[str, Any], np.ndarray, np.ndarray, np.ndarray, M.NonmatedCounts | None]] = []
@@ -400,13 +417,12 @@ def breakdown_metrics(
             position = np.cumsum(keep) - 1  # column of each kept class among the kept columns
             cells.append((base, mask, keep, position, counts))
     for first_row, block in blocks.passes():  # the second pass: each group's non-mated scores counted
-        S = np.asarray(block, dtype=np.float64)
         for _, mask, keep, position, counts in cells:
-            in_block = mask[first_row : first_row + S.shape[0]]
+            in_block = mask[first_row : first_row + block.shape[0]]
             if counts is None or not in_block.any():
                 continue
-            ti = position[true_idx[first_row : first_row + S.shape[0]][in_block]]
-            counts.add(M._nonmated_of(S[in_block][:, keep], ti))
+            ti = position[true_idx[first_row : first_row + block.shape[0]][in_block]]
+            counts.add_rows(block[in_block][:, keep], ti)
     for base, _, _, _, counts in cells:
         if counts is not None:
             v = counts.result()

@@ -872,7 +872,7 @@ def score(
     rows: list[dict[str, Any]] = []
     groups_out: list[dict[str, Any]] = []
     probes_out: dict[str, str] = {}
-    clear_eval = evaluation["clear"]
+    clear_eval = _without_payloads(evaluation["clear"])  # the split needs subjects, ids and roles only
     for sel in selections:
         subjects = sel.get("subjects")
         if subjects is None:

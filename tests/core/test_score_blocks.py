@@ -1,6 +1,8 @@
 """Score matrices read in blocks of probes (issue 29, item 1): the metrics of any block size equal the
 whole-matrix formulas exactly (tie-heavy data, posteriors, float32, infinite scores, one class), a large matrix
-spills to a temporary file, and the metric passes never hold a sorted or float64 copy of the whole matrix."""
+spills to a temporary file, and the metric passes never hold a sorted or float64 copy of the whole matrix. The
+non-mated scores are counted among breakpoints (a grid, then a search only where needed) exactly as
+``np.searchsorted`` places them."""
 
 from __future__ import annotations
 
@@ -326,3 +328,132 @@ def test_a_wide_pca_is_the_svd_of_the_standardized_set_without_float64_copies_of
     np.testing.assert_allclose(np.abs(space.projection), np.abs(vt[:k].T), atol=2e-4)
     # a float64 copy of the set alone is 8·n·d bytes (the whole-set computation held three such arrays)
     assert peak < 0.5 * 8 * n * d
+
+
+def _placement_cases():
+    rng = np.random.default_rng(11)
+    spread = np.unique(rng.normal(0.6, 0.1, 3000))
+    yield "spread", spread, rng.normal(0.3, 0.3, 5000)
+    yield "the points themselves", spread, np.concatenate([spread, rng.choice(spread, 500)])
+    levels = np.unique(np.round(rng.normal(0, 1, 400), 1))
+    yield "ties on a few levels", levels, np.round(rng.normal(0, 1.2, 5000), 1)
+    yield "infinite values", spread, np.concatenate([rng.normal(0.5, 0.2, 300), [np.inf, -np.inf, np.inf]])
+    yield "float32 values", spread.astype(np.float32).astype(float), rng.normal(0.6, 0.1, 4000).astype(np.float32)
+    # one cell crowded with points (a binary search there), the rest far away
+    crowded = np.unique(np.concatenate([1.0 + np.arange(200) * 1e-9, [-1e6, 1e6]]))
+    yield "a crowded cell", crowded, np.concatenate([1.0 + rng.uniform(-1e-8, 3e-7, 2000), [0.0, 5e5]])
+    yield "one point", np.array([0.25]), np.array([0.0, 0.25, 0.25, 1.0])
+    yield "a range beyond floats", np.array([-1e308, 0.0, 1e308]), rng.normal(0, 1e307, 500)
+    yield "infinite points", np.array([-np.inf, 0.0, 2.0, np.inf]), np.array([-np.inf, -1.0, 0.0, 1.0, 2.0, np.inf])
+
+
+@pytest.mark.parametrize("case", list(_placement_cases()), ids=lambda c: c[0])
+def test_placing_values_among_breakpoints_counts_what_searchsorted_finds(case):
+    _, points, values = case
+    placed = M._Breakpoints(points)
+    placed.add(values)
+    placed.add(values[: len(values) // 3], sign=-1)  # taken back out
+    kept = values[len(values) // 3 :]
+    n = points.size + 1
+    right = np.bincount(np.searchsorted(points, kept, side="right"), minlength=n)
+    left = np.bincount(np.searchsorted(points, kept, side="left"), minlength=n)
+    np.testing.assert_array_equal(placed.right, right)
+    np.testing.assert_array_equal(placed.left, left)
+    below = np.array([(kept < p).sum() for p in points])
+    at_or_below = np.array([(kept <= p).sum() for p in points])
+    np.testing.assert_array_equal(placed.below(), below)
+    np.testing.assert_array_equal(placed.at_or_below(), at_or_below)
+
+
+def test_most_values_are_placed_without_a_search(monkeypatch):
+    """The grid does the work: values in cells without a point are never binary-searched."""
+    rng = np.random.default_rng(3)
+    points = np.unique(rng.normal(0.6, 0.1, 5000))
+    values = rng.normal(0.1, 0.15, 200_000)
+    searched = []
+    real = np.searchsorted
+    monkeypatch.setattr(M.np, "searchsorted", lambda a, v, **kw: searched.append(np.size(v)) or real(a, v, **kw))
+    placed = M._Breakpoints(points)
+    searched.clear()
+    placed.add(values)
+    assert placed.cells and sum(searched) < 0.1 * values.size, sum(searched)
+
+
+@pytest.mark.parametrize("chunk", [1 << 20, 13])
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_nonmated_counts_of_whole_rows_equal_the_extracted_nonmated_scores(chunk, dtype, monkeypatch):
+    monkeypatch.setattr(M, "_COUNT_CHUNK", chunk)
+    for seed in range(6):
+        S, true = _tie_heavy(n_classes=9, per=7, seed=seed, dtype=dtype)
+        classes = np.array([f"c{i}" for i in range(9)])
+        ti = M.label_indices(true, classes)
+        mated, nonmated = M.mated_nonmated(S, ti)
+        ref = M.verification_metrics(mated, nonmated)
+        counts = M.NonmatedCounts(mated, n_min=nonmated.min(), n_max=nonmated.max())
+        for rows in np.array_split(np.arange(len(S)), 4):
+            counts.add_rows(S[rows], ti[rows])
+        got = counts.result()
+        assert got.keys() == ref.keys()
+        for k, v in ref.items():
+            assert _same(float(got[k]), float(v)), (seed, k, got[k], v)
+
+
+def test_nonmated_rows_with_nan_are_refused():
+    counts = M.NonmatedCounts([1.0, 2.0])
+    with pytest.raises(M.MetricError, match="NaN"):
+        counts.add_rows(np.array([[1.0, np.nan]]), np.array([0]))
+
+
+def test_score_blocks_are_kept_in_float32_only_where_that_is_exact():
+    from bioanon.evaluation.scoring import _compact
+
+    exact = np.array([[0.5, 1.25], [3.0, -2.0]])
+    assert _compact(exact).dtype == np.float32 and np.array_equal(_compact(exact), exact)
+    fine = np.array([[0.1, 1.0]])  # 0.1 is not a float32
+    assert _compact(fine) is fine
+    with np.errstate(over="raise"):  # beyond float32's range: stays float64, no overflow warning
+        huge = np.array([[1e300, 0.0]])
+        assert _compact(huge) is huge
+    ints = np.array([[1, 2]])
+    assert _compact(ints) is ints
+
+
+def test_blocks_a_recognizer_scored_are_held_up_to_a_share_of_the_budget_then_spilled():
+    from bioanon.evaluation import scoring
+
+    table, refs, classes = _probe_table()
+    row_bytes = 30 * 48
+    rec = _CentroidLike(refs, classes)
+    # 40 probes a block, kept as exact float32 scores (4,800 bytes a block): 3 fit a quarter of the budget
+    blocks = ScoreBlocks.from_recognizer(rec, table, memory=40 * row_bytes * 1, n_classes=30)
+    assert scoring.KEEP_SHARE > 1 and rec.calls == [40] * 7 + [20]
+    assert blocks.spilled and {b.dtype for b in blocks._blocks} == {np.dtype(np.float32)}
+    roomy = ScoreBlocks.from_recognizer(_CentroidLike(refs, classes), table, memory=290 * row_bytes, n_classes=30)
+    assert not roomy.spilled and roomy.n_blocks == 2  # 290 + 10 probes: 36 KB of float32 within 104 KB
+    np.testing.assert_array_equal(blocks.dense(), roomy.dense())
+    blocks.close()
+
+
+def test_the_subject_split_of_a_score_task_reads_no_payload(tmp_path, monkeypatch):
+    from bioanon.evaluation import tasks
+
+    seen = []
+    real = tasks.enrolment_split
+
+    def spy(table, *args, **kwargs):
+        seen.append(list(table.payload_names))
+        return real(table, *args, **kwargs)
+
+    monkeypatch.setattr(tasks, "enrolment_split", spy)
+    cfg = {
+        "name": "split",
+        "seed": 1,
+        "dataset": {"source": "any.synthetic", "params": {"n_subjects": 30, "samples_per_subject": 6, "dim": 8}},
+        "anonymizers": [{"id": "any.gaussian_noise", "grid": {"sigma": [0.5]}}],
+        "recognizers": [{"id": "any.cosine_centroid"}],
+        "scenarios": ["naive"],
+        "run": {"jobs": 1},
+        "report": {"bootstrap": 0},
+    }
+    bioanon.evaluate(cfg, out_dir=None, cache=tmp_path / "c", progress=False, report=False)
+    assert seen and all(names == [] for names in seen), seen
