@@ -22,16 +22,18 @@ subject), ``any.gaussian_noise`` at two settings (grid ``sigma``), recognizers `
   time). Before each size its time, memory and cache are extrapolated linearly from the previous size (×1.3
   safety); a size that would exceed the memory available (``MemAvailable``), the free disk or the time cap
   (default 20 min per run) is skipped, with the larger ones, and a note says so.
-* All subjects: the default selection (every evaluation subject) at 8k and 32k samples, wall and peak RSS, with
-  the score matrix size P × C for context (this path is quadratic). Target: peak RSS ≤ 3× payload + 300 MiB.
+* All subjects: the default selection (every evaluation subject: the config of the issue's own table) at 8k, 32k
+  and 128k samples, wall and peak RSS, with the score matrix size P × C for context (this path is quadratic).
+  Target: peak RSS ≤ 3× payload + 300 MiB.
 * A rates-only change: the 32k growth run's cache, rerun with only ``[rates]`` changed (0.1 / 0.45 / 0.45).
   Counts of tasks recomputed and reused (``environment.json`` ``tasks.by_stage`` of the run folder); the figure is
   the number of anonymization or embedding tasks (stages ``templates``, ``anonymize``, ``extract``) recomputed,
   target 0.
 * Parallel: ``--jobs 2`` vs ``--jobs 1`` at 128k samples (or the largest size allowed by ``--max-samples``),
   each cold on a fresh cache, interleaved 1, 2, 1, 2 (best of each), first on a quiet machine, then with a second
-  CPU-bound process running. Targets: speed-up ≥ 1.6 quiet, ≥ 1.0 loaded. The peak RSS of a ``--jobs 2`` run is
-  the largest single process of its tree (``wait4``), not the sum of the workers.
+  CPU-bound process running; on the growth config (the fixed identity set) and on the all-subjects config at
+  the same size. Targets: speed-up ≥ 1.6 quiet, ≥ 1.0 loaded. The peak RSS of a ``--jobs 2`` run is the largest
+  single process of its tree (``wait4``), not the sum of the workers.
 * Dask: the parallel case's growth run again on a local Dask cluster of 2 workers (``--executor dask``), whose
   metric rows (values and CI bounds) must equal the local run's up to rounding (1e-12: the workers' BLAS runs
   single-threaded, which can move a last bit). Target: 0 rows differ; the largest difference is recorded.
@@ -50,7 +52,7 @@ subject), ``any.gaussian_noise`` at two settings (grid ``sigma``), recognizers `
   entries). A note flags an utterance embedded twice in the cold run, or an audio table stored twice.
 
 Quick mode: 400 / 1,600 / 6,400 samples, a selection of 6 and 3 subjects, all subjects at 400 and 1,600, the
-parallel case at 1,600, one interleaved round, the voice case with 6 + 4 speakers × 4 utterances of 1 s: a smoke
+parallel cases at 1,600, one interleaved round, the voice case with 6 + 4 speakers × 4 utterances of 1 s: a smoke
 run — start-up (~2–3 s a process) dominates, so its ratios say nothing about the targets.
 """
 
@@ -417,11 +419,13 @@ def rates_only(r: _Runner, base: dict[str, Any] | None, counts: list[int]) -> tu
 
 
 def parallel(
-    r: _Runner, base: dict[str, Any] | None, counts: list[int], rounds: int
+    r: _Runner, base: dict[str, Any] | None, counts: list[int] | None, rounds: int
 ) -> tuple[dict[str, Any], list[Any]]:
-    """``--jobs 2`` vs ``--jobs 1``, cold, interleaved; quiet, then beside a CPU-bound process."""
+    """``--jobs 2`` vs ``--jobs 1``, cold, interleaved; quiet, then beside a CPU-bound process. ``counts``: the
+    fixed identity set of the growth runs; None: every evaluation subject identified (the all-subjects case)."""
+    case = "fixed identity set" if counts else "every evaluation subject identified"
     if base is None:
-        r.notes.append("parallel: not measured (its growth size did not run)")
+        r.notes.append(f"parallel ({case}): not measured (its size did not run)")
         return {}, []
     try:
         usable = len(os.sched_getaffinity(0))
@@ -430,7 +434,7 @@ def parallel(
     if usable < 2:
         r.notes.append(f"parallel: only {usable} usable core(s): --jobs 2 cannot be faster; measured anyway")
     cfg = bench_config(base["subjects"], counts)
-    info: dict[str, Any] = {"samples": base["samples"], "cores": usable}
+    info: dict[str, Any] = {"samples": base["samples"], "cores": usable, "case": case}
     figures = []
     for mode in ("quiet", "loaded"):
         walls: dict[int, list[float]] = {1: [], 2: []}
@@ -441,7 +445,8 @@ def parallel(
             for _ in range(rounds):
                 for jobs in (1, 2):
                     cache = r.root / f"par-{mode}-{jobs}"
-                    rec = r.evaluate(cfg, cache, jobs=jobs, tag=f"par-{mode}-j{jobs}")
+                    tag = f"par-{mode}-j{jobs}" + ("" if counts else "-all")
+                    rec = r.evaluate(cfg, cache, jobs=jobs, tag=tag)
                     shutil.rmtree(cache, ignore_errors=True)
                     walls[jobs].append(rec["wall_s"])
                     peaks[jobs].append(rec["peak_mib"])
@@ -455,7 +460,7 @@ def parallel(
         info[mode] = {"jobs_1_s": walls[1], "jobs_2_s": walls[2], "peak_mib": peaks, "load_average": load}
         figures.append(
             figure(
-                f"scale: speed-up --jobs 2 / --jobs 1 at {base['samples']:,} samples, {mode}"
+                f"scale: speed-up --jobs 2 / --jobs 1 at {base['samples']:,} samples ({case}), {mode}"
                 + (" (a CPU-bound process beside it)" if mode == "loaded" else ""),
                 value=speedup,
                 target=f"≥ {target}",
@@ -917,7 +922,7 @@ def run(
             figures += growth_figures(runs, quick)
         by_subjects = {x["subjects"]: x for x in runs}
         if wanted("all_subjects"):
-            everyone, figs = all_subjects(r, subjects[:2], max_samples)
+            everyone, figs = all_subjects(r, subjects[:2] if quick else subjects[:3], max_samples)
             figures += figs
         if wanted("rates_only"):
             rates, figs = rates_only(r, by_subjects.get(subjects[1]), counts)
@@ -932,8 +937,19 @@ def run(
                     f"parallel: run at {par_base['samples']:,} samples instead of {want * SAMPLES_PER_SUBJECT:,} "
                     "(the larger size was not run)"
                 )
-            par, figs = parallel(r, par_base, counts, rounds=1 if quick else 2)
+            fixed, figs = parallel(r, par_base, counts, rounds=1 if quick else 2)
             figures += figs
+            # the issue's own table identified every evaluation subject (the default selection): that case too
+            every_candidates = [x for x in everyone if x["subjects"] <= want]
+            every_base = every_candidates[-1] if every_candidates else None
+            if every_base is not None and every_base["subjects"] != want:
+                r.notes.append(
+                    f"parallel (every evaluation subject identified): run at {every_base['samples']:,} samples "
+                    f"instead of {want * SAMPLES_PER_SUBJECT:,} (the larger size was not run)"
+                )
+            every, figs = parallel(r, every_base, None, rounds=1 if quick else 2)
+            figures += figs
+            par = {"fixed_identity_set": fixed, "every_subject": every}
         if wanted("dask"):
             dask, figs = dask_case(r, par_base, counts)
             figures += figs

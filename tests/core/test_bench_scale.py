@@ -113,10 +113,13 @@ def test_orchestration_skips_what_would_not_fit(monkeypatch):
     assert [n for tag, n, _, _ in calls if tag.startswith("all")] == [8000]
     assert any(n.startswith("all subjects at 32,000 samples skipped") for n in res["notes"])
     assert [(n, r) for tag, n, _, r in calls if tag.startswith("rates")] == [(32000, scale.RATES_AFTER)]
-    par = [(n, j) for tag, n, j, _ in calls if tag.startswith("par")]
+    par = [(n, j) for tag, n, j, _ in calls if tag.startswith("par") and not tag.endswith("-all")]
     assert par == [(32000, 1), (32000, 2)] * 4  # 128k did not run: the largest size that did; 2 rounds × 2 modes
+    # every subject identified: at the largest all-subjects size that ran
+    assert [(n, j) for tag, n, j, _ in calls if tag.endswith("-all")] == [(8000, 1), (8000, 2)] * 4
     names = [f["name"] for f in res["figures"]]
-    assert sum("peak RSS" in n for n in names) == 3 and sum("speed-up" in n for n in names) == 2
+    assert sum("peak RSS" in n for n in names) == 3 and sum("speed-up" in n for n in names) == 4
+    assert sum("every evaluation subject identified), quiet" in n for n in names) == 1
     rates = next(f for f in res["figures"] if "rates-only" in f["name"])
     assert rates["value"] == 2 and rates["passed"] is False
     slope = next(f for f in res["figures"] if "exponent" in f["name"])
@@ -300,7 +303,7 @@ def test_quick_run_measures_every_case():
     skipped = any(n.startswith("all subjects at 1,600 samples skipped") for n in res["notes"])
     assert everyone == [8, 32] or (everyone == [8] and skipped), (everyone, res["notes"])
     names = [f["name"] for f in res["figures"]]
-    n_speedups = 3 if res["voice"] else 2  # --jobs 2 quiet and loaded (and the voice case's cold run)
+    n_speedups = 5 if res["voice"] else 4  # --jobs 2 quiet and loaded, two configs (and the voice case's cold run)
     assert (
         sum("peak RSS" in n for n in names) == 3 + len(everyone) and sum("speed-up" in n for n in names) == n_speedups
     )
