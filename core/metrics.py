@@ -682,6 +682,7 @@ class _Breakpoints:
                 self.before = np.bincount(self._cell(points) + 1, minlength=cells + 3)  # points in cell g - 1
                 self.occupied = self.before[1:] > 0
                 np.cumsum(self.before, out=self.before)  # now: the points in the cells before cell g
+                self.padded = np.append(points, np.nan)  # NaN compares False: past the last point of a cell
 
     def _cell(self, x: np.ndarray) -> np.ndarray:
         """Cell 0 .. cells + 1 of each value: non-decreasing in the value (±inf included)."""
@@ -707,20 +708,25 @@ class _Breakpoints:
         # a value whose cell holds no point has as many points below it as at or below it
         left_minus_right = np.zeros(n, dtype=np.int64)
         if in_cell.size:
-            values = x[in_cell]
+            values = x[in_cell].astype(np.float64, copy=False)
             first = right[in_cell]
-            count = self.before[cell[in_cell] + 1] - first  # the points in the value's cell (sorted)
-            at_or_below = first.copy()
-            below = first.copy()
-            for k in range(min(int(count.max()), _SCAN_POINTS)):  # a short scan of the cell's few points
-                point = self.points[np.minimum(first + k, self.points.size - 1)]
-                live = count > k
-                at_or_below += live & (point <= values)
-                below += live & (point < values)
-            crowded = np.flatnonzero(count > _SCAN_POINTS)  # a cell of many points: a binary search
-            if crowded.size:
-                at_or_below[crowded] = np.searchsorted(self.points, values[crowded], side="right")
-                below[crowded] = np.searchsorted(self.points, values[crowded], side="left")
+            count = self.before[cell[in_cell] + 1] - first  # the points in the value's cell (sorted, ≥ 1)
+            point = self.points[first]
+            at_or_below = first + (point <= values)
+            below = first + (point < values)
+            more = np.flatnonzero(count > 1)  # most cells hold one point: the others scanned on their own
+            if more.size:
+                start, many, v = first[more], count[more], values[more]
+                up, down = at_or_below[more], below[more]
+                for k in range(1, min(int(many.max()), _SCAN_POINTS)):
+                    point = self.padded[np.where(many > k, start + k, self.points.size)]
+                    up += point <= v
+                    down += point < v
+                crowded = np.flatnonzero(many > _SCAN_POINTS)  # a cell of many points: a binary search
+                if crowded.size:
+                    up[crowded] = np.searchsorted(self.points, v[crowded], side="right")
+                    down[crowded] = np.searchsorted(self.points, v[crowded], side="left")
+                at_or_below[more], below[more] = up, down
             right[in_cell] = at_or_below
             left_minus_right += np.bincount(below, minlength=n) - np.bincount(at_or_below, minlength=n)
         counts = np.bincount(right, minlength=n)
