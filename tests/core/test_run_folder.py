@@ -11,6 +11,7 @@ import time
 
 import pytest
 from evalconfigs import SMALL, config
+from sigint import sigint_reaches_children
 
 import bioanon
 from bioanon.errors import BioanonError
@@ -121,6 +122,19 @@ sys.exit(main(sys.argv[1:]))
 """
 
 
+def test_a_test_s_children_get_ctrl_c_even_where_the_suite_ignores_it():
+    code = "import signal; print(signal.getsignal(signal.SIGINT) is signal.default_int_handler)"
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)  # as in a background job of a non-interactive shell
+    try:
+        inherited = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip()
+        with sigint_reaches_children():
+            default = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout.strip()
+        restored = signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert (inherited, default, restored) == ("False", "True", True)
+
+
 @pytest.mark.slow
 def test_ctrl_c_prints_one_line_exits_130_and_resumes(tmp_path, register_bioanon_plugin):
     import types
@@ -140,12 +154,14 @@ def test_ctrl_c_prints_one_line_exits_130_and_resumes(tmp_path, register_bioanon
     toml = tmp_path / "eval.toml"
     toml.write_text(load_config(cfg).to_toml())
     cache_dir = tmp_path / "cache"
-    # faulthandler: should the run hang after the SIGINT (seen once, on a heavily loaded machine), a SIGABRT
-    # makes it print every thread's stack, and the failure shows where it was
+    # faulthandler: should the run hang after the SIGINT, a SIGABRT makes it print every thread's stack, and the
+    # failure shows where it was (it showed the run still waiting at the gate: the suite ran as a background job,
+    # with SIGINT ignored, which the run inherited; sigint_reaches_children below)
     env = {**os.environ, "BIOANON_CACHE": str(cache_dir), "PYTHONUNBUFFERED": "1", "PYTHONFAULTHANDLER": "1"}
     cmd = [sys.executable, "-c", GATED_CLI, "evaluate", str(toml), "--out", str(tmp_path / "res")]
     cmd += ["--run-id", "r", "--quiet", "--no-report"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    with sigint_reaches_children():  # also where the suite runs with SIGINT ignored (a background job)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         while not (tmp_path / "gate.ready").exists():  # a state: the fifth setting is running
             if proc.poll() is not None:

@@ -23,6 +23,7 @@ from faultkit import (
     tally_lines,
     wait_for,
 )
+from sigint import sigint_reaches_children
 
 import bioanon
 from bioanon.evaluation.rundir import LOCK_FILE, read_status
@@ -50,7 +51,10 @@ def _kill_and_resume(tmp_path, toml, sig: int, k: int, expected: dict[str, bytes
     """Run, send ``sig`` once the cache holds ``k`` records, run again to the end; the problems found (none: held)."""
     cache, out = tmp_path / "cache", tmp_path / "out"
     command = [*evaluate_command(toml, out, "r"), "--quiet", "--no-report"]
-    proc = subprocess.Popen(command, env=cli_env(cache), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    with sigint_reaches_children():  # else, in a suite run as a background job, SIGINT would never arrive
+        proc = subprocess.Popen(
+            command, env=cli_env(cache), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+        )
     problems = []
     try:
         if wait_for(lambda: json_records(cache) >= k, proc, f"record {k} of the run"):
