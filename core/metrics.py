@@ -665,7 +665,7 @@ class _Breakpoints:
     below it as the cells before hold, and none equal. Only values in a cell that holds a point (about one in
     :data:`_CELLS_PER_POINT` when the values spread like the points) are compared with that cell's points, a
     binary search where it holds more than :data:`_SCAN_POINTS`. With fewer than 2 points, or points whose range
-    is not finite, every value is searched. 3–8× faster than two ``np.searchsorted`` on 2,560-class score rows."""
+    is not finite, every value is searched. About 6× faster than two ``np.searchsorted`` on 2,560-class score rows."""
 
     def __init__(self, points: np.ndarray) -> None:
         self.points = points
@@ -791,10 +791,8 @@ class NonmatedCounts:
     def add(self, N: Any) -> None:
         """Count one block of non-mated scores (any shape; NaN refused)."""
         block = np.asarray(N, dtype=float).reshape(-1)
-        if np.isnan(block).any():
-            raise MetricError("non-mated scores N contains NaN")
         for start in range(0, block.size, _COUNT_CHUNK):  # chunks: the index arrays stay small
-            self._placed.add(block[start : start + _COUNT_CHUNK])
+            self._place(block[start : start + _COUNT_CHUNK])
         self.n_nonmated += block.size
 
     def add_rows(self, S: np.ndarray, true_idx: np.ndarray) -> None:
@@ -805,13 +803,14 @@ class NonmatedCounts:
         n_rows, n_cols = S.shape
         rows = max(1, _COUNT_CHUNK // max(n_cols, 1))
         for start in range(0, n_rows, rows):
-            part = np.ascontiguousarray(S[start : start + rows]).reshape(-1)
-            if np.isnan(part).any():
-                raise MetricError("non-mated scores N contains NaN")
-            self._placed.add(part)
-        mated = np.asarray(S[np.arange(n_rows), true_idx], dtype=float)
-        self._placed.add(mated, sign=-1)
+            self._place(np.ascontiguousarray(S[start : start + rows]).reshape(-1))
+        self._placed.add(np.asarray(S[np.arange(n_rows), true_idx], dtype=float), sign=-1)
         self.n_nonmated += n_rows * (n_cols - 1)
+
+    def _place(self, scores: np.ndarray) -> None:
+        if np.isnan(scores).any():
+            raise MetricError("non-mated scores N contains NaN")
+        self._placed.add(scores)
 
     def result(self) -> dict[str, float]:
         """The dict of :func:`verification_metrics` (MetricError without non-mated scores)."""

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import numpy as np
 import pytest
+from evalconfigs import SMALL, config
 
 import bioanon
 from bioanon import metrics as M
@@ -445,15 +446,6 @@ def test_the_subject_split_of_a_score_task_reads_no_payload(tmp_path, monkeypatc
         return real(table, *args, **kwargs)
 
     monkeypatch.setattr(tasks, "enrolment_split", spy)
-    cfg = {
-        "name": "split",
-        "seed": 1,
-        "dataset": {"source": "any.synthetic", "params": {"n_subjects": 30, "samples_per_subject": 6, "dim": 8}},
-        "anonymizers": [{"id": "any.gaussian_noise", "grid": {"sigma": [0.5]}}],
-        "recognizers": [{"id": "any.cosine_centroid"}],
-        "scenarios": ["naive"],
-        "run": {"jobs": 1},
-        "report": {"bootstrap": 0},
-    }
-    bioanon.evaluate(cfg, out_dir=None, cache=tmp_path / "c", progress=False, report=False)
+    cfg = config(**{**SMALL, "recognizers": [{"id": "any.cosine_centroid"}], "scenarios": ["naive"]})
+    bioanon.evaluate({**cfg, "run": {"jobs": 1}}, out_dir=None, cache=tmp_path / "c", progress=False, report=False)
     assert seen and all(names == [] for names in seen), seen
