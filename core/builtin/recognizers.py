@@ -441,12 +441,21 @@ def scores_param(default: str = "decision") -> Any:
     return param(default, help=_SCORES_HELP[default], choices=choices)
 
 
-def svc(z: np.ndarray, y: np.ndarray, *, proba: bool, seed: int, **params: Any) -> Any:
+def svc(z: np.ndarray, y: np.ndarray, *, proba: bool, seed: int, small_classes: bool = False, **params: Any) -> Any:
     """A fitted one-vs-rest ``SVC(**params)``; with ``proba`` Platt-scaled probabilities seeded with ``seed``
     (``SVC(probability=True)`` as SEBA, or scikit-learn's replacement ``CalibratedClassifierCV(SVC(),
-    ensemble=False)`` where that parameter is gone, scikit-learn >= 1.11)."""
+    ensemble=False)`` where that parameter is gone, scikit-learn >= 1.11). With ``small_classes`` (a gallery
+    of identities), decision scores of classes small enough (every pair of classes at most
+    :data:`~bioanon.builtin.svm.MAX_PAIR_SAMPLES` samples) come from :class:`~bioanon.builtin.svm.OvoSvc`:
+    the same model to within the solver's tolerance, without importing scikit-learn."""
     import warnings
 
+    if small_classes and not proba:
+        from .svm import MAX_PAIR_SAMPLES, OvoSvc
+
+        counts = np.sort(np.unique(y, return_counts=True)[1])
+        if len(counts) >= 2 and counts[-1] + counts[-2] <= MAX_PAIR_SAMPLES:
+            return OvoSvc(gamma="scale", **params).fit(z, y)
     from sklearn.svm import SVC
 
     base = SVC(gamma="scale", decision_function_shape="ovr", **params)
@@ -690,7 +699,9 @@ class PcaSvm(_SpaceRecognizer):
     ``fit`` learns the standardization and the PCA basis on the attacker's training set; ``enroll`` trains a
     SVC on the gallery in that space. Scores are its one-vs-rest decision function, or with ``scores =
     "proba"`` its Platt-scaled class probabilities (``SVC(probability=True)``, seeded with ``seed``; SEBA's
-    scores)."""
+    scores). The decision scores of a gallery of small classes come from bioanon's own solver of the same
+    model (:class:`~bioanon.builtin.svm.OvoSvc`, equal to scikit-learn's to within its tolerance), which
+    spares the run scikit-learn's import."""
 
     id: ClassVar[str] = "any.pca_svm"
 
@@ -700,7 +711,7 @@ class PcaSvm(_SpaceRecognizer):
     scores: str = scores_param()
 
     def _train(self, z: np.ndarray, y: np.ndarray) -> Any:
-        return svc(z, y, proba=self.scores == "proba", seed=self.seed, kernel=self.kernel, C=self.c)
+        return svc(z, y, proba=self.scores == "proba", seed=self.seed, small_classes=True, kernel=self.kernel, C=self.c)
 
 
 @attrs.define(kw_only=True)
