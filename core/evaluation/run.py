@@ -1442,6 +1442,9 @@ def _evaluate_in(
     started = time.time()
     check_run_id(run_id)  # a plain folder name, before any work
     from ..device import using_device
+    from ..executors import arrow_memory_returned_when_freed
+
+    arrow_memory_returned_when_freed()
 
     cfg = config if isinstance(config, EvalConfig) else load_config(config, registry=context.registry)
     if config is cfg:  # given validated: what could have changed since (e.g. attrs.evolve of its rates)
