@@ -141,6 +141,13 @@ def _classify(name: str) -> str:
     return "other"
 
 
+def _checked_take(take: np.ndarray, n_rows: int) -> np.ndarray:
+    """``take`` if every position is a row of a table of ``n_rows`` rows, else a :class:`CacheError`."""
+    if take.size and (take.min() < 0 or take.max() >= n_rows):
+        raise CacheError(f"get_table: take holds positions outside the table's {n_rows} rows")
+    return take
+
+
 def _wrap_table(tbl: pa.Table) -> Any:
     """Wrap as a SampleTable; a plain ``pyarrow.Table`` while ``bioanon.table`` does not exist yet."""
     try:
@@ -570,10 +577,16 @@ class Cache:
         return _wrap_table(whole.replace_schema_metadata(meta) if own else whole)
 
     def _resolve_rows(
-        self, path: str, tbl: pa.Table, stat: os.stat_result | None, columns: Sequence[str] | None = None
+        self,
+        path: str,
+        tbl: pa.Table,
+        stat: os.stat_result | None,
+        columns: Sequence[str] | None = None,
+        take: np.ndarray | None = None,
     ) -> Any:
         """The base table's rows of a row-selection entry (see :meth:`put_rows`); None if the base is gone or
-        the entry does not fit it (then moved aside)."""
+        the entry does not fit it (then moved aside). ``take``: only these of the entry's rows, taken from the
+        base at once (no copy of the others)."""
         meta = dict(tbl.schema.metadata or {})
         base = self.get_table(meta.pop(_ROWS_OF).decode(), columns=columns)
         if base is None:
@@ -583,30 +596,47 @@ class Cache:
         if rows is None or (rows.size and (rows.min() < 0 or rows.max() >= base_tbl.num_rows)):
             self._quarantine(path, ValueError("row selection does not fit its base table"), stat)
             return None
+        if take is not None:
+            rows = rows[_checked_take(take, rows.size)]
         taken = base_tbl if rows.size == base_tbl.num_rows and np.array_equal(rows, np.arange(rows.size)) else None
         taken = base_tbl.take(pa.array(rows)) if taken is None else taken  # all rows in order: memory-mapped as is
         if meta.pop(_HAS_META) == b"1":
             taken = taken.replace_schema_metadata(meta)
         return _wrap_table(taken)
 
-    def get_table(self, key: str, *, columns: Sequence[str] | None = None, rows: tuple[int, int] | None = None) -> Any:
+    def get_table(
+        self,
+        key: str,
+        *,
+        columns: Sequence[str] | None = None,
+        rows: tuple[int, int] | None = None,
+        take: Any = None,
+    ) -> Any:
         """The stored table for ``key`` as a SampleTable (memory-mapped on local disks), or ``None``.
 
         An unreadable entry (truncated, corrupt) is moved aside as ``*.corrupt`` with a
         :class:`CacheWarning` and counts as a miss. A row selection (:meth:`put_rows`) gives its base table's
         rows. ``columns``: only these columns (e.g. ``("subject", "sample_id")``), so a row selection copies
         none of the payloads. ``rows`` (start, stop): only the rows ``[start, stop)`` (of 16-bit audio stored
-        compact, only those are decompressed).
+        compact, only those are decompressed). ``take``: only the rows at these positions, in this order (of a
+        row selection, only they are copied from its base table; not with ``rows``).
         """
         if rows is not None and not 0 <= rows[0] <= rows[1]:
             raise CacheError(f"get_table: rows {rows} is not a range (start, stop) with 0 <= start <= stop")
+        if take is not None:
+            if rows is not None:
+                raise CacheError("get_table: give rows or take, not both")
+            take = np.asarray(take)
+            if take.ndim != 1 or (take.size and take.dtype.kind not in "iu"):
+                raise CacheError(f"get_table: take must be a list of row positions, got {take.dtype} {take.shape}")
+            take = take.astype(np.int64, copy=False)
         path = self.table_path(key)
         if columns is None and rows is None and self._local:
             held = self._recall_decoded(path)
             if held is not None:
                 self._touch(path)
                 self._count("hits")
-                return _wrap_table(held)
+                return _wrap_table(held if take is None else held.take(pa.array(_checked_take(take, held.num_rows))))
         stat = None
         try:
             tbl, stat = self._open_verified(path, columns, rows)
@@ -625,20 +655,26 @@ class Cache:
         self._touch(path)
         resolved: Any = _MISSING
         if _ROWS_OF in (tbl.schema.metadata or {}):
-            resolved = self._resolve_rows(path, tbl, stat, columns)
+            resolved = self._resolve_rows(path, tbl, stat, columns, take)
+            take = None  # taken from the base
         elif _CONCAT_OF in (tbl.schema.metadata or {}):
             resolved = self._resolve_concat(path, tbl, columns)
         if resolved is not _MISSING:
             self._count("hits" if resolved is not None else "misses")
-            if resolved is None or rows is None:
+            if resolved is None or (rows is None and take is None):
                 return resolved
             whole = resolved.arrow if hasattr(resolved, "arrow") else resolved
-            return _wrap_table(whole.slice(rows[0], rows[1] - rows[0]))
+            if take is not None:
+                return _wrap_table(whole.take(pa.array(_checked_take(take, whole.num_rows))))
+            start, stop = cast(tuple[int, int], rows)
+            return _wrap_table(whole.slice(start, stop - start))
         self._count("hits")
+        if take is not None:  # a memory-mapped table: only the rows taken are copied
+            tbl = tbl.take(pa.array(_checked_take(take, tbl.num_rows)))
         if not encoded(tbl.schema):
             return _wrap_table(tbl if columns is None else tbl.select(list(columns)))
         decoded = decode_pcm16(tbl if columns is None else tbl.select(list(columns)))
-        if columns is None and rows is None:
+        if columns is None and rows is None and take is None:
             self._remember_decoded(path, decoded)
         return _wrap_table(decoded)
 

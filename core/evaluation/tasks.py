@@ -853,8 +853,28 @@ def score(
 
     train_kind, enrol_kind, probe_kind = scenario_sets(scenario)
     mix_seed = derived_seed(seed, "mix")
-    evaluation = {k: _table(cache, sets[f"{k}_evaluation"]) for k in sorted({enrol_kind, probe_kind, "clear"})}
     on_enrolment = attacker_fit == "enrolment"
+    by_role = enrol_by == ROLE_COLUMN
+    # the split needs subjects, ids and roles only; each selection's parts, then only their rows with payloads
+    clear_eval = _ids_view(cache, sets["clear_evaluation"], by_role)
+    parts = []
+    for sel in selections:
+        subjects = sel.get("subjects")
+        if subjects is None:
+            record = cache.get_json(sel["task"])
+            if record is None:
+                raise BioanonError(f"selection {sel['id']} has not been computed")
+            subjects = record["subjects"]
+        subset = clear_eval.select_subjects(subjects)
+        parts.append((sel, subjects, *enrolment_split(subset, enrolment, seed, by_role)))
+    import pyarrow as pa
+
+    ids = [np.asarray(p.sample_ids, dtype=object) for _, _, *both in parts for p in both]
+    needed = pa.array(np.concatenate(ids) if ids else [], pa.string())
+    kinds = {enrol_kind, probe_kind}
+    if on_enrolment:
+        kinds |= {"clear", "anon"} if train_kind.startswith("mix:") else {train_kind}
+    evaluation = {k: _needed_rows(cache, sets[f"{k}_evaluation"], needed) for k in sorted(kinds)}
     rec: Any = None  # fitted per selection with attacker_fit = "enrolment"
     if not on_enrolment:
         attacker = {
@@ -872,16 +892,7 @@ def score(
     rows: list[dict[str, Any]] = []
     groups_out: list[dict[str, Any]] = []
     probes_out: dict[str, str] = {}
-    clear_eval = _without_payloads(evaluation["clear"])  # the split needs subjects, ids and roles only
-    for sel in selections:
-        subjects = sel.get("subjects")
-        if subjects is None:
-            record = cache.get_json(sel["task"])
-            if record is None:
-                raise BioanonError(f"selection {sel['id']} has not been computed")
-            subjects = record["subjects"]
-        subset = clear_eval.select_subjects(subjects)
-        enrol_part, test_part = enrolment_split(subset, enrolment, seed, enrol_by == ROLE_COLUMN)
+    for sel, subjects, enrol_part, test_part in parts:
         gallery = _rows(evaluation[enrol_kind], enrol_part.sample_ids)
         probes = _rows(evaluation[probe_kind], test_part.sample_ids)
         if on_enrolment:
@@ -991,6 +1002,30 @@ def cv_rows(rec: Any) -> list[dict[str, Any]]:
         }
         for stat, suffix in (("mean", ""), ("std", "_std"), ("min", "_min"), ("max", "_max"))
     ]
+
+
+def _ids_view(cache: Cache, key: str, roles: bool) -> SampleTable:
+    """The stored table's subjects and sample ids (and with ``roles`` its :data:`ROLE_COLUMN`), no payload: of a
+    row selection, nothing else is copied."""
+    from ..table import ATTR_PREFIX
+
+    columns = ("subject", "sample_id", *((ATTR_PREFIX + ROLE_COLUMN,) if roles else ()))
+    t: SampleTable | None = cache.get_table(key, columns=columns)
+    if t is None:
+        raise BioanonError(f"cache entry {key} is missing: was the cache cleared during the run?")
+    return t
+
+
+def _needed_rows(cache: Cache, key: str, ids: Any) -> SampleTable:
+    """The stored table's rows whose sample id is among ``ids`` (an Arrow string array), in table order: only
+    they are copied out of a row selection's base table."""
+    import pyarrow.compute as pc
+
+    position = np.flatnonzero(pc.is_in(_ids_view(cache, key, False).arrow.column("sample_id"), value_set=ids))
+    t: SampleTable | None = cache.get_table(key, take=position)
+    if t is None:
+        raise BioanonError(f"cache entry {key} is missing: was the cache cleared during the run?")
+    return t
 
 
 def _rows(table: SampleTable, ids: NDArray[Any]) -> SampleTable:

@@ -83,6 +83,78 @@ def test_a_row_selection_reads_back_as_its_rows_and_a_missing_base_as_a_miss(tmp
     assert cache.get_table(key) is None  # its base is gone: a miss, recomputed by the task that made it
 
 
+def test_take_reads_only_the_rows_asked_for_of_any_entry(tmp_path, monkeypatch):
+    """``get_table(key, take=positions)``: those rows in that order, of a plain table, a row selection (only
+    they are taken from the base, in one take) and a concatenation; bad positions are refused by name."""
+    from bioanon.api import SampleTable
+    from bioanon.cache import store
+    from bioanon.errors import CacheError
+
+    cache = Cache(tmp_path)
+    table = SampleTable.from_arrays(
+        subject=np.repeat(["a", "b", "c"], 2),
+        sample_id=[f"x{i}" for i in range(6)],
+        payloads={"features": np.arange(12, dtype=np.float32).reshape(6, 2)},
+    )
+    base, sel, cat = "ab" * 16, "cd" * 16, "ef" * 16
+    cache.put_table(base, table)
+    cache.put_rows(sel, base, [4, 1, 2, 5])
+    cache.put_concat(cat, [sel, base])
+    for key, rows in ((base, [0, 1, 2, 3, 4, 5]), (sel, [4, 1, 2, 5]), (cat, [4, 1, 2, 5, 0, 1, 2, 3, 4, 5])):
+        for want in ([2, 0], [], [1, 1]):
+            got = cache.get_table(key, take=want)
+            assert got.sample_ids.tolist() == [f"x{rows[i]}" for i in want], (key, want)
+            np.testing.assert_array_equal(got.payload("features"), table.payload("features")[[rows[i] for i in want]])
+    # of a row selection, only the rows taken are copied out of the base (not the selection, then a part of it)
+    big = SampleTable.from_arrays(
+        subject=np.repeat(np.arange(100).astype(str), 10),
+        sample_id=[f"y{i}" for i in range(1000)],
+        payloads={"features": np.ones((1000, 2000), np.float32)},
+    )
+    cache.put_table("12" * 16, big)
+    cache.put_rows("34" * 16, "12" * 16, np.arange(900)[::-1])
+    previous = pa.default_memory_pool()
+    counted = pa.proxy_memory_pool(previous)
+    pa.set_memory_pool(counted)
+    try:
+        got = cache.get_table("34" * 16, take=[0, 1, 2])
+    finally:
+        pa.set_memory_pool(previous)
+    assert got.sample_ids.tolist() == ["y899", "y898", "y897"]
+    assert counted.max_memory() < 100 * 2000 * 4  # 3 rows of 8 kB copied, not 900
+    with pytest.raises(CacheError, match="outside the table"):
+        cache.get_table(sel, take=[4])
+    with pytest.raises(CacheError, match="rows or take"):
+        cache.get_table(base, take=[0], rows=(0, 1))
+    with pytest.raises(CacheError, match="row positions"):
+        cache.get_table(base, take=[0.5])
+    assert store.Cache is Cache
+
+
+def test_the_score_task_copies_only_the_rows_of_the_selected_subjects(tmp_path, monkeypatch):
+    """The score task reads each evaluation table's subjects and ids without payloads, then only the rows of
+    the selected subjects with payloads (not the whole table, then a part of it)."""
+    from bioanon.cache import store
+
+    cfg = _config()
+    cfg["selection"] = {"selectors": ["random"], "subject_counts": [3], "random_draws": 1}
+    cfg["scenarios"] = ["parrot"]
+    taken: list[int] = []
+    real = store.Cache.get_table
+
+    def spy(self, key, **kw):
+        t = real(self, key, **kw)
+        if kw.get("take") is not None:
+            taken.append(len(kw["take"]))
+        return t
+
+    monkeypatch.setattr(store.Cache, "get_table", spy)
+    r = bioanon.evaluate(cfg, out_dir=None, cache=Cache(tmp_path / "c"), progress=False, report=False)
+    assert len(r.metrics)
+    # 3 subjects × 6 samples per scoring of the selection (clear and parrot: one payload kind each)
+    assert taken and set(taken) == {18}, taken
+
+
 def test_per_sample_rows_are_found_again_in_any_order_and_a_damaged_entry_is_recomputed(tmp_path):
     import warnings
 
