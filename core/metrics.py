@@ -1280,8 +1280,9 @@ def expanded_bca_interval(
     plain BCa interval. NaN replicates and jackknife values are ignored; (nan, nan) for fewer than 2 subjects or
     no finite replicate; (θ̂, θ̂) when every replicate equals θ̂ (no variation between subjects).
     """
-    from scipy.special import ndtr, ndtri, stdtrit
+    from statistics import NormalDist
 
+    ndtr, ndtri = NormalDist().cdf, NormalDist().inv_cdf
     if not 0 < alpha < 1:
         raise MetricError(f"alpha must be in (0, 1), got {alpha!r}")
     reps = np.asarray(replicates, dtype=float).reshape(-1)
@@ -1298,13 +1299,63 @@ def expanded_bca_interval(
     d = jack.mean() - jack if jack.size else jack
     ss = float(np.sum(d * d))
     a = float(np.sum(d**3)) / (6.0 * ss**1.5) if ss > 0 else 0.0
-    z = math.sqrt(n_groups / (n_groups - 1.0)) * float(stdtrit(n_groups - 1, 1.0 - alpha / 2.0))
+    z = math.sqrt(n_groups / (n_groups - 1.0)) * student_t_quantile(1.0 - alpha / 2.0, int(n_groups) - 1)
     levels = []
     for w in (z0 - z, z0 + z):
         den = 1.0 - a * w
         levels.append(float(ndtr(z0 + w / den)) if den > 0 else (0.0 if w < 0 else 1.0))
     lo, hi = np.quantile(reps, levels)
     return float(lo), float(hi)
+
+
+def student_t_cdf(t: float, df: int) -> float:
+    """P(T ≤ t) for Student's t with an integer number ``df`` ≥ 1 of degrees of freedom: the exact finite
+    series of Abramowitz & Stegun 26.7.3–4 in θ = atan(|t|/√df) (df/2 terms, summed with numpy)."""
+    theta = math.atan(abs(t) / math.sqrt(df))
+    c2, s = math.cos(theta) ** 2, math.sin(theta)
+    if df % 2 == 0:
+        k = np.arange(1, df // 2)
+        a = s * (1.0 + float(np.cumprod((2 * k - 1) / (2 * k) * c2).sum()))
+    elif df == 1:
+        a = 2.0 * theta / math.pi
+    else:
+        k = np.arange(1, (df - 1) // 2)
+        a = 2.0 / math.pi * (theta + s * math.cos(theta) * (1.0 + float(np.cumprod(2 * k / (2 * k + 1) * c2).sum())))
+    p = 0.5 + 0.5 * a
+    return p if t >= 0 else 1.0 - p
+
+
+def student_t_quantile(p: float, df: int) -> float:
+    """The ``p`` quantile of Student's t with an integer ``df`` ≥ 1 degrees of freedom (SciPy's ``stdtrit(df,
+    p)`` to about 1e-11, without importing SciPy): Newton's steps on :func:`student_t_cdf` from the
+    Cornish–Fisher start, kept inside the bracket found so far (bisection where a step leaves it)."""
+    from statistics import NormalDist
+
+    if not 0.0 < p < 1.0 or df < 1:
+        raise MetricError(f"student_t_quantile needs 0 < p < 1 and df >= 1, got p={p!r}, df={df!r}")
+    if p == 0.5:
+        return 0.0
+    if p < 0.5:
+        return -student_t_quantile(1.0 - p, df)
+    z = NormalDist().inv_cdf(p)
+    t = z * (1.0 + (z * z + 1.0) / (4.0 * df))
+    lo, hi = 0.0, math.inf
+    log_norm = math.lgamma((df + 1) / 2) - math.lgamma(df / 2) - 0.5 * math.log(df * math.pi)
+    for _ in range(200):
+        excess = student_t_cdf(t, df) - p
+        if excess > 0:
+            hi = min(hi, t)
+        else:
+            lo = max(lo, t)
+        density = math.exp(log_norm - (df + 1) / 2 * math.log1p(t * t / df))
+        step = excess / density
+        new = t - step
+        if not lo < new < hi:
+            new = 0.5 * (lo + hi) if math.isfinite(hi) else 2.0 * max(t, 1.0)
+        if abs(new - t) <= 4e-16 * abs(t):
+            return new
+        t = new
+    return t
 
 
 def bootstrap_ci(

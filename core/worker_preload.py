@@ -23,7 +23,6 @@ def _warm() -> None:
     import pyarrow as pa
     import scipy.linalg  # noqa: F401 - the recognizers' and metrics' lazy imports
     import scipy.sparse  # noqa: F401
-    import scipy.special  # noqa: F401
 
     import bioanon.evaluation.scoring  # noqa: F401
     import bioanon.evaluation.tasks  # noqa: F401

@@ -579,3 +579,35 @@ def test_reversibility():
     assert m.reversibility(0.05, 0.1, 0.9)[0] == 0.0  # de-anonymization worse than naive -> clipped
     R, cat = m.reversibility(0.5, 0.5, 0.5)
     assert math.isnan(R) and cat == "undefined"
+
+
+def test_student_t_quantile_and_cdf_are_scipys():
+    """The t quantile of the expanded BCa interval, computed without SciPy, equals SciPy's ``stdtrit``."""
+    from scipy.special import stdtr, stdtrit
+
+    for df in (1, 2, 3, 4, 5, 9, 10, 29, 30, 99, 1000, 5001):
+        for p in (0.6, 0.9, 0.95, 0.975, 0.995, 0.999, 0.025):
+            assert m.student_t_quantile(p, df) == pytest.approx(float(stdtrit(df, p)), rel=1e-9), (df, p)
+        for t in (-40.0, -2.0, -0.1, 0.0, 0.3, 2.5, 300.0):
+            assert m.student_t_cdf(t, df) == pytest.approx(float(stdtr(df, t)), rel=1e-12, abs=1e-15), (df, t)
+    assert m.student_t_quantile(0.5, 7) == 0.0
+    for bad in ((0.0, 3), (1.0, 3), (0.9, 0)):
+        with pytest.raises(m.MetricError, match="student_t_quantile"):
+            m.student_t_quantile(*bad)
+
+
+def test_a_confidence_interval_imports_no_scipy():
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, numpy as np\n"
+        "from bioanon.metrics import expanded_bca_interval\n"
+        "rng = np.random.default_rng(0)\n"
+        "lo, hi = expanded_bca_interval(0.5, rng.normal(0.5, 0.1, 500), rng.normal(0.5, 0.02, 12), 12)\n"
+        "assert lo < 0.5 < hi, (lo, hi)\n"
+        "assert not any(k.startswith('scipy') for k in sys.modules), 'SciPy was imported'\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]

@@ -294,7 +294,7 @@ def test_a_dead_worker_stops_the_run_with_a_clear_error(tmp_path, monkeypatch):
 # libraries a task needs are imported (evaluated by eval, a built-in, so nothing of this module is pickled)
 _WORKER_STATE = (
     "(lambda s: {'registry': getattr(getattr(s.modules.get('bioanon.plugins'), '_default', None), '_registry', None)"
-    " is not None, 'modules': sorted(m for m in ('pandas', 'scipy.sparse', 'scipy.special', 'bioanon.evaluation.tasks')"
+    " is not None, 'modules': sorted(m for m in ('pandas', 'scipy.linalg', 'scipy.sparse', 'bioanon.evaluation.tasks')"
     " if m in s.modules)})(__import__('sys'))"
 )
 
@@ -331,7 +331,7 @@ def test_workers_start_with_the_methods_and_libraries_imported(tmp_path):
     )
     assert state == {
         "registry": True,
-        "modules": ["bioanon.evaluation.tasks", "pandas", "scipy.sparse", "scipy.special"],
+        "modules": ["bioanon.evaluation.tasks", "pandas", "scipy.linalg", "scipy.sparse"],
     }
 
 
