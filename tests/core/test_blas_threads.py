@@ -48,3 +48,47 @@ def test_pool_workers_get_their_share_of_the_cores(monkeypatch):
     limits = [f.result(timeout=120) for f in [w.submit(os.getenv, name) for w in workers for name in sorted(threads)]]
     assert all(info for info in infos) and {lib["num_threads"] for info in infos for lib in info} == {1}
     assert set(envs) == {"1"} and set(limits) == {"1"}
+
+
+def test_idle_cores_leaves_out_the_cores_other_processes_keep_busy(monkeypatch):
+    """The in-process runner's BLAS threads: the cores less those other processes kept busy since the last look
+    (this process's own CPU time does not count against it), at least one; every core where it cannot look."""
+    from bioanon.executors import IdleCores
+
+    samples = iter(
+        [
+            (0.0, 10.0, 1.0),  # (wall s, busy CPU s of the machine, own CPU s)
+            (1.0, 11.0, 1.0),  # another process kept one core busy for the second
+            (2.0, 12.0, 2.0),  # only this process was busy
+            (3.0, 16.0, 2.0),  # four cores' worth busy elsewhere
+            None,  # /proc/stat unreadable
+        ]
+    )
+    monkeypatch.setattr(IdleCores, "_sample", staticmethod(lambda: next(samples)))
+    idle = IdleCores()
+    assert idle.threads(2) == 1
+    assert idle.threads(2) == 2
+    assert idle.threads(2) == 1
+    assert idle.threads(4) == 4
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="reads Linux's /proc/stat")
+def test_idle_cores_sees_a_busy_process():
+    import subprocess
+    import sys
+    import time
+
+    from bioanon.executors import IdleCores
+
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        stat = f"/proc/{busy.pid}/stat"
+        while int(open(stat).read().rsplit(")", 1)[1].split()[11]) < 5:  # utime: it has started spinning
+            time.sleep(0.01)
+        idle = IdleCores()
+        idle.threads(2)
+        time.sleep(0.3)
+        assert idle.threads(2) == 1  # one of two cores taken by the busy process
+    finally:
+        busy.kill()
+        busy.wait()
