@@ -205,8 +205,10 @@ def _create(context: RunContext, spec: Mapping[str, Any]) -> Method:
     return context.create(spec["id"], **spec.get("params", {}))
 
 
-def _table(cache: Cache, key: str, rows: tuple[int, int] | None = None) -> SampleTable:
-    t: SampleTable | None = cache.get_table(key, rows=rows)
+def _table(cache: Cache, key: str, rows: tuple[int, int] | None = None, **how: Any) -> SampleTable:
+    """The stored table (``rows``, ``columns``, ``take``: :meth:`~bioanon.cache.Cache.get_table`'s); an error
+    where it is missing."""
+    t: SampleTable | None = cache.get_table(key, rows=rows, **how)
     if t is None:
         raise BioanonError(f"cache entry {key} is missing: was the cache cleared during the run?")
     return t
@@ -849,6 +851,8 @@ def score(
     anonymized for parrot, a mix for %-parrot), then enrolled as usual. A cross-validated recognizer
     (``cv_folds``) adds the spread of its per-fold balanced accuracies (rows ``cv_balanced_accuracy``,
     ``_std``, ``_min``, ``_max``)."""
+    import pyarrow as pa
+
     from .scoring import DEFAULT_BLOCK_BYTES, ScoreBlocks, breakdown_metrics, score_metrics
 
     train_kind, enrol_kind, probe_kind = scenario_sets(scenario)
@@ -867,8 +871,6 @@ def score(
             subjects = record["subjects"]
         subset = clear_eval.select_subjects(subjects)
         parts.append((sel, subjects, *enrolment_split(subset, enrolment, seed, by_role)))
-    import pyarrow as pa
-
     ids = [np.asarray(p.sample_ids, dtype=object) for _, _, *both in parts for p in both]
     needed = pa.array(np.concatenate(ids) if ids else [], pa.string())
     kinds = {enrol_kind, probe_kind}
@@ -1009,11 +1011,7 @@ def _ids_view(cache: Cache, key: str, roles: bool) -> SampleTable:
     row selection, nothing else is copied."""
     from ..table import ATTR_PREFIX
 
-    columns = ("subject", "sample_id", *((ATTR_PREFIX + ROLE_COLUMN,) if roles else ()))
-    t: SampleTable | None = cache.get_table(key, columns=columns)
-    if t is None:
-        raise BioanonError(f"cache entry {key} is missing: was the cache cleared during the run?")
-    return t
+    return _table(cache, key, columns=("subject", "sample_id", *((ATTR_PREFIX + ROLE_COLUMN,) if roles else ())))
 
 
 def _needed_rows(cache: Cache, key: str, ids: Any) -> SampleTable:
@@ -1022,10 +1020,7 @@ def _needed_rows(cache: Cache, key: str, ids: Any) -> SampleTable:
     import pyarrow.compute as pc
 
     position = np.flatnonzero(pc.is_in(_ids_view(cache, key, False).arrow.column("sample_id"), value_set=ids))
-    t: SampleTable | None = cache.get_table(key, take=position)
-    if t is None:
-        raise BioanonError(f"cache entry {key} is missing: was the cache cleared during the run?")
-    return t
+    return _table(cache, key, take=position)
 
 
 def _rows(table: SampleTable, ids: NDArray[Any]) -> SampleTable:

@@ -4,6 +4,7 @@ block and restores the limits after it; a local pool's workers get ``cores // jo
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -82,8 +83,8 @@ def test_idle_cores_sees_a_busy_process():
 
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
-        stat = f"/proc/{busy.pid}/stat"
-        while int(open(stat).read().rsplit(")", 1)[1].split()[11]) < 5:  # utime: it has started spinning
+        stat = Path(f"/proc/{busy.pid}/stat")
+        while int(stat.read_text().rsplit(")", 1)[1].split()[11]) < 5:  # utime: it has started spinning
             time.sleep(0.01)
         idle = IdleCores()
         idle.threads(2)
