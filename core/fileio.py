@@ -218,13 +218,16 @@ def resolve_within(root: str | os.PathLike[str], relative: str | os.PathLike[str
     """The path ``relative`` (from a manifest or listing) resolved against ``root``, refusing any that escapes
     the data root through ``..``, an absolute path or a symbolic link.
 
-    Raises :class:`~bioanon.errors.DataError` naming ``where`` (e.g. ``"manifest.csv, line 4"``)."""
+    Raises :class:`~bioanon.errors.DataError` naming ``where`` (e.g. ``"manifest.csv, line 4"``), also for a
+    path no file can have (a NUL byte in it)."""
     from .errors import DataError
 
+    prefix = f"{where}: " if where else ""
     base = Path(root).resolve()
+    if "\0" in os.fspath(relative):
+        raise DataError(f"{prefix}{str(relative)!r} holds a NUL byte: not a file name")
     candidate = (base / Path(relative).expanduser()).resolve()
     if not candidate.is_relative_to(base):
-        prefix = f"{where}: " if where else ""
         raise DataError(
             f"{prefix}{str(relative)!r} resolves to {candidate}, outside the data root {base} "
             "(through '..', an absolute path or a symbolic link); refusing to read it"

@@ -22,6 +22,10 @@ def test_resolve_within_refuses_escapes(tmp_path):
         with pytest.raises(DataError, match="outside the data root") as e:
             resolve_within(root, bad, where="manifest.csv, line 3")
         assert "manifest.csv, line 3" in str(e.value)
+    # a NUL byte (a corrupt listing) is a DataError naming the place too, not the OS's ValueError
+    with pytest.raises(DataError, match="NUL byte") as e:
+        resolve_within(root, "sub/a\x00.csv", where="metadata.csv, line 2")
+    assert "metadata.csv, line 2" in str(e.value)
 
 
 def test_check_data_dir(tmp_path):
