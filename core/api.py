@@ -167,7 +167,10 @@ methods).
 depend on their own input row only: an evaluation anonymizes each data set once, in shards run as separate
 cached tasks, and takes every part's rows from it; checked by the conformance check ``rows_independent``), and
 ``Recognizer.embeds_per_sample`` (a fixed encoder: the ``[templates]`` stage embeds each data set once, in shards,
-and takes every split's templates from it)."""
+and takes every split's templates from it).
+
+1.10 added ``Selector.reads_payloads`` (``False`` for a selector of subjects or attributes alone, such as a random
+draw: an evaluation gives it its tables without their payloads)."""
 
 # name -> (module, attribute or None for the module itself), imported on first access
 _LAZY: dict[str, tuple[str, str | None]] = {

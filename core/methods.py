@@ -1175,9 +1175,14 @@ class UtilityMeasure(Method):
 
 @attrs.define(kw_only=True)
 class Selector(Method):
-    """Chooses ``n`` subjects of the anonymized evaluation set (the False Sense of Privacy paper §4.3.3)."""
+    """Chooses ``n`` subjects of the anonymized evaluation set (the False Sense of Privacy paper §4.3.3).
+
+    ``reads_payloads`` (API 1.10): ``False`` for a selector that looks only at the subjects and the attributes
+    (a random draw, metadata): an evaluation then gives it the tables without their payloads, and reads and
+    copies none of them."""
 
     kind: ClassVar[str] = "selector"
+    reads_payloads: ClassVar[bool] = True
 
     def select(self, table: Any, n: int, *, attacker: Any = None) -> list[str]:
         raise NotImplementedError

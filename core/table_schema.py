@@ -139,6 +139,39 @@ def not_utf8_problem(values: Iterable[Any], what: str) -> str | None:
     return None
 
 
+def take_rows(table: pa.Table, rows: Any) -> pa.Table:
+    """``table.take(rows)`` (``rows``: row positions) that copies only the rows taken.
+
+    Arrow's take of a table whose payload columns come in several chunks (a table read as the concatenation of
+    stored shards) first concatenates all the chunks: it copies the whole table to take even one row. Here
+    each chunk gives its own rows; rows not in increasing order are then put in order by a take of the rows
+    taken alone."""
+    if all(col.num_chunks <= 1 for col in table.columns):
+        return table.take(pa.array(np.asarray(rows, dtype=np.int64)))
+    idx = np.asarray(rows, dtype=np.int64)
+    if idx.ndim != 1:
+        raise TableError(f"take_rows needs a 1-D array of row positions, got shape {idx.shape}")
+    if idx.size and (idx.min() < 0 or idx.max() >= table.num_rows):
+        raise TableError(f"take_rows: row positions out of range [0, {table.num_rows})")
+    order = None
+    if idx.size > 1 and np.any(np.diff(idx) < 0):
+        order = np.argsort(idx, kind="stable")
+        idx = idx[order]
+    batches = table.to_batches()  # zero-copy slices, their boundaries the same in every column
+    starts = np.cumsum([0] + [b.num_rows for b in batches])
+    which = np.searchsorted(starts, idx, side="right") - 1
+    parts = []
+    for group in np.split(np.arange(idx.size), np.flatnonzero(np.diff(which)) + 1) if idx.size else ():
+        b = int(which[group[0]])
+        parts.append(batches[b].take(pa.array(idx[group] - starts[b])))
+    out = pa.Table.from_batches(parts, schema=table.schema)
+    if order is not None:  # back to the order asked for
+        inverse = np.empty_like(order)
+        inverse[order] = np.arange(order.size)
+        out = out.combine_chunks().take(pa.array(inverse))
+    return out
+
+
 def _tensor_array(arr: np.ndarray, name: str) -> pa.Array:
     """(N, *shape) ndarray -> fixed_shape_tensor extension array (zero-copy for C-contiguous numeric input)."""
     if arr.ndim < 2:

@@ -24,6 +24,7 @@ from .table_schema import (
     _dump_meta,
     _fmt_list,
     _type_desc,
+    take_rows,
 )
 
 if TYPE_CHECKING:  # annotations only: table.py imports this module, not the other way round
@@ -78,7 +79,7 @@ def take(table: SampleTable, indices: Any) -> SampleTable:
             raise TableError(f"take() needs a 1-D integer array, got dtype {idx.dtype} shape {idx.shape}")
         if idx.size and (idx.min() < 0 or idx.max() >= table.num_rows):
             raise TableError(f"take() indices out of range [0, {table.num_rows})")
-        indices = pa.array(idx)
+        return type(table)(take_rows(table.arrow, idx), validate=False)
     try:
         return type(table)(table.arrow.take(indices), validate=False)
     except (pa.ArrowException, IndexError) as e:

@@ -118,6 +118,7 @@ class RandomSelection(Selector):
 
     id: ClassVar[str] = "any.select_random"
     payloads: ClassVar[tuple[str, ...]] = ("*",)
+    reads_payloads: ClassVar[bool] = False
 
     seed: int = param(0, help="random seed")
 
@@ -243,6 +244,7 @@ class MetadataSelection(Selector):
     id: ClassVar[str] = "any.select_metadata"
     attribute_params: ClassVar[tuple[str, ...]] = ("attributes",)
     payloads: ClassVar[tuple[str, ...]] = ("*",)
+    reads_payloads: ClassVar[bool] = False
 
     attributes: tuple[str, ...] = param((), help="attribute names to use (empty = all)")
     seed: int = param(0, help="random seed breaking ties between subjects with equal metadata")

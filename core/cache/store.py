@@ -33,6 +33,7 @@ import pyarrow.fs as pafs
 
 from bioanon.errors import CacheError
 from bioanon.fileio import fsync_dir, pid_running
+from bioanon.table_schema import take_rows
 
 from .keys import _as_table
 from .pcm16 import batch_rows, decode_pcm16, encode_pcm16, encoded, read_options, with_row_batches
@@ -146,6 +147,16 @@ def _checked_take(take: np.ndarray, n_rows: int) -> np.ndarray:
     if take.size and (take.min() < 0 or take.max() >= n_rows):
         raise CacheError(f"get_table: take holds positions outside the table's {n_rows} rows")
     return take
+
+
+def column_names(schema: pa.Schema, columns: Sequence[str]) -> list[str]:
+    """The names ``columns`` stands for in ``schema``, in the order given: a name ending in ``*`` stands for every
+    column that starts with the rest (in the schema's order); other names are kept (a missing one fails where
+    it is read)."""
+    out: list[str] = []
+    for c in columns:
+        out += [n for n in schema.names if n.startswith(c[:-1])] if c.endswith("*") else [c]
+    return list(dict.fromkeys(out))
 
 
 def _wrap_table(tbl: pa.Table) -> Any:
@@ -456,7 +467,7 @@ class Cache:
         reader = pa.ipc.open_file(source)
         packed = encoded(reader.schema)
         if packed and columns is not None:
-            reader = pa.ipc.open_file(source, options=read_options(reader.schema, columns))
+            reader = pa.ipc.open_file(source, options=read_options(reader.schema, column_names(reader.schema, columns)))
         meta = reader.schema.metadata or {}
         plain = _ROWS_OF not in meta and _CONCAT_OF not in meta
         if rows is not None and plain and packed:
@@ -599,7 +610,7 @@ class Cache:
         if take is not None:
             rows = rows[_checked_take(take, rows.size)]
         taken = base_tbl if rows.size == base_tbl.num_rows and np.array_equal(rows, np.arange(rows.size)) else None
-        taken = base_tbl.take(pa.array(rows)) if taken is None else taken  # all rows in order: memory-mapped as is
+        taken = take_rows(base_tbl, rows) if taken is None else taken  # all rows in order: memory-mapped as is
         if meta.pop(_HAS_META) == b"1":
             taken = taken.replace_schema_metadata(meta)
         return _wrap_table(taken)
@@ -617,9 +628,11 @@ class Cache:
         An unreadable entry (truncated, corrupt) is moved aside as ``*.corrupt`` with a
         :class:`CacheWarning` and counts as a miss. A row selection (:meth:`put_rows`) gives its base table's
         rows. ``columns``: only these columns (e.g. ``("subject", "sample_id")``), so a row selection copies
-        none of the payloads. ``rows`` (start, stop): only the rows ``[start, stop)`` (of 16-bit audio stored
-        compact, only those are decompressed). ``take``: only the rows at these positions, in this order (of a
-        row selection, only they are copied from its base table; not with ``rows``).
+        none of the payloads; a name ending in ``*`` stands for every column that starts with the rest
+        (``"attr.*"``: all attributes, none when there are none). ``rows`` (start, stop): only the rows
+        ``[start, stop)`` (of 16-bit audio stored compact, only those are decompressed). ``take``: only the rows
+        at these positions, in this order (of a row selection or a concatenation, only they are copied; not with
+        ``rows``).
         """
         if rows is not None and not 0 <= rows[0] <= rows[1]:
             raise CacheError(f"get_table: rows {rows} is not a range (start, stop) with 0 <= start <= stop")
@@ -636,7 +649,7 @@ class Cache:
             if held is not None:
                 self._touch(path)
                 self._count("hits")
-                return _wrap_table(held if take is None else held.take(pa.array(_checked_take(take, held.num_rows))))
+                return _wrap_table(held if take is None else take_rows(held, _checked_take(take, held.num_rows)))
         stat = None
         try:
             tbl, stat = self._open_verified(path, columns, rows)
@@ -665,15 +678,17 @@ class Cache:
                 return resolved
             whole = resolved.arrow if hasattr(resolved, "arrow") else resolved
             if take is not None:
-                return _wrap_table(whole.take(pa.array(_checked_take(take, whole.num_rows))))
+                return _wrap_table(take_rows(whole, _checked_take(take, whole.num_rows)))
             start, stop = cast(tuple[int, int], rows)
             return _wrap_table(whole.slice(start, stop - start))
         self._count("hits")
         if take is not None:  # a memory-mapped table: only the rows taken are copied
-            tbl = tbl.take(pa.array(_checked_take(take, tbl.num_rows)))
+            tbl = take_rows(tbl, _checked_take(take, tbl.num_rows))
+        if columns is not None:
+            tbl = tbl.select(column_names(tbl.schema, columns))
         if not encoded(tbl.schema):
-            return _wrap_table(tbl if columns is None else tbl.select(list(columns)))
-        decoded = decode_pcm16(tbl if columns is None else tbl.select(list(columns)))
+            return _wrap_table(tbl)
+        decoded = decode_pcm16(tbl)
         if columns is None and rows is None and take is None:
             self._remember_decoded(path, decoded)
         return _wrap_table(decoded)

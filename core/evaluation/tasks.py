@@ -769,8 +769,13 @@ def select(
     cache: Cache, *, context: RunContext, method: dict[str, Any], n: int, evaluation: str, attacker: str, key: str
 ) -> dict[str, Any]:
     """Select n subjects of the anonymized evaluation set (the selector may train on the anonymized attacker set)."""
+    from ..table import ATTR_PREFIX
+
     m = cast(Selector, _create(context, method))
-    subjects = m.select(_table(cache, evaluation), n, attacker=_table(cache, attacker))
+    columns = None if m.reads_payloads else ("subject", "sample_id", ATTR_PREFIX + "*")  # no payload read
+    subjects = m.select(
+        _table(cache, evaluation, columns=columns), n, attacker=_table(cache, attacker, columns=columns)
+    )
     return {"subjects": [str(s) for s in subjects]}
 
 

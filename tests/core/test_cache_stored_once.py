@@ -211,3 +211,118 @@ def test_the_split_copies_no_payload_and_falls_back_to_copies_where_rows_repeat(
         for p in sorted((tmp_path / "b").glob("tables/*/*.arrow"))
     ]
     assert sum("features" in names for names in stored) >= 1 + 3  # the data set and its 3 parts as copies
+
+
+def _big_table(n: int = 600, width: int = 2000):
+    from bioanon.api import SampleTable
+
+    return SampleTable.from_arrays(
+        subject=np.repeat(np.arange(n // 10).astype(str), 10),
+        sample_id=[f"y{i}" for i in range(n)],
+        payloads={"features": np.arange(n * width, dtype=np.float32).reshape(n, width)},
+    )
+
+
+_POOLS: list[object] = []  # a pool outlives the buffers it allocated (freeing them later needs it)
+
+
+def _arrow_bytes_at_most(fn):
+    """(fn(), the most bytes Arrow held at once while it ran)."""
+    previous = pa.default_memory_pool()
+    counted = pa.proxy_memory_pool(previous)
+    _POOLS.append(counted)
+    pa.set_memory_pool(counted)
+    try:
+        out = fn()
+    finally:
+        pa.set_memory_pool(previous)
+    return out, counted.max_memory()
+
+
+@pytest.mark.parametrize("want", [[5, 305, 6], [599, 0], [], [300, 300, 2, 301]])
+def test_rows_of_stored_shards_are_taken_without_copying_the_whole(tmp_path, want):
+    """A table read as the concatenation of its shards (a per-sample anonymization) comes in chunks; Arrow's own
+    take of a chunked payload copies every chunk first. Taking rows of it, or of a row selection of it, copies
+    only those rows, in the order asked for."""
+    cache = Cache(tmp_path)
+    table = _big_table()
+    cache.put_table("a1" * 16, table.arrow.slice(0, 300))
+    cache.put_table("a2" * 16, table.arrow.slice(300, 300))
+    cache.put_concat("cc" * 16, ["a1" * 16, "a2" * 16])
+    cache.put_rows("dd" * 16, "cc" * 16, np.arange(600)[::-1])
+    row_bytes = 2000 * 4
+    got, held = _arrow_bytes_at_most(lambda: cache.get_table("cc" * 16, take=want))
+    assert got.sample_ids.tolist() == [f"y{i}" for i in want]
+    np.testing.assert_array_equal(got.payload("features"), table.payload("features")[want])
+    assert held <= 3 * row_bytes * max(len(want), 1) + 2**16, held  # not 600 rows
+    got, held = _arrow_bytes_at_most(lambda: cache.get_table("dd" * 16, take=want))
+    assert got.sample_ids.tolist() == [f"y{599 - i}" for i in want]
+    assert held <= 3 * row_bytes * max(len(want), 1) + 2**16, held
+    whole = cache.get_table("cc" * 16)
+    assert whole.arrow.column("features").num_chunks == 2
+    taken, held = _arrow_bytes_at_most(lambda: whole.take(want))
+    assert taken.sample_ids.tolist() == [f"y{i}" for i in want] and held <= 3 * row_bytes * max(len(want), 1) + 2**16
+
+
+def test_take_rows_is_arrows_take_on_any_chunking():
+    """``take_rows`` gives what Arrow's take gives, whatever the chunks and the order of the rows (repeats
+    included); positions outside the table are refused."""
+    from bioanon.errors import TableError
+    from bioanon.table_schema import take_rows
+
+    rng = np.random.default_rng(0)
+    tbl = pa.table({"x": np.arange(50), "s": [f"s{i}" for i in range(50)]})
+    chunked = pa.concat_tables([tbl.slice(0, 7), tbl.slice(7, 0), tbl.slice(7, 30), tbl.slice(37)])
+    for rows in (rng.integers(0, 50, 40), np.arange(50), np.arange(50)[::-1], np.array([], np.int64), [3, 3, 3]):
+        assert take_rows(chunked, rows).equals(tbl.take(pa.array(np.asarray(rows, np.int64))))
+    with pytest.raises(TableError, match="out of range"):
+        take_rows(chunked, [50])
+
+
+def test_a_selector_of_subjects_alone_reads_no_payload(tmp_path, monkeypatch):
+    """A selector that declares ``reads_payloads = False`` (a random draw) gets its tables without payload
+    columns: nothing of the anonymized payloads is read for it. Others get the payloads."""
+    from bioanon.builtin.selectors import DistinctiveSelection, RandomSelection
+
+    seen: dict[str, list[list[str]]] = {}
+
+    def spy(cls):
+        real = cls.select
+
+        def select(self, table, n, *, attacker=None):
+            seen.setdefault(cls.id, []).append(table.payload_names + (attacker.payload_names if attacker else []))
+            return real(self, table, n, attacker=attacker)
+
+        monkeypatch.setattr(cls, "select", select)
+
+    spy(RandomSelection)
+    spy(DistinctiveSelection)
+    cfg = _config()
+    cfg["selection"] = {"selectors": ["random", "distinctive"], "subject_counts": [3], "random_draws": 1}
+    r = bioanon.evaluate(cfg, out_dir=None, cache=Cache(tmp_path / "c"), progress=False, report=False)
+    assert len(r.metrics)
+    assert seen["any.select_random"] and all(names == [] for names in seen["any.select_random"])
+    assert seen["any.select_distinctive"] and all("features" in n for n in seen["any.select_distinctive"])
+
+
+def test_a_column_pattern_reads_every_column_it_names(tmp_path):
+    """``get_table(columns=...)``: a name ending in ``*`` stands for every column starting with the rest, of a
+    plain table and of a row selection; an exact name that is missing is still an error."""
+    from bioanon.api import SampleTable
+
+    cache = Cache(tmp_path)
+    table = SampleTable.from_arrays(
+        subject=["a", "b", "c"],
+        sample_id=["x", "y", "z"],
+        payloads={"features": np.zeros((3, 4), np.float32)},
+        attributes={"age": [1, 2, 3], "group": ["u", "v", "u"]},
+    )
+    cache.put_table("ee" * 16, table)
+    cache.put_rows("ff" * 16, "ee" * 16, [2, 0])
+    for key, ids in (("ee" * 16, ["x", "y", "z"]), ("ff" * 16, ["z", "x"])):
+        got = cache.get_table(key, columns=("subject", "sample_id", "attr.*"))
+        assert got.arrow.column_names == ["subject", "sample_id", "attr.age", "attr.group"]
+        assert got.sample_ids.tolist() == ids and got.payload_names == []
+        assert cache.get_table(key, columns=("sample_id", "nothing.*")).arrow.column_names == ["sample_id"]
+    with pytest.raises(KeyError):
+        cache.get_table("ee" * 16, columns=("subject", "missing"))
