@@ -265,7 +265,10 @@ class OvoSvc:
         self.rho_ = np.zeros(len(first))
         self.n_iter_ = np.zeros(len(first), dtype=np.int64)
         xs = x[order]
-        per_batch = max(1, BATCH_BYTES // (8 * n_max * n_max))
+        # the kernel of every pair's problem is read from the kernel of the whole set when that is small (a
+        # gallery: no (pairs, n, features) stack of samples is ever made), else computed batch by batch
+        whole = self._kernel(xs, xs) if 8 * len(xs) ** 2 <= BATCH_BYTES else None
+        per_batch = max(1, BATCH_BYTES // (8 * n_max * (n_max if whole is not None else max(n_max, x.shape[1]))))
         lane = np.arange(n_max)
         for lo in range(0, len(first), per_batch):
             a, b = first[lo : lo + per_batch], second[lo : lo + per_batch]
@@ -275,8 +278,7 @@ class OvoSvc:
             idx = np.where(in_a, starts[a][:, None] + lane, starts[b][:, None] + lane - na[:, None])
             idx = np.where(valid, idx, 0)
             yb = np.where(valid, np.where(in_a, 1.0, -1.0), 0.0)
-            xb = xs[idx]  # (B, n, d)
-            kb = self._batch_kernel(xb)
+            kb = whole[idx[:, :, None], idx[:, None, :]] if whole is not None else self._batch_kernel(xs[idx])
             q = kb * (yb[:, :, None] * yb[:, None, :])
             alpha, rho, steps = smo(q, yb, valid, self.C, self.tol, self.max_iter)
             self.rho_[lo : lo + len(a)] = rho
