@@ -1478,7 +1478,7 @@ def _evaluate(
     report: bool,
     started: float,
 ) -> EvaluationResult:
-    from ..executors import DaskExecutor, LocalExecutor
+    from ..executors import DaskExecutor, LocalExecutor, free_memory_returned
 
     cache = cache if isinstance(cache, Cache) else Cache(cache)
     context.cache, context.device = cache, cfg.run.device or ""
@@ -1501,6 +1501,7 @@ def _evaluate(
             )
             executor.start_workers_early()  # its workers' fork server imports while this process reads the data
         table, dataset_key = import_data(cfg, data, cache)
+        free_memory_returned()  # what reading the files left in the allocator's heap
         dataset_key = dataset_key or data_key
         raise_problems(data_problems(cfg, table), f"config {cfg.name!r} does not suit its data")
         data_bytes = int(table.arrow.nbytes)
