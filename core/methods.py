@@ -1059,7 +1059,9 @@ class FeatureRecognizer(Recognizer):
 
     def fit(self, train: Any, label: str = "subject") -> FeatureRecognizer:
         self.fit_features(train)
-        self.inner_ = self.inner_recognizer().fit(self.feature_table(train), label)
+        features = self.feature_table(train)
+        del train  # the samples can go while the inner recognizer fits, unless the caller still holds them
+        self.inner_ = self.inner_recognizer().fit(features, label)
         return self
 
     def enroll(self, gallery: Any, label: str = "subject") -> FeatureRecognizer:

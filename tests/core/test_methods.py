@@ -196,3 +196,46 @@ def test_parameters_are_checked_on_assignment_too():
         p.kernel = "cubic"
     p.kernel = "rbf"
     assert p.fingerprint() == bioanon.get_method("any.pca_svm", kernel="rbf").fingerprint()
+
+
+def test_a_feature_recognizer_lets_its_training_samples_go_before_the_inner_fit():
+    """``FeatureRecognizer.fit`` holds the training table only until its features are extracted: while the
+    inner recognizer fits (a PCA of the features), the samples are freed unless the caller keeps them."""
+    import gc
+    import weakref
+
+    from bioanon.builtin.recognizers import CentroidRecognizer
+    from bioanon.methods import FeatureRecognizer
+    from bioanon.testing import make_table
+
+    made: list[weakref.ref] = []
+    alive: list[bool] = []
+
+    @attrs.define(kw_only=True)
+    class Inner(CentroidRecognizer):
+        def fit(self, train, label="subject"):
+            gc.collect()
+            alive.append(made[-1]() is not None)
+            return super().fit(train, label)
+
+    @attrs.define(kw_only=True)
+    class Halves(FeatureRecognizer):
+        id: ClassVar[str] = "test.halves"
+
+        def inner_recognizer(self):
+            return Inner()
+
+        def feature_table(self, table):
+            x = table.payload("features")
+            return table.with_payload("features", x[:, : x.shape[1] // 2])
+
+    def samples(seed):
+        table = make_table(n_subjects=4, samples_per_subject=3, seed=seed)
+        made.append(weakref.ref(table.arrow))  # (a SampleTable has no weak references; its Arrow table has)
+        return table
+
+    Halves().fit(samples(0))  # nobody else holds the training table
+    kept = samples(1)
+    Halves().fit(kept)
+    assert alive == [False, True]
+    assert len(kept) == 12
