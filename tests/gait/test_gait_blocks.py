@@ -40,7 +40,7 @@ def test_resample_stream_reads_one_block_at_a_time_and_equals_resample_ragged(mo
 
 
 def test_flatten_features_in_blocks_equal_the_whole_set(monkeypatch):
-    monkeypatch.setattr(feat, "_BLOCK", 4)
+    monkeypatch.setattr(feat, "_BLOCK_BYTES", 4 * 9 * 5 * 3 * 8)  # 4 sequences a block
     x = (np.random.default_rng(1).normal(size=(11, 9, 5, 3)) * 300 + 1000).astype(np.float32)
     for centering in ("frame", "sequence", "none"):
         whole = np.asarray(x, np.float64)

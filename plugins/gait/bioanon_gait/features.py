@@ -32,7 +32,7 @@ SIGNS_HELP = (
     "or the sign scikit-learn's PCA gives each sequence (svd: SEBA's attacker, weaker)"
 )
 
-_BLOCK = 256  # sequences centred at once by GaitFeatures.transform (flatten)
+_BLOCK_BYTES = 4 * 2**20  # float64 bytes of the sequences GaitFeatures.transform (flatten) centres at once
 FEATURES_HELP = "flatten: all root-relative poses; simple: first principal pose directions + mean pose"
 CENTERING_HELP = (
     "translation invariance: subtract each frame's joint centroid (frame), the sequence mean "
@@ -115,9 +115,9 @@ class GaitFeatures:
     def transform(self, x: np.ndarray) -> np.ndarray:
         if self.kind == "flatten":  # sample by sample, so in blocks: no float64 copy of the whole set
             out = np.empty((len(x), int(np.prod(x.shape[1:]))), np.float32)
-            for start in range(0, len(x), _BLOCK):
-                c = center(x[start : start + _BLOCK], self.centering)
-                out[start : start + _BLOCK] = c.reshape(len(c), -1)
+            block = max(1, _BLOCK_BYTES // (8 * max(out.shape[1], 1)))
+            for start in range(0, len(x), block):
+                out[start : start + block] = center(x[start : start + block], self.centering).reshape(-1, out.shape[1])
             return out
         c = center(x, self.centering)
         v, mean = principal_directions(c, self.n_pcs)
