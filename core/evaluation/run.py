@@ -1442,9 +1442,10 @@ def _evaluate_in(
     started = time.time()
     check_run_id(run_id)  # a plain folder name, before any work
     from ..device import using_device
-    from ..executors import arrow_memory_returned_when_freed
+    from ..executors import arrow_memory_returned_when_freed, large_buffers_returned
 
     arrow_memory_returned_when_freed()
+    large_buffers_returned()
 
     cfg = config if isinstance(config, EvalConfig) else load_config(config, registry=context.registry)
     if config is cfg:  # given validated: what could have changed since (e.g. attrs.evolve of its rates)

@@ -881,7 +881,6 @@ def score(
     kinds = {enrol_kind, probe_kind}
     if on_enrolment:
         kinds |= {"clear", "anon"} if train_kind.startswith("mix:") else {train_kind}
-    evaluation = {k: _needed_rows(cache, sets[f"{k}_evaluation"], needed) for k in sorted(kinds)}
     rec: Any = None  # fitted per selection with attacker_fit = "enrolment"
     if not on_enrolment:
         attacker = {
@@ -896,6 +895,8 @@ def score(
             train = attacker[train_kind]
         train_id = _training_id(train_kind, sets, mix_seed)
         rec = context.fit(recognizer, train_id, label, train, affinity=fit_affinity(recognizer, train_id, label))
+    # the selected subjects' samples, read once the attacker's training data are gone
+    evaluation = {k: _needed_rows(cache, sets[f"{k}_evaluation"], needed) for k in sorted(kinds)}
     rows: list[dict[str, Any]] = []
     groups_out: list[dict[str, Any]] = []
     probes_out: dict[str, str] = {}
