@@ -57,7 +57,7 @@ class DamagedEntry(ValueError):
 
 _HEADER = b"bioanon-cache sha256="  # first line of a JSON or blob entry: the header, 64 hex digits, a newline
 _SUM_SUFFIX = ".sha256"  # beside a table entry: the SHA-256 of its bytes (64 hex digits)
-_HASH_CHUNK = 8 << 20
+_HASH_CHUNK = 1 << 20
 _VERIFIED: dict[str, tuple[int, int, int]] = {}  # local table path -> (inode, size, mtime) whose hash was checked
 _VERIFIED_LOCK = threading.Lock()
 # local table path -> ((inode, size, mtime), a weak reference to its decoded table) for the tables stored in the
@@ -87,12 +87,17 @@ def _unframe(raw: bytes) -> bytes:
 
 
 def _sha256_stream(stream: Any) -> str:
+    """The SHA-256 of what ``stream`` reads, through one reused buffer where it reads into one."""
     h = hashlib.sha256()
-    while True:
-        chunk = stream.read(_HASH_CHUNK)
-        if not chunk:
-            return h.hexdigest()
+    if hasattr(stream, "readinto"):
+        buf = bytearray(_HASH_CHUNK)
+        view = memoryview(buf)
+        while n := stream.readinto(buf):
+            h.update(view[:n])
+        return h.hexdigest()
+    while chunk := stream.read(_HASH_CHUNK):
         h.update(chunk)
+    return h.hexdigest()
 
 
 def format_bytes(n: float) -> str:
