@@ -8,79 +8,64 @@ import textwrap
 
 import pytest
 
+pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="resident memory read from /proc (Linux)")
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="resident memory read from /proc (Linux)")
+#: run first in each probe: glibc or a skip, and the process's anonymous resident memory in MiB
+PREAMBLE = """
+import ctypes, os, numpy as np
+from bioanon import executors
+
+if executors._glibc() is None:
+    print("skip: not glibc")
+    raise SystemExit(0)
+os.environ.pop("MALLOC_MMAP_THRESHOLD_", None)
+
+def anon_mib():
+    for line in open("/proc/self/status"):
+        if line.startswith("RssAnon"):
+            return int(line.split()[1]) / 1024
+"""
+
+
+def _freed_mib(body: str) -> float:
+    """The MiB a probe (``body`` after :data:`PREAMBLE`, printing ``freed <MiB>``) saw given back."""
+    code = PREAMBLE + textwrap.dedent(body)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    if out.stdout.startswith("skip"):
+        pytest.skip("the C library is not glibc (no malloc_trim, no mallopt)")
+    return float(out.stdout.split()[-1])
+
+
 def test_freed_heap_memory_is_given_back_to_the_system() -> None:
     """Buffers below the allocator's mapping threshold live in its heap; freed between live ones, they stay
     resident until :func:`bioanon.executors.free_memory_returned` gives their pages back."""
-    code = textwrap.dedent(
+    freed = _freed_mib(
         """
-        import ctypes, numpy as np
-        from bioanon.executors import free_memory_returned
-
-        try:
-            ctypes.CDLL(None).malloc_trim
-        except AttributeError:
-            print("skip: not glibc")
-            raise SystemExit(0)
-
-        def anon_mib():
-            for line in open("/proc/self/status"):
-                if line.startswith("RssAnon"):
-                    return int(line.split()[1]) / 1024
-
         chunks = [np.ones(100 * 1024 // 8) for _ in range(600)]  # 100 KiB each: from the heap
         keep = chunks[::10]  # live ones between the freed: the heap's top cannot shrink
         del chunks
         before = anon_mib()
-        free_memory_returned()
-        after = anon_mib()
-        print(f"freed {before - after:.1f}")
+        executors.free_memory_returned()
+        print(f"freed {before - anon_mib():.1f}")
         """
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    if out.stdout.startswith("skip"):
-        pytest.skip("the C library is not glibc (no malloc_trim)")
-    freed = float(out.stdout.split()[-1])
-    assert freed > 20, out.stdout  # of the 54 MiB freed in the heap's holes
+    assert freed > 20  # of the 54 MiB freed in the heap's holes
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="resident memory read from /proc (Linux)")
 def test_large_buffers_go_back_to_the_system_when_freed() -> None:
     """After a large buffer was freed, glibc by default serves every buffer below that size from its heap, where
     freed memory stays resident; :func:`bioanon.executors.large_buffers_returned` keeps buffers from 1 MiB on
     mapped on their own, so freeing them returns their memory at once."""
-    code = textwrap.dedent(
+    freed = _freed_mib(
         """
-        import ctypes, os, numpy as np
-        from bioanon.executors import large_buffers_returned
-
-        try:
-            ctypes.CDLL(None).mallopt
-        except AttributeError:
-            print("skip: not glibc")
-            raise SystemExit(0)
-        os.environ.pop("MALLOC_MMAP_THRESHOLD_", None)
-
-        def anon_mib():
-            for line in open("/proc/self/status"):
-                if line.startswith("RssAnon"):
-                    return int(line.split()[1]) / 1024
-
-        large_buffers_returned()
+        executors.large_buffers_returned()
         big = np.ones(28 * 2**20 // 8)  # freed: glibc would now serve anything below 28 MiB from its heap
         del big
         arrays = [np.ones(2 * 2**20 // 8) for _ in range(40)]
         before = anon_mib()
         del arrays[::2]  # 40 MiB freed between live buffers
-        after = anon_mib()
-        print(f"freed {before - after:.1f}")
+        print(f"freed {before - anon_mib():.1f}")
         """
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr[-2000:]
-    if out.stdout.startswith("skip"):
-        pytest.skip("the C library is not glibc (no mallopt)")
-    freed = float(out.stdout.split()[-1])
-    assert freed > 30, out.stdout
+    assert freed > 30
