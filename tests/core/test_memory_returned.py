@@ -55,14 +55,14 @@ def test_freed_heap_memory_is_given_back_to_the_system() -> None:
 
 def test_large_buffers_go_back_to_the_system_when_freed() -> None:
     """After a large buffer was freed, glibc by default serves every buffer below that size from its heap, where
-    freed memory stays resident; :func:`bioanon.executors.large_buffers_returned` keeps buffers from 1 MiB on
+    freed memory stays resident; :func:`bioanon.executors.large_buffers_returned` keeps buffers from 8 MiB on
     mapped on their own, so freeing them returns their memory at once."""
     freed = _freed_mib(
         """
         executors.large_buffers_returned()
         big = np.ones(28 * 2**20 // 8)  # freed: glibc would now serve anything below 28 MiB from its heap
         del big
-        arrays = [np.ones(2 * 2**20 // 8) for _ in range(40)]
+        arrays = [np.ones(executors.MMAP_THRESHOLD // 8) for _ in range(10)]
         before = anon_mib()
         del arrays[::2]  # 40 MiB freed between live buffers
         print(f"freed {before - anon_mib():.1f}")
