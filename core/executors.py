@@ -531,7 +531,9 @@ def arrow_memory_returned_when_freed() -> None:
 _LIBC: Any = None
 #: buffers from this size on get memory of their own from C's allocator (see :func:`large_buffers_returned`)
 MMAP_THRESHOLD = 8 * 2**20
-_M_MMAP_THRESHOLD = -3  # glibc's mallopt parameter
+#: free memory the allocator's heap may keep at its top before giving it back (see :func:`large_buffers_returned`)
+TRIM_THRESHOLD = 16 * 2**20
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters
 
 
 def _glibc() -> Any:
@@ -565,14 +567,17 @@ def large_buffers_returned() -> None:
     which goes back to the system as soon as the buffer is freed. glibc does so by default only above a
     threshold that it raises to the size of the largest such buffer freed so far (up to 32 MiB): once a task
     had freed a 28 MiB feature matrix, every numpy and Arrow buffer below that size came from its heap, where
-    freed memory stays resident. In the SEBA-shaped gait case that kept 40 MiB more at the peak (315 against
-    275 MiB). Buffers below 8 MiB stay in the heap, where a loop's temporaries reuse memory already mapped: at
-    1 MiB the case spent 20 % longer faulting fresh pages in, at 8 MiB 4 %. Does nothing where
-    ``MALLOC_MMAP_THRESHOLD_`` is set (the user's choice) or off glibc. Called by :func:`bioanon.evaluate` and
-    in every worker."""
+    freed memory stays resident. In the SEBA-shaped gait case that kept 60 MiB more at the peak (338 against
+    278 MiB). Smaller buffers stay in the heap, which keeps up to :data:`TRIM_THRESHOLD` free at its top, so
+    that a loop's temporaries reuse memory already mapped (fixing the first threshold alone left glibc's
+    default of 128 KiB for the second: the case then spent 20 % longer faulting pages in). Does nothing where
+    ``MALLOC_MMAP_THRESHOLD_`` or ``MALLOC_TRIM_THRESHOLD_`` is set (the user's choice) or off glibc. Called by
+    :func:`bioanon.evaluate` and in every worker."""
     libc = _glibc()
-    if libc is not None and "MALLOC_MMAP_THRESHOLD_" not in os.environ:
-        libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    if libc is None or {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_"} & set(os.environ):
+        return
+    libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD)
+    libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD)
 
 
 def _init_worker(threads: int) -> None:

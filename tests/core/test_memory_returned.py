@@ -19,6 +19,7 @@ if executors._glibc() is None:
     print("skip: not glibc")
     raise SystemExit(0)
 os.environ.pop("MALLOC_MMAP_THRESHOLD_", None)
+os.environ.pop("MALLOC_TRIM_THRESHOLD_", None)
 
 def anon_mib():
     for line in open("/proc/self/status"):
