@@ -309,9 +309,13 @@ class FeatureSpace:
         def directions(k: int) -> np.ndarray:
             out = np.empty((d, k), np.float32)
             if k and s[0] > 0:
-                uk = u[:, :k] / s[:k]
-                for cols, xb in standardized_blocks():
-                    out[cols] = xb.T @ uk
+                # in float32, as they are kept: twice as fast as in float64 (the Gram matrix, whose eigenvectors
+                # decide the directions, stays float64)
+                uk = (u[:, :k] / s[:k]).astype(np.float32)
+                for cols in column_blocks(d, n):
+                    xb = x[:, cols] - mean[cols]
+                    xb /= scale[cols]
+                    np.matmul(xb.T, uk, out=out[cols])
             else:  # an all-constant set: no direction at all
                 out[:] = 0.0
             return out
