@@ -9,6 +9,8 @@ sample). YAML is read with the safe loader only (libyaml's C loader where instal
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import os
 from pathlib import Path
@@ -19,10 +21,15 @@ from .errors import MissingDependencyError, TableError
 __all__ = ["read_seba_yaml", "seba_attributes", "seba_sample_attributes", "seba_set"]
 
 
+#: attribute files up to this size are parsed once per distinct text (SEBA writes thousands of equal ones)
+_SMALL_YAML = 4096
+
+
 def read_seba_yaml(path: str | os.PathLike[str], who: str = "bioanon") -> Any:
     """A SEBA YAML file read with YAML's safe loader (no Python tags; libyaml's C one where installed, several
-    times faster on SEBA's thousands of attribute files); errors name the file (and line). ``who`` names the
-    method in the message when PyYAML is missing."""
+    times faster on SEBA's thousands of attribute files); errors name the file (and line). A small file whose
+    text was met before is not parsed again (a copy of what it gave is returned). ``who`` names the method in
+    the message when PyYAML is missing."""
     try:
         import yaml
     except ImportError:
@@ -30,8 +37,12 @@ def read_seba_yaml(path: str | os.PathLike[str], who: str = "bioanon") -> Any:
             who, {"pyyaml": "pip install pyyaml"}, "it reads SEBA's YAML meta and attribute files"
         ) from None
     try:
-        with open(path, encoding="utf-8") as fh:
-            return yaml.load(fh, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe
+        with open(path, "rb") as fh:
+            raw = fh.read()
+        text = raw.decode("utf-8")
+        if len(raw) <= _SMALL_YAML:
+            return copy.deepcopy(_parsed_yaml(text))
+        return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"{path}:{mark.line + 1}" if mark is not None else str(path)
@@ -42,6 +53,14 @@ def read_seba_yaml(path: str | os.PathLike[str], who: str = "bioanon") -> Any:
         raise TableError(f"{path}: invalid YAML: nested too deeply to read") from None
     except OSError as e:
         raise TableError(f"{path}: cannot read: {e}") from None
+
+
+@functools.lru_cache(maxsize=1024)
+def _parsed_yaml(text: str) -> Any:
+    """What the safe loader makes of ``text`` (kept for the next file with the same text; never changed)."""
+    import yaml
+
+    return yaml.load(text, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # noqa: S506 - safe
 
 
 def _meta(path: Path, who: str) -> dict[str, Any]:

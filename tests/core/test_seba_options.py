@@ -404,3 +404,25 @@ def test_select_by_errors_name_the_column():
         ClassificationSelection(by="hitrate").select(_ranked_table(hitrate=missing), 2)
     with pytest.raises(ParameterError, match="order"):
         ClassificationSelection(by="hitrate", order="up")
+
+
+def test_attribute_files_of_equal_text_are_read_once_and_never_share_what_they_give(tmp_path):
+    """SEBA writes thousands of equal attribute files: a text met before is not parsed again, yet each read gives
+    its own objects (changing one never changes the next read), and an invalid one still names its file."""
+    from bioanon import seba_data
+    from bioanon.errors import TableError
+
+    seba_data._parsed_yaml.cache_clear()
+    a, b, c = (tmp_path / f"{n}.yaml" for n in "abc")
+    a.write_text("---\n{condition: fast, frames: 150, bbox: [1, 2]}\n")
+    b.write_text(a.read_text())
+    c.write_text("{condition: slow}\n")
+    first = seba_data.read_seba_yaml(a)
+    first["condition"] = "changed"
+    first["bbox"].append(3)
+    assert seba_data.read_seba_yaml(b) == {"condition": "fast", "frames": 150, "bbox": [1, 2]}
+    assert seba_data.read_seba_yaml(c) == {"condition": "slow"}
+    assert seba_data._parsed_yaml.cache_info().hits == 1  # b's text was a's
+    (tmp_path / "bad.yaml").write_text("{condition: [unclosed\n")
+    with pytest.raises(TableError, match=r"bad\.yaml:\d+: invalid YAML"):
+        seba_data.read_seba_yaml(tmp_path / "bad.yaml")
