@@ -294,11 +294,12 @@ class FeatureSpace:
             for cols in column_blocks(d, n):
                 xb = x[:, cols] - mean[cols]
                 xb /= scale[cols]
-                yield cols, xb.astype(np.float64)
+                yield cols, xb
 
         gram = np.zeros((n, n))
         total = 0.0
-        for _, xb in standardized_blocks():
+        for _, xb32 in standardized_blocks():
+            xb = xb32.astype(np.float64)
             gram += xb @ xb.T
             total += float(np.square(xb).sum())
         w, u = np.linalg.eigh(gram)
@@ -312,9 +313,7 @@ class FeatureSpace:
                 # in float32, as they are kept: twice as fast as in float64 (the Gram matrix, whose eigenvectors
                 # decide the directions, stays float64)
                 uk = (u[:, :k] / s[:k]).astype(np.float32)
-                for cols in column_blocks(d, n):
-                    xb = x[:, cols] - mean[cols]
-                    xb /= scale[cols]
+                for cols, xb in standardized_blocks():
                     np.matmul(xb.T, uk, out=out[cols])
             else:  # an all-constant set: no direction at all
                 out[:] = 0.0
