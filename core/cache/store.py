@@ -687,10 +687,10 @@ class Cache:
             start, stop = cast(tuple[int, int], rows)
             return _wrap_table(whole.slice(start, stop - start))
         self._count("hits")
+        if columns is not None:  # first (a view): the rows taken below are copied without the other columns
+            tbl = tbl.select(column_names(tbl.schema, columns))
         if take is not None:  # a memory-mapped table: only the rows taken are copied
             tbl = take_rows(tbl, _checked_take(take, tbl.num_rows))
-        if columns is not None:
-            tbl = tbl.select(column_names(tbl.schema, columns))
         if not encoded(tbl.schema):
             return _wrap_table(tbl)
         decoded = decode_pcm16(tbl)
