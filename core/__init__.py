@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from . import context as _context
 from ._version import __version__
+from .arrow_numpy import pandas_loaded_on_demand as _pandas_loaded_on_demand
 from .errors import (
     BioanonError,
     CacheError,
@@ -37,6 +38,8 @@ from .methods import (
     fitted,
     param,
 )
+
+_pandas_loaded_on_demand()
 
 if TYPE_CHECKING:  # types only
     import os

@@ -39,6 +39,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arrow_numpy import pandas_check_right
 from .errors import MissingDependencyError, TableError
 from .table_schema import (
     ATTR_PREFIX,
@@ -109,6 +110,8 @@ def _single_chunks(col: pa.ChunkedArray) -> list[pa.Array]:
 def to_pandas(table: SampleTable) -> Any:
     """The table as a :class:`pandas.DataFrame` (see :meth:`SampleTable.to_pandas`)."""
     import pandas as pd
+
+    pandas_check_right()
 
     arrow = table.arrow
     payloads = table.payload_names
@@ -183,6 +186,7 @@ def from_pandas(
     """A ``cls`` table from a :class:`pandas.DataFrame` (see :meth:`SampleTable.from_pandas`)."""
     import pandas as pd
 
+    pandas_check_right()
     if not isinstance(df, pd.DataFrame):
         raise TableError(f"from_pandas needs a pandas.DataFrame, got {type(df).__name__}")
     if sample_id not in df.columns and df.index.name == sample_id:

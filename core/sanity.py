@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .arrow_numpy import scalar, to_numpy
 from .errors import DataError
 from .table_schema import ATTR_PREFIX, LOAD_WARNINGS, SAMPLE_ID, SAMPLE_RATE
 
@@ -105,11 +106,11 @@ def _payload_problems(table: SampleTable, name: str, min_duration: float) -> lis
         if pa.types.is_fixed_size_list(arr.type):
             size = arr.type.list_size
             offsets = np.arange(len(arr) + 1, dtype=np.int64) * size
-            flat = arr.flatten().to_numpy(zero_copy_only=False)
+            flat = to_numpy(arr.flatten())
         else:
-            raw = arr.offsets.to_numpy()
+            raw = to_numpy(arr.offsets)
             offsets = (raw - raw[0]).astype(np.int64)
-            flat = arr.flatten().to_numpy(zero_copy_only=False)
+            flat = to_numpy(arr.flatten())
         lengths.append(np.diff(offsets))
         for b in range(0, flat.size, _BLOCK):
             part = flat[b : b + _BLOCK]
@@ -129,7 +130,7 @@ def _payload_problems(table: SampleTable, name: str, min_duration: float) -> lis
     if audio and min_duration > 0 and lengths:
         rate: Any = None
         if SAMPLE_RATE in table.arrow.schema.names:
-            rate = table.arrow.column(SAMPLE_RATE).to_numpy(zero_copy_only=False).astype(np.float64)
+            rate = to_numpy(table.arrow.column(SAMPLE_RATE)).astype(np.float64)
         elif isinstance(table.metadata.get("sample_rate"), (int, float)):
             rate = float(table.metadata["sample_rate"])
         if rate is not None:
@@ -144,13 +145,13 @@ def _attribute_problems(table: SampleTable, name: str) -> list[Problem]:
     """Non-finite numbers of a float attribute column; number and text cells mixed in a text column."""
     col = table.arrow.column(name)
     if pa.types.is_floating(col.type):
-        values = col.to_numpy(zero_copy_only=False)
-        bad = np.flatnonzero(~np.isfinite(values) & ~col.is_null().to_numpy(zero_copy_only=False))
+        values = to_numpy(col)
+        bad = np.flatnonzero(~np.isfinite(values) & ~to_numpy(col.is_null()))
         return [Problem(name, "non-finite values (nan/inf)", bad)] if bad.size else []
     if not (pa.types.is_string(col.type) or pa.types.is_large_string(col.type)):
         return []
-    present = col.is_valid().to_numpy(zero_copy_only=False)
-    number = pc.fill_null(pc.match_substring_regex(col, _NUMBER), False).to_numpy(zero_copy_only=False)
+    present = to_numpy(col.is_valid())
+    number = to_numpy(pc.fill_null(pc.match_substring_regex(col, _NUMBER), scalar(False)))
     text = present & ~number
     n_number, n_text = int(number.sum()), int(text.sum())
     if not n_number or not n_text:
@@ -217,7 +218,7 @@ def check_data(
     problems = find_problems(table, min_duration=min_duration)
     if not problems:
         return table
-    ids = table.arrow.column(SAMPLE_ID).to_numpy(zero_copy_only=False)
+    ids = to_numpy(table.arrow.column(SAMPLE_ID))
     lines = [p.describe(ids) for p in problems]
     if on_bad == "error":
         raise DataError(

@@ -41,6 +41,7 @@ from bioanon.errors import TableError
 
 from . import table_io as _io
 from . import table_transforms as _transforms
+from .arrow_numpy import from_values, scalar, to_numpy
 from .table_schema import (
     _BLOCK_ELEMS,
     _RESERVED,
@@ -193,7 +194,7 @@ class SampleTable:
                 np_values = np.asarray(values) if not isinstance(values, (list, tuple)) else None
                 if np_values is not None and np_values.ndim != 1:
                     raise TableError(f"attribute {col!r} must be one-dimensional, got shape {np_values.shape}")
-                arr = pa.array(values)
+                arr = from_values(values)
         except (pa.ArrowException, UnicodeEncodeError) as e:
             arrow = isinstance(values, (pa.Array, pa.ChunkedArray))
             bad = None if arrow else not_utf8_problem(values, f"attribute {col!r}: value")
@@ -254,12 +255,12 @@ class SampleTable:
     @property
     def sample_ids(self) -> np.ndarray:
         """numpy.ndarray of str (object dtype): the sample ids in row order."""
-        return cast(np.ndarray, self._column(SAMPLE_ID).to_numpy())
+        return to_numpy(self._column(SAMPLE_ID))
 
     @property
     def subjects(self) -> np.ndarray:
         """numpy.ndarray of str (object dtype): the subject of each row."""
-        return cast(np.ndarray, self._column(SUBJECT).to_numpy())
+        return to_numpy(self._column(SUBJECT))
 
     @property
     def subject_names(self) -> list[str]:
@@ -314,7 +315,7 @@ class SampleTable:
         field = self._require_payload(name)
         col = self._column(name)
         if col.null_count:
-            bad = self._rows_to_ids(np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False)))
+            bad = self._rows_to_ids(np.flatnonzero(to_numpy(col.is_null())))
             raise TableError(f"payload {name!r} has {col.null_count} null entries, e.g. samples {bad}")
         chunk = col.chunk(0) if col.num_chunks == 1 else col.combine_chunks()
         if isinstance(chunk, pa.ChunkedArray):  # pragma: no cover - pyarrow < 15 returns ChunkedArray
@@ -332,10 +333,7 @@ class SampleTable:
         vals = storage.values.slice(storage.offset * size, len(storage) * size)
         if vals.null_count:
             raise TableError(f"payload {name!r} has null values inside its tensors")
-        try:
-            flat = vals.to_numpy(zero_copy_only=True)
-        except pa.ArrowInvalid:  # e.g. bool values are bit-packed
-            flat = vals.to_numpy(zero_copy_only=False)
+        flat = to_numpy(vals)  # a view of numbers; bit-packed booleans unpacked
         return flat.reshape(len(storage), size), t
 
     def _tensor_numpy(self, name: str, chunk: pa.Array) -> np.ndarray:
@@ -348,11 +346,11 @@ class SampleTable:
 
     @staticmethod
     def _list_numpy(name: str, chunk: pa.Array) -> list[np.ndarray]:
-        offsets = chunk.offsets.to_numpy()
+        offsets = to_numpy(chunk.offsets)
         vals = chunk.values
         if vals.null_count:
             raise TableError(f"payload {name!r} has null values inside its lists")
-        flat = vals.to_numpy(zero_copy_only=True)
+        flat = to_numpy(vals)
         start = int(offsets[0]) if len(offsets) else 0
         return (
             np.split(flat[start : int(offsets[-1])] if len(offsets) else flat[:0], offsets[1:-1] - start)
@@ -389,7 +387,7 @@ class SampleTable:
         col = _attr_col(name)
         if col not in self._table.schema.names:
             raise TableError(f"no attribute column {col!r}; available: {self.attribute_names}")
-        return cast(np.ndarray, self._column(col).to_numpy())
+        return to_numpy(self._column(col))
 
     # -------------------------------------------------------------------------------------------------- metadata
     @property
@@ -581,7 +579,7 @@ class SampleTable:
         self._check_payload_type(name, t)
         col = self._column(name)
         if col.null_count:
-            rows = np.flatnonzero(col.is_null().to_numpy(zero_copy_only=False))
+            rows = np.flatnonzero(to_numpy(col.is_null()))
             raise TableError(f"payload column {name!r} has null entries at samples {self._ids_desc(rows)}")
         if not pa.types.is_floating(t.value_type):
             return
@@ -599,10 +597,10 @@ class SampleTable:
                 vals = chunk.values
                 if vals.null_count:
                     raise TableError(f"payload column {name!r} has null values inside its lists")
-                offsets = chunk.offsets.to_numpy()
+                offsets = to_numpy(chunk.offsets)
                 if len(chunk):
                     lo, hi = int(offsets[0]), int(offsets[-1])
-                    flat = vals.to_numpy(zero_copy_only=True)
+                    flat = to_numpy(vals)
                     for b in range(lo, hi, _BLOCK_ELEMS):
                         part = flat[b : min(b + _BLOCK_ELEMS, hi)]
                         bad = np.flatnonzero(~np.isfinite(part))
@@ -628,12 +626,12 @@ class SampleTable:
         self._check_structure()
         sid = self._column(SAMPLE_ID)
         if sid.null_count:
-            rows = np.flatnonzero(sid.is_null().to_numpy(zero_copy_only=False))
+            rows = np.flatnonzero(to_numpy(sid.is_null()))
             raise TableError(
                 f"column {SAMPLE_ID!r} has {sid.null_count} null values at rows {_fmt_list(rows.tolist())}"
             )
         counts = pc.value_counts(sid)
-        dup = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
+        dup = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), scalar(1)))
         if len(dup):
             raise TableError(
                 f"column {SAMPLE_ID!r} has {len(dup)} duplicate ids: "
@@ -641,7 +639,7 @@ class SampleTable:
             )
         subj = self._column(SUBJECT)
         if subj.null_count:
-            rows = np.flatnonzero(subj.is_null().to_numpy(zero_copy_only=False))
+            rows = np.flatnonzero(to_numpy(subj.is_null()))
             raise TableError(f"column {SUBJECT!r} has {subj.null_count} null values at samples {self._ids_desc(rows)}")
         for name in self.payload_names:
             self._validate_payload_column(name)
@@ -680,9 +678,9 @@ class SampleTable:
         if shape[0] is not None:
             lengths = pc.list_value_length(self._column(name))
             lengths = (
-                lengths.to_numpy(zero_copy_only=False)
+                to_numpy(lengths)
                 if isinstance(lengths, pa.Array)
-                else np.concatenate([c.to_numpy(zero_copy_only=False) for c in lengths.chunks] or [np.empty(0)])
+                else np.concatenate([to_numpy(c) for c in lengths.chunks] or [np.empty(0)])
             )
             rows = np.flatnonzero(lengths != shape[0])
             if rows.size:

@@ -18,6 +18,8 @@ import pyarrow.compute as pc
 from bioanon.errors import TableError
 from bioanon.fileio import printable
 
+from .arrow_numpy import from_values
+
 #: Schema metadata key holding the JSON metadata dict.
 METADATA_KEY = b"bioanon"
 LOAD_WARNINGS = "load_warnings"
@@ -117,7 +119,7 @@ def _as_string_array(values: Any, what: str) -> pa.Array:
         arr = arr.astype(str)
     try:
         if arr.dtype.kind == "O":
-            return pa.array(arr.tolist(), type=pa.string())
+            return from_values(arr.tolist(), type=pa.string())
         return pa.array(arr, type=pa.string())
     except (pa.ArrowException, TypeError, ValueError) as e:
         raise TableError(not_utf8_problem(arr.tolist(), what) or f"{what} must be strings: {e}") from None

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from bioanon.errors import TableError
 
+from .arrow_numpy import scalar, to_numpy
 from .table_schema import (
     _SHOW,
     _TOL,
@@ -143,7 +144,7 @@ def concat(tables: Sequence[SampleTable]) -> SampleTable:
     out = type(tables[0])(pa.concat_tables(arrows), validate=False)
     sid = out._column(SAMPLE_ID)
     counts = pc.value_counts(sid)
-    dup = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), 1))
+    dup = pc.filter(counts.field("values"), pc.greater(counts.field("counts"), scalar(1)))
     if len(dup):
         raise TableError(
             f"concat: {len(dup)} sample ids occur in more than one table: "
@@ -166,11 +167,7 @@ def _subject_codes(table: SampleTable) -> tuple[pa.Array, np.ndarray]:
     uniq = pc.unique(subj)
     uniq = pc.take(uniq, pc.sort_indices(uniq))
     codes = pc.index_in(subj, value_set=uniq)
-    codes = (
-        np.concatenate([c.to_numpy(zero_copy_only=False) for c in codes.chunks])
-        if codes.num_chunks
-        else np.empty(0, dtype=np.int32)
-    )
+    codes = np.concatenate([to_numpy(c) for c in codes.chunks]) if codes.num_chunks else np.empty(0, dtype=np.int32)
     return uniq, codes.astype(np.int64, copy=False)
 
 
@@ -193,10 +190,10 @@ def _subject_values(table: SampleTable, name: str, codes: np.ndarray, s: int) ->
         text = pc.cast(col, pa.string()) if not pa.types.is_string(col.type) else col
     except pa.ArrowException as exc:
         raise TableError(f"cannot stratify by {name!r}: its values ({col.type}) have no text form: {exc}") from None
-    text = pc.fill_null(text, "<missing>")
+    text = pc.fill_null(text, scalar("<missing>"))
     values = pc.unique(text)
     values = pc.take(values, pc.sort_indices(values))
-    vcode = np.asarray(pc.index_in(text, value_set=values).to_numpy(), dtype=np.int64)
+    vcode = np.asarray(to_numpy(pc.index_in(text, value_set=values)), dtype=np.int64)
     v = len(values)
     pair, count = np.unique(codes * v + vcode, return_counts=True)  # (subject, value) pairs and their samples
     subject = pair // v
@@ -322,7 +319,7 @@ def split_within_subjects(
             f"have too few samples: {desc}{', ...' if short.size > _SHOW else ''}"
         )
     # canonical order (by sample_id) -> one random key per sample, independent of the row order
-    canon = pc.sort_indices(table._column(SAMPLE_ID)).to_numpy()
+    canon = to_numpy(pc.sort_indices(table._column(SAMPLE_ID)))
     row_key = np.empty(n, dtype=np.int64)
     row_key[canon] = np.random.default_rng(seed).permutation(n)
     shuffled = np.argsort(codes * n + row_key)  # by subject, then random key (all keys distinct)

@@ -2,9 +2,10 @@
 they are forked from (:func:`bioanon.executors.start_worker_server`), never by user code.
 
 A worker forked from a server that has these imported starts with them, its pages shared with the server: it no
-longer spends about a second importing bioanon's task code, pandas (which pyarrow loads on its first array) and
-SciPy, and building the registry of installed methods from their entry points, at the start of its first task,
-on the run's critical path. The server is started before the run imports its data, so that this work happens on
+longer spends about a second importing bioanon's task code and SciPy, and building the registry of installed
+methods from their entry points, at the start of its first task, on the run's critical path. pandas is not among
+them: pyarrow no longer loads it for numpy arrays (:mod:`bioanon.arrow_numpy`), and a task that needs it imports
+it itself. The server is started before the run imports its data, so that this work happens on
 a core the import leaves idle.
 
 Importing this module never fails: anything that goes wrong here (a plugin that cannot be imported, say) is
@@ -28,7 +29,7 @@ def _warm() -> None:
     import bioanon.evaluation.tasks  # noqa: F401
     from bioanon.plugins import get_plugin_manager
 
-    pa.array(np.zeros(1, np.float32))  # pyarrow imports its pandas support on its first array
+    pa.array(np.zeros(1, np.float32))  # pyarrow's first array sets up its conversions (pandas is not loaded)
     get_plugin_manager().registry  # noqa: B018 - built once here, inherited by every worker
 
 

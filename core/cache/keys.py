@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from bioanon.arrow_numpy import to_numpy
 from bioanon.errors import CacheError
 
 #: Length (hex characters) of the fingerprints this module produces.
@@ -302,7 +303,7 @@ class _Stream:
             raise CacheError(f"table_fingerprint: column {name!r} has a union type ({t}), which is not supported")
         # 2. nulls: record where they are, then hash only the valid values
         if arr.null_count:
-            valid = arr.is_valid().to_numpy(zero_copy_only=False)
+            valid = to_numpy(arr.is_valid())
             idx = np.flatnonzero(~valid).astype("<i8") + self.n
             self.nulls.update(idx.data)
             arr = arr.drop_null()
@@ -310,7 +311,7 @@ class _Stream:
         m = len(arr)
         # 3. values
         if pa.types.is_boolean(t):
-            self.data.update(memoryview(arr.to_numpy(zero_copy_only=False).view(np.uint8)))
+            self.data.update(to_numpy(arr).view(np.uint8).data)
         elif pa.types.is_struct(t):
             for i, child in enumerate(arr.flatten()):
                 self.child(i).feed(child, f"{name}.{t.field(i).name}")
@@ -318,13 +319,13 @@ class _Stream:
             size = t.list_size
             self.child(0).feed(arr.values.slice(arr.offset * size, m * size), f"{name}[]")
         elif pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
-            offsets = arr.offsets.to_numpy()  # respects the slice offset; values do not
+            offsets = to_numpy(arr.offsets)  # respects the slice offset; values do not
             self.lengths.update(np.diff(offsets).astype("<i8").data)
             start, stop = (int(offsets[0]), int(offsets[-1])) if m else (0, 0)
             self.child(0).feed(arr.values.slice(start, stop - start), f"{name}[]")
         elif pa.types.is_list_view(t) or pa.types.is_large_list_view(t):
-            lengths = pc.list_value_length(arr).to_numpy(zero_copy_only=False).astype("<i8")
-            self.lengths.update(memoryview(lengths))
+            lengths = to_numpy(pc.list_value_length(arr)).astype("<i8")
+            self.lengths.update(lengths.data)
             self.child(0).feed(pc.list_flatten(arr), f"{name}[]")
         else:
             for pred, off_dtype in _BINARY_OFFSET_DTYPES.items():

@@ -22,6 +22,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from bioanon.arrow_numpy import to_numpy
+
 __all__ = [
     "BATCH_ROWS_KEY",
     "CODEC_KEY",
@@ -54,8 +56,8 @@ def _list_float32(field: pa.Field) -> bool:
 def _flat(col: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     """(values, offsets from 0) of a list column (its chunks combined)."""
     arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-    offsets = arr.offsets.to_numpy().astype(np.int64)
-    values = arr.values.to_numpy(zero_copy_only=False)[offsets[0] : offsets[-1]] if len(arr) else np.zeros(0)
+    offsets = to_numpy(arr.offsets).astype(np.int64)
+    values = to_numpy(arr.values)[offsets[0] : offsets[-1]] if len(arr) else np.zeros(0)
     return values.astype(np.float32, copy=False), offsets - offsets[0]
 
 
@@ -170,8 +172,8 @@ def decode_pcm16(table: pa.Table) -> pa.Table:
             continue
         col = table.column(i)
         arr = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-        byte_offsets = arr.offsets.to_numpy().astype(np.int64)
-        planes = arr.values.to_numpy()[byte_offsets[0] : byte_offsets[-1]] if len(arr) else np.zeros(0, np.uint8)
+        byte_offsets = to_numpy(arr.offsets).astype(np.int64)
+        planes = to_numpy(arr.values)[byte_offsets[0] : byte_offsets[-1]] if len(arr) else np.zeros(0, np.uint8)
         offsets = (byte_offsets - byte_offsets[0]) // 2
         pairs = np.empty((offsets[-1], 2), np.uint8)
         low_byte, high_byte = (0, 1) if sys.byteorder == "little" else (1, 0)

@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.fs as pafs
 
+from bioanon.arrow_numpy import to_numpy
 from bioanon.errors import CacheError
 from bioanon.fileio import fsync_dir, pid_running
 from bioanon.table_schema import take_rows
@@ -607,7 +608,7 @@ class Cache:
         base = self.get_table(meta.pop(_ROWS_OF).decode(), columns=columns)
         if base is None:
             return None
-        rows = tbl.column("row").to_numpy() if tbl.num_columns == 1 else None
+        rows = to_numpy(tbl.column("row")) if tbl.num_columns == 1 else None
         base_tbl = base.arrow if hasattr(base, "arrow") else base
         if rows is None or (rows.size and (rows.min() < 0 or rows.max() >= base_tbl.num_rows)):
             self._quarantine(path, ValueError("row selection does not fit its base table"), stat)
@@ -783,11 +784,11 @@ class Cache:
             except (pa.ArrowException, OSError, ValueError, KeyError) as exc:
                 self._quarantine(info.path, exc)
                 continue
-            pos = pc.index_in(wanted, value_set=tbl.column("digest")).to_numpy(zero_copy_only=False)
+            pos = to_numpy(pc.index_in(wanted, value_set=tbl.column("digest")))
             take = ~found & ~np.isnan(pos.astype(float))
             if not take.any():
                 continue
-            flat = tbl.column("value").combine_chunks().flatten().to_numpy(zero_copy_only=False)
+            flat = to_numpy(tbl.column("value").combine_chunks().flatten())
             rows = flat.reshape((tbl.num_rows, *shape)).astype(dtype, copy=False)
             if values is None:
                 values = np.zeros((len(digests), *shape), dtype=dtype)

@@ -17,6 +17,7 @@ import attrs
 import numpy as np
 from numpy.typing import NDArray
 
+from ..arrow_numpy import to_numpy
 from ..cache import Cache, derive_fingerprint, fingerprint
 from ..context import RunContext, current_context
 from ..errors import BioanonError
@@ -531,7 +532,7 @@ def _rows_in(whole: SampleTable, part: SampleTable) -> NDArray[np.int64] | None:
     if rows.null_count:
         return None
     same = pc.all(pc.equal(whole.arrow.column("subject").take(rows), part.arrow.column("subject"))).as_py()
-    return rows.to_numpy(zero_copy_only=False).astype(np.int64) if same in (True, None) else None
+    return to_numpy(rows).astype(np.int64) if same in (True, None) else None
 
 
 def _wholes_from_shards(cache: Cache, shards: Mapping[str, Sequence[str]]) -> list[tuple[str, SampleTable]]:
@@ -1025,7 +1026,7 @@ def _needed_rows(cache: Cache, key: str, ids: Any) -> SampleTable:
     they are copied out of a row selection's base table."""
     import pyarrow.compute as pc
 
-    position = np.flatnonzero(pc.is_in(_ids_view(cache, key, False).arrow.column("sample_id"), value_set=ids))
+    position = np.flatnonzero(to_numpy(pc.is_in(_ids_view(cache, key, False).arrow.column("sample_id"), value_set=ids)))
     return _table(cache, key, take=position)
 
 
