@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -323,6 +323,40 @@ class SampleTable:
         if _is_tensor_type(field.type):
             return self._tensor_numpy(name, chunk)
         return self._list_numpy(name, chunk)
+
+    def map_payload(self, name: str, function: Callable[[np.ndarray], Any]) -> np.ndarray:
+        """``function(self.payload(name))`` for a ``function`` of a fixed-shape payload that maps each row on
+        its own (row ``i`` of the result depends on row ``i`` of its input only: per-sample features), computed
+        chunk by chunk: a payload in several chunks (e.g. rows taken from stored shards) is never copied into
+        one array, and the results go straight into one output array.
+
+        Parameters
+        ----------
+        name : str
+            Payload column name (fixed-shape; a list payload is passed whole).
+        function : callable
+            ``(n, *shape) array -> (n, ...) array``.
+
+        Returns
+        -------
+        numpy.ndarray
+        """
+        col = self._column(name)
+        if col.num_chunks <= 1 or not _is_tensor_type(self._require_payload(name).type) or col.null_count:
+            return np.asarray(function(cast(np.ndarray, self.payload(name))))
+        out: np.ndarray | None = None
+        start = 0
+        for chunk in col.chunks:
+            if not len(chunk):
+                continue
+            part = np.asarray(function(self._tensor_numpy(name, chunk)))
+            if len(part) != len(chunk):
+                raise TableError(f"map_payload({name!r}): {len(part)} result rows for {len(chunk)} samples")
+            if out is None:
+                out = np.empty((len(col), *part.shape[1:]), dtype=part.dtype)
+            out[start : start + len(part)] = part
+            start += len(part)
+        return out if out is not None else np.asarray(function(cast(np.ndarray, self.payload(name))))
 
     @staticmethod
     def _flat_values(name: str, chunk: pa.Array) -> tuple[np.ndarray, Any]:

@@ -193,20 +193,59 @@ class CosineNearestCentroid(UsesDeclaredComparator, CentroidRecognizer):
 
 _N_COMPONENTS_HELP = "PCA components: a share of variance in (0, 1] (1.0 = all) or a count >= 1"
 _RANDOMIZED_ABOVE = 2000  # exact SVD up to this min(N, D); a randomized truncated SVD above
+#: the largest scaled projection :meth:`FeatureSpace.transform` computes whole; larger ones in blocks of columns
+SCALED_BLOCK_BYTES = 4 * 2**20
 
 
 @attrs.frozen(eq=False)
 class FeatureSpace:
     """A fitted linear feature space ``z = ((x - mean) / scale) @ projection`` (immutable; shared by every
-    enrolment of a recognizer)."""
+    enrolment of a recognizer).
+
+    The projection is kept in one of two forms. Either explicitly (``explicit``, (D, K) float32), or, for a
+    PCA of a wide set (fewer samples N than features D) that keeps nearly all its N - 1 components, as its
+    training samples: ``projection = ((basis - mean) / scale).T @ weights`` with ``basis`` the (N, D) samples
+    as given (read-only, standardized block by block at each use) and ``weights`` (N, K). The second form holds
+    the training samples, which the caller holds anyway while fitting, instead of allocating a (D, K)
+    projection as large as they are: a fit's peak memory is then that of the samples once, not twice.
+    :attr:`projection` gives the (D, K) projection in either form."""
 
     mean: np.ndarray  # (D,) float32
     scale: np.ndarray  # (D,) float32
-    projection: np.ndarray  # (D, K) float32
+    explicit: np.ndarray | None = None  # (D, K) float32
+    basis: np.ndarray | None = None  # (N, D) training samples, read-only
+    weights: np.ndarray | None = None  # (N, K) float32
 
     def __attrs_post_init__(self) -> None:
-        for a in (self.mean, self.scale, self.projection):
-            a.setflags(write=False)
+        if (self.explicit is None) == (self.basis is None or self.weights is None):
+            raise ValueError("a FeatureSpace has either an explicit projection or a basis and its weights")
+        for a in (self.mean, self.scale, self.explicit, self.basis, self.weights):
+            if a is not None:
+                a.setflags(write=False)
+
+    @property
+    def projection(self) -> np.ndarray:
+        """The (D, K) float32 projection (computed from the basis and its weights when kept that way)."""
+        if self.explicit is not None:
+            return self.explicit
+        basis, weights = cast(np.ndarray, self.basis), cast(np.ndarray, self.weights)
+        out = np.empty((basis.shape[1], weights.shape[1]), np.float32)
+        for cols, xb in self._standardized_basis():
+            np.matmul(xb.T, weights, out=out[cols])
+        return out
+
+    @property
+    def n_components(self) -> int:
+        """K, the dimension of the space."""
+        return int((self.explicit if self.explicit is not None else cast(np.ndarray, self.weights)).shape[1])
+
+    def _standardized_basis(self) -> Iterator[tuple[slice, np.ndarray]]:
+        """Blocks of columns of ``(basis - mean) / scale`` (float32, at most 8 MiB in float64 each)."""
+        basis = cast(np.ndarray, self.basis)
+        for cols in column_blocks(basis.shape[1], basis.shape[0]):
+            xb = basis[:, cols] - self.mean[cols]
+            xb /= self.scale[cols]
+            yield cols, xb
 
     @property
     def scaled_projection(self) -> np.ndarray:
@@ -231,10 +270,14 @@ class FeatureSpace:
         standardize: bool = True,
         max_rank: int | None = None,
         seed: int = 0,
+        keep_samples: bool = False,
     ) -> FeatureSpace:
         """Standardize (per-feature z-score; constant features keep scale 1) and keep the leading principal
         components: ``n_components`` is a share of variance (float) or a count (int), capped by the data rank
-        and ``max_rank``."""
+        and ``max_rank``. ``keep_samples``: ``x`` is never changed after this call (a view of a table's
+        immutable payload, or an array nobody else holds), so that the PCA of a wide set that keeps at least
+        4/5 of its components may keep ``x`` itself as its basis (see :class:`FeatureSpace`) rather than
+        compute a projection as large."""
         mean = x.mean(axis=0, dtype=np.float64).astype(np.float32)
         scale = column_std(x).astype(np.float32) if standardize else np.ones(x.shape[1], np.float32)
         scale[scale < 1e-8] = 1.0
@@ -243,9 +286,13 @@ class FeatureSpace:
         if len(x) < x.shape[1] and len(x) <= _RANDOMIZED_ABOVE:
             # a wide set (pixels, flattened sequences): the samples' Gram matrix summed over blocks of columns;
             # only the kept directions are computed, straight into the float32 projection
-            s, total_sq, directions = cls._pca_wide(x, mean, scale)
+            s, total_sq, weights = cls._pca_wide(x, mean, scale)
             k = cls._kept(s, rank, n_components, total_sq)
-            return cls(mean, scale, directions(k))
+            if keep_samples and 5 * k >= 4 * len(x) and _holds_only(x):
+                basis = x.view()
+                return cls(mean, scale, None, basis, weights(k))
+            space = cls(mean, scale, None, x.view(), weights(k))
+            return cls(mean, scale, space.projection)
         if len(x) > rows and len(x) >= x.shape[1] and x.shape[1] <= _RANDOMIZED_ABOVE:
             # a tall set: the Gram matrix and the total variance summed over blocks of rows, in float64, with
             # no float64 (or standardized) copy of the whole set
@@ -285,41 +332,33 @@ class FeatureSpace:
         x: np.ndarray, mean: np.ndarray, scale: np.ndarray
     ) -> tuple[np.ndarray, float, Callable[[int], np.ndarray]]:
         """Of a wide set (fewer samples N than features D): the singular values of the standardized set, its
-        total variance and a function giving the first ``k`` directions as a (D, k) float32 projection. The
-        N × N Gram matrix is summed over float64 blocks of at most 8 MiB of columns, so no standardized or
-        float64 copy of the whole set (nor the N × D directions in float64) is ever held."""
+        total variance and a function giving the (N, k) float32 weights of its first ``k`` directions
+        (``directions = standardized.T @ weights``). The N × N Gram matrix is summed over float64 blocks of at
+        most 8 MiB of columns, so no standardized or float64 copy of the whole set is ever held."""
         n, d = x.shape
-
-        def standardized_blocks() -> Iterator[tuple[slice, np.ndarray]]:
-            for cols in column_blocks(d, n):
-                xb = x[:, cols] - mean[cols]
-                xb /= scale[cols]
-                yield cols, xb
-
         gram = np.zeros((n, n))
         total = 0.0
-        for _, xb32 in standardized_blocks():
-            xb = xb32.astype(np.float64)
-            gram += xb @ xb.T
-            total += float(np.square(xb).sum())
+        for cols in column_blocks(d, n):
+            xb = x[:, cols] - mean[cols]
+            xb /= scale[cols]
+            xb64 = xb.astype(np.float64)
+            del xb
+            gram += xb64 @ xb64.T
+            total += float(np.square(xb64).sum())
+            del xb64
         w, u = np.linalg.eigh(gram)
         del gram
         u = u[:, ::-1]
         s = np.sqrt(np.clip(w[::-1], 0.0, None))
 
-        def directions(k: int) -> np.ndarray:
-            out = np.empty((d, k), np.float32)
-            if k and s[0] > 0:
-                # in float32, as they are kept: twice as fast as in float64 (the Gram matrix, whose eigenvectors
-                # decide the directions, stays float64)
-                uk = (u[:, :k] / s[:k]).astype(np.float32)
-                for cols, xb in standardized_blocks():
-                    np.matmul(xb.T, uk, out=out[cols])
-            else:  # an all-constant set: no direction at all
-                out[:] = 0.0
+        def weights(k: int) -> np.ndarray:
+            if not (k and s[0] > 0):  # an all-constant set: no direction at all
+                return np.zeros((n, k), np.float32)
+            # in float32, as the directions are kept (the Gram matrix, whose eigenvectors decide them, is float64)
+            out: np.ndarray = (u[:, :k] / s[:k]).astype(np.float32)
             return out
 
-        return s, total, directions
+        return s, total, weights
 
     @staticmethod
     def _pca_whole(
@@ -345,12 +384,51 @@ class FeatureSpace:
 
     def then(self, projection: np.ndarray) -> FeatureSpace:
         """This space followed by a further linear map (D', K) of its output."""
-        return FeatureSpace(self.mean, self.scale, (self.projection @ projection).astype(np.float32))
+        if self.explicit is None:
+            weights = (cast(np.ndarray, self.weights) @ projection).astype(np.float32)
+            return FeatureSpace(self.mean, self.scale, None, self.basis, weights)
+        return FeatureSpace(self.mean, self.scale, (self.explicit @ projection).astype(np.float32))
 
     def transform(self, x: np.ndarray) -> np.ndarray:
-        """``((x - mean) / scale) @ projection``, computed as ``(x - mean) @ (projection / scale)``: one
-        temporary instead of two (centring first keeps float32 precise when the mean dwarfs the spread)."""
-        z: np.ndarray = (x - self.mean) @ self.scaled_projection
+        """``((x - mean) / scale) @ projection``. Large inputs go in blocks of rows of
+        :data:`SCALED_BLOCK_BYTES`, so that no centred copy of the whole of ``x`` is held.
+
+        An explicit projection is applied as ``(x - mean) @ (projection / scale)`` (centring first keeps
+        float32 precise when the mean dwarfs the spread), one over :data:`SCALED_BLOCK_BYTES` in blocks of its
+        columns, so that no scaled copy of the whole of it is held; each output value is the same sum either
+        way. A basis is applied as ``(((x - mean) / scale) @ standardized_basis.T) @ weights``, the N × N
+        similarities summed in float64 over blocks of columns."""
+        k = self.n_components
+        d = self.mean.size
+        n_blocks = -(-x.nbytes // SCALED_BLOCK_BYTES) if len(x) >= 4 else 1
+        n_blocks = max(1, min(n_blocks, len(x) // 2))  # blocks of at least 2 rows (one row may take another BLAS path)
+        bounds = np.linspace(0, len(x), n_blocks + 1).astype(np.int64)
+        dtype = np.result_type(x.dtype, self.mean.dtype, np.float32)
+        if self.explicit is None:
+            weights = cast(np.ndarray, self.weights)
+            z = np.empty((len(x), k), dtype=dtype)
+            for r0, r1 in zip(bounds[:-1], bounds[1:], strict=True):
+                sims = np.zeros((r1 - r0, len(weights)))
+                for cols, xb in self._standardized_basis():
+                    xs = x[r0:r1, cols] - self.mean[cols]
+                    xs /= self.scale[cols]
+                    sims += xs @ xb.T
+                z[r0:r1] = sims @ weights
+            return z
+        width = max(1, SCALED_BLOCK_BYTES // max(1, d * self.explicit.itemsize))
+        if width >= k and n_blocks == 1:
+            out: np.ndarray = (x - self.mean) @ self.scaled_projection
+            return out
+        z = np.empty((len(x), k), dtype=np.result_type(x.dtype, self.mean.dtype, self.explicit.dtype))
+        scaled = self.scaled_projection if width >= k else None
+        for r0, r1 in zip(bounds[:-1], bounds[1:], strict=True):
+            xc = x[r0:r1] - self.mean
+            if scaled is not None:
+                z[r0:r1] = xc @ scaled
+                continue
+            for c0 in range(0, k, width):
+                cols = slice(c0, min(c0 + width, k))
+                z[r0:r1, cols] = xc @ (self.explicit[:, cols] / self.scale[:, None])
         return z
 
 
@@ -358,6 +436,24 @@ def column_blocks(d: int, rows: int) -> list[slice]:
     """Slices of the columns of a ``rows`` × ``d`` array, each at most 8 MiB in float64 (at least one column)."""
     width = max(1, 2**20 // max(int(rows), 1))
     return [slice(a, min(a + width, d)) for a in range(0, d, width)]
+
+
+def _holds_only(x: np.ndarray) -> bool:
+    """Whether keeping ``x`` keeps (about) no more memory alive than ``x`` itself: it is C-contiguous and the
+    buffer it views (a numpy array, an Arrow buffer) is at most a quarter larger. A row slice of a larger
+    table's payload would keep the whole payload."""
+    if not x.flags.c_contiguous:
+        return False
+    base: Any = x
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    size: Any = base.nbytes if isinstance(base, np.ndarray) else getattr(base, "size", None)
+    if not isinstance(size, int):
+        try:
+            size = memoryview(base).nbytes
+        except TypeError:
+            return False
+    return bool(size <= 1.25 * x.nbytes)
 
 
 def column_std(x: np.ndarray) -> np.ndarray:
@@ -582,7 +678,11 @@ class _SpaceRecognizer(Recognizer, ClassifierOptions):
 
     def fit(self, train: Any, label: str = "subject") -> _SpaceRecognizer:
         self.space_ = FeatureSpace.pca(
-            self._x(train), self.n_components, standardize=self.standardize, seed=getattr(self, "seed", 0)
+            self._x(train),
+            self.n_components,
+            standardize=self.standardize,
+            seed=getattr(self, "seed", 0),
+            keep_samples=True,  # a view of the table's payload, or our own copy
         )
         return self
 
@@ -859,7 +959,11 @@ class LdaCosine(_SpaceRecognizer):
                 f"space (e.g. any.cosine_centroid)"
             )
         space = FeatureSpace.pca(
-            x, self.n_components, standardize=self.standardize, max_rank=max(1, len(x) - n_classes)
+            x,
+            self.n_components,
+            standardize=self.standardize,
+            max_rank=max(1, len(x) - n_classes),
+            keep_samples=True,  # a view of the table's payload, or our own copy
         )
         counts = np.bincount(y, minlength=n_classes).astype(np.float64)
         rows = fit_block_rows(x.shape[1])

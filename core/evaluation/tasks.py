@@ -859,6 +859,7 @@ def score(
     ``_std``, ``_min``, ``_max``)."""
     import pyarrow as pa
 
+    from ..executors import free_memory_returned
     from .scoring import DEFAULT_BLOCK_BYTES, ScoreBlocks, breakdown_metrics, score_metrics
 
     train_kind, enrol_kind, probe_kind = scenario_sets(scenario)
@@ -896,6 +897,7 @@ def score(
             train = attacker[train_kind]
         train_id = _training_id(train_kind, sets, mix_seed)
         rec = context.fit(recognizer, train_id, label, train, affinity=fit_affinity(recognizer, train_id, label))
+        free_memory_returned()  # what the fit's temporaries left in the allocator's heap, before the reads below
     # the selected subjects' samples, read once the attacker's training data are gone
     evaluation = {k: _needed_rows(cache, sets[f"{k}_evaluation"], needed) for k in sorted(kinds)}
     rows: list[dict[str, Any]] = []

@@ -30,7 +30,7 @@ from bioanon.api import (
 )
 
 from .features import CENTERING_HELP, FEATURES_HELP, SIGNS_HELP, Centering, Features, GaitFeatures, Signs
-from .skeleton import poses
+from .skeleton import per_walk, poses
 
 _REF = "false-sense §5.5 (SVM, random forest, k-NN on flatten and simple features)"
 
@@ -62,7 +62,7 @@ class _GaitRecognizer(FeatureRecognizer, ClassifierOptions):
         """The table with its poses replaced by feature vectors (``features`` payload; ids, subjects and
         attributes kept)."""
         require_fitted(self, "extractor_", call="fit() or enroll()", before="feature_table()")
-        return table.with_payload("features", self.extractor_.transform(poses(table)), drop="pose")
+        return table.with_payload("features", per_walk(table, self.extractor_.transform), drop="pose")
 
     def fit_features(self, train) -> None:
         self.extractor_ = GaitFeatures(kind=self.features, centering=self.centering, n_pcs=self.n_pcs, signs=self.signs)

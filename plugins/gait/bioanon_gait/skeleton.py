@@ -212,9 +212,21 @@ def up_axis(table: Any) -> int:
 
 def poses(table: Any) -> np.ndarray:
     """The ``pose`` payload as a read-only float32 array ``(N, frames, joints, 3)``."""
+    _require_poses(table)
+    return table.payload("pose")
+
+
+def per_walk(table: Any, function: Any) -> np.ndarray:
+    """``function(poses(table))`` for a function that maps each walk on its own (features), computed on the
+    payload's chunks in turn: the poses of a table read from several stored parts are not first copied into
+    one array."""
+    _require_poses(table)
+    return np.asarray(table.map_payload("pose", function))
+
+
+def _require_poses(table: Any) -> None:
     if "pose" not in table.payload_names:
         raise TableError(f"a gait method needs a 'pose' payload; the table has {table.payload_names}")
-    return table.payload("pose")
 
 
 # --------------------------------------------------------------------------------------------------- arrays

@@ -30,7 +30,7 @@ import numpy as np
 from bioanon.api import AttributeAccuracy, UtilityMeasure, align, fitted, param, require_fitted
 
 from .features import CENTERING_HELP, FEATURES_HELP, Centering, Features, GaitFeatures
-from .skeleton import poses
+from .skeleton import per_walk, poses
 
 _BLOCK_VALUES = 1 << 19  # sequences × frames × dims per block of the dynamic programmes (diagonals fit the cache)
 
@@ -208,7 +208,7 @@ class GaitAttributeAccuracy(UtilityMeasure):
     inner_: AttributeAccuracy | None = fitted()
 
     def _features(self, table):
-        return table.with_payload("features", self.extractor_.transform(poses(table)), drop="pose")
+        return table.with_payload("features", per_walk(table, self.extractor_.transform), drop="pose")
 
     def fit(self, clear):
         self.extractor_ = GaitFeatures(kind=self.features, centering=self.centering).fit(poses(clear))
