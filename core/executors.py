@@ -162,6 +162,10 @@ class LocalExecutor:
     progress : show progress (per stage with one job; tasks done / total across workers with more).
     jobs : worker processes (None or 0: ``$BIOANON_JOBS``, else the usable cores).
     context : the run's context (default: the active one, else a fresh one per task).
+    preload : modules this process imports on a thread of its own while its workers run the tasks (it only
+        waits for them meanwhile): what the caller needs after the tasks (e.g. pandas for the results tables) is
+        then ready when they end, not imported on the run's critical path. Not when the tasks run in this
+        process (the import would compete with them, and hold its memory during them).
     """
 
     make_pool = staticmethod(lambda jobs: _pool(jobs))  # (tests run the scheduler on threads)
@@ -174,10 +178,12 @@ class LocalExecutor:
         progress: bool = True,
         jobs: int | None = 1,
         context: RunContext | None = None,
+        preload: Sequence[str] = (),
     ):
         self.cache, self.keep_going, self.progress = cache, keep_going, progress
         self.jobs = resolve_jobs(jobs)
         self.context = context
+        self.preload = tuple(preload)
         self._idle = IdleCores()
 
     def _may_use_pool(self, context: RunContext) -> bool:
@@ -288,6 +294,7 @@ class LocalExecutor:
                 ready.append(t)
         log.info("running %d task(s) on %d worker processes", len(waiting), jobs)
         pool = self.make_pool(jobs)
+        _import_in_background(self.preload)
         slots = list(pool) if isinstance(pool, list) else [pool] * jobs  # one executor per worker, or a shared one
         env = _bioanon_env()
         running: dict[Any, Any] = {}  # future -> (task, its accelerators, its slot)
@@ -359,6 +366,26 @@ class LocalExecutor:
         finally:
             bar.close()
         return report
+
+
+def _import_in_background(modules: Sequence[str]) -> None:
+    """Import ``modules`` on a daemon thread (those not imported yet); a module that fails to import is left for
+    its user to meet."""
+    import importlib
+    import threading
+
+    wanted = [m for m in modules if m not in sys.modules]
+    if not wanted:
+        return
+
+    def run() -> None:
+        for name in wanted:
+            try:
+                importlib.import_module(name)
+            except Exception:  # noqa: BLE001, S112 - whoever needs it imports it again and reports the error
+                continue
+
+    threading.Thread(target=run, name="bioanon-preload", daemon=True).start()
 
 
 def _next_task(

@@ -1498,7 +1498,12 @@ def _evaluate(
     try:
         if executor in (None, "local"):
             executor = LocalExecutor(
-                cache, keep_going=keep_going, progress=progress, jobs=cfg.run.jobs or None, context=context
+                cache,
+                keep_going=keep_going,
+                progress=progress,
+                jobs=cfg.run.jobs or None,
+                context=context,
+                preload=("pandas",),  # the results tables, imported while the workers run the tasks
             )
             executor.start_workers_early()  # its workers' fork server imports while this process reads the data
         table, dataset_key = import_data(cfg, data, cache)

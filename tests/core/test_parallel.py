@@ -4,6 +4,7 @@ accelerator tasks one per device, and the cases that run in the calling process.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -345,3 +346,38 @@ def test_one_job_starts_no_worker_server(tmp_path):
         tmp_path,
     )
     assert state == {"server": False}
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_the_caller_imports_what_it_needs_next_while_its_workers_run(tmp_path, monkeypatch, jobs):
+    """``preload``: with worker processes, this process (idle meanwhile) imports the modules on a thread; when the
+    tasks run in this process, it does not (the import would compete with them)."""
+    import bioanon.executors as ex
+
+    name = "bioanon_preload_probe"
+    (tmp_path / f"{name}.py").write_text("")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.delitem(sys.modules, name, raising=False)
+    threads: list[str] = []
+    real = ex._import_in_background
+
+    def watched(modules):
+        threads.append(",".join(modules))
+        real(modules)
+
+    monkeypatch.setattr(ex, "_import_in_background", watched)
+    monkeypatch.setattr(ex, "_run_timed", lambda task, cache, env, context: ({"done": task.label}, 0.0))
+    monkeypatch.setattr(ex, "MIN_TASKS_PER_WORKER", 1)
+    executor = LocalExecutor(Cache(tmp_path / "cache"), progress=False, jobs=jobs, preload=(name,))
+    executor.make_pool = lambda jobs: ThreadPoolExecutor(jobs)
+    monkeypatch.setattr(executor, "_may_use_pool", lambda context: jobs > 1)
+    monkeypatch.setattr(executor, "_run_task_here", lambda task, context: {"done": task.label})
+    report = executor.run([_task("a"), _task("b")])
+    assert report.executed == 2
+    if jobs == 1:
+        assert not threads and name not in sys.modules
+    else:
+        assert threads == [name]
+        for t in [t for t in threading.enumerate() if t.name == "bioanon-preload"]:
+            t.join(timeout=60)  # wait for the state: the thread has finished
+        assert name in sys.modules
