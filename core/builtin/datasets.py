@@ -57,23 +57,32 @@ class SyntheticFeatures(DatasetSource):
         group_effect[:, d_id + d_attr :] = 0
         activity_effect = rng.standard_normal((self.n_activities, D)).astype(np.float32)
         activity_effect[:, : d_id + d_attr] = 0
-        # in blocks of rows (the same values as whole-array expressions; the noise is drawn in the same order),
-        # so that a large set needs no float64 or temporary copies of its size
-        x = np.empty((S * K, D), np.float32)
+        # in blocks of rows, into reused buffers (the same values as whole-array expressions; the noise is drawn
+        # in the same order), so that a large set needs no float64 or temporary copies of its size. The identity,
+        # group and activity effects live in disjoint columns: each block of columns is one gather.
+        n_rows = S * K
+        x = np.empty((n_rows, D), np.float32)
         rows = max(1, 2**22 // max(D, 1))
-        for start in range(0, S * K, rows):
-            i = subject[start : start + rows]
-            effect = group_effect[group[i]] + activity_effect[activity[start : start + rows]]
-            x[start : start + rows] = centres[i] + self.attribute_scale * effect
+        a = np.float32(self.attribute_scale)
+        g0, a0 = d_id, d_id + d_attr  # first group and first activity column
+        for start in range(0, n_rows, rows):
+            stop = min(start + rows, n_rows)
+            i = subject[start:stop]
+            x[start:stop, :g0] = centres[i, :g0]
+            x[start:stop, g0:a0] = group_effect[group[i], g0:a0] * a
+            x[start:stop, a0:] = activity_effect[activity[start:stop], a0:] * a
         level = np.full(S, self.noise)
         if self.noise_heterogeneity:
             level *= np.exp(rng.standard_normal(S) * self.noise_heterogeneity)
         scale = level.astype(np.float32)
-        for start in range(0, S * K, rows):
-            n = min(rows, S * K - start)
-            x[start : start + n] += (
-                rng.standard_normal((n, D)).astype(np.float32) * scale[subject[start : start + n], None]
-            )
+        draw = np.empty((min(rows, n_rows), D))
+        noise = np.empty((min(rows, n_rows), D), np.float32)
+        for start in range(0, n_rows, rows):
+            n = min(rows, n_rows - start)
+            rng.standard_normal(out=draw[:n])
+            noise[:n] = draw[:n]  # rounded to float32, as the draw's astype did
+            noise[:n] *= scale[subject[start : start + n], None]
+            x[start : start + n] += noise[:n]
         width = len(str(S - 1))
         subjects = np.array([f"s{i:0{width}d}" for i in range(S)])[subject]
         return SampleTable.from_arrays(
