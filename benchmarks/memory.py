@@ -13,8 +13,9 @@ resident memory at its end and its highest, and Arrow's share at that highest po
 A second run of the same evaluation traces Python's and numpy's allocations (``tracemalloc``, several times
 slower; not with ``--quick``) and names the lines of bioanon's code that hold the most memory when its resident
 memory is highest: where the remaining copies come from.
-A third process imports every module the run imported and nothing else: that is the libraries' floor, and the
-peak minus that floor is the data and the work.
+A third process imports every module the run had imported when its resident memory was highest, and nothing
+else: that is the libraries' floor at the peak (a module the run imports later, such as pandas for the results
+tables, is not part of it), and the peak minus that floor is the data and the work.
 
 Cases: the SEBA-shaped gait case (``benchmarks/seba_case.py``: 100 identities × 16 walks × 150 frames ×
 17 markers, noise, random 20 identities, SVM) and the scale case at 128,000 samples (``benchmarks/scale.py``:
@@ -63,6 +64,8 @@ class Sampler:
         self.snapshot: Any = None
         self.snapshot_at: tuple[float, int, int] | None = None  # (seconds, resident bytes, traced bytes)
         self._snap_bytes = 0
+        self.peak_modules: list[str] = []  # the modules imported when resident memory was highest
+        self._peak_bytes = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -89,6 +92,9 @@ class Sampler:
         total = getattr(pa, "total_allocated_bytes", None)  # None while pyarrow is being imported
         now, anon, file = time.perf_counter() - self.t0, *rss_parts()
         self.samples.append((now, anon, file, int(total()) if total else 0))
+        if anon + file > self._peak_bytes:
+            self._peak_bytes = anon + file
+            self.peak_modules = list(sys.modules)
         if self.trace and anon + file > max(self._snap_bytes * 1.03, self._snap_bytes + 8 * 2**20):  # (costly)
             import tracemalloc
 
@@ -170,7 +176,8 @@ def profile_here(argv: list[str], trace: bool) -> dict[str, Any]:
         "rc": rc,
         "samples": sampler.samples,
         "phases": sampler.phases,
-        "modules": sorted(m for m in sys.modules if m != "__main__" and not m.startswith("benchmarks")),
+        "modules": _ours_left_out(sys.modules),
+        "peak_modules": _ours_left_out(sampler.peak_modules),
     }
     if sampler.snapshot is not None and sampler.snapshot_at is not None:
         at, resident, traced = sampler.snapshot_at
@@ -180,6 +187,10 @@ def profile_here(argv: list[str], trace: bool) -> dict[str, Any]:
                            "traced_mib": round(traced / 2**20, 1), "phase": (phase or ["-"])[-1]}  # fmt: skip
         out["sites"] = top_sites(sampler.snapshot)
     return out
+
+
+def _ours_left_out(modules: Any) -> list[str]:
+    return sorted(m for m in modules if m != "__main__" and not m.startswith("benchmarks"))
 
 
 # -- in the benchmark's process ---------------------------------------------------------------------------------
@@ -246,7 +257,7 @@ def profile_config(config: Path, work: Path, trace: bool = True) -> dict[str, An
     second, traced run, several times slower) the top sites."""
     prof = _child(config, work, trace=False)
     traced = _child(config, work, trace=True) if trace else {}
-    floor = library_floor(prof["modules"])
+    floor = library_floor(prof.get("peak_modules") or prof["modules"])
     peak = max(prof["samples"], key=lambda s: s[1] + s[2])
     peak_mib = (peak[1] + peak[2]) / 2**20
     return {

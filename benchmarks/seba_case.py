@@ -146,23 +146,32 @@ def _cli_run(config: Path, out: Path, cache: Path, jobs: int) -> tuple[float, fl
 #: pyarrow's first conversion of an array to numpy).
 IMPORTS = (
     "import bioanon.cli, bioanon.evaluation.run, bioanon.evaluation.tasks, bioanon.builtin.recognizers, "
-    "bioanon.builtin.svm, bioanon_gait.sources, bioanon_gait.recognizers, pyarrow.compute, pandas, yaml, orjson"
+    "bioanon.builtin.svm, bioanon_gait.sources, bioanon_gait.recognizers, pyarrow.compute, yaml, orjson"
 )
+#: what a run imports only for its results tables, after its tasks (and its peak memory)
+RESULTS_IMPORTS = "import pandas"
 
 
 def import_floor(repeat: int = 3) -> dict[str, float]:
-    """Wall seconds (median) and peak resident MB of a fresh process that only imports :data:`IMPORTS`: the floor
-    under the cold time and the peak memory of any run of this case."""
-    seconds, mb = [], []
+    """Wall seconds (median) and peak resident MB of a fresh process that only imports :data:`IMPORTS`, and of one
+    that also imports :data:`RESULTS_IMPORTS`: the floor under the peak memory of any run of this case (its tasks
+    run before pandas is loaded), and the floor under its cold time (which includes pandas)."""
+    seconds, mb, mb_tasks = [], [], []
     for _ in range(repeat):
-        t0 = time.perf_counter()
-        proc = subprocess.Popen([sys.executable, "-c", IMPORTS], stdout=subprocess.DEVNULL)
-        _, status, usage = os.wait4(proc.pid, 0)
-        seconds.append(time.perf_counter() - t0)
-        mb.append(usage.ru_maxrss / 1024)
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise RuntimeError(f"importing the modules of the case failed: {IMPORTS}")
-    return {"imports_s": round(statistics.median(seconds), 3), "imports_mb": round(max(mb), 1)}
+        for code, into in ((IMPORTS, mb_tasks), (f"{IMPORTS}; {RESULTS_IMPORTS}", mb)):
+            t0 = time.perf_counter()
+            proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.DEVNULL)
+            _, status, usage = os.wait4(proc.pid, 0)
+            if into is mb:
+                seconds.append(time.perf_counter() - t0)
+            into.append(usage.ru_maxrss / 1024)
+            if os.waitstatus_to_exitcode(status) != 0:
+                raise RuntimeError(f"importing the modules of the case failed: {code}")
+    return {
+        "imports_s": round(statistics.median(seconds), 3),
+        "imports_mb": round(max(mb), 1),
+        "task_imports_mb": round(max(mb_tasks), 1),
+    }
 
 
 def _toml(cfg: dict[str, Any], path: Path) -> Path:
@@ -288,8 +297,8 @@ def side_by_side_figures(sbs: dict[str, Any], floor: dict[str, float]) -> list[d
             passed=peak <= 1.5 * seba_peak,
             peak_mb=peak,
             seba_mb=seba_peak,
-            libraries_mb=floor["imports_mb"],
-            data_and_work_mb=round(peak - floor["imports_mb"], 1),
+            libraries_mb=floor["task_imports_mb"],  # at the peak: pandas is loaded after the tasks
+            data_and_work_mb=round(peak - floor["task_imports_mb"], 1),
         )
     )
     return figures
@@ -356,11 +365,13 @@ def run(quick: bool = False) -> dict[str, Any]:
                 peak_mb=round(noise["peak_mb"], 1),
                 seba_mb=SEBA["peak_mb"],
                 imports_mb=floor["imports_mb"],
+                task_imports_mb=floor["task_imports_mb"],
             )
         )
         notes.append(
             f"floor of any run of this case: importing its libraries alone takes {floor['imports_s']:.2f} s "
-            f"and {floor['imports_mb']:.0f} MB (the goals: ≤ {SEBA['cold_s'] / 10:.2f} s and "
+            f"and {floor['imports_mb']:.0f} MB, {floor['task_imports_mb']:.0f} MB without pandas, which a run loads "
+            f"only for its results tables (the goals: ≤ {SEBA['cold_s'] / 10:.2f} s and "
             f"≤ {1.5 * SEBA['peak_mb']:.0f} MB)"
         )
         cfg_rp = seba_config(data, frames, remove_parts=True)

@@ -1441,8 +1441,8 @@ def _evaluate_in(
 
     started = time.time()
     check_run_id(run_id)  # a plain folder name, before any work
+    from ..allocator import arrow_memory_returned_when_freed, large_buffers_returned
     from ..device import using_device
-    from ..executors import arrow_memory_returned_when_freed, large_buffers_returned
 
     arrow_memory_returned_when_freed()
     large_buffers_returned()
@@ -1479,7 +1479,8 @@ def _evaluate(
     report: bool,
     started: float,
 ) -> EvaluationResult:
-    from ..executors import DaskExecutor, LocalExecutor, free_memory_returned
+    from ..allocator import free_memory_returned
+    from ..executors import DaskExecutor, LocalExecutor
 
     cache = cache if isinstance(cache, Cache) else Cache(cache)
     context.cache, context.device = cache, cfg.run.device or ""

@@ -859,7 +859,7 @@ def score(
     ``_std``, ``_min``, ``_max``)."""
     import pyarrow as pa
 
-    from ..executors import free_memory_returned
+    from ..allocator import free_memory_returned
     from .scoring import DEFAULT_BLOCK_BYTES, ScoreBlocks, breakdown_metrics, score_metrics
 
     train_kind, enrol_kind, probe_kind = scenario_sets(scenario)
