@@ -16,7 +16,6 @@ An evaluation needs pandas only for its results tables. Two things keep pandas o
 from __future__ import annotations
 
 import importlib.abc
-import importlib.machinery
 import sys
 import threading
 from collections.abc import Callable
@@ -139,8 +138,6 @@ def pandas_check_right() -> None:
 
 # -- conversions ---------------------------------------------------------------------------------------------
 
-_PRIMITIVE = frozenset("biuf")
-
 
 def _chunks(values: Any) -> list[Any]:
     import pyarrow as pa
@@ -229,15 +226,15 @@ def _plain_numpy(values: Any) -> np.ndarray | None:
     seq = list(values)
     if not seq:
         return None
-    kinds = {type(v) for v in seq}
+    kinds = {type(v) for v in seq}  # exact types: bool is not taken for int, nor np.float32 for float
     if kinds <= {bool, np.bool_}:
         return np.array(seq, dtype=bool)
-    if kinds <= {int, np.int64, np.int32} and not kinds & {bool}:
+    if kinds <= {int, np.int64}:
         try:
             return np.array(seq, dtype=np.int64)
         except OverflowError:
             return None
-    if kinds <= {float, int, np.float64, np.float32} and kinds & {float, np.float64, np.float32}:
+    if kinds <= {float, int, np.float64} and kinds & {float, np.float64}:
         return np.array(seq, dtype=np.float64)
     if kinds <= {str, np.str_}:
         return np.array(seq, dtype=str)

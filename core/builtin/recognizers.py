@@ -285,14 +285,14 @@ class FeatureSpace:
         rows = fit_block_rows(x.shape[1])
         if len(x) < x.shape[1] and len(x) <= _RANDOMIZED_ABOVE:
             # a wide set (pixels, flattened sequences): the samples' Gram matrix summed over blocks of columns;
-            # only the kept directions are computed, straight into the float32 projection
+            # the samples themselves are kept as the basis, or only the kept directions are computed, straight
+            # into the float32 projection
             s, total_sq, weights = cls._pca_wide(x, mean, scale)
             k = cls._kept(s, rank, n_components, total_sq)
+            in_basis = cls(mean, scale, None, x.view(), weights(k))
             if keep_samples and 5 * k >= 4 * len(x) and _holds_only(x):
-                basis = x.view()
-                return cls(mean, scale, None, basis, weights(k))
-            space = cls(mean, scale, None, x.view(), weights(k))
-            return cls(mean, scale, space.projection)
+                return in_basis
+            return cls(mean, scale, in_basis.projection)
         if len(x) > rows and len(x) >= x.shape[1] and x.shape[1] <= _RANDOMIZED_ABOVE:
             # a tall set: the Gram matrix and the total variance summed over blocks of rows, in float64, with
             # no float64 (or standardized) copy of the whole set

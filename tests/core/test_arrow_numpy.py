@@ -163,6 +163,8 @@ def test_to_numpy_of_numbers_is_a_view() -> None:
         np.arange(3),
         np.array(["p", "q"]),
         [np.int64(4)],
+        [np.float32(1.5)],
+        [True, 1],
         [2**70],
         [1, None],
         ["a", None],
