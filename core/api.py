@@ -170,7 +170,10 @@ cached tasks, and takes every part's rows from it; checked by the conformance ch
 and takes every split's templates from it).
 
 1.10 added ``Selector.reads_payloads`` (``False`` for a selector of subjects or attributes alone, such as a random
-draw: an evaluation gives it its tables without their payloads)."""
+draw: an evaluation gives it its tables without their payloads).
+
+1.11 added ``SampleTable.map_payload`` (a per-sample function of a payload, run chunk by chunk: the rows of a table
+read from several stored parts are never joined into one array first)."""
 
 # name -> (module, attribute or None for the module itself), imported on first access
 _LAZY: dict[str, tuple[str, str | None]] = {

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from bioanon.api import hookimpl
 
-BIOANON_API = ">=1.7,<2"  # 1.1: require_fitted (NotFittedError); 1.2: warn_deprecated; 1.3: blas_threads
-# 1.5: cuda_graphs_param; 1.7: seba_set, seba_sample_attributes
+BIOANON_API = ">=1.11,<2"  # 1.1: require_fitted (NotFittedError); 1.2: warn_deprecated; 1.3: blas_threads
+# 1.5: cuda_graphs_param; 1.7: seba_set, seba_sample_attributes; 1.11: SampleTable.map_payload
 """The range of bioanon.api versions this plugin works with (PEP 440)."""
 
 
