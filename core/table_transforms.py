@@ -25,6 +25,7 @@ from .table_schema import (
     _dump_meta,
     _fmt_list,
     _type_desc,
+    filter_rows,
     take_rows,
 )
 
@@ -98,7 +99,7 @@ def filter(table: SampleTable, mask: Any) -> SampleTable:
         raise TableError(f"filter() needs a boolean mask, got Arrow type {mask.type}")
     if len(mask) != table.num_rows:
         raise TableError(f"filter() mask has length {len(mask)}, table has {table.num_rows} rows")
-    return type(table)(table.arrow.filter(mask), validate=False)
+    return type(table)(filter_rows(table.arrow, mask), validate=False)
 
 
 def select_subjects(table: SampleTable, subjects: Iterable[str]) -> SampleTable:
@@ -108,7 +109,7 @@ def select_subjects(table: SampleTable, subjects: Iterable[str]) -> SampleTable:
     missing = pc.filter(wanted, pc.invert(present)).to_pylist()
     if missing:
         raise TableError(f"select_subjects: unknown subjects {_fmt_list(missing)}")
-    return type(table)(table.arrow.filter(pc.is_in(table._column(SUBJECT), value_set=wanted)), validate=False)
+    return type(table)(filter_rows(table.arrow, pc.is_in(table._column(SUBJECT), value_set=wanted)), validate=False)
 
 
 def concat(tables: Sequence[SampleTable]) -> SampleTable:
@@ -172,7 +173,7 @@ def _subject_codes(table: SampleTable) -> tuple[pa.Array, np.ndarray]:
 
 
 def _parts_from_row_part(table: SampleTable, row_part: np.ndarray, k: int) -> list[SampleTable]:
-    return [type(table)(table.arrow.filter(pa.array(row_part == i)), validate=False) for i in range(k)]
+    return [type(table)(take_rows(table.arrow, np.flatnonzero(row_part == i)), validate=False) for i in range(k)]
 
 
 def _subject_values(table: SampleTable, name: str, codes: np.ndarray, s: int) -> tuple[np.ndarray, list[str], int]:

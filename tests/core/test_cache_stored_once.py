@@ -279,6 +279,46 @@ def test_take_rows_is_arrows_take_on_any_chunking():
         take_rows(chunked, [50])
 
 
+def test_take_rows_gathers_tensor_payloads_with_numpy_as_arrow_would():
+    """A table with a tensor payload of numbers: ``take_rows`` and ``filter_rows`` give what Arrow's take and
+    filter give (payloads, ids, schema and metadata), on any chunking (an empty chunk, sliced chunks), any row
+    order, repeats, no rows, and a mask with nulls; the payload comes back as a numpy-gathered array (not a
+    view of the input), and a payload with nulls or booleans is left to Arrow."""
+    from bioanon.api import SampleTable
+    from bioanon.table_schema import _rows_view, filter_rows, take_rows
+
+    rng = np.random.default_rng(1)
+    whole = SampleTable.from_arrays(
+        subject=[f"s{i % 7}" for i in range(60)],
+        sample_id=[f"x{i}" for i in range(60)],
+        payloads={"grid": rng.normal(size=(60, 2, 3)).astype(np.float32), "ints": np.arange(240).reshape(60, 4)},
+        attributes={"age": np.arange(60.0)},
+        metadata={"note": "kept"},
+    ).arrow
+    chunked = pa.concat_tables([whole.slice(0, 9), whole.slice(9, 0), whole.slice(9, 40), whole.slice(49)])
+    for tbl in (whole, chunked, whole.slice(5, 50)):
+        ref = tbl.combine_chunks()
+        for rows in (rng.integers(0, tbl.num_rows, 70), np.arange(tbl.num_rows)[::-1], np.array([], np.int64), [3, 3]):
+            got = take_rows(tbl, rows)
+            assert got.equals(ref.take(pa.array(np.asarray(rows, np.int64)))) and got.schema.equals(tbl.schema)
+        mask = pa.array([None if i % 5 == 0 else bool(i % 3) for i in range(tbl.num_rows)], pa.bool_())
+        assert filter_rows(tbl, mask).equals(ref.filter(mask))
+    taken = take_rows(whole, [1, 2])
+    flat = taken.column("grid").chunk(0).storage.values
+    source = whole.column("grid").chunk(0).storage.values.to_numpy()
+    assert not np.shares_memory(np.frombuffer(flat.buffers()[1], np.float32), source)
+    nulls = pa.ExtensionArray.from_storage(
+        pa.fixed_shape_tensor(pa.float32(), (2,)),
+        pa.FixedSizeListArray.from_arrays(pa.array([1.0, None, 3.0, 4.0], pa.float32()), 2),
+    )
+    bools = pa.ExtensionArray.from_storage(
+        pa.fixed_shape_tensor(pa.bool_(), (2,)), pa.FixedSizeListArray.from_arrays(pa.array([True, False] * 2), 2)
+    )
+    assert _rows_view(nulls) is None and _rows_view(bools) is None
+    mixed = pa.table({"n": nulls, "b": bools, "x": pa.array([1.0, 2.0], pa.float32())})
+    assert take_rows(mixed, [1, 0, 1]).equals(mixed.take(pa.array([1, 0, 1])))
+
+
 def test_a_selector_of_subjects_alone_reads_no_payload(tmp_path, monkeypatch):
     """A selector that declares ``reads_payloads = False`` (a random draw) gets its tables without payload
     columns: nothing of the anonymized payloads is read for it. Others get the payloads."""
