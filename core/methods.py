@@ -1103,8 +1103,8 @@ class CentroidRecognizer(Recognizer):
 
     def score(self, probes: Any) -> ScoreMatrix:
         require_fitted(self, "templates_", call="enroll()", before="score()")
-        s = np.asarray(self.embed(probes), dtype=np.float32) @ self.templates_.T
-        return ScoreMatrix(s.astype(np.float64), self.classes_, probes.sample_ids)
+        s = np.asarray(self.embed(probes), dtype=np.float32) @ self.templates_.T  # float32 scores, kept as such
+        return ScoreMatrix(s, self.classes_, probes.sample_ids)
 
 
 def centroid_templates(embeddings: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -651,6 +651,8 @@ _COUNT_CHUNK = 1 << 20
 #: Grid cells per breakpoint in :class:`_Breakpoints` (at most :data:`_MAX_CELLS`).
 _CELLS_PER_POINT = 8
 _MAX_CELLS = 1 << 21
+#: Values placed at a time from which :class:`_Breakpoints` keeps its work arrays for the next call (1 MiB of float64).
+_KEEP_WORK = 1 << 17
 #: Points of a cell compared one by one before a binary search is cheaper (:class:`_Breakpoints`).
 _SCAN_POINTS = 4
 
@@ -673,6 +675,7 @@ class _Breakpoints:
         self.right = np.zeros(size, dtype=np.int64)
         self.left = np.zeros(size, dtype=np.int64)
         self.cells = 0
+        self._work: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # reused by _cell and add
         if points.size >= 2:
             lo, hi = float(points[0]), float(points[-1])
             cells = int(min(_MAX_CELLS, _CELLS_PER_POINT * points.size))
@@ -684,12 +687,27 @@ class _Breakpoints:
                 np.cumsum(self.before, out=self.before)  # now: the points in the cells before cell g
                 self.padded = np.append(points, np.nan)  # NaN compares False: past the last point of a cell
 
-    def _cell(self, x: np.ndarray) -> np.ndarray:
-        """Cell 0 .. cells + 1 of each value: non-decreasing in the value (±inf included)."""
-        c: np.ndarray = np.subtract(x, self.lo, dtype=np.float64)
+    def _buffers(self, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Work arrays of ``n`` values (float64, intp, int64). From :data:`_KEEP_WORK` values on they are views
+        of buffers kept for the next call: a score matrix is placed a chunk at a time, and fresh chunk-sized
+        temporaries are memory the system maps and zeroes again each time (a fifth of the time of a 128k-sample
+        evaluation went to zeroing pages). Smaller ones come from the allocator's heap, already mapped."""
+        if n < _KEEP_WORK:
+            return np.empty(n), np.empty(n, np.intp), np.empty(n, np.int64)
+        if self._work is None or self._work[0].size < n:
+            self._work = (np.empty(n), np.empty(n, np.intp), np.empty(n, np.int64))
+        f, i, j = self._work
+        return f[:n], i[:n], j[:n]
+
+    def _cell(self, x: np.ndarray, out: np.ndarray | None = None, work: np.ndarray | None = None) -> np.ndarray:
+        """Cell 0 .. cells + 1 of each value: non-decreasing in the value (±inf included); into ``out`` (intp)
+        with ``work`` (float64) as scratch, when given."""
+        c: np.ndarray = np.subtract(x, self.lo, dtype=np.float64, out=work)
         c *= self.scale
         np.clip(c, -1.0, float(self.cells), out=c)
-        cell: np.ndarray = c.astype(np.intp)  # truncation is non-decreasing too
+        cell: np.ndarray = c.astype(np.intp) if out is None else out  # truncation is non-decreasing too
+        if out is not None:
+            np.copyto(cell, c, casting="unsafe")
         cell += 1
         return cell
 
@@ -702,9 +720,11 @@ class _Breakpoints:
             self.right += sign * np.bincount(right, minlength=n)
             self.left += sign * np.bincount(left, minlength=n)
             return
-        cell = self._cell(x)
-        right = self.before[cell]
-        in_cell = np.flatnonzero(self.occupied[cell])
+        work, cell, right = self._buffers(x.size)
+        cell = self._cell(x, out=cell, work=work)
+        # mode "clip" (the cells are in range): np.take with its default mode copies ``out`` first
+        right = np.take(self.before, cell, out=right, mode="clip")
+        in_cell = np.flatnonzero(np.take(self.occupied, cell, out=work.view(bool)[: x.size], mode="clip"))
         # a value whose cell holds no point has as many points below it as at or below it
         left_minus_right = np.zeros(n, dtype=np.int64)
         if in_cell.size:

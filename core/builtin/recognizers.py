@@ -704,8 +704,9 @@ class _SpaceRecognizer(Recognizer, ClassifierOptions):
     def score(self, probes: Any) -> ScoreMatrix:
         require_fitted(self, "classes_", call="enroll()", before="score()")
         z = self.embed(probes)
-        s = self._scores(z) if self.model_ is not None else np.zeros((len(z), 1))
-        return ScoreMatrix(np.asarray(s, dtype=np.float64), cast(np.ndarray, self.classes_), probes.sample_ids)
+        s = np.asarray(self._scores(z) if self.model_ is not None else np.zeros((len(z), 1)))
+        s = s if s.dtype in (np.float32, np.float64) else s.astype(np.float64)  # float32 scores kept as computed
+        return ScoreMatrix(s, cast(np.ndarray, self.classes_), probes.sample_ids)
 
     def _train(self, z: np.ndarray, y: np.ndarray) -> Any:
         raise NotImplementedError

@@ -50,6 +50,7 @@ class ScoreBlocks:
         self.n_probes = int(n_probes)
         self._blocks = blocks  # in memory, or (spill) empty arrays that give each block's shape and dtype
         self._spill = spill
+        self._read_buffer: np.ndarray | None = None  # where blocks are read back from the temporary file
 
     @property
     def n_classes(self) -> int:
@@ -125,15 +126,30 @@ class ScoreBlocks:
         return cls(classes, n, blocks, spill)
 
     def __iter__(self) -> Iterator[tuple[int, np.ndarray]]:
+        """``(first_row, block)`` in probe order. A block read back from the temporary file is read into one
+        buffer, reused for every block and every pass: it holds its rows until the next block is read (fresh
+        arrays would be memory the system maps and zeroes again at each block)."""
         start = 0
         if self._spill is not None:
             self._spill.seek(0)
         for b in self._blocks:
             if self._spill is not None:
-                count = b.shape[0] * self.n_classes
-                b = np.fromfile(self._spill, dtype=b.dtype, count=count).reshape(b.shape[0], self.n_classes)
+                b = self._read_block(b.shape[0], b.dtype)
             yield start, b
             start += b.shape[0]
+
+    def _read_block(self, rows: int, dtype: np.dtype[Any]) -> np.ndarray:
+        """The next ``rows`` rows of the temporary file, in the reused read buffer."""
+        assert self._spill is not None
+        nbytes = rows * self.n_classes * dtype.itemsize
+        if self._read_buffer is None or self._read_buffer.size < nbytes:
+            largest = max(b.shape[0] * b.dtype.itemsize for b in self._blocks) * self.n_classes
+            self._read_buffer = np.empty(largest, np.uint8)
+        view = self._read_buffer[:nbytes]
+        got = self._spill.readinto(view.data)  # type: ignore[attr-defined]  # a TemporaryFile: BufferedRandom
+        if got != nbytes:  # the file is ours and complete: only a full disk or a removed file gets here
+            raise M.MetricError(f"the score blocks' temporary file ended after {got} of {nbytes} bytes of a block")
+        return view.view(dtype).reshape(rows, self.n_classes)
 
     def passes(self) -> Iterator[tuple[int, np.ndarray]]:
         """``(first_row, rows)`` over every block in views of at most :data:`PASS_BYTES` of working memory: what
@@ -156,6 +172,7 @@ class ScoreBlocks:
             self._spill.close()
             self._spill = None
             self._blocks = []
+            self._read_buffer = None
 
 
 def _compact(block: np.ndarray) -> np.ndarray:

@@ -449,3 +449,53 @@ def test_the_subject_split_of_a_score_task_reads_no_payload(tmp_path, monkeypatc
     cfg = config(**{**SMALL, "recognizers": [{"id": "any.cosine_centroid"}], "scenarios": ["naive"]})
     bioanon.evaluate({**cfg, "run": {"jobs": 1}}, out_dir=None, cache=tmp_path / "c", progress=False, report=False)
     assert seen and all(names == [] for names in seen), seen
+
+
+def test_spilled_blocks_are_read_into_one_reused_buffer_with_the_same_scores_every_pass():
+    """Blocks read back from the temporary file share one buffer (no fresh memory per block and pass); each
+    pass gives the scores that were written."""
+    table, refs, classes = _probe_table()
+    whole = ScoreBlocks.from_recognizer(_CentroidLike(refs, classes), table, memory=10**9, n_classes=30).dense()
+    blocks = ScoreBlocks.from_recognizer(_CentroidLike(refs, classes), table, memory=40 * 30 * 48, n_classes=30)
+    assert blocks.spilled
+    for _ in range(2):
+        seen = []
+        for start, block in blocks:
+            np.testing.assert_array_equal(block, whole[start : start + block.shape[0]])
+            seen.append(block)
+        assert all(np.shares_memory(seen[0], b) for b in seen[1:])
+    blocks.close()
+
+
+def test_breakpoints_keep_their_work_arrays_for_large_chunks_with_the_same_counts(monkeypatch):
+    """From :data:`bioanon.metrics._KEEP_WORK` values a chunk, the placement reuses its work arrays; the counts
+    equal those of fresh arrays, chunk after chunk of different sizes."""
+    rng = np.random.default_rng(7)
+    points = np.unique(np.round(rng.normal(0.5, 0.2, 300), 3))
+    chunks = [np.round(rng.normal(0.3, 0.3, n), 3) for n in (500, 120, 800, 3)]
+    fresh = M._Breakpoints(points)
+    for c in chunks:
+        fresh.add(c)
+    assert fresh._work is None  # below the threshold: nothing kept
+    monkeypatch.setattr(M, "_KEEP_WORK", 100)
+    kept = M._Breakpoints(points)
+    for c in chunks:
+        kept.add(c)
+    assert kept._work is not None and kept._work[0].size == 800
+    np.testing.assert_array_equal(kept.right, fresh.right)
+    np.testing.assert_array_equal(kept.left, fresh.left)
+
+
+def test_centroid_recognizers_give_their_float32_scores_without_a_float64_copy():
+    """Cosine-centroid and LDA-cosine score in float32 and hand those scores over as they are (a float64 copy
+    of every block was cast back to float32 for the metrics)."""
+    from bioanon.plugins import get_plugin_manager
+
+    table, _, _ = _probe_table(n=120, d=8, n_classes=12)
+    registry = get_plugin_manager().registry
+    for rid in ("any.cosine_centroid", "any.lda_cosine"):
+        rec = registry.create(rid)
+        rec.fit(table, "subject")
+        rec.enroll(table, "subject")
+        scores = rec.score(table).scores
+        assert scores.dtype == np.float32, rid
