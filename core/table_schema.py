@@ -211,8 +211,12 @@ def _gather_rows(t: pa.DataType, views: list[np.ndarray], idx: np.ndarray) -> pa
         which = np.searchsorted(starts, idx, side="right") - 1  # the chunk of each row (empty chunks skipped)
         order = np.argsort(which, kind="stable")
         for group in np.split(order, np.flatnonzero(np.diff(which[order])) + 1) if idx.size else ():
-            b = int(which[group[0]])
-            out[group] = views[b][idx[group] - starts[b]]
+            b, first, last = int(which[group[0]]), int(group[0]), int(group[-1])
+            local = idx[group] - starts[b]
+            if last - first + 1 == group.size:  # the chunk's rows fill a range of the output: gathered in place
+                np.take(views[b], local, axis=0, out=out[first : last + 1], mode="clip")  # "raise" would buffer
+            else:
+                out[group] = views[b][local]
     storage = pa.FixedSizeListArray.from_arrays(pa.array(out.reshape(-1), type=t.value_type), width)
     return pa.ExtensionArray.from_storage(t, storage)
 
