@@ -8,7 +8,7 @@ This module knows no :class:`~bioanon.table.SampleTable`, so every module above 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -207,18 +207,26 @@ def _gather_rows(t: pa.DataType, views: list[np.ndarray], idx: np.ndarray) -> pa
         out = np.take(views[0], idx, axis=0)
     else:
         out = np.empty((idx.size, width), dtype=views[0].dtype)
-        starts = np.cumsum([0] + [len(v) for v in views])
-        which = np.searchsorted(starts, idx, side="right") - 1  # the chunk of each row (empty chunks skipped)
-        order = np.argsort(which, kind="stable")
-        for group in np.split(order, np.flatnonzero(np.diff(which[order])) + 1) if idx.size else ():
-            b, first, last = int(which[group[0]]), int(group[0]), int(group[-1])
-            local = idx[group] - starts[b]
+        for b, group, start in _by_chunk(idx, [len(v) for v in views]):
+            first, last = int(group[0]), int(group[-1])
+            local = idx[group] - start
             if last - first + 1 == group.size:  # the chunk's rows fill a range of the output: gathered in place
                 np.take(views[b], local, axis=0, out=out[first : last + 1], mode="clip")  # "raise" would buffer
             else:
                 out[group] = views[b][local]
     storage = pa.FixedSizeListArray.from_arrays(pa.array(out.reshape(-1), type=t.value_type), width)
     return pa.ExtensionArray.from_storage(t, storage)
+
+
+def _by_chunk(idx: np.ndarray, lengths: Sequence[int]) -> Iterator[tuple[int, np.ndarray, int]]:
+    """For each chunk (of the given lengths, in order) that holds any of the rows ``idx``: its number, the
+    positions in ``idx`` of its rows (increasing) and its first row. Empty chunks are skipped."""
+    starts = np.cumsum([0, *lengths])
+    which = np.searchsorted(starts, idx, side="right") - 1
+    order = np.argsort(which, kind="stable")
+    for group in np.split(order, np.flatnonzero(np.diff(which[order])) + 1) if idx.size else ():
+        b = int(which[group[0]])
+        yield b, group, int(starts[b])
 
 
 def _arrow_take(table: pa.Table, idx: np.ndarray) -> pa.Table:
@@ -230,12 +238,9 @@ def _arrow_take(table: pa.Table, idx: np.ndarray) -> pa.Table:
         order = np.argsort(idx, kind="stable")
         idx = idx[order]
     batches = table.to_batches()  # zero-copy slices, their boundaries the same in every column
-    starts = np.cumsum([0] + [b.num_rows for b in batches])
-    which = np.searchsorted(starts, idx, side="right") - 1
-    parts = []
-    for group in np.split(np.arange(idx.size), np.flatnonzero(np.diff(which)) + 1) if idx.size else ():
-        b = int(which[group[0]])
-        parts.append(batches[b].take(pa.array(idx[group] - starts[b])))
+    parts = [
+        batches[b].take(pa.array(idx[group] - start)) for b, group, start in _by_chunk(idx, [len(b) for b in batches])
+    ]
     out = pa.Table.from_batches(parts, schema=table.schema)
     if order is not None:  # back to the order asked for
         inverse = np.empty_like(order)
