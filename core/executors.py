@@ -28,6 +28,7 @@ import attrs
 
 from .allocator import arrow_memory_returned_when_freed, free_memory_returned, large_buffers_returned
 from .cache import Cache
+from .cache.store import add_checked_tables, checked_tables
 from .context import RunContext, active_context
 from .errors import BioanonError, ConfigError, TooFewValuesError
 from .log import progress_bar
@@ -325,7 +326,7 @@ class LocalExecutor:
                         if t.affinity:
                             owner.setdefault(t.affinity, slot)
                         with _main_hidden():  # a worker started here must not run the caller's script again
-                            future = slots[slot].submit(_run_timed, t, self.cache, env, context)
+                            future = slots[slot].submit(_run_timed, t, self.cache, env, context, checked_tables())
                         running[future] = (t, devices, slot)
                 if not running:  # only accelerator tasks are ready and their devices are taken: cannot happen
                     raise BioanonError("the local executor has ready tasks it cannot start")  # pragma: no cover
@@ -336,7 +337,7 @@ class LocalExecutor:
                     bar.update(1)
                     bar.set_postfix_str(t.stage, refresh=False)
                     try:
-                        record, seconds = fut.result()
+                        record, seconds, checked = fut.result()
                     except BrokenProcessPool as exc:  # the pool is unusable: stop, whatever keep_going says
                         raise TaskFailed(
                             f"{t.label}: a worker process died while running it (out of memory, or killed); the "
@@ -355,6 +356,7 @@ class LocalExecutor:
                     report.records[t.key] = record
                     report.executed += 1
                     report.count(t.stage, "executed", seconds)
+                    add_checked_tables(checked)  # the tables it checked: the next tasks need not hash them again
                     for d in dependents.get(t.key, ()):
                         deps = waiting[d.key]
                         deps.discard(t.key)
@@ -473,9 +475,13 @@ def _plugin_switches() -> tuple[str, ...]:
     )
 
 
-def _run_timed(task: Any, cache: Cache, env: Mapping[str, str], context: RunContext) -> tuple[Any, float]:
-    """In a worker: run the task with the caller's ``BIOANON_*`` settings and the run's context; its record and
-    seconds. The worker keeps the run's context (:meth:`RunContext.hold`) for its next tasks of the same run."""
+def _run_timed(
+    task: Any, cache: Cache, env: Mapping[str, str], context: RunContext, checked: Mapping[str, Any]
+) -> tuple[Any, float, dict[str, Any]]:
+    """In a worker: run the task with the caller's ``BIOANON_*`` settings and the run's context; its record,
+    seconds, and the tables it checked against their checksums. The worker keeps the run's context
+    (:meth:`RunContext.hold`) for its next tasks of the same run. ``checked``: the tables the run's other processes
+    checked (:func:`~bioanon.cache.store.checked_tables`), which it reads without hashing them again."""
     from .evaluation.tasks import run_task
 
     before = _plugin_switches()
@@ -487,12 +493,15 @@ def _run_timed(task: Any, cache: Cache, env: Mapping[str, str], context: RunCont
         from .plugins import reset_plugin_manager
 
         reset_plugin_manager(None)
+    add_checked_tables(checked)
+    known = checked_tables()
     start = time.perf_counter()
     try:
         record = run_task(task, cache, context.hold())
     finally:
         free_memory_returned()
-    return record, time.perf_counter() - start
+    seconds = time.perf_counter() - start
+    return record, seconds, {p: i for p, i in checked_tables().items() if known.get(p) != i}
 
 
 _POOLS: dict[tuple[int, int], list[ProcessPoolExecutor]] = {}

@@ -24,7 +24,7 @@ import time
 import uuid
 import warnings
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -65,6 +65,26 @@ _VERIFIED_LOCK = threading.Lock()
 # compact audio encoding (pcm16): while this process holds the decoded table (the run's data set, say), reading the
 # whole entry again gives that table back instead of decompressing and decoding it again
 _DECODED: dict[str, tuple[tuple[int, int, int], Any]] = {}
+
+
+#: A read records a use of an entry (its time, for eviction) only when its time is older than this (1 hour).
+TOUCH_EVERY_NS = 3600 * 10**9
+
+
+def checked_tables() -> dict[str, tuple[int, int, int]]:
+    """The local tables whose bytes this process has checked against their checksums (or written), with the
+    identity of the file it checked: what a worker process of the same run is given (:func:`add_checked_tables`),
+    so that it does not hash them again."""
+    with _VERIFIED_LOCK:
+        return dict(_VERIFIED)
+
+
+def add_checked_tables(checked: Mapping[str, tuple[int, int, int]]) -> None:
+    """Take tables another process of the run has checked (:func:`checked_tables`) as checked here: a table is
+    read without hashing its bytes again while its file still has the identity that process checked (the same
+    rule as for the tables this process checked itself)."""
+    with _VERIFIED_LOCK:
+        _VERIFIED.update({path: tuple(ident) for path, ident in checked.items()})  # type: ignore[misc]
 
 
 def _identity(st: os.stat_result) -> tuple[int, int, int]:
@@ -385,21 +405,27 @@ class Cache:
             raise CacheError(f"cannot read cache entry {path}: {exc}") from exc
 
     def _touch(self, path: str) -> None:
-        """Record a use (local filesystems only), so ``clear(older_than_days=...)`` evicts unused entries (a
-        table checked in this process stays checked, and a decoded one held: the new time is its new identity)."""
-        if self._local:
-            try:
-                os.utime(path)
-                with _VERIFIED_LOCK:
-                    if path in _VERIFIED or path in _DECODED:
-                        st = os.stat(path)
-                        ident = _identity(st)
-                        if path in _VERIFIED:
-                            _VERIFIED[path] = ident
-                        if path in _DECODED:
-                            _DECODED[path] = (ident, _DECODED[path][1])
-            except OSError:
-                pass
+        """Record a use (local filesystems only), so ``clear(older_than_days=...)`` evicts unused entries. The time
+        moves only when it is older than :data:`TOUCH_EVERY_NS` (an hour): eviction counts in days, and each new
+        time is a new identity of the file, which every other process of the run (the pool's workers) would
+        otherwise meet by checking the table's bytes again. A table checked in this process stays checked, and a
+        decoded one held: the new time is its new identity."""
+        if not self._local:
+            return
+        try:
+            if time.time_ns() - os.stat(path).st_mtime_ns < TOUCH_EVERY_NS:
+                return
+            os.utime(path)
+            with _VERIFIED_LOCK:
+                if path in _VERIFIED or path in _DECODED:
+                    st = os.stat(path)
+                    ident = _identity(st)
+                    if path in _VERIFIED:
+                        _VERIFIED[path] = ident
+                    if path in _DECODED:
+                        _DECODED[path] = (ident, _DECODED[path][1])
+        except OSError:
+            pass
 
     def _quarantine(self, path: str, error: BaseException, stat: os.stat_result | None = None) -> None:
         """Move an unreadable entry aside to ``<path>.corrupt`` and warn."""
@@ -447,11 +473,11 @@ class Cache:
     def _open_verified(
         self, path: str, columns: Sequence[str] | None = None, rows: tuple[int, int] | None = None
     ) -> tuple[pa.Table, os.stat_result | None]:
-        """The Arrow table at ``path`` (memory-mapped on local disks), its bytes checked against its ``.sha256``
-        (once per process for an unchanged local file) and its data validated; as stored (a column in the
-        compact audio encoding stays encoded: :mod:`bioanon.cache.pcm16`). ``columns``: a compressed column not
-        among them is not read. ``rows`` (start, stop): a plain table's rows ``[start, stop)`` only (of a
-        compressed table, only the record batches that hold them are read); a row selection or concatenation
+        """The Arrow table at ``path`` (memory-mapped on local disks), its bytes checked against its ``.sha256`` (once
+        per process for an unchanged local file, or once per run: :func:`add_checked_tables`) and its data validated; as
+        stored (a column in the compact audio encoding stays encoded: :mod:`bioanon.cache.pcm16`). ``columns``: a
+        compressed column not among them is not read. ``rows`` (start, stop): a plain table's rows ``[start, stop)``
+        only (of a compressed table, only the record batches that hold them are read); a row selection or concatenation
         entry comes back whole. Raises FileNotFoundError, :class:`DamagedEntry` or Arrow's errors."""
         stat = os.stat(path) if self._local else None
         source = pa.memory_map(path, "r") if self._local else self.fs.open_input_file(path)
@@ -994,7 +1020,8 @@ class Cache:
     def clear(self, *, older_than_days: float | None = None) -> int:
         """Remove entries, left-over temp files and moved-aside corrupt files; return how many were removed.
 
-        With ``older_than_days``, only files last written (or, on local disks, last read) longer ago than that.
+        With ``older_than_days``, only files last written (or, on local disks, last read: to the hour) longer ago
+        than that.
         Without it, everything goes, including temp files of writes in progress (those writes then fail).
         Unknown files are left alone.
         """

@@ -96,7 +96,7 @@ def test_accelerator_tasks_run_one_per_device(tmp_path, monkeypatch):
     order: list[str] = []
     lock = threading.Lock()
 
-    def fake_run(task, cache, env, context):
+    def fake_run(task, cache, env, context, checked):
         dev = next(iter(task_devices(task)), "cpu")
         with lock:
             active[dev] = active.get(dev, 0) + 1
@@ -105,7 +105,7 @@ def test_accelerator_tasks_run_one_per_device(tmp_path, monkeypatch):
         with lock:
             active[dev] -= 1
             order.append(task.label)
-        return {"done": task.label}, 0.05
+        return {"done": task.label}, 0.05, {}
 
     monkeypatch.setattr(ex, "_run_timed", fake_run)
     monkeypatch.setattr(ex, "MIN_TASKS_PER_WORKER", 1)
@@ -137,10 +137,10 @@ def test_tasks_that_share_a_fit_run_on_one_worker(tmp_path, monkeypatch):
 
     ran_on: dict[str, str] = {}
 
-    def fake_run(task, cache, env, context):
+    def fake_run(task, cache, env, context, checked):
         time.sleep(0.02)
         ran_on[task.label] = threading.current_thread().name
-        return {"done": task.label}, 0.02
+        return {"done": task.label}, 0.02, {}
 
     monkeypatch.setattr(ex, "_run_timed", fake_run)
     monkeypatch.setattr(ex, "MIN_TASKS_PER_WORKER", 1)
@@ -163,7 +163,7 @@ def test_the_scheduler_reads_each_task_s_devices_once(tmp_path, monkeypatch):
     calls: list[str] = []
     original = ex.task_devices
     monkeypatch.setattr(ex, "task_devices", lambda task: calls.append(task.key) or original(task))
-    monkeypatch.setattr(ex, "_run_timed", lambda task, cache, env, context: ({"done": task.label}, 0.0))
+    monkeypatch.setattr(ex, "_run_timed", lambda task, cache, env, context, checked: ({"done": task.label}, 0.0, {}))
     monkeypatch.setattr(ex, "MIN_TASKS_PER_WORKER", 1)
     tasks = [_task(f"t{i}") for i in range(60)] + [_task("g", device="cuda:0"), _task("h", deps=("t0",))]
     executor = LocalExecutor(Cache(tmp_path), progress=False, jobs=2)
@@ -267,7 +267,7 @@ def test_a_script_without_a_main_guard_is_not_run_again_by_workers(tmp_path):
     assert out.stdout.count("script ran") == 1 and "tasks" in out.stdout
 
 
-def _die(task, cache, env, context):  # a worker that dies mid-task (e.g. killed by the out-of-memory killer)
+def _die(task, cache, env, context, checked):  # a worker that dies mid-task (e.g. killed by the out-of-memory killer)
     import os
 
     os._exit(3)
@@ -367,7 +367,7 @@ def test_the_caller_imports_what_it_needs_next_while_its_workers_run(tmp_path, m
         real(modules)
 
     monkeypatch.setattr(ex, "_import_in_background", watched)
-    monkeypatch.setattr(ex, "_run_timed", lambda task, cache, env, context: ({"done": task.label}, 0.0))
+    monkeypatch.setattr(ex, "_run_timed", lambda task, cache, env, context, checked: ({"done": task.label}, 0.0, {}))
     monkeypatch.setattr(ex, "MIN_TASKS_PER_WORKER", 1)
     executor = LocalExecutor(Cache(tmp_path / "cache"), progress=False, jobs=jobs, preload=(name,))
     executor.make_pool = lambda jobs: ThreadPoolExecutor(jobs)
