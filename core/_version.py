@@ -3,5 +3,5 @@ read them without importing the package's public surface)."""
 
 __version__ = "0.1.0"
 
-API_VERSION = "1.11"
+API_VERSION = "1.12"
 """The version of the plugin API, ``"major.minor"`` (documented at :data:`bioanon.api.API_VERSION`)."""

@@ -173,7 +173,11 @@ and takes every split's templates from it).
 draw: an evaluation gives it its tables without their payloads).
 
 1.11 added ``SampleTable.map_payload`` (a per-sample function of a payload, run chunk by chunk: the rows of a table
-read from several stored parts are never joined into one array first)."""
+read from several stored parts are never joined into one array first).
+
+1.12 added ``Selector.subjects_only`` (``True`` for a selector whose choice depends on the subject names and its
+seed alone, such as a random draw: an evaluation selects once per repeat from the clear tables, and computes each
+recognizer's clear level on those subjects once for every anonymizer setting)."""
 
 # name -> (module, attribute or None for the module itself), imported on first access
 _LAZY: dict[str, tuple[str, str | None]] = {

@@ -1181,10 +1181,16 @@ class Selector(Method):
 
     ``reads_payloads`` (API 1.10): ``False`` for a selector that looks only at the subjects and the attributes
     (a random draw, metadata): an evaluation then gives it the tables without their payloads, and reads and
-    copies none of them."""
+    copies none of them.
+
+    ``subjects_only`` (API 1.12): ``True`` for a selector whose choice depends on the evaluation set's subject
+    names and its seed alone, never on the anonymized data (a random draw): an evaluation then selects once per
+    repeat, from the clear tables, for every anonymizer and setting, and computes each recognizer's clear level
+    on those subjects once instead of once per setting."""
 
     kind: ClassVar[str] = "selector"
     reads_payloads: ClassVar[bool] = True
+    subjects_only: ClassVar[bool] = False
 
     def select(self, table: Any, n: int, *, attacker: Any = None) -> list[str]:
         raise NotImplementedError

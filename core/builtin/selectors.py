@@ -119,6 +119,7 @@ class RandomSelection(Selector):
     id: ClassVar[str] = "any.select_random"
     payloads: ClassVar[tuple[str, ...]] = ("*",)
     reads_payloads: ClassVar[bool] = False
+    subjects_only: ClassVar[bool] = True  # the same subjects for every anonymizer setting
 
     seed: int = param(0, help="random seed")
 

@@ -20,7 +20,7 @@ import sys
 import time
 import warnings as _warnings
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
@@ -72,7 +72,8 @@ class Plan:
     tasks: list[TaskSpec]
     dataset_key: str
     warnings: list[str]
-    # {key, anonymizer, setting, setting_index, repeat, recognizer, scenario, selections}
+    # {key, anonymizer, setting, setting_index, params, repeat, recognizer, scenario, deanonymizer_task,
+    # anonymize_task}
     score_tasks: list[dict[str, Any]]
     utility_tasks: list[dict[str, Any]]
     split_tasks: list[dict[str, Any]]
@@ -478,9 +479,15 @@ def build_plan(
     if data_info["breakdown"]:
         score_extra["breakdown"] = list(data_info["breakdown"])
 
+    planned: dict[str, TaskSpec] = {}
+
     def add(task: TaskSpec) -> TaskSpec:
-        tasks.append(task)
-        return task
+        """The plan's task with ``task``'s key: ``task``, added now, or the same task added earlier (e.g. the
+        clear level of a selection every anonymizer setting shares)."""
+        if task.key not in planned:
+            planned[task.key] = task
+            tasks.append(task)
+        return planned[task.key]
 
     # per-sample anonymizers anonymize each data set once, in shards (each a cached task); every repeat's parts
     # are row selections of that (tasks.anonymize_rows)
@@ -600,9 +607,15 @@ def build_plan(
                     sets["deanon_evaluation"] = output_key(t_de.key, "evaluation")
                     deps_anon = deps_anon + (t_de.key,)
                 selections = []
+                clear_only = True  # every selection the same for all settings: their clear level too
                 for sel_spec in cfg.selection.selectors:
                     base = _method_dict(sel_spec)
                     draws = cfg.selection.random_draws if base["id"] == "any.select_random" else 1
+                    # a selection of subjects alone is made once per repeat, from the clear tables
+                    subjects_only = bool(getattr(sel_spec.method_class(), "subjects_only", False))
+                    clear_only = clear_only and subjects_only
+                    sel_from, sel_deps = (clear, (t_split.key,)) if subjects_only else (anon, (t_anon.key,))
+                    sel_where = f"repeat {r}" if subjects_only else where
                     for n in reachable:
                         for d in range(draws):
                             if n == n_eval and draws > 1 and d > 0:
@@ -614,12 +627,12 @@ def build_plan(
                                     {
                                         "method": m,
                                         "n": n,
-                                        "evaluation": anon["evaluation"],
-                                        "attacker": anon["attacker"],
+                                        "evaluation": sel_from["evaluation"],
+                                        "attacker": sel_from["attacker"],
                                     },
-                                    (t_anon.key,),
+                                    sel_deps,
                                     stage="select",
-                                    label=f"select {sel_spec.name} n={n} {where}",
+                                    label=f"select {sel_spec.name} n={n} {sel_where}",
                                 )
                             )
                             selections.append({"id": f"{sel_spec.name}|{n}|{d}", "task": t_sel.key})
@@ -629,6 +642,8 @@ def build_plan(
                     for scen in scenarios:
                         needed = scenario_tables(scen, sets, cfg.attacker_fit)
                         fit_arg = {"attacker_fit": cfg.attacker_fit} if cfg.attacker_fit != "attacker" else {}
+                        # the clear level of selections that no setting changes: one task for every setting
+                        shared = scen == CLEAR and clear_only
                         t_score = add(
                             make_task(
                                 "score",
@@ -646,9 +661,9 @@ def build_plan(
                                     **score_extra,
                                     **fit_arg,
                                 },
-                                deps_anon + sel_keys,
+                                ((t_split.key,) if shared else deps_anon) + sel_keys,
                                 stage="score",
-                                label=f"score {rec_spec.name} {scen} {where}",
+                                label=f"score {rec_spec.name} {scen} {f'repeat {r}' if shared else where}",
                             )
                         )
                         score_tasks.append(
@@ -663,6 +678,7 @@ def build_plan(
                                 "scenario": scen,
                                 # the de-anonymization task whose output this scenario reads ("" when none)
                                 "deanonymizer_task": t_de.key if t_de and "deanon_evaluation" in needed else "",
+                                "anonymize_task": t_anon.key,  # its setting: no rows when that failed
                             }
                         )
                 for u_spec in cfg.utility:
@@ -876,6 +892,17 @@ def _run_columns(st: Mapping[str, Any], row: Mapping[str, Any], labels: Mapping[
     }  # the keys of RUN_COLUMNS, in its order
 
 
+def scored(plan: Plan, records: Mapping[str, Any]) -> Iterator[tuple[dict[str, Any], dict[str, Any]]]:
+    """(row of ``plan.score_tasks``, its task's record) for every score task that ran, of the settings whose
+    anonymization ran: the clear level that a selection of subjects alone shares between settings is computed
+    whatever becomes of them, and is not reported for a setting whose anonymization failed."""
+    for st in plan.score_tasks:
+        rec, anonymized = records.get(st["key"]), st.get("anonymize_task")
+        if rec is None or (anonymized is not None and anonymized not in records):
+            continue
+        yield st, rec
+
+
 def collect_metrics(plan: Plan, records: Mapping[str, Any]) -> Any:
     """The tidy metrics table: one row per score task × selection × metric, with the evaluation's ``label``
     ("subject" for identity, else the attribute), a ``note`` that explains undefined values (NaN) and missing or
@@ -885,10 +912,7 @@ def collect_metrics(plan: Plan, records: Mapping[str, Any]) -> Any:
 
     labels = {t.key: str(t.args.get("label", "subject")) for t in plan.tasks if t.op == "score"}
     rows = []
-    for st in plan.score_tasks:
-        rec = records.get(st["key"])
-        if rec is None:
-            continue
+    for st, rec in scored(plan, records):
         unlearned = not_learned_note(records.get(st.get("deanonymizer_task", "")))
         for row in rec["rows"]:
             note = "; ".join(n for n in (unlearned, row.get("note", "")) if n)
@@ -938,9 +962,8 @@ def collect_breakdown(plan: Plan, records: Mapping[str, Any]) -> Any:
 
     labels = {t.key: str(t.args.get("label", "subject")) for t in plan.tasks if t.op == "score"}
     rows = []
-    for st in plan.score_tasks:
-        rec = records.get(st["key"])
-        for row in (rec or {}).get("breakdown", []):
+    for st, rec in scored(plan, records):
+        for row in rec.get("breakdown", []):
             rows.append(
                 {
                     **_run_columns(st, row, labels),
@@ -1688,8 +1711,7 @@ def _write_scores(plan: Plan, records: Mapping[str, Any], cache: Cache, run_dir:
 
     folder = run_dir / "scores"
     folder.mkdir(exist_ok=True)
-    for st in plan.score_tasks:
-        rec = records.get(st["key"]) or {}
+    for st, rec in scored(plan, records):
         for sel, key in rec.get("scores", {}).items():
             t = cache.get_table(key)
             if t is None:

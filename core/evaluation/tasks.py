@@ -769,7 +769,8 @@ def _held_out_top1(
 def select(
     cache: Cache, *, context: RunContext, method: dict[str, Any], n: int, evaluation: str, attacker: str, key: str
 ) -> dict[str, Any]:
-    """Select n subjects of the anonymized evaluation set (the selector may train on the anonymized attacker set)."""
+    """Select n subjects of the evaluation set: the anonymized one (the selector may train on the anonymized
+    attacker set), or the clear one for a selector of subjects alone (``Selector.subjects_only``)."""
     from ..table import ATTR_PREFIX
 
     m = cast(Selector, _create(context, method))
