@@ -298,6 +298,7 @@ class LocalExecutor:
         pool = self.make_pool(jobs)
         _import_in_background(self.preload)
         slots = list(pool) if isinstance(pool, list) else [pool] * jobs  # one executor per worker, or a shared one
+        told: list[dict[str, Any]] = [{} for _ in range(jobs)]  # the checked tables each worker was given
         env = _bioanon_env()
         running: dict[Any, Any] = {}  # future -> (task, its accelerators, its slot)
         busy: set[str] = set()  # accelerators with a task on them
@@ -326,7 +327,8 @@ class LocalExecutor:
                         if t.affinity:
                             owner.setdefault(t.affinity, slot)
                         with _main_hidden():  # a worker started here must not run the caller's script again
-                            future = slots[slot].submit(_run_timed, t, self.cache, env, context, checked_tables())
+                            news = _news(checked_tables(), told[slot])
+                            future = slots[slot].submit(_run_timed, t, self.cache, env, context, news)
                         running[future] = (t, devices, slot)
                 if not running:  # only accelerator tasks are ready and their devices are taken: cannot happen
                     raise BioanonError("the local executor has ready tasks it cannot start")  # pragma: no cover
@@ -481,7 +483,8 @@ def _run_timed(
     """In a worker: run the task with the caller's ``BIOANON_*`` settings and the run's context; its record,
     seconds, and the tables it checked against their checksums. The worker keeps the run's context
     (:meth:`RunContext.hold`) for its next tasks of the same run. ``checked``: the tables the run's other processes
-    checked (:func:`~bioanon.cache.store.checked_tables`), which it reads without hashing them again."""
+    checked (:func:`~bioanon.cache.store.checked_tables`) and it was not told of before, which it reads without
+    hashing them again."""
     from .evaluation.tasks import run_task
 
     before = _plugin_switches()
@@ -501,7 +504,15 @@ def _run_timed(
     finally:
         free_memory_returned()
     seconds = time.perf_counter() - start
-    return record, seconds, {p: i for p, i in checked_tables().items() if known.get(p) != i}
+    return record, seconds, _news(checked_tables(), known)
+
+
+def _news(checked: Mapping[str, Any], known: dict[str, Any]) -> dict[str, Any]:
+    """The entries of ``checked`` (tables checked against their checksums) that ``known`` lacks or holds with
+    another identity, now added to ``known``: each process is told of a table once, not with every task."""
+    news = {path: ident for path, ident in checked.items() if known.get(path) != ident}
+    known.update(news)
+    return news
 
 
 _POOLS: dict[tuple[int, int], list[ProcessPoolExecutor]] = {}

@@ -72,7 +72,7 @@ TOUCH_EVERY_NS = 3600 * 10**9
 
 
 def checked_tables() -> dict[str, tuple[int, int, int]]:
-    """The local tables whose bytes this process has checked against their checksums (or written), with the
+    """The local tables whose bytes this process has checked against their checksums, with the
     identity of the file it checked: what a worker process of the same run is given (:func:`add_checked_tables`),
     so that it does not hash them again."""
     with _VERIFIED_LOCK:

@@ -124,3 +124,41 @@ def test_a_pool_task_reports_the_tables_it_checked_and_takes_those_the_run_check
     assert record == {"done": True} and seconds >= 0
     assert len(hashes) == 1  # only the table nobody had checked
     assert set(checked) == {cache.table_path(KEY)}  # what it checked itself goes back to the parent
+
+
+def test_each_worker_is_told_of_a_checked_table_once_not_with_every_task(tmp_path, monkeypatch):
+    """The run's checked tables travel to a worker as news: a table once, not the whole list with every task (with
+    thousands of shard tasks and tables, that grew with tasks × tables)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import bioanon.executors as ex
+    from bioanon.evaluation.tasks import TaskSpec
+    from bioanon.executors import LocalExecutor
+
+    given: dict[str, list[str]] = {}
+    lock = threading.Lock()
+
+    def fake_run(task, cache, env, context, checked):
+        with lock:
+            given.setdefault(threading.current_thread().name.split("_")[0], []).extend(checked)
+        path = f"/nowhere/{task.label}.arrow"
+        return {"done": task.label}, 0.0, {path: (1, 2, 3)}  # each task "checked" a table of its own
+
+    monkeypatch.setattr(ex, "_run_timed", fake_run)
+    monkeypatch.setattr(ex, "MIN_TASKS_PER_WORKER", 1)
+    with store._VERIFIED_LOCK:
+        saved = dict(store._VERIFIED)
+    try:
+        tasks = [TaskSpec(f"{i:032x}", "noop", {"i": i}, (), "stage", f"t{i}") for i in range(40)]
+        executor = LocalExecutor(Cache(tmp_path), progress=False, jobs=2)
+        executor.make_pool = lambda jobs: [ThreadPoolExecutor(1, thread_name_prefix=f"slot{j}") for j in range(jobs)]
+        assert executor.run(tasks).executed == 40
+    finally:
+        with store._VERIFIED_LOCK:
+            store._VERIFIED.clear()
+            store._VERIFIED.update(saved)
+    assert set(given) == {"slot0", "slot1"}
+    for paths in given.values():
+        assert len(paths) == len(set(paths))  # never told twice
+    assert any("/nowhere/" in p for paths in given.values() for p in paths)  # the other worker's tables reach it
