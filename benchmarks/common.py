@@ -4,11 +4,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+#: Variables a timed ``bioanon`` process must not inherit: the job count the command line gives, and a switch that
+#: stops Python from writing compiled bytecode (set in some development shells). Without ``.pyc`` files every run
+#: compiles every module again; an installed package, ours or a peer's, has them.
+CHILD_ENV_DROPPED = ("BIOANON_JOBS", "PYTHONDONTWRITEBYTECODE")
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    """The environment of a timed child process: this one's, less :data:`CHILD_ENV_DROPPED`, plus ``extra``."""
+    return {k: v for k, v in os.environ.items() if k not in CHILD_ENV_DROPPED} | extra
 
 
 def timed(fn: Callable[[], Any], repeat: int = 1) -> tuple[float, Any]:

@@ -72,7 +72,7 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks.common import figure, main
+from benchmarks.common import child_env, figure, main
 
 SAMPLES_PER_SUBJECT = 20
 DIM = 256
@@ -189,7 +189,7 @@ def cli_evaluate(
     command-line options (e.g. ``--executor dask``)."""
     cmd = [sys.executable, "-c", CLI, "evaluate", str(config), "--out", str(out), "--run-id", run_id]
     cmd += ["--cache-dir", str(cache), "--jobs", str(jobs), "--quiet", "--no-report", *extra]
-    env = {k: v for k, v in os.environ.items() if k != "BIOANON_JOBS"}
+    env = child_env()
     with tempfile.TemporaryFile() as err:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=err, env=env)

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import figure, main
+from benchmarks.common import child_env, figure, main
 
 
 def voice_config(quick: bool, resemblyzer: bool) -> dict[str, Any]:
@@ -83,7 +83,7 @@ def _run(config: Path, out: Path, cache: Path, jobs: int, reuse: bool = True) ->
         "--quiet",
         "--no-report",
     ]
-    env = {k: v for k, v in os.environ.items() if k not in ("BIOANON_JOBS", "BIOANON_FIT_MEMO")}
+    env = {k: v for k, v in child_env().items() if k != "BIOANON_FIT_MEMO"}
     if not reuse:
         env["BIOANON_FIT_MEMO"] = "0"
     t0 = time.perf_counter()

@@ -527,13 +527,18 @@ def _worker_settings(jobs: int) -> tuple[int, int]:
 class IdleCores:
     """How many BLAS threads this process's next task should run: its cores less those other processes have kept
     busy lately (Linux: ``/proc/stat``'s busy time of all cores less this process's own CPU time, since the
-    previous call; the first call looks over 50 ms). OpenBLAS threads wait by spinning, so two threads on a
-    two-core machine where another process keeps a core busy run the SEBA-shaped case 15-25 % slower than one
-    thread (5.2-6.0 s against 4.2-5.1 s), while on a quiet machine the two run alike. Elsewhere, or when
+    previous call; the first call looks back to when this object was made, at least :data:`FIRST_LOOK_S`, so
+    an executor made before the data are read waits for nothing). OpenBLAS threads wait by spinning, so two
+    threads on a two-core machine where another process keeps a core busy run the SEBA-shaped case 15-25 % slower
+    than one thread (5.2-6.0 s against 4.2-5.1 s), while on a quiet machine the two run alike. Elsewhere, or when
     ``/proc/stat`` cannot be read: every core."""
 
+    #: The shortest look back of the first call (seconds): it waits for the rest when made just before.
+    FIRST_LOOK_S = 0.05
+
     def __init__(self) -> None:
-        self._last: tuple[float, float, float] | None = None
+        self._last: tuple[float, float, float] | None = self._sample()
+        self._first = True
 
     @staticmethod
     def _sample() -> tuple[float, float, float] | None:
@@ -552,10 +557,11 @@ class IdleCores:
 
     def threads(self, cores: int) -> int:
         """``cores`` less the cores other processes kept busy since the last call (at least 1)."""
-        if self._last is None:
-            self._last = self._sample()
-            time.sleep(0.05)
         now = self._sample()
+        first, self._first = self._first, False
+        if first and self._last is not None and now is not None and now[0] - self._last[0] < self.FIRST_LOOK_S:
+            time.sleep(self.FIRST_LOOK_S - (now[0] - self._last[0]))
+            now = self._sample()
         last, self._last = self._last, now
         if now is None or last is None or now[0] - last[0] <= 0:
             return max(1, cores)

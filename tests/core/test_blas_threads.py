@@ -73,6 +73,26 @@ def test_idle_cores_leaves_out_the_cores_other_processes_keep_busy(monkeypatch):
     assert idle.threads(4) == 4
 
 
+def test_idle_cores_first_look_waits_only_for_what_is_left(monkeypatch):
+    """The first call looks back to when the object was made: made long enough before (as an executor is before
+    the data are read), nothing waits; made just before, the call waits only for the rest of FIRST_LOOK_S."""
+    from bioanon import executors
+    from bioanon.executors import IdleCores
+
+    slept: list[float] = []
+    monkeypatch.setattr(executors.time, "sleep", slept.append)
+    samples = iter([(0.0, 10.0, 1.0), (2.0, 12.0, 1.0), (2.01, 12.0, 1.0)])
+    monkeypatch.setattr(IdleCores, "_sample", staticmethod(lambda: next(samples)))
+    idle = IdleCores()
+    assert idle.threads(2) == 1 and slept == []  # two seconds since it was made: one core kept busy elsewhere
+    assert idle.threads(2) == 2 and slept == []  # a later call never waits, however short its window
+
+    samples = iter([(0.0, 10.0, 1.0), (0.01, 10.0, 1.0), (0.05, 10.0, 1.0)])
+    idle = IdleCores()
+    assert idle.threads(2) == 2
+    assert slept == [pytest.approx(IdleCores.FIRST_LOOK_S - 0.01)]
+
+
 @pytest.mark.skipif(not os.path.exists("/proc/stat"), reason="reads Linux's /proc/stat")
 def test_idle_cores_sees_a_busy_process():
     import subprocess
