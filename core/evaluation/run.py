@@ -407,6 +407,15 @@ def _stratified_plan(
     return names, sizes, warnings
 
 
+def least_tasks(cfg: Any) -> int:
+    """The fewest tasks the plan of ``cfg`` can have, known from the config alone (before its data are read):
+    per repeat, the split, one anonymization per anonymizer setting, and per recognizer its clear level and one
+    score per setting and attack scenario. (Selections, shards, templates and de-anonymizers only add tasks.)"""
+    settings = sum(len(a.settings()) for a in cfg.anonymizers)
+    attacks = len(planned_scenarios(cfg.scenarios)) - 1
+    return int(cfg.repeats) * (1 + settings + len(cfg.recognizers) * (1 + settings * attacks))
+
+
 def build_plan(
     cfg: Any, cache: Cache, data: SampleTable, dataset_key: str | None = None, attacker_key: str | None = None
 ) -> Plan:
@@ -1529,7 +1538,8 @@ def _evaluate(
                 context=context,
                 preload=("pandas",),  # the results tables, imported while the workers run the tasks
             )
-            executor.start_workers_early()  # its workers' fork server imports while this process reads the data
+            # its workers' fork server imports while this process reads the data, if the plan can be large enough
+            executor.start_workers_early(least_tasks(cfg))
         table, dataset_key = import_data(cfg, data, cache)
         free_memory_returned()  # what reading the files left in the allocator's heap
         dataset_key = dataset_key or data_key

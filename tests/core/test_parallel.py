@@ -382,3 +382,55 @@ def test_the_caller_imports_what_it_needs_next_while_its_workers_run(tmp_path, m
         for t in [t for t in threading.enumerate() if t.name == "bioanon-preload"]:
             t.join(timeout=60)  # wait for the state: the thread has finished
         assert name in sys.modules
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},  # two repeats, three settings, two selectors with two counts and random draws
+        {
+            "repeats": 1,
+            "anonymizers": [{"id": "any.gaussian_noise", "name": "noise"}],
+            "scenarios": ["parrot"],
+            "recognizers": [{"id": "any.cosine_centroid"}],
+            "selection": {"selectors": ["random"]},
+            "utility": [],
+        },
+        {"repeats": 1, "scenarios": ["naive"], "utility": [], "selection": {"selectors": ["classification"]}},
+    ],
+)
+def test_least_tasks_bounds_the_plan_from_below(tmp_path, overrides):
+    """What the executor is told before the data are read (whether its workers' server is worth starting): never
+    more tasks than the plan has; as many on a plain case of one setting, one recognizer and one selection."""
+    from evalconfigs import config
+
+    from bioanon.cache import Cache
+    from bioanon.evaluation.config import load_config
+    from bioanon.evaluation.run import build_plan, least_tasks, load_data
+
+    cfg = load_config(config(**overrides))
+    plan = build_plan(cfg, Cache(tmp_path / "c"), load_data(cfg))
+    least = least_tasks(cfg)
+    assert 1 <= least <= len(plan.tasks)
+    if overrides.get("repeats") == 1 and len(overrides.get("recognizers", [])) == 1:
+        # split, anonymize, select, clear level, parrot: only the selection is not counted
+        assert least == len([t for t in plan.tasks if t.op != "select"])
+
+
+def test_a_plan_too_small_for_workers_starts_no_worker_server(tmp_path):
+    """Told that the plan has fewer tasks than workers would take on (as the SEBA-shaped case), the executor
+    starts no server: its imports would only compete with this process's. Told more, it starts one."""
+    state = _in_fresh_python(
+        "import json, multiprocessing.forkserver as fs\n"
+        "from bioanon.cache import Cache\n"
+        "from bioanon.executors import MIN_TASKS_PER_WORKER, LocalExecutor\n"
+        "if __name__ == '__main__':\n"
+        f"    ex = LocalExecutor(Cache({str(tmp_path / 'c')!r}), jobs=2)\n"
+        "    few = ex.start_workers_early(2 * MIN_TASKS_PER_WORKER - 1)\n"
+        "    before = fs._forkserver._forkserver_pid is not None\n"
+        "    many = ex.start_workers_early(2 * MIN_TASKS_PER_WORKER)\n"
+        "    print(json.dumps({'few': few, 'before': before, 'many': many,\n"
+        "                      'after': fs._forkserver._forkserver_pid is not None}))\n",
+        tmp_path,
+    )
+    assert state == {"few": False, "before": False, "many": True, "after": True}
