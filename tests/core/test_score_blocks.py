@@ -91,6 +91,25 @@ def test_every_block_size_gives_the_whole_matrix_metrics_exactly(case):
             assert all(_same(a, b) for a, b in zip(got[metric], whole[metric], strict=True)), (case, metric)
 
 
+def test_the_cis_equal_bootstrap_cis_over_the_subject_labels():
+    """score_metrics groups the probes by integer codes of their subjects (sorting labels once, not per CI): its
+    intervals are those of bootstrap_ci over the labels themselves, in every statistic."""
+    S, true = _tie_heavy(n_classes=12, per=6, seed=4)
+    rng = np.random.default_rng(8)
+    groups = np.array([f"subject-{v}" for v in rng.permutation(40)[np.arange(true.size) % 11]])
+    classes = np.array([f"c{i}" for i in range(S.shape[1])])
+    rows = _values(score_metrics(SimpleNamespace(scores=S, classes=classes), true, groups, bootstrap=60, seed=5))
+    ti = M.label_indices(true, classes)
+    hits = M.top_k_hits(S, ti, 1)
+    for metric, statistic, kw in (
+        ("top1", "pooled", {}),
+        ("balanced_accuracy", "balanced", {"classes": ti}),
+        ("per_subject_accuracy", "subject", {}),
+    ):
+        lo, hi = M.bootstrap_ci(hits, groups, n_resamples=60, seed=5, alpha=0.05, statistic=statistic, **kw)
+        assert rows[metric][1:3] == (lo, hi), metric
+
+
 @pytest.mark.parametrize("chunk", [1 << 20, 7])
 def test_nonmated_counts_equal_verification_metrics_on_any_split(chunk, monkeypatch):
     monkeypatch.setattr(M, "_COUNT_CHUNK", chunk)
