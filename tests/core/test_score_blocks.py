@@ -365,6 +365,14 @@ def _placement_cases():
     yield "one point", np.array([0.25]), np.array([0.0, 0.25, 0.25, 1.0])
     yield "a range beyond floats", np.array([-1e308, 0.0, 1e308]), rng.normal(0, 1e307, 500)
     yield "infinite points", np.array([-np.inf, 0.0, 2.0, np.inf]), np.array([-np.inf, -1.0, 0.0, 1.0, 2.0, np.inf])
+    # the grid is computed in float32: float64 points and values closer than float32 can tell apart, values and
+    # ranges beyond float32's range, a scale that overflows it
+    close = np.unique(np.concatenate([0.5 + np.arange(60) * 1e-12, [0.0, 1.0]]))
+    nudged = np.concatenate([close, np.nextafter(close, np.inf), np.nextafter(close, -np.inf), [0.5 + 3e-11]])
+    yield "closer than float32 resolves", close, nudged
+    yield "values beyond float32", spread, np.array([-1e300, -3.5e38, 3.4e38, 3.5e38, 1e300, 0.6, np.inf])
+    yield "a range beyond float32", np.array([-1e39, 0.0, 1e39]), np.array([-2e39, -1e39, 0.0, 1e39, 5.0, 2e39])
+    yield "a scale beyond float32", np.array([0.0, 1e-300, 2e-300]), np.array([-1.0, 0.0, 5e-301, 1e-300, 1.0])
 
 
 @pytest.mark.parametrize("case", list(_placement_cases()), ids=lambda c: c[0])
