@@ -51,6 +51,7 @@ class ScoreBlocks:
         self._blocks = blocks  # in memory, or (spill) empty arrays that give each block's shape and dtype
         self._spill = spill
         self._read_buffer: np.ndarray | None = None  # where blocks are read back from the temporary file
+        self._first: tuple[np.ndarray, _FirstPass] | None = None  # (true_idx, its first pass) made while scoring
 
     @property
     def n_classes(self) -> int:
@@ -77,13 +78,19 @@ class ScoreBlocks:
         return cls(scores.classes, S.shape[0], [S[i : i + rows] for i in range(0, S.shape[0], rows)])
 
     @classmethod
-    def from_recognizer(cls, recognizer: Any, probes: Any, *, memory: int, n_classes: int = 0) -> ScoreBlocks:
+    def from_recognizer(
+        cls, recognizer: Any, probes: Any, *, memory: int, n_classes: int = 0, true_labels: Any = None
+    ) -> ScoreBlocks:
         """The scores of an enrolled ``recognizer`` for the ``probes`` table, computed a block of probes at a
         time within ``memory`` bytes, at most :data:`DEFAULT_BLOCK_BYTES` (``n_classes``: the expected class
         count, e.g. the enrolled labels, which sizes the blocks; 0 = unknown). A matrix that fits is scored in one
         call, exactly as a whole; so is every matrix of a recognizer that declares
         ``scores_probes_independently = False`` (its score of one probe depends on the others). The class labels
-        of every block must agree."""
+        of every block must agree.
+
+        ``true_labels`` (each probe's true class, as :func:`score_metrics` will get them): the metrics' first pass
+        over the scores (ranks, mated scores, the non-mated range) is made on each block as it is scored, so
+        blocks that go to the temporary file are read back once fewer (:meth:`first_pass`)."""
         n = len(probes)
         one_call = not getattr(recognizer, "scores_probes_independently", True)
         # larger blocks than DEFAULT_BLOCK_BYTES gain no speed, only memory
@@ -97,6 +104,9 @@ class ScoreBlocks:
         blocks: list[np.ndarray] = []
         spill: IO[bytes] | None = None
         classes: np.ndarray | None = None
+        first: _FirstPass | None = None
+        true_idx = np.empty(0, np.int64)
+        pass_rows = 1
         held = 0
         for start, part in zip(range(0, n, rows), probes.iter_batches(rows), strict=True):  # zero-copy slices
             sm = recognizer.score(part)
@@ -105,12 +115,18 @@ class ScoreBlocks:
                 _wrong_rows(recognizer, block.shape[0], min(rows, n - start))
             if classes is None:
                 classes = np.asarray(sm.classes)
+                if true_labels is not None:
+                    true_idx, first = _first_pass_for(true_labels, classes, n)
+                    pass_rows = block_rows(len(classes), PASS_BYTES)
             elif not np.array_equal(classes, np.asarray(sm.classes)):
                 raise M.MetricError(
                     f"{getattr(recognizer, 'id', recognizer)}: the classes of its scores differ between blocks of "
                     "probes; declare scores_probes_independently = False on the recognizer"
                 )
             del sm  # the recognizer's own matrix (float64 where the block is now float32) before the next one
+            if first is not None:  # in the same views of rows as passes() reads them back
+                for i in range(0, block.shape[0], pass_rows):
+                    first.add(start + i, block[i : i + pass_rows], true_idx)
             held += block.nbytes
             if spill is None and held > keep_bytes:  # from now on in a temporary file, the blocks so far too
                 spill = tempfile.TemporaryFile(prefix="bioanon-scores-")
@@ -123,7 +139,16 @@ class ScoreBlocks:
             else:
                 blocks.append(block)
         assert classes is not None  # n > 0 here: a matrix that fits was scored in one call
-        return cls(classes, n, blocks, spill)
+        out = cls(classes, n, blocks, spill)
+        if first is not None:
+            out._first = (true_idx, first)
+        return out
+
+    def first_pass(self, true_idx: np.ndarray) -> _FirstPass | None:
+        """The first pass :meth:`from_recognizer` made while scoring, if it was made for these true classes."""
+        if self._first is None or not np.array_equal(self._first[0], true_idx):
+            return None
+        return self._first[1]
 
     def __iter__(self) -> Iterator[tuple[int, np.ndarray]]:
         """``(first_row, block)`` in probe order. A block read back from the temporary file is read into one
@@ -175,6 +200,19 @@ class ScoreBlocks:
             self._read_buffer = None
 
 
+def _first_pass_for(true_labels: Any, classes: np.ndarray, n_probes: int) -> tuple[np.ndarray, _FirstPass | None]:
+    """Each probe's class index, as :func:`score_metrics` finds it, and an empty first pass to fill; no pass
+    when a label is not among ``classes`` (:func:`score_metrics` then says so) or the counts differ."""
+    true = np.asarray(true_labels).astype(str)
+    if true.shape != (n_probes,):
+        return np.empty(0, np.int64), None
+    try:
+        true_idx = M.label_indices(true, classes.astype(str))
+    except M.MetricError:
+        return np.empty(0, np.int64), None
+    return true_idx, _FirstPass(n_probes, len(classes))
+
+
 def _compact(block: np.ndarray) -> np.ndarray:
     """The block in float32 when that holds every score exactly (a float64 block of float32 scores, as most
     recognizers compute them: half the bytes to keep or spill, the same metrics), else as it is."""
@@ -193,10 +231,13 @@ def _wrong_rows(recognizer: Any, got: int, expected: int) -> Any:
 
 class _FirstPass:
     """What one pass over the blocks gives: each probe's rank, tie count and mated score, whether the rows are
-    posteriors (and their row sums and KL from uniform), and the non-mated scores' range and finiteness."""
+    posteriors (and their row sums and KL from uniform), and the non-mated scores' range and finiteness.
+    Filled a view of rows at a time (:meth:`add`): by :meth:`of` from blocks held or spilled, or by
+    :meth:`ScoreBlocks.from_recognizer` as it scores them (then the blocks need not be read back for it)."""
 
-    def __init__(self, blocks: ScoreBlocks, true_idx: np.ndarray) -> None:
-        P, C = blocks.n_probes, blocks.n_classes
+    def __init__(self, n_probes: int, n_classes: int) -> None:
+        P = int(n_probes)
+        self.n_classes = int(n_classes)
         self.rank = np.empty(P, np.int64)
         self.ties = np.empty(P, np.int64)
         self.mated = np.empty(P)
@@ -204,24 +245,33 @@ class _FirstPass:
         self.kl = np.empty(P)
         self.posterior = True
         self.n_min, self.n_max, self.n_finite = math.inf, -math.inf, True
+
+    @classmethod
+    def of(cls, blocks: ScoreBlocks, true_idx: np.ndarray) -> _FirstPass:
+        first = cls(blocks.n_probes, blocks.n_classes)
         for start, block in blocks.passes():
-            S = M._score_matrix(block)  # compared as they are: a float32 block is never copied to float64
-            stop = start + S.shape[0]
-            ti = true_idx[start:stop]
-            self.rank[start:stop], self.ties[start:stop], self.mated[start:stop] = M._ranks_of(S, ti)
+            first.add(start, block, true_idx)
+        return first
+
+    def add(self, start: int, block: np.ndarray, true_idx: np.ndarray) -> None:
+        """The rows ``block`` (probes ``start`` on) of the matrix; ``true_idx``: every probe's class index."""
+        S = M._score_matrix(block)  # compared as they are: a float32 block is never copied to float64
+        stop = start + S.shape[0]
+        ti = true_idx[start:stop]
+        self.rank[start:stop], self.ties[start:stop], self.mated[start:stop] = M._ranks_of(S, ti)
+        if self.posterior:
+            self.posterior = bool(np.all(S >= 0))
+        if self.posterior:
+            S64 = np.asarray(S, dtype=np.float64)  # a float64 copy of a pass block at most
+            sums = S64.sum(axis=1)
+            self.posterior = bool(np.allclose(sums, 1.0, atol=1e-6))
             if self.posterior:
-                self.posterior = bool(np.all(S >= 0))
-            if self.posterior:
-                S64 = np.asarray(S, dtype=np.float64)  # a float64 copy of a pass block at most
-                sums = S64.sum(axis=1)
-                self.posterior = bool(np.allclose(sums, 1.0, atol=1e-6))
-                if self.posterior:
-                    self.sums[start:stop] = sums
-                    self.kl[start:stop] = M.kl_rows(S64)
-            if C > 1:
-                N = M._nonmated_of(S, ti)
-                self.n_min, self.n_max = min(self.n_min, float(N.min())), max(self.n_max, float(N.max()))
-                self.n_finite = self.n_finite and bool(np.isfinite(N).all())
+                self.sums[start:stop] = sums
+                self.kl[start:stop] = M.kl_rows(S64)
+        if self.n_classes > 1:
+            N = M._nonmated_of(S, ti)
+            self.n_min, self.n_max = min(self.n_min, float(N.min())), max(self.n_max, float(N.max()))
+            self.n_finite = self.n_finite and bool(np.isfinite(N).all())
 
     def hits(self, k: int) -> np.ndarray:
         return M._hits(self.rank, self.ties, k)
@@ -271,7 +321,7 @@ def score_metrics(
     classes = np.asarray(blocks.classes).astype(str)
     true_idx = M.label_indices(np.asarray(true_labels).astype(str), classes)
     n_probes, n_classes = blocks.n_probes, blocks.n_classes
-    first = _FirstPass(blocks, true_idx)
+    first = blocks.first_pass(true_idx) or _FirstPass.of(blocks, true_idx)
     alpha = 1.0 - confidence
     groups = np.asarray(groups)
     if groups.ndim == 1 and groups.size:
@@ -411,10 +461,14 @@ def breakdown_metrics(
     classes = np.asarray(blocks.classes).astype(str)
     true = np.asarray(true_labels).astype(str)
     true_idx = M.label_indices(true, classes)
-    mated = np.empty(blocks.n_probes)
-    for first_row, block in blocks.passes():  # a first pass: the mated scores, every group's anchors
-        ti = true_idx[first_row : first_row + block.shape[0]]
-        mated[first_row : first_row + block.shape[0]] = block[np.arange(len(ti)), ti]
+    first = blocks.first_pass(true_idx)  # made while scoring: its mated scores, without reading the blocks
+    if first is not None:
+        mated = first.mated
+    else:
+        mated = np.empty(blocks.n_probes)
+        for first_row, block in blocks.passes():  # a first pass: the mated scores, every group's anchors
+            ti = true_idx[first_row : first_row + block.shape[0]]
+            mated[first_row : first_row + block.shape[0]] = block[np.arange(len(ti)), ti]
     rows: list[dict[str, Any]] = []
     # every group of every attribute: its probes, the classes its trials keep, its non-mated counts
     cells: list[tuple[dict[str, Any], np.ndarray, np.ndarray, np.ndarray, M.NonmatedCounts | None]] = []

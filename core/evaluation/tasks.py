@@ -925,7 +925,11 @@ def score(
         true = probes.subjects if label == "subject" else probes.attribute(label)
         enrolled = gallery.subjects if label == "subject" else gallery.attribute(label)
         scores = ScoreBlocks.from_recognizer(
-            rec, probes, memory=context.memory or DEFAULT_BLOCK_BYTES, n_classes=len(np.unique(enrolled.astype(str)))
+            rec,
+            probes,
+            memory=context.memory or DEFAULT_BLOCK_BYTES,
+            n_classes=len(np.unique(enrolled.astype(str))),
+            true_labels=true,  # the metrics' first pass made while scoring: the blocks are read back once fewer
         )
         groups = probes.subjects
         for r in score_metrics(
