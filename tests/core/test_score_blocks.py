@@ -200,8 +200,10 @@ def test_the_first_pass_made_while_scoring_saves_a_read_and_changes_nothing(monk
         rows = _values(score_metrics(blocks, true, groups, bootstrap=50))
         reads_metrics = len(reads)
         breakdown = breakdown_metrics(blocks, true, by)
-        runs[labelled] = (rows, reads_metrics, len(reads) - reads_metrics, blocks)
-    (plain, plain_reads, plain_bd, plain_blocks), (made, made_reads, made_bd, made_blocks) = runs[False], runs[True]
+        runs[labelled] = (rows, reads_metrics, len(reads) - reads_metrics, blocks, breakdown)
+    plain, plain_reads, plain_bd, plain_blocks, plain_breakdown = runs[False]
+    made, made_reads, made_bd, made_blocks, made_breakdown = runs[True]
+    assert plain_breakdown == made_breakdown
     assert plain.keys() == made.keys()
     assert all(all(_same(x, y) for x, y in zip(plain[k], made[k], strict=True)) for k in plain)
     assert (plain_reads, made_reads) == (2 * 8, 8)  # 8 blocks: the first pass no longer reads them
