@@ -549,17 +549,11 @@ class IdleCores:
     @staticmethod
     def _sample() -> tuple[float, float, float] | None:
         """(wall seconds, busy CPU seconds of the whole machine, this process's CPU seconds), or None."""
-        try:
-            with open("/proc/stat", encoding="ascii") as f:
-                ticks = [int(v) for v in f.readline().split()[1:9]]
-            hz = os.sysconf("SC_CLK_TCK")
-        except (OSError, ValueError):
-            return None
-        if len(ticks) < 5 or hz <= 0:
+        busy = machine_busy_seconds()
+        if busy is None:
             return None
         own = os.times()
-        # user nice system idle iowait irq softirq steal: idle and iowait are the idle time
-        return time.monotonic(), (sum(ticks) - ticks[3] - ticks[4]) / hz, own.user + own.system
+        return time.monotonic(), busy, own.user + own.system
 
     def threads(self, cores: int) -> int:
         """``cores`` less the cores other processes kept busy since the last call (at least 1)."""
@@ -573,6 +567,21 @@ class IdleCores:
             return max(1, cores)
         others = max(0.0, (now[1] - last[1]) - (now[2] - last[2])) / (now[0] - last[0])
         return max(1, min(cores, round(cores - others)))
+
+
+def machine_busy_seconds() -> float | None:
+    """The CPU seconds every core of the machine has been busy since boot (Linux: ``/proc/stat``), all processes
+    together; None elsewhere."""
+    try:
+        with open("/proc/stat", encoding="ascii") as f:
+            ticks = [int(v) for v in f.readline().split()[1:9]]
+        hz = os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError):
+        return None
+    if len(ticks) < 5 or hz <= 0:
+        return None
+    # user nice system idle iowait irq softirq steal: idle and iowait are the idle time
+    return (sum(ticks) - ticks[3] - ticks[4]) / hz
 
 
 def _init_worker(threads: int) -> None:

@@ -71,15 +71,18 @@ def test_module_options_go_through_the_environment(monkeypatch):
 def _fake_evaluate(calls):
     """A stand-in for one ``bioanon evaluate``: time and memory linear in the samples."""
 
-    def evaluate(self, cfg, cache, jobs=1, tag="run", extra=()):
+    def evaluate(self, cfg, cache, jobs=1, tag="run", extra=(), env=None):
         p = cfg["dataset"]["params"]
         n = p["n_subjects"] * p["samples_per_subject"]
         calls.append((tag, n, jobs, cfg.get("rates")))
+        assert tag.startswith("par-quiet-j1c") == ((env or {}) == {"BIOANON_CORES": "1"}), (tag, env)
         anon = 2 if "rates" in cfg or not tag.startswith("rates") else 0
+        cores = int((env or {}).get("BIOANON_CORES", 2))
         return {
-            "wall_s": 1.0 + n / 1000 / jobs,
+            "wall_s": 1.0 + n / 1000 / jobs * (1.5 if cores == 1 else 1.0),
             "peak_mib": 200.0 + n / 100,
             "cpu_s": 1.0,
+            "machine_busy_s": 1.0 + n / 1000,
             "tasks": {"executed": 19, "cached": 0, "failed": 0},
             "by_stage": {
                 "split": {"executed": 1, "cached": 0, "seconds": 0.1},
@@ -113,13 +116,22 @@ def test_orchestration_skips_what_would_not_fit(monkeypatch):
     assert [n for tag, n, _, _ in calls if tag.startswith("all")] == [8000]
     assert any(n.startswith("all subjects at 32,000 samples skipped") for n in res["notes"])
     assert [(n, r) for tag, n, _, r in calls if tag.startswith("rates")] == [(32000, scale.RATES_AFTER)]
-    par = [(n, j) for tag, n, j, _ in calls if tag.startswith("par") and not tag.endswith("-all")]
-    assert par == [(32000, 1), (32000, 2)] * 4  # 128k did not run: the largest size that did; 2 rounds × 2 modes
+    par = [(tag.split("-")[2], n) for tag, n, _, _ in calls if tag.startswith("par") and not tag.endswith("-all")]
+    # 128k did not run: the largest size that did; 2 rounds quiet (with --jobs 1 on one core), 2 loaded
+    quiet, loaded = [("j1", 32000), ("j2", 32000), ("j1c", 32000)], [("j1", 32000), ("j2", 32000)]
+    assert par == quiet * 2 + loaded * 2
     # every subject identified: at the largest all-subjects size that ran
-    assert [(n, j) for tag, n, j, _ in calls if tag.endswith("-all")] == [(8000, 1), (8000, 2)] * 4
+    assert [(tag.split("-")[2], n) for tag, n, _, _ in calls if tag.endswith("-all")] == [
+        (j, 8000) for j, _ in quiet * 2 + loaded * 2
+    ]
     names = [f["name"] for f in res["figures"]]
     assert sum("peak RSS" in n for n in names) == 3 and sum("speed-up" in n for n in names) == 4
     assert sum("every evaluation subject identified), quiet" in n for n in names) == 1
+    speedups = {f["name"].rsplit(", ", 1)[1][:5]: f for f in res["figures"] if "fixed identity set), " in f["name"]}
+    q, lo = speedups["quiet"], speedups["loade"]
+    assert q["value"] == pytest.approx(33 / 17) and q["speedup_over_one_core"] == pytest.approx(49 / 17, abs=1e-3)
+    assert q["jobs_1_one_core_s"] == [49.0, 49.0] and q["machine_busy_s_jobs_2"] == [33.0, 33.0]
+    assert "speedup_over_one_core" not in lo and lo["value"] == pytest.approx(33 / 17)
     rates = next(f for f in res["figures"] if "rates-only" in f["name"])
     assert rates["value"] == 2 and rates["passed"] is False
     slope = next(f for f in res["figures"] if "exponent" in f["name"])

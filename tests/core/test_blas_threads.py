@@ -113,3 +113,17 @@ def test_idle_cores_sees_a_busy_process():
     finally:
         busy.kill()
         busy.wait()
+
+
+def test_machine_busy_seconds_counts_this_process_cpu():
+    from bioanon.executors import machine_busy_seconds
+
+    if machine_busy_seconds() is None:
+        pytest.skip("no /proc/stat here")
+    start_busy, start_own = machine_busy_seconds(), sum(os.times()[:2])
+    x = np.ones(10_000)
+    while sum(os.times()[:2]) - start_own < 0.3:  # spin until this process has used 0.3 s of CPU
+        x = np.sqrt(x + 1.0)
+    own = sum(os.times()[:2]) - start_own
+    busy = machine_busy_seconds() - start_busy
+    assert busy >= own - 0.05  # every process's busy time, ours among it (ticks of 10 ms)
