@@ -462,10 +462,12 @@ def parallel(
     figures = []
     for mode in ("quiet", "loaded"):
         # run label -> (--jobs, extra environment); "1c": --jobs 1 on one core
-        variants = {"1": (1, {}), "2": (2, {})} | ({"1c": (1, {"BIOANON_CORES": "1"})} if mode == "quiet" else {})
+        variants: dict[str, tuple[int, dict[str, str]]] = {"1": (1, {}), "2": (2, {})} | (
+            {"1c": (1, {"BIOANON_CORES": "1"})} if mode == "quiet" else {}
+        )
         walls: dict[str, list[float]] = {v: [] for v in variants}
         peaks: dict[str, list[float]] = {v: [] for v in variants}
-        cpus: dict[str, list[float]] = {v: [] for v in variants}
+        cpus: dict[str, list[float | None]] = {v: [] for v in variants}  # None off Linux
         load = [round(os.getloadavg()[0], 2)]
         hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if mode == "loaded" else None
         try:
@@ -488,7 +490,7 @@ def parallel(
         info[mode] = {
             "jobs_1_s": walls["1"],
             "jobs_2_s": walls["2"],
-            "peak_mib": {k: v for k, v in peaks.items() if k != "1c"},
+            "peak_mib": peaks,
             "machine_busy_s": cpus,
             "load_average": load,
         }

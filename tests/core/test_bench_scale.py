@@ -127,8 +127,8 @@ def test_orchestration_skips_what_would_not_fit(monkeypatch):
     names = [f["name"] for f in res["figures"]]
     assert sum("peak RSS" in n for n in names) == 3 and sum("speed-up" in n for n in names) == 4
     assert sum("every evaluation subject identified), quiet" in n for n in names) == 1
-    speedups = {f["name"].rsplit(", ", 1)[1][:5]: f for f in res["figures"] if "fixed identity set), " in f["name"]}
-    q, lo = speedups["quiet"], speedups["loade"]
+    fixed = [f for f in res["figures"] if "speed-up" in f["name"] and "fixed identity set" in f["name"]]
+    q, lo = (next(f for f in fixed if f", {mode}" in f["name"]) for mode in ("quiet", "loaded"))
     assert q["value"] == pytest.approx(33 / 17) and q["speedup_over_one_core"] == pytest.approx(49 / 17, abs=1e-3)
     assert q["jobs_1_one_core_s"] == [49.0, 49.0] and q["machine_busy_s_jobs_2"] == [33.0, 33.0]
     assert "speedup_over_one_core" not in lo and lo["value"] == pytest.approx(33 / 17)
