@@ -197,7 +197,7 @@ def cli_evaluate(
     what its run folder says (tasks per stage, the largest P and C of its metric rows). Killed after
     ``limit_s``. ``extra``: more command-line options (e.g. ``--executor dask``); ``env``: more environment
     variables (e.g. ``BIOANON_CORES``)."""
-    from bioanon.executors import machine_busy_seconds
+    from bioanon.executors import machine_busy_seconds, timeline_summary
 
     cmd = [sys.executable, "-c", CLI, "evaluate", str(config), "--out", str(out), "--run-id", run_id]
     cmd += ["--cache-dir", str(cache), "--jobs", str(jobs), "--quiet", "--no-report", *extra]
@@ -223,6 +223,7 @@ def cli_evaluate(
         )
     folder = out / run_id
     tasks = json.loads((folder / "environment.json").read_text())["tasks"]
+    when = timeline_summary(tasks.get("timeline") or [])
     import pyarrow.parquet as pq
 
     metrics = pq.read_table(folder / "metrics.parquet", columns=["n_subjects", "n_probes"]).to_pydict()
@@ -233,6 +234,10 @@ def cli_evaluate(
         "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
         "machine_busy_s": None if busy0 is None or busy1 is None else round(busy1 - busy0, 2),
         "tasks": {k: tasks[k] for k in ("executed", "cached", "failed")},
+        # from the run's task timeline: when its first task started (start-up, data import and plan before it),
+        # and the seconds its workers ran no task between the first task and the last
+        "first_task_s": round(when["first"], 3) if when else None,
+        "worker_idle_s": round(when["idle"], 3) if when else None,
         "by_stage": {
             s: {k: (round(v, 3) if k == "seconds" else int(v)) for k, v in rec.items()}
             for s, rec in tasks.get("by_stage", {}).items()
@@ -468,6 +473,9 @@ def parallel(
         walls: dict[str, list[float]] = {v: [] for v in variants}
         peaks: dict[str, list[float]] = {v: [] for v in variants}
         cpus: dict[str, list[float | None]] = {v: [] for v in variants}  # None off Linux
+        # from each run's task timeline: the seconds before its first task, and its workers' idle seconds
+        heads: dict[str, list[float | None]] = {v: [] for v in variants}
+        idles: dict[str, list[float | None]] = {v: [] for v in variants}
         load = [round(os.getloadavg()[0], 2)]
         hog = subprocess.Popen([sys.executable, "-c", "while True: pass"]) if mode == "loaded" else None
         try:
@@ -480,6 +488,8 @@ def parallel(
                     walls[label].append(rec["wall_s"])
                     peaks[label].append(rec["peak_mib"])
                     cpus[label].append(rec["machine_busy_s"])
+                    heads[label].append(rec["first_task_s"])
+                    idles[label].append(rec["worker_idle_s"])
         finally:
             if hog is not None:
                 hog.kill()
@@ -492,6 +502,8 @@ def parallel(
             "jobs_2_s": walls["2"],
             "peak_mib": peaks,
             "machine_busy_s": cpus,
+            "first_task_s": heads,
+            "worker_idle_s": idles,
             "load_average": load,
         }
         one_core: dict[str, Any] = {}
@@ -512,6 +524,8 @@ def parallel(
                 jobs_2_s=walls["2"],
                 machine_busy_s_jobs_1=cpus["1"],
                 machine_busy_s_jobs_2=cpus["2"],
+                first_task_s_jobs_2=heads["2"],
+                worker_idle_s_jobs_2=idles["2"],
                 **one_core,
                 peak_mib_jobs_1=max(peaks["1"]),
                 peak_mib_jobs_2_largest_process=max(peaks["2"]),

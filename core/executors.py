@@ -50,11 +50,56 @@ class ExecutionReport:
     records: dict[str, Any] = attrs.field(factory=dict)
     by_stage: dict[str, dict[str, float]] = attrs.field(factory=dict)  # counts and "seconds"
     jobs: int = 1  # tasks that could run at once (worker processes; 1: in the calling process)
+    #: Each task executed, in the order they finished: ``task`` (its label), ``stage``, ``worker`` (0: the
+    #: calling process; 1 .. jobs: the worker process it ran on), ``start`` (``time.time()``) and ``seconds``.
+    #: Empty for the Dask executor (its dashboard shows where each task ran).
+    timeline: list[dict[str, Any]] = attrs.field(factory=list)
 
     def count(self, stage: str, what: str, seconds: float = 0.0) -> None:
         s = self.by_stage.setdefault(stage, {"executed": 0, "cached": 0, "failed": 0, "seconds": 0.0})
         s[what] += 1
         s["seconds"] = round(s["seconds"] + seconds, 6)
+
+    def ran(self, task: Any, seconds: float, worker: int, end: float | None = None) -> None:
+        """Count ``task`` as executed in ``seconds`` on ``worker`` (0: the calling process), ending at ``end``
+        (``time.time()``; now when not given), and add it to the :attr:`timeline`."""
+        self.executed += 1
+        self.count(task.stage, "executed", seconds)
+        end = time.time() if end is None else end
+        self.timeline.append(
+            {"task": task.label, "stage": task.stage, "worker": worker, "start": end - seconds, "seconds": seconds}
+        )
+
+    def timeline_since(self, started: float) -> list[dict[str, Any]]:
+        """The :attr:`timeline` with each ``start`` in seconds since ``started`` (``time.time()`` of the run's
+        start), in the order the tasks started, rounded to milliseconds: what a run folder records."""
+        return [
+            t | {"start": round(t["start"] - started, 3), "seconds": round(t["seconds"], 3)}
+            for t in sorted(self.timeline, key=lambda t: t["start"])
+        ]
+
+
+def timeline_summary(timeline: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What a task timeline (:attr:`ExecutionReport.timeline`, or ``tasks.timeline`` of a run folder's
+    ``environment.json``) says about a run: ``first`` (the first task's start), ``end`` (the last task's end),
+    ``busy`` (the tasks' seconds), ``lanes`` (the processes that ran tasks: 0 the caller, 1 .. N workers),
+    ``workers`` (the lanes counted for idle time: the worker processes, or the caller when no worker ran a task)
+    and ``idle`` (the seconds those lanes ran no task between ``first`` and ``end``). Empty timeline: {}."""
+    if not timeline:
+        return {}
+    lanes = sorted({int(r["worker"]) for r in timeline})
+    workers = [w for w in lanes if w > 0] or lanes
+    first = min(float(r["start"]) for r in timeline)
+    end = max(float(r["start"]) + float(r["seconds"]) for r in timeline)
+    on_workers = sum(float(r["seconds"]) for r in timeline if int(r["worker"]) in workers)
+    return {
+        "first": first,
+        "end": end,
+        "busy": sum(float(r["seconds"]) for r in timeline),
+        "lanes": lanes,
+        "workers": workers,
+        "idle": max(0.0, len(workers) * (end - first) - on_workers),
+    }
 
 
 class TaskFailed(BioanonError):
@@ -266,8 +311,7 @@ class LocalExecutor:
                         report.failed[t.key] = msg + "\n" + traceback.format_exc(limit=3)
                         report.count(stage, "failed")
                         continue
-                    report.executed += 1
-                    report.count(stage, "executed", time.perf_counter() - start)
+                    report.ran(t, time.perf_counter() - start, worker=0)
                 report.records[t.key] = record
             bar.close()
         return report
@@ -340,7 +384,7 @@ class LocalExecutor:
                     raise BioanonError("the local executor has ready tasks it cannot start")  # pragma: no cover
                 finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
                 for fut in finished:
-                    t, devices, _ = running.pop(fut)
+                    t, devices, slot = running.pop(fut)
                     busy -= devices
                     bar.update(1)
                     bar.set_postfix_str(t.stage, refresh=False)
@@ -362,8 +406,7 @@ class LocalExecutor:
                             skip(d)
                         continue
                     report.records[t.key] = record
-                    report.executed += 1
-                    report.count(t.stage, "executed", seconds)
+                    report.ran(t, seconds, worker=slot + 1)  # ended about now: the worker has just said so
                     add_checked_tables(checked)  # the tables it checked: the next tasks need not hash them again
                     for d in dependents.get(t.key, ()):
                         deps = waiting[d.key]

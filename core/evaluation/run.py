@@ -1635,6 +1635,7 @@ def _results(
                 "cached": exe.cached,
                 "failed": len(exe.failed),
                 "by_stage": exe.by_stage,
+                "timeline": exe.timeline_since(started),
             },
             "dataset_fingerprint": plan.dataset_key,
             **({"attacker_dataset_fingerprint": plan.attacker_dataset_key} if plan.attacker_dataset_key else {}),

@@ -5,7 +5,8 @@
 — one self-contained file to share: plots inline as SVG, no other file and no absolute path referenced, laid out for
 desktops and phones — and the same plots as ``RUN_DIR/plots/*.png`` for slides; :func:`plots` returns the figures
 (matplotlib, each with a caption saying how to read it) without writing anything, and :func:`headline` the
-headline privacy figure per anonymizer setting. Nothing is recomputed from scores: the tables and plots only
+headline privacy figure per anonymizer setting. :func:`task_timeline` draws where a run's time went (each task on
+the process that ran it), from ``environment.json``. Nothing is recomputed from scores: the tables and plots only
 aggregate the stored metrics (means over repeats and draws, the maximum over recognizers × scenarios) and draw the
 privacy–utility envelope with :func:`bioanon.metrics.tradeoff_envelope`.
 
@@ -55,7 +56,7 @@ from .figures import MAX_REVERSIBILITY_FIGURES as MAX_REVERSIBILITY_FIGURES
 from .figures import MAX_TRADEOFF_FIGURES as MAX_TRADEOFF_FIGURES
 from .figures import PLOT_KINDS as PLOT_KINDS
 from .figures import PLOT_PREFIXES as PLOT_PREFIXES
-from .figures import Plot, plots
+from .figures import Plot, plots, task_timeline
 from .figures import _point_labels as _point_labels  # used by the tests
 from .page import comparator_notes as comparator_notes
 from .page import device_summary as device_summary
@@ -79,4 +80,4 @@ from .tables import _subject_curves as _subject_curves  # used by the tests
 from .tables import _tradeoff_series as _tradeoff_series  # used by the tests
 from .tables import headline
 
-__all__ = ["Plot", "ReportError", "ResultsNotFoundError", "headline", "plots", "render_report"]
+__all__ = ["Plot", "ReportError", "ResultsNotFoundError", "headline", "plots", "render_report", "task_timeline"]

@@ -684,3 +684,71 @@ def plots(source: str | os.PathLike[str] | Mapping[str, Any], kinds: Iterable[st
 def _save_png(fig: Figure, path: Path) -> None:
     atomic_write(path, lambda f: fig.savefig(f, format="png", dpi=DPI))
     _readable(path)
+
+
+def task_timeline(source: str | os.PathLike[str] | Mapping[str, Any]) -> Plot:
+    """Where a run's time went: each task it executed as a bar on the process that ran it, coloured by stage.
+
+    ``source`` is a run directory or its ``environment.json`` as a dict; the bars are its ``tasks.timeline``
+    (seconds since the run started; lane 0 is the process that ran ``bioanon evaluate``, lanes 1 .. N its
+    worker processes). The caption says how long the first task waited for the data and the plan, and how
+    much of the workers' time went idle: what a parallel run (``--jobs N``) could still gain. Tasks found in
+    the cache ran no time and are not drawn; a Dask run records no timeline (:class:`ReportError`). Not part of
+    ``report.html`` (a rerun's times differ, its results do not)."""
+    import json
+
+    import matplotlib
+
+    if isinstance(source, Mapping):
+        env: Any = source
+    else:
+        path = Path(source) / "environment.json"
+        try:
+            env = json.loads(path.read_text())
+        except FileNotFoundError:
+            raise ReportError(f"task_timeline: {path} does not exist (not a run folder?)") from None
+    tasks = env.get("tasks") if isinstance(env, Mapping) else None
+    rows = tasks.get("timeline") if isinstance(tasks, Mapping) else None
+    if not rows:
+        raise ReportError(
+            "task_timeline: the run recorded no task timeline (every task came from the cache, the Dask executor "
+            "ran it, or an older bioanon wrote it)"
+        )
+    from ..executors import timeline_summary
+
+    stages = list(dict.fromkeys(r["stage"] for r in rows))
+    colour = dict(zip(stages, _colors(len(stages)), strict=True))
+    summary = timeline_summary(rows)
+    first, end, busy, idle = summary["first"], summary["end"], summary["busy"], summary["idle"]
+    lanes, workers = summary["lanes"], summary["workers"]
+    with matplotlib.rc_context(_RC):
+        fig = _new_figure(7.0, 1.2 + 0.35 * len(lanes))
+        ax = fig.add_subplot()
+        for stage in stages:
+            mine = [r for r in rows if r["stage"] == stage]
+            ax.barh(
+                [lanes.index(int(r["worker"])) for r in mine],
+                [r["seconds"] for r in mine],
+                left=[r["start"] for r in mine],
+                height=0.7,
+                color=colour[stage],
+                edgecolor="white",
+                linewidth=0.5,
+                label=stage,
+            )
+        ax.set_yticks(range(len(lanes)), ["main" if w == 0 else f"worker {w}" for w in lanes])
+        ax.invert_yaxis()
+        ax.set_xlabel("seconds since the run started")
+        ax.set_xlim(0, end * 1.02)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize="small")
+    caption = (
+        f"{len(rows)} tasks, {busy:.1f} s of work in {end:.1f} s on {len(lanes)} process(es). The first task "
+        f"started {first:.1f} s after the run (starting up, importing the data, planning). "
+        + (
+            f"The {len(workers)} workers were idle {idle:.1f} s between the first task and the last "
+            f"({idle / max(len(workers) * (end - first), 1e-9):.0%} of their time): tasks waiting for others."
+            if len(workers) > 1
+            else "The tasks ran one after the other."
+        )
+    )
+    return Plot("timeline", "timeline", fig, caption)

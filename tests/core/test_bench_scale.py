@@ -83,6 +83,8 @@ def _fake_evaluate(calls):
             "peak_mib": 200.0 + n / 100,
             "cpu_s": 1.0,
             "machine_busy_s": 1.0 + n / 1000,
+            "first_task_s": 0.5,
+            "worker_idle_s": 0.25 * (jobs - 1),
             "tasks": {"executed": 19, "cached": 0, "failed": 0},
             "by_stage": {
                 "split": {"executed": 1, "cached": 0, "seconds": 0.1},
@@ -131,6 +133,7 @@ def test_orchestration_skips_what_would_not_fit(monkeypatch):
     q, lo = (next(f for f in fixed if f", {mode}" in f["name"]) for mode in ("quiet", "loaded"))
     assert q["value"] == pytest.approx(33 / 17) and q["speedup_over_one_core"] == pytest.approx(49 / 17, abs=1e-3)
     assert q["jobs_1_one_core_s"] == [49.0, 49.0] and q["machine_busy_s_jobs_2"] == [33.0, 33.0]
+    assert q["first_task_s_jobs_2"] == [0.5, 0.5] and q["worker_idle_s_jobs_2"] == [0.25, 0.25]
     assert "speedup_over_one_core" not in lo and lo["value"] == pytest.approx(33 / 17)
     rates = next(f for f in res["figures"] if "rates-only" in f["name"])
     assert rates["value"] == 2 and rates["passed"] is False

@@ -45,7 +45,23 @@ def test_two_jobs_give_the_results_of_one(tmp_path, monkeypatch):
     )
     assert two.executed == one.executed > 16 and two.cached == 0
     assert two.metrics.equals(one.metrics) and two.auc.equals(one.auc) and two.utility.equals(one.utility)
-    assert json.loads((two.run_dir / "environment.json").read_text())["jobs"] == 2
+    env = json.loads((two.run_dir / "environment.json").read_text())
+    assert env["jobs"] == 2
+    # the timeline: every executed task once, on worker 1 or 2 (or here, 0, for a stage too narrow for workers),
+    # in the order they started, inside the run
+    timeline = env["tasks"]["timeline"]
+    assert len(timeline) == two.executed and {r["worker"] for r in timeline} <= {0, 1, 2}
+    assert {1, 2} <= {r["worker"] for r in timeline}
+    starts = [r["start"] for r in timeline]
+    assert starts == sorted(starts) and starts[0] >= 0
+    assert all(r["seconds"] >= 0 and r["start"] + r["seconds"] <= env["duration_s"] + 0.01 for r in timeline)
+    assert sum(r["seconds"] for r in timeline) == pytest.approx(
+        sum(s["seconds"] for s in env["tasks"]["by_stage"].values()), abs=0.01 * len(timeline)
+    )
+    from bioanon.report import task_timeline
+
+    plot = task_timeline(two.run_dir)
+    assert plot.kind == "timeline" and f"{len(timeline)} tasks" in plot.caption and "workers were idle" in plot.caption
     again = bioanon.evaluate(_cfg(), out_dir=None, cache=tmp_path / "two", progress=False, jobs=2)
     assert again.executed == 0 and again.metrics.equals(one.metrics)  # warm: nothing recomputed
 
@@ -155,6 +171,38 @@ def test_tasks_that_share_a_fit_run_on_one_worker(tmp_path, monkeypatch):
     assert ran_on["A0"] != ran_on["B0"]
 
 
+def test_the_timeline_records_each_task_on_the_worker_that_ran_it(tmp_path, monkeypatch):
+    """The executor's timeline: each executed task once, with its stage, the worker slot it ran on (1 .. jobs),
+    the seconds the worker measured and a start that many seconds before it was seen finishing."""
+    import bioanon.executors as ex
+
+    ran_on: dict[str, int] = {}
+
+    def fake_run(task, cache, env, context, checked):
+        ran_on[task.label] = int(threading.current_thread().name.removeprefix("slot").split("_")[0])
+        time.sleep(0.02)
+        return {"done": task.label}, 0.02, {}
+
+    monkeypatch.setattr(ex, "_run_timed", fake_run)
+    monkeypatch.setattr(ex, "MIN_TASKS_PER_WORKER", 1)
+    tasks = [_task(f"t{i}") for i in range(6)] + [_task("last", deps=("t0", "t5"))]
+    executor = LocalExecutor(Cache(tmp_path), progress=False, jobs=2)
+    executor.make_pool = lambda jobs: [ThreadPoolExecutor(1, thread_name_prefix=f"slot{j}") for j in range(jobs)]
+    before = time.time()
+    report = executor.run(tasks)
+    after = time.time()
+    assert report.executed == 7 and len(report.timeline) == 7
+    assert sorted(r["task"] for r in report.timeline) == sorted(t.label for t in tasks)
+    for r in report.timeline:
+        assert r["worker"] == ran_on[r["task"]] + 1 and r["seconds"] == 0.02 and r["stage"] == "stage"
+        assert before - 0.02 <= r["start"] <= after
+    last = next(r for r in report.timeline if r["task"] == "last")
+    # it started once t0 and t5 were seen finishing (the starts are the worker's seconds back from then)
+    assert all(last["start"] > r["start"] for r in report.timeline if r["task"] in ("t0", "t5"))
+    since = report.timeline_since(before)
+    assert [r["start"] for r in since] == sorted(r["start"] for r in since) and since[0]["start"] >= -0.02
+
+
 def test_the_scheduler_reads_each_task_s_devices_once(tmp_path, monkeypatch):
     """The accelerators of a task are worked out once, not at every pick: reading them at every pick over every
     ready task made scheduling quadratic (42 s of overhead for 2,000 tasks)."""
@@ -208,7 +256,12 @@ def test_small_or_narrow_plans_run_in_this_process(tmp_path):
         jobs=2,
         report=False,
     )
-    assert json.loads((tiny.run_dir / "environment.json").read_text())["jobs"] == 1  # 5 tasks: not worth it
+    env = json.loads((tiny.run_dir / "environment.json").read_text())
+    assert env["jobs"] == 1  # 5 tasks: not worth it
+    assert len(env["tasks"]["timeline"]) == tiny.executed and {r["worker"] for r in env["tasks"]["timeline"]} == {0}
+    from bioanon.report import task_timeline
+
+    assert "ran one after the other" in task_timeline(tiny.run_dir).caption
 
 
 def test_jobs_setting(monkeypatch, tmp_path):

@@ -526,6 +526,33 @@ def test_single_point_series_are_points_with_a_note(tmp_path):
     assert {t.get_text() for t in legend.get_texts()} >= {"random", "chance (1/n)", "random: best draw"}
 
 
+def test_task_timeline_draws_each_task_and_says_what_went_idle(tmp_path):
+    """The timeline plot: one bar per task on its process's lane, and a caption with the wait for the first task
+    and the workers' idle time, computed from the bars (here 2 workers over 1.0-5.0 s, 6.0 s busy: 2.0 s idle)."""
+    from bioanon.report import ReportError, task_timeline
+
+    rows = [
+        {"task": "split", "stage": "split", "worker": 1, "start": 1.0, "seconds": 0.5},
+        {"task": "a", "stage": "score", "worker": 1, "start": 1.5, "seconds": 3.5},
+        {"task": "b", "stage": "score", "worker": 2, "start": 1.5, "seconds": 2.0},
+    ]
+    plot = task_timeline({"tasks": {"timeline": rows}})
+    assert plot.kind == "timeline"
+    assert "3 tasks, 6.0 s of work in 5.0 s on 2 process(es)" in plot.caption
+    assert "started 1.0 s after the run" in plot.caption and "idle 2.0 s" in plot.caption and "25%" in plot.caption
+    ax = plot.figure.axes[0]
+    bars = sorted((p.get_x(), p.get_width(), p.get_y()) for p in ax.patches)
+    assert [(x, w) for x, w, _ in bars] == [(1.0, 0.5), (1.5, 2.0), (1.5, 3.5)]
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["worker 1", "worker 2"]
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "environment.json").write_text(json.dumps({"tasks": {"timeline": []}}))
+    with pytest.raises(ReportError, match="no task timeline"):
+        task_timeline(run)
+    with pytest.raises(ReportError, match="does not exist"):
+        task_timeline(tmp_path / "nothing")
+
+
 def test_plots_from_tables_in_memory(rendered):
     run, _, _ = rendered
     tables = {k: pd.read_parquet(run / f"{k}.parquet") for k in ("metrics", "utility", "tradeoff", "auc")}
