@@ -197,7 +197,8 @@ def cli_evaluate(
     what its run folder says (tasks per stage, the largest P and C of its metric rows). Killed after
     ``limit_s``. ``extra``: more command-line options (e.g. ``--executor dask``); ``env``: more environment
     variables (e.g. ``BIOANON_CORES``)."""
-    from bioanon.executors import machine_busy_seconds, timeline_summary
+    from bioanon.executors import machine_busy_seconds
+    from bioanon.report import timeline_summary
 
     cmd = [sys.executable, "-c", CLI, "evaluate", str(config), "--out", str(out), "--run-id", run_id]
     cmd += ["--cache-dir", str(cache), "--jobs", str(jobs), "--quiet", "--no-report", *extra]

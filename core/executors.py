@@ -79,29 +79,6 @@ class ExecutionReport:
         ]
 
 
-def timeline_summary(timeline: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """What a task timeline (:attr:`ExecutionReport.timeline`, or ``tasks.timeline`` of a run folder's
-    ``environment.json``) says about a run: ``first`` (the first task's start), ``end`` (the last task's end),
-    ``busy`` (the tasks' seconds), ``lanes`` (the processes that ran tasks: 0 the caller, 1 .. N workers),
-    ``workers`` (the lanes counted for idle time: the worker processes, or the caller when no worker ran a task)
-    and ``idle`` (the seconds those lanes ran no task between ``first`` and ``end``). Empty timeline: {}."""
-    if not timeline:
-        return {}
-    lanes = sorted({int(r["worker"]) for r in timeline})
-    workers = [w for w in lanes if w > 0] or lanes
-    first = min(float(r["start"]) for r in timeline)
-    end = max(float(r["start"]) + float(r["seconds"]) for r in timeline)
-    on_workers = sum(float(r["seconds"]) for r in timeline if int(r["worker"]) in workers)
-    return {
-        "first": first,
-        "end": end,
-        "busy": sum(float(r["seconds"]) for r in timeline),
-        "lanes": lanes,
-        "workers": workers,
-        "idle": max(0.0, len(workers) * (end - first) - on_workers),
-    }
-
-
 class TaskFailed(BioanonError):
     """A task of the evaluation failed (the message names the task and the cause)."""
 

@@ -56,7 +56,7 @@ from .figures import MAX_REVERSIBILITY_FIGURES as MAX_REVERSIBILITY_FIGURES
 from .figures import MAX_TRADEOFF_FIGURES as MAX_TRADEOFF_FIGURES
 from .figures import PLOT_KINDS as PLOT_KINDS
 from .figures import PLOT_PREFIXES as PLOT_PREFIXES
-from .figures import Plot, plots, task_timeline
+from .figures import Plot, plots, task_timeline, timeline_summary
 from .figures import _point_labels as _point_labels  # used by the tests
 from .page import comparator_notes as comparator_notes
 from .page import device_summary as device_summary
@@ -80,4 +80,13 @@ from .tables import _subject_curves as _subject_curves  # used by the tests
 from .tables import _tradeoff_series as _tradeoff_series  # used by the tests
 from .tables import headline
 
-__all__ = ["Plot", "ReportError", "ResultsNotFoundError", "headline", "plots", "render_report", "task_timeline"]
+__all__ = [
+    "Plot",
+    "ReportError",
+    "ResultsNotFoundError",
+    "headline",
+    "plots",
+    "render_report",
+    "task_timeline",
+    "timeline_summary",
+]

@@ -686,6 +686,29 @@ def _save_png(fig: Figure, path: Path) -> None:
     _readable(path)
 
 
+def timeline_summary(timeline: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    """What a task timeline (:attr:`bioanon.executors.ExecutionReport.timeline`, or ``tasks.timeline`` of a run
+    folder's ``environment.json``) says about a run: ``first`` (the first task's start), ``end`` (the last task's end),
+    ``busy`` (the tasks' seconds), ``lanes`` (the processes that ran tasks: 0 the caller, 1 .. N workers),
+    ``workers`` (the lanes counted for idle time: the worker processes, or the caller when no worker ran a task)
+    and ``idle`` (the seconds those lanes ran no task between ``first`` and ``end``). Empty timeline: {}."""
+    if not timeline:
+        return {}
+    lanes = sorted({int(r["worker"]) for r in timeline})
+    workers = [w for w in lanes if w > 0] or lanes
+    first = min(float(r["start"]) for r in timeline)
+    end = max(float(r["start"]) + float(r["seconds"]) for r in timeline)
+    on_workers = sum(float(r["seconds"]) for r in timeline if int(r["worker"]) in workers)
+    return {
+        "first": first,
+        "end": end,
+        "busy": sum(float(r["seconds"]) for r in timeline),
+        "lanes": lanes,
+        "workers": workers,
+        "idle": max(0.0, len(workers) * (end - first) - on_workers),
+    }
+
+
 def task_timeline(source: str | os.PathLike[str] | Mapping[str, Any]) -> Plot:
     """Where a run's time went: each task it executed as a bar on the process that ran it, coloured by stage.
 
@@ -714,8 +737,6 @@ def task_timeline(source: str | os.PathLike[str] | Mapping[str, Any]) -> Plot:
             "task_timeline: the run recorded no task timeline (every task came from the cache, the Dask executor "
             "ran it, or an older bioanon wrote it)"
         )
-    from ..executors import timeline_summary
-
     stages = list(dict.fromkeys(r["stage"] for r in rows))
     colour = dict(zip(stages, _colors(len(stages)), strict=True))
     summary = timeline_summary(rows)
