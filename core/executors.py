@@ -17,11 +17,12 @@ from __future__ import annotations
 import atexit
 import contextlib
 import logging
+import math
 import os
 import sys
 import time
 import traceback
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -173,6 +174,9 @@ class LocalExecutor:
     workers read every table memory-mapped from the cache (the data are never copied per worker) and tasks on
     an accelerator run at most one per device at a time. Tasks that fit the same model on the same data (their
     :attr:`~bioanon.evaluation.tasks.TaskSpec.affinity`) go to one worker where they can, which fits it once.
+    Otherwise a free worker starts the ready task expected to take longest (:class:`ExpectedSeconds`, learned
+    from the run's finished tasks of the same kind), so that the run does not end with one long task running
+    alone while the other workers wait.
     Results are identical to ``jobs=1``: a task's output depends only on its inputs' keys. At most as many
     workers as tasks can run at once (:func:`widest_level`). Runs in this process anyway when methods were
     registered at run time (``register_plugin``: a worker could not find them) or when fewer than
@@ -322,6 +326,7 @@ class LocalExecutor:
             if not deps:
                 ready.append(t)
         log.info("running %d task(s) on %d worker processes", len(waiting), jobs)
+        expected = ExpectedSeconds(dependents)
         pool = self.make_pool(jobs)
         _import_in_background(self.preload)
         slots = list(pool) if isinstance(pool, list) else [pool] * jobs  # one executor per worker, or a shared one
@@ -344,7 +349,11 @@ class LocalExecutor:
                 taken = {slot: task for task, _, slot in running.values()}
                 for steal in (False, True):  # every free worker picks, then those left with nothing may steal
                     for slot in range(jobs):
-                        t = None if slot in taken else _next_task(ready, slot, owner, taken, busy, devices_of, steal)
+                        t = (
+                            None
+                            if slot in taken
+                            else _next_task(ready, slot, owner, taken, busy, devices_of, steal, expected.rank)
+                        )
                         if t is None:
                             continue
                         devices = devices_of[t.key]
@@ -384,6 +393,7 @@ class LocalExecutor:
                         continue
                     report.records[t.key] = record
                     report.ran(t, seconds, worker=slot + 1)  # ended about now: the worker has just said so
+                    expected.learn(t, seconds)
                     add_checked_tables(checked)  # the tables it checked: the next tasks need not hash them again
                     for d in dependents.get(t.key, ()):
                         deps = waiting[d.key]
@@ -419,6 +429,47 @@ def _import_in_background(modules: Sequence[str]) -> None:
     threading.Thread(target=run, name="bioanon-preload", daemon=True).start()
 
 
+class ExpectedSeconds:
+    """Which ready task a free worker should start first, learned while the run goes: the longest first, so that
+    no long task is left to run alone at the end while the other workers sit idle.
+
+    A task is expected to take the mean seconds of the tasks of its :attr:`~bioanon.evaluation.tasks.TaskSpec.kind`
+    that have finished (one recognizer's attack in one scenario costs about the same at every setting), and
+    nothing is known of a kind until one has: such a task ranks first (it may be long, and running it early says
+    what its kind costs; among them the plan's order holds). Its rank is that plus the longest chain of expected
+    seconds of the tasks that wait for it (a task that others depend on starts before an equal one that none
+    does). The ranks are worked out again only when an estimate was new or rests on twice as many tasks as when
+    they last were, a few times per kind, not at every pick."""
+
+    def __init__(self, dependents: Mapping[str, Sequence[Any]]) -> None:
+        self._dependents = dependents
+        self._seconds: dict[str, tuple[float, int]] = {}  # kind -> (total seconds, tasks)
+        self._ranks: dict[str, float] = {}
+
+    def learn(self, task: Any, seconds: float) -> None:
+        """Count ``task`` as done in ``seconds``."""
+        kind = getattr(task, "kind", "")
+        if not kind:
+            return
+        total, n = self._seconds.get(kind, (0.0, 0))
+        self._seconds[kind] = (total + float(seconds), n + 1)
+        if (n + 1) & n == 0:  # the first estimate of its kind, or one on twice as many tasks: ranks change
+            self._ranks.clear()
+
+    def seconds(self, task: Any) -> float:
+        """The seconds ``task`` is expected to take (infinite when nothing is known of its kind yet)."""
+        total, n = self._seconds.get(getattr(task, "kind", ""), (0.0, 0))
+        return total / n if n else math.inf
+
+    def rank(self, task: Any) -> float:
+        """The expected seconds of ``task`` and of the longest chain of tasks that wait for it."""
+        rank = self._ranks.get(task.key)
+        if rank is None:
+            rank = self.seconds(task) + max((self.rank(t) for t in self._dependents.get(task.key, ())), default=0.0)
+            self._ranks[task.key] = rank
+        return rank
+
+
 def _next_task(
     ready: list[Any],
     slot: int,
@@ -427,25 +478,32 @@ def _next_task(
     busy: set[str],
     devices_of: Mapping[str, frozenset[str]],
     steal: bool,
+    rank: Callable[[Any], float] = lambda task: 0.0,
 ) -> Any:
     """The ready task the free worker ``slot`` runs next (None: none for it now), skipping tasks whose
     accelerators (``devices_of``, by task key) are taken. First a task whose affinity
     (:attr:`~bioanon.evaluation.tasks.TaskSpec.affinity`) this worker owns: its fit is there. Then one without
     affinity, or with a new one. With ``steal`` (once every free worker had its pick), a task another worker
     owns, fitting it again here rather than leaving this worker idle; not when that worker is fitting it now
-    (running a task of the same affinity: the fit is ready there soon)."""
+    (running a task of the same affinity: the fit is ready there soon). Among the tasks of a step, the highest
+    ``rank`` (:meth:`ExpectedSeconds.rank`), the first of ``ready`` among equals."""
     startable = [t for t in ready if not (devices_of[t.key] & busy)]
-    for t in startable:
-        if t.affinity and owner.get(t.affinity) == slot:
-            return t
-    for t in startable:
-        if not t.affinity or t.affinity not in owner:
-            return t
+    steps = [
+        [t for t in startable if t.affinity and owner.get(t.affinity) == slot],
+        [t for t in startable if not t.affinity or t.affinity not in owner],
+    ]
     if steal:
-        for t in startable:
-            other = taken.get(owner[t.affinity])
-            if other is None or other.affinity != t.affinity:
-                return t
+        steps.append(
+            [
+                t
+                for t in startable
+                if t.affinity in owner
+                and (taken.get(owner[t.affinity]) is None or taken[owner[t.affinity]].affinity != t.affinity)
+            ]
+        )
+    for step in steps:
+        if step:
+            return max(step, key=rank)  # the first of the highest
     return None
 
 

@@ -53,6 +53,17 @@ class TaskSpec:
     #: attacks of every setting train one recognizer on the clear attacker set): a pool runs them on one worker
     #: where it can, which fits it once and reuses the fit (not part of the key)
     affinity: str = ""
+    #: tasks of one kind cost about the same (:func:`task_kind`): a pool learns what a kind costs from its first
+    #: tasks and starts the longest first (not part of the key)
+    kind: str = ""
+
+
+def task_kind(op_name: str, args: Mapping[str, Any]) -> str:
+    """The :attr:`TaskSpec.kind` of a task: its operation, the ids of the methods it runs and its scenario (e.g.
+    one recognizer's attack in one scenario, which costs about the same at every anonymization setting)."""
+    ids = [f"{k}={v['id']}" for k, v in sorted(args.items()) if isinstance(v, Mapping) and "id" in v]
+    scenario = args.get("scenario")
+    return " ".join([op_name, *ids, *([str(scenario)] if isinstance(scenario, str) else [])])
 
 
 def output_key(task_key: str, name: str) -> str:
@@ -115,7 +126,8 @@ def make_task(
     """A TaskSpec whose key covers the operation, all its arguments and its inputs' keys (the methods in them
     created with ``registry``, default the current run's)."""
     affinity = AFFINITY[op_name](args) if op_name in AFFINITY else ""
-    return TaskSpec(task_key(op_name, args, deps, registry), op_name, dict(args), tuple(deps), stage, label, affinity)
+    key = task_key(op_name, args, deps, registry)
+    return TaskSpec(key, op_name, dict(args), tuple(deps), stage, label, affinity, task_kind(op_name, args))
 
 
 def run_task(task: TaskSpec, cache: Cache, context: RunContext | None = None) -> dict[str, Any]:

@@ -236,6 +236,96 @@ def test_score_tasks_get_the_affinity_of_their_fit():
     assert make_task("select", {"n": 1}, (), stage="select", label="s").affinity == ""
 
 
+def _kind_task(name, kind, deps=(), affinity=""):
+    import attrs
+
+    return attrs.evolve(_task(name, deps), kind=kind, affinity=affinity)
+
+
+def test_a_free_worker_starts_the_longest_task_first():
+    """Once a task of a kind has finished, its kind's mean seconds rank the ready tasks: the longest first, a
+    task of a kind not measured yet before all (it may be long), the plan's order among equals, and a task
+    whose fit the worker holds still before any other."""
+    from bioanon.executors import ExpectedSeconds, _next_task
+
+    chain_tail = _kind_task("tail", "long", deps=("head",))
+    dependents = {_key("head"): [chain_tail]}
+    expected = ExpectedSeconds(dependents)
+    assert expected.seconds(_kind_task("x", "long")) == float("inf")
+    expected.learn(_kind_task("l0", "long"), 2.0)
+    expected.learn(_kind_task("s0", "short"), 0.25)
+    expected.learn(_kind_task("s1", "short"), 0.75)
+    expected.learn(_task("no kind"), 99.0)  # a task without a kind teaches nothing
+    short1, short2, long1 = _kind_task("s2", "short"), _kind_task("s3", "short"), _kind_task("l1", "long")
+    new, head = _kind_task("n", "never seen"), _kind_task("head", "short")
+    assert expected.seconds(short1) == 0.5 and expected.seconds(long1) == 2.0
+    assert expected.rank(head) == 2.5 and expected.rank(long1) == 2.0  # what waits for it counts too
+
+    def pick(ready, slot=0, owner=None, taken=None):
+        devices = {t.key: frozenset() for t in ready}
+        return _next_task(ready, slot, owner or {}, taken or {}, set(), devices, True, expected.rank).label
+
+    assert pick([short1, long1, new, short2]) == "n"
+    assert pick([short1, long1, short2]) == "l1"
+    assert pick([short1, head, long1]) == "head"
+    assert pick([short1, short2]) == "s2"
+    owned = _kind_task("owned", "short", affinity="fit A")
+    assert pick([long1, owned], owner={"fit A": 0}) == "owned"  # its fit is on this worker
+    assert pick([long1, owned], slot=1, owner={"fit A": 0}) == "l1"
+    # the estimate is the mean of every task of the kind, the ranks worked out again as it firms up
+    for seconds in (0.5, 0.5):
+        expected.learn(_kind_task("s", "short"), seconds)
+    assert expected.seconds(short1) == 0.5 and expected.rank(head) == 2.5
+
+
+def test_the_pool_learns_task_costs_and_starts_long_ones_first(tmp_path, monkeypatch):
+    """Through the executor: once the first long and the first short task have finished, the pool starts the
+    long ones left before the short ones, whatever their order in the plan (workers that run each task at
+    once, so that the order is the scheduler's alone)."""
+    from concurrent.futures import Future
+
+    import bioanon.executors as ex
+
+    started: list[str] = []
+
+    def fake_run(task, cache, env, context, checked):
+        started.append(task.label)
+        return {"done": task.label}, (1.0 if task.kind == "long" else 0.1), {}
+
+    class AtOnce:  # a worker slot that runs the task as it is submitted
+        def submit(self, fn, *args):
+            future: Future = Future()
+            future.set_result(fn(*args))
+            return future
+
+    monkeypatch.setattr(ex, "_run_timed", fake_run)
+    monkeypatch.setattr(ex, "MIN_TASKS_PER_WORKER", 1)
+    tasks = [_kind_task(f"{k}{i}", "long" if k == "L" else "short") for i in range(3) for k in ("L", "S")]
+    executor = LocalExecutor(Cache(tmp_path), progress=False, jobs=2)
+    executor.make_pool = lambda jobs: [AtOnce() for _ in range(jobs)]
+    report = executor.run(tasks)
+    assert report.executed == 6 and report.jobs == 2
+    assert started == ["L0", "S0", "L1", "L2", "S1", "S2"]
+
+
+def test_tasks_of_one_recognizer_and_scenario_share_a_kind():
+    from bioanon.evaluation.tasks import make_task, task_kind
+
+    rec = {"id": "any.cosine_centroid", "params": {}}
+    sets = {"clear_attacker": "c" * 32, "anon_attacker": "a" * 32, "clear_evaluation": "e" * 32}
+    base = {"recognizer": rec, "label": "subject", "sets": sets, "seed": 1, "selections": []}
+
+    def kind(scenario, **extra):
+        return make_task("score", {**base, "scenario": scenario, **extra}, (), stage="score", label="s").kind
+
+    assert kind("naive") == kind("naive", sets={**sets, "anon_attacker": "b" * 32}, seed=2)  # another setting
+    assert kind("naive") != kind("parrot") and kind("naive") != kind("naive", recognizer={"id": "any.lda_cosine"})
+    assert task_kind("anonymize", {"method": {"id": "any.gaussian_noise", "params": {"sigma": 1}}}) == task_kind(
+        "anonymize", {"method": {"id": "any.gaussian_noise", "params": {"sigma": 2}}}
+    )
+    assert task_kind("split", {"seed": 3}) == "split"
+
+
 def test_small_or_narrow_plans_run_in_this_process(tmp_path):
     from bioanon.executors import widest_level
 
