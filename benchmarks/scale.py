@@ -223,8 +223,9 @@ def cli_evaluate(
             f"({proc.returncode}): {tail}"
         )
     folder = out / run_id
-    tasks = json.loads((folder / "environment.json").read_text())["tasks"]
-    when = timeline_summary(tasks.get("timeline") or [])
+    environment = json.loads((folder / "environment.json").read_text())
+    tasks = environment["tasks"]
+    when = timeline_summary(tasks.get("timeline") or [], environment.get("jobs"))
     import pyarrow.parquet as pq
 
     metrics = pq.read_table(folder / "metrics.parquet", columns=["n_subjects", "n_probes"]).to_pydict()

@@ -15,6 +15,7 @@ following tasks of that run (its fits and computed arrays are reused), a Dask ta
 from __future__ import annotations
 
 import atexit
+import bisect
 import contextlib
 import logging
 import math
@@ -22,7 +23,7 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -52,7 +53,8 @@ class ExecutionReport:
     by_stage: dict[str, dict[str, float]] = attrs.field(factory=dict)  # counts and "seconds"
     jobs: int = 1  # tasks that could run at once (worker processes; 1: in the calling process)
     #: Each task executed, in the order they finished: ``task`` (its label), ``stage``, ``worker`` (0: the
-    #: calling process; 1 .. jobs: the worker process it ran on), ``start`` (``time.time()``) and ``seconds``.
+    #: calling process; 1 .. jobs: the pool's slot that ran it, each slot one worker process), ``start``
+    #: (``time.time()``, as the process that ran it read it) and ``seconds``.
     #: Empty for the Dask executor (its dashboard shows where each task ran).
     timeline: list[dict[str, Any]] = attrs.field(factory=list)
 
@@ -307,7 +309,7 @@ class LocalExecutor:
         keys = {t.key for t in tasks}
         waiting: dict[str, set[str]] = {}
         dependents: dict[str, list[Any]] = {}
-        ready: list[Any] = []
+        ready: list[Any] = []  # in the order to start them: the highest rank first, then the first ready
         devices_of: dict[str, frozenset[str]] = {}
         for t in tasks:
             record = reusable.get(t.key)
@@ -326,7 +328,13 @@ class LocalExecutor:
             if not deps:
                 ready.append(t)
         log.info("running %d task(s) on %d worker processes", len(waiting), jobs)
-        expected = ExpectedSeconds(dependents)
+        expected = ExpectedSeconds([t for t in tasks if t.key in waiting], dependents)
+        came = {t.key: i for i, t in enumerate(ready)}  # when each task became ready: the order among equals
+
+        def start_order(task: Any) -> tuple[float, int]:
+            return -expected.rank(task), came[task.key]
+
+        ready.sort(key=start_order)
         pool = self.make_pool(jobs)
         _import_in_background(self.preload)
         slots = list(pool) if isinstance(pool, list) else [pool] * jobs  # one executor per worker, or a shared one
@@ -349,11 +357,7 @@ class LocalExecutor:
                 taken = {slot: task for task, _, slot in running.values()}
                 for steal in (False, True):  # every free worker picks, then those left with nothing may steal
                     for slot in range(jobs):
-                        t = (
-                            None
-                            if slot in taken
-                            else _next_task(ready, slot, owner, taken, busy, devices_of, steal, expected.rank)
-                        )
+                        t = None if slot in taken else _next_task(ready, slot, owner, taken, busy, devices_of, steal)
                         if t is None:
                             continue
                         devices = devices_of[t.key]
@@ -375,7 +379,7 @@ class LocalExecutor:
                     bar.update(1)
                     bar.set_postfix_str(t.stage, refresh=False)
                     try:
-                        record, seconds, checked = fut.result()
+                        record, seconds, checked, started = fut.result()
                     except BrokenProcessPool as exc:  # the pool is unusable: stop, whatever keep_going says
                         raise TaskFailed(
                             f"{t.label}: a worker process died while running it (out of memory, or killed); the "
@@ -392,14 +396,18 @@ class LocalExecutor:
                             skip(d)
                         continue
                     report.records[t.key] = record
-                    report.ran(t, seconds, worker=slot + 1)  # ended about now: the worker has just said so
+                    report.ran(t, seconds, worker=slot + 1, end=started + seconds)  # the worker's clock
+                    version = expected.version
                     expected.learn(t, seconds)
+                    if expected.version != version:
+                        ready.sort(key=start_order)
                     add_checked_tables(checked)  # the tables it checked: the next tasks need not hash them again
                     for d in dependents.get(t.key, ()):
                         deps = waiting[d.key]
                         deps.discard(t.key)
                         if not deps and d.key not in report.skipped:
-                            ready.append(d)
+                            came[d.key] = len(came)
+                            bisect.insort(ready, d, key=start_order)
         except BaseException:
             for fut in running:
                 fut.cancel()
@@ -430,31 +438,42 @@ def _import_in_background(modules: Sequence[str]) -> None:
 
 
 class ExpectedSeconds:
-    """Which ready task a free worker should start first, learned while the run goes: the longest first, so that
-    no long task is left to run alone at the end while the other workers sit idle.
+    """How long each task of a run is expected to take, learned while the run goes, and its rank: the order in
+    which a free worker should start the ready tasks, the longest first, so that no long task is left to run
+    alone at the end while the other workers sit idle.
 
-    A task is expected to take the mean seconds of the tasks of its :attr:`~bioanon.evaluation.tasks.TaskSpec.kind`
-    that have finished (one recognizer's attack in one scenario costs about the same at every setting), and
-    nothing is known of a kind until one has: such a task ranks first (it may be long, and running it early says
-    what its kind costs; among them the plan's order holds). Its rank is that plus the longest chain of expected
-    seconds of the tasks that wait for it (a task that others depend on starts before an equal one that none
-    does). The ranks are worked out again only when an estimate was new or rests on twice as many tasks as when
-    they last were, a few times per kind, not at every pick."""
+    A task is expected to take the mean seconds of the finished tasks of its
+    :attr:`~bioanon.evaluation.tasks.TaskSpec.kind` (one recognizer's attack in one scenario costs about the same
+    at every setting). Nothing is known of a kind until one of its tasks has finished: such a task ranks first
+    (it may be long, and running it early says what its kind costs). A task without a kind is expected to take
+    the mean of every finished task. Its rank is that plus the longest chain of expected seconds of the tasks
+    that wait for it (a task others depend on starts before an equal one that none does). The ranks are worked
+    out again (over the whole plan, without recursion) only when an estimate is new or rests on twice as many
+    tasks as before, a few times per kind: :attr:`version` says when.
 
-    def __init__(self, dependents: Mapping[str, Sequence[Any]]) -> None:
+    Parameters
+    ----------
+    tasks : the tasks to rank (those left to run).
+    dependents : task key -> the tasks that wait for it.
+    """
+
+    def __init__(self, tasks: Sequence[Any], dependents: Mapping[str, Sequence[Any]]) -> None:
         self._dependents = dependents
-        self._seconds: dict[str, tuple[float, int]] = {}  # kind -> (total seconds, tasks)
-        self._ranks: dict[str, float] = {}
+        self._order = _dependents_first(tasks, dependents)
+        self._seconds: dict[str, tuple[float, int]] = {}  # kind ("": every task) -> (total seconds, tasks)
+        self._ranks: dict[str, float] | None = None
+        self.version = 0  # changes whenever the ranks do
 
     def learn(self, task: Any, seconds: float) -> None:
         """Count ``task`` as done in ``seconds``."""
-        kind = getattr(task, "kind", "")
-        if not kind:
-            return
-        total, n = self._seconds.get(kind, (0.0, 0))
-        self._seconds[kind] = (total + float(seconds), n + 1)
-        if (n + 1) & n == 0:  # the first estimate of its kind, or one on twice as many tasks: ranks change
-            self._ranks.clear()
+        changed = False
+        for kind in {"", getattr(task, "kind", "")}:
+            total, n = self._seconds.get(kind, (0.0, 0))
+            self._seconds[kind] = (total + float(seconds), n + 1)
+            changed = changed or (n + 1) & n == 0  # a first estimate, or one on twice as many tasks
+        if changed:
+            self._ranks = None
+            self.version += 1
 
     def seconds(self, task: Any) -> float:
         """The seconds ``task`` is expected to take (infinite when nothing is known of its kind yet)."""
@@ -463,11 +482,37 @@ class ExpectedSeconds:
 
     def rank(self, task: Any) -> float:
         """The expected seconds of ``task`` and of the longest chain of tasks that wait for it."""
+        if self._ranks is None:
+            ranks: dict[str, float] = {}
+            for t in self._order:  # every task after those that wait for it
+                waiting = self._dependents.get(t.key, ())
+                ranks[t.key] = self.seconds(t) + max((ranks.get(d.key, 0.0) for d in waiting), default=0.0)
+            self._ranks = ranks
         rank = self._ranks.get(task.key)
-        if rank is None:
-            rank = self.seconds(task) + max((self.rank(t) for t in self._dependents.get(task.key, ())), default=0.0)
-            self._ranks[task.key] = rank
-        return rank
+        return self.seconds(task) if rank is None else rank
+
+
+def _dependents_first(tasks: Sequence[Any], dependents: Mapping[str, Sequence[Any]]) -> list[Any]:
+    """``tasks`` and those that wait for them, each after every task that waits for it (an iterative depth-first
+    walk: no recursion limit on long chains, and a cycle cannot loop)."""
+    order: list[Any] = []
+    seen: set[str] = set()
+    for root in tasks:
+        if root.key in seen:
+            continue
+        seen.add(root.key)
+        stack = [(root, iter(dependents.get(root.key, ())))]
+        while stack:
+            node, waiting = stack[-1]
+            for d in waiting:
+                if d.key not in seen:
+                    seen.add(d.key)
+                    stack.append((d, iter(dependents.get(d.key, ()))))
+                    break
+            else:
+                stack.pop()
+                order.append(node)
+    return order
 
 
 def _next_task(
@@ -478,32 +523,26 @@ def _next_task(
     busy: set[str],
     devices_of: Mapping[str, frozenset[str]],
     steal: bool,
-    rank: Callable[[Any], float] = lambda task: 0.0,
 ) -> Any:
     """The ready task the free worker ``slot`` runs next (None: none for it now), skipping tasks whose
     accelerators (``devices_of``, by task key) are taken. First a task whose affinity
     (:attr:`~bioanon.evaluation.tasks.TaskSpec.affinity`) this worker owns: its fit is there. Then one without
     affinity, or with a new one. With ``steal`` (once every free worker had its pick), a task another worker
     owns, fitting it again here rather than leaving this worker idle; not when that worker is fitting it now
-    (running a task of the same affinity: the fit is ready there soon). Among the tasks of a step, the highest
-    ``rank`` (:meth:`ExpectedSeconds.rank`), the first of ``ready`` among equals."""
+    (running a task of the same affinity: the fit is ready there soon). Each time the first such task of
+    ``ready``, which the pool keeps in the order to start them (:class:`ExpectedSeconds`)."""
     startable = [t for t in ready if not (devices_of[t.key] & busy)]
-    steps = [
-        [t for t in startable if t.affinity and owner.get(t.affinity) == slot],
-        [t for t in startable if not t.affinity or t.affinity not in owner],
-    ]
+    for t in startable:
+        if t.affinity and owner.get(t.affinity) == slot:
+            return t
+    for t in startable:
+        if not t.affinity or t.affinity not in owner:
+            return t
     if steal:
-        steps.append(
-            [
-                t
-                for t in startable
-                if t.affinity in owner
-                and (taken.get(owner[t.affinity]) is None or taken[owner[t.affinity]].affinity != t.affinity)
-            ]
-        )
-    for step in steps:
-        if step:
-            return max(step, key=rank)  # the first of the highest
+        for t in startable:
+            other = taken.get(owner[t.affinity])
+            if other is None or other.affinity != t.affinity:
+                return t
     return None
 
 
@@ -563,9 +602,10 @@ def _plugin_switches() -> tuple[str, ...]:
 
 def _run_timed(
     task: Any, cache: Cache, env: Mapping[str, str], context: RunContext, checked: Mapping[str, Any]
-) -> tuple[Any, float, dict[str, Any]]:
+) -> tuple[Any, float, dict[str, Any], float]:
     """In a worker: run the task with the caller's ``BIOANON_*`` settings and the run's context; its record,
-    seconds, and the tables it checked against their checksums. The worker keeps the run's context
+    seconds, the tables it checked against their checksums, and when it started (``time.time()``: the machine's
+    clock, which the worker shares with the caller). The worker keeps the run's context
     (:meth:`RunContext.hold`) for its next tasks of the same run. ``checked``: the tables the run's other processes
     checked (:func:`~bioanon.cache.store.checked_tables`) and it was not told of before, which it reads without
     hashing them again."""
@@ -582,13 +622,13 @@ def _run_timed(
         reset_plugin_manager(None)
     add_checked_tables(checked)
     known = checked_tables()
-    start = time.perf_counter()
+    started, start = time.time(), time.perf_counter()
     try:
         record = run_task(task, cache, context.hold())
     finally:
         free_memory_returned()
     seconds = time.perf_counter() - start
-    return record, seconds, _news(checked_tables(), known)
+    return record, seconds, _news(checked_tables(), known), started
 
 
 def _news(checked: Mapping[str, Any], known: dict[str, Any]) -> dict[str, Any]:

@@ -686,15 +686,20 @@ def _save_png(fig: Figure, path: Path) -> None:
     _readable(path)
 
 
-def timeline_summary(timeline: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+def timeline_summary(timeline: Sequence[Mapping[str, Any]], jobs: int | None = None) -> dict[str, Any]:
     """What a task timeline (:attr:`bioanon.executors.ExecutionReport.timeline`, or ``tasks.timeline`` of a run
     folder's ``environment.json``) says about a run: ``first`` (the first task's start), ``end`` (the last task's end),
-    ``busy`` (the tasks' seconds), ``lanes`` (the processes that ran tasks: 0 the caller, 1 .. N workers),
-    ``workers`` (the lanes counted for idle time: the worker processes, or the caller when no worker ran a task)
-    and ``idle`` (the seconds those lanes ran no task between ``first`` and ``end``). Empty timeline: {}."""
+    ``busy`` (the tasks' seconds), ``lanes`` (the processes: 0 the caller, 1 .. N workers), ``workers`` (the lanes
+    counted for idle time: the worker processes, or the caller when no worker ran a task) and ``idle`` (the
+    seconds those lanes ran no task between ``first`` and ``end``). ``jobs``: the run's worker processes (its
+    ``environment.json``'s ``jobs``), so that a worker that ran no task counts too, idle throughout; None: the
+    workers that ran a task. Empty timeline: {}."""
     if not timeline:
         return {}
-    lanes = sorted({int(r["worker"]) for r in timeline})
+    ran = {int(r["worker"]) for r in timeline}
+    if jobs and any(w > 0 for w in ran):
+        ran |= set(range(1, int(jobs) + 1))
+    lanes = sorted(ran)
     workers = [w for w in lanes if w > 0] or lanes
     first = min(float(r["start"]) for r in timeline)
     end = max(float(r["start"]) + float(r["seconds"]) for r in timeline)
@@ -739,7 +744,8 @@ def task_timeline(source: str | os.PathLike[str] | Mapping[str, Any]) -> Plot:
         )
     stages = list(dict.fromkeys(r["stage"] for r in rows))
     colour = dict(zip(stages, _colors(len(stages)), strict=True))
-    summary = timeline_summary(rows)
+    jobs = env.get("jobs") if isinstance(env.get("jobs"), int) else None
+    summary = timeline_summary(rows, jobs)
     first, end, busy, idle = summary["first"], summary["end"], summary["busy"], summary["idle"]
     lanes, workers = summary["lanes"], summary["workers"]
     with matplotlib.rc_context(_RC):

@@ -120,8 +120,9 @@ def test_a_pool_task_reports_the_tables_it_checked_and_takes_those_the_run_check
     monkeypatch.setattr(tasks_module, "run_task", reads_both)
     # in a context of its own: a worker holds the run's context (RunContext.hold), which must not outlive the test
     run = contextvars.copy_context().run
-    record, seconds, checked = run(_run_timed, None, cache, _bioanon_env(), RunContext(cache=cache), given)
-    assert record == {"done": True} and seconds >= 0
+    before = time.time()
+    record, seconds, checked, started = run(_run_timed, None, cache, _bioanon_env(), RunContext(cache=cache), given)
+    assert record == {"done": True} and seconds >= 0 and before <= started <= time.time()
     assert len(hashes) == 1  # only the table nobody had checked
     assert set(checked) == {cache.table_path(KEY)}  # what it checked itself goes back to the parent
 
@@ -143,7 +144,7 @@ def test_each_worker_is_told_of_a_checked_table_once_not_with_every_task(tmp_pat
         with lock:
             given.setdefault(threading.current_thread().name.split("_")[0], []).extend(checked)
         path = f"/nowhere/{task.label}.arrow"
-        return {"done": task.label}, 0.0, {path: (1, 2, 3)}  # each task "checked" a table of its own
+        return {"done": task.label}, 0.0, {path: (1, 2, 3)}, time.time()  # each "checked" a table of its own
 
     monkeypatch.setattr(ex, "_run_timed", fake_run)
     monkeypatch.setattr(ex, "MIN_TASKS_PER_WORKER", 1)

@@ -47,8 +47,7 @@ def test_two_jobs_give_the_results_of_one(tmp_path, monkeypatch):
     assert two.metrics.equals(one.metrics) and two.auc.equals(one.auc) and two.utility.equals(one.utility)
     env = json.loads((two.run_dir / "environment.json").read_text())
     assert env["jobs"] == 2
-    # the timeline: every executed task once, on worker 1 or 2 (or here, 0, for a stage too narrow for workers),
-    # in the order they started, inside the run
+    # the timeline: every executed task once, on worker 1 or 2, in the order they started, inside the run
     timeline = env["tasks"]["timeline"]
     assert len(timeline) == two.executed and {r["worker"] for r in timeline} <= {0, 1, 2}
     assert {1, 2} <= {r["worker"] for r in timeline}
@@ -121,7 +120,7 @@ def test_accelerator_tasks_run_one_per_device(tmp_path, monkeypatch):
         with lock:
             active[dev] -= 1
             order.append(task.label)
-        return {"done": task.label}, 0.05, {}
+        return {"done": task.label}, 0.05, {}, time.time() - 0.05
 
     monkeypatch.setattr(ex, "_run_timed", fake_run)
     monkeypatch.setattr(ex, "MIN_TASKS_PER_WORKER", 1)
@@ -154,9 +153,10 @@ def test_tasks_that_share_a_fit_run_on_one_worker(tmp_path, monkeypatch):
     ran_on: dict[str, str] = {}
 
     def fake_run(task, cache, env, context, checked):
+        started = time.time()
         time.sleep(0.02)
         ran_on[task.label] = threading.current_thread().name
-        return {"done": task.label}, 0.02, {}
+        return {"done": task.label}, 0.02, {}, started
 
     monkeypatch.setattr(ex, "_run_timed", fake_run)
     monkeypatch.setattr(ex, "MIN_TASKS_PER_WORKER", 1)
@@ -173,15 +173,16 @@ def test_tasks_that_share_a_fit_run_on_one_worker(tmp_path, monkeypatch):
 
 def test_the_timeline_records_each_task_on_the_worker_that_ran_it(tmp_path, monkeypatch):
     """The executor's timeline: each executed task once, with its stage, the worker slot it ran on (1 .. jobs),
-    the seconds the worker measured and a start that many seconds before it was seen finishing."""
+    and the start and seconds the worker measured."""
     import bioanon.executors as ex
 
     ran_on: dict[str, int] = {}
 
     def fake_run(task, cache, env, context, checked):
         ran_on[task.label] = int(threading.current_thread().name.removeprefix("slot").split("_")[0])
+        started = time.time()
         time.sleep(0.02)
-        return {"done": task.label}, 0.02, {}
+        return {"done": task.label}, 0.02, {}, started
 
     monkeypatch.setattr(ex, "_run_timed", fake_run)
     monkeypatch.setattr(ex, "MIN_TASKS_PER_WORKER", 1)
@@ -197,7 +198,7 @@ def test_the_timeline_records_each_task_on_the_worker_that_ran_it(tmp_path, monk
         assert r["worker"] == ran_on[r["task"]] + 1 and r["seconds"] == 0.02 and r["stage"] == "stage"
         assert before - 0.02 <= r["start"] <= after
     last = next(r for r in report.timeline if r["task"] == "last")
-    # it started once t0 and t5 were seen finishing (the starts are the worker's seconds back from then)
+    # it started once t0 and t5 had finished
     assert all(last["start"] > r["start"] for r in report.timeline if r["task"] in ("t0", "t5"))
     since = report.timeline_since(before)
     assert [r["start"] for r in since] == sorted(r["start"] for r in since) and since[0]["start"] >= -0.02
@@ -211,7 +212,9 @@ def test_the_scheduler_reads_each_task_s_devices_once(tmp_path, monkeypatch):
     calls: list[str] = []
     original = ex.task_devices
     monkeypatch.setattr(ex, "task_devices", lambda task: calls.append(task.key) or original(task))
-    monkeypatch.setattr(ex, "_run_timed", lambda task, cache, env, context, checked: ({"done": task.label}, 0.0, {}))
+    monkeypatch.setattr(
+        ex, "_run_timed", lambda task, cache, env, context, checked: ({"done": task.label}, 0.0, {}, time.time())
+    )
     monkeypatch.setattr(ex, "MIN_TASKS_PER_WORKER", 1)
     tasks = [_task(f"t{i}") for i in range(60)] + [_task("g", device="cuda:0"), _task("h", deps=("t0",))]
     executor = LocalExecutor(Cache(tmp_path), progress=False, jobs=2)
@@ -243,39 +246,34 @@ def _kind_task(name, kind, deps=(), affinity=""):
 
 
 def test_a_free_worker_starts_the_longest_task_first():
-    """Once a task of a kind has finished, its kind's mean seconds rank the ready tasks: the longest first, a
-    task of a kind not measured yet before all (it may be long), the plan's order among equals, and a task
-    whose fit the worker holds still before any other."""
-    from bioanon.executors import ExpectedSeconds, _next_task
+    """Once a task of a kind has finished, its kind's mean seconds rank the tasks: the longest first, a task of
+    a kind not measured yet before all (it may be long), one without a kind as the mean of every task, the
+    tasks waiting for a task adding theirs to its rank; the ranks follow the estimates as they firm up, and a
+    long chain of tasks is ranked without recursion."""
+    import math
 
-    chain_tail = _kind_task("tail", "long", deps=("head",))
-    dependents = {_key("head"): [chain_tail]}
-    expected = ExpectedSeconds(dependents)
-    assert expected.seconds(_kind_task("x", "long")) == float("inf")
+    from bioanon.executors import ExpectedSeconds
+
+    head, tail = _kind_task("head", "short"), _kind_task("tail", "long", deps=("head",))
+    short1, short2, long1 = _kind_task("s2", "short"), _kind_task("s3", "short"), _kind_task("l1", "long")
+    new, plain = _kind_task("n", "never seen"), _task("plain")
+    expected = ExpectedSeconds([head, tail, short1, short2, long1, new, plain], {head.key: [tail]})
+    assert expected.rank(long1) == math.inf and expected.version == 0
     expected.learn(_kind_task("l0", "long"), 2.0)
     expected.learn(_kind_task("s0", "short"), 0.25)
     expected.learn(_kind_task("s1", "short"), 0.75)
-    expected.learn(_task("no kind"), 99.0)  # a task without a kind teaches nothing
-    short1, short2, long1 = _kind_task("s2", "short"), _kind_task("s3", "short"), _kind_task("l1", "long")
-    new, head = _kind_task("n", "never seen"), _kind_task("head", "short")
-    assert expected.seconds(short1) == 0.5 and expected.seconds(long1) == 2.0
-    assert expected.rank(head) == 2.5 and expected.rank(long1) == 2.0  # what waits for it counts too
-
-    def pick(ready, slot=0, owner=None, taken=None):
-        devices = {t.key: frozenset() for t in ready}
-        return _next_task(ready, slot, owner or {}, taken or {}, set(), devices, True, expected.rank).label
-
-    assert pick([short1, long1, new, short2]) == "n"
-    assert pick([short1, long1, short2]) == "l1"
-    assert pick([short1, head, long1]) == "head"
-    assert pick([short1, short2]) == "s2"
-    owned = _kind_task("owned", "short", affinity="fit A")
-    assert pick([long1, owned], owner={"fit A": 0}) == "owned"  # its fit is on this worker
-    assert pick([long1, owned], slot=1, owner={"fit A": 0}) == "l1"
-    # the estimate is the mean of every task of the kind, the ranks worked out again as it firms up
-    for seconds in (0.5, 0.5):
+    assert expected.seconds(short1) == 0.5 and expected.seconds(long1) == 2.0 and expected.seconds(plain) == 1.0
+    assert expected.rank(head) == 2.5 and expected.rank(long1) == 2.0 and expected.rank(new) == math.inf
+    ranked = sorted([short1, long1, new, plain, short2, head], key=lambda t: -expected.rank(t))
+    assert [t.label for t in ranked] == ["n", "head", "l1", "plain", "s2", "s3"]
+    version = expected.version
+    for seconds in (2.5, 2.5):  # four short tasks: a mean of 1.5
         expected.learn(_kind_task("s", "short"), seconds)
-    assert expected.seconds(short1) == 0.5 and expected.rank(head) == 2.5
+    assert expected.version > version and expected.rank(head) == 3.5 and expected.rank(short1) == 1.5
+    chain = [_kind_task("c0", "link")] + [_kind_task(f"c{i}", "link", deps=(f"c{i - 1}",)) for i in range(1, 3000)]
+    along = ExpectedSeconds(chain, {chain[i].key: [chain[i + 1]] for i in range(len(chain) - 1)})
+    along.learn(chain[0], 0.5)
+    assert along.rank(chain[0]) == 1500.0 and along.rank(chain[-1]) == 0.5
 
 
 def test_the_pool_learns_task_costs_and_starts_long_ones_first(tmp_path, monkeypatch):
@@ -290,7 +288,7 @@ def test_the_pool_learns_task_costs_and_starts_long_ones_first(tmp_path, monkeyp
 
     def fake_run(task, cache, env, context, checked):
         started.append(task.label)
-        return {"done": task.label}, (1.0 if task.kind == "long" else 0.1), {}
+        return {"done": task.label}, (1.0 if task.kind == "long" else 0.1), {}, time.time()
 
     class AtOnce:  # a worker slot that runs the task as it is submitted
         def submit(self, fn, *args):
@@ -301,11 +299,12 @@ def test_the_pool_learns_task_costs_and_starts_long_ones_first(tmp_path, monkeyp
     monkeypatch.setattr(ex, "_run_timed", fake_run)
     monkeypatch.setattr(ex, "MIN_TASKS_PER_WORKER", 1)
     tasks = [_kind_task(f"{k}{i}", "long" if k == "L" else "short") for i in range(3) for k in ("L", "S")]
+    tasks.append(_kind_task("after S0", "long", deps=("S0",)))  # ready later: placed by its rank, after equals
     executor = LocalExecutor(Cache(tmp_path), progress=False, jobs=2)
     executor.make_pool = lambda jobs: [AtOnce() for _ in range(jobs)]
     report = executor.run(tasks)
-    assert report.executed == 6 and report.jobs == 2
-    assert started == ["L0", "S0", "L1", "L2", "S1", "S2"]
+    assert report.executed == 7 and report.jobs == 2
+    assert started == ["L0", "S0", "L1", "L2", "after S0", "S1", "S2"]
 
 
 def test_tasks_of_one_recognizer_and_scenario_share_a_kind():
@@ -510,7 +509,9 @@ def test_the_caller_imports_what_it_needs_next_while_its_workers_run(tmp_path, m
         real(modules)
 
     monkeypatch.setattr(ex, "_import_in_background", watched)
-    monkeypatch.setattr(ex, "_run_timed", lambda task, cache, env, context, checked: ({"done": task.label}, 0.0, {}))
+    monkeypatch.setattr(
+        ex, "_run_timed", lambda task, cache, env, context, checked: ({"done": task.label}, 0.0, {}, time.time())
+    )
     monkeypatch.setattr(ex, "MIN_TASKS_PER_WORKER", 1)
     executor = LocalExecutor(Cache(tmp_path / "cache"), progress=False, jobs=jobs, preload=(name,))
     executor.make_pool = lambda jobs: ThreadPoolExecutor(jobs)

@@ -544,6 +544,10 @@ def test_task_timeline_draws_each_task_and_says_what_went_idle(tmp_path):
     bars = sorted((p.get_x(), p.get_width(), p.get_y()) for p in ax.patches)
     assert [(x, w) for x, w, _ in bars] == [(1.0, 0.5), (1.5, 2.0), (1.5, 3.5)]
     assert [t.get_text() for t in ax.get_yticklabels()] == ["worker 1", "worker 2"]
+    # a run of three workers, one of which ran nothing: idle throughout (3 x 4.0 s - 6.0 s busy), and drawn
+    three = task_timeline({"jobs": 3, "tasks": {"timeline": rows}})
+    assert "The 3 workers were idle 6.0 s" in three.caption and "50%" in three.caption
+    assert [t.get_text() for t in three.figure.axes[0].get_yticklabels()] == ["worker 1", "worker 2", "worker 3"]
     run = tmp_path / "run"
     run.mkdir()
     (run / "environment.json").write_text(json.dumps({"tasks": {"timeline": []}}))
