@@ -437,6 +437,10 @@ def _import_in_background(modules: Sequence[str]) -> None:
     threading.Thread(target=run, name="bioanon-preload", daemon=True).start()
 
 
+#: how far (a share of itself) a kind's mean seconds may move before :class:`ExpectedSeconds` ranks the tasks again
+RERANK_SHIFT = 0.2
+
+
 class ExpectedSeconds:
     """How long each task of a run is expected to take, learned while the run goes, and its rank: the order in
     which a free worker should start the ready tasks, the longest first, so that no long task is left to run
@@ -448,8 +452,9 @@ class ExpectedSeconds:
     (it may be long, and running it early says what its kind costs). A task without a kind is expected to take
     the mean of every finished task. Its rank is that plus the longest chain of expected seconds of the tasks
     that wait for it (a task others depend on starts before an equal one that none does). The ranks are worked
-    out again (over the whole plan, without recursion) only when an estimate is new or rests on twice as many
-    tasks as before, a few times per kind: :attr:`version` says when.
+    out again (over the whole plan, without recursion) only when an estimate is new or has moved by more than
+    :data:`RERANK_SHIFT` of itself since they last were, not with every task that finishes: :attr:`version` says
+    when.
 
     Parameters
     ----------
@@ -461,6 +466,7 @@ class ExpectedSeconds:
         self._dependents = dependents
         self._order = _dependents_first(tasks, dependents)
         self._seconds: dict[str, tuple[float, int]] = {}  # kind ("": every task) -> (total seconds, tasks)
+        self._ranked_with: dict[str, float] = {}  # kind -> the estimate the ranks were worked out with
         self._ranks: dict[str, float] | None = None
         self.version = 0  # changes whenever the ranks do
 
@@ -470,7 +476,10 @@ class ExpectedSeconds:
         for kind in {"", getattr(task, "kind", "")}:
             total, n = self._seconds.get(kind, (0.0, 0))
             self._seconds[kind] = (total + float(seconds), n + 1)
-            changed = changed or (n + 1) & n == 0  # a first estimate, or one on twice as many tasks
+            mean, used = (total + float(seconds)) / (n + 1), self._ranked_with.get(kind)
+            if used is None or abs(mean - used) > RERANK_SHIFT * max(used, 1e-9):
+                self._ranked_with[kind] = mean
+                changed = True
         if changed:
             self._ranks = None
             self.version += 1
