@@ -223,18 +223,26 @@ def test_the_scheduler_reads_each_task_s_devices_once(tmp_path, monkeypatch):
     assert sorted(calls) == sorted(t.key for t in tasks)
 
 
+_SETS = {"clear_attacker": "c" * 32, "anon_attacker": "a" * 32, "clear_evaluation": "e" * 32}
+
+
+def _score_task(scenario, **extra):
+    """A score task of ``any.cosine_centroid`` in ``scenario`` (``extra``: other arguments, or changed ones)."""
+    from bioanon.evaluation.tasks import make_task
+
+    args = {"recognizer": {"id": "any.cosine_centroid", "params": {}}, "label": "subject", "sets": _SETS}
+    args |= {"seed": 1, "selections": [], "scenario": scenario, **extra}
+    return make_task("score", args, (), stage="score", label="s")
+
+
 def test_score_tasks_get_the_affinity_of_their_fit():
     from bioanon.evaluation.tasks import make_task
 
-    rec = {"id": "any.cosine_centroid", "params": {}}
-    sets = {"clear_attacker": "c" * 32, "anon_attacker": "a" * 32, "clear_evaluation": "e" * 32}
-    base = {"recognizer": rec, "label": "subject", "sets": sets, "seed": 1, "selections": []}
-
     def affinity(scenario, **extra):
-        return make_task("score", {**base, "scenario": scenario, **extra}, (), stage="score", label="s").affinity
+        return _score_task(scenario, **extra).affinity
 
     assert affinity("naive") == affinity("clear") != affinity("parrot") != ""  # clear and naive train on clear
-    assert affinity("naive", sets={**sets, "clear_attacker": "d" * 32}) != affinity("naive")
+    assert affinity("naive", sets={**_SETS, "clear_attacker": "d" * 32}) != affinity("naive")
     assert affinity("naive", attacker_fit="enrolment") == ""  # a fit per selection: nothing to share
     assert make_task("select", {"n": 1}, (), stage="select", label="s").affinity == ""
 
@@ -308,16 +316,12 @@ def test_the_pool_learns_task_costs_and_starts_long_ones_first(tmp_path, monkeyp
 
 
 def test_tasks_of_one_recognizer_and_scenario_share_a_kind():
-    from bioanon.evaluation.tasks import make_task, task_kind
-
-    rec = {"id": "any.cosine_centroid", "params": {}}
-    sets = {"clear_attacker": "c" * 32, "anon_attacker": "a" * 32, "clear_evaluation": "e" * 32}
-    base = {"recognizer": rec, "label": "subject", "sets": sets, "seed": 1, "selections": []}
+    from bioanon.evaluation.tasks import task_kind
 
     def kind(scenario, **extra):
-        return make_task("score", {**base, "scenario": scenario, **extra}, (), stage="score", label="s").kind
+        return _score_task(scenario, **extra).kind
 
-    assert kind("naive") == kind("naive", sets={**sets, "anon_attacker": "b" * 32}, seed=2)  # another setting
+    assert kind("naive") == kind("naive", sets={**_SETS, "anon_attacker": "b" * 32}, seed=2)  # another setting
     assert kind("naive") != kind("parrot") and kind("naive") != kind("naive", recognizer={"id": "any.lda_cosine"})
     assert task_kind("anonymize", {"method": {"id": "any.gaussian_noise", "params": {"sigma": 1}}}) == task_kind(
         "anonymize", {"method": {"id": "any.gaussian_noise", "params": {"sigma": 2}}}
