@@ -393,7 +393,8 @@ class LocalExecutor:
                         report.failed[t.key] = msg
                         report.count(t.stage, "failed")
                         for d in dependents.get(t.key, ()):
-                            skip(d)
+                            if d.key not in report.skipped:  # another failed dependency skipped it already
+                                skip(d)
                         continue
                     report.records[t.key] = record
                     report.ran(t, seconds, worker=slot + 1, end=started + seconds)  # the worker's clock
@@ -451,10 +452,11 @@ class ExpectedSeconds:
     at every setting). Nothing is known of a kind until one of its tasks has finished: such a task ranks first
     (it may be long, and running it early says what its kind costs). A task without a kind is expected to take
     the mean of every finished task. Its rank is that plus the longest chain of expected seconds of the tasks
-    that wait for it (a task others depend on starts before an equal one that none does). The ranks are worked
-    out again (over the whole plan, without recursion) only when an estimate is new or has moved by more than
-    :data:`RERANK_SHIFT` of itself since they last were, not with every task that finishes: :attr:`version` says
-    when.
+    that wait for it: a task others depend on starts before an equal one that none does, and a task that one of
+    a kind not measured yet waits for ranks first too (tasks ranked alike start in the order they became ready).
+    The ranks are worked out again (over the whole plan, without recursion) only when an estimate is new or has
+    moved by more than :data:`RERANK_SHIFT` of itself since they last were, not with every task that finishes:
+    :attr:`version` says when.
 
     Parameters
     ----------
@@ -465,6 +467,7 @@ class ExpectedSeconds:
     def __init__(self, tasks: Sequence[Any], dependents: Mapping[str, Sequence[Any]]) -> None:
         self._dependents = dependents
         self._order = _dependents_first(tasks, dependents)
+        self._plain = any(not getattr(t, "kind", "") for t in self._order)  # tasks without a kind: learn the mean
         self._seconds: dict[str, tuple[float, int]] = {}  # kind ("": every task) -> (total seconds, tasks)
         self._ranked_with: dict[str, float] = {}  # kind -> the estimate the ranks were worked out with
         self._ranks: dict[str, float] | None = None
@@ -473,7 +476,8 @@ class ExpectedSeconds:
     def learn(self, task: Any, seconds: float) -> None:
         """Count ``task`` as done in ``seconds``."""
         changed = False
-        for kind in {"", getattr(task, "kind", "")}:
+        own = getattr(task, "kind", "")
+        for kind in {own, ""} if self._plain or not own else {own}:
             total, n = self._seconds.get(kind, (0.0, 0))
             self._seconds[kind] = (total + float(seconds), n + 1)
             mean, used = (total + float(seconds)) / (n + 1), self._ranked_with.get(kind)
@@ -498,7 +502,9 @@ class ExpectedSeconds:
                 ranks[t.key] = self.seconds(t) + max((ranks.get(d.key, 0.0) for d in waiting), default=0.0)
             self._ranks = ranks
         rank = self._ranks.get(task.key)
-        return self.seconds(task) if rank is None else rank
+        if rank is None:  # not one of the tasks given: ranked now, and kept until the ranks change
+            rank = self._ranks[task.key] = self.seconds(task)
+        return rank
 
 
 def _dependents_first(tasks: Sequence[Any], dependents: Mapping[str, Sequence[Any]]) -> list[Any]:
