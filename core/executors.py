@@ -454,19 +454,19 @@ class ExpectedSeconds:
     the mean of every finished task. Its rank is that plus the longest chain of expected seconds of the tasks
     that wait for it: a task others depend on starts before an equal one that none does, and a task that one of
     a kind not measured yet waits for ranks first too (tasks ranked alike start in the order they became ready).
-    The ranks are worked out again (over the whole plan, without recursion) only when an estimate is new or has
+    The ranks are worked out again (over the whole plan, backwards: no recursion) only when an estimate is new or has
     moved by more than :data:`RERANK_SHIFT` of itself since they last were, not with every task that finishes:
     :attr:`version` says when.
 
     Parameters
     ----------
-    tasks : the tasks to rank (those left to run).
+    tasks : the tasks to rank (those left to run), in plan order: each after the tasks it depends on.
     dependents : task key -> the tasks that wait for it.
     """
 
     def __init__(self, tasks: Sequence[Any], dependents: Mapping[str, Sequence[Any]]) -> None:
         self._dependents = dependents
-        self._order = _dependents_first(tasks, dependents)
+        self._order = list(reversed(tasks))  # every task after those that wait for it
         self._plain = any(not getattr(t, "kind", "") for t in self._order)  # tasks without a kind: learn the mean
         self._seconds: dict[str, tuple[float, int]] = {}  # kind ("": every task) -> (total seconds, tasks)
         self._ranked_with: dict[str, float] = {}  # kind -> the estimate the ranks were worked out with
@@ -479,8 +479,9 @@ class ExpectedSeconds:
         own = getattr(task, "kind", "")
         for kind in {own, ""} if self._plain or not own else {own}:
             total, n = self._seconds.get(kind, (0.0, 0))
-            self._seconds[kind] = (total + float(seconds), n + 1)
-            mean, used = (total + float(seconds)) / (n + 1), self._ranked_with.get(kind)
+            total, n = total + float(seconds), n + 1
+            self._seconds[kind] = (total, n)
+            mean, used = total / n, self._ranked_with.get(kind)
             if used is None or abs(mean - used) > RERANK_SHIFT * max(used, 1e-9):
                 self._ranked_with[kind] = mean
                 changed = True
@@ -497,7 +498,7 @@ class ExpectedSeconds:
         """The expected seconds of ``task`` and of the longest chain of tasks that wait for it."""
         if self._ranks is None:
             ranks: dict[str, float] = {}
-            for t in self._order:  # every task after those that wait for it
+            for t in self._order:
                 waiting = self._dependents.get(t.key, ())
                 ranks[t.key] = self.seconds(t) + max((ranks.get(d.key, 0.0) for d in waiting), default=0.0)
             self._ranks = ranks
@@ -505,29 +506,6 @@ class ExpectedSeconds:
         if rank is None:  # not one of the tasks given: ranked now, and kept until the ranks change
             rank = self._ranks[task.key] = self.seconds(task)
         return rank
-
-
-def _dependents_first(tasks: Sequence[Any], dependents: Mapping[str, Sequence[Any]]) -> list[Any]:
-    """``tasks`` and those that wait for them, each after every task that waits for it (an iterative depth-first
-    walk: no recursion limit on long chains, and a cycle cannot loop)."""
-    order: list[Any] = []
-    seen: set[str] = set()
-    for root in tasks:
-        if root.key in seen:
-            continue
-        seen.add(root.key)
-        stack = [(root, iter(dependents.get(root.key, ())))]
-        while stack:
-            node, waiting = stack[-1]
-            for d in waiting:
-                if d.key not in seen:
-                    seen.add(d.key)
-                    stack.append((d, iter(dependents.get(d.key, ()))))
-                    break
-            else:
-                stack.pop()
-                order.append(node)
-    return order
 
 
 def _next_task(
