@@ -14,11 +14,15 @@ LEAN_STAMP := $(VENV)/.bioanon-demo
 PIP    := $(BIN)/python -m pip --disable-pip-version-check
 PLUGINS := plugins/face plugins/gait plugins/voice plugins/motion
 TORCH  := torch==2.14.1 torchvision==0.29.1
+# before installing, check the disk has room (GiB the finished venv takes; SPACE_CHECK=no skips the check)
+SPACE_CHECK ?= yes
+FREE_SPACE = [ "$(SPACE_CHECK)" = no ] || $(BIN)/python tools/free_space.py
 
 .PHONY: setup setup-demo demo test test-loaded lint bench bench-gpu plugin-template dist docs clean
 
 $(STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@$(FREE_SPACE) --need-gib 7.5 --what "the full set-up (torch with its CUDA libraries, dlib, ASR, docs)" $(VENV)
 	$(PIP) install -q --upgrade pip
 	@# torch first, pinned, so nothing later resolves a different build
 	$(PIP) install -q $(TORCH)
@@ -36,6 +40,7 @@ $(LEAN_STAMP): pyproject.toml $(addsuffix /pyproject.toml,$(PLUGINS))
 	@# per distribution and no byte-compiling of every installed module (Python compiles what the demo
 	@# imports): half the time of a plain install
 	@if [ -f $(STAMP) ] && [ -z "$$(find $^ -newer $(STAMP))" ]; then :; else \
+	  { $(FREE_SPACE) --need-gib 1 --what "the demo's set-up" $(VENV) || exit 1; }; \
 	  echo "installing the core and the four plugins without their extras (no torch) into $(VENV)"; \
 	  $(PIP) install -q --no-compile 'setuptools>=77,<81' && \
 	  $(PIP) install -q --no-compile --no-build-isolation -e . $(addprefix -e ,$(PLUGINS)) || exit 1; fi

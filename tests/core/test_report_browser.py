@@ -38,7 +38,7 @@ def _chromium() -> tuple[str, str]:
 
 
 @pytest.fixture(scope="module")
-def driver():
+def driver(tmp_path_factory):
     browser, chromedriver = _chromium()
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -48,6 +48,8 @@ def driver():
     for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
                 "--disable-extensions", "--no-first-run", "--allow-file-access-from-files"):  # fmt: skip
         opts.add_argument(arg)
+    # the browser's profile under pytest's temporary folder, so that no run leaves one behind in the system's
+    opts.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
     opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     d = webdriver.Chrome(options=opts, service=Service(chromedriver))
     d.set_page_load_timeout(60)
