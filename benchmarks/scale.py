@@ -73,6 +73,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks.common import child_env, figure, main
+from tools.free_space import folder_bytes as dir_bytes  # apparent size of every file under a folder
 
 SAMPLES_PER_SUBJECT = 20
 DIM = 256
@@ -123,18 +124,6 @@ def write_config(cfg: dict[str, Any], path: Path) -> Path:
 
     path.write_text(load_config(cfg).to_toml())
     return path
-
-
-def dir_bytes(path: Path) -> int:
-    """Apparent size of every file under ``path`` (0 when it does not exist)."""
-    total = 0
-    for root, _, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.lstat(os.path.join(root, name)).st_size
-            except OSError:
-                pass
-    return total
 
 
 def mem_available() -> int | None:

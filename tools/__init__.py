@@ -1,0 +1,1 @@
+"""Developer tools run from the repository root (python tools/NAME.py); importable as ``tools`` there."""
