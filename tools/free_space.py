@@ -1,12 +1,13 @@
 """Check, before a set-up installs anything, that the disk has room for it:
 
-    python tools/free_space.py --need-gib 8 --what "the full set-up" .venv
+    python tools/free_space.py --need-gib 7.5 --what "the full set-up" .venv
 
 pip fails half-way through with "[Errno 28] No space left on device" when the disk fills, and leaves a venv that
-is neither old nor new. This says so first, naming the folder, the space free there and the space needed. The
-space the venv already takes counts towards what is needed (a rerun after a change installs little), and so does
-a separate temporary-files filesystem, where pip unpacks the wheels. Set ``--need-gib 0`` (``make ...
-SPACE_CHECK=no``) to skip the check. Exit status 0 when there is room, 2 when not.
+is neither old nor new. This says so first, naming the folder, the space free there and the space needed. What
+the venv already takes is subtracted from what it needs (a rerun after a change installs little); room for pip's
+temporary files is added, or checked on its own where the temporary folder is on another filesystem.
+``--need-gib 0`` checks nothing (``make ... SPACE_CHECK=no`` does not run this at all). Exit status 0 when there
+is room, 2 when not.
 """
 
 from __future__ import annotations
@@ -69,9 +70,9 @@ def shortfalls(venv: Path, need_gib: float, temp_dir: Path | None = None) -> lis
     temp_need = min(TEMP_NEED_GIB, need_gib) * GIB
     same_fs = _device(venv_at) == _device(temp_at)
     checks = (
-        [(venv_at, venv_need + temp_need, f"{venv}")]
+        [(venv_at, venv_need + temp_need, str(venv))]
         if same_fs
-        else [(venv_at, venv_need, f"{venv}"), (temp_at, temp_need, f"{temp_dir} (pip's temporary files; set TMPDIR)")]
+        else [(venv_at, venv_need, str(venv)), (temp_at, temp_need, f"{temp_dir} (pip's temporary files; set TMPDIR)")]
     )
     out = []
     for at, need, name in checks:

@@ -59,12 +59,12 @@ def test_room_enough_passes_and_zero_checks_nothing(free_space, tmp_path, monkey
 def test_what_the_venv_already_takes_counts(free_space, tmp_path, monkeypatch):
     venv = tmp_path / ".venv"
     (venv / "lib").mkdir(parents=True)
-    _free(monkeypatch, free_space, {tmp_path: 4.0})
-    assert free_space.shortfalls(venv, 4.0, temp_dir=tmp_path)  # 4 + 1.5 needed, 4 free
-    with open(venv / "lib" / "big.so", "wb") as f:  # 2 GiB that take no disk (a sparse file)
-        f.truncate(2 * GIB)
-    assert free_space.folder_bytes(venv) == 2 * GIB
-    assert free_space.shortfalls(venv, 4.0, temp_dir=tmp_path) == []  # 4 - 2 + 1.5 needed
+    need, mib = 0.02, 1024**2  # GiB: 20.5 MiB for the venv and as much for pip's temporary files (the lesser)
+    _free(monkeypatch, free_space, {tmp_path: 0.03})  # 30.7 MiB free
+    assert free_space.shortfalls(venv, need, temp_dir=tmp_path)  # 41 MiB needed
+    (venv / "lib" / "lib.so").write_bytes(b"\0" * (16 * mib))
+    assert free_space.folder_bytes(venv) == 16 * mib
+    assert free_space.shortfalls(venv, need, temp_dir=tmp_path) == []  # 41 - 16 = 25 MiB needed
 
 
 def test_a_separate_temporary_filesystem_is_checked_on_its_own(free_space, tmp_path, monkeypatch):
